@@ -1,0 +1,46 @@
+//! netchar's data model: what a test is ([`TestSpec`]), the units it is measured in
+//! ([`units`]), and what a test produced ([`TestResult`]).
+//!
+//! This crate does no I/O and knows no sockets or clocks: the client, the server, every
+//! reporter and every protocol adapter meet here. Every figure in a [`TestResult`] is in SI
+//! base units (bytes, seconds, bits per second) and is derived from raw counters that are kept
+//! beside it, so a reader can recompute it.
+//!
+//! ```
+//! use netchar_model::units::{parse_bytes, parse_bit_rate};
+//! assert_eq!(parse_bytes("128Ki").unwrap(), 131_072);
+//! assert_eq!(parse_bit_rate("1.5G").unwrap(), 1_500_000_000);
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod result;
+pub mod spec;
+pub mod units;
+
+pub use result::*;
+pub use spec::*;
+
+/// The version of the JSON result schema (docs/json.md). Bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Bits per second for `bytes` moved in `seconds`; 0 when no time elapsed, never NaN.
+pub fn bits_per_second(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 && seconds.is_finite() {
+        bytes as f64 * 8.0 / seconds
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_is_zero_not_nan_for_zero_time() {
+        assert_eq!(bits_per_second(1000, 0.0), 0.0);
+        assert_eq!(bits_per_second(1000, f64::NAN), 0.0);
+        assert_eq!(bits_per_second(125, 1.0), 1000.0);
+    }
+}

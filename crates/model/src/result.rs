@@ -1,0 +1,493 @@
+//! What a test produced. One model, read by every reporter (text, JSON, later CSV and HTML).
+//!
+//! The raw material is one [`StreamRecord`] per stream and end: its byte counter, its active
+//! time and its interval samples. [`TestResult::assemble`] derives everything else (per-flow
+//! summaries, summed intervals) from those records, so every figure can be recomputed from the
+//! counters that are kept next to it.
+
+use crate::{bits_per_second, Flow, TestSpec};
+use serde::{Deserialize, Serialize};
+
+/// Which end of a stream a record describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The end that wrote the data.
+    Sender,
+    /// The end that read it.
+    Receiver,
+}
+
+/// Which program measured a figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Endpoint {
+    /// The netchar client (the master).
+    Client,
+    /// The netchar server (the responder).
+    Server,
+}
+
+/// One stream's figures over one interval, measured at one end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamInterval {
+    /// Interval start, seconds since that end started the test.
+    pub start: f64,
+    /// Interval end, seconds since that end started the test.
+    pub end: f64,
+    /// Bytes written (sender) or read (receiver) in the interval.
+    pub bytes: u64,
+    /// 8 · bytes / (end − start).
+    pub bits_per_second: f64,
+    /// True while the interval lies in the warm-up (`-O`).
+    pub omitted: bool,
+    /// TCP retransmits in the interval (Linux TCP sender only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retransmits: Option<u64>,
+    /// Congestion window at the interval's end, in bytes (TCP sender).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cwnd_bytes: Option<u64>,
+    /// Smoothed RTT at the interval's end, in microseconds (TCP sender).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rtt_us: Option<u32>,
+    /// RTT variance at the interval's end, in microseconds (TCP sender).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rttvar_us: Option<u32>,
+}
+
+/// Everything one end measured of one stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamRecord {
+    /// Stream id, from 1 (see [`TestSpec::stream_ids`]).
+    pub id: u32,
+    /// Which way the stream's data flows.
+    pub flow: Flow,
+    /// Which end of the stream this is.
+    pub role: Role,
+    /// Who measured it.
+    pub measured_by: Endpoint,
+    /// Every byte written or read, warm-up included.
+    pub bytes: u64,
+    /// Seconds from the start to the last byte written or read.
+    pub seconds: f64,
+    /// Bytes written or read during the warm-up (`-O`).
+    pub omitted_bytes: u64,
+    /// TCP retransmits over the whole stream (sender with TCP_INFO only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retransmits: Option<u64>,
+    /// Retransmits during the warm-up.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub omitted_retransmits: Option<u64>,
+    /// Interval samples in time order.
+    pub intervals: Vec<StreamInterval>,
+}
+
+/// CPU used during a test by one end: its own process, and the whole machine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuUsage {
+    /// Process user time as a percentage of one CPU over the test's wall time.
+    pub user_pct: f64,
+    /// Process system time as a percentage of one CPU.
+    pub system_pct: f64,
+    /// user_pct + system_pct.
+    pub total_pct: f64,
+    /// total_pct divided by the number of CPUs: the share of the whole machine.
+    pub total_pct_of_all_cpus: f64,
+    /// Whole-machine busy share from /proc/stat (user, nice, system, irq, softirq, steal), % of all CPUs.
+    pub host_busy_pct: f64,
+    /// Whole-machine softirq share from /proc/stat, % of all CPUs (on loopback the receive path runs here).
+    pub host_softirq_pct: f64,
+    /// Process user seconds.
+    pub user_seconds: f64,
+    /// Process system seconds.
+    pub system_seconds: f64,
+    /// Wall seconds the figures cover.
+    pub wall_seconds: f64,
+    /// CPUs online.
+    pub cpus: u32,
+}
+
+/// The machine one end ran on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    /// Host name.
+    pub hostname: String,
+    /// Kernel name and release, e.g. `Linux 6.18.0`.
+    pub kernel: String,
+    /// CPU model name from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// CPUs online.
+    pub cores: u32,
+}
+
+/// The test as it ran, for the result file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestInfo {
+    /// The spec both ends ran.
+    #[serde(flatten)]
+    pub spec: TestSpec,
+    /// The server's address as `host:port`.
+    pub remote: String,
+    /// `ipv4` or `ipv6`.
+    pub family: String,
+    /// Free text from `--title`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub title: Option<String>,
+    /// Client CPU the data workers were pinned to (`-A`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_cpu: Option<usize>,
+    /// How many tests the server was running at once, this one included.
+    pub concurrent_tests: u32,
+}
+
+/// One end's totals of a flow, after the warm-up.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideTotals {
+    /// Bytes after the warm-up, all streams of the flow.
+    pub bytes: u64,
+    /// Seconds after the warm-up: the longest stream's active time less `-O`.
+    pub seconds: f64,
+    /// 8 · bytes / seconds.
+    pub bits_per_second: f64,
+    /// Every byte including the warm-up; sender and receiver totals must be equal for TCP.
+    pub total_bytes: u64,
+    /// TCP retransmits after the warm-up (sender with TCP_INFO only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retransmits: Option<u64>,
+}
+
+/// Both ends of one flow.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowSummary {
+    /// What the sending end measured.
+    pub sender: SideTotals,
+    /// What the receiving end measured.
+    pub receiver: SideTotals,
+    /// True when the receiver got every byte the sender wrote (the TCP invariant).
+    pub bytes_match: bool,
+}
+
+/// Per-flow summaries. A flow the test did not run is absent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Client to server.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub up: Option<FlowSummary>,
+    /// Server to client.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub down: Option<FlowSummary>,
+}
+
+impl Summary {
+    /// The summary of `flow`, if the test ran it.
+    pub fn flow(&self, flow: Flow) -> Option<&FlowSummary> {
+        match flow {
+            Flow::Up => self.up.as_ref(),
+            Flow::Down => self.down.as_ref(),
+        }
+    }
+}
+
+/// The sum over all streams of one flow and role in one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSum {
+    /// Which way.
+    pub flow: Flow,
+    /// Which end measured it.
+    pub role: Role,
+    /// Bytes of all streams.
+    pub bytes: u64,
+    /// 8 · bytes / interval length.
+    pub bits_per_second: f64,
+    /// Retransmits of all streams (TCP sender only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retransmits: Option<u64>,
+}
+
+/// One stream's sample inside an [`IntervalRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalStream {
+    /// Stream id.
+    pub id: u32,
+    /// Which way.
+    pub flow: Flow,
+    /// Which end.
+    pub role: Role,
+    /// The sample.
+    #[serde(flatten)]
+    pub sample: StreamInterval,
+}
+
+/// The k-th interval of the test, from both ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// Start, seconds since the test started.
+    pub start: f64,
+    /// End, seconds since the test started.
+    pub end: f64,
+    /// In the warm-up.
+    pub omitted: bool,
+    /// Every stream at both ends.
+    pub streams: Vec<IntervalStream>,
+    /// Sums per flow and role.
+    pub sum: Vec<IntervalSum>,
+}
+
+/// CPU of both ends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuReport {
+    /// The client.
+    pub local: Option<CpuUsage>,
+    /// The server.
+    pub remote: Option<CpuUsage>,
+}
+
+/// The whole result of one test: written as JSON (schema in docs/json.md), printed as text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    /// [`crate::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Version of the netchar that wrote the file.
+    pub netchar_version: String,
+    /// The test.
+    pub test: TestInfo,
+    /// Wall-clock start, RFC 3339 UTC.
+    pub started_at: String,
+    /// The client's machine.
+    pub host: HostInfo,
+    /// The server's machine, as it reported it.
+    pub remote_host: Option<HostInfo>,
+    /// Interval figures from both ends.
+    pub intervals: Vec<IntervalRecord>,
+    /// Per-flow totals.
+    pub summary: Summary,
+    /// Raw per-stream records from both ends: every summary figure derives from these.
+    pub streams: Vec<StreamRecord>,
+    /// CPU of both ends.
+    pub cpu: CpuReport,
+    /// Null, or the one-line reason the test failed; the figures measured until then stay.
+    pub error: Option<String>,
+}
+
+/// The inputs of [`TestResult::assemble`] that are not stream records.
+#[derive(Debug, Clone)]
+pub struct ResultHeader {
+    /// The test.
+    pub test: TestInfo,
+    /// Wall-clock start.
+    pub started_at: String,
+    /// The client's machine.
+    pub host: HostInfo,
+    /// The server's machine.
+    pub remote_host: Option<HostInfo>,
+}
+
+impl TestResult {
+    /// Builds a result from the raw stream records of both ends.
+    pub fn assemble(
+        header: ResultHeader,
+        mut streams: Vec<StreamRecord>,
+        cpu: CpuReport,
+        error: Option<String>,
+    ) -> Self {
+        streams.sort_by_key(|s| (s.id, s.role == Role::Receiver));
+        let omit = header.test.spec.omit_seconds;
+        let flows = header.test.spec.direction.flows();
+        let mut summary = Summary::default();
+        for &flow in flows {
+            let sender = side_totals(&streams, flow, Role::Sender, omit);
+            let receiver = side_totals(&streams, flow, Role::Receiver, omit);
+            let fs = FlowSummary {
+                bytes_match: sender.total_bytes == receiver.total_bytes,
+                sender,
+                receiver,
+            };
+            match flow {
+                Flow::Up => summary.up = Some(fs),
+                Flow::Down => summary.down = Some(fs),
+            }
+        }
+        let intervals = merge_intervals(&streams);
+        Self {
+            schema_version: crate::SCHEMA_VERSION,
+            netchar_version: env!("CARGO_PKG_VERSION").to_string(),
+            test: header.test,
+            started_at: header.started_at,
+            host: header.host,
+            remote_host: header.remote_host,
+            intervals,
+            summary,
+            streams,
+            cpu,
+            error,
+        }
+    }
+}
+
+fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> SideTotals {
+    let mine = streams.iter().filter(|s| s.flow == flow && s.role == role);
+    let mut t = SideTotals::default();
+    let mut longest: f64 = 0.0;
+    for s in mine {
+        t.total_bytes += s.bytes;
+        t.bytes += s.bytes - s.omitted_bytes.min(s.bytes);
+        longest = longest.max(s.seconds);
+        if let Some(r) = s.retransmits {
+            let before = s.omitted_retransmits.unwrap_or(0);
+            *t.retransmits.get_or_insert(0) += r.saturating_sub(before);
+        }
+    }
+    t.seconds = (longest - omit).max(0.0);
+    t.bits_per_second = bits_per_second(t.bytes, t.seconds);
+    t
+}
+
+fn merge_intervals(streams: &[StreamRecord]) -> Vec<IntervalRecord> {
+    let count = streams.iter().map(|s| s.intervals.len()).max().unwrap_or(0);
+    (0..count)
+        .map(|k| {
+            let mut rec = IntervalRecord {
+                start: f64::MAX,
+                end: 0.0,
+                omitted: false,
+                streams: Vec::new(),
+                sum: Vec::new(),
+            };
+            for s in streams {
+                let Some(iv) = s.intervals.get(k) else {
+                    continue;
+                };
+                rec.start = rec.start.min(iv.start);
+                rec.end = rec.end.max(iv.end);
+                rec.omitted |= iv.omitted;
+                add_to_sum(&mut rec.sum, s, iv);
+                rec.streams.push(IntervalStream {
+                    id: s.id,
+                    flow: s.flow,
+                    role: s.role,
+                    sample: iv.clone(),
+                });
+            }
+            let length = rec.end - rec.start;
+            for sum in &mut rec.sum {
+                sum.bits_per_second = bits_per_second(sum.bytes, length);
+            }
+            rec
+        })
+        .collect()
+}
+
+fn add_to_sum(sums: &mut Vec<IntervalSum>, s: &StreamRecord, iv: &StreamInterval) {
+    let index = match sums.iter().position(|x| x.flow == s.flow && x.role == s.role) {
+        Some(i) => i,
+        None => {
+            sums.push(IntervalSum {
+                flow: s.flow,
+                role: s.role,
+                bytes: 0,
+                bits_per_second: 0.0,
+                retransmits: None,
+            });
+            sums.len() - 1
+        }
+    };
+    let sum = &mut sums[index];
+    sum.bytes += iv.bytes;
+    if let Some(r) = iv.retransmits {
+        *sum.retransmits.get_or_insert(0) += r;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Direction, TestSpec};
+
+    fn record(id: u32, role: Role, bytes: u64, seconds: f64, omitted: u64) -> StreamRecord {
+        StreamRecord {
+            id,
+            flow: Flow::Up,
+            role,
+            measured_by: if role == Role::Sender { Endpoint::Client } else { Endpoint::Server },
+            bytes,
+            seconds,
+            omitted_bytes: omitted,
+            retransmits: (role == Role::Sender).then_some(7),
+            omitted_retransmits: (role == Role::Sender).then_some(2),
+            intervals: vec![StreamInterval {
+                start: 0.0,
+                end: 1.0,
+                bytes: 1000,
+                bits_per_second: 8000.0,
+                omitted: false,
+                retransmits: None,
+                cwnd_bytes: None,
+                rtt_us: None,
+                rttvar_us: None,
+            }],
+        }
+    }
+
+    fn header(spec: TestSpec) -> ResultHeader {
+        ResultHeader {
+            test: TestInfo {
+                spec,
+                remote: "127.0.0.1:5300".into(),
+                family: "ipv4".into(),
+                title: None,
+                client_cpu: None,
+                concurrent_tests: 1,
+            },
+            started_at: "2026-01-01T00:00:00Z".into(),
+            host: HostInfo::default(),
+            remote_host: None,
+        }
+    }
+
+    #[test]
+    fn summary_is_derived_from_stream_records() {
+        let mut spec = TestSpec::tcp_default();
+        spec.streams = 2;
+        spec.omit_seconds = 1.0;
+        let streams = vec![
+            record(1, Role::Sender, 10_000, 5.0, 1_000),
+            record(2, Role::Sender, 20_000, 5.0, 2_000),
+            record(1, Role::Receiver, 10_000, 5.5, 1_000),
+            record(2, Role::Receiver, 20_000, 5.25, 2_000),
+        ];
+        let r = TestResult::assemble(header(spec), streams, CpuReport::default(), None);
+        let up = r.summary.up.as_ref().unwrap();
+        assert!(up.bytes_match);
+        assert_eq!(up.sender.bytes, 27_000);
+        assert_eq!(up.sender.total_bytes, 30_000);
+        assert_eq!(up.sender.seconds, 4.0);
+        assert_eq!(up.sender.bits_per_second, 27_000.0 * 8.0 / 4.0);
+        assert_eq!(up.receiver.seconds, 4.5);
+        assert_eq!(up.sender.retransmits, Some(10));
+        assert_eq!(up.receiver.retransmits, None);
+        assert!(r.summary.down.is_none());
+        assert_eq!(r.intervals.len(), 1);
+        assert_eq!(r.intervals[0].sum.len(), 2);
+        assert_eq!(r.intervals[0].sum[0].bytes, 2000);
+    }
+
+    #[test]
+    fn a_short_receiver_is_flagged() {
+        let mut spec = TestSpec::tcp_default();
+        spec.direction = Direction::Up;
+        let streams = vec![
+            record(1, Role::Sender, 10_000, 5.0, 0),
+            record(1, Role::Receiver, 9_999, 5.0, 0),
+        ];
+        let r = TestResult::assemble(header(spec), streams, CpuReport::default(), None);
+        assert!(!r.summary.up.unwrap().bytes_match);
+    }
+
+    #[test]
+    fn json_never_contains_nan() {
+        let r = TestResult::assemble(header(TestSpec::tcp_default()), vec![], CpuReport::default(), Some("x".into()));
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("NaN"));
+        assert!(text.contains("\"schema_version\":1"));
+    }
+}

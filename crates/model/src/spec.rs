@@ -1,0 +1,296 @@
+//! What a test is: the kind, the direction, the streams, when it ends and the socket options.
+//!
+//! A [`TestSpec`] travels from client to server in the control protocol, so both ends run the
+//! same test. Validation lives in [`TestSpec::validate`], which both the command line and the
+//! server call: the server never trusts a spec because the client validated it.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Which protocol and pattern of traffic a test runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestKind {
+    /// Bulk TCP throughput.
+    Tcp,
+}
+
+/// Which way the data flows, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Client sends, server receives.
+    Up,
+    /// Server sends, client receives (`-R`).
+    Down,
+    /// Both at once, each stream count in each direction (`--bidir`).
+    Bidir,
+}
+
+impl Direction {
+    /// The one-way flows this direction is made of.
+    pub fn flows(self) -> &'static [Flow] {
+        match self {
+            Self::Up => &[Flow::Up],
+            Self::Down => &[Flow::Down],
+            Self::Bidir => &[Flow::Up, Flow::Down],
+        }
+    }
+}
+
+/// One way of data: client to server (`Up`) or server to client (`Down`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Flow {
+    /// Client to server.
+    Up,
+    /// Server to client.
+    Down,
+}
+
+impl Flow {
+    /// `up` or `down`, as JSON keys and text output name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Up => "up",
+            Self::Down => "down",
+        }
+    }
+}
+
+/// When the senders stop.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndCondition {
+    /// After this many seconds of sending (`-t`).
+    Seconds(f64),
+    /// After exactly this many bytes per flow, split across the flow's streams (`-n`).
+    Bytes(u64),
+}
+
+/// TCP socket options, applied on both ends where they make sense.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpOptions {
+    /// SO_SNDBUF / SO_RCVBUF in bytes (`-w`); None leaves kernel autotuning alone.
+    pub window_bytes: Option<u64>,
+    /// TCP_MAXSEG (`-M`).
+    pub mss: Option<u32>,
+    /// TCP_NODELAY (`-N`).
+    pub nodelay: bool,
+    /// TCP_CONGESTION algorithm name (`-C`).
+    pub congestion: Option<String>,
+    /// Send with MSG_ZEROCOPY (`--zerocopy`).
+    pub zerocopy: bool,
+    /// Cap of each stream's send rate in bits per second (`-b`); None = as fast as possible.
+    pub rate_bps_per_stream: Option<u64>,
+}
+
+/// Everything both ends need to run one test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// Protocol and traffic pattern.
+    pub kind: TestKind,
+    /// Which way data flows.
+    pub direction: Direction,
+    /// Streams per flow (`-P`).
+    pub streams: u32,
+    /// When the senders stop.
+    pub end: EndCondition,
+    /// Bytes per write and per read (`-l`).
+    pub block_bytes: u64,
+    /// Seconds at the start excluded from the summary (`-O`).
+    pub omit_seconds: f64,
+    /// Seconds per interval report; 0 = no interval reports (`-i`).
+    pub interval_seconds: f64,
+    /// TCP options.
+    pub tcp: TcpOptions,
+    /// CPU the server pins its data workers to (`-A x,SERVERCPU`).
+    pub server_cpu: Option<usize>,
+}
+
+/// A spec that cannot run, with the flag to blame.
+#[derive(Debug, Error, PartialEq)]
+pub enum SpecError {
+    /// `-P` out of range.
+    #[error("-P {0}: the number of streams must be between 1 and {MAX_STREAMS}")]
+    Streams(u32),
+    /// `-l` out of range.
+    #[error("-l {0}: the block size must be between 1 byte and {MAX_BLOCK_BYTES} bytes")]
+    BlockSize(u64),
+    /// `-t` out of range.
+    #[error("-t {0}: the duration must be more than 0 and at most {MAX_SECONDS} seconds")]
+    Duration(f64),
+    /// `-n 0`.
+    #[error("-n 0: the byte count must be at least 1 byte per stream")]
+    ByteCount,
+    /// `-O` out of range.
+    #[error("-O {0}: the warm-up must be at least 0 and shorter than the test")]
+    Omit(f64),
+    /// `-i` out of range.
+    #[error("-i {0}: the interval must be 0 (off) or between 0.1 and 3600 seconds")]
+    Interval(f64),
+    /// `-M` out of range.
+    #[error("-M {0}: the MSS must be between 88 and 65535")]
+    Mss(u32),
+    /// `-w` out of range.
+    #[error("-w {0}: the socket buffer must be between 1 KiB and 1 GiB")]
+    Window(u64),
+    /// `-C` not a plausible algorithm name.
+    #[error("-C {0:?}: a congestion control name is 1 to 15 letters, digits, '_' or '-'")]
+    Congestion(String),
+}
+
+/// The most streams per flow a test may ask for.
+pub const MAX_STREAMS: u32 = 128;
+/// The largest block a test may ask for.
+pub const MAX_BLOCK_BYTES: u64 = 16 * 1024 * 1024;
+/// The longest test, one day as iperf3 allows.
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+impl TestSpec {
+    /// A TCP test with the defaults of `netchar tcp`: up, one stream, 10 s, 128 KiB blocks.
+    pub fn tcp_default() -> Self {
+        Self {
+            kind: TestKind::Tcp,
+            direction: Direction::Up,
+            streams: 1,
+            end: EndCondition::Seconds(10.0),
+            block_bytes: 128 * 1024,
+            omit_seconds: 0.0,
+            interval_seconds: 1.0,
+            tcp: TcpOptions::default(),
+            server_cpu: None,
+        }
+    }
+
+    /// Checks every field against its range. Both the client and the server call this.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.streams == 0 || self.streams > MAX_STREAMS {
+            return Err(SpecError::Streams(self.streams));
+        }
+        if self.block_bytes == 0 || self.block_bytes > MAX_BLOCK_BYTES {
+            return Err(SpecError::BlockSize(self.block_bytes));
+        }
+        match self.end {
+            EndCondition::Seconds(s) if !(s > 0.0 && s <= MAX_SECONDS) => {
+                return Err(SpecError::Duration(s))
+            }
+            EndCondition::Bytes(n) if n < u64::from(self.streams) => {
+                return Err(SpecError::ByteCount)
+            }
+            _ => {}
+        }
+        let too_long = matches!(self.end, EndCondition::Seconds(s) if self.omit_seconds >= s);
+        if !(self.omit_seconds >= 0.0 && self.omit_seconds <= MAX_SECONDS) || too_long {
+            return Err(SpecError::Omit(self.omit_seconds));
+        }
+        let i = self.interval_seconds;
+        if !(i == 0.0 || (0.1..=3600.0).contains(&i)) {
+            return Err(SpecError::Interval(i));
+        }
+        if let Some(m) = self.tcp.mss {
+            if !(88..=65535).contains(&m) {
+                return Err(SpecError::Mss(m));
+            }
+        }
+        if let Some(w) = self.tcp.window_bytes {
+            if !(1024..=1 << 30).contains(&w) {
+                return Err(SpecError::Window(w));
+            }
+        }
+        if let Some(c) = &self.tcp.congestion {
+            let ok = !c.is_empty()
+                && c.len() <= 15
+                && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
+            if !ok {
+                return Err(SpecError::Congestion(c.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The stream ids of `flow`, numbered from 1: up streams first, then down streams.
+    pub fn stream_ids(&self, flow: Flow) -> std::ops::RangeInclusive<u32> {
+        let p = self.streams;
+        let first = match (self.direction, flow) {
+            (Direction::Bidir, Flow::Down) => p + 1,
+            _ => 1,
+        };
+        first..=first + p - 1
+    }
+
+    /// Total data streams the client opens.
+    pub fn total_streams(&self) -> u32 {
+        self.streams * self.direction.flows().len() as u32
+    }
+
+    /// Which flow stream `id` carries.
+    pub fn flow_of(&self, id: u32) -> Option<Flow> {
+        self.direction
+            .flows()
+            .iter()
+            .copied()
+            .find(|f| self.stream_ids(*f).contains(&id))
+    }
+
+    /// The exact byte budget of stream `id` under `-n`: the flow's total split evenly, the
+    /// remainder going to the first streams, so the budgets add up to the total exactly.
+    pub fn byte_budget(&self, id: u32) -> Option<u64> {
+        let EndCondition::Bytes(total) = self.end else {
+            return None;
+        };
+        let flow = self.flow_of(id)?;
+        let index = u64::from(id - self.stream_ids(flow).start());
+        let p = u64::from(self.streams);
+        Some(total / p + u64::from(index < total % p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        assert_eq!(TestSpec::tcp_default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn out_of_range_values_name_their_flag() {
+        let mut s = TestSpec::tcp_default();
+        s.streams = 0;
+        assert!(s.validate().unwrap_err().to_string().starts_with("-P 0"));
+        let mut s = TestSpec::tcp_default();
+        s.block_bytes = 0;
+        assert!(s.validate().unwrap_err().to_string().starts_with("-l 0"));
+        let mut s = TestSpec::tcp_default();
+        s.end = EndCondition::Seconds(-1.0);
+        assert!(s.validate().unwrap_err().to_string().starts_with("-t -1"));
+        let mut s = TestSpec::tcp_default();
+        s.omit_seconds = 10.0;
+        assert_eq!(s.validate(), Err(SpecError::Omit(10.0)));
+    }
+
+    #[test]
+    fn bidir_numbers_up_streams_first() {
+        let mut s = TestSpec::tcp_default();
+        s.direction = Direction::Bidir;
+        s.streams = 3;
+        assert_eq!(s.stream_ids(Flow::Up), 1..=3);
+        assert_eq!(s.stream_ids(Flow::Down), 4..=6);
+        assert_eq!(s.flow_of(5), Some(Flow::Down));
+        assert_eq!(s.flow_of(7), None);
+        assert_eq!(s.total_streams(), 6);
+    }
+
+    #[test]
+    fn byte_budgets_add_up_exactly() {
+        let mut s = TestSpec::tcp_default();
+        s.streams = 3;
+        s.end = EndCondition::Bytes(1_000_001);
+        let sum: u64 = (1..=3).map(|id| s.byte_budget(id).unwrap()).sum();
+        assert_eq!(sum, 1_000_001);
+        assert_eq!(s.byte_budget(1), Some(333_334));
+        assert_eq!(s.byte_budget(3), Some(333_333));
+    }
+}

@@ -1,0 +1,159 @@
+//! The 40-byte hello that opens every netchar connection.
+//!
+//! Layout (big-endian):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `netchar\0` |
+//! | 8 | 2 | protocol version |
+//! | 10 | 1 | role: 0 control (client), 1 data (client), 2 server |
+//! | 11 | 1 | reserved, 0 |
+//! | 12 | 16 | session cookie (data connections; zero otherwise) |
+//! | 28 | 4 | stream id (data connections; zero otherwise) |
+//! | 32 | 8 | reserved, 0 |
+//!
+//! Why 40 bytes: an iperf3 server reads a 37-byte cookie before it says anything. A hello of at
+//! least 37 bytes makes it answer at once (PARAM_EXCHANGE, 0x09), so the client can name the
+//! peer it found instead of waiting for a timeout (reference/iperf.md §1).
+
+use crate::{ProtocolError, PROTOCOL_VERSION};
+
+/// Bytes in a hello.
+pub const HELLO_LEN: usize = 40;
+/// The magic that starts every hello.
+pub const MAGIC: [u8; 8] = *b"netchar\0";
+
+/// What the connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A client's control connection.
+    Control,
+    /// A client's data connection for one stream.
+    Data,
+    /// The server's answer on a control connection.
+    Server,
+}
+
+/// A decoded hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hello {
+    /// Protocol version of the sender.
+    pub version: u16,
+    /// What the connection is for.
+    pub role: Role,
+    /// The session cookie, for data connections.
+    pub cookie: [u8; 16],
+    /// The stream id, for data connections.
+    pub stream_id: u32,
+}
+
+impl Hello {
+    /// A client's control hello at this build's version.
+    pub fn control() -> Self {
+        Self { version: PROTOCOL_VERSION, role: Role::Control, cookie: [0; 16], stream_id: 0 }
+    }
+
+    /// The server's answer at this build's version.
+    pub fn server() -> Self {
+        Self { role: Role::Server, ..Self::control() }
+    }
+
+    /// A data connection's hello.
+    pub fn data(cookie: [u8; 16], stream_id: u32) -> Self {
+        Self { version: PROTOCOL_VERSION, role: Role::Data, cookie, stream_id }
+    }
+
+    /// The 40 bytes on the wire.
+    pub fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut b = [0u8; HELLO_LEN];
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8..10].copy_from_slice(&self.version.to_be_bytes());
+        b[10] = match self.role {
+            Role::Control => 0,
+            Role::Data => 1,
+            Role::Server => 2,
+        };
+        b[12..28].copy_from_slice(&self.cookie);
+        b[28..32].copy_from_slice(&self.stream_id.to_be_bytes());
+        b
+    }
+
+    /// Decodes a whole hello. Anything but netchar's magic is described by [`identify_peer`].
+    /// A version other than ours is returned, not rejected: the caller decides.
+    pub fn decode(b: &[u8; HELLO_LEN]) -> Result<Self, ProtocolError> {
+        if b[0..8] != MAGIC {
+            return Err(ProtocolError::NotNetchar(identify_peer(b)));
+        }
+        let version = u16::from_be_bytes([b[8], b[9]]);
+        let role = match b[10] {
+            0 => Role::Control,
+            1 => Role::Data,
+            2 => Role::Server,
+            other => return Err(ProtocolError::Malformed(format!("hello with unknown role {other}"))),
+        };
+        let mut cookie = [0u8; 16];
+        cookie.copy_from_slice(&b[12..28]);
+        let stream_id = u32::from_be_bytes([b[28], b[29], b[30], b[31]]);
+        Ok(Self { version, role, cookie, stream_id })
+    }
+}
+
+/// Names the kind of peer that sent `first_bytes` instead of a netchar hello.
+///
+/// Called with whatever arrived before the peer went quiet or closed, so it must accept any
+/// length, including a prefix of a real hello.
+pub fn identify_peer(first_bytes: &[u8]) -> String {
+    match first_bytes {
+        [] => "it closed the connection without answering".to_string(),
+        [0x09, ..] => "an iperf3 server answered (PARAM_EXCHANGE); use `netchar tcp --iperf3` once interop lands, or start `netchar server` there".to_string(),
+        [0xFF, ..] => "an iperf3 server answered ACCESS_DENIED (it is busy with another test)".to_string(),
+        [0xFE, ..] => "an iperf3 server answered SERVER_ERROR".to_string(),
+        b if b.starts_with(b"SSH-") => "an SSH server answered".to_string(),
+        b if b.starts_with(b"HTTP/") => "an HTTP server answered".to_string(),
+        b if b.len() < 8 && MAGIC.starts_with(b) => "it sent part of a netchar hello and stopped".to_string(),
+        b => {
+            let shown: String = b.iter().take(16).map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
+            format!("it answered with unknown bytes [{shown}]")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn golden_bytes_of_a_data_hello() {
+        let h = Hello::data([0xAB; 16], 3);
+        let b = h.encode();
+        assert_eq!(&b[0..12], b"netchar\0\x00\x01\x01\x00");
+        assert_eq!(&b[12..28], &[0xAB; 16]);
+        assert_eq!(&b[28..40], &[0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn iperf3_answers_are_recognised() {
+        assert!(identify_peer(&[0x09]).contains("iperf3"));
+        assert!(identify_peer(&[0xFF]).contains("busy"));
+        assert!(identify_peer(b"SSH-2.0-OpenSSH").contains("SSH"));
+        assert!(identify_peer(&[]).contains("closed"));
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_any_bytes_never_panics(bytes in proptest::array::uniform32(any::<u8>()), tail in proptest::array::uniform8(any::<u8>())) {
+            let mut b = [0u8; HELLO_LEN];
+            b[..32].copy_from_slice(&bytes);
+            b[32..].copy_from_slice(&tail);
+            let _ = Hello::decode(&b);
+            let _ = identify_peer(&b);
+        }
+
+        #[test]
+        fn round_trip(cookie in proptest::array::uniform16(any::<u8>()), id in any::<u32>()) {
+            let h = Hello::data(cookie, id);
+            prop_assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! netchar's native control protocol, version 1, sans-IO (docs/protocol.md).
+//!
+//! Layers, each usable without a socket or a clock:
+//! - [`hello`]: the fixed 40-byte hello that opens every connection, control or data, and the
+//!   recognition of peers that are not netchar (an iperf3 server, an SSH banner, ...);
+//! - [`codec`]: length-prefixed frames with a hard size cap checked before allocation;
+//! - [`message`]: the typed messages carried in frames;
+//! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
+//!   through `handle_input` and go out through `poll_output`; what the driver must do comes out
+//!   of `poll_event`.
+//!
+//! ```
+//! use netchar_wire::hello::{Hello, Role};
+//! let hello = Hello::control();
+//! let bytes = hello.encode();
+//! assert_eq!(Hello::decode(&bytes).unwrap(), hello);
+//! assert_eq!(bytes.len(), netchar_wire::hello::HELLO_LEN);
+//! assert_eq!(hello.role, Role::Control);
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod codec;
+pub mod hello;
+pub mod message;
+pub mod session;
+
+/// The control protocol version this build speaks.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Everything that can go wrong while decoding or sequencing the control protocol.
+#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+pub enum ProtocolError {
+    /// The peer's first bytes are not a netchar hello; the string says what they look like.
+    #[error("the peer is not a netchar server: {0}")]
+    NotNetchar(String),
+    /// The peer speaks another protocol version.
+    #[error("the peer speaks netchar control protocol v{peer}, this netchar speaks v{ours}; run the same netchar version on both ends")]
+    Version {
+        /// The peer's version.
+        peer: u16,
+        /// Ours.
+        ours: u16,
+    },
+    /// A frame announced more bytes than the cap.
+    #[error("control message of {len} bytes exceeds the {max}-byte limit")]
+    Oversize {
+        /// Announced length.
+        len: u32,
+        /// The cap.
+        max: u32,
+    },
+    /// A frame's payload is not a valid message.
+    #[error("malformed control message: {0}")]
+    Malformed(String),
+    /// A valid message arrived in a state where it makes no sense.
+    #[error("unexpected {message} while {state}")]
+    Unexpected {
+        /// The message's name.
+        message: &'static str,
+        /// The state's description.
+        state: &'static str,
+    },
+    /// The peer stayed silent for longer than the phase allows.
+    #[error("{0}")]
+    Timeout(String),
+    /// The peer reported an error and ended the test.
+    #[error("{0}")]
+    Peer(String),
+}

@@ -1,0 +1,196 @@
+//! The typed messages of control protocol v1, carried as JSON in frames.
+//!
+//! JSON rather than a binary encoding: the messages are few and small, a person can read a
+//! capture, and unknown fields are ignored so later versions can add them. Every message is an
+//! object with a `type` tag, e.g. `{"type":"start"}`.
+
+use crate::ProtocolError;
+use netchar_model::{CpuUsage, HostInfo, StreamRecord, TestSpec};
+use serde::{Deserialize, Serialize};
+
+/// Client to server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMessage {
+    /// Asks the server to run `spec`.
+    Request {
+        /// The test.
+        spec: TestSpec,
+        /// The client's netchar version, for the server's log.
+        client_version: String,
+    },
+    /// All data streams are connected: start the clocks and the workers.
+    Start,
+    /// The client's sending streams finished; exact totals per stream id.
+    SenderDone {
+        /// (stream id, bytes written) for every stream the client sent on.
+        totals: Vec<(u32, u64)>,
+    },
+    /// End the test now (Ctrl-C, or a client-side failure). The server stops and reports.
+    Stop {
+        /// Why, for the server's log.
+        reason: String,
+    },
+    /// The client is alive (sent when it has nothing else to say).
+    Keepalive,
+}
+
+/// Server to client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMessage {
+    /// The test is admitted; data connections must present `cookie`.
+    Accepted {
+        /// Session cookie, 32 hex digits.
+        cookie: String,
+        /// Tests running on the server now, this one included.
+        concurrent_tests: u32,
+        /// The server's machine.
+        host: HostInfo,
+        /// The server's netchar version.
+        server_version: String,
+    },
+    /// The server is running as many tests as it admits.
+    Busy {
+        /// Tests running.
+        running: u32,
+        /// Tests admitted at once (`--max-concurrent`).
+        max: u32,
+    },
+    /// The request is not acceptable; the reason names the field.
+    Rejected {
+        /// One line.
+        reason: String,
+    },
+    /// Every data connection arrived.
+    Ready,
+    /// The server's sending streams finished; exact totals per stream id.
+    SenderDone {
+        /// (stream id, bytes written).
+        totals: Vec<(u32, u64)>,
+    },
+    /// The server's figures; the last message of a test.
+    Results {
+        /// The server's end of every stream.
+        streams: Vec<StreamRecord>,
+        /// The server's CPU.
+        cpu: CpuUsage,
+        /// Set when the server ended the test early (shutdown, a failed stream).
+        error: Option<String>,
+    },
+    /// The server is alive.
+    Keepalive,
+    /// The server ends the session; nothing follows.
+    Error {
+        /// One line.
+        message: String,
+    },
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<T, ProtocolError> {
+    serde_json::from_slice(payload).map_err(|e| ProtocolError::Malformed(e.to_string()))
+}
+
+fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+    // Serialising these types cannot fail: no maps with non-string keys, no failing Serialize impls.
+    serde_json::to_vec(msg).expect("control messages always serialise")
+}
+
+impl ClientMessage {
+    /// Parses a frame's payload.
+    pub fn decode(payload: &[u8]) -> Result<Self, ProtocolError> {
+        decode(payload)
+    }
+    /// The frame payload.
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+    /// The message's name, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Request { .. } => "request",
+            Self::Start => "start",
+            Self::SenderDone { .. } => "sender_done",
+            Self::Stop { .. } => "stop",
+            Self::Keepalive => "keepalive",
+        }
+    }
+}
+
+impl ServerMessage {
+    /// Parses a frame's payload.
+    pub fn decode(payload: &[u8]) -> Result<Self, ProtocolError> {
+        decode(payload)
+    }
+    /// The frame payload.
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+    /// The message's name, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Accepted { .. } => "accepted",
+            Self::Busy { .. } => "busy",
+            Self::Rejected { .. } => "rejected",
+            Self::Ready => "ready",
+            Self::SenderDone { .. } => "sender_done",
+            Self::Results { .. } => "results",
+            Self::Keepalive => "keepalive",
+            Self::Error { .. } => "error",
+        }
+    }
+}
+
+/// Formats a cookie as 32 lowercase hex digits.
+pub fn cookie_to_hex(cookie: &[u8; 16]) -> String {
+    cookie.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses 32 hex digits into a cookie.
+pub fn cookie_from_hex(hex: &str) -> Result<[u8; 16], ProtocolError> {
+    let bad = || ProtocolError::Malformed(format!("cookie {hex:?} is not 32 hex digits"));
+    if hex.len() != 32 || !hex.is_ascii() {
+        return Err(bad());
+    }
+    let mut c = [0u8; 16];
+    for (i, byte) in c.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn golden_json() {
+        assert_eq!(ClientMessage::Start.encode(), br#"{"type":"start"}"#);
+        assert_eq!(ServerMessage::Busy { running: 1, max: 1 }.encode(), br#"{"type":"busy","running":1,"max":1}"#);
+        let sd = ClientMessage::SenderDone { totals: vec![(1, 42)] };
+        assert_eq!(sd.encode(), br#"{"type":"sender_done","totals":[[1,42]]}"#);
+    }
+
+    #[test]
+    fn request_round_trips() {
+        let m = ClientMessage::Request { spec: TestSpec::tcp_default(), client_version: "0.1.0".into() };
+        assert_eq!(ClientMessage::decode(&m.encode()).unwrap(), m);
+    }
+
+    #[test]
+    fn cookies_round_trip_and_reject_garbage() {
+        let c = [7u8; 16];
+        assert_eq!(cookie_from_hex(&cookie_to_hex(&c)).unwrap(), c);
+        assert!(cookie_from_hex("zz").is_err());
+        assert!(cookie_from_hex("é0000000000000000000000000000000").is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = ClientMessage::decode(&bytes);
+            let _ = ServerMessage::decode(&bytes);
+        }
+    }
+}

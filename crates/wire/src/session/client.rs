@@ -1,0 +1,279 @@
+//! The client's side of control protocol v1.
+
+use super::{Liveness, Timeouts};
+use crate::codec::{encode_frame, FrameDecoder, MAX_SERVER_FRAME};
+use crate::hello::{identify_peer, Hello, Role, HELLO_LEN, MAGIC};
+use crate::message::{cookie_from_hex, ClientMessage, ServerMessage};
+use crate::{ProtocolError, PROTOCOL_VERSION};
+use netchar_model::{CpuUsage, HostInfo, StreamRecord, TestSpec};
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// The server admitted the test: open the data connections with this cookie.
+    Accepted {
+        /// Present on every data connection.
+        cookie: [u8; 16],
+        /// Tests the server is running, this one included.
+        concurrent_tests: u32,
+        /// The server's machine.
+        host: HostInfo,
+        /// The server's netchar version.
+        server_version: String,
+    },
+    /// The server is busy with other tests: retry later or give up.
+    Busy {
+        /// Tests running.
+        running: u32,
+        /// Tests admitted at once.
+        max: u32,
+    },
+    /// The server saw every data connection; `start` was sent: start the workers now.
+    Started,
+    /// The server's senders finished with these exact totals.
+    PeerSenderDone(Vec<(u32, u64)>),
+    /// The server's results arrived; the session is over.
+    Finished {
+        /// The server's end of every stream.
+        streams: Vec<StreamRecord>,
+        /// The server's CPU.
+        cpu: CpuUsage,
+        /// Set when the server ended early.
+        error: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    AwaitHello,
+    AwaitAnswer,
+    AwaitReady,
+    Running,
+    Done,
+}
+
+impl State {
+    fn describe(self) -> &'static str {
+        match self {
+            Self::AwaitHello => "waiting for the server's hello",
+            Self::AwaitAnswer => "waiting for the server to accept the test",
+            Self::AwaitReady => "waiting for the server to see the data connections",
+            Self::Running => "the test was running",
+            Self::Done => "the test was over",
+        }
+    }
+}
+
+/// The client's control session for one test.
+#[derive(Debug)]
+pub struct ClientSession {
+    state: State,
+    spec: TestSpec,
+    timeouts: Timeouts,
+    hello_buf: Vec<u8>,
+    decoder: FrameDecoder,
+    out: Vec<u8>,
+    events: VecDeque<ClientEvent>,
+    live: Liveness,
+    phase_deadline: Instant,
+}
+
+impl ClientSession {
+    /// Starts a session for `spec`; the hello is queued for output at once.
+    pub fn new(now: Instant, spec: TestSpec, timeouts: Timeouts) -> Self {
+        let out = Hello::control().encode().to_vec();
+        Self {
+            state: State::AwaitHello,
+            spec,
+            timeouts,
+            hello_buf: Vec::new(),
+            decoder: FrameDecoder::new(MAX_SERVER_FRAME),
+            out,
+            events: VecDeque::new(),
+            live: Liveness::new(now),
+            phase_deadline: now + timeouts.hello,
+        }
+    }
+
+    /// Feeds bytes read from the control connection.
+    pub fn handle_input(&mut self, now: Instant, mut bytes: &[u8]) -> Result<(), ProtocolError> {
+        self.live.heard = now;
+        if self.state == State::AwaitHello {
+            let need = HELLO_LEN - self.hello_buf.len();
+            let take = need.min(bytes.len());
+            self.hello_buf.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            let seen = self.hello_buf.len().min(MAGIC.len());
+            if self.hello_buf[..seen] != MAGIC[..seen] {
+                return self.fail(ProtocolError::NotNetchar(identify_peer(&self.hello_buf)));
+            }
+            if self.hello_buf.len() < HELLO_LEN {
+                return Ok(());
+            }
+            let mut raw = [0u8; HELLO_LEN];
+            raw.copy_from_slice(&self.hello_buf);
+            let hello = Hello::decode(&raw).or_else(|e| self.fail(e))?;
+            if hello.version != PROTOCOL_VERSION {
+                return self.fail(ProtocolError::Version { peer: hello.version, ours: PROTOCOL_VERSION });
+            }
+            if hello.role != Role::Server {
+                return self.fail(ProtocolError::Malformed("the peer answered with a client hello".into()));
+            }
+            self.send(
+                now,
+                &ClientMessage::Request { spec: self.spec.clone(), client_version: env!("CARGO_PKG_VERSION").into() },
+            );
+            self.enter(now, State::AwaitAnswer);
+        }
+        self.decoder.push(bytes);
+        while let Some(frame) = self.decoder.next_frame().or_else(|e| self.fail(e))? {
+            let msg = ServerMessage::decode(&frame).or_else(|e| self.fail(e))?;
+            self.on_message(now, msg)?;
+        }
+        Ok(())
+    }
+
+    /// The one transition function.
+    fn on_message(&mut self, now: Instant, msg: ServerMessage) -> Result<(), ProtocolError> {
+        match (self.state, msg) {
+            (_, ServerMessage::Keepalive) => {}
+            (_, ServerMessage::Error { message }) => return self.fail(ProtocolError::Peer(message)),
+            (State::AwaitAnswer, ServerMessage::Accepted { cookie, concurrent_tests, host, server_version }) => {
+                let cookie = cookie_from_hex(&cookie).or_else(|e| self.fail(e))?;
+                self.events.push_back(ClientEvent::Accepted { cookie, concurrent_tests, host, server_version });
+                self.enter(now, State::AwaitReady);
+            }
+            (State::AwaitAnswer, ServerMessage::Busy { running, max }) => {
+                self.events.push_back(ClientEvent::Busy { running, max });
+                self.state = State::Done;
+            }
+            (State::AwaitAnswer, ServerMessage::Rejected { reason }) => {
+                return self.fail(ProtocolError::Peer(format!("the server rejected the test: {reason}")))
+            }
+            (State::AwaitReady, ServerMessage::Ready) => {
+                self.send(now, &ClientMessage::Start);
+                self.events.push_back(ClientEvent::Started);
+                self.enter(now, State::Running);
+            }
+            (State::Running, ServerMessage::SenderDone { totals }) => {
+                self.events.push_back(ClientEvent::PeerSenderDone(totals));
+            }
+            (State::AwaitReady | State::Running, ServerMessage::Results { streams, cpu, error }) => {
+                self.events.push_back(ClientEvent::Finished { streams, cpu, error });
+                self.state = State::Done;
+            }
+            (state, msg) => {
+                return self.fail(ProtocolError::Unexpected { message: msg.name(), state: state.describe() })
+            }
+        }
+        Ok(())
+    }
+
+    /// The server closed the control connection.
+    pub fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
+        match self.state {
+            State::Done => Ok(()),
+            State::AwaitHello => self.fail(ProtocolError::NotNetchar(identify_peer(&self.hello_buf))),
+            s => self.fail(ProtocolError::Peer(format!(
+                "the server closed the control connection while {}",
+                s.describe()
+            ))),
+        }
+    }
+
+    /// The client's sending streams finished with these exact totals.
+    pub fn local_senders_done(&mut self, now: Instant, totals: Vec<(u32, u64)>) {
+        if self.state == State::Running {
+            self.send(now, &ClientMessage::SenderDone { totals });
+        }
+    }
+
+    /// Ends the test early (Ctrl-C, a failed worker): the server stops and sends its results.
+    pub fn stop(&mut self, now: Instant, reason: &str) {
+        if matches!(self.state, State::AwaitReady | State::Running) {
+            self.send(now, &ClientMessage::Stop { reason: reason.to_string() });
+            self.state = State::Running;
+        }
+    }
+
+    /// Moves queued bytes for the control connection into `out`.
+    pub fn poll_output(&mut self, out: &mut Vec<u8>) {
+        out.append(&mut self.out);
+    }
+
+    /// The next thing the driver must do.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Self::handle_timeout`] must be called next, if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            State::Done => None,
+            State::Running => Some(self.live.next_deadline(&self.timeouts)),
+            _ => Some(self.phase_deadline),
+        }
+    }
+
+    /// Sends keepalives and detects a silent server.
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        match self.state {
+            State::Done => Ok(()),
+            State::Running => {
+                if self.live.silent_too_long(now, &self.timeouts) {
+                    let secs = self.timeouts.silence.as_secs_f64();
+                    return self.fail(ProtocolError::Timeout(format!(
+                        "the server went silent for {secs:.0} s during the test; it may have died or the path to it failed"
+                    )));
+                }
+                if self.live.keepalive_due(now, &self.timeouts) {
+                    self.send(now, &ClientMessage::Keepalive);
+                }
+                Ok(())
+            }
+            s if now >= self.phase_deadline => {
+                let what = match s {
+                    State::AwaitHello => format!(
+                        "no netchar hello within {:.0} s: {}",
+                        self.timeouts.hello.as_secs_f64(),
+                        if self.hello_buf.is_empty() {
+                            "the peer accepted the connection but said nothing (an iperf2 server or another service?)".to_string()
+                        } else {
+                            identify_peer(&self.hello_buf)
+                        }
+                    ),
+                    s => format!("timed out after {:.0} s {}", self.timeouts.phase.as_secs_f64(), s.describe()),
+                };
+                self.fail(if s == State::AwaitHello {
+                    ProtocolError::NotNetchar(what)
+                } else {
+                    ProtocolError::Timeout(what)
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// True once the session is over (results in, busy, or failed).
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    fn send(&mut self, now: Instant, msg: &ClientMessage) {
+        encode_frame(&msg.encode(), &mut self.out);
+        self.live.spoke = now;
+    }
+
+    fn enter(&mut self, now: Instant, state: State) {
+        self.state = state;
+        self.phase_deadline = now + self.timeouts.phase;
+        self.live = Liveness::new(now);
+    }
+
+    fn fail<T>(&mut self, e: ProtocolError) -> Result<T, ProtocolError> {
+        self.state = State::Done;
+        Err(e)
+    }
+}

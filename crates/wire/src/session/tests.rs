@@ -1,0 +1,179 @@
+//! Client and server sessions driven against each other in memory, with fake time.
+
+use super::*;
+use crate::hello::{Hello, HELLO_LEN};
+use crate::ProtocolError;
+use netchar_model::{CpuUsage, HostInfo, TestSpec};
+use std::time::{Duration, Instant};
+
+/// A client and a server joined by two in-memory pipes, and a fake clock.
+struct Pair {
+    now: Instant,
+    client: ClientSession,
+    server: Option<ServerSession>,
+    to_server: Vec<u8>,
+}
+
+impl Pair {
+    fn new(spec: TestSpec) -> Self {
+        let now = Instant::now();
+        Self { now, client: ClientSession::new(now, spec, Timeouts::default()), server: None, to_server: Vec::new() }
+    }
+
+    /// Moves bytes both ways until nothing moves.
+    fn drive(&mut self) {
+        loop {
+            let mut c2s = Vec::new();
+            self.client.poll_output(&mut c2s);
+            self.to_server.extend_from_slice(&c2s);
+            if self.server.is_none() && self.to_server.len() >= HELLO_LEN {
+                let raw: [u8; HELLO_LEN] = self.to_server[..HELLO_LEN].try_into().unwrap();
+                self.to_server.drain(..HELLO_LEN);
+                let hello = Hello::decode(&raw).unwrap();
+                self.server = Some(ServerSession::new(self.now, &hello, Timeouts::default()).unwrap());
+            }
+            let mut s2c = Vec::new();
+            if let Some(server) = &mut self.server {
+                let bytes = std::mem::take(&mut self.to_server);
+                if !bytes.is_empty() {
+                    server.handle_input(self.now, &bytes).unwrap();
+                }
+                server.poll_output(&mut s2c);
+            }
+            if !s2c.is_empty() {
+                self.client.handle_input(self.now, &s2c).unwrap();
+            }
+            if c2s.is_empty() && s2c.is_empty() {
+                return;
+            }
+        }
+    }
+
+    fn server(&mut self) -> &mut ServerSession {
+        self.server.as_mut().unwrap()
+    }
+}
+
+#[test]
+fn a_whole_test_runs_from_hello_to_results() {
+    let mut p = Pair::new(TestSpec::tcp_default());
+    p.drive();
+    assert_eq!(p.server().poll_event(), Some(ServerEvent::Requested(TestSpec::tcp_default())));
+    let now = p.now;
+    p.server().admit(now, &[9; 16], 1, HostInfo::default());
+    p.drive();
+    assert!(matches!(p.client.poll_event(), Some(ClientEvent::Accepted { cookie, .. }) if cookie == [9; 16]));
+    p.server().streams_connected(now);
+    p.drive();
+    assert_eq!(p.client.poll_event(), Some(ClientEvent::Started));
+    assert_eq!(p.server().poll_event(), Some(ServerEvent::Start));
+    p.client.local_senders_done(now, vec![(1, 1234)]);
+    p.drive();
+    assert_eq!(p.server().poll_event(), Some(ServerEvent::PeerSenderDone(vec![(1, 1234)])));
+    p.server().finish(now, vec![], CpuUsage::default(), None);
+    p.drive();
+    assert!(matches!(p.client.poll_event(), Some(ClientEvent::Finished { error: None, .. })));
+    assert!(p.client.is_done() && p.server().is_done());
+}
+
+#[test]
+fn keepalives_flow_and_silence_is_detected() {
+    let mut p = Pair::new(TestSpec::tcp_default());
+    p.drive();
+    let now = p.now;
+    p.server().admit(now, &[1; 16], 1, HostInfo::default());
+    p.server().streams_connected(now);
+    p.drive();
+    // Both sides want a keepalive one second in.
+    let t1 = now + Duration::from_secs(1);
+    assert_eq!(p.client.poll_timeout(), Some(t1));
+    p.client.handle_timeout(t1).unwrap();
+    let mut out = Vec::new();
+    p.client.poll_output(&mut out);
+    assert_eq!(&out[4..], br#"{"type":"keepalive"}"#);
+    // The server never answers: ten seconds of silence ends the client's session.
+    let t10 = now + Duration::from_secs(10);
+    let err = p.client.handle_timeout(t10).unwrap_err();
+    assert!(matches!(err, ProtocolError::Timeout(ref m) if m.contains("went silent")), "{err}");
+    assert!(p.client.is_done());
+}
+
+#[test]
+fn busy_server_ends_the_session_with_an_event() {
+    let mut p = Pair::new(TestSpec::tcp_default());
+    p.drive();
+    let now = p.now;
+    p.server().busy(now, 1, 1);
+    p.drive();
+    assert_eq!(p.client.poll_event(), Some(ClientEvent::Busy { running: 1, max: 1 }));
+    assert!(p.client.is_done());
+}
+
+#[test]
+fn an_invalid_spec_is_rejected_by_the_server() {
+    let mut spec = TestSpec::tcp_default();
+    spec.streams = 0;
+    let now = Instant::now();
+    let mut client = ClientSession::new(now, spec, Timeouts::default());
+    let mut c2s = Vec::new();
+    client.poll_output(&mut c2s);
+    let raw: [u8; HELLO_LEN] = c2s[..HELLO_LEN].try_into().unwrap();
+    let mut server = ServerSession::new(now, &Hello::decode(&raw).unwrap(), Timeouts::default()).unwrap();
+    let mut s2c = Vec::new();
+    server.poll_output(&mut s2c);
+    client.handle_input(now, &s2c).unwrap();
+    let mut c2s = Vec::new();
+    client.poll_output(&mut c2s);
+    assert!(server.handle_input(now, &c2s).is_err());
+    let mut s2c = Vec::new();
+    server.poll_output(&mut s2c);
+    let err = client.handle_input(now, &s2c).unwrap_err();
+    assert!(err.to_string().contains("rejected the test: -P 0"), "{err}");
+}
+
+#[test]
+fn an_iperf3_server_is_named_from_its_first_byte() {
+    let now = Instant::now();
+    let mut client = ClientSession::new(now, TestSpec::tcp_default(), Timeouts::default());
+    let err = client.handle_input(now, &[0x09]).unwrap_err();
+    assert!(err.to_string().contains("iperf3 server"), "{err}");
+}
+
+#[test]
+fn a_silent_peer_times_out_in_the_hello() {
+    let now = Instant::now();
+    let mut client = ClientSession::new(now, TestSpec::tcp_default(), Timeouts::default());
+    let deadline = client.poll_timeout().unwrap();
+    assert_eq!(deadline, now + Duration::from_secs(5));
+    let err = client.handle_timeout(deadline).unwrap_err();
+    assert!(err.to_string().contains("said nothing"), "{err}");
+}
+
+#[test]
+fn a_version_mismatch_is_explained_to_both_ends() {
+    let now = Instant::now();
+    let mut hello = Hello::control();
+    hello.version = 7;
+    let (mut server, err) = ServerSession::new(now, &hello, Timeouts::default()).unwrap_err();
+    assert!(err.to_string().contains("v7"));
+    let mut out = Vec::new();
+    server.poll_output(&mut out);
+    assert_eq!(out.len() > HELLO_LEN, true);
+    // A client that gets a newer server's hello names both versions.
+    let mut raw = Hello::server().encode();
+    raw[9] = 2;
+    let mut client = ClientSession::new(now, TestSpec::tcp_default(), Timeouts::default());
+    let err = client.handle_input(now, &raw).unwrap_err();
+    assert_eq!(err, ProtocolError::Version { peer: 2, ours: 1 });
+}
+
+#[test]
+fn messages_out_of_order_are_refused_without_panic() {
+    let now = Instant::now();
+    let mut server = ServerSession::new(now, &Hello::control(), Timeouts::default()).unwrap();
+    let mut frame = Vec::new();
+    crate::codec::encode_frame(br#"{"type":"start"}"#, &mut frame);
+    let err = server.handle_input(now, &frame).unwrap_err();
+    assert!(matches!(err, ProtocolError::Unexpected { message: "start", .. }));
+    assert!(server.is_done());
+}
