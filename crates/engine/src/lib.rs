@@ -1,1 +1,46 @@
-//! placeholder
+//! Runs netchar tests over real sockets.
+//!
+//! - [`client`]: connects to a server, drives a [`netchar_wire::session::ClientSession`], opens
+//!   the data connections and runs the local end of every stream;
+//! - [`server`]: the listener that tells control from data connections by their hello, admits
+//!   tests (`--max-concurrent`), and runs each test's server end in its own control thread;
+//! - [`dataplane`]: the worker threads, one per stream, apart from the control sessions; they
+//!   share nothing but a few atomic counters per stream, read by the collector once per tick;
+//! - [`measure`]: CPU and host figures around a test.
+//!
+//! The engine never prints: live figures reach the caller through a callback, results as
+//! [`netchar_model::TestResult`].
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod dataplane;
+pub mod measure;
+pub mod server;
+mod tcp_setup;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A flag that asks a running test or server to stop: set by SIGINT/SIGTERM handlers.
+#[derive(Debug, Clone, Default)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    /// A flag not yet raised.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Raises the flag.
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    /// True once raised.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    /// The shared boolean, for `signal_hook::flag::register`.
+    pub fn as_arc(&self) -> Arc<AtomicBool> {
+        self.0.clone()
+    }
+}

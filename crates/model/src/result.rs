@@ -346,55 +346,47 @@ fn merge_intervals(streams: &[StreamRecord]) -> Vec<IntervalRecord> {
     let count = streams.iter().map(|s| s.intervals.len()).max().unwrap_or(0);
     (0..count)
         .map(|k| {
-            let mut rec = IntervalRecord {
-                start: f64::MAX,
-                end: 0.0,
-                omitted: false,
-                streams: Vec::new(),
-                sum: Vec::new(),
-            };
-            for s in streams {
-                let Some(iv) = s.intervals.get(k) else {
-                    continue;
-                };
-                rec.start = rec.start.min(iv.start);
-                rec.end = rec.end.max(iv.end);
-                rec.omitted |= iv.omitted;
-                add_to_sum(&mut rec.sum, s, iv);
-                rec.streams.push(IntervalStream {
-                    id: s.id,
-                    flow: s.flow,
-                    role: s.role,
-                    sample: iv.clone(),
-                });
+            let members: Vec<IntervalStream> = streams
+                .iter()
+                .filter_map(|s| {
+                    s.intervals.get(k).map(|iv| IntervalStream { id: s.id, flow: s.flow, role: s.role, sample: iv.clone() })
+                })
+                .collect();
+            let start = members.iter().map(|m| m.sample.start).fold(f64::MAX, f64::min);
+            let end = members.iter().map(|m| m.sample.end).fold(0.0, f64::max);
+            IntervalRecord {
+                start,
+                end,
+                omitted: members.iter().any(|m| m.sample.omitted),
+                sum: TestResult::sum_streams(&members, end - start),
+                streams: members,
             }
-            let length = rec.end - rec.start;
-            for sum in &mut rec.sum {
-                sum.bits_per_second = bits_per_second(sum.bytes, length);
-            }
-            rec
         })
         .collect()
 }
 
-fn add_to_sum(sums: &mut Vec<IntervalSum>, s: &StreamRecord, iv: &StreamInterval) {
-    let index = match sums.iter().position(|x| x.flow == s.flow && x.role == s.role) {
-        Some(i) => i,
-        None => {
-            sums.push(IntervalSum {
-                flow: s.flow,
-                role: s.role,
-                bytes: 0,
-                bits_per_second: 0.0,
-                retransmits: None,
-            });
-            sums.len() - 1
+impl TestResult {
+    /// Sums per flow and role of one interval's stream samples, over `length` seconds.
+    pub fn sum_streams(members: &[IntervalStream], length: f64) -> Vec<IntervalSum> {
+        let mut sums: Vec<IntervalSum> = Vec::new();
+        for m in members {
+            let index = match sums.iter().position(|x| x.flow == m.flow && x.role == m.role) {
+                Some(i) => i,
+                None => {
+                    sums.push(IntervalSum { flow: m.flow, role: m.role, bytes: 0, bits_per_second: 0.0, retransmits: None });
+                    sums.len() - 1
+                }
+            };
+            let sum = &mut sums[index];
+            sum.bytes += m.sample.bytes;
+            if let Some(r) = m.sample.retransmits {
+                *sum.retransmits.get_or_insert(0) += r;
+            }
         }
-    };
-    let sum = &mut sums[index];
-    sum.bytes += iv.bytes;
-    if let Some(r) = iv.retransmits {
-        *sum.retransmits.get_or_insert(0) += r;
+        for sum in &mut sums {
+            sum.bits_per_second = bits_per_second(sum.bytes, length);
+        }
+        sums
     }
 }
 

@@ -1,1 +1,28 @@
-//! placeholder
+//! The operating system beneath netchar: TCP socket options and `TCP_INFO`, `MSG_ZEROCOPY`
+//! sends, CPU affinity, and CPU accounting (`getrusage`, `/proc/stat`).
+//!
+//! This is the only netchar crate with `unsafe`; every block says why it is sound. Each
+//! function degrades to a typed error where the kernel lacks the feature, never a panic, so
+//! callers can fall back (e.g. `--zerocopy` to plain sends).
+//!
+//! ```
+//! let snap = netchar_sys::cpu::ProcessTimes::now();
+//! assert!(snap.user_seconds >= 0.0);
+//! ```
+#![deny(missing_docs)]
+
+pub mod cpu;
+pub mod host;
+pub mod tcp;
+pub mod zerocopy;
+
+use std::io;
+
+/// Turns a -1 return into the thread's `errno` as an `io::Error`.
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}

@@ -1,0 +1,128 @@
+//! The command line, flag for flag (clap derive). Values that carry units stay strings here
+//! and are parsed in `plan.rs`, so every bad value gets a message naming its flag.
+
+use clap::{Args, Parser, Subcommand};
+
+/// netchar: network performance characterization. With no command, runs a quick
+/// characterization against an in-process server on loopback.
+#[derive(Debug, Parser)]
+#[command(name = "netchar", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+pub(crate) struct Cli {
+    /// What to run; none runs the quick characterization on loopback.
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+    /// Quick characterization only: print the results as JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Quick characterization only: seconds per test.
+    #[arg(short = 't', long = "time", default_value = "2", allow_negative_numbers = true)]
+    pub(crate) time: String,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run the responder: answers netchar clients on TCP port 5300 by default.
+    Server(ServerArgs),
+    /// TCP throughput test against a netchar server.
+    Tcp(TcpArgs),
+}
+
+/// `netchar server`.
+#[derive(Debug, Args)]
+pub(crate) struct ServerArgs {
+    /// Address to listen on; `::` (the default) takes IPv4 and IPv6.
+    #[arg(short = 'B', long, default_value = "::")]
+    pub(crate) bind: String,
+    /// TCP port for control and data connections; 0 picks a free one (printed at start).
+    #[arg(short = 'p', long, default_value_t = 5300)]
+    pub(crate) port: u16,
+    /// Exit after the first test.
+    #[arg(short = '1', long)]
+    pub(crate) one_off: bool,
+    /// Tests admitted at once; others get a "busy" answer.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) max_concurrent: u32,
+    /// Log each test as one JSON line on stderr instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `netchar tcp`.
+#[derive(Debug, Args)]
+pub(crate) struct TcpArgs {
+    /// Server as HOST, HOST:PORT, [IPV6]:PORT or a bare IPv6 address.
+    pub(crate) host: String,
+    /// Server port (overrides a port in HOST).
+    #[arg(short = 'p', long)]
+    pub(crate) port: Option<u16>,
+    /// Seconds to send (default 10).
+    #[arg(short = 't', long = "time", allow_negative_numbers = true, conflicts_with = "bytes")]
+    pub(crate) time: Option<String>,
+    /// Send exactly this many bytes per direction, split across streams (e.g. 100M, 1Gi).
+    #[arg(short = 'n', long = "bytes", allow_negative_numbers = true)]
+    pub(crate) bytes: Option<String>,
+    /// Bytes per write and read (default 128Ki).
+    #[arg(short = 'l', long = "length", default_value = "128Ki", allow_negative_numbers = true)]
+    pub(crate) length: String,
+    /// Parallel streams per direction.
+    #[arg(short = 'P', long = "parallel", default_value = "1", allow_negative_numbers = true)]
+    pub(crate) parallel: String,
+    /// Reverse: the server sends, the client receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    pub(crate) reverse: bool,
+    /// Both directions at once.
+    #[arg(long)]
+    pub(crate) bidir: bool,
+    /// Socket buffer size (SO_SNDBUF/SO_RCVBUF) on both ends; default leaves autotuning on.
+    #[arg(short = 'w', long = "window")]
+    pub(crate) window: Option<String>,
+    /// TCP maximum segment size.
+    #[arg(short = 'M', long = "set-mss")]
+    pub(crate) mss: Option<String>,
+    /// Disable Nagle's algorithm (TCP_NODELAY).
+    #[arg(short = 'N', long = "no-delay")]
+    pub(crate) nodelay: bool,
+    /// Congestion control algorithm (e.g. cubic, bbr).
+    #[arg(short = 'C', long = "congestion")]
+    pub(crate) congestion: Option<String>,
+    /// Pin the client's workers to CPU, and the server's to SERVERCPU: -A CPU[,SERVERCPU].
+    #[arg(short = 'A', long = "affinity")]
+    pub(crate) affinity: Option<String>,
+    /// Send with MSG_ZEROCOPY (falls back to copying sends where unsupported).
+    #[arg(long)]
+    pub(crate) zerocopy: bool,
+    /// Cap each stream's send rate, bits per second (e.g. 100M).
+    #[arg(short = 'b', long = "bitrate")]
+    pub(crate) bitrate: Option<String>,
+    /// Seconds between interval reports; 0 = none.
+    #[arg(short = 'i', long = "interval", default_value = "1", allow_negative_numbers = true)]
+    pub(crate) interval: String,
+    /// Seconds of warm-up excluded from the summary.
+    #[arg(short = 'O', long = "omit", default_value = "0", allow_negative_numbers = true)]
+    pub(crate) omit: String,
+    /// IPv4 only.
+    #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
+    pub(crate) ipv4: bool,
+    /// IPv6 only.
+    #[arg(short = '6', long = "ipv6")]
+    pub(crate) ipv6: bool,
+    /// Print the result as JSON on stdout instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Also write the JSON result to FILE (text still goes to stdout).
+    #[arg(long = "json-out", value_name = "FILE")]
+    pub(crate) json_out: Option<std::path::PathBuf>,
+    /// A title recorded in the result.
+    #[arg(long)]
+    pub(crate) title: Option<String>,
+    /// Rate unit: k m g (bit/s) or K M G (bytes/s, 2^10 based); default picks a prefix.
+    #[arg(short = 'f', long = "format")]
+    pub(crate) format: Option<String>,
+    /// Seconds to wait for each TCP connection.
+    #[arg(long = "connect-timeout", default_value = "5")]
+    pub(crate) connect_timeout: String,
+    /// Seconds to keep retrying while the server is busy.
+    #[arg(long = "busy-wait", default_value = "0")]
+    pub(crate) busy_wait: String,
+}

@@ -1,0 +1,191 @@
+//! From flags to a runnable test: parses units, checks ranges, applies defaults. Pure; every
+//! error names the flag and the value, and is raised before any traffic.
+
+use crate::args::TcpArgs;
+use netchar_engine::client::{ClientConfig, Family};
+use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
+use netchar_model::{Direction, EndCondition, TestSpec};
+use netchar_wire::session::Timeouts;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The default server port.
+pub(crate) const DEFAULT_PORT: u16 = 5300;
+
+/// A usage error: one line, exit status 2.
+#[derive(Debug)]
+pub(crate) struct UsageError(pub(crate) String);
+
+
+impl std::error::Error for UsageError {}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn usage<T>(msg: String) -> Result<T, UsageError> {
+    Err(UsageError(msg))
+}
+
+/// How the result is shown and saved.
+#[derive(Debug, Clone)]
+pub(crate) struct Output {
+    pub(crate) json: bool,
+    pub(crate) json_out: Option<PathBuf>,
+    pub(crate) format: RateFormat,
+}
+
+/// A test ready to run.
+#[derive(Debug, Clone)]
+pub(crate) struct TcpPlan {
+    pub(crate) client: ClientConfig,
+    pub(crate) output: Output,
+}
+
+pub(crate) fn seconds(flag: &str, value: &str) -> Result<f64, UsageError> {
+    match value.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => usage(format!("{flag} {value}: not a number of seconds")),
+    }
+}
+
+fn bytes(flag: &str, value: &str) -> Result<u64, UsageError> {
+    parse_bytes(value).or_else(|e| usage(format!("{flag} {value}: {e}")))
+}
+
+fn count(flag: &str, value: &str) -> Result<u32, UsageError> {
+    value.trim().parse::<u32>().or_else(|_| usage(format!("{flag} {value}: not a whole number")))
+}
+
+/// Splits `HOST`, `HOST:PORT`, `[V6]:PORT` and bare IPv6 addresses.
+pub(crate) fn split_host(input: &str) -> Result<(String, Option<u16>), UsageError> {
+    let bad = || UsageError(format!("{input:?}: expected HOST, HOST:PORT or [IPV6]:PORT"));
+    if input.is_empty() {
+        return Err(bad());
+    }
+    if let Some(rest) = input.strip_prefix('[') {
+        let (host, tail) = rest.split_once(']').ok_or_else(bad)?;
+        let port = match tail.strip_prefix(':') {
+            Some(p) => Some(p.parse().map_err(|_| bad())?),
+            None if tail.is_empty() => None,
+            None => return Err(bad()),
+        };
+        return Ok((host.to_string(), port));
+    }
+    if input.matches(':').count() > 1 {
+        return Ok((input.to_string(), None));
+    }
+    match input.split_once(':') {
+        Some((h, p)) if !h.is_empty() => Ok((h.to_string(), Some(p.parse().map_err(|_| bad())?))),
+        Some(_) => Err(bad()),
+        None => Ok((input.to_string(), None)),
+    }
+}
+
+fn affinity(value: &str) -> Result<(Option<usize>, Option<usize>), UsageError> {
+    let cpus = netchar_engine::measure::host_info().cores as usize;
+    let one = |s: &str| -> Result<usize, UsageError> {
+        match s.trim().parse::<usize>() {
+            Ok(c) if c < cpus => Ok(c),
+            Ok(c) => usage(format!("-A {value}: CPU {c} does not exist here (CPUs 0 to {})", cpus - 1)),
+            Err(_) => usage(format!("-A {value}: expected CPU or CPU,SERVERCPU")),
+        }
+    };
+    match value.split_once(',') {
+        Some((c, s)) => Ok((Some(one(c)?), Some(s.trim().parse().or_else(|_| usage(format!("-A {value}: bad SERVERCPU")))?))),
+        None => Ok((Some(one(value)?), None)),
+    }
+}
+
+impl TcpPlan {
+    /// Validates every flag and builds the plan.
+    pub(crate) fn from_args(a: &TcpArgs) -> Result<Self, UsageError> {
+        let (host, host_port) = split_host(&a.host)?;
+        let port = a.port.or(host_port).unwrap_or(DEFAULT_PORT);
+        if port == 0 {
+            return usage("-p 0: the server port must be between 1 and 65535".into());
+        }
+        let mut spec = TestSpec::tcp_default();
+        spec.direction = if a.bidir {
+            Direction::Bidir
+        } else if a.reverse {
+            Direction::Down
+        } else {
+            Direction::Up
+        };
+        spec.streams = count("-P", &a.parallel)?;
+        spec.block_bytes = bytes("-l", &a.length)?;
+        spec.end = match (&a.time, &a.bytes) {
+            (_, Some(n)) => EndCondition::Bytes(bytes("-n", n)?),
+            (Some(t), None) => EndCondition::Seconds(seconds("-t", t)?),
+            (None, None) => EndCondition::Seconds(10.0),
+        };
+        spec.interval_seconds = seconds("-i", &a.interval)?;
+        spec.omit_seconds = seconds("-O", &a.omit)?;
+        spec.tcp.window_bytes = a.window.as_deref().map(|w| bytes("-w", w)).transpose()?;
+        spec.tcp.mss = a.mss.as_deref().map(|m| count("-M", m)).transpose()?;
+        spec.tcp.nodelay = a.nodelay;
+        spec.tcp.congestion = a.congestion.clone();
+        spec.tcp.zerocopy = a.zerocopy;
+        spec.tcp.rate_bps_per_stream = match &a.bitrate {
+            Some(b) => Some(parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))?).filter(|&r| r > 0),
+            None => None,
+        };
+        let (client_cpu, server_cpu) = match &a.affinity {
+            Some(v) => affinity(v)?,
+            None => (None, None),
+        };
+        spec.server_cpu = server_cpu;
+        spec.validate().or_else(|e| usage(e.to_string()))?;
+        let format = match &a.format {
+            Some(f) => RateFormat::from_letter(f).ok_or_else(|| UsageError(format!("-f {f}: use one of k m g K M G")))?,
+            None => RateFormat::AutoBits,
+        };
+        let connect_timeout = seconds("--connect-timeout", &a.connect_timeout)?;
+        if !(connect_timeout > 0.0 && connect_timeout <= 3600.0) {
+            return usage(format!("--connect-timeout {connect_timeout}: must be more than 0 and at most 3600 seconds"));
+        }
+        let busy_wait = seconds("--busy-wait", &a.busy_wait)?;
+        if !(0.0..=86_400.0).contains(&busy_wait) {
+            return usage(format!("--busy-wait {busy_wait}: must be between 0 and 86400 seconds"));
+        }
+        let family = match (a.ipv4, a.ipv6) {
+            (true, _) => Some(Family::V4),
+            (_, true) => Some(Family::V6),
+            _ => None,
+        };
+        Ok(Self {
+            client: ClientConfig {
+                host,
+                port,
+                family,
+                spec,
+                connect_timeout: Duration::from_secs_f64(connect_timeout),
+                busy_wait: Duration::from_secs_f64(busy_wait),
+                client_cpu,
+                title: a.title.clone(),
+                timeouts: Timeouts::default(),
+            },
+            output: Output { json: a.json, json_out: a.json_out.clone(), format },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_split_with_and_without_ports() {
+        assert_eq!(split_host("example.org").unwrap(), ("example.org".into(), None));
+        assert_eq!(split_host("10.0.0.1:5201").unwrap(), ("10.0.0.1".into(), Some(5201)));
+        assert_eq!(split_host("[::1]:6000").unwrap(), ("::1".into(), Some(6000)));
+        assert_eq!(split_host("::1").unwrap(), ("::1".into(), None));
+        assert_eq!(split_host("[::1]").unwrap(), ("::1".into(), None));
+        assert!(split_host("host:port").is_err());
+        assert!(split_host(":80").is_err());
+        assert!(split_host("").is_err());
+    }
+}

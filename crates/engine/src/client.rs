@@ -1,0 +1,470 @@
+//! The client: connects, runs the control session, opens the data connections, runs this
+//! end's workers and assembles the [`TestResult`] from both ends' records.
+
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataStream};
+use crate::measure::{host_info, now_rfc3339, CpuMeter};
+use crate::tcp_setup::{connect_data, ConnectFailure};
+use crate::StopFlag;
+use netchar_model::{
+    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, StreamRecord, TestInfo,
+    TestResult, TestSpec,
+};
+use netchar_wire::hello::Hello;
+use netchar_wire::session::{ClientEvent, ClientSession, Timeouts};
+use netchar_wire::ProtocolError;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Which address family to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// IPv4 only (`-4`).
+    V4,
+    /// IPv6 only (`-6`).
+    V6,
+}
+
+/// Everything the client needs to run one test.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Server host name or address.
+    pub host: String,
+    /// Server port.
+    pub port: u16,
+    /// Restrict to one family.
+    pub family: Option<Family>,
+    /// The test.
+    pub spec: TestSpec,
+    /// Limit for each TCP connect.
+    pub connect_timeout: Duration,
+    /// How long to keep retrying a busy server.
+    pub busy_wait: Duration,
+    /// CPU for this end's workers (`-A`).
+    pub client_cpu: Option<usize>,
+    /// Free text for the result.
+    pub title: Option<String>,
+    /// Control protocol timeouts.
+    pub timeouts: Timeouts,
+}
+
+/// Why a client run failed. Each message is one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The host name did not resolve.
+    #[error("cannot resolve {host}: {message}")]
+    Resolve {
+        /// As given.
+        host: String,
+        /// The resolver's words.
+        message: String,
+    },
+    /// Nothing listens there.
+    #[error("no netchar server at {addr} (connection refused); start one there with `netchar server`")]
+    Refused {
+        /// Where.
+        addr: String,
+    },
+    /// No answer to the connect.
+    #[error("could not reach {addr} within {secs:.0} s (host down, wrong address or filtered?); raise --connect-timeout if the path is slow")]
+    Unreachable {
+        /// Where.
+        addr: String,
+        /// The limit.
+        secs: f64,
+    },
+    /// Another connect failure.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// Where.
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The server is running as many tests as it admits.
+    #[error("the server at {addr} is busy ({running} of {max} tests running); retry later, or wait with --busy-wait SECS")]
+    Busy {
+        /// Where.
+        addr: String,
+        /// Tests running.
+        running: u32,
+        /// Admitted at once.
+        max: u32,
+    },
+    /// The control protocol failed.
+    #[error("{0}")]
+    Protocol(#[from] ProtocolError),
+    /// A socket option was refused.
+    #[error("{flag}: {message}")]
+    SocketOption {
+        /// The flag that asked for it.
+        flag: &'static str,
+        /// What failed.
+        message: String,
+    },
+    /// A data stream failed.
+    #[error("{0}")]
+    Stream(String),
+    /// The control connection failed.
+    #[error("control connection to {addr} failed: {source}")]
+    Control {
+        /// Where.
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// Ctrl-C.
+    #[error("interrupted; the figures measured so far are reported")]
+    Interrupted,
+    /// The server ended the test and said why.
+    #[error("the server ended the test: {0}")]
+    Server(String),
+}
+
+/// The outcome of a run: the figures measured (also when it failed part way), and the error.
+#[derive(Debug)]
+pub struct ClientRun {
+    /// None only when the test never started (no server, refused, busy, bad option).
+    pub result: Option<TestResult>,
+    /// Set when the run failed; the result's `error` field holds the same line.
+    pub error: Option<ClientError>,
+}
+
+/// Runs one test. `on_interval` sees this end's interval figures as they complete.
+pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> ClientRun {
+    let addrs = match resolve(cfg) {
+        Ok(a) => a,
+        Err(e) => return ClientRun { result: None, error: Some(e) },
+    };
+    let busy_until = Instant::now() + cfg.busy_wait;
+    loop {
+        let mut driver = match Driver::connect(cfg, &addrs) {
+            Ok(d) => d,
+            Err(e) => return ClientRun { result: None, error: Some(e) },
+        };
+        match driver.run(stop, on_interval) {
+            Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) if driver.plane_started => {
+                let result = driver.assemble(Some(e.to_string()));
+                return ClientRun { result: Some(result), error: Some(e) };
+            }
+            Err(e) => return ClientRun { result: None, error: Some(e) },
+            Ok(()) => {
+                let error = driver.first_error.take();
+                let result = driver.assemble(error.as_ref().map(|e| e.to_string()));
+                return ClientRun { result: Some(result), error };
+            }
+        }
+    }
+}
+
+fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, ClientError> {
+    let err = |message: String| ClientError::Resolve { host: cfg.host.clone(), message };
+    let all: Vec<SocketAddr> = (cfg.host.as_str(), cfg.port).to_socket_addrs().map_err(|e| err(e.to_string()))?.collect();
+    let wanted: Vec<SocketAddr> = all
+        .into_iter()
+        .filter(|a| match cfg.family {
+            Some(Family::V4) => a.is_ipv4(),
+            Some(Family::V6) => a.is_ipv6(),
+            None => true,
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Err(err(format!("no {} address", if cfg.family == Some(Family::V6) { "IPv6" } else { "IPv4" })));
+    }
+    Ok(wanted)
+}
+
+fn connect_error(addr: SocketAddr, e: io::Error, timeout: Duration) -> ClientError {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => ClientError::Refused { addr: addr.to_string() },
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+            ClientError::Unreachable { addr: addr.to_string(), secs: timeout.as_secs_f64() }
+        }
+        _ => ClientError::Connect { addr: addr.to_string(), source: e },
+    }
+}
+
+/// One attempt: a control connection and, once admitted, the test.
+struct Driver<'a> {
+    cfg: &'a ClientConfig,
+    addr: SocketAddr,
+    control: TcpStream,
+    session: ClientSession,
+    pending_streams: Option<Vec<DataStream>>,
+    plane: Option<DataPlane>,
+    plane_started: bool,
+    meter: Option<CpuMeter>,
+    started_at: String,
+    concurrent_tests: u32,
+    remote_host: Option<HostInfo>,
+    remote: Option<(Vec<StreamRecord>, CpuUsage, Option<String>)>,
+    local_records: Vec<StreamRecord>,
+    local_cpu: Option<CpuUsage>,
+    peer_totals: Option<(Instant, Vec<(u32, u64)>)>,
+    senders_reported: bool,
+    first_error: Option<ClientError>,
+    live_tx: mpsc::Sender<IntervalRecord>,
+    live_rx: mpsc::Receiver<IntervalRecord>,
+}
+
+impl<'a> Driver<'a> {
+    fn connect(cfg: &'a ClientConfig, addrs: &[SocketAddr]) -> Result<Self, ClientError> {
+        let mut last = None;
+        for &addr in addrs {
+            match TcpStream::connect_timeout(&addr, cfg.connect_timeout) {
+                Ok(control) => {
+                    let _ = control.set_nodelay(true);
+                    let (live_tx, live_rx) = mpsc::channel();
+                    return Ok(Self {
+                        cfg,
+                        addr,
+                        control,
+                        session: ClientSession::new(Instant::now(), cfg.spec.clone(), cfg.timeouts),
+                        pending_streams: None,
+                        plane: None,
+                        plane_started: false,
+                        meter: None,
+                        started_at: now_rfc3339(),
+                        concurrent_tests: 1,
+                        remote_host: None,
+                        remote: None,
+                        local_records: Vec::new(),
+                        local_cpu: None,
+                        peer_totals: None,
+                        senders_reported: false,
+                        first_error: None,
+                        live_tx,
+                        live_rx,
+                    });
+                }
+                Err(e) => last = Some(connect_error(addr, e, cfg.connect_timeout)),
+            }
+        }
+        Err(last.unwrap_or(ClientError::Resolve { host: cfg.host.clone(), message: "no address".into() }))
+    }
+
+    fn run(&mut self, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> Result<(), ClientError> {
+        let outcome = self.pump(stop, on_interval);
+        if let Some(plane) = self.plane.take() {
+            plane.abort();
+            self.local_records = plane.join();
+        }
+        if let (Some(m), None) = (self.meter, &self.local_cpu) {
+            self.local_cpu = Some(m.finish());
+        }
+        while let Ok(iv) = self.live_rx.try_recv() {
+            on_interval(&iv);
+        }
+        outcome
+    }
+
+    fn pump(&mut self, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> Result<(), ClientError> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut interrupted_at: Option<Instant> = None;
+        loop {
+            self.flush()?;
+            while let Some(ev) = self.session.poll_event() {
+                self.on_event(ev)?;
+            }
+            self.flush()?;
+            while let Ok(iv) = self.live_rx.try_recv() {
+                on_interval(&iv);
+            }
+            if stop.is_raised() && interrupted_at.is_none() {
+                interrupted_at = Some(Instant::now());
+                self.first_error.get_or_insert(ClientError::Interrupted);
+                if let Some(p) = &self.plane {
+                    p.stop_senders();
+                }
+                self.session.stop(Instant::now(), "interrupted by the user");
+                if !self.plane_started {
+                    return Err(ClientError::Interrupted);
+                }
+            }
+            if let Some(at) = interrupted_at {
+                // Wait for the server's figures briefly; do not let a dead server hold Ctrl-C.
+                if at.elapsed() > Duration::from_secs(3) {
+                    return Err(ClientError::Interrupted);
+                }
+            }
+            if self.check_plane()? {
+                return Ok(());
+            }
+            self.read_control(&mut buf)?;
+            let now = Instant::now();
+            if self.session.poll_timeout().is_some_and(|t| now >= t) {
+                self.session.handle_timeout(now)?;
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), ClientError> {
+        let mut out = Vec::new();
+        self.session.poll_output(&mut out);
+        if !out.is_empty() {
+            self.control
+                .write_all(&out)
+                .map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
+        }
+        Ok(())
+    }
+
+    fn read_control(&mut self, buf: &mut [u8]) -> Result<(), ClientError> {
+        let wait = self
+            .session
+            .poll_timeout()
+            .map_or(Duration::from_millis(50), |t| t.saturating_duration_since(Instant::now()))
+            .clamp(Duration::from_millis(1), Duration::from_millis(50));
+        let _ = self.control.set_read_timeout(Some(wait));
+        match self.control.read(buf) {
+            Ok(0) => {
+                self.session.handle_eof(Instant::now())?;
+                Ok(())
+            }
+            Ok(n) => Ok(self.session.handle_input(Instant::now(), &buf[..n])?),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => Ok(()),
+            Err(e) if self.session.is_done() => {
+                let _ = e;
+                Ok(())
+            }
+            Err(source) => Err(ClientError::Control { addr: self.addr.to_string(), source }),
+        }
+    }
+
+    fn on_event(&mut self, ev: ClientEvent) -> Result<(), ClientError> {
+        match ev {
+            ClientEvent::Accepted { cookie, concurrent_tests, host, .. } => {
+                self.concurrent_tests = concurrent_tests;
+                self.remote_host = Some(host);
+                self.open_streams(cookie)
+            }
+            ClientEvent::Busy { running, max } => Err(ClientError::Busy { addr: self.addr.to_string(), running, max }),
+            ClientEvent::Started => self.start_plane(),
+            ClientEvent::PeerSenderDone(totals) => {
+                self.peer_totals = Some((Instant::now(), totals));
+                Ok(())
+            }
+            ClientEvent::Finished { streams, cpu, error } => {
+                if let Some(e) = &error {
+                    self.first_error.get_or_insert(ClientError::Server(e.clone()));
+                    if let Some(p) = &self.plane {
+                        p.abort();
+                    }
+                }
+                self.remote = Some((streams, cpu, error));
+                Ok(())
+            }
+        }
+    }
+
+    fn open_streams(&mut self, cookie: [u8; 16]) -> Result<(), ClientError> {
+        let spec = &self.cfg.spec;
+        let mut streams = Vec::new();
+        for &flow in spec.direction.flows() {
+            let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
+            for id in spec.stream_ids(flow) {
+                let mut socket = connect_data(self.addr, spec, role, self.cfg.connect_timeout).map_err(|f| match f {
+                    ConnectFailure::Io(e) => connect_error(self.addr, e, self.cfg.connect_timeout),
+                    ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
+                })?;
+                socket
+                    .write_all(&Hello::data(cookie, id).encode())
+                    .map_err(|e| connect_error(self.addr, e, self.cfg.connect_timeout))?;
+                streams.push(DataStream { id, flow, role, socket });
+            }
+        }
+        self.pending_streams = Some(streams);
+        Ok(())
+    }
+
+    fn start_plane(&mut self) -> Result<(), ClientError> {
+        let streams = self.pending_streams.take().unwrap_or_default();
+        let cfg = DataPlaneConfig { spec: self.cfg.spec.clone(), endpoint: Endpoint::Client, cpu: self.cfg.client_cpu };
+        self.meter = Some(CpuMeter::start());
+        self.started_at = now_rfc3339();
+        let plane = DataPlane::start(cfg, streams, Some(self.live_tx.clone()))
+            .map_err(|e| ClientError::Stream(format!("cannot start the data workers: {e}")))?;
+        self.plane = Some(plane);
+        self.plane_started = true;
+        Ok(())
+    }
+
+    /// Reports finished senders, enforces the drain limit, and says whether the test is over.
+    fn check_plane(&mut self) -> Result<bool, ClientError> {
+        let Some(plane) = &self.plane else {
+            return Ok(false);
+        };
+        if !self.senders_reported {
+            if let Some(totals) = plane.senders_done() {
+                self.senders_reported = true;
+                if !totals.is_empty() {
+                    self.session.local_senders_done(Instant::now(), totals);
+                }
+            }
+        }
+        if let Some(e) = plane.first_error() {
+            if self.first_error.is_none() {
+                self.first_error = Some(ClientError::Stream(e.clone()));
+                plane.stop_senders();
+                self.session.stop(Instant::now(), &e);
+            }
+        }
+        if let Some((at, totals)) = &self.peer_totals {
+            if at.elapsed() > self.cfg.timeouts.phase && !plane.all_done() {
+                let got = plane.received();
+                let short: Vec<String> = totals
+                    .iter()
+                    .filter_map(|(id, want)| {
+                        let have = got.iter().find(|(i, _)| i == id).map_or(0, |x| x.1);
+                        (have != *want).then(|| format!("stream {id} got {have} of {want} bytes"))
+                    })
+                    .collect();
+                plane.abort();
+                return Err(ClientError::Stream(format!(
+                    "the server finished sending but the data did not arrive within {:.0} s: {}",
+                    self.cfg.timeouts.phase.as_secs_f64(),
+                    short.join(", ")
+                )));
+            }
+        }
+        if plane.all_done() && self.local_cpu.is_none() {
+            self.local_cpu = self.meter.map(|m| m.finish());
+        }
+        if plane.all_done() && self.remote.is_some() {
+            if let Some(plane) = self.plane.take() {
+                self.local_records = plane.join();
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn assemble(&mut self, error: Option<String>) -> TestResult {
+        let family = if self.addr.is_ipv4() { "ipv4" } else { "ipv6" };
+        let header = ResultHeader {
+            test: TestInfo {
+                spec: self.cfg.spec.clone(),
+                remote: self.addr.to_string(),
+                family: family.to_string(),
+                title: self.cfg.title.clone(),
+                client_cpu: self.cfg.client_cpu,
+                concurrent_tests: self.concurrent_tests,
+            },
+            started_at: self.started_at.clone(),
+            host: host_info(),
+            remote_host: self.remote_host.clone(),
+        };
+        let mut streams = std::mem::take(&mut self.local_records);
+        let mut remote_cpu = None;
+        if let Some((remote_streams, cpu, _)) = self.remote.take() {
+            streams.extend(remote_streams);
+            remote_cpu = Some(cpu);
+        }
+        let cpu = CpuReport { local: self.local_cpu.clone(), remote: remote_cpu };
+        TestResult::assemble(header, streams, cpu, error)
+    }
+}

@@ -1,0 +1,487 @@
+//! The data plane: one worker thread per stream and one collector thread per test end.
+//!
+//! Workers own their socket and a buffer allocated once; per write or read they do the
+//! syscall, add to a local total and publish it with one relaxed atomic store. Nothing else is
+//! shared: no lock, allocation or log line on the hot path. The collector reads the counters
+//! at every interval boundary (and at the warm-up boundary), reads `TCP_INFO` of the senders,
+//! and builds the [`StreamRecord`]s the result model is made of.
+//!
+//! Ending: a sender stops at its deadline, at its byte budget or when asked, then shuts down
+//! its write side, so the receiver reads every byte and then EOF. Receivers end only at EOF
+//! (exact byte totals, unlike iperf3's cut-off, esnet/iperf#382) or when the test is aborted.
+
+use netchar_model::{
+    bits_per_second, Endpoint, Flow, IntervalRecord, Role, StreamInterval, StreamRecord, TestResult, TestSpec,
+};
+use netchar_sys::zerocopy::ZeroCopySender;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a blocked read or write waits before re-checking the stop and abort flags.
+const POLL: Duration = Duration::from_millis(100);
+/// A final interval shorter than this share of the interval is merged into the one before,
+/// so a 10 s test ends with ten intervals and no 0.3 ms stub, and interval sums stay exact.
+const TAIL_MERGE_SHARE: f64 = 0.1;
+
+/// One connected data stream, ready to run.
+#[derive(Debug)]
+pub struct DataStream {
+    /// Stream id from [`TestSpec::stream_ids`].
+    pub id: u32,
+    /// Which way its data flows.
+    pub flow: Flow,
+    /// Whether this end writes or reads.
+    pub role: Role,
+    /// The connected socket.
+    pub socket: TcpStream,
+}
+
+/// What one end of a test runs with.
+#[derive(Debug, Clone)]
+pub struct DataPlaneConfig {
+    /// The test.
+    pub spec: TestSpec,
+    /// Which end this is.
+    pub endpoint: Endpoint,
+    /// CPU to pin the workers and collector to.
+    pub cpu: Option<usize>,
+}
+
+/// Per-stream state shared between a worker and the collector.
+#[derive(Debug)]
+struct StreamShared {
+    id: u32,
+    flow: Flow,
+    role: Role,
+    bytes: AtomicU64,
+    /// Nanoseconds from the start to the last byte written or read; valid once `done`.
+    end_ns: AtomicU64,
+    done: AtomicBool,
+    error: Mutex<Option<String>>,
+}
+
+/// Flags every worker of a test end checks.
+#[derive(Debug, Default)]
+struct Controls {
+    stop_senders: AtomicBool,
+    abort: AtomicBool,
+}
+
+/// The running data plane of one test end.
+#[derive(Debug)]
+pub struct DataPlane {
+    shared: Vec<Arc<StreamShared>>,
+    controls: Arc<Controls>,
+    workers: Vec<JoinHandle<()>>,
+    collector: JoinHandle<Vec<StreamRecord>>,
+    started: Instant,
+}
+
+impl DataPlane {
+    /// Starts the workers and the collector now. Interval records of this end are sent to
+    /// `live` as they complete.
+    pub fn start(
+        cfg: DataPlaneConfig,
+        streams: Vec<DataStream>,
+        live: Option<mpsc::Sender<IntervalRecord>>,
+    ) -> io::Result<Self> {
+        let started = Instant::now();
+        let controls = Arc::new(Controls::default());
+        let mut shared = Vec::new();
+        let mut workers = Vec::new();
+        let mut info_sockets = Vec::new();
+        for s in streams {
+            let sh = Arc::new(StreamShared {
+                id: s.id,
+                flow: s.flow,
+                role: s.role,
+                bytes: AtomicU64::new(0),
+                end_ns: AtomicU64::new(0),
+                done: AtomicBool::new(false),
+                error: Mutex::new(None),
+            });
+            // The collector reads TCP_INFO through its own descriptor of the sender's socket.
+            info_sockets.push(if s.role == Role::Sender { s.socket.try_clone().ok() } else { None });
+            let worker = Worker { shared: sh.clone(), controls: controls.clone(), cfg: cfg.clone(), started };
+            let name = format!("netchar-{}-{}", role_name(s.role), s.id);
+            workers.push(std::thread::Builder::new().name(name).spawn(move || worker.run(s.socket))?);
+            shared.push(sh);
+        }
+        let collector = Collector {
+            shared: shared.clone(),
+            info_sockets,
+            spec: cfg.spec.clone(),
+            endpoint: cfg.endpoint,
+            started,
+            live,
+        };
+        let cpu = cfg.cpu;
+        let collector = std::thread::Builder::new().name("netchar-collector".into()).spawn(move || {
+            if let Some(c) = cpu {
+                let _ = netchar_sys::cpu::pin_current_thread(c);
+            }
+            collector.run()
+        })?;
+        Ok(Self { shared, controls, workers, collector, started })
+    }
+
+    /// When this end's clock started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Asks every sender to stop now; they still shut down cleanly so receivers get EOF.
+    pub fn stop_senders(&self) {
+        self.controls.stop_senders.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends everything now, receivers included, without waiting for EOF.
+    pub fn abort(&self) {
+        self.stop_senders();
+        self.controls.abort.store(true, Ordering::SeqCst);
+    }
+
+    /// The exact totals of this end's senders once all of them finished (None before; an
+    /// empty list when this end sends nothing).
+    pub fn senders_done(&self) -> Option<Vec<(u32, u64)>> {
+        let senders = self.shared.iter().filter(|s| s.role == Role::Sender);
+        let mut totals = Vec::new();
+        for s in senders {
+            if !s.done.load(Ordering::Acquire) {
+                return None;
+            }
+            totals.push((s.id, s.bytes.load(Ordering::Acquire)));
+        }
+        Some(totals)
+    }
+
+    /// Bytes received so far per receiving stream id.
+    pub fn received(&self) -> Vec<(u32, u64)> {
+        self.shared
+            .iter()
+            .filter(|s| s.role == Role::Receiver)
+            .map(|s| (s.id, s.bytes.load(Ordering::Acquire)))
+            .collect()
+    }
+
+    /// True once every worker finished.
+    pub fn all_done(&self) -> bool {
+        self.shared.iter().all(|s| s.done.load(Ordering::Acquire))
+    }
+
+    /// The first stream error, as one line naming the stream.
+    pub fn first_error(&self) -> Option<String> {
+        self.shared.iter().find_map(|s| {
+            let e = s.error.lock().map(|g| g.clone()).unwrap_or(None);
+            e.map(|e| format!("stream {} ({} {}): {e}", s.id, s.flow.name(), role_name(s.role)))
+        })
+    }
+
+    /// Waits for every thread and returns this end's records. Call after [`Self::all_done`]
+    /// or [`Self::abort`].
+    pub fn join(self) -> Vec<StreamRecord> {
+        for w in self.workers {
+            let _ = w.join();
+        }
+        self.collector.join().unwrap_or_default()
+    }
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Sender => "sender",
+        Role::Receiver => "receiver",
+    }
+}
+
+struct Worker {
+    shared: Arc<StreamShared>,
+    controls: Arc<Controls>,
+    cfg: DataPlaneConfig,
+    started: Instant,
+}
+
+impl Worker {
+    fn run(self, socket: TcpStream) {
+        if let Some(c) = self.cfg.cpu {
+            let _ = netchar_sys::cpu::pin_current_thread(c);
+        }
+        let result = match self.shared.role {
+            Role::Sender => self.send(&socket),
+            Role::Receiver => self.receive(&socket),
+        };
+        if let Err(e) = result {
+            if let Ok(mut slot) = self.shared.error.lock() {
+                *slot = Some(e.to_string());
+            }
+        }
+        self.shared.done.store(true, Ordering::Release);
+    }
+
+    fn send(&self, socket: &TcpStream) -> io::Result<()> {
+        let spec = &self.cfg.spec;
+        socket.set_write_timeout(Some(POLL))?;
+        let block = spec.block_bytes as usize;
+        // A recognisable, constant payload: never changed, so zero-copy sends need no care.
+        let buf: Vec<u8> = (0..block).map(|i| b"0123456789"[i % 10]).collect();
+        let deadline = match spec.end {
+            netchar_model::EndCondition::Seconds(s) => Some(self.started + Duration::from_secs_f64(s)),
+            netchar_model::EndCondition::Bytes(_) => None,
+        };
+        let budget = spec.byte_budget(self.shared.id);
+        let rate = spec.tcp.rate_bps_per_stream.filter(|&r| r > 0);
+        let mut zerocopy = if spec.tcp.zerocopy { ZeroCopySender::new(socket.as_fd()).ok() } else { None };
+        let mut sent: u64 = 0;
+        let mut end = Instant::now();
+        let mut writer = socket;
+        let outcome = loop {
+            if self.controls.stop_senders.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                break Ok(());
+            }
+            let len = match budget {
+                Some(b) if sent >= b => break Ok(()),
+                Some(b) => block.min((b - sent) as usize),
+                None => block,
+            };
+            if let Some(rate) = rate {
+                // Absolute schedule: the next block may start once the bytes so far fit the
+                // rate since the start. A stall is not caught up with a burst beyond one block.
+                let due = self.started + Duration::from_secs_f64(sent as f64 * 8.0 / rate as f64);
+                if due > now {
+                    let until = deadline.map_or(due, |d| d.min(due));
+                    std::thread::sleep(until.saturating_duration_since(now).min(POLL));
+                    continue;
+                }
+            }
+            let written = match zerocopy.as_mut() {
+                Some(zc) => zc.send(socket.as_fd(), &buf[..len]),
+                None => writer.write(&buf[..len]),
+            };
+            match written {
+                Ok(0) => break Err(io::Error::new(io::ErrorKind::WriteZero, "the socket accepted no data")),
+                Ok(n) => {
+                    sent += n as u64;
+                    self.shared.bytes.store(sent, Ordering::Release);
+                    end = Instant::now();
+                }
+                Err(e) if is_retry(&e) => {}
+                Err(e) => break Err(e),
+            }
+        };
+        if let Some(zc) = zerocopy.as_mut() {
+            let _ = zc.finish(socket.as_fd(), Duration::from_secs(5));
+        }
+        self.shared.end_ns.store(end.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
+        let _ = socket.shutdown(Shutdown::Write);
+        outcome
+    }
+
+    fn receive(&self, socket: &TcpStream) -> io::Result<()> {
+        socket.set_read_timeout(Some(POLL))?;
+        let mut buf = vec![0u8; self.cfg.spec.block_bytes as usize];
+        let mut received: u64 = 0;
+        let mut last = self.started;
+        let mut reader = socket;
+        let outcome = loop {
+            match reader.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => {
+                    received += n as u64;
+                    self.shared.bytes.store(received, Ordering::Release);
+                    last = Instant::now();
+                }
+                Err(e) if is_retry(&e) => {
+                    if self.controls.abort.load(Ordering::Relaxed) {
+                        break Ok(());
+                    }
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        self.shared.end_ns.store(last.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
+        outcome
+    }
+}
+
+fn is_retry(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
+}
+
+/// Builds the records of one test end from the shared counters.
+struct Collector {
+    shared: Vec<Arc<StreamShared>>,
+    info_sockets: Vec<Option<TcpStream>>,
+    spec: TestSpec,
+    endpoint: Endpoint,
+    started: Instant,
+    live: Option<mpsc::Sender<IntervalRecord>>,
+}
+
+/// The collector's running view of one stream.
+struct Track {
+    record: StreamRecord,
+    last_bytes: u64,
+    last_retrans: u64,
+    omit_taken: bool,
+}
+
+impl Collector {
+    fn run(self) -> Vec<StreamRecord> {
+        let interval = self.spec.interval_seconds;
+        let omit = self.spec.omit_seconds;
+        let mut tracks: Vec<Track> = self
+            .shared
+            .iter()
+            .map(|s| Track {
+                record: StreamRecord {
+                    id: s.id,
+                    flow: s.flow,
+                    role: s.role,
+                    measured_by: self.endpoint,
+                    bytes: 0,
+                    seconds: 0.0,
+                    omitted_bytes: 0,
+                    retransmits: None,
+                    omitted_retransmits: None,
+                    intervals: Vec::new(),
+                },
+                last_bytes: 0,
+                last_retrans: 0,
+                omit_taken: omit <= 0.0,
+            })
+            .collect();
+        let mut tick = 1u64;
+        let mut last_tick_at = 0.0;
+        loop {
+            let next_tick = (interval > 0.0).then(|| tick as f64 * interval);
+            let omit_pending = tracks.iter().any(|t| !t.omit_taken);
+            let mut wake = self.elapsed() + 0.05;
+            if let Some(t) = next_tick {
+                wake = wake.min(t);
+            }
+            if omit_pending {
+                wake = wake.min(omit);
+            }
+            let now = self.elapsed();
+            if wake > now {
+                std::thread::sleep(Duration::from_secs_f64(wake - now));
+            }
+            let now = self.elapsed();
+            if omit_pending && now >= omit {
+                for (t, i) in tracks.iter_mut().zip(0..) {
+                    if !t.omit_taken {
+                        t.record.omitted_bytes = self.shared[i].bytes.load(Ordering::Acquire);
+                        t.record.omitted_retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
+                        t.omit_taken = true;
+                    }
+                }
+            }
+            let all_done = self.shared.iter().all(|s| s.done.load(Ordering::Acquire));
+            if all_done {
+                self.finish(&mut tracks, last_tick_at, interval);
+                return tracks.into_iter().map(|t| t.record).collect();
+            }
+            if let Some(t) = next_tick.filter(|&t| now >= t) {
+                self.close_interval(&mut tracks, last_tick_at, t, None);
+                last_tick_at = t;
+                tick += 1;
+            }
+        }
+    }
+
+    fn elapsed(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn tcp_info(&self, i: usize) -> Option<netchar_sys::tcp::TcpInfo> {
+        self.info_sockets[i].as_ref().and_then(|s| netchar_sys::tcp::tcp_info(s.as_fd()).ok())
+    }
+
+    /// Records one interval [start, end] for every stream still running at `start` and sends
+    /// it live. With `final_ends`, each stream's interval ends at its own last byte instead.
+    fn close_interval(&self, tracks: &mut [Track], start: f64, end: f64, final_ends: Option<&[f64]>) {
+        let mut live = IntervalRecord { start, end, omitted: false, streams: Vec::new(), sum: Vec::new() };
+        for (i, t) in tracks.iter_mut().enumerate() {
+            let stream_end = final_ends.map_or(end, |e| e[i].max(start));
+            let bytes_now = self.shared[i].bytes.load(Ordering::Acquire);
+            let info = self.tcp_info(i);
+            let bytes = bytes_now - t.last_bytes;
+            let retransmits = info.map(|x| {
+                let r = x.total_retransmits.saturating_sub(t.last_retrans);
+                t.last_retrans = x.total_retransmits;
+                r
+            });
+            let sample = StreamInterval {
+                start,
+                end: stream_end,
+                bytes,
+                bits_per_second: bits_per_second(bytes, stream_end - start),
+                omitted: stream_end <= self.spec.omit_seconds + 1e-9 && self.spec.omit_seconds > 0.0,
+                retransmits,
+                cwnd_bytes: info.map(|x| x.cwnd_bytes),
+                rtt_us: info.map(|x| x.rtt_us),
+                rttvar_us: info.map(|x| x.rttvar_us),
+            };
+            t.last_bytes = bytes_now;
+            let merge = final_ends.is_some()
+                && self.spec.interval_seconds > 0.0
+                && (stream_end - start) < TAIL_MERGE_SHARE * self.spec.interval_seconds
+                && !t.record.intervals.is_empty();
+            if merge {
+                let prev = t.record.intervals.last_mut().expect("checked non-empty");
+                prev.bytes += sample.bytes;
+                prev.end = sample.end;
+                prev.bits_per_second = bits_per_second(prev.bytes, prev.end - prev.start);
+                if let Some(r) = sample.retransmits {
+                    *prev.retransmits.get_or_insert(0) += r;
+                }
+                continue;
+            }
+            if final_ends.is_some() && bytes == 0 && stream_end - start <= 0.0 {
+                continue;
+            }
+            live.omitted |= sample.omitted;
+            live.streams.push(netchar_model::IntervalStream {
+                id: t.record.id,
+                flow: t.record.flow,
+                role: t.record.role,
+                sample: sample.clone(),
+            });
+            t.record.intervals.push(sample);
+        }
+        if let Some(tx) = &self.live {
+            if !live.streams.is_empty() {
+                live.sum = TestResult::sum_streams(&live.streams, live.end - live.start);
+                let _ = tx.send(live);
+            }
+        }
+    }
+
+    fn finish(&self, tracks: &mut [Track], last_tick_at: f64, interval: f64) {
+        let ends: Vec<f64> =
+            self.shared.iter().map(|s| s.end_ns.load(Ordering::Acquire) as f64 * 1e-9).collect();
+        let latest = ends.iter().copied().fold(last_tick_at, f64::max);
+        if interval > 0.0 {
+            self.close_interval(tracks, last_tick_at, latest, Some(&ends));
+        }
+        for (i, t) in tracks.iter_mut().enumerate() {
+            t.record.bytes = self.shared[i].bytes.load(Ordering::Acquire);
+            t.record.seconds = ends[i];
+            t.record.retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
+            if !t.omit_taken {
+                t.record.omitted_bytes = t.record.bytes;
+                t.record.omitted_retransmits = t.record.retransmits;
+            }
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! CPU use and host description around a test, in model types.
+
+use netchar_model::{CpuUsage, HostInfo};
+use netchar_sys::cpu::{online_cpus, HostTimes, ProcessTimes};
+use std::time::{Instant, SystemTime};
+
+/// Snapshots taken when a test starts; [`CpuMeter::finish`] turns them into percentages.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuMeter {
+    process: ProcessTimes,
+    host: HostTimes,
+    started: Instant,
+}
+
+impl CpuMeter {
+    /// Starts measuring now.
+    pub fn start() -> Self {
+        Self { process: ProcessTimes::now(), host: HostTimes::now(), started: Instant::now() }
+    }
+
+    /// CPU used since [`Self::start`]. Process figures are percent of one CPU, host figures
+    /// percent of all CPUs.
+    pub fn finish(&self) -> CpuUsage {
+        let process = ProcessTimes::now();
+        let host = HostTimes::now();
+        let wall = self.started.elapsed().as_secs_f64();
+        let cpus = online_cpus();
+        let pct = |secs: f64| if wall > 0.0 { 100.0 * secs / wall } else { 0.0 };
+        let user = process.user_seconds - self.process.user_seconds;
+        let system = process.system_seconds - self.process.system_seconds;
+        let host_total = host.total.saturating_sub(self.host.total) as f64;
+        let host_pct = |ticks: u64| if host_total > 0.0 { 100.0 * ticks as f64 / host_total } else { 0.0 };
+        CpuUsage {
+            user_pct: pct(user),
+            system_pct: pct(system),
+            total_pct: pct(user + system),
+            total_pct_of_all_cpus: pct(user + system) / f64::from(cpus),
+            host_busy_pct: host_pct(host.busy.saturating_sub(self.host.busy)),
+            host_softirq_pct: host_pct(host.softirq.saturating_sub(self.host.softirq)),
+            user_seconds: user,
+            system_seconds: system,
+            wall_seconds: wall,
+            cpus,
+        }
+    }
+}
+
+/// This machine, for the result's `host` field.
+pub fn host_info() -> HostInfo {
+    let (hostname, kernel, cpu_model, cores) = netchar_sys::host::describe();
+    HostInfo { hostname, kernel, cpu_model, cores }
+}
+
+/// Now as RFC 3339 UTC, seconds precision.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}

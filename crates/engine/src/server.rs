@@ -1,0 +1,437 @@
+//! The server: a listener that tells control from data connections by their hello, admits
+//! tests up to `--max-concurrent`, and runs each test's server end in its own control thread.
+//!
+//! Safety as a long-running service: every connection has a deadline for its hello and every
+//! session phase has a timeout, frames are capped before allocation, a malformed message ends
+//! only its own session, and threads per connection are bounded.
+
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataStream};
+use crate::measure::{host_info, CpuMeter};
+use crate::tcp_setup::post_connect;
+use crate::StopFlag;
+use netchar_model::{Endpoint, Flow, Role, StreamRecord, TestSpec};
+use netchar_wire::hello::{identify_peer, Hello, Role as HelloRole, HELLO_LEN};
+use netchar_wire::session::{ServerEvent, ServerSession, Timeouts};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Connections still in their hello or control session beyond which new ones are dropped.
+const MAX_CONNECTION_THREADS: usize = 512;
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on; `[::]` takes IPv4 and IPv6.
+    pub bind: SocketAddr,
+    /// Exit after the first test.
+    pub one_off: bool,
+    /// Tests admitted at once.
+    pub max_concurrent: u32,
+    /// Control protocol timeouts.
+    pub timeouts: Timeouts,
+}
+
+/// What the server did, for its log (one line each).
+#[derive(Debug, Clone)]
+pub enum ServerLog {
+    /// A test ended (well or not).
+    Test(TestLog),
+    /// A connection was turned away before any test.
+    Rejected {
+        /// Who.
+        peer: SocketAddr,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One test as the server saw it.
+#[derive(Debug, Clone)]
+pub struct TestLog {
+    /// The client.
+    pub peer: SocketAddr,
+    /// The test it ran.
+    pub spec: TestSpec,
+    /// The server's records of every stream.
+    pub streams: Vec<StreamRecord>,
+    /// Tests running at once, this one included.
+    pub concurrent_tests: u32,
+    /// Why it ended early, if it did.
+    pub error: Option<String>,
+}
+
+type Logger = Arc<dyn Fn(ServerLog) + Send + Sync>;
+
+/// Admission and the routing of data connections to their test by cookie.
+#[derive(Default)]
+struct Registry {
+    tests: Mutex<HashMap<[u8; 16], mpsc::Sender<(u32, TcpStream)>>>,
+    running: AtomicUsize,
+    admitted_total: AtomicUsize,
+}
+
+/// A bound server, ready to [`Server::run`].
+pub struct Server {
+    listener: TcpListener,
+    cfg: ServerConfig,
+}
+
+impl Server {
+    /// Binds the listener. An unspecified IPv6 address also accepts IPv4 (v6only off).
+    pub fn bind(cfg: ServerConfig) -> io::Result<Self> {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::for_address(cfg.bind), Type::STREAM, None)?;
+        socket.set_reuse_address(true)?;
+        if cfg.bind.is_ipv6() {
+            socket.set_only_v6(false)?;
+        }
+        socket.bind(&cfg.bind.into())?;
+        socket.listen(1024)?;
+        Ok(Self { listener: socket.into(), cfg })
+    }
+
+    /// The address actually bound (the port is known here when 0 was asked for).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `stop` is raised (running tests end cleanly, their clients get their
+    /// figures) or, with `one_off`, until the first test ends.
+    pub fn run(self, stop: &StopFlag, log: impl Fn(ServerLog) + Send + Sync + 'static) -> io::Result<()> {
+        let log: Logger = Arc::new(log);
+        let registry = Arc::new(Registry::default());
+        let threads = Arc::new(AtomicUsize::new(0));
+        let local = self.local_addr()?;
+        let waker = spawn_waker(stop.clone(), local, self.cfg.one_off.then(|| registry.clone()));
+        for conn in self.listener.incoming() {
+            if stop.is_raised() || (self.cfg.one_off && one_off_done(&registry)) {
+                break;
+            }
+            let Ok(stream) = conn else { continue };
+            if threads.load(Ordering::SeqCst) >= MAX_CONNECTION_THREADS {
+                continue;
+            }
+            threads.fetch_add(1, Ordering::SeqCst);
+            let (registry, log, stop, cfg, count) =
+                (registry.clone(), log.clone(), stop.clone(), self.cfg.clone(), threads.clone());
+            let spawned = std::thread::Builder::new().name("netchar-conn".into()).spawn(move || {
+                handle_connection(stream, &registry, &cfg, &stop, &log);
+                count.fetch_sub(1, Ordering::SeqCst);
+            });
+            if spawned.is_err() {
+                threads.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        // Let running sessions see the flag, end their tests and report.
+        stop.raise();
+        while threads.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = waker.join();
+        Ok(())
+    }
+}
+
+fn one_off_done(registry: &Registry) -> bool {
+    registry.admitted_total.load(Ordering::SeqCst) > 0 && registry.running.load(Ordering::SeqCst) == 0
+}
+
+/// Unblocks `accept` once the server must stop, by connecting to itself.
+fn spawn_waker(stop: StopFlag, local: SocketAddr, one_off: Option<Arc<Registry>>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.is_raised() && !one_off.as_ref().is_some_and(|r| one_off_done(r)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut target = local;
+        if target.ip().is_unspecified() {
+            target.set_ip(match target {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = TcpStream::connect_timeout(&target, Duration::from_secs(1));
+    })
+}
+
+fn handle_connection(mut stream: TcpStream, registry: &Arc<Registry>, cfg: &ServerConfig, stop: &StopFlag, log: &Logger) {
+    let Ok(peer) = stream.peer_addr() else { return };
+    let _ = stream.set_read_timeout(Some(cfg.timeouts.hello));
+    let mut raw = [0u8; HELLO_LEN];
+    let mut got = 0;
+    while got < HELLO_LEN {
+        match stream.read(&mut raw[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    if stop.is_raised() && got == 0 {
+        return;
+    }
+    if got < HELLO_LEN {
+        let reason = format!("no netchar hello ({})", describe_client_bytes(&raw[..got]));
+        log(ServerLog::Rejected { peer, reason });
+        return;
+    }
+    let hello = match Hello::decode(&raw) {
+        Ok(h) => h,
+        Err(_) => {
+            let reason = format!("not a netchar client ({})", describe_client_bytes(&raw));
+            log(ServerLog::Rejected { peer, reason });
+            return;
+        }
+    };
+    match hello.role {
+        HelloRole::Data => {
+            let sender = registry.tests.lock().ok().and_then(|t| t.get(&hello.cookie).cloned());
+            match sender {
+                Some(tx) => {
+                    let _ = tx.send((hello.stream_id, stream));
+                }
+                None => log(ServerLog::Rejected { peer, reason: "data connection with an unknown session cookie".into() }),
+            }
+        }
+        _ => ControlSession::serve(stream, peer, &hello, registry, cfg, stop, log),
+    }
+}
+
+fn describe_client_bytes(b: &[u8]) -> String {
+    if b.is_empty() {
+        return "it sent nothing".into();
+    }
+    if b.len() >= 36 && b[..36].iter().all(|c| c.is_ascii_alphanumeric()) {
+        return "it looks like an iperf3 client's cookie; this is a netchar server".into();
+    }
+    identify_peer(b).replace("answered", "sent")
+}
+
+/// One client's test, driven from the server's control thread.
+struct ControlSession<'a> {
+    stream: TcpStream,
+    session: ServerSession,
+    registry: &'a Arc<Registry>,
+    cfg: &'a ServerConfig,
+    spec: Option<TestSpec>,
+    cookie: Option<[u8; 16]>,
+    data_rx: Option<mpsc::Receiver<(u32, TcpStream)>>,
+    streams: Vec<DataStream>,
+    plane: Option<DataPlane>,
+    meter: Option<CpuMeter>,
+    concurrent: u32,
+    senders_reported: bool,
+    peer_done_at: Option<Instant>,
+    error: Option<String>,
+    records_for_log: Vec<StreamRecord>,
+}
+
+impl<'a> ControlSession<'a> {
+    fn serve(stream: TcpStream, peer: SocketAddr, hello: &Hello, registry: &'a Arc<Registry>, cfg: &'a ServerConfig, stop: &StopFlag, log: &Logger) {
+        let _ = stream.set_nodelay(true);
+        let session = match ServerSession::new(Instant::now(), hello, cfg.timeouts) {
+            Ok(s) => s,
+            Err((mut s, e)) => {
+                let mut out = Vec::new();
+                s.poll_output(&mut out);
+                let _ = (&stream).write_all(&out);
+                log(ServerLog::Rejected { peer, reason: e.to_string() });
+                return;
+            }
+        };
+        let mut me = ControlSession {
+            stream,
+            session,
+            registry,
+            cfg,
+            spec: None,
+            cookie: None,
+            data_rx: None,
+            streams: Vec::new(),
+            plane: None,
+            meter: None,
+            concurrent: 0,
+            senders_reported: false,
+            peer_done_at: None,
+            error: None,
+            records_for_log: Vec::new(),
+        };
+        let outcome = me.pump(stop);
+        me.finish(outcome.err());
+        if let Some(cookie) = me.cookie.take() {
+            if let Ok(mut t) = registry.tests.lock() {
+                t.remove(&cookie);
+            }
+            registry.running.fetch_sub(1, Ordering::SeqCst);
+        }
+        match me.spec.take() {
+            Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(TestLog {
+                peer,
+                spec,
+                streams: std::mem::take(&mut me.records_for_log),
+                concurrent_tests: me.concurrent,
+                error: me.error.clone(),
+            })),
+            Some(_) => {}
+            None => {
+                if let Some(e) = me.error.clone() {
+                    log(ServerLog::Rejected { peer, reason: e });
+                }
+            }
+        }
+    }
+
+    fn pump(&mut self, stop: &StopFlag) -> Result<(), String> {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            self.flush()?;
+            while let Some(ev) = self.session.poll_event() {
+                self.on_event(ev)?;
+            }
+            self.flush()?;
+            if self.session.is_done() {
+                return Ok(());
+            }
+            self.collect_streams()?;
+            if stop.is_raised() {
+                return Err("the server is shutting down".into());
+            }
+            if let Some(plane) = &self.plane {
+                if !self.senders_reported {
+                    if let Some(totals) = plane.senders_done() {
+                        self.senders_reported = true;
+                        if !totals.is_empty() {
+                            self.session.local_senders_done(Instant::now(), totals);
+                        }
+                    }
+                }
+                if let Some(e) = plane.first_error() {
+                    return Err(e);
+                }
+                if plane.all_done() {
+                    return Ok(());
+                }
+                if self.peer_done_at.is_some_and(|t| t.elapsed() > self.cfg.timeouts.phase) {
+                    return Err("the client finished sending but its data did not arrive in time".into());
+                }
+            }
+            self.read_control(&mut buf)?;
+            let now = Instant::now();
+            if self.session.poll_timeout().is_some_and(|t| now >= t) {
+                self.session.handle_timeout(now).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        let mut out = Vec::new();
+        self.session.poll_output(&mut out);
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.stream.write_all(&out).map_err(|e| format!("control connection failed: {e}"))
+    }
+
+    fn read_control(&mut self, buf: &mut [u8]) -> Result<(), String> {
+        let _ = self.stream.set_read_timeout(Some(Duration::from_millis(50)));
+        match self.stream.read(buf) {
+            Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),
+            Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string()),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => Ok(()),
+            Err(e) => Err(format!("control connection failed: {e}")),
+        }
+    }
+
+    fn on_event(&mut self, ev: ServerEvent) -> Result<(), String> {
+        let now = Instant::now();
+        match ev {
+            ServerEvent::Requested(spec) => {
+                let max = self.cfg.max_concurrent as usize;
+                let running = self.registry.running.fetch_add(1, Ordering::SeqCst);
+                if running >= max {
+                    self.registry.running.fetch_sub(1, Ordering::SeqCst);
+                    self.session.busy(now, running as u32, max as u32);
+                    self.error = Some(format!("turned away: busy ({running} of {max} tests running)"));
+                    return Ok(());
+                }
+                self.registry.admitted_total.fetch_add(1, Ordering::SeqCst);
+                let mut cookie = [0u8; 16];
+                getrandom::getrandom(&mut cookie).map_err(|e| format!("no randomness for the cookie: {e}"))?;
+                let (tx, rx) = mpsc::channel();
+                if let Ok(mut t) = self.registry.tests.lock() {
+                    t.insert(cookie, tx);
+                }
+                self.cookie = Some(cookie);
+                self.data_rx = Some(rx);
+                self.concurrent = running as u32 + 1;
+                self.spec = Some(spec);
+                self.session.admit(now, &cookie, self.concurrent, host_info());
+            }
+            ServerEvent::Start => {
+                let spec = self.spec.clone().ok_or("start before a request")?;
+                let cfg = DataPlaneConfig { spec: spec.clone(), endpoint: Endpoint::Server, cpu: spec.server_cpu };
+                self.meter = Some(CpuMeter::start());
+                let streams = std::mem::take(&mut self.streams);
+                self.plane = Some(DataPlane::start(cfg, streams, None).map_err(|e| format!("cannot start workers: {e}"))?);
+            }
+            ServerEvent::PeerSenderDone(_) => self.peer_done_at = Some(now),
+            ServerEvent::StopRequested(reason) => {
+                self.error.get_or_insert(format!("stopped by the client: {reason}"));
+                match &self.plane {
+                    Some(p) => p.stop_senders(),
+                    None => return Err(format!("stopped by the client: {reason}")),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes data connections routed here by cookie; says `ready` when all have arrived.
+    fn collect_streams(&mut self) -> Result<(), String> {
+        let (Some(rx), Some(spec)) = (&self.data_rx, &self.spec) else {
+            return Ok(());
+        };
+        let expected = spec.total_streams() as usize;
+        while let Ok((id, socket)) = rx.try_recv() {
+            let flow = spec.flow_of(id).ok_or_else(|| format!("data connection for stream {id}, which the test does not have"))?;
+            if self.streams.iter().any(|s| s.id == id) {
+                return Err(format!("two data connections for stream {id}"));
+            }
+            let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
+            post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
+            self.streams.push(DataStream { id, flow, role, socket });
+            if self.streams.len() == expected {
+                self.session.streams_connected(Instant::now());
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the results (with the error, if any) unless the session already ended.
+    fn finish(&mut self, error: Option<String>) {
+        if let Some(e) = error {
+            self.error.get_or_insert(e);
+        }
+        let now = Instant::now();
+        match self.plane.take() {
+            Some(plane) => {
+                if self.error.is_some() {
+                    plane.abort();
+                }
+                let records = plane.join();
+                let cpu = self.meter.map(|m| m.finish()).unwrap_or_default();
+                self.session.finish(now, records.clone(), cpu, self.error.clone());
+                let _ = self.flush();
+                self.records_for_log = records;
+            }
+            None => {
+                if let Some(e) = &self.error {
+                    self.session.error(now, e);
+                }
+                let _ = self.flush();
+            }
+        }
+    }
+}

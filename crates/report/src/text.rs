@@ -1,0 +1,230 @@
+//! The human-readable report: a header, one line per interval and stream, a summary.
+
+use netchar_model::units::{format_bytes, RateFormat};
+use netchar_model::{
+    CpuUsage, EndCondition, Flow, IntervalRecord, Role, TestInfo, TestResult, TestSpec,
+};
+use std::fmt::Write;
+
+/// The text reporter.
+#[derive(Debug, Default)]
+pub struct TextReporter {
+    /// How rates are printed (`-f`).
+    pub format: RateFormat,
+    header_done: bool,
+}
+
+impl TextReporter {
+    /// A reporter printing rates in `format`.
+    pub fn new(format: RateFormat) -> Self {
+        Self { format, header_done: false }
+    }
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::Sender => "sender",
+        Role::Receiver => "receiver",
+    }
+}
+
+/// One line describing the test, with the exact parsed values.
+pub fn describe_test(info: &TestInfo) -> String {
+    let s = &info.spec;
+    let dir = match s.direction {
+        netchar_model::Direction::Up => "up (client sends)",
+        netchar_model::Direction::Down => "down (server sends, -R)",
+        netchar_model::Direction::Bidir => "bidir (both send)",
+    };
+    let end = match s.end {
+        EndCondition::Seconds(t) => format!("{t} s"),
+        EndCondition::Bytes(n) => format!("{n} bytes"),
+    };
+    let mut line = format!(
+        "TCP {dir} with {} ({}), {} stream{}, {end}, block {} bytes",
+        info.remote,
+        info.family,
+        s.streams,
+        if s.streams == 1 { "" } else { "s" },
+        s.block_bytes,
+    );
+    describe_options(s, &mut line);
+    if let Some(t) = &info.title {
+        let _ = write!(line, " [{t}]");
+    }
+    line
+}
+
+fn describe_options(s: &TestSpec, line: &mut String) {
+    let o = &s.tcp;
+    if s.omit_seconds > 0.0 {
+        let _ = write!(line, ", warm-up {} s omitted", s.omit_seconds);
+    }
+    if let Some(r) = o.rate_bps_per_stream {
+        let _ = write!(line, ", capped at {r} bit/s per stream");
+    }
+    if let Some(w) = o.window_bytes {
+        let _ = write!(line, ", socket buffer {w} bytes");
+    }
+    if let Some(m) = o.mss {
+        let _ = write!(line, ", MSS {m}");
+    }
+    if o.nodelay {
+        line.push_str(", no-delay");
+    }
+    if let Some(c) = &o.congestion {
+        let _ = write!(line, ", congestion control {c}");
+    }
+    if o.zerocopy {
+        line.push_str(", MSG_ZEROCOPY");
+    }
+}
+
+impl crate::Reporter for TextReporter {
+    fn on_start(&mut self, info: &TestInfo) -> String {
+        format!("netchar {}: {}\n", env!("CARGO_PKG_VERSION"), describe_test(info))
+    }
+
+    fn on_interval(&mut self, iv: &IntervalRecord) -> String {
+        let mut out = String::new();
+        if !self.header_done {
+            self.header_done = true;
+            out.push_str("[ ID] Flow Role      Interval        Transfer      Bitrate         Retr     Cwnd      RTT\n");
+        }
+        let many = iv.streams.len() > iv.sum.len();
+        for s in &iv.streams {
+            let x = &s.sample;
+            let _ = write!(
+                out,
+                "[{:>3}] {:<4} {:<8} {:>6.2}-{:<6.2} s  {:>11}  {:>15}",
+                s.id,
+                s.flow.name(),
+                role_name(s.role),
+                x.start,
+                x.end,
+                format_bytes(x.bytes),
+                self.format.format(x.bits_per_second)
+            );
+            if let (Some(r), Some(c), Some(rtt)) = (x.retransmits, x.cwnd_bytes, x.rtt_us) {
+                let _ = write!(out, "  {r:>5}  {:>9}  {rtt:>5} us", format_bytes(c));
+            }
+            if x.omitted {
+                out.push_str("  (omitted)");
+            }
+            out.push('\n');
+        }
+        if many {
+            for sum in &iv.sum {
+                let _ = write!(
+                    out,
+                    "[SUM] {:<4} {:<8} {:>6.2}-{:<6.2} s  {:>11}  {:>15}",
+                    sum.flow.name(),
+                    role_name(sum.role),
+                    iv.start,
+                    iv.end,
+                    format_bytes(sum.bytes),
+                    self.format.format(sum.bits_per_second)
+                );
+                if let Some(r) = sum.retransmits {
+                    let _ = write!(out, "  {r:>5}");
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    fn on_finish(&mut self, r: &TestResult) -> String {
+        summary(r, self.format)
+    }
+}
+
+/// The summary block of one test.
+pub fn summary(r: &TestResult, format: RateFormat) -> String {
+    let mut out = String::new();
+    let omit = r.test.spec.omit_seconds;
+    let _ = writeln!(out, "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -");
+    let warm = if omit > 0.0 { format!(", first {omit} s omitted") } else { String::new() };
+    let _ = writeln!(out, "Summary{warm}:          bytes        seconds   bitrate          retransmits");
+    for flow in [Flow::Up, Flow::Down] {
+        let Some(f) = r.summary.flow(flow) else { continue };
+        let (send_end, recv_end) = match flow {
+            Flow::Up => ("client", "server"),
+            Flow::Down => ("server", "client"),
+        };
+        for (role, side, end) in [("sender", &f.sender, send_end), ("receiver", &f.receiver, recv_end)] {
+            let _ = write!(
+                out,
+                "{:<4} {role:<8} ({end}) {:>15} {:>9.3} s {:>16}",
+                flow.name(),
+                side.bytes,
+                side.seconds,
+                format.format(side.bits_per_second)
+            );
+            if let Some(rt) = side.retransmits {
+                let _ = write!(out, "  {rt}");
+            }
+            out.push('\n');
+        }
+        if f.bytes_match {
+            let _ = writeln!(out, "     every byte arrived: {} bytes written = {} bytes read", f.sender.total_bytes, f.receiver.total_bytes);
+        } else {
+            let _ = writeln!(
+                out,
+                "     BYTES DIFFER: {} written, {} read ({} missing)",
+                f.sender.total_bytes,
+                f.receiver.total_bytes,
+                f.sender.total_bytes as i128 - f.receiver.total_bytes as i128
+            );
+        }
+    }
+    if let Some(c) = &r.cpu.local {
+        let _ = writeln!(out, "CPU  client: {}", cpu_line(c));
+    }
+    if let Some(c) = &r.cpu.remote {
+        let _ = writeln!(out, "CPU  server: {}", cpu_line(c));
+    }
+    if r.test.concurrent_tests > 1 {
+        let _ = writeln!(out, "note: the server ran {} tests at once during this one", r.test.concurrent_tests);
+    }
+    if let Some(e) = &r.error {
+        let _ = writeln!(out, "error: {e}");
+    }
+    out
+}
+
+fn cpu_line(c: &CpuUsage) -> String {
+    format!(
+        "{:.1}% of one CPU (user {:.1}%, system {:.1}%); machine busy {:.1}% of {} CPUs (softirq {:.1}%)",
+        c.total_pct, c.user_pct, c.system_pct, c.host_busy_pct, c.cpus, c.host_softirq_pct
+    )
+}
+
+/// The table of the quick characterization (`netchar` with no arguments): one row per test.
+pub fn quick_table(rows: &[(String, TestResult)], format: RateFormat) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<12} {:<5} {:>16} {:>16} {:>12} {:>9} {:>9}", "test", "flow", "sender", "receiver", "retransmits", "cpu cli", "cpu srv");
+    for (name, r) in rows {
+        for flow in [Flow::Up, Flow::Down] {
+            let Some(f) = r.summary.flow(flow) else { continue };
+            let cpu = |c: &Option<CpuUsage>| c.as_ref().map_or("-".to_string(), |c| format!("{:.0}%", c.total_pct));
+            let _ = writeln!(
+                out,
+                "{:<12} {:<5} {:>16} {:>16} {:>12} {:>9} {:>9}{}",
+                name,
+                flow.name(),
+                format.format(f.sender.bits_per_second),
+                format.format(f.receiver.bits_per_second),
+                f.sender.retransmits.map_or("-".to_string(), |x| x.to_string()),
+                cpu(&r.cpu.local),
+                cpu(&r.cpu.remote),
+                if f.bytes_match { "" } else { "  bytes differ!" }
+            );
+        }
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "{:<12} error: {e}", name);
+        }
+    }
+    let _ = writeln!(out, "(bit rates over each test's active time after warm-up; CPU: process user+system in % of one CPU; with an in-process server both ends are one process)");
+    out
+}
