@@ -58,7 +58,11 @@ fn run(cli: args::Cli) -> Result<u8> {
 fn install_signal_handlers() -> Result<StopFlag> {
     let stop = StopFlag::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, i32::from(EXIT_INTERRUPTED), stop.as_arc())?;
+        signal_hook::flag::register_conditional_shutdown(
+            sig,
+            i32::from(EXIT_INTERRUPTED),
+            stop.as_arc(),
+        )?;
         signal_hook::flag::register(sig, stop.as_arc())?;
     }
     Ok(stop)
@@ -87,7 +91,10 @@ fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
     let mut print_error = None;
     let run = client::run(&plan.client, stop, &mut |iv| {
         if !out.json && print_error.is_none() {
-            if let Err(e) = stdout.write_all(text.on_interval(iv).as_bytes()).and_then(|_| stdout.flush()) {
+            if let Err(e) = stdout
+                .write_all(text.on_interval(iv).as_bytes())
+                .and_then(|_| stdout.flush())
+            {
                 print_error = Some(e);
             }
         }
@@ -124,9 +131,13 @@ fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
 /// Writes `--json-out` atomically: a temporary file beside it, then a rename.
 fn save_json(out: &plan::Output, result: &netchar_model::TestResult) -> Result<()> {
     use anyhow::Context;
-    let Some(path) = &out.json_out else { return Ok(()) };
+    let Some(path) = &out.json_out else {
+        return Ok(());
+    };
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, netchar_report::json::to_json(result)).with_context(|| format!("--json-out: cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("--json-out: cannot rename to {}", path.display()))?;
+    std::fs::write(&tmp, netchar_report::json::to_json(result))
+        .with_context(|| format!("--json-out: cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("--json-out: cannot rename to {}", path.display()))?;
     Ok(())
 }

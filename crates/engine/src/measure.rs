@@ -15,7 +15,11 @@ pub struct CpuMeter {
 impl CpuMeter {
     /// Starts measuring now.
     pub fn start() -> Self {
-        Self { process: ProcessTimes::now(), host: HostTimes::now(), started: Instant::now() }
+        Self {
+            process: ProcessTimes::now(),
+            host: HostTimes::now(),
+            started: Instant::now(),
+        }
     }
 
     /// CPU used since [`Self::start`]. Process figures are percent of one CPU, host figures
@@ -29,7 +33,13 @@ impl CpuMeter {
         let user = process.user_seconds - self.process.user_seconds;
         let system = process.system_seconds - self.process.system_seconds;
         let host_total = host.total.saturating_sub(self.host.total) as f64;
-        let host_pct = |ticks: u64| if host_total > 0.0 { 100.0 * ticks as f64 / host_total } else { 0.0 };
+        let host_pct = |ticks: u64| {
+            if host_total > 0.0 {
+                100.0 * ticks as f64 / host_total
+            } else {
+                0.0
+            }
+        };
         CpuUsage {
             user_pct: pct(user),
             system_pct: pct(system),
@@ -48,7 +58,12 @@ impl CpuMeter {
 /// This machine, for the result's `host` field.
 pub fn host_info() -> HostInfo {
     let (hostname, kernel, cpu_model, cores) = netchar_sys::host::describe();
-    HostInfo { hostname, kernel, cpu_model, cores }
+    HostInfo {
+        hostname,
+        kernel,
+        cpu_model,
+        cores,
+    }
 }
 
 /// Now as RFC 3339 UTC, seconds precision.

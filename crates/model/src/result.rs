@@ -349,10 +349,18 @@ fn merge_intervals(streams: &[StreamRecord]) -> Vec<IntervalRecord> {
             let members: Vec<IntervalStream> = streams
                 .iter()
                 .filter_map(|s| {
-                    s.intervals.get(k).map(|iv| IntervalStream { id: s.id, flow: s.flow, role: s.role, sample: iv.clone() })
+                    s.intervals.get(k).map(|iv| IntervalStream {
+                        id: s.id,
+                        flow: s.flow,
+                        role: s.role,
+                        sample: iv.clone(),
+                    })
                 })
                 .collect();
-            let start = members.iter().map(|m| m.sample.start).fold(f64::MAX, f64::min);
+            let start = members
+                .iter()
+                .map(|m| m.sample.start)
+                .fold(f64::MAX, f64::min);
             let end = members.iter().map(|m| m.sample.end).fold(0.0, f64::max);
             IntervalRecord {
                 start,
@@ -370,10 +378,19 @@ impl TestResult {
     pub fn sum_streams(members: &[IntervalStream], length: f64) -> Vec<IntervalSum> {
         let mut sums: Vec<IntervalSum> = Vec::new();
         for m in members {
-            let index = match sums.iter().position(|x| x.flow == m.flow && x.role == m.role) {
+            let index = match sums
+                .iter()
+                .position(|x| x.flow == m.flow && x.role == m.role)
+            {
                 Some(i) => i,
                 None => {
-                    sums.push(IntervalSum { flow: m.flow, role: m.role, bytes: 0, bits_per_second: 0.0, retransmits: None });
+                    sums.push(IntervalSum {
+                        flow: m.flow,
+                        role: m.role,
+                        bytes: 0,
+                        bits_per_second: 0.0,
+                        retransmits: None,
+                    });
                     sums.len() - 1
                 }
             };
@@ -400,7 +417,11 @@ mod tests {
             id,
             flow: Flow::Up,
             role,
-            measured_by: if role == Role::Sender { Endpoint::Client } else { Endpoint::Server },
+            measured_by: if role == Role::Sender {
+                Endpoint::Client
+            } else {
+                Endpoint::Server
+            },
             bytes,
             seconds,
             omitted_bytes: omitted,
@@ -477,7 +498,12 @@ mod tests {
 
     #[test]
     fn json_never_contains_nan() {
-        let r = TestResult::assemble(header(TestSpec::tcp_default()), vec![], CpuReport::default(), Some("x".into()));
+        let r = TestResult::assemble(
+            header(TestSpec::tcp_default()),
+            vec![],
+            CpuReport::default(),
+            Some("x".into()),
+        );
         let text = serde_json::to_string(&r).unwrap();
         assert!(!text.contains("NaN"));
         assert!(text.contains("\"schema_version\":1"));

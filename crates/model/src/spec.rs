@@ -201,7 +201,8 @@ impl TestSpec {
         if let Some(c) = &self.tcp.congestion {
             let ok = !c.is_empty()
                 && c.len() <= 15
-                && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
+                && c.chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
             if !ok {
                 return Err(SpecError::Congestion(c.clone()));
             }

@@ -154,7 +154,12 @@ pub fn format_si(value: f64, unit: &str) -> String {
 /// A byte count with a binary prefix (KiB, MiB, GiB), as transfer columns show it.
 pub fn format_bytes(bytes: u64) -> String {
     let b = bytes as f64;
-    let prefixes = [(1099511627776.0, "TiB"), (1073741824.0, "GiB"), (1048576.0, "MiB"), (1024.0, "KiB")];
+    let prefixes = [
+        (1099511627776.0, "TiB"),
+        (1073741824.0, "GiB"),
+        (1048576.0, "MiB"),
+        (1024.0, "KiB"),
+    ];
     for (scale, p) in prefixes {
         if b >= scale {
             return format!("{} {p}", three_digits(b / scale));
@@ -192,7 +197,10 @@ mod tests {
 
     #[test]
     fn bad_values_are_rejected_with_reason() {
-        assert!(matches!(parse_bytes("1Q"), Err(UnitError::BadSuffix { .. })));
+        assert!(matches!(
+            parse_bytes("1Q"),
+            Err(UnitError::BadSuffix { .. })
+        ));
         assert!(matches!(parse_bytes("abc"), Err(UnitError::NotANumber(_))));
         assert!(matches!(parse_bytes("-1"), Err(UnitError::OutOfRange(_))));
         assert!(matches!(parse_bytes("0.5"), Err(UnitError::OutOfRange(_))));

@@ -17,7 +17,10 @@ pub struct TextReporter {
 impl TextReporter {
     /// A reporter printing rates in `format`.
     pub fn new(format: RateFormat) -> Self {
-        Self { format, header_done: false }
+        Self {
+            format,
+            header_done: false,
+        }
     }
 }
 
@@ -40,10 +43,13 @@ pub fn describe_test(info: &TestInfo) -> String {
         EndCondition::Seconds(t) => format!("{t} s"),
         EndCondition::Bytes(n) => format!("{n} bytes"),
     };
+    let family = match info.family.as_str() {
+        "ipv4" | "ipv6" => format!(" ({})", info.family),
+        _ => String::new(),
+    };
     let mut line = format!(
-        "TCP {dir} with {} ({}), {} stream{}, {end}, block {} bytes",
+        "TCP {dir} with {}{family}, {} stream{}, {end}, block {} bytes",
         info.remote,
-        info.family,
         s.streams,
         if s.streams == 1 { "" } else { "s" },
         s.block_bytes,
@@ -82,7 +88,11 @@ fn describe_options(s: &TestSpec, line: &mut String) {
 
 impl crate::Reporter for TextReporter {
     fn on_start(&mut self, info: &TestInfo) -> String {
-        format!("netchar {}: {}\n", env!("CARGO_PKG_VERSION"), describe_test(info))
+        format!(
+            "netchar {}: {}\n",
+            env!("CARGO_PKG_VERSION"),
+            describe_test(info)
+        )
     }
 
     fn on_interval(&mut self, iv: &IntervalRecord) -> String {
@@ -143,16 +153,31 @@ impl crate::Reporter for TextReporter {
 pub fn summary(r: &TestResult, format: RateFormat) -> String {
     let mut out = String::new();
     let omit = r.test.spec.omit_seconds;
-    let _ = writeln!(out, "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -");
-    let warm = if omit > 0.0 { format!(", first {omit} s omitted") } else { String::new() };
-    let _ = writeln!(out, "Summary{warm}:          bytes        seconds   bitrate          retransmits");
+    let _ = writeln!(
+        out,
+        "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -"
+    );
+    let warm = if omit > 0.0 {
+        format!(", first {omit} s omitted")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "Summary{warm}:          bytes        seconds   bitrate          retransmits"
+    );
     for flow in [Flow::Up, Flow::Down] {
-        let Some(f) = r.summary.flow(flow) else { continue };
+        let Some(f) = r.summary.flow(flow) else {
+            continue;
+        };
         let (send_end, recv_end) = match flow {
             Flow::Up => ("client", "server"),
             Flow::Down => ("server", "client"),
         };
-        for (role, side, end) in [("sender", &f.sender, send_end), ("receiver", &f.receiver, recv_end)] {
+        for (role, side, end) in [
+            ("sender", &f.sender, send_end),
+            ("receiver", &f.receiver, recv_end),
+        ] {
             let _ = write!(
                 out,
                 "{:<4} {role:<8} ({end}) {:>15} {:>9.3} s {:>16}",
@@ -167,7 +192,11 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             out.push('\n');
         }
         if f.bytes_match {
-            let _ = writeln!(out, "     every byte arrived: {} bytes written = {} bytes read", f.sender.total_bytes, f.receiver.total_bytes);
+            let _ = writeln!(
+                out,
+                "     every byte arrived: {} bytes written = {} bytes read",
+                f.sender.total_bytes, f.receiver.total_bytes
+            );
         } else {
             let _ = writeln!(
                 out,
@@ -185,7 +214,11 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
         let _ = writeln!(out, "CPU  server: {}", cpu_line(c));
     }
     if r.test.concurrent_tests > 1 {
-        let _ = writeln!(out, "note: the server ran {} tests at once during this one", r.test.concurrent_tests);
+        let _ = writeln!(
+            out,
+            "note: the server ran {} tests at once during this one",
+            r.test.concurrent_tests
+        );
     }
     if let Some(e) = &r.error {
         let _ = writeln!(out, "error: {e}");
@@ -203,11 +236,20 @@ fn cpu_line(c: &CpuUsage) -> String {
 /// The table of the quick characterization (`netchar` with no arguments): one row per test.
 pub fn quick_table(rows: &[(String, TestResult)], format: RateFormat) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{:<12} {:<5} {:>16} {:>16} {:>12} {:>9} {:>9}", "test", "flow", "sender", "receiver", "retransmits", "cpu cli", "cpu srv");
+    let _ = writeln!(
+        out,
+        "{:<12} {:<5} {:>16} {:>16} {:>12} {:>9} {:>9}",
+        "test", "flow", "sender", "receiver", "retransmits", "cpu cli", "cpu srv"
+    );
     for (name, r) in rows {
         for flow in [Flow::Up, Flow::Down] {
-            let Some(f) = r.summary.flow(flow) else { continue };
-            let cpu = |c: &Option<CpuUsage>| c.as_ref().map_or("-".to_string(), |c| format!("{:.0}%", c.total_pct));
+            let Some(f) = r.summary.flow(flow) else {
+                continue;
+            };
+            let cpu = |c: &Option<CpuUsage>| {
+                c.as_ref()
+                    .map_or("-".to_string(), |c| format!("{:.0}%", c.total_pct))
+            };
             let _ = writeln!(
                 out,
                 "{:<12} {:<5} {:>16} {:>16} {:>12} {:>9} {:>9}{}",
@@ -215,7 +257,9 @@ pub fn quick_table(rows: &[(String, TestResult)], format: RateFormat) -> String 
                 flow.name(),
                 format.format(f.sender.bits_per_second),
                 format.format(f.receiver.bits_per_second),
-                f.sender.retransmits.map_or("-".to_string(), |x| x.to_string()),
+                f.sender
+                    .retransmits
+                    .map_or("-".to_string(), |x| x.to_string()),
                 cpu(&r.cpu.local),
                 cpu(&r.cpu.remote),
                 if f.bytes_match { "" } else { "  bytes differ!" }

@@ -55,7 +55,14 @@ impl ZeroCopySender {
             }
             // SAFETY: `buf` is live for the call; the caller keeps it alive and unchanged until
             // `finish` has confirmed every send (the module's contract).
-            let n = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_ZEROCOPY) };
+            let n = unsafe {
+                libc::send(
+                    fd.as_raw_fd(),
+                    buf.as_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_ZEROCOPY,
+                )
+            };
             if n >= 0 {
                 if n > 0 {
                     self.stats.sends += 1;
@@ -79,7 +86,10 @@ impl ZeroCopySender {
         while self.stats.completed < self.stats.sends {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "zero-copy completions did not arrive"));
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "zero-copy completions did not arrive",
+                ));
             }
             self.reap(fd, Some(left.min(Duration::from_millis(100))))?;
         }
@@ -89,7 +99,11 @@ impl ZeroCopySender {
     /// Reads every completion queued now; with `wait`, first waits up to that long for one.
     fn reap(&mut self, fd: BorrowedFd<'_>, wait: Option<Duration>) -> io::Result<()> {
         if let Some(wait) = wait {
-            let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: 0, revents: 0 };
+            let mut pfd = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: 0,
+                revents: 0,
+            };
             // SAFETY: `pfd` is one live pollfd, matching the count of 1.
             check(unsafe { libc::poll(&mut pfd, 1, wait.as_millis().max(1) as libc::c_int) })?;
         }
@@ -112,7 +126,13 @@ fn read_completion(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u32, u8)>> {
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: `msg` points at the live `control` buffer with its true size and no data iovecs.
-    let ret = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+    let ret = unsafe {
+        libc::recvmsg(
+            fd.as_raw_fd(),
+            &mut msg,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+        )
+    };
     if ret < 0 {
         let err = io::Error::last_os_error();
         return match err.raw_os_error() {
@@ -130,7 +150,8 @@ fn read_completion(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u32, u8)>> {
         if is_err {
             // SAFETY: for IP(V6)_RECVERR the data is a sock_extended_err; read_unaligned because
             // the control buffer gives no alignment guarantee for the payload type.
-            let ee: libc::sock_extended_err = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+            let ee: libc::sock_extended_err =
+                unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
             if ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && ee.ee_errno == 0 {
                 return Ok(Some((ee.ee_info, ee.ee_data, ee.ee_code)));
             }

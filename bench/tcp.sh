@@ -1,0 +1,446 @@
+#!/usr/bin/env bash
+# bench/tcp.sh — side-by-side loopback TCP throughput of netchar, iperf3 and iperf2.
+#
+# Cases: 1 stream up, -P 2, -P 4, reverse (-R, 1 stream), and netchar --zerocopy (1 stream,
+# compared with the peers' plain 1-stream figures).  Every case runs ROUNDS times per tool;
+# within a round the tools run back to back (starting tool rotated each round) so that they
+# see the same machine state, and the median over rounds is reported.
+#
+# Figures: receiver Gbit/s (10^9 bit/s), spread of the rounds = (max-min)/median, and CPU
+# seconds per GB received (GB = 10^9 bytes) of client + server together.  CPU comes from each
+# tool's own report where it has one (netchar JSON, iperf3 -J) and from process accounting for
+# iperf2; process accounting is also taken for every tool as a cross-check.
+#
+# Knobs (environment):
+#   DUR=3          seconds per run
+#   ROUNDS=3       rounds (median over these)
+#   PORT_BASE=15300  netchar uses PORT_BASE, iperf3 PORT_BASE+1, iperf2 PORT_BASE+2 (all on 127.0.0.1)
+#   BENCH_SAVE=0   1 = also write the report to bench/results/tcp-<date>.txt
+#   NO_BUILD=0     1 = skip `cargo build` (use the binary already in target/release)
+# Exit status: 0 when every run completed (PASS/MISS lines are informational), 1 when the build
+# failed, a client failed/timed out/printed no usable result, or a server died.
+set -u -o pipefail
+
+DUR=${DUR:-3}
+ROUNDS=${ROUNDS:-3}
+PORT_BASE=${PORT_BASE:-15300}
+BENCH_SAVE=${BENCH_SAVE:-0}
+NO_BUILD=${NO_BUILD:-0}
+H=127.0.0.1                       # loopback only: every server binds here, every client targets it
+
+for v in DUR ROUNDS PORT_BASE; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "tcp.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
+done
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$BENCH_DIR/.." && pwd)
+WORK=$(mktemp -d /tmp/netchar-bench-tcp.XXXXXX)   # raw outputs of every run are kept here
+RES=$WORK/results.tsv                             # one row per run, read by the report
+NOTES=$WORK/notes.txt                             # free-text observations for the report
+: > "$RES"; : > "$NOTES"
+CLK_TCK=$(getconf CLK_TCK)
+CLIENT_TO=$((DUR + 20))           # watchdog per client run (connect + DUR + teardown, generous)
+FAILED=0                          # set to 1 by any crashed/failed run -> exit status 1
+
+have() { command -v "$1" >/dev/null 2>&1; }
+note() { echo "$*" >> "$NOTES"; }
+
+# ------------------------------------------------------------------ tools present?
+TOOLS=(netchar)
+if have iperf3; then TOOLS+=(iperf3)
+else echo "iperf3 not found: skipping it (install with: sudo apt-get install iperf3)"; fi
+# Debian's `iperf` package is iperf 2.x; make sure `iperf` is not something else.
+# (`iperf --version` exits 1, so capture its text rather than pipe it under pipefail.)
+I2_VER=$(have iperf && iperf --version 2>&1 || true)
+if [[ $I2_VER == *"iperf version 2"* ]]; then TOOLS+=(iperf2)
+else echo "iperf (2.x) not found: skipping it (install with: sudo apt-get install iperf)"; fi
+have python3 || { echo "tcp.sh: python3 is required (JSON/CSV parsing and the report)" >&2; exit 2; }
+have ss || echo "note: ss (iproute2) not found; waiting a fixed 1 s for servers to listen"
+
+# ------------------------------------------------------------------ build netchar
+# Build first so the benchmark measures the current tree, then copy the binary away: other
+# engineers may rebuild target/release/netchar while this runs.
+if [ "$NO_BUILD" != 1 ]; then
+  echo "building netchar: cargo build --release -q  (in $ROOT)"
+  if ! (cd "$ROOT" && timeout 1800 cargo build --release -q); then
+    echo "tcp.sh: cargo build failed; nothing measured" >&2; exit 1
+  fi
+fi
+# The target dir may be redirected (CARGO_TARGET_DIR, .cargo/config); ask cargo where it is.
+TARGET_DIR=$(cd "$ROOT" && timeout 60 cargo metadata --format-version 1 --no-deps 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null) || TARGET_DIR=$ROOT/target
+NC=$WORK/netchar
+cp "$TARGET_DIR/release/netchar" "$NC" || { echo "tcp.sh: no netchar binary in $TARGET_DIR/release" >&2; exit 1; }
+NC_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?")
+[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && NC_REV="$NC_REV+dirty"
+
+# ------------------------------------------------------------------ ports
+P_NC=$PORT_BASE; P_I3=$((PORT_BASE + 1)); P_I2=$((PORT_BASE + 2))
+declare -A PORT=([netchar]=$P_NC [iperf3]=$P_I3 [iperf2]=$P_I2)
+# listening PORT: true if anything listens on TCP PORT (any address; a wildcard listener
+# would also take our 127.0.0.1 connections).
+listening() { [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
+if have ss; then
+  for t in "${TOOLS[@]}"; do
+    if listening "${PORT[$t]}"; then
+      echo "tcp.sh: port ${PORT[$t]} (for $t) is already in use; pick free ports with PORT_BASE=..." >&2
+      exit 2
+    fi
+  done
+fi
+
+# ------------------------------------------------------------------ servers
+# Each server runs under `timeout` (a watchdog in case this script is SIGKILLed) and is
+# killed by the EXIT trap.  TPID = the timeout process, SPID = the server itself (its
+# /proc/PID/stat is read for CPU accounting).
+SERVER_TO=$(( (DUR + 6) * 16 * ROUNDS + 300 ))
+declare -A TPID SPID
+server_cmd() { # TOOL -> sets CMD
+  case $1 in
+    netchar) CMD=("$NC" server -B "$H" -p "$P_NC") ;;
+    iperf3)  CMD=(iperf3 -s -B "$H" -p "$P_I3") ;;
+    # -y C makes the server print one CSV line per finished stream: that is the receiver's
+    # figure for upload tests, and tells us when the server has finished a test.
+    iperf2)  CMD=(iperf -s -B "$H" -p "$P_I2" -y C) ;;
+  esac
+}
+start_server() { # TOOL
+  local t=$1 i
+  server_cmd "$t"
+  timeout -k 2 "$SERVER_TO" "${CMD[@]}" >> "$WORK/srv.$t.out" 2>> "$WORK/srv.$t.err" &
+  TPID[$t]=$!
+  for ((i = 0; i < 100; i++)); do          # up to 5 s to come up
+    if [ "$t" = netchar ]; then grep -q "listening on" "$WORK/srv.$t.err" 2>/dev/null && break
+    elif have ss; then listening "${PORT[$t]}" && break
+    elif [ "$i" -ge 20 ]; then break; fi
+    kill -0 "${TPID[$t]}" 2>/dev/null || break
+    sleep 0.05
+  done
+  SPID[$t]=$(pgrep -P "${TPID[$t]}" | head -1)
+  if [ -z "${SPID[$t]}" ] || ! kill -0 "${SPID[$t]}" 2>/dev/null; then
+    echo "tcp.sh: $t server did not start; see $WORK/srv.$t.err" >&2
+    return 1
+  fi
+}
+alive() { [ -n "${SPID[$1]:-}" ] && kill -0 "${SPID[$1]}" 2>/dev/null; }
+cleanup() {
+  local t
+  for t in "${!TPID[@]}"; do kill "${SPID[$t]:-}" "${TPID[$t]}" 2>/dev/null; done
+  sleep 0.3
+  for t in "${!TPID[@]}"; do
+    kill -0 "${TPID[$t]}" 2>/dev/null && kill -KILL "${SPID[$t]:-}" "${TPID[$t]}" 2>/dev/null
+    wait "${TPID[$t]}" 2>/dev/null
+  done
+  rm -f "$NC"                              # 10+ MB; the logs stay for inspection
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ------------------------------------------------------------------ accounting helpers
+# proc_cpu PID: user+system CPU seconds of a whole process (all threads, finished ones
+# included).  Fields are counted after the ")" that closes comm, so odd names cannot shift them.
+proc_cpu() {
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo NaN; return; }
+  s=${s##*) }
+  awk -v hz="$CLK_TCK" '{printf "%.3f\n", ($12 + $13) / hz}' <<< "$s"
+}
+# timed OUT ERR CMD...: run CMD under a watchdog; sets RC and CLIENT_CPU (user+sys seconds of
+# CMD and its children, from bash's `time`, i.e. getrusage of the waited-for processes).
+timed() {
+  local out=$1 err=$2; shift 2
+  local TIMEFORMAT='%3U %3S'
+  { time timeout -k 2 "$CLIENT_TO" "$@" > "$out" 2> "$err"; } 2> "$WORK/time.txt"
+  RC=$?
+  CLIENT_CPU=$(awk '{printf "%.3f", $1 + $2}' "$WORK/time.txt")
+}
+# busy_pct SECONDS: share of all CPUs busy (not idle/iowait) over an interval, from /proc/stat.
+busy_pct() {
+  local a b
+  a=$(head -1 /proc/stat); sleep "$1"; b=$(head -1 /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x); split(b, y); t = 0
+    for (i = 2; i <= 9; i++) t += y[i] - x[i]          # user..steal
+    idle = (y[5] - x[5]) + (y[6] - x[6])
+    printf "%.0f\n", (t > 0) ? 100 * (t - idle) / t : 0}'
+}
+
+# ------------------------------------------------------------------ result parser
+# parse.py TOOL FILE DIRECTION DUR ZC -> "gbps bytes cpu_seconds|- note..." (exit 1 = unusable)
+cat > "$WORK/parse.py" <<'EOF'
+import csv, json, sys
+tool, path, direction, dur, zc = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5] == "1"
+notes = []
+def out(bps, nbytes, cpu):
+    print("%.4f %d %s %s" % (bps / 1e9, nbytes, "-" if cpu is None else "%.4f" % cpu, " ".join(notes)))
+
+if tool == "netchar":
+    d = json.load(open(path))
+    if d.get("error"):
+        notes.append("error=%r" % d["error"])
+    s = (d.get("summary") or {}).get(direction)
+    if not s:
+        sys.exit("no summary.%s in netchar JSON (error=%r)" % (direction, d.get("error")))
+    snd, rcv = s["sender"], s["receiver"]
+    # Loopback TCP delivers everything that was sent; any mismatch is a netchar counting bug.
+    if s.get("bytes_match") is False or snd["bytes"] != rcv["bytes"]:
+        notes.append("bytes-mismatch(sent=%d,received=%d,bytes_match=%s)" % (snd["bytes"], rcv["bytes"], s.get("bytes_match")))
+    # The reported rate should be bytes*8/seconds; flag anything else.
+    if rcv["seconds"] > 0 and abs(rcv["bits_per_second"] - rcv["bytes"] * 8 / rcv["seconds"]) > 1e-3 * rcv["bits_per_second"]:
+        notes.append("rate!=bytes/seconds")
+    if abs(rcv["seconds"] - dur) > 0.05 * dur:
+        notes.append("receiver-seconds=%.3f(expected~%g)" % (rcv["seconds"], dur))
+    if snd.get("retransmits"):
+        notes.append("retransmits=%d" % snd["retransmits"])
+    if zc and not d.get("test", {}).get("tcp", {}).get("zerocopy"):
+        notes.append("zerocopy-not-recorded-in-test-spec")
+    c = d.get("cpu") or {}
+    cpu = None
+    if "local" in c and "remote" in c:
+        cpu = sum(c[k]["user_seconds"] + c[k]["system_seconds"] for k in ("local", "remote"))
+    else:
+        notes.append("no-cpu-in-json")
+    out(rcv["bits_per_second"], rcv["bytes"], cpu)
+
+elif tool == "iperf3":
+    d = json.load(open(path))
+    if d.get("error"):
+        sys.exit("iperf3 error: %s" % d["error"])
+    e = d["end"]; r = e["sum_received"]; c = e["cpu_utilization_percent"]
+    # host_total = client, remote_total = server; % of one core over the test.
+    cpu = (c["host_total"] + c["remote_total"]) / 100 * r["seconds"]
+    out(r["bits_per_second"], r["bytes"], cpu)
+
+elif tool == "iperf2":
+    # CSV: date,local_ip,local_port,remote_ip,remote_port,id,interval,bytes,bits_per_second
+    # One line per stream (id -1 would be a sum line: not printed by 2.1.8 with -y C, but
+    # skipped if present).  iperf2 has no CPU report: the caller uses process accounting.
+    rows = [r for r in csv.reader(open(path)) if len(r) >= 9]
+    streams = [r for r in rows if r[5] != "-1"] or rows
+    if not streams:
+        sys.exit("no iperf2 CSV lines")
+    out(sum(float(r[8]) for r in streams), sum(int(r[7]) for r in streams), None)
+EOF
+
+# ------------------------------------------------------------------ one run
+# run_one ROUND CASE TOOL P REV(0/1) ZC(0/1): runs a client against the tool's server and
+# appends "round case tool status gbps bytes cpu_self cpu_acct notes" to results.tsv.
+run_one() {
+  local r=$1 c=$2 t=$3 P=$4 rev=$5 zc=$6
+  local base="$WORK/r$r.$c.$t" dir=up line s0 s1 n0=0 i args=()
+  [ "$rev" = 1 ] && dir=down
+  if ! alive "$t"; then
+    note "CRASH: $t server was not running before round $r $c; restarted (see $WORK/srv.$t.err)"
+    FAILED=1
+    start_server "$t" || { printf '%s\t%s\t%s\tFAIL\t\t\t\t\tserver down\n' "$r" "$c" "$t" >> "$RES"; return; }
+  fi
+  case $t in
+    netchar) args=("$NC" tcp "$H" -p "$P_NC" -t "$DUR" -P "$P" -i 0 --json)
+             [ "$rev" = 1 ] && args+=(-R); [ "$zc" = 1 ] && args+=(--zerocopy) ;;
+    iperf3)  args=(iperf3 -c "$H" -p "$P_I3" -t "$DUR" -P "$P" -J); [ "$rev" = 1 ] && args+=(-R) ;;
+    iperf2)  args=(iperf -c "$H" -p "$P_I2" -t "$DUR" -P "$P" -y C); [ "$rev" = 1 ] && args+=(-R)
+             n0=$(wc -l < "$WORK/srv.iperf2.out") ;;
+  esac
+  echo "${args[*]}" > "$base.cmd"
+  s0=$(proc_cpu "${SPID[$t]}")
+  timed "$base.out" "$base.err" "${args[@]}"
+  local src=$base.out
+  if [ "$t" = iperf2 ]; then
+    # Wait (<= 3 s) until the server has printed a line per stream, i.e. it has finished
+    # the test, so its CPU reading below includes all of its work.
+    for ((i = 0; i < 60; i++)); do
+      tail -n +$((n0 + 1)) "$WORK/srv.iperf2.out" > "$base.srv.csv"
+      [ "$(awk -F, '$6 != -1' "$base.srv.csv" | wc -l)" -ge "$P" ] && break
+      sleep 0.05
+    done
+    # Upload: the server is the receiver.  Reverse: the client is.
+    [ "$rev" = 0 ] && src=$base.srv.csv
+  fi
+  s1=$(proc_cpu "${SPID[$t]}")
+  local acct
+  acct=$(awk -v a="$s0" -v b="$s1" -v c="$CLIENT_CPU" 'BEGIN {printf "%.3f", b - a + c}')
+  if [ "$RC" -ne 0 ]; then
+    local why="exit $RC"; [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] && why="timed out after ${CLIENT_TO}s"
+    note "FAIL: round $r $c $t: $why: $(head -c 300 "$base.err" | tr '\n\t' '  ')"
+    FAILED=1
+  fi
+  if line=$(python3 "$WORK/parse.py" "$t" "$src" "$dir" "$DUR" "$zc" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
+    read -r gbps bytes cpu rest <<< "$line"
+    [ "$t" = iperf2 ] && cpu=$acct          # no self-report: process accounting is the figure
+    printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\n' "$r" "$c" "$t" "$gbps" "$bytes" "$cpu" "$acct" "${rest:-}" >> "$RES"
+  else
+    [ "$RC" -eq 0 ] && { note "FAIL: round $r $c $t: unusable output: $(tail -c 300 "$base.err" | tr '\n\t' '  ')"; FAILED=1; }
+    printf '%s\t%s\t%s\tFAIL\t\t\t\t%s\t\n' "$r" "$c" "$t" "$acct" >> "$RES"
+  fi
+  sleep 0.5   # let the previous test's sockets and softirq work drain before the next one
+}
+
+# ------------------------------------------------------------------ main
+# Case table: id, label, streams, reverse, zerocopy.  zc1 is netchar only; the report compares
+# it with the peers' up1 figures.  zc1 runs right after up1 so both see a similar machine.
+CASES=(up1 zc1 up2 up4 rev1)
+declare -A C_LABEL=([up1]="TCP 1 stream" [zc1]="TCP 1 --zerocopy" [up2]="TCP -P 2" [up4]="TCP -P 4" [rev1]="TCP -R 1 stream")
+declare -A C_P=([up1]=1 [zc1]=1 [up2]=2 [up4]=4 [rev1]=1)
+declare -A C_REV=([up1]=0 [zc1]=0 [up2]=0 [up4]=0 [rev1]=1)
+declare -A C_ZC=([up1]=0 [zc1]=1 [up2]=0 [up4]=0 [rev1]=0)
+
+for t in "${TOOLS[@]}"; do start_server "$t" || { FAILED=1; exit 1; }; done
+
+VERS="netchar $("$NC" --version 2>/dev/null | awk '{print $2}') ($NC_REV)"
+for t in "${TOOLS[@]}"; do
+  case $t in
+    iperf3) VERS="$VERS, iperf3 $(iperf3 --version 2>&1 | awk 'NR==1 {print $2}')" ;;
+    iperf2) VERS="$VERS, iperf $(awk '{print $3}' <<< "$I2_VER")" ;;
+  esac
+done
+nruns=$(( (${#CASES[@]} - 1) * ${#TOOLS[@]} + 1 ))
+echo "tcp.sh: ${#CASES[@]} cases x ${#TOOLS[@]} tools x $ROUNDS rounds of ${DUR}s on $H (~$(( nruns * ROUNDS * (DUR + 1) ))s); logs in $WORK"
+
+T0=$(date +%s)
+for ((r = 1; r <= ROUNDS; r++)); do
+  # Other work on the box (builds, tests) skews loopback results badly on few cores: say so.
+  b=$(busy_pct 0.5)
+  [ "${b:-0}" -gt 10 ] && note "WARNING: machine ${b}% busy just before round $r (other processes); results may be low/noisy"
+  # Rotate which tool goes first so none is always measured right after a pause.
+  k=$(( (r - 1) % ${#TOOLS[@]} ))
+  order=("${TOOLS[@]:k}" "${TOOLS[@]:0:k}")
+  for c in "${CASES[@]}"; do
+    for t in "${order[@]}"; do
+      [ "$c" = zc1 ] && [ "$t" != netchar ] && continue
+      # progress on a terminal only, so logs/pipes get just the report
+      [ -t 2 ] && printf '\r  round %d/%d  %-18s %-8s' "$r" "$ROUNDS" "${C_LABEL[$c]}" "$t" >&2
+      run_one "$r" "$c" "$t" "${C_P[$c]}" "${C_REV[$c]}" "${C_ZC[$c]}"
+    done
+  done
+done
+[ -t 2 ] && printf '\r%60s\r' '' >&2
+for t in "${TOOLS[@]}"; do
+  alive "$t" || { note "CRASH: $t server died during the run (see $WORK/srv.$t.err)"; FAILED=1; }
+done
+
+# ------------------------------------------------------------------ report
+REPORT=$WORK/report.txt
+python3 - "$RES" "$NOTES" "$DUR" "$ROUNDS" "$VERS" "$(( $(date +%s) - T0 ))" "$(uname -r)" "$(nproc)" "${TOOLS[*]}" > "$REPORT" <<'EOF'
+import statistics, sys, collections
+res, notes_path, dur, rounds, vers, wall, kernel, ncpu, tools = sys.argv[1:10]
+tools = tools.split()
+cases = [("up1", "TCP 1 stream"), ("up2", "TCP -P 2"), ("up4", "TCP -P 4"),
+         ("rev1", "TCP -R 1 stream"), ("zc1", "TCP 1 --zerocopy")]
+runs = collections.defaultdict(list)     # (case, tool) -> rows
+for line in open(res):
+    f = line.rstrip("\n").split("\t")
+    runs[(f[1], f[2])].append(f)
+
+def stats(case, tool):
+    ok = [f for f in runs.get((case, tool), []) if f[3] == "ok"]
+    if not ok:
+        return None
+    g = [float(f[4]) for f in ok]
+    med = statistics.median(g)
+    gb = lambda f: int(f[5]) / 1e9
+    self_ = [float(f[6]) / gb(f) for f in ok if f[6] not in ("", "-")]
+    acct = [float(f[7]) / gb(f) for f in ok if f[7] not in ("", "-")]
+    return dict(gbps=med, spread=100 * (max(g) - min(g)) / med if med else 0, n=len(ok),
+                total=len(runs[(case, tool)]), rounds=g,
+                cpu=statistics.median(self_) if self_ else None,
+                acct=statistics.median(acct) if acct else None,
+                notes=[f[8] for f in ok if len(f) > 8 and f[8]])
+
+S = {(c, t): stats(c, t) for c, _ in cases for t in tools}
+# zerocopy is netchar-only: its peers are the plain 1-stream figures.
+peer_case = {"zc1": "up1"}
+
+def cell(s):
+    if s is None:
+        return f"{'-':>7} {'':>6} {'':>7}"
+    n = "" if s["n"] == s["total"] else f"({s['n']}/{s['total']})"
+    cpu = f"{s['cpu']:.3f}" if s["cpu"] is not None else "-"
+    return f"{s['gbps']:7.2f} {s['spread']:5.1f}% {cpu:>7}{n}"
+
+def ratio(case, peer):
+    a, b = S.get((case, "netchar")), S.get((peer_case.get(case, case), peer))
+    return a["gbps"] / b["gbps"] if a and b and b["gbps"] else None
+
+fmt_r = lambda x: f"{x:5.2f}x" if x is not None else "    - "
+print(f"# netchar loopback TCP benchmark: median of {rounds} rounds x {dur}s, 127.0.0.1")
+print(f"# {vers}; Linux {kernel}, {ncpu} CPUs; wall {wall}s")
+print("# Gbit/s = receiver rate; spread = (max-min)/median over the rounds; "
+      "CPU s/GB = client+server CPU seconds per 10^9 bytes received")
+print()
+w = 24
+hdr1 = f"{'':<18}" + "".join(f"{('-- ' + t + ' ').ljust(w, '-'):<{w + 2}}" for t in tools) + "netchar/"
+hdr2 = f"{'case':<18}" + "".join(f"{'Gbit/s':>7} {'spread':>6} {'CPUs/GB':>7}   " for _ in tools)
+peers = [t for t in tools if t != "netchar"]
+hdr2 += " ".join(f"{p:>6}" for p in peers)
+print(hdr1); print(hdr2)
+for c, label in cases:
+    row = f"{label:<18}"
+    for t in tools:
+        s = S[(c, t)] if not (c == "zc1" and t != "netchar") else None
+        txt = cell(s)
+        if c == "zc1" and t != "netchar":
+            txt = f"{'(up1)':>7} {'':>6} {'':>7}"
+        row += f"{txt:<{w + 2}}"
+    row += " ".join(fmt_r(ratio(c, p)) for p in peers)
+    print(row)
+print("  (zerocopy row: ratios are against the peers' 'TCP 1 stream' medians)")
+
+# CPU cross-check: the same formula from process accounting (client via getrusage of the
+# waited-for process, server via /proc/PID/stat deltas) for every tool.
+print()
+print("CPU cross-check, CPU s/GB: self-reported vs process accounting (client rusage + server /proc delta)")
+print(f"{'case':<18}" + "".join(f"{t + ' self':>14}{'acct':>8}" for t in tools))
+for c, label in cases:
+    row = f"{label:<18}"
+    for t in tools:
+        s = S[(c, t)]
+        f = lambda v: f"{v:.3f}" if v is not None else "-"
+        row += f"{f(s['cpu']) if s else '-':>14}{f(s['acct']) if s else '-':>8}"
+    print(row)
+
+# Notes: noisy cases, failures, odd netchar results, machine load.
+out = []
+for c, label in cases:
+    for t in tools:
+        s = S[(c, t)]
+        if s and s["spread"] > 3:
+            out.append(f"spread {s['spread']:.1f}% > 3%: {label}, {t} (rounds: "
+                       + ", ".join(f"{g:.2f}" for g in s["rounds"]) + " Gbit/s)")
+        if s and t != "iperf2" and s["cpu"] and s["acct"] and abs(s["acct"] / s["cpu"] - 1) > 0.15:
+            out.append(f"CPU self-report differs from process accounting by {100 * (s['acct'] / s['cpu'] - 1):+.0f}%: {label}, {t}")
+        if s and s["notes"] and t == "netchar":
+            cnt = collections.Counter(n for ns in s["notes"] for n in ns.split())
+            out.append(f"netchar {label}: " + ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in cnt.items()))
+out += [l.rstrip() for l in open(notes_path) if l.strip()]
+if out:
+    print()
+    print("Notes:")
+    for l in out:
+        print("  * " + l)
+
+# Targets (informational).
+print()
+print("Targets:")
+def line(ok, text):
+    print(f"  {'PASS' if ok else 'MISS' if ok is not None else 'n/a '}  {text}")
+def get(c, t, k="gbps"):
+    s = S.get((c, t)); return s[k] if s else None
+r = ratio("up1", "iperf3"); nc, i3 = get("up1", "netchar", "cpu"), get("up1", "iperf3", "cpu")
+ok = None if r is None or nc is None or i3 is None else (r >= 1.0 and nc <= i3)
+line(ok, "1 stream >= 1.00x iperf3 at no more CPU/GB: " + (f"{r:.2f}x, CPU {nc:.3f} vs {i3:.3f} s/GB" if ok is not None else "not measured"))
+for c, label in (("up2", "-P 2"), ("up4", "-P 4")):
+    r3, r2 = ratio(c, "iperf3"), ratio(c, "iperf2")
+    ok = None if r3 is None or r2 is None else (r3 >= 1.7 and r2 >= 0.95)
+    line(ok, f"{label} >= 1.7x iperf3 and >= 0.95x iperf2: "
+         + (f"{r3:.2f}x / {r2:.2f}x" if ok is not None else "not measured"))
+r = ratio("zc1", "iperf3")
+line(None if r is None else r >= 1.5, "--zerocopy >= 1.5x iperf3 1 stream: " + (f"{r:.2f}x" if r is not None else "not measured"))
+EOF
+
+cat "$REPORT"
+if [ "$BENCH_SAVE" = 1 ]; then
+  mkdir -p "$BENCH_DIR/results"
+  dest="$BENCH_DIR/results/tcp-$(date +%Y%m%d-%H%M%S).txt"
+  cp "$REPORT" "$dest" && echo "saved: $dest"
+fi
+echo "raw outputs: $WORK"
+exit "$FAILED"

@@ -1,0 +1,720 @@
+//! End-to-end tests over loopback with real `netchar server` processes: every figure is
+//! checked against the byte counters of both ends, and every error case against its exit code
+//! and its one-line message.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_netchar");
+
+/// A `netchar server` on an ephemeral port, killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Self {
+        Self::start_on("127.0.0.1", extra)
+    }
+
+    fn start_on(bind: &str, extra: &[&str]) -> Self {
+        let mut child = Command::new(BIN)
+            .args(["server", "-B", bind, "-p", "0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn server");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server start line");
+        let port = first
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {first:?}"));
+        Self {
+            child,
+            port,
+            stderr: rx,
+        }
+    }
+
+    /// Server log lines seen so far (waits up to `wait` for at least one more).
+    fn log_lines(&self, wait: Duration) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Ok(l) = self.stderr.recv_timeout(wait) {
+            lines.push(l);
+        }
+        while let Ok(l) = self.stderr.try_recv() {
+            lines.push(l);
+        }
+        lines
+    }
+
+    fn signal(&self, sig: &str) {
+        Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn netchar(args: &[&str]) -> Run {
+    let out = Command::new(BIN).args(args).output().expect("run netchar");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn tcp_json(server: &Server, host: &str, extra: &[&str]) -> Value {
+    let port = server.port.to_string();
+    let mut args = vec!["tcp", host, "-p", &port, "--json"];
+    args.extend_from_slice(extra);
+    let run = netchar(&args);
+    assert_eq!(run.code, 0, "netchar {args:?} failed: {}", run.stderr);
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout))
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The checks every successful TCP result must pass, for each flow it ran.
+fn check_flow(r: &Value, flow: &str, streams: u64) -> (u64, u64) {
+    let s = &r["summary"][flow];
+    assert!(s.is_object(), "summary.{flow} missing in {r}");
+    let (tx, rx) = (&s["sender"], &s["receiver"]);
+    assert_eq!(s["bytes_match"], true, "{flow}: {s}");
+    assert_eq!(
+        u(&tx["total_bytes"]),
+        u(&rx["total_bytes"]),
+        "{flow}: receiver bytes must equal sender bytes"
+    );
+    assert!(u(&tx["total_bytes"]) > 0);
+    for side in [tx, rx] {
+        let expect = 8.0 * u(&side["bytes"]) as f64 / f(&side["seconds"]);
+        let got = f(&side["bits_per_second"]);
+        assert!(
+            (got - expect).abs() <= 0.001 * expect,
+            "bits_per_second {got} vs 8*bytes/seconds {expect}"
+        );
+    }
+    assert!(
+        tx["retransmits"].is_u64(),
+        "a Linux TCP sender reports retransmits: {tx}"
+    );
+    // Raw per-stream records from both ends add up to the summary totals.
+    let records: Vec<&Value> = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["flow"] == flow)
+        .collect();
+    assert_eq!(
+        records.len() as u64,
+        2 * streams,
+        "one record per stream and end"
+    );
+    let sum = |role: &str| -> u64 {
+        records
+            .iter()
+            .filter(|x| x["role"] == role)
+            .map(|x| u(&x["bytes"]))
+            .sum()
+    };
+    assert_eq!(sum("sender"), u(&tx["total_bytes"]));
+    assert_eq!(sum("receiver"), u(&rx["total_bytes"]));
+    // Interval bytes of each stream add up to its total exactly.
+    for rec in records
+        .iter()
+        .filter(|r| !r["intervals"].as_array().unwrap().is_empty())
+    {
+        let iv: u64 = rec["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| u(&i["bytes"]))
+            .sum();
+        assert_eq!(
+            iv,
+            u(&rec["bytes"]),
+            "intervals of stream {} ({})",
+            rec["id"],
+            rec["role"]
+        );
+    }
+    (u(&tx["total_bytes"]), u(&rx["total_bytes"]))
+}
+
+fn check_common_keys(r: &Value) {
+    for key in [
+        "schema_version",
+        "netchar_version",
+        "test",
+        "started_at",
+        "host",
+        "intervals",
+        "summary",
+        "cpu",
+        "error",
+    ] {
+        assert!(r.get(key).is_some(), "missing key {key}");
+    }
+    assert_eq!(r["schema_version"], 1);
+    assert!(r["error"].is_null(), "error: {}", r["error"]);
+    for end in ["local", "remote"] {
+        let c = &r["cpu"][end];
+        for k in ["user_pct", "system_pct", "total_pct", "host_busy_pct"] {
+            assert!(c[k].is_f64(), "cpu.{end}.{k} missing: {c}");
+        }
+        assert!(
+            f(&c["total_pct"]) > 0.0,
+            "a test that moved data used CPU: {c}"
+        );
+    }
+    assert!(r["host"]["cores"].as_u64().unwrap() >= 1);
+    assert!(r["started_at"].as_str().unwrap().ends_with('Z'));
+}
+
+#[test]
+fn tcp_up_moves_every_byte_and_reports_consistent_figures() {
+    let s = Server::start(&[]);
+    let r = tcp_json(&s, "127.0.0.1", &["-t", "1"]);
+    check_common_keys(&r);
+    check_flow(&r, "up", 1);
+    assert!(r["summary"]["down"].is_null());
+    assert_eq!(r["test"]["direction"], "up");
+    assert_eq!(r["test"]["family"], "ipv4");
+    assert!(!r["intervals"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn tcp_down_is_measured_on_both_ends() {
+    let s = Server::start(&[]);
+    let r = tcp_json(&s, "127.0.0.1", &["-t", "1", "-R"]);
+    check_common_keys(&r);
+    check_flow(&r, "down", 1);
+    assert!(r["summary"]["up"].is_null());
+}
+
+#[test]
+fn tcp_bidir_runs_both_flows_at_once() {
+    let s = Server::start(&[]);
+    let r = tcp_json(&s, "127.0.0.1", &["-t", "1", "--bidir"]);
+    check_flow(&r, "up", 1);
+    check_flow(&r, "down", 1);
+}
+
+#[test]
+fn four_parallel_streams_each_account_exactly() {
+    let s = Server::start(&[]);
+    let r = tcp_json(&s, "127.0.0.1", &["-t", "1", "-P", "4"]);
+    check_flow(&r, "up", 4);
+    let ids: Vec<u64> = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| u(&x["id"]))
+        .collect();
+    for id in 1..=4 {
+        assert_eq!(
+            ids.iter().filter(|&&x| x == id).count(),
+            2,
+            "stream {id} at both ends"
+        );
+    }
+}
+
+#[test]
+fn byte_count_mode_sends_exactly_that_many_bytes() {
+    let s = Server::start(&[]);
+    // Odd total and odd block: budgets split unevenly across 3 streams and end mid-block.
+    let r = tcp_json(
+        &s,
+        "127.0.0.1",
+        &["-n", "12345679", "-P", "3", "-l", "1000", "-i", "0"],
+    );
+    let (tx, rx) = check_flow(&r, "up", 3);
+    assert_eq!(tx, 12_345_679);
+    assert_eq!(rx, 12_345_679);
+}
+
+#[test]
+fn warm_up_is_excluded_from_the_summary() {
+    let s = Server::start(&[]);
+    let r = tcp_json(&s, "127.0.0.1", &["-t", "2", "-O", "1"]);
+    check_flow(&r, "up", 1);
+    let tx = &r["summary"]["up"]["sender"];
+    let omitted: u64 = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["role"] == "sender")
+        .map(|x| u(&x["omitted_bytes"]))
+        .sum();
+    assert!(omitted > 0);
+    assert_eq!(u(&tx["bytes"]) + omitted, u(&tx["total_bytes"]));
+    let secs = f(&tx["seconds"]);
+    assert!(
+        (0.9..1.2).contains(&secs),
+        "2 s test less 1 s warm-up: {secs}"
+    );
+    let first = &r["intervals"][0];
+    assert_eq!(first["omitted"], true);
+}
+
+#[test]
+fn ipv6_loopback_works() {
+    if TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("skipping ipv6_loopback_works: this machine has no IPv6 loopback (::1)");
+        return;
+    }
+    let s = Server::start_on("::", &[]);
+    let r = tcp_json(&s, "::1", &["-t", "1", "-6"]);
+    check_flow(&r, "up", 1);
+    assert_eq!(r["test"]["family"], "ipv6");
+}
+
+#[test]
+fn text_output_shows_intervals_and_the_exact_values() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run = netchar(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "-l",
+        "64Ki",
+        "-i",
+        "0.5",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("block 65536 bytes"), "{}", run.stdout);
+    assert!(run.stdout.contains("0.00-0.50"), "{}", run.stdout);
+    assert!(run.stdout.contains("every byte arrived"), "{}", run.stdout);
+    assert!(run.stdout.contains("CPU  server"), "{}", run.stdout);
+}
+
+#[test]
+fn json_out_writes_the_file_and_text_goes_to_stdout() {
+    let s = Server::start(&[]);
+    let dir = std::env::temp_dir().join(format!("netchar-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("r.json");
+    let port = s.port.to_string();
+    let run = netchar(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "--json-out",
+        file.to_str().unwrap(),
+        "--title",
+        "t1",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("Summary"));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(r["test"]["title"], "t1");
+    check_flow(&r, "up", 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn server_logs_one_line_per_test_and_json_lines_with_json() {
+    let s = Server::start(&["--json"]);
+    let _ = tcp_json(&s, "127.0.0.1", &["-n", "1M", "-i", "0"]);
+    let lines = s.log_lines(Duration::from_secs(5));
+    let line = lines
+        .iter()
+        .find(|l| l.contains("\"event\":\"test\""))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    let v: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["flows"][0]["bytes"], 1_000_000);
+    assert!(v["error"].is_null());
+}
+
+// ---------------------------------------------------------------- errors
+
+fn assert_usage_error(args: &[&str], needle: &str) {
+    let run = netchar(args);
+    assert_eq!(
+        run.code, 2,
+        "{args:?} should exit 2; stderr: {}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {:?}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.trim().lines().count(),
+        1,
+        "one line: {:?}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"));
+}
+
+#[test]
+fn bad_flag_values_exit_2_before_any_traffic() {
+    // A port nobody listens on: if any of these connected, the error would be "refused".
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-P", "0"], "-P 0");
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-l", "0"], "-l 0");
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-t", "-1"], "-t -1");
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-n", "1Q"], "-n 1Q");
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-b", "fast"], "-b fast");
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-f", "x"], "-f x");
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-A", "999"], "-A 999");
+    assert_usage_error(
+        &["tcp", "no-such-host.invalid", "-p", &port],
+        "cannot resolve no-such-host.invalid",
+    );
+    let run = netchar(&["tcp", "127.0.0.1", "--no-such-flag"]);
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn refused_connection_says_how_to_start_a_server() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    assert_usage_error(
+        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
+        "no netchar server at 127.0.0.1:",
+    );
+    let run = netchar(&["tcp", "127.0.0.1", "-p", &port, "--json"]);
+    assert_eq!(run.code, 2);
+    let v: Value = serde_json::from_str(&run.stdout).expect("valid JSON even on error");
+    assert!(v["error"].as_str().unwrap().contains("no netchar server"));
+}
+
+/// A fake iperf3 server: reads the 37-byte cookie and answers PARAM_EXCHANGE, as iperf3 does.
+#[test]
+fn an_iperf3_server_is_named_not_waited_for() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut cookie = [0u8; 37];
+        s.read_exact(&mut cookie).unwrap();
+        s.write_all(&[9]).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    });
+    let started = Instant::now();
+    assert_usage_error(
+        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
+        "iperf3 server",
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "named at once, not after the hello timeout"
+    );
+    t.join().unwrap();
+}
+
+#[test]
+fn a_real_iperf3_server_is_recognised_when_installed() {
+    let Ok(probe) = Command::new("iperf3").arg("--version").output() else {
+        eprintln!("skipping: iperf3 is not installed (apt-get install iperf3)");
+        return;
+    };
+    assert!(probe.status.success());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new("iperf3")
+        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // That probe connection used up the one-off server's test? iperf3 -1 serves one client;
+    // the probe sent no cookie, so restart cleanly to be sure.
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut child = Command::new("iperf3")
+        .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let run = netchar(&["tcp", "127.0.0.1", "-p", &port.to_string(), "-t", "1"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("iperf3 server"), "{}", run.stderr);
+}
+
+#[test]
+fn a_silent_peer_times_out_with_a_clear_message() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let t = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        std::thread::sleep(Duration::from_secs(7));
+        drop(s);
+    });
+    assert_usage_error(
+        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
+        "said nothing",
+    );
+    t.join().unwrap();
+}
+
+#[test]
+fn a_busy_server_answers_busy_and_max_concurrent_admits_more() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let long = Command::new(BIN)
+        .args([
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "3",
+            "-b",
+            "10M",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_usage_error(
+        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
+        "busy (1 of 1 tests running)",
+    );
+    // --busy-wait retries until the first test is over.
+    let waited = netchar(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-n",
+        "1M",
+        "--busy-wait",
+        "20",
+        "--json",
+    ]);
+    assert_eq!(waited.code, 0, "{}", waited.stderr);
+    let out = long.wait_with_output().unwrap();
+    assert!(out.status.success());
+
+    let s2 = Server::start(&["--max-concurrent", "2"]);
+    let port2 = s2.port.to_string();
+    let a = Command::new(BIN)
+        .args([
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port2,
+            "-t",
+            "2",
+            "-b",
+            "10M",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let b = netchar(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port2,
+        "-t",
+        "1",
+        "-b",
+        "10M",
+        "--json",
+    ]);
+    assert_eq!(b.code, 0, "{}", b.stderr);
+    let vb: Value = serde_json::from_str(&b.stdout).unwrap();
+    assert_eq!(vb["test"]["concurrent_tests"], 2);
+    let va: Value = serde_json::from_slice(&a.wait_with_output().unwrap().stdout).unwrap();
+    assert_eq!(va["test"]["concurrent_tests"], 1);
+}
+
+#[test]
+fn garbage_and_hostile_messages_do_not_hurt_the_server_or_other_tests() {
+    let s = Server::start(&[]);
+    let port = s.port;
+    // Random bytes, an oversize frame after a valid hello, a truncated hello, an iperf3 cookie.
+    let mut hello = [0u8; 40];
+    hello[..8].copy_from_slice(b"netchar\0");
+    hello[9] = 1;
+    let mut oversize = hello.to_vec();
+    oversize.extend_from_slice(&u32::MAX.to_be_bytes());
+    let mut bad_json = hello.to_vec();
+    bad_json.extend_from_slice(&[0, 0, 0, 5, b'{', b'x', b'x', b'x', b'}']);
+    let mut bad_version = hello.to_vec();
+    bad_version[9] = 99;
+    let cases: Vec<Vec<u8>> = vec![
+        (0..200u32).map(|i| (i * 7919 % 251) as u8).collect(),
+        oversize,
+        bad_json,
+        bad_version,
+        hello[..20].to_vec(),
+        b"abcdefghijklmnopqrstuvwxyz2345671234\0".to_vec(),
+    ];
+    for bytes in cases {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _ = c.write_all(&bytes);
+        drop(c);
+    }
+    // A test running alongside a hostile connection is unaffected.
+    let mut idle = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    idle.write_all(&hello).unwrap();
+    let r = tcp_json(&s, "127.0.0.1", &["-n", "10M", "-i", "0"]);
+    check_flow(&r, "up", 1);
+    drop(idle);
+    let lines = s.log_lines(Duration::from_secs(2));
+    assert!(lines.iter().any(|l| l.contains("rejected")), "{lines:?}");
+    assert!(s.child.id() > 0);
+}
+
+#[test]
+fn ctrl_c_on_the_client_reports_partial_figures_and_exits_nonzero() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let child = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "30", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON after Ctrl-C");
+    assert!(
+        v["error"].as_str().unwrap().contains("interrupted"),
+        "{}",
+        v["error"]
+    );
+    // Stopped cleanly: the receiver still got every byte the sender wrote.
+    let up = &v["summary"]["up"];
+    assert_eq!(up["bytes_match"], true, "{up}");
+    assert!(u(&up["receiver"]["total_bytes"]) > 0);
+    let secs = f(&up["sender"]["seconds"]);
+    assert!(secs < 10.0, "stopped early: {secs}");
+}
+
+#[test]
+fn server_sigterm_ends_the_test_cleanly_and_the_client_keeps_its_figures() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let child = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "30", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    s.signal("-TERM");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert!(
+        v["error"].as_str().unwrap().contains("shutting down"),
+        "{}",
+        v["error"]
+    );
+    assert!(u(&v["summary"]["up"]["sender"]["total_bytes"]) > 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let mut s = s;
+    let status = s.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "server exits 0 on SIGTERM");
+}
+
+#[test]
+fn a_server_that_dies_mid_test_gives_an_error_and_partial_figures() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let child = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "30", "-R", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    s.signal("-KILL");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert!(v["error"].is_string());
+    assert!(
+        u(&v["summary"]["down"]["receiver"]["total_bytes"]) > 0,
+        "what arrived is kept"
+    );
+}
