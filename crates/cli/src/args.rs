@@ -25,6 +25,8 @@ pub(crate) struct Cli {
 }
 
 /// The commands.
+// Parsed once per process; boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run the responder: answers netchar clients on TCP port 5300 by default.

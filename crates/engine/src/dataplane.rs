@@ -416,7 +416,7 @@ impl Collector {
         let mut tick = 1u64;
         let mut last_tick_at = 0.0;
         loop {
-            let next_tick = (interval > 0.0).then(|| tick as f64 * interval);
+            let next_tick = (interval > 0.0).then_some(tick as f64 * interval);
             let omit_pending = tracks.iter().any(|t| !t.omit_taken);
             let mut wake = self.elapsed() + 0.05;
             if let Some(t) = next_tick {

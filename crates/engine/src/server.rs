@@ -68,9 +68,12 @@ pub struct TestLog {
 type Logger = Arc<dyn Fn(ServerLog) + Send + Sync>;
 
 /// Admission and the routing of data connections to their test by cookie.
+/// Where a test takes its data connections: (stream id, socket).
+type DataRoute = mpsc::Sender<(u32, TcpStream)>;
+
 #[derive(Default)]
 struct Registry {
-    tests: Mutex<HashMap<[u8; 16], mpsc::Sender<(u32, TcpStream)>>>,
+    tests: Mutex<HashMap<[u8; 16], DataRoute>>,
     running: AtomicUsize,
     admitted_total: AtomicUsize,
 }
@@ -277,7 +280,8 @@ impl<'a> ControlSession<'a> {
         let _ = stream.set_nodelay(true);
         let session = match ServerSession::new(Instant::now(), hello, cfg.timeouts) {
             Ok(s) => s,
-            Err((mut s, e)) => {
+            Err(rejected) => {
+                let (mut s, e) = *rejected;
                 let mut out = Vec::new();
                 s.poll_output(&mut out);
                 let _ = (&stream).write_all(&out);

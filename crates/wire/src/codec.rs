@@ -108,11 +108,8 @@ mod tests {
             let mut d = FrameDecoder::new(1024);
             for c in chunks {
                 d.push(&c);
-                loop {
-                    match d.next_frame() {
-                        Ok(Some(f)) => prop_assert!(f.len() <= 1024),
-                        Ok(None) | Err(_) => break,
-                    }
+                while let Ok(Some(f)) = d.next_frame() {
+                    prop_assert!(f.len() <= 1024);
                 }
             }
         }

@@ -67,7 +67,7 @@ impl ServerSession {
         now: Instant,
         hello: &Hello,
         timeouts: Timeouts,
-    ) -> Result<Self, (Self, ProtocolError)> {
+    ) -> Result<Self, Box<(Self, ProtocolError)>> {
         let mut s = Self {
             state: State::AwaitRequest,
             timeouts,
@@ -92,7 +92,7 @@ impl ServerSession {
         match problem {
             Some(e) => {
                 s.error(now, &e.to_string());
-                Err((s, e))
+                Err(Box::new((s, e)))
             }
             None => Ok(s),
         }
