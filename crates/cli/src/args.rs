@@ -15,12 +15,7 @@ pub(crate) struct Cli {
     #[arg(long)]
     pub(crate) json: bool,
     /// Quick characterization only: seconds per test.
-    #[arg(
-        short = 't',
-        long = "time",
-        default_value = "2",
-        allow_negative_numbers = true
-    )]
+    #[arg(short = 't', long = "time", default_value = "2", allow_negative_numbers = true)]
     pub(crate) time: String,
 }
 
@@ -64,31 +59,16 @@ pub(crate) struct TcpArgs {
     #[arg(short = 'p', long)]
     pub(crate) port: Option<u16>,
     /// Seconds to send (default 10).
-    #[arg(
-        short = 't',
-        long = "time",
-        allow_negative_numbers = true,
-        conflicts_with = "bytes"
-    )]
+    #[arg(short = 't', long = "time", allow_negative_numbers = true, conflicts_with = "bytes")]
     pub(crate) time: Option<String>,
     /// Send exactly this many bytes per direction, split across streams (e.g. 100M, 1Gi).
     #[arg(short = 'n', long = "bytes", allow_negative_numbers = true)]
     pub(crate) bytes: Option<String>,
     /// Bytes per write and read (default 128Ki).
-    #[arg(
-        short = 'l',
-        long = "length",
-        default_value = "128Ki",
-        allow_negative_numbers = true
-    )]
+    #[arg(short = 'l', long = "length", default_value = "128Ki", allow_negative_numbers = true)]
     pub(crate) length: String,
     /// Parallel streams per direction.
-    #[arg(
-        short = 'P',
-        long = "parallel",
-        default_value = "1",
-        allow_negative_numbers = true
-    )]
+    #[arg(short = 'P', long = "parallel", default_value = "1", allow_negative_numbers = true)]
     pub(crate) parallel: String,
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long, conflicts_with = "bidir")]
@@ -118,20 +98,10 @@ pub(crate) struct TcpArgs {
     #[arg(short = 'b', long = "bitrate")]
     pub(crate) bitrate: Option<String>,
     /// Seconds between interval reports; 0 = none.
-    #[arg(
-        short = 'i',
-        long = "interval",
-        default_value = "1",
-        allow_negative_numbers = true
-    )]
+    #[arg(short = 'i', long = "interval", default_value = "1", allow_negative_numbers = true)]
     pub(crate) interval: String,
     /// Seconds of warm-up excluded from the summary.
-    #[arg(
-        short = 'O',
-        long = "omit",
-        default_value = "0",
-        allow_negative_numbers = true
-    )]
+    #[arg(short = 'O', long = "omit", default_value = "0", allow_negative_numbers = true)]
     pub(crate) omit: String,
     /// IPv4 only.
     #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]

@@ -37,9 +37,7 @@ fn main() -> ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain()
-        .filter_map(|c| c.downcast_ref::<std::io::Error>())
-        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    e.chain().filter_map(|c| c.downcast_ref::<std::io::Error>()).any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 fn run(cli: args::Cli) -> Result<u8> {
@@ -58,11 +56,7 @@ fn run(cli: args::Cli) -> Result<u8> {
 fn install_signal_handlers() -> Result<StopFlag> {
     let stop = StopFlag::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(
-            sig,
-            i32::from(EXIT_INTERRUPTED),
-            stop.as_arc(),
-        )?;
+        signal_hook::flag::register_conditional_shutdown(sig, i32::from(EXIT_INTERRUPTED), stop.as_arc())?;
         signal_hook::flag::register(sig, stop.as_arc())?;
     }
     Ok(stop)
@@ -91,10 +85,7 @@ fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
     let mut print_error = None;
     let run = client::run(&plan.client, stop, &mut |iv| {
         if !out.json && print_error.is_none() {
-            if let Err(e) = stdout
-                .write_all(text.on_interval(iv).as_bytes())
-                .and_then(|_| stdout.flush())
-            {
+            if let Err(e) = stdout.write_all(text.on_interval(iv).as_bytes()).and_then(|_| stdout.flush()) {
                 print_error = Some(e);
             }
         }
@@ -137,7 +128,6 @@ fn save_json(out: &plan::Output, result: &netchar_model::TestResult) -> Result<(
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, netchar_report::json::to_json(result))
         .with_context(|| format!("--json-out: cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("--json-out: cannot rename to {}", path.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("--json-out: cannot rename to {}", path.display()))?;
     Ok(())
 }

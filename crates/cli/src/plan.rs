@@ -55,19 +55,12 @@ fn bytes(flag: &str, value: &str) -> Result<u64, UsageError> {
 }
 
 fn count(flag: &str, value: &str) -> Result<u32, UsageError> {
-    value
-        .trim()
-        .parse::<u32>()
-        .or_else(|_| usage(format!("{flag} {value}: not a whole number")))
+    value.trim().parse::<u32>().or_else(|_| usage(format!("{flag} {value}: not a whole number")))
 }
 
 /// Splits `HOST`, `HOST:PORT`, `[V6]:PORT` and bare IPv6 addresses.
 pub(crate) fn split_host(input: &str) -> Result<(String, Option<u16>), UsageError> {
-    let bad = || {
-        UsageError(format!(
-            "{input:?}: expected HOST, HOST:PORT or [IPV6]:PORT"
-        ))
-    };
+    let bad = || UsageError(format!("{input:?}: expected HOST, HOST:PORT or [IPV6]:PORT"));
     if input.is_empty() {
         return Err(bad());
     }
@@ -95,22 +88,14 @@ fn affinity(value: &str) -> Result<(Option<usize>, Option<usize>), UsageError> {
     let one = |s: &str| -> Result<usize, UsageError> {
         match s.trim().parse::<usize>() {
             Ok(c) if c < cpus => Ok(c),
-            Ok(c) => usage(format!(
-                "-A {value}: CPU {c} does not exist here (CPUs 0 to {})",
-                cpus - 1
-            )),
+            Ok(c) => usage(format!("-A {value}: CPU {c} does not exist here (CPUs 0 to {})", cpus - 1)),
             Err(_) => usage(format!("-A {value}: expected CPU or CPU,SERVERCPU")),
         }
     };
     match value.split_once(',') {
-        Some((c, s)) => Ok((
-            Some(one(c)?),
-            Some(
-                s.trim()
-                    .parse()
-                    .or_else(|_| usage(format!("-A {value}: bad SERVERCPU")))?,
-            ),
-        )),
+        Some((c, s)) => {
+            Ok((Some(one(c)?), Some(s.trim().parse().or_else(|_| usage(format!("-A {value}: bad SERVERCPU")))?)))
+        }
         None => Ok((Some(one(value)?), None)),
     }
 }
@@ -146,8 +131,7 @@ impl TcpPlan {
         spec.tcp.congestion = a.congestion.clone();
         spec.tcp.zerocopy = a.zerocopy;
         spec.tcp.rate_bps_per_stream = match &a.bitrate {
-            Some(b) => Some(parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))?)
-                .filter(|&r| r > 0),
+            Some(b) => Some(parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))?).filter(|&r| r > 0),
             None => None,
         };
         let (client_cpu, server_cpu) = match &a.affinity {
@@ -157,21 +141,18 @@ impl TcpPlan {
         spec.server_cpu = server_cpu;
         spec.validate().or_else(|e| usage(e.to_string()))?;
         let format = match &a.format {
-            Some(f) => RateFormat::from_letter(f)
-                .ok_or_else(|| UsageError(format!("-f {f}: use one of k m g K M G")))?,
+            Some(f) => {
+                RateFormat::from_letter(f).ok_or_else(|| UsageError(format!("-f {f}: use one of k m g K M G")))?
+            }
             None => RateFormat::AutoBits,
         };
         let connect_timeout = seconds("--connect-timeout", &a.connect_timeout)?;
         if !(connect_timeout > 0.0 && connect_timeout <= 3600.0) {
-            return usage(format!(
-                "--connect-timeout {connect_timeout}: must be more than 0 and at most 3600 seconds"
-            ));
+            return usage(format!("--connect-timeout {connect_timeout}: must be more than 0 and at most 3600 seconds"));
         }
         let busy_wait = seconds("--busy-wait", &a.busy_wait)?;
         if !(0.0..=86_400.0).contains(&busy_wait) {
-            return usage(format!(
-                "--busy-wait {busy_wait}: must be between 0 and 86400 seconds"
-            ));
+            return usage(format!("--busy-wait {busy_wait}: must be between 0 and 86400 seconds"));
         }
         let family = match (a.ipv4, a.ipv6) {
             (true, _) => Some(Family::V4),
@@ -190,11 +171,7 @@ impl TcpPlan {
                 title: a.title.clone(),
                 timeouts: Timeouts::default(),
             },
-            output: Output {
-                json: a.json,
-                json_out: a.json_out.clone(),
-                format,
-            },
+            output: Output { json: a.json, json_out: a.json_out.clone(), format },
         })
     }
 }
@@ -205,18 +182,9 @@ mod tests {
 
     #[test]
     fn hosts_split_with_and_without_ports() {
-        assert_eq!(
-            split_host("example.org").unwrap(),
-            ("example.org".into(), None)
-        );
-        assert_eq!(
-            split_host("10.0.0.1:5201").unwrap(),
-            ("10.0.0.1".into(), Some(5201))
-        );
-        assert_eq!(
-            split_host("[::1]:6000").unwrap(),
-            ("::1".into(), Some(6000))
-        );
+        assert_eq!(split_host("example.org").unwrap(), ("example.org".into(), None));
+        assert_eq!(split_host("10.0.0.1:5201").unwrap(), ("10.0.0.1".into(), Some(5201)));
+        assert_eq!(split_host("[::1]:6000").unwrap(), ("::1".into(), Some(6000)));
         assert_eq!(split_host("::1").unwrap(), ("::1".into(), None));
         assert_eq!(split_host("[::1]").unwrap(), ("::1".into(), None));
         assert!(split_host("host:port").is_err());

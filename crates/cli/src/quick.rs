@@ -27,17 +27,11 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
         let s = server_stop.clone();
         std::thread::spawn(move || server.run(&s, |_| {}))
     };
-    eprintln!(
-        "netchar {}: quick characterization against an in-process server on {addr}",
-        env!("CARGO_PKG_VERSION")
-    );
+    eprintln!("netchar {}: quick characterization against an in-process server on {addr}", env!("CARGO_PKG_VERSION"));
     let mut rows = Vec::new();
     let mut failed = None;
-    for (name, direction) in [
-        ("tcp up", Direction::Up),
-        ("tcp down", Direction::Down),
-        ("tcp bidir", Direction::Bidir),
-    ] {
+    for (name, direction) in [("tcp up", Direction::Up), ("tcp down", Direction::Down), ("tcp bidir", Direction::Bidir)]
+    {
         if stop.is_raised() {
             break;
         }

@@ -13,12 +13,7 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
         .bind
         .trim_matches(|c| c == '[' || c == ']')
         .parse()
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "--bind {}: not an IP address (use e.g. 0.0.0.0, ::, 127.0.0.1)",
-                a.bind
-            )
-        })?;
+        .map_err(|_| anyhow::anyhow!("--bind {}: not an IP address (use e.g. 0.0.0.0, ::, 127.0.0.1)", a.bind))?;
     if a.max_concurrent == 0 {
         anyhow::bail!("--max-concurrent 0: at least one test must be admitted");
     }
@@ -28,13 +23,9 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
         max_concurrent: a.max_concurrent,
         timeouts: Timeouts::default(),
     };
-    let server = Server::bind(cfg)
-        .with_context(|| format!("cannot listen on {}", SocketAddr::new(ip, a.port)))?;
+    let server = Server::bind(cfg).with_context(|| format!("cannot listen on {}", SocketAddr::new(ip, a.port)))?;
     let addr = server.local_addr()?;
-    eprintln!(
-        "netchar server {} listening on {addr}",
-        env!("CARGO_PKG_VERSION")
-    );
+    eprintln!("netchar server {} listening on {addr}", env!("CARGO_PKG_VERSION"));
     let json = a.json;
     server.run(stop, move |entry| eprintln!("{}", log_line(&entry, json)))?;
     eprintln!("netchar server stopped");
@@ -46,8 +37,7 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
     match entry {
         ServerLog::Rejected { peer, reason } => {
             if json {
-                serde_json::json!({"event": "rejected", "peer": peer.to_string(), "reason": reason})
-                    .to_string()
+                serde_json::json!({"event": "rejected", "peer": peer.to_string(), "reason": reason}).to_string()
             } else {
                 format!("rejected {peer}: {reason}")
             }
@@ -58,18 +48,8 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                 let mine: Vec<_> = t.streams.iter().filter(|s| s.flow == *flow).collect();
                 let bytes: u64 = mine.iter().map(|s| s.bytes).sum();
                 let seconds = mine.iter().map(|s| s.seconds).fold(0.0, f64::max);
-                let role = if *flow == Flow::Up {
-                    Role::Receiver
-                } else {
-                    Role::Sender
-                };
-                flows.push((
-                    flow.name(),
-                    role,
-                    bytes,
-                    seconds,
-                    netchar_model::bits_per_second(bytes, seconds),
-                ));
+                let role = if *flow == Flow::Up { Role::Receiver } else { Role::Sender };
+                flows.push((flow.name(), role, bytes, seconds, netchar_model::bits_per_second(bytes, seconds)));
             }
             if json {
                 let f: Vec<_> = flows
@@ -83,28 +63,15 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                 let parts: Vec<String> = flows
                     .iter()
                     .map(|(n, r, b, s, bps)| {
-                        let role = if *r == Role::Sender {
-                            "sent"
-                        } else {
-                            "received"
-                        };
+                        let role = if *r == Role::Sender { "sent" } else { "received" };
                         format!(
                             "{n}: {role} {b} bytes in {s:.3} s = {}",
                             netchar_model::units::format_si(*bps, "bit/s")
                         )
                     })
                     .collect();
-                let err = t
-                    .error
-                    .as_ref()
-                    .map(|e| format!(" (error: {e})"))
-                    .unwrap_or_default();
-                format!(
-                    "test from {}: tcp x{} {}{err}",
-                    t.peer,
-                    t.spec.streams,
-                    parts.join("; ")
-                )
+                let err = t.error.as_ref().map(|e| format!(" (error: {e})")).unwrap_or_default();
+                format!("test from {}: tcp x{} {}{err}", t.peer, t.spec.streams, parts.join("; "))
             }
         }
     }

@@ -39,19 +39,10 @@ impl Server {
                 }
             }
         });
-        let first = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server start line");
-        let port = first
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {first:?}"));
-        Self {
-            child,
-            port,
-            stderr: rx,
-        }
+        let first = rx.recv_timeout(Duration::from_secs(10)).expect("server start line");
+        let port =
+            first.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {first:?}"));
+        Self { child, port, stderr: rx }
     }
 
     /// Server log lines seen so far (waits up to `wait` for at least one more).
@@ -67,10 +58,7 @@ impl Server {
     }
 
     fn signal(&self, sig: &str) {
-        Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap();
+        Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap();
     }
 }
 
@@ -102,8 +90,7 @@ fn tcp_json(server: &Server, host: &str, extra: &[&str]) -> Value {
     args.extend_from_slice(extra);
     let run = netchar(&args);
     assert_eq!(run.code, 0, "netchar {args:?} failed: {}", run.stderr);
-    serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout))
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout))
 }
 
 fn u(v: &Value) -> u64 {
@@ -119,79 +106,32 @@ fn check_flow(r: &Value, flow: &str, streams: u64) -> (u64, u64) {
     assert!(s.is_object(), "summary.{flow} missing in {r}");
     let (tx, rx) = (&s["sender"], &s["receiver"]);
     assert_eq!(s["bytes_match"], true, "{flow}: {s}");
-    assert_eq!(
-        u(&tx["total_bytes"]),
-        u(&rx["total_bytes"]),
-        "{flow}: receiver bytes must equal sender bytes"
-    );
+    assert_eq!(u(&tx["total_bytes"]), u(&rx["total_bytes"]), "{flow}: receiver bytes must equal sender bytes");
     assert!(u(&tx["total_bytes"]) > 0);
     for side in [tx, rx] {
         let expect = 8.0 * u(&side["bytes"]) as f64 / f(&side["seconds"]);
         let got = f(&side["bits_per_second"]);
-        assert!(
-            (got - expect).abs() <= 0.001 * expect,
-            "bits_per_second {got} vs 8*bytes/seconds {expect}"
-        );
+        assert!((got - expect).abs() <= 0.001 * expect, "bits_per_second {got} vs 8*bytes/seconds {expect}");
     }
-    assert!(
-        tx["retransmits"].is_u64(),
-        "a Linux TCP sender reports retransmits: {tx}"
-    );
+    assert!(tx["retransmits"].is_u64(), "a Linux TCP sender reports retransmits: {tx}");
     // Raw per-stream records from both ends add up to the summary totals.
-    let records: Vec<&Value> = r["streams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|x| x["flow"] == flow)
-        .collect();
-    assert_eq!(
-        records.len() as u64,
-        2 * streams,
-        "one record per stream and end"
-    );
-    let sum = |role: &str| -> u64 {
-        records
-            .iter()
-            .filter(|x| x["role"] == role)
-            .map(|x| u(&x["bytes"]))
-            .sum()
-    };
+    let records: Vec<&Value> = r["streams"].as_array().unwrap().iter().filter(|x| x["flow"] == flow).collect();
+    assert_eq!(records.len() as u64, 2 * streams, "one record per stream and end");
+    let sum = |role: &str| -> u64 { records.iter().filter(|x| x["role"] == role).map(|x| u(&x["bytes"])).sum() };
     assert_eq!(sum("sender"), u(&tx["total_bytes"]));
     assert_eq!(sum("receiver"), u(&rx["total_bytes"]));
     // Interval bytes of each stream add up to its total exactly.
-    for rec in records
-        .iter()
-        .filter(|r| !r["intervals"].as_array().unwrap().is_empty())
-    {
-        let iv: u64 = rec["intervals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| u(&i["bytes"]))
-            .sum();
-        assert_eq!(
-            iv,
-            u(&rec["bytes"]),
-            "intervals of stream {} ({})",
-            rec["id"],
-            rec["role"]
-        );
+    for rec in records.iter().filter(|r| !r["intervals"].as_array().unwrap().is_empty()) {
+        let iv: u64 = rec["intervals"].as_array().unwrap().iter().map(|i| u(&i["bytes"])).sum();
+        assert_eq!(iv, u(&rec["bytes"]), "intervals of stream {} ({})", rec["id"], rec["role"]);
     }
     (u(&tx["total_bytes"]), u(&rx["total_bytes"]))
 }
 
 fn check_common_keys(r: &Value) {
-    for key in [
-        "schema_version",
-        "netchar_version",
-        "test",
-        "started_at",
-        "host",
-        "intervals",
-        "summary",
-        "cpu",
-        "error",
-    ] {
+    for key in
+        ["schema_version", "netchar_version", "test", "started_at", "host", "intervals", "summary", "cpu", "error"]
+    {
         assert!(r.get(key).is_some(), "missing key {key}");
     }
     assert_eq!(r["schema_version"], 1);
@@ -201,10 +141,7 @@ fn check_common_keys(r: &Value) {
         for k in ["user_pct", "system_pct", "total_pct", "host_busy_pct"] {
             assert!(c[k].is_f64(), "cpu.{end}.{k} missing: {c}");
         }
-        assert!(
-            f(&c["total_pct"]) > 0.0,
-            "a test that moved data used CPU: {c}"
-        );
+        assert!(f(&c["total_pct"]) > 0.0, "a test that moved data used CPU: {c}");
     }
     assert!(r["host"]["cores"].as_u64().unwrap() >= 1);
     assert!(r["started_at"].as_str().unwrap().ends_with('Z'));
@@ -244,18 +181,9 @@ fn four_parallel_streams_each_account_exactly() {
     let s = Server::start(&[]);
     let r = tcp_json(&s, "127.0.0.1", &["-t", "1", "-P", "4"]);
     check_flow(&r, "up", 4);
-    let ids: Vec<u64> = r["streams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| u(&x["id"]))
-        .collect();
+    let ids: Vec<u64> = r["streams"].as_array().unwrap().iter().map(|x| u(&x["id"])).collect();
     for id in 1..=4 {
-        assert_eq!(
-            ids.iter().filter(|&&x| x == id).count(),
-            2,
-            "stream {id} at both ends"
-        );
+        assert_eq!(ids.iter().filter(|&&x| x == id).count(), 2, "stream {id} at both ends");
     }
 }
 
@@ -263,11 +191,7 @@ fn four_parallel_streams_each_account_exactly() {
 fn byte_count_mode_sends_exactly_that_many_bytes() {
     let s = Server::start(&[]);
     // Odd total and odd block: budgets split unevenly across 3 streams and end mid-block.
-    let r = tcp_json(
-        &s,
-        "127.0.0.1",
-        &["-n", "12345679", "-P", "3", "-l", "1000", "-i", "0"],
-    );
+    let r = tcp_json(&s, "127.0.0.1", &["-n", "12345679", "-P", "3", "-l", "1000", "-i", "0"]);
     let (tx, rx) = check_flow(&r, "up", 3);
     assert_eq!(tx, 12_345_679);
     assert_eq!(rx, 12_345_679);
@@ -279,20 +203,12 @@ fn warm_up_is_excluded_from_the_summary() {
     let r = tcp_json(&s, "127.0.0.1", &["-t", "2", "-O", "1"]);
     check_flow(&r, "up", 1);
     let tx = &r["summary"]["up"]["sender"];
-    let omitted: u64 = r["streams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|x| x["role"] == "sender")
-        .map(|x| u(&x["omitted_bytes"]))
-        .sum();
+    let omitted: u64 =
+        r["streams"].as_array().unwrap().iter().filter(|x| x["role"] == "sender").map(|x| u(&x["omitted_bytes"])).sum();
     assert!(omitted > 0);
     assert_eq!(u(&tx["bytes"]) + omitted, u(&tx["total_bytes"]));
     let secs = f(&tx["seconds"]);
-    assert!(
-        (0.9..1.2).contains(&secs),
-        "2 s test less 1 s warm-up: {secs}"
-    );
+    assert!((0.9..1.2).contains(&secs), "2 s test less 1 s warm-up: {secs}");
     let first = &r["intervals"][0];
     assert_eq!(first["omitted"], true);
 }
@@ -313,18 +229,7 @@ fn ipv6_loopback_works() {
 fn text_output_shows_intervals_and_the_exact_values() {
     let s = Server::start(&[]);
     let port = s.port.to_string();
-    let run = netchar(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-t",
-        "1",
-        "-l",
-        "64Ki",
-        "-i",
-        "0.5",
-    ]);
+    let run = netchar(&["tcp", "127.0.0.1", "-p", &port, "-t", "1", "-l", "64Ki", "-i", "0.5"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("block 65536 bytes"), "{}", run.stdout);
     assert!(run.stdout.contains("0.00-0.50"), "{}", run.stdout);
@@ -339,18 +244,8 @@ fn json_out_writes_the_file_and_text_goes_to_stdout() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("r.json");
     let port = s.port.to_string();
-    let run = netchar(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-t",
-        "1",
-        "--json-out",
-        file.to_str().unwrap(),
-        "--title",
-        "t1",
-    ]);
+    let run =
+        netchar(&["tcp", "127.0.0.1", "-p", &port, "-t", "1", "--json-out", file.to_str().unwrap(), "--title", "t1"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("Summary"));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -364,10 +259,7 @@ fn server_logs_one_line_per_test_and_json_lines_with_json() {
     let s = Server::start(&["--json"]);
     let _ = tcp_json(&s, "127.0.0.1", &["-n", "1M", "-i", "0"]);
     let lines = s.log_lines(Duration::from_secs(5));
-    let line = lines
-        .iter()
-        .find(|l| l.contains("\"event\":\"test\""))
-        .unwrap_or_else(|| panic!("{lines:?}"));
+    let line = lines.iter().find(|l| l.contains("\"event\":\"test\"")).unwrap_or_else(|| panic!("{lines:?}"));
     let v: Value = serde_json::from_str(line).unwrap();
     assert_eq!(v["flows"][0]["bytes"], 1_000_000);
     assert!(v["error"].is_null());
@@ -377,34 +269,16 @@ fn server_logs_one_line_per_test_and_json_lines_with_json() {
 
 fn assert_usage_error(args: &[&str], needle: &str) {
     let run = netchar(args);
-    assert_eq!(
-        run.code, 2,
-        "{args:?} should exit 2; stderr: {}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains(needle),
-        "{args:?}: expected {needle:?} in {:?}",
-        run.stderr
-    );
-    assert_eq!(
-        run.stderr.trim().lines().count(),
-        1,
-        "one line: {:?}",
-        run.stderr
-    );
+    assert_eq!(run.code, 2, "{args:?} should exit 2; stderr: {}", run.stderr);
+    assert!(run.stderr.contains(needle), "{args:?}: expected {needle:?} in {:?}", run.stderr);
+    assert_eq!(run.stderr.trim().lines().count(), 1, "one line: {:?}", run.stderr);
     assert!(!run.stderr.contains("panicked"));
 }
 
 #[test]
 fn bad_flag_values_exit_2_before_any_traffic() {
     // A port nobody listens on: if any of these connected, the error would be "refused".
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
     assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-P", "0"], "-P 0");
     assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-l", "0"], "-l 0");
     assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-t", "-1"], "-t -1");
@@ -412,26 +286,15 @@ fn bad_flag_values_exit_2_before_any_traffic() {
     assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-b", "fast"], "-b fast");
     assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-f", "x"], "-f x");
     assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-A", "999"], "-A 999");
-    assert_usage_error(
-        &["tcp", "no-such-host.invalid", "-p", &port],
-        "cannot resolve no-such-host.invalid",
-    );
+    assert_usage_error(&["tcp", "no-such-host.invalid", "-p", &port], "cannot resolve no-such-host.invalid");
     let run = netchar(&["tcp", "127.0.0.1", "--no-such-flag"]);
     assert_eq!(run.code, 2);
 }
 
 #[test]
 fn refused_connection_says_how_to_start_a_server() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
-    assert_usage_error(
-        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
-        "no netchar server at 127.0.0.1:",
-    );
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-t", "1"], "no netchar server at 127.0.0.1:");
     let run = netchar(&["tcp", "127.0.0.1", "-p", &port, "--json"]);
     assert_eq!(run.code, 2);
     let v: Value = serde_json::from_str(&run.stdout).expect("valid JSON even on error");
@@ -451,14 +314,8 @@ fn an_iperf3_server_is_named_not_waited_for() {
         std::thread::sleep(Duration::from_millis(500));
     });
     let started = Instant::now();
-    assert_usage_error(
-        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
-        "iperf3 server",
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "named at once, not after the hello timeout"
-    );
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-t", "1"], "iperf3 server");
+    assert!(started.elapsed() < Duration::from_secs(4), "named at once, not after the hello timeout");
     t.join().unwrap();
 }
 
@@ -469,11 +326,7 @@ fn a_real_iperf3_server_is_recognised_when_installed() {
         return;
     };
     assert!(probe.status.success());
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut child = Command::new("iperf3")
         .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())
@@ -511,10 +364,7 @@ fn a_silent_peer_times_out_with_a_clear_message() {
         std::thread::sleep(Duration::from_secs(7));
         drop(s);
     });
-    assert_usage_error(
-        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
-        "said nothing",
-    );
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-t", "1"], "said nothing");
     t.join().unwrap();
 }
 
@@ -523,38 +373,15 @@ fn a_busy_server_answers_busy_and_max_concurrent_admits_more() {
     let s = Server::start(&[]);
     let port = s.port.to_string();
     let long = Command::new(BIN)
-        .args([
-            "tcp",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-t",
-            "3",
-            "-b",
-            "10M",
-            "--json",
-        ])
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "3", "-b", "10M", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    assert_usage_error(
-        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
-        "busy (1 of 1 tests running)",
-    );
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-t", "1"], "busy (1 of 1 tests running)");
     // --busy-wait retries until the first test is over.
-    let waited = netchar(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-n",
-        "1M",
-        "--busy-wait",
-        "20",
-        "--json",
-    ]);
+    let waited = netchar(&["tcp", "127.0.0.1", "-p", &port, "-n", "1M", "--busy-wait", "20", "--json"]);
     assert_eq!(waited.code, 0, "{}", waited.stderr);
     let out = long.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -562,32 +389,12 @@ fn a_busy_server_answers_busy_and_max_concurrent_admits_more() {
     let s2 = Server::start(&["--max-concurrent", "2"]);
     let port2 = s2.port.to_string();
     let a = Command::new(BIN)
-        .args([
-            "tcp",
-            "127.0.0.1",
-            "-p",
-            &port2,
-            "-t",
-            "2",
-            "-b",
-            "10M",
-            "--json",
-        ])
+        .args(["tcp", "127.0.0.1", "-p", &port2, "-t", "2", "-b", "10M", "--json"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let b = netchar(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &port2,
-        "-t",
-        "1",
-        "-b",
-        "10M",
-        "--json",
-    ]);
+    let b = netchar(&["tcp", "127.0.0.1", "-p", &port2, "-t", "1", "-b", "10M", "--json"]);
     assert_eq!(b.code, 0, "{}", b.stderr);
     let vb: Value = serde_json::from_str(&b.stdout).unwrap();
     assert_eq!(vb["test"]["concurrent_tests"], 2);
@@ -644,18 +451,11 @@ fn ctrl_c_on_the_client_reports_partial_figures_and_exits_nonzero() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON after Ctrl-C");
-    assert!(
-        v["error"].as_str().unwrap().contains("interrupted"),
-        "{}",
-        v["error"]
-    );
+    assert!(v["error"].as_str().unwrap().contains("interrupted"), "{}", v["error"]);
     // Stopped cleanly: the receiver still got every byte the sender wrote.
     let up = &v["summary"]["up"];
     assert_eq!(up["bytes_match"], true, "{up}");
@@ -677,18 +477,9 @@ fn server_sigterm_ends_the_test_cleanly_and_the_client_keeps_its_figures() {
     std::thread::sleep(Duration::from_millis(1500));
     s.signal("-TERM");
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
-    assert!(
-        v["error"].as_str().unwrap().contains("shutting down"),
-        "{}",
-        v["error"]
-    );
+    assert!(v["error"].as_str().unwrap().contains("shutting down"), "{}", v["error"]);
     assert!(u(&v["summary"]["up"]["sender"]["total_bytes"]) > 0);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
@@ -713,8 +504,5 @@ fn a_server_that_dies_mid_test_gives_an_error_and_partial_figures() {
     assert_eq!(out.status.code(), Some(2));
     let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     assert!(v["error"].is_string());
-    assert!(
-        u(&v["summary"]["down"]["receiver"]["total_bytes"]) > 0,
-        "what arrived is kept"
-    );
+    assert!(u(&v["summary"]["down"]["receiver"]["total_bytes"]) > 0, "what arrived is kept");
 }

@@ -6,8 +6,8 @@ use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::tcp_setup::{connect_data, ConnectFailure};
 use crate::StopFlag;
 use netchar_model::{
-    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role,
-    StreamRecord, TestInfo, TestResult, TestSpec,
+    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, StreamRecord, TestInfo,
+    TestResult, TestSpec,
 };
 use netchar_wire::hello::Hello;
 use netchar_wire::session::{ClientEvent, ClientSession, Timeouts};
@@ -61,9 +61,7 @@ pub enum ClientError {
         message: String,
     },
     /// Nothing listens there.
-    #[error(
-        "no netchar server at {addr} (connection refused); start one there with `netchar server`"
-    )]
+    #[error("no netchar server at {addr} (connection refused); start one there with `netchar server`")]
     Refused {
         /// Where.
         addr: String,
@@ -85,7 +83,9 @@ pub enum ClientError {
         source: io::Error,
     },
     /// The server is running as many tests as it admits.
-    #[error("the server at {addr} is busy ({running} of {max} tests running); retry later, or wait with --busy-wait SECS")]
+    #[error(
+        "the server at {addr} is busy ({running} of {max} tests running); retry later, or wait with --busy-wait SECS"
+    )]
     Busy {
         /// Where.
         addr: String,
@@ -134,30 +134,16 @@ pub struct ClientRun {
 }
 
 /// Runs one test. `on_interval` sees this end's interval figures as they complete.
-pub fn run(
-    cfg: &ClientConfig,
-    stop: &StopFlag,
-    on_interval: &mut dyn FnMut(&IntervalRecord),
-) -> ClientRun {
+pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> ClientRun {
     let addrs = match resolve(cfg) {
         Ok(a) => a,
-        Err(e) => {
-            return ClientRun {
-                result: None,
-                error: Some(e),
-            }
-        }
+        Err(e) => return ClientRun { result: None, error: Some(e) },
     };
     let busy_until = Instant::now() + cfg.busy_wait;
     loop {
         let mut driver = match Driver::connect(cfg, &addrs) {
             Ok(d) => d,
-            Err(e) => {
-                return ClientRun {
-                    result: None,
-                    error: Some(e),
-                }
-            }
+            Err(e) => return ClientRun { result: None, error: Some(e) },
         };
         match driver.run(stop, on_interval) {
             Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
@@ -165,38 +151,22 @@ pub fn run(
             }
             Err(e) if driver.plane_started => {
                 let result = driver.assemble(Some(e.to_string()));
-                return ClientRun {
-                    result: Some(result),
-                    error: Some(e),
-                };
+                return ClientRun { result: Some(result), error: Some(e) };
             }
-            Err(e) => {
-                return ClientRun {
-                    result: None,
-                    error: Some(e),
-                }
-            }
+            Err(e) => return ClientRun { result: None, error: Some(e) },
             Ok(()) => {
                 let error = driver.first_error.take();
                 let result = driver.assemble(error.as_ref().map(|e| e.to_string()));
-                return ClientRun {
-                    result: Some(result),
-                    error,
-                };
+                return ClientRun { result: Some(result), error };
             }
         }
     }
 }
 
 fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, ClientError> {
-    let err = |message: String| ClientError::Resolve {
-        host: cfg.host.clone(),
-        message,
-    };
-    let all: Vec<SocketAddr> = (cfg.host.as_str(), cfg.port)
-        .to_socket_addrs()
-        .map_err(|e| err(e.to_string()))?
-        .collect();
+    let err = |message: String| ClientError::Resolve { host: cfg.host.clone(), message };
+    let all: Vec<SocketAddr> =
+        (cfg.host.as_str(), cfg.port).to_socket_addrs().map_err(|e| err(e.to_string()))?.collect();
     let wanted: Vec<SocketAddr> = all
         .into_iter()
         .filter(|a| match cfg.family {
@@ -206,31 +176,18 @@ fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, ClientError> {
         })
         .collect();
     if wanted.is_empty() {
-        return Err(err(format!(
-            "no {} address",
-            if cfg.family == Some(Family::V6) {
-                "IPv6"
-            } else {
-                "IPv4"
-            }
-        )));
+        return Err(err(format!("no {} address", if cfg.family == Some(Family::V6) { "IPv6" } else { "IPv4" })));
     }
     Ok(wanted)
 }
 
 fn connect_error(addr: SocketAddr, e: io::Error, timeout: Duration) -> ClientError {
     match e.kind() {
-        io::ErrorKind::ConnectionRefused => ClientError::Refused {
-            addr: addr.to_string(),
-        },
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => ClientError::Unreachable {
-            addr: addr.to_string(),
-            secs: timeout.as_secs_f64(),
-        },
-        _ => ClientError::Connect {
-            addr: addr.to_string(),
-            source: e,
-        },
+        io::ErrorKind::ConnectionRefused => ClientError::Refused { addr: addr.to_string() },
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+            ClientError::Unreachable { addr: addr.to_string(), secs: timeout.as_secs_f64() }
+        }
+        _ => ClientError::Connect { addr: addr.to_string(), source: e },
     }
 }
 
@@ -290,17 +247,10 @@ impl<'a> Driver<'a> {
                 Err(e) => last = Some(connect_error(addr, e, cfg.connect_timeout)),
             }
         }
-        Err(last.unwrap_or(ClientError::Resolve {
-            host: cfg.host.clone(),
-            message: "no address".into(),
-        }))
+        Err(last.unwrap_or(ClientError::Resolve { host: cfg.host.clone(), message: "no address".into() }))
     }
 
-    fn run(
-        &mut self,
-        stop: &StopFlag,
-        on_interval: &mut dyn FnMut(&IntervalRecord),
-    ) -> Result<(), ClientError> {
+    fn run(&mut self, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> Result<(), ClientError> {
         let outcome = self.pump(stop, on_interval);
         if let Some(plane) = self.plane.take() {
             plane.abort();
@@ -315,11 +265,7 @@ impl<'a> Driver<'a> {
         outcome
     }
 
-    fn pump(
-        &mut self,
-        stop: &StopFlag,
-        on_interval: &mut dyn FnMut(&IntervalRecord),
-    ) -> Result<(), ClientError> {
+    fn pump(&mut self, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> Result<(), ClientError> {
         let mut buf = vec![0u8; 64 * 1024];
         let mut interrupted_at: Option<Instant> = None;
         loop {
@@ -365,10 +311,7 @@ impl<'a> Driver<'a> {
         if !out.is_empty() {
             self.control
                 .write_all(&out)
-                .map_err(|source| ClientError::Control {
-                    addr: self.addr.to_string(),
-                    source,
-                })?;
+                .map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
         }
         Ok(())
     }
@@ -377,9 +320,7 @@ impl<'a> Driver<'a> {
         let wait = self
             .session
             .poll_timeout()
-            .map_or(Duration::from_millis(50), |t| {
-                t.saturating_duration_since(Instant::now())
-            })
+            .map_or(Duration::from_millis(50), |t| t.saturating_duration_since(Instant::now()))
             .clamp(Duration::from_millis(1), Duration::from_millis(50));
         let _ = self.control.set_read_timeout(Some(wait));
         match self.control.read(buf) {
@@ -391,9 +332,7 @@ impl<'a> Driver<'a> {
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
                 ) =>
             {
                 Ok(())
@@ -402,43 +341,26 @@ impl<'a> Driver<'a> {
                 let _ = e;
                 Ok(())
             }
-            Err(source) => Err(ClientError::Control {
-                addr: self.addr.to_string(),
-                source,
-            }),
+            Err(source) => Err(ClientError::Control { addr: self.addr.to_string(), source }),
         }
     }
 
     fn on_event(&mut self, ev: ClientEvent) -> Result<(), ClientError> {
         match ev {
-            ClientEvent::Accepted {
-                cookie,
-                concurrent_tests,
-                host,
-                ..
-            } => {
+            ClientEvent::Accepted { cookie, concurrent_tests, host, .. } => {
                 self.concurrent_tests = concurrent_tests;
                 self.remote_host = Some(host);
                 self.open_streams(cookie)
             }
-            ClientEvent::Busy { running, max } => Err(ClientError::Busy {
-                addr: self.addr.to_string(),
-                running,
-                max,
-            }),
+            ClientEvent::Busy { running, max } => Err(ClientError::Busy { addr: self.addr.to_string(), running, max }),
             ClientEvent::Started => self.start_plane(),
             ClientEvent::PeerSenderDone(totals) => {
                 self.peer_totals = Some((Instant::now(), totals));
                 Ok(())
             }
-            ClientEvent::Finished {
-                streams,
-                cpu,
-                error,
-            } => {
+            ClientEvent::Finished { streams, cpu, error } => {
                 if let Some(e) = &error {
-                    self.first_error
-                        .get_or_insert(ClientError::Server(e.clone()));
+                    self.first_error.get_or_insert(ClientError::Server(e.clone()));
                     if let Some(p) = &self.plane {
                         p.abort();
                     }
@@ -453,31 +375,17 @@ impl<'a> Driver<'a> {
         let spec = &self.cfg.spec;
         let mut streams = Vec::new();
         for &flow in spec.direction.flows() {
-            let role = if flow == Flow::Up {
-                Role::Sender
-            } else {
-                Role::Receiver
-            };
+            let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
             for id in spec.stream_ids(flow) {
-                let mut socket = connect_data(self.addr, spec, role, self.cfg.connect_timeout)
-                    .map_err(|f| match f {
-                        ConnectFailure::Io(e) => {
-                            connect_error(self.addr, e, self.cfg.connect_timeout)
-                        }
-                        ConnectFailure::Option(o) => ClientError::SocketOption {
-                            flag: o.flag,
-                            message: o.message,
-                        },
+                let mut socket =
+                    connect_data(self.addr, spec, role, self.cfg.connect_timeout).map_err(|f| match f {
+                        ConnectFailure::Io(e) => connect_error(self.addr, e, self.cfg.connect_timeout),
+                        ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
                     })?;
                 socket
                     .write_all(&Hello::data(cookie, id).encode())
                     .map_err(|e| connect_error(self.addr, e, self.cfg.connect_timeout))?;
-                streams.push(DataStream {
-                    id,
-                    flow,
-                    role,
-                    socket,
-                });
+                streams.push(DataStream { id, flow, role, socket });
             }
         }
         self.pending_streams = Some(streams);
@@ -486,14 +394,12 @@ impl<'a> Driver<'a> {
 
     fn start_plane(&mut self) -> Result<(), ClientError> {
         let streams = self.pending_streams.take().unwrap_or_default();
-        let cfg = DataPlaneConfig {
-            spec: self.cfg.spec.clone(),
-            endpoint: Endpoint::Client,
-            cpu: self.cfg.client_cpu,
-        };
+        let cfg = DataPlaneConfig { spec: self.cfg.spec.clone(), endpoint: Endpoint::Client, cpu: self.cfg.client_cpu };
         self.meter = Some(CpuMeter::start());
         self.started_at = now_rfc3339();
-        let plane = DataPlane::start(cfg, streams, Some(self.live_tx.clone()))
+        // The server starts its clock when it sends `ready`, before this; the client's clock
+        // starts now, before it sends `start`: each end's clock starts before the other can send.
+        let plane = DataPlane::start(cfg, streams, Some(self.live_tx.clone()), Instant::now())
             .map_err(|e| ClientError::Stream(format!("cannot start the data workers: {e}")))?;
         self.plane = Some(plane);
         self.plane_started = true;
@@ -571,10 +477,7 @@ impl<'a> Driver<'a> {
             streams.extend(remote_streams);
             remote_cpu = Some(cpu);
         }
-        let cpu = CpuReport {
-            local: self.local_cpu.clone(),
-            remote: remote_cpu,
-        };
+        let cpu = CpuReport { local: self.local_cpu.clone(), remote: remote_cpu };
         TestResult::assemble(header, streams, cpu, error)
     }
 }

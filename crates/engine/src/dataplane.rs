@@ -11,8 +11,7 @@
 //! (exact byte totals, unlike iperf3's cut-off, esnet/iperf#382) or when the test is aborted.
 
 use netchar_model::{
-    bits_per_second, Endpoint, Flow, IntervalRecord, Role, StreamInterval, StreamRecord,
-    TestResult, TestSpec,
+    bits_per_second, Endpoint, Flow, IntervalRecord, Role, StreamInterval, StreamRecord, TestResult, TestSpec,
 };
 use netchar_sys::zerocopy::ZeroCopySender;
 use std::io::{self, Read, Write};
@@ -85,14 +84,16 @@ pub struct DataPlane {
 }
 
 impl DataPlane {
-    /// Starts the workers and the collector now. Interval records of this end are sent to
-    /// `live` as they complete.
+    /// Starts the workers and the collector now. Every time of this end counts from
+    /// `started`, which must not be later than the moment the peer could start sending: a
+    /// clock that starts after data began to arrive would overstate the receive rate.
+    /// Interval records of this end are sent to `live` as they complete.
     pub fn start(
         cfg: DataPlaneConfig,
         streams: Vec<DataStream>,
         live: Option<mpsc::Sender<IntervalRecord>>,
+        started: Instant,
     ) -> io::Result<Self> {
-        let started = Instant::now();
         let controls = Arc::new(Controls::default());
         let mut shared = Vec::new();
         let mut workers = Vec::new();
@@ -108,23 +109,10 @@ impl DataPlane {
                 error: Mutex::new(None),
             });
             // The collector reads TCP_INFO through its own descriptor of the sender's socket.
-            info_sockets.push(if s.role == Role::Sender {
-                s.socket.try_clone().ok()
-            } else {
-                None
-            });
-            let worker = Worker {
-                shared: sh.clone(),
-                controls: controls.clone(),
-                cfg: cfg.clone(),
-                started,
-            };
+            info_sockets.push(if s.role == Role::Sender { s.socket.try_clone().ok() } else { None });
+            let worker = Worker { shared: sh.clone(), controls: controls.clone(), cfg: cfg.clone(), started };
             let name = format!("netchar-{}-{}", role_name(s.role), s.id);
-            workers.push(
-                std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || worker.run(s.socket))?,
-            );
+            workers.push(std::thread::Builder::new().name(name).spawn(move || worker.run(s.socket))?);
             shared.push(sh);
         }
         let collector = Collector {
@@ -136,21 +124,13 @@ impl DataPlane {
             live,
         };
         let cpu = cfg.cpu;
-        let collector = std::thread::Builder::new()
-            .name("netchar-collector".into())
-            .spawn(move || {
-                if let Some(c) = cpu {
-                    let _ = netchar_sys::cpu::pin_current_thread(c);
-                }
-                collector.run()
-            })?;
-        Ok(Self {
-            shared,
-            controls,
-            workers,
-            collector,
-            started,
-        })
+        let collector = std::thread::Builder::new().name("netchar-collector".into()).spawn(move || {
+            if let Some(c) = cpu {
+                let _ = netchar_sys::cpu::pin_current_thread(c);
+            }
+            collector.run()
+        })?;
+        Ok(Self { shared, controls, workers, collector, started })
     }
 
     /// When this end's clock started.
@@ -201,14 +181,7 @@ impl DataPlane {
     pub fn first_error(&self) -> Option<String> {
         self.shared.iter().find_map(|s| {
             let e = s.error.lock().map(|g| g.clone()).unwrap_or(None);
-            e.map(|e| {
-                format!(
-                    "stream {} ({} {}): {e}",
-                    s.id,
-                    s.flow.name(),
-                    role_name(s.role)
-                )
-            })
+            e.map(|e| format!("stream {} ({} {}): {e}", s.id, s.flow.name(), role_name(s.role)))
         })
     }
 
@@ -260,18 +233,12 @@ impl Worker {
         // A recognisable, constant payload: never changed, so zero-copy sends need no care.
         let buf: Vec<u8> = (0..block).map(|i| b"0123456789"[i % 10]).collect();
         let deadline = match spec.end {
-            netchar_model::EndCondition::Seconds(s) => {
-                Some(self.started + Duration::from_secs_f64(s))
-            }
+            netchar_model::EndCondition::Seconds(s) => Some(self.started + Duration::from_secs_f64(s)),
             netchar_model::EndCondition::Bytes(_) => None,
         };
         let budget = spec.byte_budget(self.shared.id);
         let rate = spec.tcp.rate_bps_per_stream.filter(|&r| r > 0);
-        let mut zerocopy = if spec.tcp.zerocopy {
-            ZeroCopySender::new(socket.as_fd()).ok()
-        } else {
-            None
-        };
+        let mut zerocopy = if spec.tcp.zerocopy { ZeroCopySender::new(socket.as_fd()).ok() } else { None };
         let mut sent: u64 = 0;
         let mut end = Instant::now();
         let mut writer = socket;
@@ -303,12 +270,7 @@ impl Worker {
                 None => writer.write(&buf[..len]),
             };
             match written {
-                Ok(0) => {
-                    break Err(io::Error::new(
-                        io::ErrorKind::WriteZero,
-                        "the socket accepted no data",
-                    ))
-                }
+                Ok(0) => break Err(io::Error::new(io::ErrorKind::WriteZero, "the socket accepted no data")),
                 Ok(n) => {
                     sent += n as u64;
                     self.shared.bytes.store(sent, Ordering::Release);
@@ -321,10 +283,7 @@ impl Worker {
         if let Some(zc) = zerocopy.as_mut() {
             let _ = zc.finish(socket.as_fd(), Duration::from_secs(5));
         }
-        self.shared.end_ns.store(
-            end.saturating_duration_since(self.started).as_nanos() as u64,
-            Ordering::Release,
-        );
+        self.shared.end_ns.store(end.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
         let _ = socket.shutdown(Shutdown::Write);
         outcome
     }
@@ -355,19 +314,13 @@ impl Worker {
                 Err(e) => break Err(e),
             }
         };
-        self.shared.end_ns.store(
-            last.saturating_duration_since(self.started).as_nanos() as u64,
-            Ordering::Release,
-        );
+        self.shared.end_ns.store(last.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
         outcome
     }
 }
 
 fn is_retry(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
 }
 
 /// Builds the records of one test end from the shared counters.
@@ -434,8 +387,7 @@ impl Collector {
                 for (t, i) in tracks.iter_mut().zip(0..) {
                     if !t.omit_taken {
                         t.record.omitted_bytes = self.shared[i].bytes.load(Ordering::Acquire);
-                        t.record.omitted_retransmits =
-                            self.tcp_info(i).map(|x| x.total_retransmits);
+                        t.record.omitted_retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
                         t.omit_taken = true;
                     }
                 }
@@ -458,27 +410,13 @@ impl Collector {
     }
 
     fn tcp_info(&self, i: usize) -> Option<netchar_sys::tcp::TcpInfo> {
-        self.info_sockets[i]
-            .as_ref()
-            .and_then(|s| netchar_sys::tcp::tcp_info(s.as_fd()).ok())
+        self.info_sockets[i].as_ref().and_then(|s| netchar_sys::tcp::tcp_info(s.as_fd()).ok())
     }
 
     /// Records one interval [start, end] for every stream still running at `start` and sends
     /// it live. With `final_ends`, each stream's interval ends at its own last byte instead.
-    fn close_interval(
-        &self,
-        tracks: &mut [Track],
-        start: f64,
-        end: f64,
-        final_ends: Option<&[f64]>,
-    ) {
-        let mut live = IntervalRecord {
-            start,
-            end,
-            omitted: false,
-            streams: Vec::new(),
-            sum: Vec::new(),
-        };
+    fn close_interval(&self, tracks: &mut [Track], start: f64, end: f64, final_ends: Option<&[f64]>) {
+        let mut live = IntervalRecord { start, end, omitted: false, streams: Vec::new(), sum: Vec::new() };
         for (i, t) in tracks.iter_mut().enumerate() {
             let stream_end = final_ends.map_or(end, |e| e[i].max(start));
             let bytes_now = self.shared[i].bytes.load(Ordering::Acquire);
@@ -494,8 +432,7 @@ impl Collector {
                 end: stream_end,
                 bytes,
                 bits_per_second: bits_per_second(bytes, stream_end - start),
-                omitted: stream_end <= self.spec.omit_seconds + 1e-9
-                    && self.spec.omit_seconds > 0.0,
+                omitted: stream_end <= self.spec.omit_seconds + 1e-9 && self.spec.omit_seconds > 0.0,
                 retransmits,
                 cwnd_bytes: info.map(|x| x.cwnd_bytes),
                 rtt_us: info.map(|x| x.rtt_us),
@@ -537,11 +474,7 @@ impl Collector {
     }
 
     fn finish(&self, tracks: &mut [Track], last_tick_at: f64, interval: f64) {
-        let ends: Vec<f64> = self
-            .shared
-            .iter()
-            .map(|s| s.end_ns.load(Ordering::Acquire) as f64 * 1e-9)
-            .collect();
+        let ends: Vec<f64> = self.shared.iter().map(|s| s.end_ns.load(Ordering::Acquire) as f64 * 1e-9).collect();
         let latest = ends.iter().copied().fold(last_tick_at, f64::max);
         if interval > 0.0 {
             self.close_interval(tracks, last_tick_at, latest, Some(&ends));

@@ -15,11 +15,7 @@ pub struct CpuMeter {
 impl CpuMeter {
     /// Starts measuring now.
     pub fn start() -> Self {
-        Self {
-            process: ProcessTimes::now(),
-            host: HostTimes::now(),
-            started: Instant::now(),
-        }
+        Self { process: ProcessTimes::now(), host: HostTimes::now(), started: Instant::now() }
     }
 
     /// CPU used since [`Self::start`]. Process figures are percent of one CPU, host figures
@@ -58,12 +54,7 @@ impl CpuMeter {
 /// This machine, for the result's `host` field.
 pub fn host_info() -> HostInfo {
     let (hostname, kernel, cpu_model, cores) = netchar_sys::host::describe();
-    HostInfo {
-        hostname,
-        kernel,
-        cpu_model,
-        cores,
-    }
+    HostInfo { hostname, kernel, cpu_model, cores }
 }
 
 /// Now as RFC 3339 UTC, seconds precision.

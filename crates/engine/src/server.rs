@@ -95,10 +95,7 @@ impl Server {
         }
         socket.bind(&cfg.bind.into())?;
         socket.listen(1024)?;
-        Ok(Self {
-            listener: socket.into(),
-            cfg,
-        })
+        Ok(Self { listener: socket.into(), cfg })
     }
 
     /// The address actually bound (the port is known here when 0 was asked for).
@@ -108,20 +105,12 @@ impl Server {
 
     /// Serves until `stop` is raised (running tests end cleanly, their clients get their
     /// figures) or, with `one_off`, until the first test ends.
-    pub fn run(
-        self,
-        stop: &StopFlag,
-        log: impl Fn(ServerLog) + Send + Sync + 'static,
-    ) -> io::Result<()> {
+    pub fn run(self, stop: &StopFlag, log: impl Fn(ServerLog) + Send + Sync + 'static) -> io::Result<()> {
         let log: Logger = Arc::new(log);
         let registry = Arc::new(Registry::default());
         let threads = Arc::new(AtomicUsize::new(0));
         let local = self.local_addr()?;
-        let waker = spawn_waker(
-            stop.clone(),
-            local,
-            self.cfg.one_off.then(|| registry.clone()),
-        );
+        let waker = spawn_waker(stop.clone(), local, self.cfg.one_off.then(|| registry.clone()));
         for conn in self.listener.incoming() {
             if stop.is_raised() || (self.cfg.one_off && one_off_done(&registry)) {
                 break;
@@ -131,19 +120,12 @@ impl Server {
                 continue;
             }
             threads.fetch_add(1, Ordering::SeqCst);
-            let (registry, log, stop, cfg, count) = (
-                registry.clone(),
-                log.clone(),
-                stop.clone(),
-                self.cfg.clone(),
-                threads.clone(),
-            );
-            let spawned = std::thread::Builder::new()
-                .name("netchar-conn".into())
-                .spawn(move || {
-                    handle_connection(stream, &registry, &cfg, &stop, &log);
-                    count.fetch_sub(1, Ordering::SeqCst);
-                });
+            let (registry, log, stop, cfg, count) =
+                (registry.clone(), log.clone(), stop.clone(), self.cfg.clone(), threads.clone());
+            let spawned = std::thread::Builder::new().name("netchar-conn".into()).spawn(move || {
+                handle_connection(stream, &registry, &cfg, &stop, &log);
+                count.fetch_sub(1, Ordering::SeqCst);
+            });
             if spawned.is_err() {
                 threads.fetch_sub(1, Ordering::SeqCst);
             }
@@ -159,16 +141,11 @@ impl Server {
 }
 
 fn one_off_done(registry: &Registry) -> bool {
-    registry.admitted_total.load(Ordering::SeqCst) > 0
-        && registry.running.load(Ordering::SeqCst) == 0
+    registry.admitted_total.load(Ordering::SeqCst) > 0 && registry.running.load(Ordering::SeqCst) == 0
 }
 
 /// Unblocks `accept` once the server must stop, by connecting to itself.
-fn spawn_waker(
-    stop: StopFlag,
-    local: SocketAddr,
-    one_off: Option<Arc<Registry>>,
-) -> std::thread::JoinHandle<()> {
+fn spawn_waker(stop: StopFlag, local: SocketAddr, one_off: Option<Arc<Registry>>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while !stop.is_raised() && !one_off.as_ref().is_some_and(|r| one_off_done(r)) {
             std::thread::sleep(Duration::from_millis(50));
@@ -219,19 +196,14 @@ fn handle_connection(
     };
     match hello.role {
         HelloRole::Data => {
-            let sender = registry
-                .tests
-                .lock()
-                .ok()
-                .and_then(|t| t.get(&hello.cookie).cloned());
+            let sender = registry.tests.lock().ok().and_then(|t| t.get(&hello.cookie).cloned());
             match sender {
                 Some(tx) => {
                     let _ = tx.send((hello.stream_id, stream));
                 }
-                None => log(ServerLog::Rejected {
-                    peer,
-                    reason: "data connection with an unknown session cookie".into(),
-                }),
+                None => {
+                    log(ServerLog::Rejected { peer, reason: "data connection with an unknown session cookie".into() })
+                }
             }
         }
         _ => ControlSession::serve(stream, peer, &hello, registry, cfg, stop, log),
@@ -265,6 +237,8 @@ struct ControlSession<'a> {
     peer_done_at: Option<Instant>,
     error: Option<String>,
     records_for_log: Vec<StreamRecord>,
+    /// When `ready` was sent: this end's clock for the test.
+    ready_at: Option<Instant>,
 }
 
 impl<'a> ControlSession<'a> {
@@ -285,10 +259,7 @@ impl<'a> ControlSession<'a> {
                 let mut out = Vec::new();
                 s.poll_output(&mut out);
                 let _ = (&stream).write_all(&out);
-                log(ServerLog::Rejected {
-                    peer,
-                    reason: e.to_string(),
-                });
+                log(ServerLog::Rejected { peer, reason: e.to_string() });
                 return;
             }
         };
@@ -308,6 +279,7 @@ impl<'a> ControlSession<'a> {
             peer_done_at: None,
             error: None,
             records_for_log: Vec::new(),
+            ready_at: None,
         };
         let outcome = me.pump(stop);
         me.finish(outcome.err());
@@ -319,15 +291,13 @@ impl<'a> ControlSession<'a> {
             registry.running.fetch_sub(1, Ordering::SeqCst);
         }
         match me.spec.take() {
-            Some(spec) if me.meter.is_some() || me.error.is_some() => {
-                log(ServerLog::Test(TestLog {
-                    peer,
-                    spec,
-                    streams: std::mem::take(&mut me.records_for_log),
-                    concurrent_tests: me.concurrent,
-                    error: me.error.clone(),
-                }))
-            }
+            Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(TestLog {
+                peer,
+                spec,
+                streams: std::mem::take(&mut me.records_for_log),
+                concurrent_tests: me.concurrent,
+                error: me.error.clone(),
+            })),
             Some(_) => {}
             None => {
                 if let Some(e) = me.error.clone() {
@@ -367,21 +337,14 @@ impl<'a> ControlSession<'a> {
                 if plane.all_done() {
                     return Ok(());
                 }
-                if self
-                    .peer_done_at
-                    .is_some_and(|t| t.elapsed() > self.cfg.timeouts.phase)
-                {
-                    return Err(
-                        "the client finished sending but its data did not arrive in time".into(),
-                    );
+                if self.peer_done_at.is_some_and(|t| t.elapsed() > self.cfg.timeouts.phase) {
+                    return Err("the client finished sending but its data did not arrive in time".into());
                 }
             }
             self.read_control(&mut buf)?;
             let now = Instant::now();
             if self.session.poll_timeout().is_some_and(|t| now >= t) {
-                self.session
-                    .handle_timeout(now)
-                    .map_err(|e| e.to_string())?;
+                self.session.handle_timeout(now).map_err(|e| e.to_string())?;
             }
         }
     }
@@ -392,30 +355,18 @@ impl<'a> ControlSession<'a> {
         if out.is_empty() {
             return Ok(());
         }
-        self.stream
-            .write_all(&out)
-            .map_err(|e| format!("control connection failed: {e}"))
+        self.stream.write_all(&out).map_err(|e| format!("control connection failed: {e}"))
     }
 
     fn read_control(&mut self, buf: &mut [u8]) -> Result<(), String> {
-        let _ = self
-            .stream
-            .set_read_timeout(Some(Duration::from_millis(50)));
+        let _ = self.stream.set_read_timeout(Some(Duration::from_millis(50)));
         match self.stream.read(buf) {
-            Ok(0) => self
-                .session
-                .handle_eof(Instant::now())
-                .map_err(|e| e.to_string()),
-            Ok(n) => self
-                .session
-                .handle_input(Instant::now(), &buf[..n])
-                .map_err(|e| e.to_string()),
+            Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),
+            Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string()),
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
                 ) =>
             {
                 Ok(())
@@ -433,15 +384,12 @@ impl<'a> ControlSession<'a> {
                 if running >= max {
                     self.registry.running.fetch_sub(1, Ordering::SeqCst);
                     self.session.busy(now, running as u32, max as u32);
-                    self.error = Some(format!(
-                        "turned away: busy ({running} of {max} tests running)"
-                    ));
+                    self.error = Some(format!("turned away: busy ({running} of {max} tests running)"));
                     return Ok(());
                 }
                 self.registry.admitted_total.fetch_add(1, Ordering::SeqCst);
                 let mut cookie = [0u8; 16];
-                getrandom::getrandom(&mut cookie)
-                    .map_err(|e| format!("no randomness for the cookie: {e}"))?;
+                getrandom::getrandom(&mut cookie).map_err(|e| format!("no randomness for the cookie: {e}"))?;
                 let (tx, rx) = mpsc::channel();
                 if let Ok(mut t) = self.registry.tests.lock() {
                     t.insert(cookie, tx);
@@ -450,27 +398,23 @@ impl<'a> ControlSession<'a> {
                 self.data_rx = Some(rx);
                 self.concurrent = running as u32 + 1;
                 self.spec = Some(spec);
-                self.session
-                    .admit(now, &cookie, self.concurrent, host_info());
+                self.session.admit(now, &cookie, self.concurrent, host_info());
             }
             ServerEvent::Start => {
                 let spec = self.spec.clone().ok_or("start before a request")?;
-                let cfg = DataPlaneConfig {
-                    spec: spec.clone(),
-                    endpoint: Endpoint::Server,
-                    cpu: spec.server_cpu,
-                };
+                let cfg = DataPlaneConfig { spec: spec.clone(), endpoint: Endpoint::Server, cpu: spec.server_cpu };
                 self.meter = Some(CpuMeter::start());
                 let streams = std::mem::take(&mut self.streams);
+                // The clock started when `ready` went out: the client cannot send before that,
+                // so a late `start` here (a busy CPU) never shortens the receiver's time.
+                let started = self.ready_at.unwrap_or(now);
                 self.plane = Some(
-                    DataPlane::start(cfg, streams, None)
-                        .map_err(|e| format!("cannot start workers: {e}"))?,
+                    DataPlane::start(cfg, streams, None, started).map_err(|e| format!("cannot start workers: {e}"))?,
                 );
             }
             ServerEvent::PeerSenderDone(_) => self.peer_done_at = Some(now),
             ServerEvent::StopRequested(reason) => {
-                self.error
-                    .get_or_insert(format!("stopped by the client: {reason}"));
+                self.error.get_or_insert(format!("stopped by the client: {reason}"));
                 match &self.plane {
                     Some(p) => p.stop_senders(),
                     None => return Err(format!("stopped by the client: {reason}")),
@@ -486,28 +430,27 @@ impl<'a> ControlSession<'a> {
             return Ok(());
         };
         let expected = spec.total_streams() as usize;
+        let mut all_in = false;
         while let Ok((id, socket)) = rx.try_recv() {
-            let flow = spec.flow_of(id).ok_or_else(|| {
-                format!("data connection for stream {id}, which the test does not have")
-            })?;
+            let flow = spec
+                .flow_of(id)
+                .ok_or_else(|| format!("data connection for stream {id}, which the test does not have"))?;
             if self.streams.iter().any(|s| s.id == id) {
                 return Err(format!("two data connections for stream {id}"));
             }
-            let role = if flow == Flow::Up {
-                Role::Receiver
-            } else {
-                Role::Sender
-            };
+            let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
             post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
-            self.streams.push(DataStream {
-                id,
-                flow,
-                role,
-                socket,
-            });
+            self.streams.push(DataStream { id, flow, role, socket });
             if self.streams.len() == expected {
-                self.session.streams_connected(Instant::now());
+                let now = Instant::now();
+                self.ready_at = Some(now);
+                self.session.streams_connected(now);
+                all_in = true;
             }
+        }
+        if all_in {
+            // Out at once: this end's clock started with `ready`.
+            self.flush()?;
         }
         Ok(())
     }
@@ -519,9 +462,7 @@ impl<'a> ControlSession<'a> {
         let _ = self.stream.shutdown(std::net::Shutdown::Write);
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut buf = [0u8; 4096];
-        let _ = self
-            .stream
-            .set_read_timeout(Some(Duration::from_millis(100)));
+        let _ = self.stream.set_read_timeout(Some(Duration::from_millis(100)));
         while Instant::now() < deadline {
             match self.stream.read(&mut buf) {
                 Ok(0) => return,
@@ -529,9 +470,7 @@ impl<'a> ControlSession<'a> {
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
                     ) => {}
                 Err(_) => return,
             }
@@ -551,8 +490,7 @@ impl<'a> ControlSession<'a> {
                 }
                 let records = plane.join();
                 let cpu = self.meter.map(|m| m.finish()).unwrap_or_default();
-                self.session
-                    .finish(now, records.clone(), cpu, self.error.clone());
+                self.session.finish(now, records.clone(), cpu, self.error.clone());
                 let _ = self.flush();
                 self.records_for_log = records;
             }

@@ -16,10 +16,7 @@ pub(crate) struct OptionError {
 
 impl OptionError {
     fn new(flag: &'static str, what: String, e: io::Error) -> Self {
-        Self {
-            flag,
-            message: format!("{what}: {e}"),
-        }
+        Self { flag, message: format!("{what}: {e}") }
     }
 }
 
@@ -31,12 +28,10 @@ pub(crate) fn connect_data(
     role: Role,
     timeout: Duration,
 ) -> Result<TcpStream, ConnectFailure> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-        .map_err(ConnectFailure::Io)?;
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(ConnectFailure::Io)?;
     pre_connect(&socket, spec).map_err(ConnectFailure::Option)?;
-    socket
-        .connect_timeout(&SockAddr::from(addr), timeout)
-        .map_err(ConnectFailure::Io)?;
+    socket.connect_timeout(&SockAddr::from(addr), timeout).map_err(ConnectFailure::Io)?;
     let stream: TcpStream = socket.into();
     post_connect(&stream, spec, role).map_err(ConnectFailure::Option)?;
     Ok(stream)
@@ -51,12 +46,8 @@ pub(crate) enum ConnectFailure {
 
 fn pre_connect(socket: &Socket, spec: &TestSpec) -> Result<(), OptionError> {
     if let Some(w) = spec.tcp.window_bytes {
-        socket
-            .set_send_buffer_size(w as usize)
-            .map_err(|e| OptionError::new("-w", format!("SO_SNDBUF {w}"), e))?;
-        socket
-            .set_recv_buffer_size(w as usize)
-            .map_err(|e| OptionError::new("-w", format!("SO_RCVBUF {w}"), e))?;
+        socket.set_send_buffer_size(w as usize).map_err(|e| OptionError::new("-w", format!("SO_SNDBUF {w}"), e))?;
+        socket.set_recv_buffer_size(w as usize).map_err(|e| OptionError::new("-w", format!("SO_RCVBUF {w}"), e))?;
     }
     if let Some(m) = spec.tcp.mss {
         netchar_sys::tcp::set_mss(socket.as_fd(), m)
@@ -66,23 +57,15 @@ fn pre_connect(socket: &Socket, spec: &TestSpec) -> Result<(), OptionError> {
 }
 
 /// Options for an established data connection on either end.
-pub(crate) fn post_connect(
-    stream: &TcpStream,
-    spec: &TestSpec,
-    role: Role,
-) -> Result<(), OptionError> {
+pub(crate) fn post_connect(stream: &TcpStream, spec: &TestSpec, role: Role) -> Result<(), OptionError> {
     let o = &spec.tcp;
     if o.nodelay {
-        stream
-            .set_nodelay(true)
-            .map_err(|e| OptionError::new("-N", "TCP_NODELAY".into(), e))?;
+        stream.set_nodelay(true).map_err(|e| OptionError::new("-N", "TCP_NODELAY".into(), e))?;
     }
     if let Some(w) = o.window_bytes {
         let s = socket2::SockRef::from(stream);
-        s.set_send_buffer_size(w as usize)
-            .map_err(|e| OptionError::new("-w", format!("SO_SNDBUF {w}"), e))?;
-        s.set_recv_buffer_size(w as usize)
-            .map_err(|e| OptionError::new("-w", format!("SO_RCVBUF {w}"), e))?;
+        s.set_send_buffer_size(w as usize).map_err(|e| OptionError::new("-w", format!("SO_SNDBUF {w}"), e))?;
+        s.set_recv_buffer_size(w as usize).map_err(|e| OptionError::new("-w", format!("SO_RCVBUF {w}"), e))?;
     }
     if let Some(cc) = &o.congestion {
         netchar_sys::tcp::set_congestion(stream.as_fd(), cc).map_err(|e| OptionError {

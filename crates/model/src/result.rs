@@ -297,11 +297,7 @@ impl TestResult {
         for &flow in flows {
             let sender = side_totals(&streams, flow, Role::Sender, omit);
             let receiver = side_totals(&streams, flow, Role::Receiver, omit);
-            let fs = FlowSummary {
-                bytes_match: sender.total_bytes == receiver.total_bytes,
-                sender,
-                receiver,
-            };
+            let fs = FlowSummary { bytes_match: sender.total_bytes == receiver.total_bytes, sender, receiver };
             match flow {
                 Flow::Up => summary.up = Some(fs),
                 Flow::Down => summary.down = Some(fs),
@@ -357,10 +353,7 @@ fn merge_intervals(streams: &[StreamRecord]) -> Vec<IntervalRecord> {
                     })
                 })
                 .collect();
-            let start = members
-                .iter()
-                .map(|m| m.sample.start)
-                .fold(f64::MAX, f64::min);
+            let start = members.iter().map(|m| m.sample.start).fold(f64::MAX, f64::min);
             let end = members.iter().map(|m| m.sample.end).fold(0.0, f64::max);
             IntervalRecord {
                 start,
@@ -378,10 +371,7 @@ impl TestResult {
     pub fn sum_streams(members: &[IntervalStream], length: f64) -> Vec<IntervalSum> {
         let mut sums: Vec<IntervalSum> = Vec::new();
         for m in members {
-            let index = match sums
-                .iter()
-                .position(|x| x.flow == m.flow && x.role == m.role)
-            {
+            let index = match sums.iter().position(|x| x.flow == m.flow && x.role == m.role) {
                 Some(i) => i,
                 None => {
                     sums.push(IntervalSum {
@@ -417,11 +407,7 @@ mod tests {
             id,
             flow: Flow::Up,
             role,
-            measured_by: if role == Role::Sender {
-                Endpoint::Client
-            } else {
-                Endpoint::Server
-            },
+            measured_by: if role == Role::Sender { Endpoint::Client } else { Endpoint::Server },
             bytes,
             seconds,
             omitted_bytes: omitted,
@@ -488,22 +474,14 @@ mod tests {
     fn a_short_receiver_is_flagged() {
         let mut spec = TestSpec::tcp_default();
         spec.direction = Direction::Up;
-        let streams = vec![
-            record(1, Role::Sender, 10_000, 5.0, 0),
-            record(1, Role::Receiver, 9_999, 5.0, 0),
-        ];
+        let streams = vec![record(1, Role::Sender, 10_000, 5.0, 0), record(1, Role::Receiver, 9_999, 5.0, 0)];
         let r = TestResult::assemble(header(spec), streams, CpuReport::default(), None);
         assert!(!r.summary.up.unwrap().bytes_match);
     }
 
     #[test]
     fn json_never_contains_nan() {
-        let r = TestResult::assemble(
-            header(TestSpec::tcp_default()),
-            vec![],
-            CpuReport::default(),
-            Some("x".into()),
-        );
+        let r = TestResult::assemble(header(TestSpec::tcp_default()), vec![], CpuReport::default(), Some("x".into()));
         let text = serde_json::to_string(&r).unwrap();
         assert!(!text.contains("NaN"));
         assert!(text.contains("\"schema_version\":1"));

@@ -172,12 +172,8 @@ impl TestSpec {
             return Err(SpecError::BlockSize(self.block_bytes));
         }
         match self.end {
-            EndCondition::Seconds(s) if !(s > 0.0 && s <= MAX_SECONDS) => {
-                return Err(SpecError::Duration(s))
-            }
-            EndCondition::Bytes(n) if n < u64::from(self.streams) => {
-                return Err(SpecError::ByteCount)
-            }
+            EndCondition::Seconds(s) if !(s > 0.0 && s <= MAX_SECONDS) => return Err(SpecError::Duration(s)),
+            EndCondition::Bytes(n) if n < u64::from(self.streams) => return Err(SpecError::ByteCount),
             _ => {}
         }
         let too_long = matches!(self.end, EndCondition::Seconds(s) if self.omit_seconds >= s);
@@ -201,8 +197,7 @@ impl TestSpec {
         if let Some(c) = &self.tcp.congestion {
             let ok = !c.is_empty()
                 && c.len() <= 15
-                && c.chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
+                && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
             if !ok {
                 return Err(SpecError::Congestion(c.clone()));
             }
@@ -227,11 +222,7 @@ impl TestSpec {
 
     /// Which flow stream `id` carries.
     pub fn flow_of(&self, id: u32) -> Option<Flow> {
-        self.direction
-            .flows()
-            .iter()
-            .copied()
-            .find(|f| self.stream_ids(*f).contains(&id))
+        self.direction.flows().iter().copied().find(|f| self.stream_ids(*f).contains(&id))
     }
 
     /// The exact byte budget of stream `id` under `-n`: the flow's total split evenly, the

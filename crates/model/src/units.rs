@@ -55,20 +55,14 @@ fn parse_scaled(input: &str, strip: &[&str]) -> Result<u64, UnitError> {
             break;
         }
     }
-    let split = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .unwrap_or(body.len());
+    let split = body.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(body.len());
     let (num, suffix) = body.split_at(split);
     if num.is_empty() {
         return Err(UnitError::NotANumber(input.to_string()));
     }
-    let mult = multiplier(suffix).ok_or_else(|| UnitError::BadSuffix {
-        input: input.to_string(),
-        suffix: suffix.to_string(),
-    })?;
-    let value: f64 = num
-        .parse()
-        .map_err(|_| UnitError::NotANumber(input.to_string()))?;
+    let mult = multiplier(suffix)
+        .ok_or_else(|| UnitError::BadSuffix { input: input.to_string(), suffix: suffix.to_string() })?;
+    let value: f64 = num.parse().map_err(|_| UnitError::NotANumber(input.to_string()))?;
     let scaled = value * mult;
     if !scaled.is_finite() || scaled < 0.0 || scaled > u64::MAX as f64 {
         return Err(UnitError::OutOfRange(input.to_string()));
@@ -154,12 +148,7 @@ pub fn format_si(value: f64, unit: &str) -> String {
 /// A byte count with a binary prefix (KiB, MiB, GiB), as transfer columns show it.
 pub fn format_bytes(bytes: u64) -> String {
     let b = bytes as f64;
-    let prefixes = [
-        (1099511627776.0, "TiB"),
-        (1073741824.0, "GiB"),
-        (1048576.0, "MiB"),
-        (1024.0, "KiB"),
-    ];
+    let prefixes = [(1099511627776.0, "TiB"), (1073741824.0, "GiB"), (1048576.0, "MiB"), (1024.0, "KiB")];
     for (scale, p) in prefixes {
         if b >= scale {
             return format!("{} {p}", three_digits(b / scale));
@@ -197,10 +186,7 @@ mod tests {
 
     #[test]
     fn bad_values_are_rejected_with_reason() {
-        assert!(matches!(
-            parse_bytes("1Q"),
-            Err(UnitError::BadSuffix { .. })
-        ));
+        assert!(matches!(parse_bytes("1Q"), Err(UnitError::BadSuffix { .. })));
         assert!(matches!(parse_bytes("abc"), Err(UnitError::NotANumber(_))));
         assert!(matches!(parse_bytes("-1"), Err(UnitError::OutOfRange(_))));
         assert!(matches!(parse_bytes("0.5"), Err(UnitError::OutOfRange(_))));

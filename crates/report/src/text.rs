@@ -1,9 +1,7 @@
 //! The human-readable report: a header, one line per interval and stream, a summary.
 
 use netchar_model::units::{format_bytes, RateFormat};
-use netchar_model::{
-    CpuUsage, EndCondition, Flow, IntervalRecord, Role, TestInfo, TestResult, TestSpec,
-};
+use netchar_model::{CpuUsage, EndCondition, Flow, IntervalRecord, Role, TestInfo, TestResult, TestSpec};
 use std::fmt::Write;
 
 /// The text reporter.
@@ -17,10 +15,7 @@ pub struct TextReporter {
 impl TextReporter {
     /// A reporter printing rates in `format`.
     pub fn new(format: RateFormat) -> Self {
-        Self {
-            format,
-            header_done: false,
-        }
+        Self { format, header_done: false }
     }
 }
 
@@ -88,11 +83,7 @@ fn describe_options(s: &TestSpec, line: &mut String) {
 
 impl crate::Reporter for TextReporter {
     fn on_start(&mut self, info: &TestInfo) -> String {
-        format!(
-            "netchar {}: {}\n",
-            env!("CARGO_PKG_VERSION"),
-            describe_test(info)
-        )
+        format!("netchar {}: {}\n", env!("CARGO_PKG_VERSION"), describe_test(info))
     }
 
     fn on_interval(&mut self, iv: &IntervalRecord) -> String {
@@ -153,19 +144,9 @@ impl crate::Reporter for TextReporter {
 pub fn summary(r: &TestResult, format: RateFormat) -> String {
     let mut out = String::new();
     let omit = r.test.spec.omit_seconds;
-    let _ = writeln!(
-        out,
-        "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -"
-    );
-    let warm = if omit > 0.0 {
-        format!(", first {omit} s omitted")
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        out,
-        "Summary{warm}:          bytes        seconds   bitrate          retransmits"
-    );
+    let _ = writeln!(out, "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -");
+    let warm = if omit > 0.0 { format!(", first {omit} s omitted") } else { String::new() };
+    let _ = writeln!(out, "Summary{warm}:          bytes        seconds   bitrate          retransmits");
     for flow in [Flow::Up, Flow::Down] {
         let Some(f) = r.summary.flow(flow) else {
             continue;
@@ -174,10 +155,7 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             Flow::Up => ("client", "server"),
             Flow::Down => ("server", "client"),
         };
-        for (role, side, end) in [
-            ("sender", &f.sender, send_end),
-            ("receiver", &f.receiver, recv_end),
-        ] {
+        for (role, side, end) in [("sender", &f.sender, send_end), ("receiver", &f.receiver, recv_end)] {
             let _ = write!(
                 out,
                 "{:<4} {role:<8} ({end}) {:>15} {:>9.3} s {:>16}",
@@ -214,11 +192,7 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
         let _ = writeln!(out, "CPU  server: {}", cpu_line(c));
     }
     if r.test.concurrent_tests > 1 {
-        let _ = writeln!(
-            out,
-            "note: the server ran {} tests at once during this one",
-            r.test.concurrent_tests
-        );
+        let _ = writeln!(out, "note: the server ran {} tests at once during this one", r.test.concurrent_tests);
     }
     if let Some(e) = &r.error {
         let _ = writeln!(out, "error: {e}");
@@ -246,10 +220,7 @@ pub fn quick_table(rows: &[(String, TestResult)], format: RateFormat) -> String 
             let Some(f) = r.summary.flow(flow) else {
                 continue;
             };
-            let cpu = |c: &Option<CpuUsage>| {
-                c.as_ref()
-                    .map_or("-".to_string(), |c| format!("{:.0}%", c.total_pct))
-            };
+            let cpu = |c: &Option<CpuUsage>| c.as_ref().map_or("-".to_string(), |c| format!("{:.0}%", c.total_pct));
             let _ = writeln!(
                 out,
                 "{:<12} {:<5} {:>16} {:>16} {:>12} {:>9} {:>9}{}",
@@ -257,9 +228,7 @@ pub fn quick_table(rows: &[(String, TestResult)], format: RateFormat) -> String 
                 flow.name(),
                 format.format(f.sender.bits_per_second),
                 format.format(f.receiver.bits_per_second),
-                f.sender
-                    .retransmits
-                    .map_or("-".to_string(), |x| x.to_string()),
+                f.sender.retransmits.map_or("-".to_string(), |x| x.to_string()),
                 cpu(&r.cpu.local),
                 cpu(&r.cpu.remote),
                 if f.bytes_match { "" } else { "  bytes differ!" }

@@ -21,10 +21,7 @@ impl ProcessTimes {
         // SAFETY: `ru` is a live rusage for the kernel to fill; RUSAGE_SELF cannot fail.
         unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
         let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
-        Self {
-            user_seconds: secs(ru.ru_utime),
-            system_seconds: secs(ru.ru_stime),
-        }
+        Self { user_seconds: secs(ru.ru_utime), system_seconds: secs(ru.ru_stime) }
     }
 }
 
@@ -42,9 +39,7 @@ pub struct HostTimes {
 impl HostTimes {
     /// Reads `/proc/stat`; all zeros where it is not readable (not Linux, no /proc).
     pub fn now() -> Self {
-        std::fs::read_to_string("/proc/stat")
-            .map(|s| Self::parse(&s))
-            .unwrap_or_default()
+        std::fs::read_to_string("/proc/stat").map(|s| Self::parse(&s)).unwrap_or_default()
     }
 
     /// Parses the `cpu ` line of a `/proc/stat` text.
@@ -52,19 +47,11 @@ impl HostTimes {
         let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
             return Self::default();
         };
-        let v: Vec<u64> = line
-            .split_whitespace()
-            .skip(1)
-            .filter_map(|x| x.parse().ok())
-            .collect();
+        let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
         let get = |i: usize| v.get(i).copied().unwrap_or(0);
         // Fields: user nice system idle iowait irq softirq steal (guest is inside user).
         let busy = get(0) + get(1) + get(2) + get(5) + get(6) + get(7);
-        Self {
-            busy,
-            softirq: get(6),
-            total: busy + get(3) + get(4),
-        }
+        Self { busy, softirq: get(6), total: busy + get(3) + get(4) }
     }
 }
 
@@ -82,18 +69,14 @@ pub fn online_cpus() -> u32 {
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} is out of range"),
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} is out of range")));
     }
     // SAFETY: cpu_set_t is plain old data; CPU_SET writes inside it (index checked above).
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: `set` is a live cpu_set_t of the size passed; pid 0 is the calling thread.
-    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
-        .map(|_| ())
+    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) }).map(|_| ())
 }
 
 /// The CPU the calling thread runs on now.
@@ -110,14 +93,7 @@ mod tests {
     #[test]
     fn proc_stat_line_is_parsed() {
         let t = HostTimes::parse("cpu  10 1 5 100 2 3 4 6 0 0\ncpu0 1 2 3\n");
-        assert_eq!(
-            t,
-            HostTimes {
-                busy: 10 + 1 + 5 + 3 + 4 + 6,
-                softirq: 4,
-                total: 29 + 100 + 2
-            }
-        );
+        assert_eq!(t, HostTimes { busy: 10 + 1 + 5 + 3 + 4 + 6, softirq: 4, total: 29 + 100 + 2 });
         assert_eq!(HostTimes::parse("garbage"), HostTimes::default());
     }
 

@@ -10,15 +10,10 @@ pub fn describe() -> (String, String, String, u32) {
     let ok = unsafe { libc::uname(&mut u) } == 0;
     let field = |f: &[libc::c_char]| -> String {
         // SAFETY: uname NUL-terminates every field within its array (zeroed above otherwise).
-        unsafe { CStr::from_ptr(f.as_ptr()) }
-            .to_string_lossy()
-            .into_owned()
+        unsafe { CStr::from_ptr(f.as_ptr()) }.to_string_lossy().into_owned()
     };
     let (hostname, kernel) = if ok {
-        (
-            field(&u.nodename),
-            format!("{} {}", field(&u.sysname), field(&u.release)),
-        )
+        (field(&u.nodename), format!("{} {}", field(&u.sysname), field(&u.release)))
     } else {
         (String::new(), String::new())
     };

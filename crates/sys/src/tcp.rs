@@ -4,12 +4,7 @@ use crate::check;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-fn setsockopt<T>(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-) -> io::Result<()> {
+fn setsockopt<T>(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
     // SAFETY: `value` points to a live `T` of `size_of::<T>()` bytes for the call's duration,
     // and `fd` is a valid descriptor borrowed for the call.
     let ret = unsafe {
@@ -47,13 +42,7 @@ pub fn congestion(fd: BorrowedFd<'_>) -> io::Result<String> {
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: `buf` and `len` are live and `len` holds the buffer's size, as getsockopt requires.
     let ret = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
+        libc::getsockopt(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len)
     };
     check(ret)?;
     let used = &buf[..(len as usize).min(buf.len())];
@@ -63,12 +52,7 @@ pub fn congestion(fd: BorrowedFd<'_>) -> io::Result<String> {
 
 /// Sets TCP_MAXSEG.
 pub fn set_mss(fd: BorrowedFd<'_>, mss: u32) -> io::Result<()> {
-    setsockopt(
-        fd,
-        libc::IPPROTO_TCP,
-        libc::TCP_MAXSEG,
-        &(mss as libc::c_int),
-    )
+    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, &(mss as libc::c_int))
 }
 
 /// Sets SO_MAX_PACING_RATE in bytes per second (kernel pacing: fq, or TCP's internal pacing
@@ -144,11 +128,6 @@ mod tests {
         let cc = congestion(c.as_fd()).unwrap();
         assert!(!cc.is_empty());
         set_congestion(c.as_fd(), &cc).unwrap();
-        assert_eq!(
-            set_congestion(c.as_fd(), "nosuchalgo")
-                .unwrap_err()
-                .raw_os_error(),
-            Some(libc::ENOENT)
-        );
+        assert_eq!(set_congestion(c.as_fd(), "nosuchalgo").unwrap_err().raw_os_error(), Some(libc::ENOENT));
     }
 }

@@ -17,6 +17,8 @@ const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
 const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
 /// Reap once this many sends are unconfirmed; keeps option memory (optmem_max) in bounds.
 const MAX_OUTSTANDING: u64 = 128;
+/// Also reap without waiting every this many sends, so the queue never backs up to the cap.
+const REAP_EVERY: u64 = 8;
 
 /// Counters of one zero-copy sender.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -52,17 +54,12 @@ impl ZeroCopySender {
         loop {
             if self.stats.sends - self.stats.completed >= MAX_OUTSTANDING {
                 self.reap(fd, Some(Duration::from_millis(100)))?;
+            } else if self.stats.sends % REAP_EVERY == 0 {
+                self.reap(fd, None)?;
             }
             // SAFETY: `buf` is live for the call; the caller keeps it alive and unchanged until
             // `finish` has confirmed every send (the module's contract).
-            let n = unsafe {
-                libc::send(
-                    fd.as_raw_fd(),
-                    buf.as_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_ZEROCOPY,
-                )
-            };
+            let n = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_ZEROCOPY) };
             if n >= 0 {
                 if n > 0 {
                     self.stats.sends += 1;
@@ -86,10 +83,7 @@ impl ZeroCopySender {
         while self.stats.completed < self.stats.sends {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "zero-copy completions did not arrive",
-                ));
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "zero-copy completions did not arrive"));
             }
             self.reap(fd, Some(left.min(Duration::from_millis(100))))?;
         }
@@ -99,11 +93,7 @@ impl ZeroCopySender {
     /// Reads every completion queued now; with `wait`, first waits up to that long for one.
     fn reap(&mut self, fd: BorrowedFd<'_>, wait: Option<Duration>) -> io::Result<()> {
         if let Some(wait) = wait {
-            let mut pfd = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: 0,
-                revents: 0,
-            };
+            let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: 0, revents: 0 };
             // SAFETY: `pfd` is one live pollfd, matching the count of 1.
             check(unsafe { libc::poll(&mut pfd, 1, wait.as_millis().max(1) as libc::c_int) })?;
         }
@@ -126,13 +116,7 @@ fn read_completion(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u32, u8)>> {
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: `msg` points at the live `control` buffer with its true size and no data iovecs.
-    let ret = unsafe {
-        libc::recvmsg(
-            fd.as_raw_fd(),
-            &mut msg,
-            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-        )
-    };
+    let ret = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
     if ret < 0 {
         let err = io::Error::last_os_error();
         return match err.raw_os_error() {
@@ -150,8 +134,7 @@ fn read_completion(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u32, u8)>> {
         if is_err {
             // SAFETY: for IP(V6)_RECVERR the data is a sock_extended_err; read_unaligned because
             // the control buffer gives no alignment guarantee for the payload type.
-            let ee: libc::sock_extended_err =
-                unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+            let ee: libc::sock_extended_err = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
             if ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && ee.ee_errno == 0 {
                 return Ok(Some((ee.ee_info, ee.ee_data, ee.ee_code)));
             }

@@ -27,10 +27,7 @@ pub struct FrameDecoder {
 impl FrameDecoder {
     /// A decoder that rejects frames longer than `max` bytes.
     pub fn new(max: u32) -> Self {
-        Self {
-            buf: Vec::new(),
-            max,
-        }
+        Self { buf: Vec::new(), max }
     }
 
     /// Adds bytes read from the connection.
@@ -78,10 +75,7 @@ mod tests {
     fn oversize_is_rejected_from_the_header_alone() {
         let mut d = FrameDecoder::new(16);
         d.push(&[0, 0, 0, 17]);
-        assert_eq!(
-            d.next_frame(),
-            Err(ProtocolError::Oversize { len: 17, max: 16 })
-        );
+        assert_eq!(d.next_frame(), Err(ProtocolError::Oversize { len: 17, max: 16 }));
     }
 
     #[test]

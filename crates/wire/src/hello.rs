@@ -50,30 +50,17 @@ pub struct Hello {
 impl Hello {
     /// A client's control hello at this build's version.
     pub fn control() -> Self {
-        Self {
-            version: PROTOCOL_VERSION,
-            role: Role::Control,
-            cookie: [0; 16],
-            stream_id: 0,
-        }
+        Self { version: PROTOCOL_VERSION, role: Role::Control, cookie: [0; 16], stream_id: 0 }
     }
 
     /// The server's answer at this build's version.
     pub fn server() -> Self {
-        Self {
-            role: Role::Server,
-            ..Self::control()
-        }
+        Self { role: Role::Server, ..Self::control() }
     }
 
     /// A data connection's hello.
     pub fn data(cookie: [u8; 16], stream_id: u32) -> Self {
-        Self {
-            version: PROTOCOL_VERSION,
-            role: Role::Data,
-            cookie,
-            stream_id,
-        }
+        Self { version: PROTOCOL_VERSION, role: Role::Data, cookie, stream_id }
     }
 
     /// The 40 bytes on the wire.
@@ -102,21 +89,12 @@ impl Hello {
             0 => Role::Control,
             1 => Role::Data,
             2 => Role::Server,
-            other => {
-                return Err(ProtocolError::Malformed(format!(
-                    "hello with unknown role {other}"
-                )))
-            }
+            other => return Err(ProtocolError::Malformed(format!("hello with unknown role {other}"))),
         };
         let mut cookie = [0u8; 16];
         cookie.copy_from_slice(&b[12..28]);
         let stream_id = u32::from_be_bytes([b[28], b[29], b[30], b[31]]);
-        Ok(Self {
-            version,
-            role,
-            cookie,
-            stream_id,
-        })
+        Ok(Self { version, role, cookie, stream_id })
     }
 }
 

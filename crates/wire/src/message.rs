@@ -167,22 +167,14 @@ mod tests {
     #[test]
     fn golden_json() {
         assert_eq!(ClientMessage::Start.encode(), br#"{"type":"start"}"#);
-        assert_eq!(
-            ServerMessage::Busy { running: 1, max: 1 }.encode(),
-            br#"{"type":"busy","running":1,"max":1}"#
-        );
-        let sd = ClientMessage::SenderDone {
-            totals: vec![(1, 42)],
-        };
+        assert_eq!(ServerMessage::Busy { running: 1, max: 1 }.encode(), br#"{"type":"busy","running":1,"max":1}"#);
+        let sd = ClientMessage::SenderDone { totals: vec![(1, 42)] };
         assert_eq!(sd.encode(), br#"{"type":"sender_done","totals":[[1,42]]}"#);
     }
 
     #[test]
     fn request_round_trips() {
-        let m = ClientMessage::Request {
-            spec: TestSpec::tcp_default(),
-            client_version: "0.1.0".into(),
-        };
+        let m = ClientMessage::Request { spec: TestSpec::tcp_default(), client_version: "0.1.0".into() };
         assert_eq!(ClientMessage::decode(&m.encode()).unwrap(), m);
     }
 

@@ -116,22 +116,14 @@ impl ClientSession {
             raw.copy_from_slice(&self.hello_buf);
             let hello = Hello::decode(&raw).or_else(|e| self.fail(e))?;
             if hello.version != PROTOCOL_VERSION {
-                return self.fail(ProtocolError::Version {
-                    peer: hello.version,
-                    ours: PROTOCOL_VERSION,
-                });
+                return self.fail(ProtocolError::Version { peer: hello.version, ours: PROTOCOL_VERSION });
             }
             if hello.role != Role::Server {
-                return self.fail(ProtocolError::Malformed(
-                    "the peer answered with a client hello".into(),
-                ));
+                return self.fail(ProtocolError::Malformed("the peer answered with a client hello".into()));
             }
             self.send(
                 now,
-                &ClientMessage::Request {
-                    spec: self.spec.clone(),
-                    client_version: env!("CARGO_PKG_VERSION").into(),
-                },
+                &ClientMessage::Request { spec: self.spec.clone(), client_version: env!("CARGO_PKG_VERSION").into() },
             );
             self.enter(now, State::AwaitAnswer);
         }
@@ -147,25 +139,10 @@ impl ClientSession {
     fn on_message(&mut self, now: Instant, msg: ServerMessage) -> Result<(), ProtocolError> {
         match (self.state, msg) {
             (_, ServerMessage::Keepalive) => {}
-            (_, ServerMessage::Error { message }) => {
-                return self.fail(ProtocolError::Peer(message))
-            }
-            (
-                State::AwaitAnswer,
-                ServerMessage::Accepted {
-                    cookie,
-                    concurrent_tests,
-                    host,
-                    server_version,
-                },
-            ) => {
+            (_, ServerMessage::Error { message }) => return self.fail(ProtocolError::Peer(message)),
+            (State::AwaitAnswer, ServerMessage::Accepted { cookie, concurrent_tests, host, server_version }) => {
                 let cookie = cookie_from_hex(&cookie).or_else(|e| self.fail(e))?;
-                self.events.push_back(ClientEvent::Accepted {
-                    cookie,
-                    concurrent_tests,
-                    host,
-                    server_version,
-                });
+                self.events.push_back(ClientEvent::Accepted { cookie, concurrent_tests, host, server_version });
                 self.enter(now, State::AwaitReady);
             }
             (State::AwaitAnswer, ServerMessage::Busy { running, max }) => {
@@ -173,9 +150,7 @@ impl ClientSession {
                 self.state = State::Done;
             }
             (State::AwaitAnswer, ServerMessage::Rejected { reason }) => {
-                return self.fail(ProtocolError::Peer(format!(
-                    "the server rejected the test: {reason}"
-                )))
+                return self.fail(ProtocolError::Peer(format!("the server rejected the test: {reason}")))
             }
             (State::AwaitReady, ServerMessage::Ready) => {
                 self.send(now, &ClientMessage::Start);
@@ -185,26 +160,12 @@ impl ClientSession {
             (State::Running, ServerMessage::SenderDone { totals }) => {
                 self.events.push_back(ClientEvent::PeerSenderDone(totals));
             }
-            (
-                State::AwaitReady | State::Running,
-                ServerMessage::Results {
-                    streams,
-                    cpu,
-                    error,
-                },
-            ) => {
-                self.events.push_back(ClientEvent::Finished {
-                    streams,
-                    cpu,
-                    error,
-                });
+            (State::AwaitReady | State::Running, ServerMessage::Results { streams, cpu, error }) => {
+                self.events.push_back(ClientEvent::Finished { streams, cpu, error });
                 self.state = State::Done;
             }
             (state, msg) => {
-                return self.fail(ProtocolError::Unexpected {
-                    message: msg.name(),
-                    state: state.describe(),
-                })
+                return self.fail(ProtocolError::Unexpected { message: msg.name(), state: state.describe() })
             }
         }
         Ok(())
@@ -214,13 +175,9 @@ impl ClientSession {
     pub fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
         match self.state {
             State::Done => Ok(()),
-            State::AwaitHello => {
-                self.fail(ProtocolError::NotNetchar(identify_peer(&self.hello_buf)))
-            }
-            s => self.fail(ProtocolError::Peer(format!(
-                "the server closed the control connection while {}",
-                s.describe()
-            ))),
+            State::AwaitHello => self.fail(ProtocolError::NotNetchar(identify_peer(&self.hello_buf))),
+            s => self
+                .fail(ProtocolError::Peer(format!("the server closed the control connection while {}", s.describe()))),
         }
     }
 
@@ -234,12 +191,7 @@ impl ClientSession {
     /// Ends the test early (Ctrl-C, a failed worker): the server stops and sends its results.
     pub fn stop(&mut self, now: Instant, reason: &str) {
         if matches!(self.state, State::AwaitReady | State::Running) {
-            self.send(
-                now,
-                &ClientMessage::Stop {
-                    reason: reason.to_string(),
-                },
-            );
+            self.send(now, &ClientMessage::Stop { reason: reason.to_string() });
             self.state = State::Running;
         }
     }
@@ -285,16 +237,13 @@ impl ClientSession {
                         "no netchar hello within {:.0} s: {}",
                         self.timeouts.hello.as_secs_f64(),
                         if self.hello_buf.is_empty() {
-                            "the peer accepted the connection but said nothing (an iperf2 server or another service?)".to_string()
+                            "the peer accepted the connection but said nothing (an iperf2 server or another service?)"
+                                .to_string()
                         } else {
                             identify_peer(&self.hello_buf)
                         }
                     ),
-                    s => format!(
-                        "timed out after {:.0} s {}",
-                        self.timeouts.phase.as_secs_f64(),
-                        s.describe()
-                    ),
+                    s => format!("timed out after {:.0} s {}", self.timeouts.phase.as_secs_f64(), s.describe()),
                 };
                 self.fail(if s == State::AwaitHello {
                     ProtocolError::NotNetchar(what)

@@ -58,10 +58,7 @@ struct Liveness {
 
 impl Liveness {
     fn new(now: Instant) -> Self {
-        Self {
-            heard: now,
-            spoke: now,
-        }
+        Self { heard: now, spoke: now }
     }
 
     fn keepalive_due(&self, now: Instant, t: &Timeouts) -> bool {

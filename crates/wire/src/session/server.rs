@@ -63,11 +63,7 @@ pub struct ServerSession {
 impl ServerSession {
     /// Starts from the client's decoded hello. A wrong version or role is answered (our hello,
     /// then an error message, so the client can say what it found) and returned as an error.
-    pub fn new(
-        now: Instant,
-        hello: &Hello,
-        timeouts: Timeouts,
-    ) -> Result<Self, Box<(Self, ProtocolError)>> {
+    pub fn new(now: Instant, hello: &Hello, timeouts: Timeouts) -> Result<Self, Box<(Self, ProtocolError)>> {
         let mut s = Self {
             state: State::AwaitRequest,
             timeouts,
@@ -78,14 +74,9 @@ impl ServerSession {
             phase_deadline: now + timeouts.phase,
         };
         let problem = if hello.version != PROTOCOL_VERSION {
-            Some(ProtocolError::Version {
-                peer: hello.version,
-                ours: PROTOCOL_VERSION,
-            })
+            Some(ProtocolError::Version { peer: hello.version, ours: PROTOCOL_VERSION })
         } else if hello.role != Role::Control {
-            Some(ProtocolError::Malformed(
-                "a control session must start with a control hello".into(),
-            ))
+            Some(ProtocolError::Malformed("a control session must start with a control hello".into()))
         } else {
             None
         };
@@ -121,12 +112,7 @@ impl ServerSession {
             (_, ClientMessage::Keepalive) => {}
             (State::AwaitRequest, ClientMessage::Request { spec, .. }) => {
                 if let Err(e) = spec.validate() {
-                    self.send(
-                        now,
-                        &ServerMessage::Rejected {
-                            reason: e.to_string(),
-                        },
-                    );
+                    self.send(now, &ServerMessage::Rejected { reason: e.to_string() });
                     self.state = State::Done;
                     return Err(ProtocolError::Malformed(format!("rejected request: {e}")));
                 }
@@ -140,34 +126,19 @@ impl ServerSession {
             (State::Running, ClientMessage::SenderDone { totals }) => {
                 self.events.push_back(ServerEvent::PeerSenderDone(totals));
             }
-            (
-                State::AwaitStreams | State::AwaitStart | State::Running,
-                ClientMessage::Stop { reason },
-            ) => {
+            (State::AwaitStreams | State::AwaitStart | State::Running, ClientMessage::Stop { reason }) => {
                 self.events.push_back(ServerEvent::StopRequested(reason));
                 self.state = State::Running;
             }
             (state, msg) => {
-                return self.fail(
-                    now,
-                    ProtocolError::Unexpected {
-                        message: msg.name(),
-                        state: state.describe(),
-                    },
-                )
+                return self.fail(now, ProtocolError::Unexpected { message: msg.name(), state: state.describe() })
             }
         }
         Ok(())
     }
 
     /// Admits the requested test; the client will open data connections with `cookie`.
-    pub fn admit(
-        &mut self,
-        now: Instant,
-        cookie: &[u8; 16],
-        concurrent_tests: u32,
-        host: HostInfo,
-    ) {
+    pub fn admit(&mut self, now: Instant, cookie: &[u8; 16], concurrent_tests: u32, host: HostInfo) {
         self.send(
             now,
             &ServerMessage::Accepted {
@@ -202,22 +173,9 @@ impl ServerSession {
     }
 
     /// Sends the server's figures and ends the session.
-    pub fn finish(
-        &mut self,
-        now: Instant,
-        streams: Vec<StreamRecord>,
-        cpu: CpuUsage,
-        error: Option<String>,
-    ) {
+    pub fn finish(&mut self, now: Instant, streams: Vec<StreamRecord>, cpu: CpuUsage, error: Option<String>) {
         if self.state != State::Done {
-            self.send(
-                now,
-                &ServerMessage::Results {
-                    streams,
-                    cpu,
-                    error,
-                },
-            );
+            self.send(now, &ServerMessage::Results { streams, cpu, error });
             self.state = State::Done;
         }
     }
@@ -225,12 +183,7 @@ impl ServerSession {
     /// Ends the session with a message the client will print.
     pub fn error(&mut self, now: Instant, message: &str) {
         if self.state != State::Done {
-            self.send(
-                now,
-                &ServerMessage::Error {
-                    message: message.to_string(),
-                },
-            );
+            self.send(now, &ServerMessage::Error { message: message.to_string() });
             self.state = State::Done;
         }
     }
@@ -241,12 +194,7 @@ impl ServerSession {
             return Ok(());
         }
         let what = self.state.describe();
-        self.fail(
-            now,
-            ProtocolError::Peer(format!(
-                "the client closed the control connection while {what}"
-            )),
-        )
+        self.fail(now, ProtocolError::Peer(format!("the client closed the control connection while {what}")))
     }
 
     /// Moves queued bytes for the control connection into `out`.
@@ -275,10 +223,7 @@ impl ServerSession {
             State::Running => {
                 if self.live.silent_too_long(now, &self.timeouts) {
                     let secs = self.timeouts.silence.as_secs_f64();
-                    return self.fail(
-                        now,
-                        ProtocolError::Timeout(format!("the client went silent for {secs:.0} s")),
-                    );
+                    return self.fail(now, ProtocolError::Timeout(format!("the client went silent for {secs:.0} s")));
                 }
                 if self.live.keepalive_due(now, &self.timeouts) {
                     self.send(now, &ServerMessage::Keepalive);
@@ -287,10 +232,7 @@ impl ServerSession {
             }
             s if now >= self.phase_deadline => {
                 let secs = self.timeouts.phase.as_secs_f64();
-                self.fail(
-                    now,
-                    ProtocolError::Timeout(format!("timed out after {secs:.0} s {}", s.describe())),
-                )
+                self.fail(now, ProtocolError::Timeout(format!("timed out after {secs:.0} s {}", s.describe())))
             }
             _ => Ok(()),
         }

@@ -17,12 +17,7 @@ struct Pair {
 impl Pair {
     fn new(spec: TestSpec) -> Self {
         let now = Instant::now();
-        Self {
-            now,
-            client: ClientSession::new(now, spec, Timeouts::default()),
-            server: None,
-            to_server: Vec::new(),
-        }
+        Self { now, client: ClientSession::new(now, spec, Timeouts::default()), server: None, to_server: Vec::new() }
     }
 
     /// Moves bytes both ways until nothing moves.
@@ -35,8 +30,7 @@ impl Pair {
                 let raw: [u8; HELLO_LEN] = self.to_server[..HELLO_LEN].try_into().unwrap();
                 self.to_server.drain(..HELLO_LEN);
                 let hello = Hello::decode(&raw).unwrap();
-                self.server =
-                    Some(ServerSession::new(self.now, &hello, Timeouts::default()).unwrap());
+                self.server = Some(ServerSession::new(self.now, &hello, Timeouts::default()).unwrap());
             }
             let mut s2c = Vec::new();
             if let Some(server) = &mut self.server {
@@ -64,32 +58,21 @@ impl Pair {
 fn a_whole_test_runs_from_hello_to_results() {
     let mut p = Pair::new(TestSpec::tcp_default());
     p.drive();
-    assert_eq!(
-        p.server().poll_event(),
-        Some(ServerEvent::Requested(TestSpec::tcp_default()))
-    );
+    assert_eq!(p.server().poll_event(), Some(ServerEvent::Requested(TestSpec::tcp_default())));
     let now = p.now;
     p.server().admit(now, &[9; 16], 1, HostInfo::default());
     p.drive();
-    assert!(
-        matches!(p.client.poll_event(), Some(ClientEvent::Accepted { cookie, .. }) if cookie == [9; 16])
-    );
+    assert!(matches!(p.client.poll_event(), Some(ClientEvent::Accepted { cookie, .. }) if cookie == [9; 16]));
     p.server().streams_connected(now);
     p.drive();
     assert_eq!(p.client.poll_event(), Some(ClientEvent::Started));
     assert_eq!(p.server().poll_event(), Some(ServerEvent::Start));
     p.client.local_senders_done(now, vec![(1, 1234)]);
     p.drive();
-    assert_eq!(
-        p.server().poll_event(),
-        Some(ServerEvent::PeerSenderDone(vec![(1, 1234)]))
-    );
+    assert_eq!(p.server().poll_event(), Some(ServerEvent::PeerSenderDone(vec![(1, 1234)])));
     p.server().finish(now, vec![], CpuUsage::default(), None);
     p.drive();
-    assert!(matches!(
-        p.client.poll_event(),
-        Some(ClientEvent::Finished { error: None, .. })
-    ));
+    assert!(matches!(p.client.poll_event(), Some(ClientEvent::Finished { error: None, .. })));
     assert!(p.client.is_done() && p.server().is_done());
 }
 
@@ -111,10 +94,7 @@ fn keepalives_flow_and_silence_is_detected() {
     // The server never answers: ten seconds of silence ends the client's session.
     let t10 = now + Duration::from_secs(10);
     let err = p.client.handle_timeout(t10).unwrap_err();
-    assert!(
-        matches!(err, ProtocolError::Timeout(ref m) if m.contains("went silent")),
-        "{err}"
-    );
+    assert!(matches!(err, ProtocolError::Timeout(ref m) if m.contains("went silent")), "{err}");
     assert!(p.client.is_done());
 }
 
@@ -125,10 +105,7 @@ fn busy_server_ends_the_session_with_an_event() {
     let now = p.now;
     p.server().busy(now, 1, 1);
     p.drive();
-    assert_eq!(
-        p.client.poll_event(),
-        Some(ClientEvent::Busy { running: 1, max: 1 })
-    );
+    assert_eq!(p.client.poll_event(), Some(ClientEvent::Busy { running: 1, max: 1 }));
     assert!(p.client.is_done());
 }
 
@@ -141,8 +118,7 @@ fn an_invalid_spec_is_rejected_by_the_server() {
     let mut c2s = Vec::new();
     client.poll_output(&mut c2s);
     let raw: [u8; HELLO_LEN] = c2s[..HELLO_LEN].try_into().unwrap();
-    let mut server =
-        ServerSession::new(now, &Hello::decode(&raw).unwrap(), Timeouts::default()).unwrap();
+    let mut server = ServerSession::new(now, &Hello::decode(&raw).unwrap(), Timeouts::default()).unwrap();
     let mut s2c = Vec::new();
     server.poll_output(&mut s2c);
     client.handle_input(now, &s2c).unwrap();
@@ -198,12 +174,6 @@ fn messages_out_of_order_are_refused_without_panic() {
     let mut frame = Vec::new();
     crate::codec::encode_frame(br#"{"type":"start"}"#, &mut frame);
     let err = server.handle_input(now, &frame).unwrap_err();
-    assert!(matches!(
-        err,
-        ProtocolError::Unexpected {
-            message: "start",
-            ..
-        }
-    ));
+    assert!(matches!(err, ProtocolError::Unexpected { message: "start", .. }));
     assert!(server.is_done());
 }
