@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod codec;
+pub mod datagram;
 pub mod hello;
 pub mod message;
 pub mod session;
