@@ -359,6 +359,8 @@ impl Collector {
                     omitted_bytes: 0,
                     retransmits: None,
                     omitted_retransmits: None,
+                    udp_sent: None,
+                    udp_received: None,
                     intervals: Vec::new(),
                 },
                 last_bytes: 0,
@@ -437,6 +439,8 @@ impl Collector {
                 cwnd_bytes: info.map(|x| x.cwnd_bytes),
                 rtt_us: info.map(|x| x.rtt_us),
                 rttvar_us: info.map(|x| x.rttvar_us),
+                udp_sent: None,
+                udp_received: None,
             };
             t.last_bytes = bytes_now;
             let merge = final_ends.is_some()

@@ -28,6 +28,62 @@ pub enum Endpoint {
     Server,
 }
 
+/// What a UDP sender counted, over a stream or an interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpSent {
+    /// Datagrams the kernel accepted. Refused sends are not counted here.
+    pub packets: u64,
+    /// Sends the kernel refused (ENOBUFS, EAGAIN, ...): counted, never counted as sent.
+    pub send_errors: u64,
+    /// Mean gap between consecutive datagrams, µs (whole stream only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gap_mean_us: Option<f64>,
+    /// 99th percentile of that gap, µs (whole stream only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gap_p99_us: Option<f64>,
+    /// Datagrams were sent with UDP GSO (one syscall for many datagrams).
+    #[serde(default)]
+    pub gso: bool,
+}
+
+/// What a UDP receiver counted, over a stream or an interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpReceived {
+    /// Distinct datagrams received (duplicates not counted).
+    pub packets: u64,
+    /// Datagrams sent but never received; exact once the sender's total is known.
+    pub lost: u64,
+    /// 100 · lost / (packets + lost).
+    pub loss_percent: f64,
+    /// Datagrams that arrived after a higher sequence number: reordered, not lost.
+    pub out_of_order: u64,
+    /// Datagrams received more than once (extra copies).
+    pub duplicates: u64,
+    /// Largest RFC 4737 reordering extent.
+    pub reorder_extent_max: u64,
+    /// RFC 3550 interarrival jitter at the end, ms.
+    pub jitter_ms: f64,
+    /// Median of the per-datagram transit-time variation |D|, ms.
+    pub jitter_p50_ms: f64,
+    /// 99th percentile of |D|, ms.
+    pub jitter_p99_ms: f64,
+    /// Datagrams the receiving socket's queue dropped (SO_RXQ_OVFL): drops inside the
+    /// receiving host, apart from network loss. Included in `lost`.
+    pub kernel_drops: u64,
+    /// The receiver used UDP GRO: the kernel delivered coalesced datagrams.
+    #[serde(default)]
+    pub coalesced: bool,
+}
+
+impl UdpReceived {
+    /// Sets `lost` and derives `loss_percent`.
+    pub fn set_lost(&mut self, lost: u64) {
+        self.lost = lost;
+        let total = self.packets + lost;
+        self.loss_percent = if total > 0 { 100.0 * lost as f64 / total as f64 } else { 0.0 };
+    }
+}
+
 /// One stream's figures over one interval, measured at one end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamInterval {
@@ -53,6 +109,12 @@ pub struct StreamInterval {
     /// RTT variance at the interval's end, in microseconds (TCP sender).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rttvar_us: Option<u32>,
+    /// UDP sender counts in the interval.
+    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    pub udp_sent: Option<UdpSent>,
+    /// UDP receiver counts in the interval.
+    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    pub udp_received: Option<UdpReceived>,
 }
 
 /// Everything one end measured of one stream.
@@ -78,6 +140,12 @@ pub struct StreamRecord {
     /// Retransmits during the warm-up.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub omitted_retransmits: Option<u64>,
+    /// UDP sender counts over the whole stream.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp_sent: Option<UdpSent>,
+    /// UDP receiver counts over the whole stream.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp_received: Option<UdpReceived>,
     /// Interval samples in time order.
     pub intervals: Vec<StreamInterval>,
 }
@@ -154,6 +222,12 @@ pub struct SideTotals {
     /// TCP retransmits after the warm-up (sender with TCP_INFO only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub retransmits: Option<u64>,
+    /// UDP sender counts (UDP senders only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    pub udp_sent: Option<UdpSent>,
+    /// UDP receiver counts (UDP receivers only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    pub udp_received: Option<UdpReceived>,
 }
 
 /// Both ends of one flow.
@@ -165,6 +239,9 @@ pub struct FlowSummary {
     pub receiver: SideTotals,
     /// True when the receiver got every byte the sender wrote (the TCP invariant).
     pub bytes_match: bool,
+    /// UDP: true when, on every stream, datagrams sent = distinct datagrams received + lost.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub packets_accounted: Option<bool>,
 }
 
 /// Per-flow summaries. A flow the test did not run is absent.
@@ -202,6 +279,12 @@ pub struct IntervalSum {
     /// Retransmits of all streams (TCP sender only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub retransmits: Option<u64>,
+    /// UDP sender counts of all streams.
+    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    pub udp_sent: Option<UdpSent>,
+    /// UDP receiver counts of all streams.
+    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    pub udp_received: Option<UdpReceived>,
 }
 
 /// One stream's sample inside an [`IntervalRecord`].
@@ -297,7 +380,12 @@ impl TestResult {
         for &flow in flows {
             let sender = side_totals(&streams, flow, Role::Sender, omit);
             let receiver = side_totals(&streams, flow, Role::Receiver, omit);
-            let fs = FlowSummary { bytes_match: sender.total_bytes == receiver.total_bytes, sender, receiver };
+            let fs = FlowSummary {
+                bytes_match: sender.total_bytes == receiver.total_bytes,
+                packets_accounted: udp_accounted(&streams, flow),
+                sender,
+                receiver,
+            };
             match flow {
                 Flow::Up => summary.up = Some(fs),
                 Flow::Down => summary.down = Some(fs),
@@ -335,7 +423,82 @@ fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> S
     }
     t.seconds = (longest - omit).max(0.0);
     t.bits_per_second = bits_per_second(t.bytes, t.seconds);
+    let mine: Vec<&StreamRecord> = streams.iter().filter(|s| s.flow == flow && s.role == role).collect();
+    t.udp_sent = sum_sent(mine.iter().filter_map(|s| udp_part(s, omit, |x| x.udp_sent.clone(), |r| r.udp_sent.clone())));
+    t.udp_received = sum_received(
+        mine.iter().filter_map(|s| udp_part(s, omit, |x| x.udp_received.clone(), |r| r.udp_received.clone())),
+    );
     t
+}
+
+/// A stream's UDP counts after the warm-up: the sum of its non-omitted intervals when a
+/// warm-up was asked for and intervals exist, else the whole-stream counts.
+fn udp_part<T>(
+    s: &StreamRecord,
+    omit: f64,
+    of_interval: impl Fn(&StreamInterval) -> Option<T>,
+    of_record: impl Fn(&StreamRecord) -> Option<T>,
+) -> Option<Vec<T>> {
+    let whole = of_record(s)?;
+    if omit > 0.0 && !s.intervals.is_empty() {
+        Some(s.intervals.iter().filter(|i| !i.omitted).filter_map(&of_interval).collect())
+    } else {
+        Some(vec![whole])
+    }
+}
+
+fn sum_sent(parts: impl Iterator<Item = Vec<UdpSent>>) -> Option<UdpSent> {
+    let mut total: Option<UdpSent> = None;
+    for p in parts.flatten() {
+        let t = total.get_or_insert_with(UdpSent::default);
+        t.packets += p.packets;
+        t.send_errors += p.send_errors;
+        t.gso |= p.gso;
+        t.gap_mean_us = p.gap_mean_us.or(t.gap_mean_us);
+        t.gap_p99_us = match (t.gap_p99_us, p.gap_p99_us) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    total
+}
+
+/// Sums receiver counts; jitter figures are the largest stream's (streams need not share a path).
+pub fn sum_received(parts: impl Iterator<Item = Vec<UdpReceived>>) -> Option<UdpReceived> {
+    let mut total: Option<UdpReceived> = None;
+    let mut lost = 0;
+    for p in parts.flatten() {
+        let t = total.get_or_insert_with(UdpReceived::default);
+        t.packets += p.packets;
+        lost += p.lost;
+        t.out_of_order += p.out_of_order;
+        t.duplicates += p.duplicates;
+        t.kernel_drops += p.kernel_drops;
+        t.reorder_extent_max = t.reorder_extent_max.max(p.reorder_extent_max);
+        t.jitter_ms = t.jitter_ms.max(p.jitter_ms);
+        t.jitter_p50_ms = t.jitter_p50_ms.max(p.jitter_p50_ms);
+        t.jitter_p99_ms = t.jitter_p99_ms.max(p.jitter_p99_ms);
+        t.coalesced |= p.coalesced;
+    }
+    if let Some(t) = &mut total {
+        t.set_lost(lost);
+    }
+    total
+}
+
+/// UDP only: whether every stream satisfies sent = received + lost.
+fn udp_accounted(streams: &[StreamRecord], flow: Flow) -> Option<bool> {
+    let senders: Vec<&StreamRecord> = streams.iter().filter(|s| s.flow == flow && s.role == Role::Sender).collect();
+    if senders.iter().all(|s| s.udp_sent.is_none()) {
+        return None;
+    }
+    Some(senders.iter().all(|tx| {
+        let rx = streams.iter().find(|r| r.id == tx.id && r.role == Role::Receiver);
+        match (tx.udp_sent.as_ref(), rx.and_then(|r| r.udp_received.as_ref())) {
+            (Some(t), Some(r)) => t.packets == r.packets + r.lost,
+            _ => false,
+        }
+    }))
 }
 
 fn merge_intervals(streams: &[StreamRecord]) -> Vec<IntervalRecord> {
@@ -380,6 +543,8 @@ impl TestResult {
                         bytes: 0,
                         bits_per_second: 0.0,
                         retransmits: None,
+                        udp_sent: None,
+                        udp_received: None,
                     });
                     sums.len() - 1
                 }
@@ -388,6 +553,15 @@ impl TestResult {
             sum.bytes += m.sample.bytes;
             if let Some(r) = m.sample.retransmits {
                 *sum.retransmits.get_or_insert(0) += r;
+            }
+            if let Some(u) = &m.sample.udp_sent {
+                let s = sum.udp_sent.get_or_insert_with(UdpSent::default);
+                s.packets += u.packets;
+                s.send_errors += u.send_errors;
+            }
+            if let Some(u) = &m.sample.udp_received {
+                let earlier: Vec<UdpReceived> = sum.udp_received.take().into_iter().collect();
+                sum.udp_received = sum_received([earlier, vec![u.clone()]].into_iter());
             }
         }
         for sum in &mut sums {
@@ -413,6 +587,8 @@ mod tests {
             omitted_bytes: omitted,
             retransmits: (role == Role::Sender).then_some(7),
             omitted_retransmits: (role == Role::Sender).then_some(2),
+            udp_sent: None,
+            udp_received: None,
             intervals: vec![StreamInterval {
                 start: 0.0,
                 end: 1.0,
@@ -423,6 +599,8 @@ mod tests {
                 cwnd_bytes: None,
                 rtt_us: None,
                 rttvar_us: None,
+                udp_sent: None,
+                udp_received: None,
             }],
         }
     }

@@ -13,6 +13,112 @@ use thiserror::Error;
 pub enum TestKind {
     /// Bulk TCP throughput.
     Tcp,
+    /// UDP datagram streams: paced or unpaced, with loss, reordering, duplicates and jitter.
+    Udp,
+}
+
+/// How fast UDP senders go.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UdpRate {
+    /// Bits per second of UDP payload (`-b`); for the whole test unless `per_stream`.
+    BitsPerSecond(u64),
+    /// Datagrams per second (`--pps`); for the whole test unless `per_stream`.
+    PacketsPerSecond(u64),
+    /// As fast as the sender can (`-b 0`).
+    Unlimited,
+}
+
+/// A burst-and-gap pattern and/or an exact list of datagram counts and sizes (`--pattern`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pattern {
+    /// Send exactly these (count, payload bytes) in order, then stop. Empty: no fixed list.
+    pub sizes: Vec<(u64, u64)>,
+    /// Bursts of this many datagrams, each followed by a pause.
+    pub burst: Option<u64>,
+    /// The pause after each burst, in seconds.
+    pub gap_seconds: f64,
+}
+
+impl Pattern {
+    /// Parses `640x1024`, `10@10ms`, or both comma-separated (`640x1024,10@10ms`), as the eCos
+    /// nc_test suite's "[640,1024]" buffers and "10ms delay after 10 packets".
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut p = Self::default();
+        for item in spec.split(',').map(str::trim) {
+            if let Some((count, size)) = item.split_once(['x', 'X']) {
+                let count = crate::units::parse_bytes(count).map_err(|e| format!("count in {item:?}: {e}"))?;
+                let size = crate::units::parse_bytes(size).map_err(|e| format!("size in {item:?}: {e}"))?;
+                if count == 0 || size == 0 {
+                    return Err(format!("{item:?}: count and size must be at least 1"));
+                }
+                p.sizes.push((count, size));
+            } else if let Some((n, gap)) = item.split_once('@') {
+                let n: u64 = n.trim().parse().map_err(|_| format!("{item:?}: burst size {n:?} is not a whole number"))?;
+                if n == 0 || p.burst.is_some() {
+                    return Err(format!("{item:?}: one burst of at least 1 datagram"));
+                }
+                p.burst = Some(n);
+                p.gap_seconds = parse_duration(gap).ok_or_else(|| format!("{item:?}: gap {gap:?} is not a duration like 10ms, 1s, 500us"))?;
+            } else {
+                return Err(format!("{item:?}: expected COUNTxSIZE (e.g. 640x1024) or BURST@GAP (e.g. 10@10ms)"));
+            }
+        }
+        Ok(p)
+    }
+
+    /// Datagrams the size list sends in all (None without a list).
+    pub fn total_datagrams(&self) -> Option<u64> {
+        (!self.sizes.is_empty()).then(|| self.sizes.iter().map(|(c, _)| c).sum())
+    }
+}
+
+/// Parses `10ms`, `1.5s`, `500us`, `250000ns` into seconds.
+pub fn parse_duration(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = s.strip_suffix("ns") {
+        (n, 1e-9)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return None;
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v * scale)
+}
+
+/// UDP options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpOptions {
+    /// Target rate.
+    pub rate: UdpRate,
+    /// The rate applies to each stream, not to the whole test.
+    pub per_stream: bool,
+    /// Burst/gap pattern and exact size list.
+    pub pattern: Option<Pattern>,
+    /// How long receivers keep listening after the sender's last datagram, in seconds.
+    pub grace_seconds: f64,
+    /// Use UDP GSO on the sender where the kernel has it.
+    pub gso: bool,
+    /// Use UDP GRO on the receiver (its figures are then labelled coalesced).
+    pub gro: bool,
+}
+
+impl Default for UdpOptions {
+    fn default() -> Self {
+        Self {
+            rate: UdpRate::BitsPerSecond(1_000_000),
+            per_stream: false,
+            pattern: None,
+            grace_seconds: 0.25,
+            gso: true,
+            gro: false,
+        }
+    }
 }
 
 /// Which way the data flows, seen from the client.
@@ -104,6 +210,9 @@ pub struct TestSpec {
     pub interval_seconds: f64,
     /// TCP options.
     pub tcp: TcpOptions,
+    /// UDP options (UDP tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp: Option<UdpOptions>,
     /// CPU the server pins its data workers to (`-A x,SERVERCPU`).
     pub server_cpu: Option<usize>,
 }
@@ -135,6 +244,18 @@ pub enum SpecError {
     /// `-w` out of range.
     #[error("-w {0}: the socket buffer must be between 1 KiB and 1 GiB")]
     Window(u64),
+    /// UDP payload out of range.
+    #[error("-l {0}: a UDP payload must be between {UDP_HEADER_BYTES} bytes (netchar's datagram header) and {MAX_UDP_PAYLOAD} bytes")]
+    UdpPayload(u64),
+    /// A UDP test without UDP options.
+    #[error("a UDP test needs UDP options")]
+    MissingUdp,
+    /// A zero rate that is not `-b 0`.
+    #[error("--pps 0: use -b 0 for as fast as possible")]
+    Rate,
+    /// `--grace` out of range.
+    #[error("--grace {0}: must be between 0 and 60 seconds")]
+    Grace(f64),
     /// `-C` not a plausible algorithm name.
     #[error("-C {0:?}: a congestion control name is 1 to 15 letters, digits, '_' or '-'")]
     Congestion(String),
@@ -144,6 +265,10 @@ pub enum SpecError {
 pub const MAX_STREAMS: u32 = 128;
 /// The largest block a test may ask for.
 pub const MAX_BLOCK_BYTES: u64 = 16 * 1024 * 1024;
+/// netchar's UDP datagram header: the smallest UDP payload.
+pub const UDP_HEADER_BYTES: u64 = 24;
+/// The largest UDP payload over IPv4 (65535 − 20 − 8).
+pub const MAX_UDP_PAYLOAD: u64 = 65_507;
 /// The longest test, one day as iperf3 allows.
 pub const MAX_SECONDS: f64 = 86_400.0;
 
@@ -159,7 +284,25 @@ impl TestSpec {
             omit_seconds: 0.0,
             interval_seconds: 1.0,
             tcp: TcpOptions::default(),
+            udp: None,
             server_cpu: None,
+        }
+    }
+
+    /// A UDP test with the defaults of `netchar udp`: up, one stream, 10 s, 1 Mbit/s, payload
+    /// chosen from the address family once known (block_bytes 0 = not yet chosen).
+    pub fn udp_default() -> Self {
+        Self { kind: TestKind::Udp, block_bytes: 0, udp: Some(UdpOptions::default()), ..Self::tcp_default() }
+    }
+
+    /// Datagrams per second stream `id` must send, None for unlimited.
+    pub fn udp_pps_per_stream(&self) -> Option<f64> {
+        let u = self.udp.as_ref()?;
+        let share = if u.per_stream { 1.0 } else { f64::from(self.streams) };
+        match u.rate {
+            UdpRate::Unlimited => None,
+            UdpRate::PacketsPerSecond(p) => Some(p as f64 / share),
+            UdpRate::BitsPerSecond(b) => Some(b as f64 / 8.0 / self.block_bytes.max(1) as f64 / share),
         }
     }
 
@@ -168,8 +311,30 @@ impl TestSpec {
         if self.streams == 0 || self.streams > MAX_STREAMS {
             return Err(SpecError::Streams(self.streams));
         }
-        if self.block_bytes == 0 || self.block_bytes > MAX_BLOCK_BYTES {
-            return Err(SpecError::BlockSize(self.block_bytes));
+        let (min_block, max_block) = match self.kind {
+            TestKind::Tcp => (1, MAX_BLOCK_BYTES),
+            TestKind::Udp => (UDP_HEADER_BYTES, MAX_UDP_PAYLOAD),
+        };
+        if self.block_bytes < min_block || self.block_bytes > max_block {
+            return Err(match self.kind {
+                TestKind::Tcp => SpecError::BlockSize(self.block_bytes),
+                TestKind::Udp => SpecError::UdpPayload(self.block_bytes),
+            });
+        }
+        if self.kind == TestKind::Udp {
+            let u = self.udp.as_ref().ok_or(SpecError::MissingUdp)?;
+            match u.rate {
+                UdpRate::BitsPerSecond(0) | UdpRate::PacketsPerSecond(0) => return Err(SpecError::Rate),
+                _ => {}
+            }
+            if !(0.0..=60.0).contains(&u.grace_seconds) {
+                return Err(SpecError::Grace(u.grace_seconds));
+            }
+            if let Some(p) = &u.pattern {
+                if let Some(&(_, size)) = p.sizes.iter().find(|(_, s)| *s < UDP_HEADER_BYTES || *s > MAX_UDP_PAYLOAD) {
+                    return Err(SpecError::UdpPayload(size));
+                }
+            }
         }
         match self.end {
             EndCondition::Seconds(s) if !(s > 0.0 && s <= MAX_SECONDS) => return Err(SpecError::Duration(s)),
@@ -261,6 +426,34 @@ mod tests {
         let mut s = TestSpec::tcp_default();
         s.omit_seconds = 10.0;
         assert_eq!(s.validate(), Err(SpecError::Omit(10.0)));
+    }
+
+    #[test]
+    fn patterns_parse_like_the_ecos_suite() {
+        let p = Pattern::parse("640x1024").unwrap();
+        assert_eq!(p.sizes, vec![(640, 1024)]);
+        assert_eq!(p.total_datagrams(), Some(640));
+        let p = Pattern::parse("10@10ms").unwrap();
+        assert_eq!((p.burst, p.gap_seconds), (Some(10), 0.01));
+        let p = Pattern::parse("2048x1024, 1@100ms").unwrap();
+        assert_eq!((p.sizes.len(), p.burst), (1, Some(1)));
+        assert!(Pattern::parse("10@").is_err());
+        assert!(Pattern::parse("0x10").is_err());
+        assert!(Pattern::parse("fast").is_err());
+        assert_eq!(parse_duration("500us"), Some(0.0005));
+    }
+
+    #[test]
+    fn udp_rates_split_across_streams_unless_per_stream() {
+        let mut s = TestSpec::udp_default();
+        s.block_bytes = 1000;
+        s.streams = 4;
+        s.udp.as_mut().unwrap().rate = UdpRate::BitsPerSecond(8_000_000);
+        assert_eq!(s.udp_pps_per_stream(), Some(250.0));
+        s.udp.as_mut().unwrap().per_stream = true;
+        assert_eq!(s.udp_pps_per_stream(), Some(1000.0));
+        s.block_bytes = 10;
+        assert!(s.validate().unwrap_err().to_string().starts_with("-l 10"));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 pub mod cpu;
 pub mod host;
 pub mod tcp;
+pub mod udp;
 pub mod zerocopy;
 
 use std::io;
