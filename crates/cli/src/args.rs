@@ -28,6 +28,8 @@ pub(crate) enum Command {
     Server(ServerArgs),
     /// TCP throughput test against a netchar server.
     Tcp(TcpArgs),
+    /// UDP test: paced or unpaced streams, packets per second, loss, jitter, reordering.
+    Udp(UdpArgs),
 }
 
 /// `netchar server`.
@@ -50,9 +52,9 @@ pub(crate) struct ServerArgs {
     pub(crate) json: bool,
 }
 
-/// `netchar tcp`.
+/// Flags every client test shares.
 #[derive(Debug, Args)]
-pub(crate) struct TcpArgs {
+pub(crate) struct CommonArgs {
     /// Server as HOST, HOST:PORT, [IPV6]:PORT or a bare IPv6 address.
     pub(crate) host: String,
     /// Server port (overrides a port in HOST).
@@ -64,9 +66,6 @@ pub(crate) struct TcpArgs {
     /// Send exactly this many bytes per direction, split across streams (e.g. 100M, 1Gi).
     #[arg(short = 'n', long = "bytes", allow_negative_numbers = true)]
     pub(crate) bytes: Option<String>,
-    /// Bytes per write and read (default 128Ki).
-    #[arg(short = 'l', long = "length", default_value = "128Ki", allow_negative_numbers = true)]
-    pub(crate) length: String,
     /// Parallel streams per direction.
     #[arg(short = 'P', long = "parallel", default_value = "1", allow_negative_numbers = true)]
     pub(crate) parallel: String,
@@ -76,27 +75,9 @@ pub(crate) struct TcpArgs {
     /// Both directions at once.
     #[arg(long)]
     pub(crate) bidir: bool,
-    /// Socket buffer size (SO_SNDBUF/SO_RCVBUF) on both ends; default leaves autotuning on.
-    #[arg(short = 'w', long = "window")]
-    pub(crate) window: Option<String>,
-    /// TCP maximum segment size.
-    #[arg(short = 'M', long = "set-mss")]
-    pub(crate) mss: Option<String>,
-    /// Disable Nagle's algorithm (TCP_NODELAY).
-    #[arg(short = 'N', long = "no-delay")]
-    pub(crate) nodelay: bool,
-    /// Congestion control algorithm (e.g. cubic, bbr).
-    #[arg(short = 'C', long = "congestion")]
-    pub(crate) congestion: Option<String>,
     /// Pin the client's workers to CPU, and the server's to SERVERCPU: -A CPU[,SERVERCPU].
     #[arg(short = 'A', long = "affinity")]
     pub(crate) affinity: Option<String>,
-    /// Send with MSG_ZEROCOPY (falls back to copying sends where unsupported).
-    #[arg(long)]
-    pub(crate) zerocopy: bool,
-    /// Cap each stream's send rate, bits per second (e.g. 100M).
-    #[arg(short = 'b', long = "bitrate")]
-    pub(crate) bitrate: Option<String>,
     /// Seconds between interval reports; 0 = none.
     #[arg(short = 'i', long = "interval", default_value = "1", allow_negative_numbers = true)]
     pub(crate) interval: String,
@@ -127,4 +108,63 @@ pub(crate) struct TcpArgs {
     /// Seconds to keep retrying while the server is busy.
     #[arg(long = "busy-wait", default_value = "0")]
     pub(crate) busy_wait: String,
+}
+
+/// `netchar tcp`.
+#[derive(Debug, Args)]
+pub(crate) struct TcpArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    /// Bytes per write and read.
+    #[arg(short = 'l', long = "length", default_value = "128Ki", allow_negative_numbers = true)]
+    pub(crate) length: String,
+    /// Socket buffer size (SO_SNDBUF/SO_RCVBUF) on both ends; default leaves autotuning on.
+    #[arg(short = 'w', long = "window")]
+    pub(crate) window: Option<String>,
+    /// TCP maximum segment size.
+    #[arg(short = 'M', long = "set-mss")]
+    pub(crate) mss: Option<String>,
+    /// Disable Nagle's algorithm (TCP_NODELAY).
+    #[arg(short = 'N', long = "no-delay")]
+    pub(crate) nodelay: bool,
+    /// Congestion control algorithm (e.g. cubic, bbr).
+    #[arg(short = 'C', long = "congestion")]
+    pub(crate) congestion: Option<String>,
+    /// Send with MSG_ZEROCOPY (falls back to copying sends where unsupported).
+    #[arg(long)]
+    pub(crate) zerocopy: bool,
+    /// Cap each stream's send rate, bits per second (e.g. 100M).
+    #[arg(short = 'b', long = "bitrate")]
+    pub(crate) bitrate: Option<String>,
+}
+
+/// `netchar udp`.
+#[derive(Debug, Args)]
+pub(crate) struct UdpArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    /// Payload bytes per datagram (default 1472 over IPv4, 1452 over IPv6; at least 24).
+    #[arg(short = 'l', long = "length", allow_negative_numbers = true)]
+    pub(crate) length: Option<String>,
+    /// Target rate in bit/s of payload for the whole test (default 1M); 0 = as fast as possible.
+    #[arg(short = 'b', long = "bitrate", conflicts_with = "pps")]
+    pub(crate) bitrate: Option<String>,
+    /// Target rate in datagrams per second, instead of -b.
+    #[arg(long)]
+    pub(crate) pps: Option<String>,
+    /// -b / --pps apply to each stream rather than to the whole test.
+    #[arg(long = "per-stream")]
+    pub(crate) per_stream: bool,
+    /// Burst/gap pattern and exact datagram lists: 10@10ms, 640x1024, 640x1024,10@10ms.
+    #[arg(long)]
+    pub(crate) pattern: Option<String>,
+    /// How long receivers keep listening after the last datagram was sent (e.g. 250ms, 1s).
+    #[arg(long, default_value = "250ms")]
+    pub(crate) grace: String,
+    /// Do not use UDP GSO on the sender (one datagram per kernel send path).
+    #[arg(long = "no-gso")]
+    pub(crate) no_gso: bool,
+    /// Use UDP GRO on the receiver; received figures are then labelled coalesced.
+    #[arg(long)]
+    pub(crate) gro: bool,
 }

@@ -49,6 +49,10 @@ fn run(cli: args::Cli) -> Result<u8> {
             let plan = plan::TcpPlan::from_args(&a)?;
             run_tcp(&plan, &stop)
         }
+        Some(args::Command::Udp(a)) => {
+            let plan = plan::TcpPlan::from_udp_args(&a)?;
+            run_tcp(&plan, &stop)
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! From flags to a runnable test: parses units, checks ranges, applies defaults. Pure; every
 //! error names the flag and the value, and is raised before any traffic.
 
-use crate::args::TcpArgs;
+use crate::args::{CommonArgs, TcpArgs, UdpArgs};
 use netchar_engine::client::{ClientConfig, Family};
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
-use netchar_model::{Direction, EndCondition, TestSpec};
+use netchar_model::{
+    parse_duration, Direction, EndCondition, Pattern, TestSpec, UdpRate, MAX_SECONDS, UDP_HEADER_BYTES,
+};
 use netchar_wire::session::Timeouts;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -101,30 +103,10 @@ fn affinity(value: &str) -> Result<(Option<usize>, Option<usize>), UsageError> {
 }
 
 impl TcpPlan {
-    /// Validates every flag and builds the plan.
+    /// Validates every `netchar tcp` flag and builds the plan.
     pub(crate) fn from_args(a: &TcpArgs) -> Result<Self, UsageError> {
-        let (host, host_port) = split_host(&a.host)?;
-        let port = a.port.or(host_port).unwrap_or(DEFAULT_PORT);
-        if port == 0 {
-            return usage("-p 0: the server port must be between 1 and 65535".into());
-        }
         let mut spec = TestSpec::tcp_default();
-        spec.direction = if a.bidir {
-            Direction::Bidir
-        } else if a.reverse {
-            Direction::Down
-        } else {
-            Direction::Up
-        };
-        spec.streams = count("-P", &a.parallel)?;
         spec.block_bytes = bytes("-l", &a.length)?;
-        spec.end = match (&a.time, &a.bytes) {
-            (_, Some(n)) => EndCondition::Bytes(bytes("-n", n)?),
-            (Some(t), None) => EndCondition::Seconds(seconds("-t", t)?),
-            (None, None) => EndCondition::Seconds(10.0),
-        };
-        spec.interval_seconds = seconds("-i", &a.interval)?;
-        spec.omit_seconds = seconds("-O", &a.omit)?;
         spec.tcp.window_bytes = a.window.as_deref().map(|w| bytes("-w", w)).transpose()?;
         spec.tcp.mss = a.mss.as_deref().map(|m| count("-M", m)).transpose()?;
         spec.tcp.nodelay = a.nodelay;
@@ -134,16 +116,85 @@ impl TcpPlan {
             Some(b) => Some(parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))?).filter(|&r| r > 0),
             None => None,
         };
+        Self::with_common(spec, &a.common)
+    }
+
+    /// Validates every `netchar udp` flag and builds the plan.
+    pub(crate) fn from_udp_args(a: &UdpArgs) -> Result<Self, UsageError> {
+        let mut spec = TestSpec::udp_default();
+        if let Some(l) = &a.length {
+            spec.block_bytes = bytes("-l", l)?;
+            if spec.block_bytes < UDP_HEADER_BYTES {
+                return usage(format!("-l {l}: a UDP payload must be at least {UDP_HEADER_BYTES} bytes (netchar's datagram header)"));
+            }
+        }
+        let u = spec.udp.as_mut().expect("udp_default has UDP options");
+        u.rate = match (&a.bitrate, &a.pps) {
+            (Some(b), _) => match parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))? {
+                0 => UdpRate::Unlimited,
+                r => UdpRate::BitsPerSecond(r),
+            },
+            (None, Some(p)) => match parse_bytes(p).or_else(|e| usage(format!("--pps {p}: {e}")))? {
+                0 => return usage(format!("--pps {p}: use -b 0 for as fast as possible")),
+                r => UdpRate::PacketsPerSecond(r),
+            },
+            (None, None) => UdpRate::BitsPerSecond(1_000_000),
+        };
+        u.per_stream = a.per_stream;
+        u.pattern = match &a.pattern {
+            Some(p) => Some(Pattern::parse(p).or_else(|e| usage(format!("--pattern {p}: {e}")))?),
+            None => None,
+        };
+        u.grace_seconds =
+            parse_duration(&a.grace).ok_or_else(|| UsageError(format!("--grace {}: expected a duration like 250ms or 1s", a.grace)))?;
+        u.gso = !a.no_gso;
+        u.gro = a.gro;
+        let mut plan = Self::with_common(spec, &a.common)?;
+        // A fixed datagram list ends the test by itself: it is not cut off by the default 10 s.
+        let spec = &mut plan.client.spec;
+        if a.common.time.is_none() && a.common.bytes.is_none() {
+            if let Some(p) = spec.udp.as_ref().and_then(|u| u.pattern.as_ref()).filter(|p| !p.sizes.is_empty()) {
+                let _ = p;
+                spec.end = EndCondition::Seconds(MAX_SECONDS);
+            }
+        }
+        Ok(plan)
+    }
+
+    fn with_common(mut spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {
+        let (host, host_port) = split_host(&a.host)?;
+        let port = a.port.or(host_port).unwrap_or(DEFAULT_PORT);
+        if port == 0 {
+            return usage("-p 0: the server port must be between 1 and 65535".into());
+        }
+        spec.direction = if a.bidir {
+            Direction::Bidir
+        } else if a.reverse {
+            Direction::Down
+        } else {
+            Direction::Up
+        };
+        spec.streams = count("-P", &a.parallel)?;
+        spec.end = match (&a.time, &a.bytes) {
+            (_, Some(n)) => EndCondition::Bytes(bytes("-n", n)?),
+            (Some(t), None) => EndCondition::Seconds(seconds("-t", t)?),
+            (None, None) => EndCondition::Seconds(10.0),
+        };
+        spec.interval_seconds = seconds("-i", &a.interval)?;
+        spec.omit_seconds = seconds("-O", &a.omit)?;
         let (client_cpu, server_cpu) = match &a.affinity {
             Some(v) => affinity(v)?,
             None => (None, None),
         };
         spec.server_cpu = server_cpu;
-        spec.validate().or_else(|e| usage(e.to_string()))?;
+        // UDP payload defaults depend on the family; validate with a stand-in until then.
+        let mut check = spec.clone();
+        if check.block_bytes == 0 {
+            check.block_bytes = 1452;
+        }
+        check.validate().or_else(|e| usage(e.to_string()))?;
         let format = match &a.format {
-            Some(f) => {
-                RateFormat::from_letter(f).ok_or_else(|| UsageError(format!("-f {f}: use one of k m g K M G")))?
-            }
+            Some(f) => RateFormat::from_letter(f).ok_or_else(|| UsageError(format!("-f {f}: use one of k m g K M G")))?,
             None => RateFormat::AutoBits,
         };
         let connect_timeout = seconds("--connect-timeout", &a.connect_timeout)?;

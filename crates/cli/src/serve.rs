@@ -71,7 +71,11 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                     })
                     .collect();
                 let err = t.error.as_ref().map(|e| format!(" (error: {e})")).unwrap_or_default();
-                format!("test from {}: tcp x{} {}{err}", t.peer, t.spec.streams, parts.join("; "))
+                let kind = match t.spec.kind {
+                    netchar_model::TestKind::Tcp => "tcp",
+                    netchar_model::TestKind::Udp => "udp",
+                };
+                format!("test from {}: {kind} x{} {}{err}", t.peer, t.spec.streams, parts.join("; "))
             }
         }
     }

@@ -1,19 +1,20 @@
 //! The client: connects, runs the control session, opens the data connections, runs this
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataStream};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::tcp_setup::{connect_data, ConnectFailure};
 use crate::StopFlag;
 use netchar_model::{
-    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, StreamRecord, TestInfo,
-    TestResult, TestSpec,
+    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, StreamRecord, StreamTotal,
+    TestInfo, TestKind, TestResult, TestSpec,
 };
+use netchar_wire::datagram::DatagramHeader;
 use netchar_wire::hello::Hello;
 use netchar_wire::session::{ClientEvent, ClientSession, Timeouts};
 use netchar_wire::ProtocolError;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -194,6 +195,11 @@ fn connect_error(addr: SocketAddr, e: io::Error, timeout: Duration) -> ClientErr
 /// One attempt: a control connection and, once admitted, the test.
 struct Driver<'a> {
     cfg: &'a ClientConfig,
+    /// The spec as run: the configured one with defaults that depend on the path filled in.
+    spec: TestSpec,
+    /// UDP: (cookie, stream id, socket) whose setup datagram is repeated until `ready`.
+    udp_setup: Vec<([u8; 16], u32, UdpSocket)>,
+    udp_setup_sent: Option<Instant>,
     addr: SocketAddr,
     control: TcpStream,
     session: ClientSession,
@@ -207,7 +213,7 @@ struct Driver<'a> {
     remote: Option<(Vec<StreamRecord>, CpuUsage, Option<String>)>,
     local_records: Vec<StreamRecord>,
     local_cpu: Option<CpuUsage>,
-    peer_totals: Option<(Instant, Vec<(u32, u64)>)>,
+    peer_totals: Option<(Instant, Vec<StreamTotal>)>,
     senders_reported: bool,
     first_error: Option<ClientError>,
     live_tx: mpsc::Sender<IntervalRecord>,
@@ -221,12 +227,20 @@ impl<'a> Driver<'a> {
             match TcpStream::connect_timeout(&addr, cfg.connect_timeout) {
                 Ok(control) => {
                     let _ = control.set_nodelay(true);
+                    let mut spec = cfg.spec.clone();
+                    if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
+                        // The largest payload that fits a 1500-byte Ethernet frame.
+                        spec.block_bytes = if addr.is_ipv4() { 1472 } else { 1452 };
+                    }
                     let (live_tx, live_rx) = mpsc::channel();
                     return Ok(Self {
                         cfg,
                         addr,
                         control,
-                        session: ClientSession::new(Instant::now(), cfg.spec.clone(), cfg.timeouts),
+                        session: ClientSession::new(Instant::now(), spec.clone(), cfg.timeouts),
+                        spec,
+                        udp_setup: Vec::new(),
+                        udp_setup_sent: None,
                         pending_streams: None,
                         plane: None,
                         plane_started: false,
@@ -297,12 +311,17 @@ impl<'a> Driver<'a> {
             if self.check_plane()? {
                 return Ok(());
             }
+            self.send_udp_setup();
             self.read_control(&mut buf)?;
             let now = Instant::now();
             if self.session.poll_timeout().is_some_and(|t| now >= t) {
                 self.session.handle_timeout(now)?;
             }
         }
+    }
+
+    fn udp_grace(&self) -> Duration {
+        Duration::from_secs_f64(self.spec.udp.as_ref().map_or(0.0, |u| u.grace_seconds))
     }
 
     fn flush(&mut self) -> Result<(), ClientError> {
@@ -353,8 +372,14 @@ impl<'a> Driver<'a> {
                 self.open_streams(cookie)
             }
             ClientEvent::Busy { running, max } => Err(ClientError::Busy { addr: self.addr.to_string(), running, max }),
-            ClientEvent::Started => self.start_plane(),
+            ClientEvent::Started => {
+                self.udp_setup.clear();
+                self.start_plane()
+            }
             ClientEvent::PeerSenderDone(totals) => {
+                if let Some(p) = &self.plane {
+                    p.peer_senders_done(&totals, self.udp_grace());
+                }
                 self.peer_totals = Some((Instant::now(), totals));
                 Ok(())
             }
@@ -372,11 +397,21 @@ impl<'a> Driver<'a> {
     }
 
     fn open_streams(&mut self, cookie: [u8; 16]) -> Result<(), ClientError> {
-        let spec = &self.cfg.spec;
+        let spec = &self.spec;
         let mut streams = Vec::new();
         for &flow in spec.direction.flows() {
             let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
             for id in spec.stream_ids(flow) {
+                if spec.kind == TestKind::Udp {
+                    let socket = udp_data_socket(self.addr)
+                        .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id}: {e}")))?;
+                    let setup = socket
+                        .try_clone()
+                        .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id}: {e}")))?;
+                    self.udp_setup.push((cookie, id, setup));
+                    streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
+                    continue;
+                }
                 let mut socket =
                     connect_data(self.addr, spec, role, self.cfg.connect_timeout).map_err(|f| match f {
                         ConnectFailure::Io(e) => connect_error(self.addr, e, self.cfg.connect_timeout),
@@ -385,16 +420,29 @@ impl<'a> Driver<'a> {
                 socket
                     .write_all(&Hello::data(cookie, id).encode())
                     .map_err(|e| connect_error(self.addr, e, self.cfg.connect_timeout))?;
-                streams.push(DataStream { id, flow, role, socket });
+                streams.push(DataStream { id, flow, role, socket: DataSocket::Tcp(socket) });
             }
         }
         self.pending_streams = Some(streams);
+        self.send_udp_setup();
         Ok(())
+    }
+
+    /// Sends each UDP stream's setup datagram; repeated every 50 ms until the server is ready,
+    /// so a lost setup datagram only delays the test (iperf3 sends one, esnet/iperf#351).
+    fn send_udp_setup(&mut self) {
+        if self.udp_setup.is_empty() || self.udp_setup_sent.is_some_and(|t| t.elapsed() < Duration::from_millis(50)) {
+            return;
+        }
+        for (cookie, id, socket) in &self.udp_setup {
+            let _ = socket.send(&DatagramHeader::setup(*id, cookie));
+        }
+        self.udp_setup_sent = Some(Instant::now());
     }
 
     fn start_plane(&mut self) -> Result<(), ClientError> {
         let streams = self.pending_streams.take().unwrap_or_default();
-        let cfg = DataPlaneConfig { spec: self.cfg.spec.clone(), endpoint: Endpoint::Client, cpu: self.cfg.client_cpu };
+        let cfg = DataPlaneConfig { spec: self.spec.clone(), endpoint: Endpoint::Client, cpu: self.cfg.client_cpu };
         self.meter = Some(CpuMeter::start());
         self.started_at = now_rfc3339();
         // The server starts its clock when it sends `ready`, before this; the client's clock
@@ -427,13 +475,13 @@ impl<'a> Driver<'a> {
             }
         }
         if let Some((at, totals)) = &self.peer_totals {
-            if at.elapsed() > self.cfg.timeouts.phase && !plane.all_done() {
+            if at.elapsed() > self.cfg.timeouts.phase + self.udp_grace() && !plane.all_done() {
                 let got = plane.received();
                 let short: Vec<String> = totals
                     .iter()
-                    .filter_map(|(id, want)| {
-                        let have = got.iter().find(|(i, _)| i == id).map_or(0, |x| x.1);
-                        (have != *want).then(|| format!("stream {id} got {have} of {want} bytes"))
+                    .filter_map(|t| {
+                        let have = got.iter().find(|(i, _)| *i == t.id).map_or(0, |x| x.1);
+                        (have != t.bytes).then(|| format!("stream {} got {have} of {} bytes", t.id, t.bytes))
                     })
                     .collect();
                 plane.abort();
@@ -460,7 +508,7 @@ impl<'a> Driver<'a> {
         let family = if self.addr.is_ipv4() { "ipv4" } else { "ipv6" };
         let header = ResultHeader {
             test: TestInfo {
-                spec: self.cfg.spec.clone(),
+                spec: self.spec.clone(),
                 remote: self.addr.to_string(),
                 family: family.to_string(),
                 title: self.cfg.title.clone(),
@@ -480,4 +528,14 @@ impl<'a> Driver<'a> {
         let cpu = CpuReport { local: self.local_cpu.clone(), remote: remote_cpu };
         TestResult::assemble(header, streams, cpu, error)
     }
+}
+
+/// A UDP socket connected to the server's port, with buffers sized for high rates.
+fn udp_data_socket(server: SocketAddr) -> io::Result<UdpSocket> {
+    let local: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse() } else { "[::]:0".parse() }
+        .expect("literal addresses parse");
+    let socket = UdpSocket::bind(local)?;
+    crate::tcp_setup::size_udp_buffers(&socket);
+    socket.connect(server)?;
+    Ok(socket)
 }

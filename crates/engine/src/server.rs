@@ -5,16 +5,17 @@
 //! session phase has a timeout, frames are capped before allocation, a malformed message ends
 //! only its own session, and threads per connection are bounded.
 
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataStream};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, CpuMeter};
 use crate::tcp_setup::post_connect;
 use crate::StopFlag;
 use netchar_model::{Endpoint, Flow, Role, StreamRecord, TestSpec};
+use netchar_wire::datagram::DatagramHeader;
 use netchar_wire::hello::{identify_peer, Hello, Role as HelloRole, HELLO_LEN};
 use netchar_wire::session::{ServerEvent, ServerSession, Timeouts};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -68,8 +69,16 @@ pub struct TestLog {
 type Logger = Arc<dyn Fn(ServerLog) + Send + Sync>;
 
 /// Admission and the routing of data connections to their test by cookie.
-/// Where a test takes its data connections: (stream id, socket).
-type DataRoute = mpsc::Sender<(u32, TcpStream)>;
+/// A data stream arriving for a test.
+enum DataConn {
+    /// A TCP data connection for stream `id`.
+    Tcp(u32, TcpStream),
+    /// A UDP setup datagram for stream `id` from this address.
+    Udp(u32, SocketAddr),
+}
+
+/// Where a test takes its data streams.
+type DataRoute = mpsc::Sender<DataConn>;
 
 #[derive(Default)]
 struct Registry {
@@ -111,6 +120,13 @@ impl Server {
         let threads = Arc::new(AtomicUsize::new(0));
         let local = self.local_addr()?;
         let waker = spawn_waker(stop.clone(), local, self.cfg.one_off.then(|| registry.clone()));
+        let udp = match bind_udp(local) {
+            Ok(socket) => Some(spawn_udp_setup_listener(socket, registry.clone(), stop.clone())),
+            Err(e) => {
+                log(ServerLog::Rejected { peer: local, reason: format!("UDP tests unavailable: cannot bind UDP {local}: {e}") });
+                None
+            }
+        };
         for conn in self.listener.incoming() {
             if stop.is_raised() || (self.cfg.one_off && one_off_done(&registry)) {
                 break;
@@ -136,8 +152,43 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = waker.join();
+        if let Some(u) = udp {
+            let _ = u.join();
+        }
         Ok(())
     }
+}
+
+/// A UDP socket on the server's address and port that other sockets may share: the listener
+/// for setup datagrams, and each test stream's socket connected to its client (the kernel
+/// delivers to the connected socket first).
+fn bind_udp(local: SocketAddr) -> io::Result<UdpSocket> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(local), Type::DGRAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if local.is_ipv6() {
+        socket.set_only_v6(false)?;
+    }
+    socket.bind(&local.into())?;
+    Ok(socket.into())
+}
+
+/// Reads setup datagrams (cookie + stream id) and routes them to their test.
+fn spawn_udp_setup_listener(socket: UdpSocket, registry: Arc<Registry>, stop: StopFlag) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let _ = socket.set_read_timeout(Some(Duration::from_millis(100)));
+        let mut buf = [0u8; 2048];
+        while !stop.is_raised() {
+            let Ok((n, peer)) = socket.recv_from(&mut buf) else { continue };
+            let Some(cookie) = DatagramHeader::setup_cookie(&buf[..n]) else { continue };
+            let Ok(h) = DatagramHeader::parse(&buf[..n]) else { continue };
+            let route = registry.tests.lock().ok().and_then(|t| t.get(&cookie).cloned());
+            if let Some(tx) = route {
+                let _ = tx.send(DataConn::Udp(h.stream_id, peer));
+            }
+        }
+    })
 }
 
 fn one_off_done(registry: &Registry) -> bool {
@@ -199,7 +250,7 @@ fn handle_connection(
             let sender = registry.tests.lock().ok().and_then(|t| t.get(&hello.cookie).cloned());
             match sender {
                 Some(tx) => {
-                    let _ = tx.send((hello.stream_id, stream));
+                    let _ = tx.send(DataConn::Tcp(hello.stream_id, stream));
                 }
                 None => {
                     log(ServerLog::Rejected { peer, reason: "data connection with an unknown session cookie".into() })
@@ -228,7 +279,7 @@ struct ControlSession<'a> {
     cfg: &'a ServerConfig,
     spec: Option<TestSpec>,
     cookie: Option<[u8; 16]>,
-    data_rx: Option<mpsc::Receiver<(u32, TcpStream)>>,
+    data_rx: Option<mpsc::Receiver<DataConn>>,
     streams: Vec<DataStream>,
     plane: Option<DataPlane>,
     meter: Option<CpuMeter>,
@@ -337,7 +388,7 @@ impl<'a> ControlSession<'a> {
                 if plane.all_done() {
                     return Ok(());
                 }
-                if self.peer_done_at.is_some_and(|t| t.elapsed() > self.cfg.timeouts.phase) {
+                if self.peer_done_at.is_some_and(|t| t.elapsed() > self.cfg.timeouts.phase + self.udp_grace()) {
                     return Err("the client finished sending but its data did not arrive in time".into());
                 }
             }
@@ -347,6 +398,10 @@ impl<'a> ControlSession<'a> {
                 self.session.handle_timeout(now).map_err(|e| e.to_string())?;
             }
         }
+    }
+
+    fn udp_grace(&self) -> Duration {
+        Duration::from_secs_f64(self.spec.as_ref().and_then(|s| s.udp.as_ref()).map_or(0.0, |u| u.grace_seconds))
     }
 
     fn flush(&mut self) -> Result<(), String> {
@@ -412,7 +467,12 @@ impl<'a> ControlSession<'a> {
                     DataPlane::start(cfg, streams, None, started).map_err(|e| format!("cannot start workers: {e}"))?,
                 );
             }
-            ServerEvent::PeerSenderDone(_) => self.peer_done_at = Some(now),
+            ServerEvent::PeerSenderDone(totals) => {
+                if let Some(p) = &self.plane {
+                    p.peer_senders_done(&totals, self.udp_grace());
+                }
+                self.peer_done_at = Some(now);
+            }
             ServerEvent::StopRequested(reason) => {
                 self.error.get_or_insert(format!("stopped by the client: {reason}"));
                 match &self.plane {
@@ -431,15 +491,32 @@ impl<'a> ControlSession<'a> {
         };
         let expected = spec.total_streams() as usize;
         let mut all_in = false;
-        while let Ok((id, socket)) = rx.try_recv() {
+        while let Ok(conn) = rx.try_recv() {
+            let id = match &conn {
+                DataConn::Tcp(id, _) | DataConn::Udp(id, _) => *id,
+            };
             let flow = spec
                 .flow_of(id)
                 .ok_or_else(|| format!("data connection for stream {id}, which the test does not have"))?;
-            if self.streams.iter().any(|s| s.id == id) {
-                return Err(format!("two data connections for stream {id}"));
-            }
+            let duplicate = self.streams.iter().any(|s| s.id == id);
             let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
-            post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
+            let socket = match conn {
+                // Setup datagrams are repeated until `ready`: extra copies are expected.
+                DataConn::Udp(..) if duplicate => continue,
+                DataConn::Tcp(..) if duplicate => return Err(format!("two data connections for stream {id}")),
+                DataConn::Tcp(_, socket) => {
+                    post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
+                    DataSocket::Tcp(socket)
+                }
+                DataConn::Udp(_, peer) => {
+                    let local = self.stream.local_addr().map_err(|e| e.to_string())?;
+                    let socket = bind_udp(SocketAddr::new(self.cfg.bind.ip(), local.port()))
+                        .and_then(|s| s.connect(peer).map(|_| s))
+                        .map_err(|e| format!("cannot open UDP stream {id} to {peer}: {e}"))?;
+                    crate::tcp_setup::size_udp_buffers(&socket);
+                    DataSocket::Udp(socket)
+                }
+            };
             self.streams.push(DataStream { id, flow, role, socket });
             if self.streams.len() == expected {
                 let now = Instant::now();

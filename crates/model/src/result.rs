@@ -28,6 +28,17 @@ pub enum Endpoint {
     Server,
 }
 
+/// A sender's exact totals for one stream, sent to the receiving end when it stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamTotal {
+    /// Stream id.
+    pub id: u32,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Datagrams accepted by the kernel (UDP; 0 for TCP).
+    pub packets: u64,
+}
+
 /// What a UDP sender counted, over a stream or an interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UdpSent {

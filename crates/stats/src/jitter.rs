@@ -5,14 +5,14 @@
 //! J += (|D| − J) / 16. RFC 3550's J is a smoothed value, not a statistic of the test
 //! (esnet/iperf#547), so netchar also keeps |D| in a histogram for p50/p99 per interval.
 
-use hdrhistogram::Histogram;
+use crate::distribution::Distribution;
 
 /// Jitter of one stream.
 #[derive(Debug, Clone)]
 pub struct JitterMeter {
     last: Option<(i128, i128)>,
     jitter_ns: f64,
-    variation: Histogram<u64>,
+    variation: Distribution,
 }
 
 impl Default for JitterMeter {
@@ -24,11 +24,7 @@ impl Default for JitterMeter {
 impl JitterMeter {
     /// A meter with no arrivals.
     pub fn new() -> Self {
-        // 1 ns to 60 s at 3 significant digits: at most 0.1% value error; larger values
-        // saturate at 60 s.
-        let variation =
-            Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds and precision");
-        Self { last: None, jitter_ns: 0.0, variation }
+        Self { last: None, jitter_ns: 0.0, variation: Distribution::new() }
     }
 
     /// Records an arrival: `sent_ns` on the sender's clock, `received_ns` on the receiver's.
@@ -38,7 +34,7 @@ impl JitterMeter {
             let d = ((r - lr) - (s - ls)).unsigned_abs();
             let d = u64::try_from(d).unwrap_or(u64::MAX);
             self.jitter_ns += (d as f64 - self.jitter_ns) / 16.0;
-            self.variation.saturating_record(d);
+            self.variation.record(d);
         }
         self.last = Some((s, r));
     }
@@ -50,21 +46,12 @@ impl JitterMeter {
 
     /// The q-quantile (0..=1) of |D| recorded since the last [`Self::reset_variation`], in ns.
     pub fn variation_quantile_ns(&self, q: f64) -> u64 {
-        if self.variation.is_empty() {
-            0
-        } else {
-            self.variation.value_at_quantile(q)
-        }
+        self.variation.quantile(q)
     }
 
     /// Clears the percentile histogram (for the next interval); the RFC 3550 estimate goes on.
     pub fn reset_variation(&mut self) {
         self.variation.reset();
-    }
-
-    /// Adds another meter's histogram (to build a whole-test figure from intervals).
-    pub fn merge_variation(&mut self, other: &Self) {
-        let _ = self.variation.add(&other.variation);
     }
 }
 

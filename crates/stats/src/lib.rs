@@ -17,5 +17,6 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod distribution;
 pub mod jitter;
 pub mod sequence;

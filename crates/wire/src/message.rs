@@ -5,7 +5,7 @@
 //! object with a `type` tag, e.g. `{"type":"start"}`.
 
 use crate::ProtocolError;
-use netchar_model::{CpuUsage, HostInfo, StreamRecord, TestSpec};
+use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use serde::{Deserialize, Serialize};
 
 /// Client to server.
@@ -23,8 +23,8 @@ pub enum ClientMessage {
     Start,
     /// The client's sending streams finished; exact totals per stream id.
     SenderDone {
-        /// (stream id, bytes written) for every stream the client sent on.
-        totals: Vec<(u32, u64)>,
+        /// Exact totals of every stream the client sent on.
+        totals: Vec<StreamTotal>,
     },
     /// End the test now (Ctrl-C, or a client-side failure). The server stops and reports.
     Stop {
@@ -66,8 +66,8 @@ pub enum ServerMessage {
     Ready,
     /// The server's sending streams finished; exact totals per stream id.
     SenderDone {
-        /// (stream id, bytes written).
-        totals: Vec<(u32, u64)>,
+        /// Exact totals of every stream the server sent on.
+        totals: Vec<StreamTotal>,
     },
     /// The server's figures; the last message of a test.
     Results {
@@ -168,8 +168,8 @@ mod tests {
     fn golden_json() {
         assert_eq!(ClientMessage::Start.encode(), br#"{"type":"start"}"#);
         assert_eq!(ServerMessage::Busy { running: 1, max: 1 }.encode(), br#"{"type":"busy","running":1,"max":1}"#);
-        let sd = ClientMessage::SenderDone { totals: vec![(1, 42)] };
-        assert_eq!(sd.encode(), br#"{"type":"sender_done","totals":[[1,42]]}"#);
+        let sd = ClientMessage::SenderDone { totals: vec![StreamTotal { id: 1, bytes: 42, packets: 0 }] };
+        assert_eq!(sd.encode(), br#"{"type":"sender_done","totals":[{"id":1,"bytes":42,"packets":0}]}"#);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::codec::{encode_frame, FrameDecoder, MAX_SERVER_FRAME};
 use crate::hello::{identify_peer, Hello, Role, HELLO_LEN, MAGIC};
 use crate::message::{cookie_from_hex, ClientMessage, ServerMessage};
 use crate::{ProtocolError, PROTOCOL_VERSION};
-use netchar_model::{CpuUsage, HostInfo, StreamRecord, TestSpec};
+use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -33,7 +33,7 @@ pub enum ClientEvent {
     /// The server saw every data connection; `start` was sent: start the workers now.
     Started,
     /// The server's senders finished with these exact totals.
-    PeerSenderDone(Vec<(u32, u64)>),
+    PeerSenderDone(Vec<StreamTotal>),
     /// The server's results arrived; the session is over.
     Finished {
         /// The server's end of every stream.
@@ -182,7 +182,7 @@ impl ClientSession {
     }
 
     /// The client's sending streams finished with these exact totals.
-    pub fn local_senders_done(&mut self, now: Instant, totals: Vec<(u32, u64)>) {
+    pub fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
         if self.state == State::Running {
             self.send(now, &ClientMessage::SenderDone { totals });
         }

@@ -8,7 +8,7 @@ use crate::codec::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use crate::hello::{Hello, Role};
 use crate::message::{cookie_to_hex, ClientMessage, ServerMessage};
 use crate::{ProtocolError, PROTOCOL_VERSION};
-use netchar_model::{CpuUsage, HostInfo, StreamRecord, TestSpec};
+use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -20,7 +20,7 @@ pub enum ServerEvent {
     /// The client said start: start the clocks and workers.
     Start,
     /// The client's senders finished with these exact totals.
-    PeerSenderDone(Vec<(u32, u64)>),
+    PeerSenderDone(Vec<StreamTotal>),
     /// The client asked to stop now.
     StopRequested(String),
 }
@@ -166,7 +166,7 @@ impl ServerSession {
     }
 
     /// The server's senders finished with these exact totals.
-    pub fn local_senders_done(&mut self, now: Instant, totals: Vec<(u32, u64)>) {
+    pub fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
         if self.state == State::Running {
             self.send(now, &ServerMessage::SenderDone { totals });
         }

@@ -3,7 +3,7 @@
 use super::*;
 use crate::hello::{Hello, HELLO_LEN};
 use crate::ProtocolError;
-use netchar_model::{CpuUsage, HostInfo, TestSpec};
+use netchar_model::{CpuUsage, HostInfo, StreamTotal, TestSpec};
 use std::time::{Duration, Instant};
 
 /// A client and a server joined by two in-memory pipes, and a fake clock.
@@ -67,9 +67,9 @@ fn a_whole_test_runs_from_hello_to_results() {
     p.drive();
     assert_eq!(p.client.poll_event(), Some(ClientEvent::Started));
     assert_eq!(p.server().poll_event(), Some(ServerEvent::Start));
-    p.client.local_senders_done(now, vec![(1, 1234)]);
+    p.client.local_senders_done(now, vec![StreamTotal { id: 1, bytes: 1234, packets: 0 }]);
     p.drive();
-    assert_eq!(p.server().poll_event(), Some(ServerEvent::PeerSenderDone(vec![(1, 1234)])));
+    assert_eq!(p.server().poll_event(), Some(ServerEvent::PeerSenderDone(vec![StreamTotal { id: 1, bytes: 1234, packets: 0 }])));
     p.server().finish(now, vec![], CpuUsage::default(), None);
     p.drive();
     assert!(matches!(p.client.poll_event(), Some(ClientEvent::Finished { error: None, .. })));

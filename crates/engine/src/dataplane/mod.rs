@@ -10,12 +10,15 @@
 //! its write side, so the receiver reads every byte and then EOF. Receivers end only at EOF
 //! (exact byte totals, unlike iperf3's cut-off, esnet/iperf#382) or when the test is aborted.
 
+mod udp;
+
 use netchar_model::{
-    bits_per_second, Endpoint, Flow, IntervalRecord, Role, StreamInterval, StreamRecord, TestResult, TestSpec,
+    bits_per_second, Endpoint, Flow, IntervalRecord, Role, StreamInterval, StreamRecord, StreamTotal, TestResult,
+    TestSpec, UdpReceived, UdpSent,
 };
 use netchar_sys::zerocopy::ZeroCopySender;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -39,7 +42,16 @@ pub struct DataStream {
     /// Whether this end writes or reads.
     pub role: Role,
     /// The connected socket.
-    pub socket: TcpStream,
+    pub socket: DataSocket,
+}
+
+/// A data stream's socket.
+#[derive(Debug)]
+pub enum DataSocket {
+    /// A TCP connection.
+    Tcp(TcpStream),
+    /// A connected UDP socket.
+    Udp(UdpSocket),
 }
 
 /// What one end of a test runs with.
@@ -64,6 +76,83 @@ struct StreamShared {
     end_ns: AtomicU64,
     done: AtomicBool,
     error: Mutex<Option<String>>,
+    /// UDP: datagrams sent (sender) or distinct datagrams received (receiver).
+    packets: AtomicU64,
+    /// UDP sender: sends the kernel refused.
+    send_errors: AtomicU64,
+    /// UDP receiver: the sender's exact datagram total, u64::MAX until known.
+    peer_packets: AtomicU64,
+    /// UDP receiver: stop receiving at this many ns after the start (u64::MAX: not yet).
+    receive_until_ns: AtomicU64,
+    started: Instant,
+    /// UDP: intervals the worker closed and has not yet handed to the collector.
+    fresh_intervals: Mutex<Vec<StreamInterval>>,
+    /// UDP: the worker's final counts and intervals.
+    udp_final: Mutex<Option<UdpFinal>>,
+}
+
+/// A UDP worker's final figures.
+#[derive(Debug)]
+struct UdpFinal {
+    sent: Option<UdpSent>,
+    received: Option<UdpReceived>,
+    intervals: Vec<StreamInterval>,
+}
+
+impl StreamShared {
+    /// Hands a closed interval to the collector (once per interval, not per packet).
+    fn push_interval(&self, iv: StreamInterval) {
+        if let Ok(mut v) = self.fresh_intervals.lock() {
+            v.push(iv);
+        }
+    }
+
+    fn set_udp_final(&self, sent: Option<UdpSent>, received: Option<UdpReceived>, intervals: Option<Vec<StreamInterval>>) {
+        if let Ok(mut slot) = self.udp_final.lock() {
+            *slot = Some(UdpFinal { sent, received, intervals: intervals.unwrap_or_default() });
+        }
+    }
+
+    /// When a UDP receiver must stop, once the sender's total is known.
+    fn receive_deadline(&self) -> Option<Instant> {
+        let ns = self.receive_until_ns.load(Ordering::Acquire);
+        (ns != u64::MAX).then(|| self.started + Duration::from_nanos(ns))
+    }
+}
+
+/// Merges a final interval shorter than a tenth of the interval length into the one before.
+fn merge_short_tail(intervals: &mut Vec<StreamInterval>, interval_seconds: f64) {
+    if intervals.len() < 2 || interval_seconds <= 0.0 {
+        return;
+    }
+    let last = intervals.last().expect("len >= 2");
+    if last.end - last.start >= TAIL_MERGE_SHARE * interval_seconds {
+        return;
+    }
+    let tail = intervals.pop().expect("len >= 2");
+    let prev = intervals.last_mut().expect("len >= 1");
+    prev.bytes += tail.bytes;
+    prev.end = tail.end;
+    prev.bits_per_second = bits_per_second(prev.bytes, prev.end - prev.start);
+    if let Some(r) = tail.retransmits {
+        *prev.retransmits.get_or_insert(0) += r;
+    }
+    if let (Some(p), Some(t)) = (prev.udp_sent.as_mut(), tail.udp_sent) {
+        p.packets += t.packets;
+        p.send_errors += t.send_errors;
+    }
+    if let (Some(p), Some(t)) = (prev.udp_received.as_mut(), tail.udp_received) {
+        p.packets += t.packets;
+        p.out_of_order += t.out_of_order;
+        p.duplicates += t.duplicates;
+        p.kernel_drops += t.kernel_drops;
+        p.reorder_extent_max = p.reorder_extent_max.max(t.reorder_extent_max);
+        p.jitter_ms = t.jitter_ms;
+        p.jitter_p50_ms = p.jitter_p50_ms.max(t.jitter_p50_ms);
+        p.jitter_p99_ms = p.jitter_p99_ms.max(t.jitter_p99_ms);
+        let lost = p.lost + t.lost;
+        p.set_lost(lost);
+    }
 }
 
 /// Flags every worker of a test end checks.
@@ -107,9 +196,19 @@ impl DataPlane {
                 end_ns: AtomicU64::new(0),
                 done: AtomicBool::new(false),
                 error: Mutex::new(None),
+                packets: AtomicU64::new(0),
+                send_errors: AtomicU64::new(0),
+                peer_packets: AtomicU64::new(u64::MAX),
+                receive_until_ns: AtomicU64::new(u64::MAX),
+                started,
+                fresh_intervals: Mutex::new(Vec::new()),
+                udp_final: Mutex::new(None),
             });
             // The collector reads TCP_INFO through its own descriptor of the sender's socket.
-            info_sockets.push(if s.role == Role::Sender { s.socket.try_clone().ok() } else { None });
+            info_sockets.push(match (&s.socket, s.role) {
+                (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),
+                _ => None,
+            });
             let worker = Worker { shared: sh.clone(), controls: controls.clone(), cfg: cfg.clone(), started };
             let name = format!("netchar-{}-{}", role_name(s.role), s.id);
             workers.push(std::thread::Builder::new().name(name).spawn(move || worker.run(s.socket))?);
@@ -122,6 +221,7 @@ impl DataPlane {
             endpoint: cfg.endpoint,
             started,
             live,
+            udp: cfg.spec.kind == netchar_model::TestKind::Udp,
         };
         let cpu = cfg.cpu;
         let collector = std::thread::Builder::new().name("netchar-collector".into()).spawn(move || {
@@ -151,16 +251,29 @@ impl DataPlane {
 
     /// The exact totals of this end's senders once all of them finished (None before; an
     /// empty list when this end sends nothing).
-    pub fn senders_done(&self) -> Option<Vec<(u32, u64)>> {
+    pub fn senders_done(&self) -> Option<Vec<StreamTotal>> {
         let senders = self.shared.iter().filter(|s| s.role == Role::Sender);
         let mut totals = Vec::new();
         for s in senders {
             if !s.done.load(Ordering::Acquire) {
                 return None;
             }
-            totals.push((s.id, s.bytes.load(Ordering::Acquire)));
+            let (bytes, packets) = (s.bytes.load(Ordering::Acquire), s.packets.load(Ordering::Acquire));
+            totals.push(StreamTotal { id: s.id, bytes, packets });
         }
         Some(totals)
+    }
+
+    /// The peer's senders finished with these totals: UDP receivers keep listening for `grace`
+    /// (or until every datagram is in), then settle their loss against these exact counts.
+    pub fn peer_senders_done(&self, totals: &[StreamTotal], grace: Duration) {
+        for s in self.shared.iter().filter(|s| s.role == Role::Receiver) {
+            if let Some(t) = totals.iter().find(|t| t.id == s.id) {
+                s.peer_packets.store(t.packets, Ordering::Release);
+                let until = (s.started.elapsed() + grace).as_nanos() as u64;
+                s.receive_until_ns.store(until, Ordering::Release);
+            }
+        }
     }
 
     /// Bytes received so far per receiving stream id.
@@ -210,13 +323,16 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(self, socket: TcpStream) {
+    fn run(self, socket: DataSocket) {
         if let Some(c) = self.cfg.cpu {
             let _ = netchar_sys::cpu::pin_current_thread(c);
         }
-        let result = match self.shared.role {
-            Role::Sender => self.send(&socket),
-            Role::Receiver => self.receive(&socket),
+        let (sh, ctl, spec, t0) = (&*self.shared, &*self.controls, &self.cfg.spec, self.started);
+        let result = match (self.shared.role, &socket) {
+            (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
+            (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
+            (Role::Sender, DataSocket::Udp(s)) => udp::send(sh, ctl, spec, t0, s),
+            (Role::Receiver, DataSocket::Udp(s)) => udp::receive(sh, ctl, spec, t0, s),
         };
         if let Err(e) = result {
             if let Ok(mut slot) = self.shared.error.lock() {
@@ -331,6 +447,8 @@ struct Collector {
     endpoint: Endpoint,
     started: Instant,
     live: Option<mpsc::Sender<IntervalRecord>>,
+    /// UDP streams: the workers keep the intervals.
+    udp: bool,
 }
 
 /// The collector's running view of one stream.
@@ -420,6 +538,20 @@ impl Collector {
     fn close_interval(&self, tracks: &mut [Track], start: f64, end: f64, final_ends: Option<&[f64]>) {
         let mut live = IntervalRecord { start, end, omitted: false, streams: Vec::new(), sum: Vec::new() };
         for (i, t) in tracks.iter_mut().enumerate() {
+            if self.udp {
+                // UDP workers close their own intervals; pass on what they published.
+                let fresh = self.shared[i].fresh_intervals.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
+                for sample in fresh {
+                    live.omitted |= sample.omitted;
+                    live.streams.push(netchar_model::IntervalStream {
+                        id: t.record.id,
+                        flow: t.record.flow,
+                        role: t.record.role,
+                        sample,
+                    });
+                }
+                continue;
+            }
             let stream_end = final_ends.map_or(end, |e| e[i].max(start));
             let bytes_now = self.shared[i].bytes.load(Ordering::Acquire);
             let info = self.tcp_info(i);
@@ -487,6 +619,11 @@ impl Collector {
             t.record.bytes = self.shared[i].bytes.load(Ordering::Acquire);
             t.record.seconds = ends[i];
             t.record.retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
+            if let Some(f) = self.shared[i].udp_final.lock().ok().and_then(|mut g| g.take()) {
+                t.record.udp_sent = f.sent;
+                t.record.udp_received = f.received;
+                t.record.intervals = f.intervals;
+            }
             if !t.omit_taken {
                 t.record.omitted_bytes = t.record.bytes;
                 t.record.omitted_retransmits = t.record.retransmits;

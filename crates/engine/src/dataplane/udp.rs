@@ -1,0 +1,523 @@
+//! UDP workers: a paced (or unpaced) sender on an absolute schedule with GSO batches, and a
+//! receiver that accounts for every sequence number with `recvmmsg`.
+//!
+//! UDP workers close their own intervals: the receiver assigns each datagram to an interval
+//! by its kernel receive timestamp, and loss per interval is settled at the end, when the
+//! sender's exact total is known. The collector only reads what they publish.
+
+use super::{Controls, StreamShared, POLL};
+use netchar_model::{
+    bits_per_second, EndCondition, StreamInterval, TestSpec, UdpReceived, UdpSent,
+};
+use netchar_stats::distribution::Distribution;
+use netchar_stats::jitter::JitterMeter;
+use netchar_stats::sequence::SequenceTracker;
+use netchar_sys::udp::{self, RecvBuffers, RecvMeta, BATCH, GRO_BUFFER, MAX_GSO_SEGMENTS};
+use netchar_wire::datagram::{DatagramHeader, FLAG_SETUP, HEADER_LEN};
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Sleep only for waits longer than this; spin on the clock for shorter ones. On this class of
+/// VM a sleep overshoots by 50–130 µs (reference/perf.md, technique 11).
+const SPIN_BELOW: Duration = Duration::from_micros(200);
+/// A paced sender that falls this far behind its schedule re-anchors it instead of sending
+/// the backlog as one burst (esnet/iperf#386), and counts the slip.
+const MAX_BACKLOG: Duration = Duration::from_millis(5);
+const EIO: i32 = 5;
+const EINVAL: i32 = 22;
+const ENOBUFS: i32 = 105;
+/// Receivers wake at least this often to close intervals and check for the end.
+const RECV_POLL: Duration = Duration::from_millis(10);
+
+/// What a sender sends: the payload size of datagram `seq` and when it is due.
+struct Schedule {
+    pps: Option<f64>,
+    burst: Option<(u64, f64)>,
+    sizes: Vec<(u64, u64)>,
+    default_size: usize,
+    anchor_seq: u64,
+    anchor: Instant,
+}
+
+impl Schedule {
+    fn new(spec: &TestSpec, started: Instant) -> Self {
+        let u = spec.udp.clone().unwrap_or_default();
+        let pattern = u.pattern.unwrap_or_default();
+        Self {
+            pps: spec.udp_pps_per_stream(),
+            burst: pattern.burst.map(|n| (n, pattern.gap_seconds)),
+            sizes: pattern.sizes,
+            default_size: spec.block_bytes as usize,
+            anchor_seq: 0,
+            anchor: started,
+        }
+    }
+
+    /// Payload bytes of datagram `seq`; None once a fixed list is exhausted.
+    fn size_of(&self, seq: u64) -> Option<usize> {
+        if self.sizes.is_empty() {
+            return Some(self.default_size);
+        }
+        let mut left = seq;
+        for &(count, size) in &self.sizes {
+            if left < count {
+                return Some(size as usize);
+            }
+            left -= count;
+        }
+        None
+    }
+
+    /// When datagram `seq` is due: the rate's slot plus one gap per completed burst.
+    fn due(&self, seq: u64) -> Instant {
+        let n = (seq - self.anchor_seq) as f64;
+        let mut secs = self.pps.map_or(0.0, |p| n / p);
+        if let Some((burst, gap)) = self.burst {
+            secs += (seq / burst - self.anchor_seq / burst) as f64 * gap;
+        }
+        self.anchor + Duration::from_secs_f64(secs)
+    }
+
+    /// Datagrams due at `now` from `seq` on, at most `max`, all of one size and within one burst.
+    fn due_count(&self, seq: u64, now: Instant, max: usize) -> usize {
+        let Some(size) = self.size_of(seq) else { return 0 };
+        let mut n = 0;
+        while n < max {
+            let s = seq + n as u64;
+            if self.size_of(s) != Some(size) || self.due(s) > now {
+                break;
+            }
+            if n > 0 && self.burst.is_some_and(|(b, _)| s % b == 0) {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
+pub(super) fn send(shared: &StreamShared, controls: &Controls, spec: &TestSpec, started: Instant, socket: &UdpSocket) -> io::Result<()> {
+    socket.set_write_timeout(Some(POLL))?;
+    let opts = spec.udp.clone().unwrap_or_default();
+    let mut schedule = Schedule::new(spec, started);
+    let max_size = schedule.sizes.iter().map(|&(_, s)| s as usize).max().unwrap_or(0).max(spec.block_bytes as usize);
+    let gso = opts.gso && udp::gso_supported(socket.as_fd());
+    let slots = if gso { MAX_GSO_SEGMENTS } else { BATCH };
+    // One buffer of back-to-back datagram slots, headers emitted once; per datagram only the
+    // sequence number and timestamp change.
+    let mut buf: Vec<u8> = (0..max_size * slots).map(|i| b"0123456789"[i % 10]).collect();
+    for i in 0..slots {
+        DatagramHeader { flags: 0, stream_id: shared.id, sequence: 0, sent_ns: 0 }.emit(&mut buf[i * max_size..]);
+    }
+    let deadline = match spec.end {
+        EndCondition::Seconds(s) => Some(started + Duration::from_secs_f64(s)),
+        EndCondition::Bytes(_) => None,
+    };
+    let budget = spec.byte_budget(shared.id);
+    let mut gso_ok = gso;
+    let mut seq: u64 = 0;
+    let mut bytes: u64 = 0;
+    let mut errors: u64 = 0;
+    let mut gaps = GapMeter::default();
+    let mut intervals = SenderIntervals::new(spec);
+    let mut end = Instant::now();
+    let outcome = loop {
+        if controls.stop_senders.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) || budget.is_some_and(|b| bytes >= b) {
+            break Ok(());
+        }
+        let Some(size) = schedule.size_of(seq) else { break Ok(()) };
+        let due = schedule.due(seq);
+        if due > now {
+            let wait = due - now;
+            let wait = deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now)));
+            if wait > SPIN_BELOW {
+                std::thread::sleep((wait - SPIN_BELOW / 2).min(POLL));
+            } else {
+                std::hint::spin_loop();
+            }
+            continue;
+        }
+        if now - due > MAX_BACKLOG && schedule.pps.is_some() {
+            // Fell behind (a stall): start the schedule afresh rather than burst to catch up.
+            schedule.anchor = now;
+            schedule.anchor_seq = seq;
+        }
+        let room = if gso_ok { (65_000 / size).clamp(1, MAX_GSO_SEGMENTS) } else { BATCH };
+        let mut n = schedule.due_count(seq, now, room);
+        if let Some(b) = budget {
+            n = n.min(((b - bytes).div_ceil(size as u64)) as usize).max(1);
+        }
+        let stamp = now.saturating_duration_since(started).as_nanos() as u64;
+        for i in 0..n {
+            DatagramHeader::stamp(&mut buf[i * size..], seq + i as u64, stamp);
+        }
+        // Slots are laid out at `size` spacing for this batch (headers re-emitted when the
+        // size differs from the slot size used for the first emit).
+        if size != max_size {
+            for i in 0..n {
+                DatagramHeader { flags: 0, stream_id: shared.id, sequence: seq + i as u64, sent_ns: stamp }.emit(&mut buf[i * size..]);
+            }
+        }
+        let result = if gso_ok && n > 1 {
+            udp::send_segmented(socket.as_fd(), &buf[..n * size], size as u16).map(|_| n)
+        } else {
+            udp::send_many(socket.as_fd(), &buf[..n * size], size, n)
+        };
+        match result {
+            Ok(sent) => {
+                seq += sent as u64;
+                bytes += (sent * size) as u64;
+                shared.bytes.store(bytes, Ordering::Release);
+                shared.packets.store(seq, Ordering::Release);
+                end = Instant::now();
+                gaps.record(end, sent);
+            }
+            Err(e) if gso_ok && matches!(e.raw_os_error(), Some(EIO | EINVAL)) => {
+                // EIO/EINVAL: the path cannot segment (no checksum offload): plain sends from now on.
+                gso_ok = false;
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) || e.raw_os_error() == Some(ENOBUFS) => {
+                // ENOBUFS (105), EAGAIN: refused by the kernel; counted, not sent, retried.
+                errors += n as u64;
+                shared.send_errors.store(errors, Ordering::Release);
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                // ICMP port unreachable from an earlier datagram: the receiver is gone.
+                errors += n as u64;
+                shared.send_errors.store(errors, Ordering::Release);
+                break Err(io::Error::new(e.kind(), "the receiving port is unreachable (ICMP port unreachable)"));
+            }
+            Err(e) => break Err(e),
+        }
+        intervals.close_due(end.saturating_duration_since(started).as_secs_f64(), (bytes, seq, errors), shared);
+    };
+    let end_s = end.saturating_duration_since(started);
+    shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
+    let total = UdpSent { packets: seq, send_errors: errors, gap_mean_us: gaps.mean_us(seq), gap_p99_us: gaps.p99_us(), gso: gso_ok };
+    let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors));
+    shared.set_udp_final(Some(total), None, Some(intervals));
+    outcome
+}
+
+/// Gaps between consecutive send calls, spread over the datagrams each call sent.
+#[derive(Default)]
+struct GapMeter {
+    first: Option<Instant>,
+    last: Option<Instant>,
+    gaps: Distribution,
+}
+
+impl GapMeter {
+    fn record(&mut self, now: Instant, datagrams: usize) {
+        if let Some(last) = self.last {
+            self.gaps.record((now - last).as_nanos() as u64 / datagrams.max(1) as u64);
+        }
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+    }
+
+    fn mean_us(&self, packets: u64) -> Option<f64> {
+        let (f, l) = (self.first?, self.last?);
+        (packets > 1).then(|| (l - f).as_secs_f64() * 1e6 / (packets - 1) as f64)
+    }
+
+    fn p99_us(&self) -> Option<f64> {
+        (self.gaps.count() > 0).then(|| self.gaps.quantile(0.99) as f64 / 1e3)
+    }
+}
+
+/// A sender's interval bookkeeping: counts at the start of the open interval.
+struct SenderIntervals {
+    interval: f64,
+    omit: f64,
+    current: u64,
+    at_start: (u64, u64, u64),
+    closed: Vec<StreamInterval>,
+}
+
+impl SenderIntervals {
+    fn new(spec: &TestSpec) -> Self {
+        Self { interval: spec.interval_seconds, omit: spec.omit_seconds, current: 0, at_start: (0, 0, 0), closed: Vec::new() }
+    }
+
+    fn sample(&self, start: f64, end: f64, now: (u64, u64, u64)) -> StreamInterval {
+        let bytes = now.0 - self.at_start.0;
+        StreamInterval {
+            start,
+            end,
+            bytes,
+            bits_per_second: bits_per_second(bytes, end - start),
+            omitted: self.omit > 0.0 && end <= self.omit + 1e-9,
+            retransmits: None,
+            cwnd_bytes: None,
+            rtt_us: None,
+            rttvar_us: None,
+            udp_sent: Some(UdpSent {
+                packets: now.1 - self.at_start.1,
+                send_errors: now.2 - self.at_start.2,
+                ..UdpSent::default()
+            }),
+            udp_received: None,
+        }
+    }
+
+    /// Closes every interval that ended by `elapsed` seconds; `now` = (bytes, packets, errors).
+    fn close_due(&mut self, elapsed: f64, now: (u64, u64, u64), shared: &StreamShared) {
+        if self.interval <= 0.0 {
+            return;
+        }
+        while (self.current + 1) as f64 * self.interval <= elapsed {
+            let start = self.current as f64 * self.interval;
+            let iv = self.sample(start, start + self.interval, now);
+            shared.push_interval(iv.clone());
+            self.closed.push(iv);
+            self.at_start = now;
+            self.current += 1;
+        }
+    }
+
+    fn finish(mut self, end: f64, now: (u64, u64, u64)) -> Vec<StreamInterval> {
+        if self.interval > 0.0 {
+            let start = self.current as f64 * self.interval;
+            self.closed.push(self.sample(start, end.max(start), now));
+            super::merge_short_tail(&mut self.closed, self.interval);
+        }
+        self.closed
+    }
+}
+
+/// Realtime now in ns, the clock of SO_TIMESTAMPNS.
+fn realtime_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+pub(super) fn receive(shared: &StreamShared, controls: &Controls, spec: &TestSpec, started: Instant, socket: &UdpSocket) -> io::Result<()> {
+    let opts = spec.udp.clone().unwrap_or_default();
+    socket.set_read_timeout(Some(RECV_POLL))?;
+    let fd = socket.as_fd();
+    let _ = udp::enable_drop_counter(fd);
+    let _ = udp::enable_rx_timestamps(fd);
+    let gro = opts.gro && udp::enable_gro(fd).is_ok();
+    // The realtime instant of `started`, to place kernel timestamps on this end's timeline.
+    let started_real = realtime_ns().saturating_sub(started.elapsed().as_nanos() as u64);
+    let slot = if gro { GRO_BUFFER } else { 65_536 };
+    let mut bufs = RecvBuffers::new(slot);
+    let mut meta = [RecvMeta::default(); BATCH];
+    let mut rx = ReceiverState::new(spec, gro, started_real);
+    let outcome = loop {
+        if controls.abort.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        if let Some(deadline) = shared.receive_deadline() {
+            let sent = shared.peer_packets.load(Ordering::Acquire);
+            if rx.tracker.unique() >= sent || Instant::now() >= deadline {
+                break Ok(());
+            }
+        }
+        match udp::recv_many(fd, &mut bufs, &mut meta) {
+            Ok(n) => {
+                let now_real = realtime_ns();
+                for (i, m) in meta.iter().enumerate().take(n) {
+                    let at = m.kernel_ns.unwrap_or(now_real);
+                    let offset = at.saturating_sub(started_real);
+                    rx.close_intervals_before(offset, shared, spec);
+                    let data = &bufs.slot(i)[..m.len];
+                    let stride = m.stride.max(1);
+                    for seg in data.chunks(stride) {
+                        rx.on_datagram(shared.id, seg, at);
+                    }
+                    if let Some(d) = m.drops {
+                        rx.kernel_drops = u64::from(d);
+                    }
+                }
+                shared.bytes.store(rx.bytes, Ordering::Release);
+                shared.packets.store(rx.tracker.unique(), Ordering::Release);
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {
+                let offset = realtime_ns().saturating_sub(started_real);
+                rx.close_intervals_before(offset, shared, spec);
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => break Err(e),
+        }
+    };
+    let end_offset = rx.last_offset_ns;
+    shared.end_ns.store(end_offset, Ordering::Release);
+    rx.finish(shared, spec, end_offset);
+    outcome
+}
+
+/// A receiving stream's running accounting.
+struct ReceiverState {
+    tracker: SequenceTracker,
+    jitter: JitterMeter,
+    whole_jitter: JitterMeter,
+    bytes: u64,
+    kernel_drops: u64,
+    foreign: u64,
+    gro: bool,
+    interval_ns: u64,
+    /// Index of the interval being filled, and the counters at its start.
+    current: u64,
+    at_start: Snapshot,
+    /// Closed intervals with the high-water mark at their end (for loss settled later).
+    closed: Vec<(StreamInterval, u64, u64)>,
+    /// Arrival of the last datagram, ns since the start.
+    last_offset_ns: u64,
+    /// The start on the realtime clock of kernel timestamps.
+    started_real_ns: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Snapshot {
+    bytes: u64,
+    unique: u64,
+    late: u64,
+    duplicates: u64,
+    drops: u64,
+    high_water: u64,
+}
+
+impl ReceiverState {
+    fn new(spec: &TestSpec, gro: bool, started_real_ns: u64) -> Self {
+        Self {
+            tracker: SequenceTracker::new(),
+            jitter: JitterMeter::new(),
+            whole_jitter: JitterMeter::new(),
+            bytes: 0,
+            kernel_drops: 0,
+            foreign: 0,
+            gro,
+            interval_ns: (spec.interval_seconds * 1e9) as u64,
+            current: 0,
+            at_start: Snapshot::default(),
+            closed: Vec::new(),
+            last_offset_ns: 0,
+            started_real_ns,
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            bytes: self.bytes,
+            unique: self.tracker.unique(),
+            late: self.tracker.late(),
+            duplicates: self.tracker.duplicates(),
+            drops: self.kernel_drops,
+            high_water: self.tracker.high_water(),
+        }
+    }
+
+    fn on_datagram(&mut self, stream_id: u32, seg: &[u8], at_ns: u64) {
+        let Ok(h) = DatagramHeader::parse(seg) else {
+            self.foreign += 1;
+            return;
+        };
+        if h.flags & FLAG_SETUP != 0 {
+            return;
+        }
+        if h.stream_id != stream_id || seg.len() < HEADER_LEN {
+            self.foreign += 1;
+            return;
+        }
+        self.tracker.record(h.sequence);
+        self.jitter.record(h.sent_ns, at_ns);
+        self.whole_jitter.record(h.sent_ns, at_ns);
+        self.bytes += seg.len() as u64;
+        self.last_offset_ns = self.last_offset_ns.max(at_ns.saturating_sub(self.started_real_ns));
+    }
+
+    /// Closes every interval that ends at or before `offset_ns` (ns since the start).
+    fn close_intervals_before(&mut self, offset_ns: u64, shared: &StreamShared, spec: &TestSpec) {
+        if self.interval_ns == 0 {
+            return;
+        }
+        while (self.current + 1) * self.interval_ns <= offset_ns {
+            let start = self.current as f64 * spec.interval_seconds;
+            let end = start + spec.interval_seconds;
+            let iv = self.interval_since(start, end, spec);
+            shared.push_interval(iv.clone());
+            self.closed.push((iv, self.at_start.high_water, self.tracker.high_water()));
+            self.at_start = self.snapshot();
+            self.jitter.reset_variation();
+            self.current += 1;
+        }
+    }
+
+    fn interval_since(&self, start: f64, end: f64, spec: &TestSpec) -> StreamInterval {
+        let now = self.snapshot();
+        let bytes = now.bytes - self.at_start.bytes;
+        let mut r = UdpReceived {
+            packets: now.unique - self.at_start.unique,
+            out_of_order: now.late - self.at_start.late,
+            duplicates: now.duplicates - self.at_start.duplicates,
+            reorder_extent_max: self.tracker.reorder_extent_max(),
+            jitter_ms: self.jitter.jitter_ns() / 1e6,
+            jitter_p50_ms: self.jitter.variation_quantile_ns(0.5) as f64 / 1e6,
+            jitter_p99_ms: self.jitter.variation_quantile_ns(0.99) as f64 / 1e6,
+            kernel_drops: now.drops - self.at_start.drops,
+            coalesced: self.gro,
+            ..UdpReceived::default()
+        };
+        // Provisional: numbers skipped so far; settled when the sender's total is known.
+        r.set_lost(self.tracker.missing_in(self.at_start.high_water, now.high_water));
+        StreamInterval {
+            start,
+            end,
+            bytes,
+            bits_per_second: bits_per_second(bytes, end - start),
+            omitted: spec.omit_seconds > 0.0 && end <= spec.omit_seconds + 1e-9,
+            retransmits: None,
+            cwnd_bytes: None,
+            rtt_us: None,
+            rttvar_us: None,
+            udp_sent: None,
+            udp_received: Some(r),
+        }
+    }
+
+    /// Closes the last interval and settles loss with the sender's exact total.
+    fn finish(mut self, shared: &StreamShared, spec: &TestSpec, end_ns: u64) {
+        let sent = shared.peer_packets.load(Ordering::Acquire);
+        let sent = if sent == u64::MAX { self.tracker.high_water() } else { sent };
+        if self.interval_ns > 0 {
+            let start = self.current as f64 * spec.interval_seconds;
+            let end = (end_ns as f64 / 1e9).max(start);
+            let iv = self.interval_since(start, end, spec);
+            self.closed.push((iv, self.at_start.high_water, sent));
+        }
+        // Loss per interval: the numbers each interval's advance skipped that never came;
+        // the last interval also owns the tail the sender sent after the last arrival.
+        let count = self.closed.len();
+        let mut intervals: Vec<StreamInterval> = Vec::with_capacity(count);
+        for (k, (mut iv, from, to)) in self.closed.into_iter().enumerate() {
+            let to = if k + 1 == count { sent.max(to) } else { to };
+            if let Some(r) = iv.udp_received.as_mut() {
+                r.set_lost(self.tracker.missing_in(from, to));
+            }
+            intervals.push(iv);
+        }
+        super::merge_short_tail(&mut intervals, spec.interval_seconds);
+        let mut total = UdpReceived {
+            packets: self.tracker.unique(),
+            out_of_order: self.tracker.late(),
+            duplicates: self.tracker.duplicates(),
+            reorder_extent_max: self.tracker.reorder_extent_max(),
+            jitter_ms: self.whole_jitter.jitter_ns() / 1e6,
+            jitter_p50_ms: self.whole_jitter.variation_quantile_ns(0.5) as f64 / 1e6,
+            jitter_p99_ms: self.whole_jitter.variation_quantile_ns(0.99) as f64 / 1e6,
+            kernel_drops: self.kernel_drops,
+            coalesced: self.gro,
+            ..UdpReceived::default()
+        };
+        total.set_lost(self.tracker.lost(sent));
+        shared.set_udp_final(None, Some(total), Some(intervals));
+    }
+}
