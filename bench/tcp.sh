@@ -17,8 +17,13 @@
 #   PORT_BASE=15300  netchar uses PORT_BASE, iperf3 PORT_BASE+1, iperf2 PORT_BASE+2 (all on 127.0.0.1)
 #   BENCH_SAVE=0   1 = also write the report to bench/results/tcp-<date>.txt
 #   NO_BUILD=0     1 = skip `cargo build` (use the binary already in target/release)
+#   IDLE_WAIT=0    seconds to wait, before each round, for the machine to drop below 15% busy
+#                  (other builds/tests on a 2-core box distort loopback figures badly)
+#   BUSY_RETRY=25  re-measure a run once when other processes took more than this % of the
+#                  machine during it (0 = never); each re-measurement is listed in the notes
 # Exit status: 0 when every run completed (PASS/MISS lines are informational), 1 when the build
-# failed, a client failed/timed out/printed no usable result, or a server died.
+# failed, a client failed/timed out/printed no usable result, or a server died; 2 for bad
+# settings (a knob's value, a port in use, python3 missing).
 set -u -o pipefail
 
 DUR=${DUR:-3}
@@ -26,8 +31,13 @@ ROUNDS=${ROUNDS:-3}
 PORT_BASE=${PORT_BASE:-15300}
 BENCH_SAVE=${BENCH_SAVE:-0}
 NO_BUILD=${NO_BUILD:-0}
+IDLE_WAIT=${IDLE_WAIT:-0}
+BUSY_RETRY=${BUSY_RETRY:-25}
 H=127.0.0.1                       # loopback only: every server binds here, every client targets it
 
+for v in IDLE_WAIT BUSY_RETRY; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "tcp.sh: $v must be a non-negative integer (got '${!v}')" >&2; exit 2; }
+done
 for v in DUR ROUNDS PORT_BASE; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "tcp.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
 done
@@ -73,6 +83,8 @@ NC=$WORK/netchar
 cp "$TARGET_DIR/release/netchar" "$NC" || { echo "tcp.sh: no netchar binary in $TARGET_DIR/release" >&2; exit 1; }
 NC_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?")
 [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && NC_REV="$NC_REV+dirty"
+# Without a build the binary may predate the tree: label it by its build time instead.
+[ "$NO_BUILD" = 1 ] && NC_REV="prebuilt $(date -r "$TARGET_DIR/release/netchar" '+%F %T'), tree $NC_REV"
 
 # ------------------------------------------------------------------ ports
 P_NC=$PORT_BASE; P_I3=$((PORT_BASE + 1)); P_I2=$((PORT_BASE + 2))
@@ -93,7 +105,8 @@ fi
 # Each server runs under `timeout` (a watchdog in case this script is SIGKILLed) and is
 # killed by the EXIT trap.  TPID = the timeout process, SPID = the server itself (its
 # /proc/PID/stat is read for CPU accounting).
-SERVER_TO=$(( (DUR + 6) * 16 * ROUNDS + 300 ))
+# Budget: every run may be retried once, and each round or retry may wait IDLE_WAIT.
+SERVER_TO=$(( ROUNDS * 26 * (DUR + 6 + IDLE_WAIT) + 600 ))
 declare -A TPID SPID
 server_cmd() { # TOOL -> sets CMD
   case $1 in
@@ -105,12 +118,13 @@ server_cmd() { # TOOL -> sets CMD
   esac
 }
 start_server() { # TOOL
-  local t=$1 i
+  local t=$1 i n0
   server_cmd "$t"
+  n0=$(cat "$WORK/srv.$t.err" 2>/dev/null | wc -l)   # a restart appends: look at new lines only
   timeout -k 2 "$SERVER_TO" "${CMD[@]}" >> "$WORK/srv.$t.out" 2>> "$WORK/srv.$t.err" &
   TPID[$t]=$!
   for ((i = 0; i < 100; i++)); do          # up to 5 s to come up
-    if [ "$t" = netchar ]; then grep -q "listening on" "$WORK/srv.$t.err" 2>/dev/null && break
+    if [ "$t" = netchar ]; then tail -n +$((n0 + 1)) "$WORK/srv.$t.err" | grep -q "listening on" && break
     elif have ss; then listening "${PORT[$t]}" && break
     elif [ "$i" -ge 20 ]; then break; fi
     kill -0 "${TPID[$t]}" 2>/dev/null || break
@@ -154,6 +168,10 @@ timed() {
   RC=$?
   CLIENT_CPU=$(awk '{printf "%.3f", $1 + $2}' "$WORK/time.txt")
 }
+# cpu_ticks: "busy total" clock ticks of all CPUs so far, from /proc/stat (busy = not idle/iowait).
+cpu_ticks() {
+  awk '$1 == "cpu" {t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t; exit}' /proc/stat
+}
 # busy_pct SECONDS: share of all CPUs busy (not idle/iowait) over an interval, from /proc/stat.
 busy_pct() {
   local a b
@@ -165,18 +183,20 @@ busy_pct() {
 }
 
 # ------------------------------------------------------------------ result parser
-# parse.py TOOL FILE DIRECTION DUR ZC -> "gbps bytes cpu_seconds|- note..." (exit 1 = unusable)
+# parse.py TOOL FILE DIRECTION DUR ZC -> "gbps bytes cpu_seconds|- retransmits|- note..."
+# (notes are space-separated tokens; exit status 1 = no usable result)
 cat > "$WORK/parse.py" <<'EOF'
 import csv, json, sys
 tool, path, direction, dur, zc = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5] == "1"
 notes = []
-def out(bps, nbytes, cpu):
-    print("%.4f %d %s %s" % (bps / 1e9, nbytes, "-" if cpu is None else "%.4f" % cpu, " ".join(notes)))
+def out(bps, nbytes, cpu, retrans=None):
+    print("%.4f %d %s %s %s" % (bps / 1e9, nbytes, "-" if cpu is None else "%.4f" % cpu,
+                                "-" if retrans is None else retrans, " ".join(notes)))
 
 if tool == "netchar":
     d = json.load(open(path))
     if d.get("error"):
-        notes.append("error=%r" % d["error"])
+        notes.append(("error=%r" % d["error"]).replace(" ", "_"))
     s = (d.get("summary") or {}).get(direction)
     if not s:
         sys.exit("no summary.%s in netchar JSON (error=%r)" % (direction, d.get("error")))
@@ -189,8 +209,9 @@ if tool == "netchar":
         notes.append("rate!=bytes/seconds")
     if abs(rcv["seconds"] - dur) > 0.05 * dur:
         notes.append("receiver-seconds=%.3f(expected~%g)" % (rcv["seconds"], dur))
-    if snd.get("retransmits"):
-        notes.append("retransmits=%d" % snd["retransmits"])
+    # Same bytes over a different interval biases the receiver rate against the sender's.
+    if snd["seconds"] > 0 and abs(rcv["seconds"] / snd["seconds"] - 1) > 0.01:
+        notes.append("receiver-interval-vs-sender:%+.1f%%" % (100 * (rcv["seconds"] / snd["seconds"] - 1)))
     if zc and not d.get("test", {}).get("tcp", {}).get("zerocopy"):
         notes.append("zerocopy-not-recorded-in-test-spec")
     c = d.get("cpu") or {}
@@ -199,7 +220,7 @@ if tool == "netchar":
         cpu = sum(c[k]["user_seconds"] + c[k]["system_seconds"] for k in ("local", "remote"))
     else:
         notes.append("no-cpu-in-json")
-    out(rcv["bits_per_second"], rcv["bytes"], cpu)
+    out(rcv["bits_per_second"], rcv["bytes"], cpu, snd.get("retransmits"))
 
 elif tool == "iperf3":
     d = json.load(open(path))
@@ -208,7 +229,7 @@ elif tool == "iperf3":
     e = d["end"]; r = e["sum_received"]; c = e["cpu_utilization_percent"]
     # host_total = client, remote_total = server; % of one core over the test.
     cpu = (c["host_total"] + c["remote_total"]) / 100 * r["seconds"]
-    out(r["bits_per_second"], r["bytes"], cpu)
+    out(r["bits_per_second"], r["bytes"], cpu, e.get("sum_sent", {}).get("retransmits"))
 
 elif tool == "iperf2":
     # CSV: date,local_ip,local_port,remote_ip,remote_port,id,interval,bytes,bits_per_second
@@ -223,15 +244,17 @@ EOF
 
 # ------------------------------------------------------------------ one run
 # run_one ROUND CASE TOOL P REV(0/1) ZC(0/1): runs a client against the tool's server and
-# appends "round case tool status gbps bytes cpu_self cpu_acct notes" to results.tsv.
+# sets ROW to "round case tool status gbps bytes cpu_self cpu_acct other% retrans notes"
+# (a results.tsv line; the caller decides whether to keep it) and OTHER to other%.  other% = CPU time of the whole machine during the run that neither the client
+# nor the server was charged for (other processes; also ksoftirqd), in % of all CPUs.
 run_one() {
   local r=$1 c=$2 t=$3 P=$4 rev=$5 zc=$6
-  local base="$WORK/r$r.$c.$t" dir=up line s0 s1 n0=0 i args=()
+  local base="$WORK/r$r.$c.$t${ATTEMPT:-}" dir=up line s0 s1 m0 m1 n0=0 i args=()
   [ "$rev" = 1 ] && dir=down
   if ! alive "$t"; then
     note "CRASH: $t server was not running before round $r $c; restarted (see $WORK/srv.$t.err)"
     FAILED=1
-    start_server "$t" || { printf '%s\t%s\t%s\tFAIL\t\t\t\t\tserver down\n' "$r" "$c" "$t" >> "$RES"; return; }
+    start_server "$t" || { ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\tserver down' "$r" "$c" "$t"); OTHER=0; return; }
   fi
   case $t in
     netchar) args=("$NC" tcp "$H" -p "$P_NC" -t "$DUR" -P "$P" -i 0 --json)
@@ -241,7 +264,7 @@ run_one() {
              n0=$(wc -l < "$WORK/srv.iperf2.out") ;;
   esac
   echo "${args[*]}" > "$base.cmd"
-  s0=$(proc_cpu "${SPID[$t]}")
+  m0=$(cpu_ticks); s0=$(proc_cpu "${SPID[$t]}")
   timed "$base.out" "$base.err" "${args[@]}"
   local src=$base.out
   if [ "$t" = iperf2 ]; then
@@ -255,23 +278,37 @@ run_one() {
     # Upload: the server is the receiver.  Reverse: the client is.
     [ "$rev" = 0 ] && src=$base.srv.csv
   fi
-  s1=$(proc_cpu "${SPID[$t]}")
-  local acct
+  s1=$(proc_cpu "${SPID[$t]}"); m1=$(cpu_ticks)
+  local acct other
   acct=$(awk -v a="$s0" -v b="$s1" -v c="$CLIENT_CPU" 'BEGIN {printf "%.3f", b - a + c}')
+  other=$(awk -v m0="$m0" -v m1="$m1" -v acct="$acct" -v hz="$CLK_TCK" 'BEGIN {
+    split(m0, x, " "); split(m1, y, " "); tot = (y[2] - x[2]) / hz
+    printf "%.1f", (tot > 0) ? 100 * ((y[1] - x[1]) / hz - acct) / tot : 0}')
   if [ "$RC" -ne 0 ]; then
     local why="exit $RC"; [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] && why="timed out after ${CLIENT_TO}s"
     note "FAIL: round $r $c $t: $why: $(head -c 300 "$base.err" | tr '\n\t' '  ')"
     FAILED=1
   fi
   if line=$(python3 "$WORK/parse.py" "$t" "$src" "$dir" "$DUR" "$zc" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
-    read -r gbps bytes cpu rest <<< "$line"
+    read -r gbps bytes cpu retrans rest <<< "$line"
     [ "$t" = iperf2 ] && cpu=$acct          # no self-report: process accounting is the figure
-    printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\n' "$r" "$c" "$t" "$gbps" "$bytes" "$cpu" "$acct" "${rest:-}" >> "$RES"
+    ROW=$(printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$r" "$c" "$t" "$gbps" "$bytes" "$cpu" "$acct" "$other" "$retrans" "${rest:-}")
   else
     [ "$RC" -eq 0 ] && { note "FAIL: round $r $c $t: unusable output: $(tail -c 300 "$base.err" | tr '\n\t' '  ')"; FAILED=1; }
-    printf '%s\t%s\t%s\tFAIL\t\t\t\t%s\t\n' "$r" "$c" "$t" "$acct" >> "$RES"
+    ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t%s\t%s\t\t' "$r" "$c" "$t" "$acct" "$other")
   fi
+  OTHER=$other
   sleep 0.5   # let the previous test's sockets and softirq work drain before the next one
+}
+
+# wait_idle: wait up to IDLE_WAIT seconds for the machine to drop below 15% busy; sets BUSY.
+wait_idle() {
+  local waited=0
+  BUSY=$(busy_pct 0.5)
+  while [ "${BUSY:-0}" -gt 15 ] && [ "$waited" -lt "$IDLE_WAIT" ]; do
+    [ -t 2 ] && printf '\r  waiting for the machine to go idle (%s%% busy) ...      ' "$BUSY" >&2
+    sleep 1; waited=$((waited + 2)); BUSY=$(busy_pct 1)
+  done
 }
 
 # ------------------------------------------------------------------ main
@@ -297,9 +334,10 @@ echo "tcp.sh: ${#CASES[@]} cases x ${#TOOLS[@]} tools x $ROUNDS rounds of ${DUR}
 
 T0=$(date +%s)
 for ((r = 1; r <= ROUNDS; r++)); do
-  # Other work on the box (builds, tests) skews loopback results badly on few cores: say so.
-  b=$(busy_pct 0.5)
-  [ "${b:-0}" -gt 10 ] && note "WARNING: machine ${b}% busy just before round $r (other processes); results may be low/noisy"
+  # Other work on the box (builds, tests) skews loopback results badly on few cores: wait
+  # for it if asked (IDLE_WAIT), and say so otherwise.
+  wait_idle
+  [ "${BUSY:-0}" -gt 15 ] && note "WARNING: machine ${BUSY}% busy just before round $r (other processes); results may be low/noisy"
   # Rotate which tool goes first so none is always measured right after a pause.
   k=$(( (r - 1) % ${#TOOLS[@]} ))
   order=("${TOOLS[@]:k}" "${TOOLS[@]:0:k}")
@@ -308,7 +346,18 @@ for ((r = 1; r <= ROUNDS; r++)); do
       [ "$c" = zc1 ] && [ "$t" != netchar ] && continue
       # progress on a terminal only, so logs/pipes get just the report
       [ -t 2 ] && printf '\r  round %d/%d  %-18s %-8s' "$r" "$ROUNDS" "${C_LABEL[$c]}" "$t" >&2
+      ATTEMPT=""
       run_one "$r" "$c" "$t" "${C_P[$c]}" "${C_REV[$c]}" "${C_ZC[$c]}"
+      # A run that shared the machine with other work measures that work, not the tool:
+      # measure it once more (after waiting for quiet if IDLE_WAIT allows) and keep the retry.
+      if [ "$BUSY_RETRY" -gt 0 ] && awk -v o="$OTHER" -v l="$BUSY_RETRY" 'BEGIN {exit !(o > l)}'; then
+        first=$OTHER
+        wait_idle
+        ATTEMPT=.retry
+        run_one "$r" "$c" "$t" "${C_P[$c]}" "${C_REV[$c]}" "${C_ZC[$c]}"
+        note "re-measured round $r ${C_LABEL[$c]} $t: other work took ${first}% of the machine (retry: ${OTHER}%)"
+      fi
+      echo "$ROW" >> "$RES"
     done
   done
 done
@@ -320,96 +369,130 @@ done
 # ------------------------------------------------------------------ report
 REPORT=$WORK/report.txt
 python3 - "$RES" "$NOTES" "$DUR" "$ROUNDS" "$VERS" "$(( $(date +%s) - T0 ))" "$(uname -r)" "$(nproc)" "${TOOLS[*]}" > "$REPORT" <<'EOF'
-import statistics, sys, collections
+import collections, statistics, sys
 res, notes_path, dur, rounds, vers, wall, kernel, ncpu, tools = sys.argv[1:10]
 tools = tools.split()
+peers = [t for t in tools if t != "netchar"]
 cases = [("up1", "TCP 1 stream"), ("up2", "TCP -P 2"), ("up4", "TCP -P 4"),
          ("rev1", "TCP -R 1 stream"), ("zc1", "TCP 1 --zerocopy")]
-runs = collections.defaultdict(list)     # (case, tool) -> rows
+label = dict(cases)
+PEER_CASE = {"zc1": "up1"}      # zerocopy is netchar-only: compare with the peers' 1-stream runs
+
+# results.tsv: round case tool status gbps bytes cpu_self cpu_acct other% retrans notes
+runs = collections.defaultdict(list)
 for line in open(res):
     f = line.rstrip("\n").split("\t")
+    f += [""] * (11 - len(f))
     runs[(f[1], f[2])].append(f)
 
+def num(x):
+    return None if x in ("", "-") else float(x)
+
 def stats(case, tool):
-    ok = [f for f in runs.get((case, tool), []) if f[3] == "ok"]
+    all_ = runs.get((case, tool), [])
+    ok = [f for f in all_ if f[3] == "ok"]
     if not ok:
         return None
     g = [float(f[4]) for f in ok]
     med = statistics.median(g)
-    gb = lambda f: int(f[5]) / 1e9
-    self_ = [float(f[6]) / gb(f) for f in ok if f[6] not in ("", "-")]
-    acct = [float(f[7]) / gb(f) for f in ok if f[7] not in ("", "-")]
-    return dict(gbps=med, spread=100 * (max(g) - min(g)) / med if med else 0, n=len(ok),
-                total=len(runs[(case, tool)]), rounds=g,
-                cpu=statistics.median(self_) if self_ else None,
-                acct=statistics.median(acct) if acct else None,
-                notes=[f[8] for f in ok if len(f) > 8 and f[8]])
+    per_gb = lambda col: [num(f[col]) / (int(f[5]) / 1e9) for f in ok if num(f[col]) is not None and int(f[5]) > 0]
+    med_or_none = lambda v: statistics.median(v) if v else None
+    return dict(gbps=med, rounds=g, n=len(ok), total=len(all_),
+                spread=100 * (max(g) - min(g)) / med if med else 0.0,
+                cpu=med_or_none(per_gb(6)), acct=med_or_none(per_gb(7)),
+                other=[num(f[8]) for f in ok if num(f[8]) is not None],
+                retrans=[f[9] for f in ok if f[9] not in ("", "-")],
+                notes=[f[10] for f in ok if f[10]])
 
 S = {(c, t): stats(c, t) for c, _ in cases for t in tools}
-# zerocopy is netchar-only: its peers are the plain 1-stream figures.
-peer_case = {"zc1": "up1"}
-
-def cell(s):
-    if s is None:
-        return f"{'-':>7} {'':>6} {'':>7}"
-    n = "" if s["n"] == s["total"] else f"({s['n']}/{s['total']})"
-    cpu = f"{s['cpu']:.3f}" if s["cpu"] is not None else "-"
-    return f"{s['gbps']:7.2f} {s['spread']:5.1f}% {cpu:>7}{n}"
 
 def ratio(case, peer):
-    a, b = S.get((case, "netchar")), S.get((peer_case.get(case, case), peer))
+    a, b = S.get((case, "netchar")), S.get((PEER_CASE.get(case, case), peer))
     return a["gbps"] / b["gbps"] if a and b and b["gbps"] else None
 
-fmt_r = lambda x: f"{x:5.2f}x" if x is not None else "    - "
+def fx(x, f="%.3f"):
+    return "-" if x is None else f % x
+
+# ---- main table
 print(f"# netchar loopback TCP benchmark: median of {rounds} rounds x {dur}s, 127.0.0.1")
 print(f"# {vers}; Linux {kernel}, {ncpu} CPUs; wall {wall}s")
-print("# Gbit/s = receiver rate; spread = (max-min)/median over the rounds; "
-      "CPU s/GB = client+server CPU seconds per 10^9 bytes received")
+print("# Gbit/s = receiver rate; spread = (max-min)/median of the rounds;"
+      " CPU s/GB = client+server CPU seconds per 10^9 bytes received")
 print()
-w = 24
-hdr1 = f"{'':<18}" + "".join(f"{('-- ' + t + ' ').ljust(w, '-'):<{w + 2}}" for t in tools) + "netchar/"
-hdr2 = f"{'case':<18}" + "".join(f"{'Gbit/s':>7} {'spread':>6} {'CPUs/GB':>7}   " for _ in tools)
-peers = [t for t in tools if t != "netchar"]
-hdr2 += " ".join(f"{p:>6}" for p in peers)
-print(hdr1); print(hdr2)
-for c, label in cases:
-    row = f"{label:<18}"
-    for t in tools:
-        s = S[(c, t)] if not (c == "zc1" and t != "netchar") else None
-        txt = cell(s)
-        if c == "zc1" and t != "netchar":
-            txt = f"{'(up1)':>7} {'':>6} {'':>7}"
-        row += f"{txt:<{w + 2}}"
-    row += " ".join(fmt_r(ratio(c, p)) for p in peers)
-    print(row)
-print("  (zerocopy row: ratios are against the peers' 'TCP 1 stream' medians)")
-
-# CPU cross-check: the same formula from process accounting (client via getrusage of the
-# waited-for process, server via /proc/PID/stat deltas) for every tool.
-print()
-print("CPU cross-check, CPU s/GB: self-reported vs process accounting (client rusage + server /proc delta)")
-print(f"{'case':<18}" + "".join(f"{t + ' self':>14}{'acct':>8}" for t in tools))
-for c, label in cases:
-    row = f"{label:<18}"
+W = 25
+print(f"{'':<18}" + "".join(f"{('-- ' + t + ' ').ljust(W - 1, '-')} " for t in tools) + " netchar/")
+print(f"{'case':<18}" + "".join(f"{'Gbit/s':>7} {'spread':>7} {'CPUs/GB':>8} " for _ in tools)
+      + " ".join(f"{p:>7}" for p in peers))
+for c, lab in cases:
+    row = f"{lab:<18}"
     for t in tools:
         s = S[(c, t)]
-        f = lambda v: f"{v:.3f}" if v is not None else "-"
-        row += f"{f(s['cpu']) if s else '-':>14}{f(s['acct']) if s else '-':>8}"
-    print(row)
+        if c in PEER_CASE and t != "netchar":
+            cellt = f"{'(' + PEER_CASE[c] + ')':>7}"
+        elif s is None:
+            cellt = f"{'FAIL' if runs.get((c, t)) else '-':>7}"
+        else:
+            cellt = f"{s['gbps']:7.2f} {s['spread']:6.1f}% {fx(s['cpu']):>8}"
+            if s["n"] < s["total"]:
+                cellt += f" [{s['n']}/{s['total']} ok]"
+        row += f"{cellt:<{W}}"
+    row += " " + " ".join(f"{fx(ratio(c, p), '%5.2fx'):>7}" for p in peers)
+    print(row.rstrip())
+if "zc1" in dict(cases) and peers:
+    print("  (--zerocopy row: ratios are against the peers' 'TCP 1 stream' medians)")
 
-# Notes: noisy cases, failures, odd netchar results, machine load.
+# ---- CPU cross-check: the same formula from process accounting for every tool
+# (client: rusage of the waited-for process; server: /proc/PID/stat delta).  "other" is the
+# machine's CPU during the runs not charged to either process, in % of all CPUs (median).
+print()
+print("Cross-check: CPU s/GB as reported (self) and from process accounting (acct);"
+      " other = machine CPU not charged to client or server, % of all CPUs")
+print(f"{'':<18}" + "".join(f"{('-- ' + t + ' ').ljust(W - 1, '-')} " for t in tools))
+print(f"{'case':<18}" + "".join(f"{'self':>7} {'acct':>7} {'other':>8} " for _ in tools))
+for c, lab in cases:
+    row = f"{lab:<18}"
+    for t in tools:
+        s = S[(c, t)]
+        txt = f"{'-':>7}" if s is None else (f"{fx(s['cpu']):>7} {fx(s['acct']):>7} "
+               + f"{fx(statistics.median(s['other']) if s['other'] else None, '%.0f%%'):>8}")
+        row += f"{txt:<{W}}"
+    print(row.rstrip())
+
+# ---- retransmits on loopback should be (almost) zero; list them per run for both tools that report them
+rt = [(c, t, S[(c, t)]["retrans"]) for c, _ in cases for t in tools if S[(c, t)] and S[(c, t)]["retrans"]]
+if any(any(x != "0" for x in v) for _, _, v in rt):
+    print()
+    print("Sender retransmits per run (loopback; iperf2 does not report them)")
+    print(f"{'case':<18}" + "".join(f"{t:>18}" for t in tools if t != "iperf2"))
+    for c, lab in cases:
+        row = f"{lab:<18}"
+        for t in tools:
+            if t == "iperf2":
+                continue
+            s = S[(c, t)]
+            row += f"{(','.join(s['retrans']) if s and s['retrans'] else '-'):>18}"
+        print(row)
+
+# ---- notes
 out = []
-for c, label in cases:
+for c, lab in cases:
     for t in tools:
         s = S[(c, t)]
-        if s and s["spread"] > 3:
-            out.append(f"spread {s['spread']:.1f}% > 3%: {label}, {t} (rounds: "
+        if not s:
+            continue
+        if s["spread"] > 3:
+            out.append(f"spread {s['spread']:.1f}% > 3%: {lab}, {t} (rounds: "
                        + ", ".join(f"{g:.2f}" for g in s["rounds"]) + " Gbit/s)")
-        if s and t != "iperf2" and s["cpu"] and s["acct"] and abs(s["acct"] / s["cpu"] - 1) > 0.15:
-            out.append(f"CPU self-report differs from process accounting by {100 * (s['acct'] / s['cpu'] - 1):+.0f}%: {label}, {t}")
-        if s and s["notes"] and t == "netchar":
-            cnt = collections.Counter(n for ns in s["notes"] for n in ns.split())
-            out.append(f"netchar {label}: " + ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in cnt.items()))
+        if t != "iperf2" and s["cpu"] and s["acct"] and abs(s["acct"] / s["cpu"] - 1) > 0.15:
+            out.append(f"{t} {lab}: self-reported CPU differs from process accounting by "
+                       f"{100 * (s['acct'] / s['cpu'] - 1):+.0f}%")
+        cnt = collections.Counter(n for ns in s["notes"] for n in ns.split())
+        if cnt:
+            out.append(f"{t} {lab}: " + ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in cnt.items()))
+busy = [statistics.median(s["other"]) for s in S.values() if s and s["other"]]
+if busy and max(busy) > 15:
+    out.append(f"other processes used up to {max(busy):.0f}% of the machine during the runs ('other' column):"
+               " figures are unreliable; rerun on an idle machine (IDLE_WAIT=120 waits for one)")
 out += [l.rstrip() for l in open(notes_path) if l.strip()]
 if out:
     print()
@@ -417,23 +500,25 @@ if out:
     for l in out:
         print("  * " + l)
 
-# Targets (informational).
+# ---- targets (informational)
 print()
-print("Targets:")
+print("Targets (informational):")
 def line(ok, text):
-    print(f"  {'PASS' if ok else 'MISS' if ok is not None else 'n/a '}  {text}")
-def get(c, t, k="gbps"):
+    print(f"  {'n/a ' if ok is None else 'PASS' if ok else 'MISS'}  {text}")
+def get(c, t, k):
     s = S.get((c, t)); return s[k] if s else None
 r = ratio("up1", "iperf3"); nc, i3 = get("up1", "netchar", "cpu"), get("up1", "iperf3", "cpu")
-ok = None if r is None or nc is None or i3 is None else (r >= 1.0 and nc <= i3)
-line(ok, "1 stream >= 1.00x iperf3 at no more CPU/GB: " + (f"{r:.2f}x, CPU {nc:.3f} vs {i3:.3f} s/GB" if ok is not None else "not measured"))
-for c, label in (("up2", "-P 2"), ("up4", "-P 4")):
+ok = None if None in (r, nc, i3) else (r >= 1.0 and nc <= i3)
+line(ok, "1 stream >= 1.00x iperf3 at no more CPU/GB: "
+     + (f"{r:.2f}x, CPU {nc:.3f} vs {i3:.3f} s/GB" if ok is not None else "not measured"))
+for c, lab in (("up2", "-P 2"), ("up4", "-P 4")):
     r3, r2 = ratio(c, "iperf3"), ratio(c, "iperf2")
-    ok = None if r3 is None or r2 is None else (r3 >= 1.7 and r2 >= 0.95)
-    line(ok, f"{label} >= 1.7x iperf3 and >= 0.95x iperf2: "
+    ok = None if None in (r3, r2) else (r3 >= 1.7 and r2 >= 0.95)
+    line(ok, f"{lab} >= 1.7x iperf3 and >= 0.95x iperf2: "
          + (f"{r3:.2f}x / {r2:.2f}x" if ok is not None else "not measured"))
 r = ratio("zc1", "iperf3")
-line(None if r is None else r >= 1.5, "--zerocopy >= 1.5x iperf3 1 stream: " + (f"{r:.2f}x" if r is not None else "not measured"))
+line(None if r is None else r >= 1.5,
+     "--zerocopy >= 1.5x iperf3 1 stream: " + (f"{r:.2f}x" if r is not None else "not measured"))
 EOF
 
 cat "$REPORT"

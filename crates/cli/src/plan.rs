@@ -5,7 +5,7 @@ use crate::args::{CommonArgs, TcpArgs, UdpArgs};
 use netchar_engine::client::{ClientConfig, Family};
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
 use netchar_model::{
-    parse_duration, Direction, EndCondition, Pattern, TestSpec, UdpRate, MAX_SECONDS, UDP_HEADER_BYTES,
+    parse_duration, Direction, EndCondition, Pattern, TestKind, TestSpec, UdpRate, MAX_SECONDS, UDP_HEADER_BYTES,
 };
 use netchar_wire::session::Timeouts;
 use std::path::PathBuf;
@@ -125,7 +125,9 @@ impl TcpPlan {
         if let Some(l) = &a.length {
             spec.block_bytes = bytes("-l", l)?;
             if spec.block_bytes < UDP_HEADER_BYTES {
-                return usage(format!("-l {l}: a UDP payload must be at least {UDP_HEADER_BYTES} bytes (netchar's datagram header)"));
+                return usage(format!(
+                    "-l {l}: a UDP payload must be at least {UDP_HEADER_BYTES} bytes (netchar's datagram header)"
+                ));
             }
         }
         let u = spec.udp.as_mut().expect("udp_default has UDP options");
@@ -145,8 +147,8 @@ impl TcpPlan {
             Some(p) => Some(Pattern::parse(p).or_else(|e| usage(format!("--pattern {p}: {e}")))?),
             None => None,
         };
-        u.grace_seconds =
-            parse_duration(&a.grace).ok_or_else(|| UsageError(format!("--grace {}: expected a duration like 250ms or 1s", a.grace)))?;
+        u.grace_seconds = parse_duration(&a.grace)
+            .ok_or_else(|| UsageError(format!("--grace {}: expected a duration like 250ms or 1s", a.grace)))?;
         u.gso = !a.no_gso;
         u.gro = a.gro;
         let mut plan = Self::with_common(spec, &a.common)?;
@@ -189,12 +191,14 @@ impl TcpPlan {
         spec.server_cpu = server_cpu;
         // UDP payload defaults depend on the family; validate with a stand-in until then.
         let mut check = spec.clone();
-        if check.block_bytes == 0 {
+        if check.kind == TestKind::Udp && check.block_bytes == 0 {
             check.block_bytes = 1452;
         }
         check.validate().or_else(|e| usage(e.to_string()))?;
         let format = match &a.format {
-            Some(f) => RateFormat::from_letter(f).ok_or_else(|| UsageError(format!("-f {f}: use one of k m g K M G")))?,
+            Some(f) => {
+                RateFormat::from_letter(f).ok_or_else(|| UsageError(format!("-f {f}: use one of k m g K M G")))?
+            }
             None => RateFormat::AutoBits,
         };
         let connect_timeout = seconds("--connect-timeout", &a.connect_timeout)?;

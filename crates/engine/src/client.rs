@@ -385,7 +385,11 @@ impl<'a> Driver<'a> {
             }
             ClientEvent::Finished { streams, cpu, error } => {
                 if let Some(e) = &error {
-                    self.first_error.get_or_insert(ClientError::Server(e.clone()));
+                    // The server's reason is the cause; a reset on a data stream just before it
+                    // (the server closing its sockets) is only the symptom.
+                    if matches!(self.first_error, None | Some(ClientError::Stream(_))) {
+                        self.first_error = Some(ClientError::Server(e.clone()));
+                    }
                     if let Some(p) = &self.plane {
                         p.abort();
                     }
@@ -532,8 +536,8 @@ impl<'a> Driver<'a> {
 
 /// A UDP socket connected to the server's port, with buffers sized for high rates.
 fn udp_data_socket(server: SocketAddr) -> io::Result<UdpSocket> {
-    let local: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse() } else { "[::]:0".parse() }
-        .expect("literal addresses parse");
+    let local: SocketAddr =
+        if server.is_ipv4() { "0.0.0.0:0".parse() } else { "[::]:0".parse() }.expect("literal addresses parse");
     let socket = UdpSocket::bind(local)?;
     crate::tcp_setup::size_udp_buffers(&socket);
     socket.connect(server)?;

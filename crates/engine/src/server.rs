@@ -41,7 +41,7 @@ pub struct ServerConfig {
 #[derive(Debug, Clone)]
 pub enum ServerLog {
     /// A test ended (well or not).
-    Test(TestLog),
+    Test(Box<TestLog>),
     /// A connection was turned away before any test.
     Rejected {
         /// Who.
@@ -123,7 +123,10 @@ impl Server {
         let udp = match bind_udp(local) {
             Ok(socket) => Some(spawn_udp_setup_listener(socket, registry.clone(), stop.clone())),
             Err(e) => {
-                log(ServerLog::Rejected { peer: local, reason: format!("UDP tests unavailable: cannot bind UDP {local}: {e}") });
+                log(ServerLog::Rejected {
+                    peer: local,
+                    reason: format!("UDP tests unavailable: cannot bind UDP {local}: {e}"),
+                });
                 None
             }
         };
@@ -181,7 +184,9 @@ fn spawn_udp_setup_listener(socket: UdpSocket, registry: Arc<Registry>, stop: St
         let mut buf = [0u8; 2048];
         while !stop.is_raised() {
             let Ok((n, peer)) = socket.recv_from(&mut buf) else { continue };
-            let Some(cookie) = DatagramHeader::setup_cookie(&buf[..n]) else { continue };
+            let Some(cookie) = DatagramHeader::setup_cookie(&buf[..n]) else {
+                continue;
+            };
             let Ok(h) = DatagramHeader::parse(&buf[..n]) else { continue };
             let route = registry.tests.lock().ok().and_then(|t| t.get(&cookie).cloned());
             if let Some(tx) = route {
@@ -342,13 +347,13 @@ impl<'a> ControlSession<'a> {
             registry.running.fetch_sub(1, Ordering::SeqCst);
         }
         match me.spec.take() {
-            Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(TestLog {
+            Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(Box::new(TestLog {
                 peer,
                 spec,
                 streams: std::mem::take(&mut me.records_for_log),
                 concurrent_tests: me.concurrent,
                 error: me.error.clone(),
-            })),
+            }))),
             Some(_) => {}
             None => {
                 if let Some(e) = me.error.clone() {
@@ -526,6 +531,9 @@ impl<'a> ControlSession<'a> {
             }
         }
         if all_in {
+            // No more data streams for this test: late copies of UDP setup datagrams must not
+            // open a second socket for a stream (it would take the stream's traffic).
+            self.data_rx = None;
             // Out at once: this end's clock started with `ready`.
             self.flush()?;
         }

@@ -84,6 +84,10 @@ pub struct UdpReceived {
     /// The receiver used UDP GRO: the kernel delivered coalesced datagrams.
     #[serde(default)]
     pub coalesced: bool,
+    /// Datagrams that were not this stream's (no netchar header, or another stream's id):
+    /// ignored, counted so a stray sender on the port shows.
+    #[serde(default)]
+    pub foreign: u64,
 }
 
 impl UdpReceived {
@@ -121,10 +125,10 @@ pub struct StreamInterval {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rttvar_us: Option<u32>,
     /// UDP sender counts in the interval.
-    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_sent: Option<UdpSent>,
     /// UDP receiver counts in the interval.
-    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_received: Option<UdpReceived>,
 }
 
@@ -220,7 +224,12 @@ pub struct TestInfo {
 }
 
 /// One end's totals of a flow, after the warm-up.
+///
+/// UDP counts sit at the same level as `bytes` (`packets`, `lost`, ...). Reading them back goes
+/// through [`SideTotalsWire`], because serde's flatten cannot tell two flattened structs that
+/// share a field name (`packets`) apart.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SideTotalsWire")]
 pub struct SideTotals {
     /// Bytes after the warm-up, all streams of the flow.
     pub bytes: u64,
@@ -239,6 +248,85 @@ pub struct SideTotals {
     /// UDP receiver counts (UDP receivers only).
     #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
     pub udp_received: Option<UdpReceived>,
+}
+
+/// The JSON shape of [`SideTotals`], every UDP field optional.
+#[derive(Deserialize)]
+struct SideTotalsWire {
+    bytes: u64,
+    seconds: f64,
+    bits_per_second: f64,
+    total_bytes: u64,
+    #[serde(default)]
+    retransmits: Option<u64>,
+    #[serde(default)]
+    packets: Option<u64>,
+    #[serde(default)]
+    send_errors: Option<u64>,
+    #[serde(default)]
+    gap_mean_us: Option<f64>,
+    #[serde(default)]
+    gap_p99_us: Option<f64>,
+    #[serde(default)]
+    gso: Option<bool>,
+    #[serde(default)]
+    lost: Option<u64>,
+    #[serde(default)]
+    loss_percent: Option<f64>,
+    #[serde(default)]
+    out_of_order: Option<u64>,
+    #[serde(default)]
+    duplicates: Option<u64>,
+    #[serde(default)]
+    reorder_extent_max: Option<u64>,
+    #[serde(default)]
+    jitter_ms: Option<f64>,
+    #[serde(default)]
+    jitter_p50_ms: Option<f64>,
+    #[serde(default)]
+    jitter_p99_ms: Option<f64>,
+    #[serde(default)]
+    kernel_drops: Option<u64>,
+    #[serde(default)]
+    coalesced: Option<bool>,
+    #[serde(default)]
+    foreign: Option<u64>,
+}
+
+impl From<SideTotalsWire> for SideTotals {
+    fn from(w: SideTotalsWire) -> Self {
+        let packets = w.packets.unwrap_or(0);
+        let udp_sent = w.send_errors.map(|send_errors| UdpSent {
+            packets,
+            send_errors,
+            gap_mean_us: w.gap_mean_us,
+            gap_p99_us: w.gap_p99_us,
+            gso: w.gso.unwrap_or(false),
+        });
+        let udp_received = w.lost.map(|lost| UdpReceived {
+            packets,
+            lost,
+            loss_percent: w.loss_percent.unwrap_or(0.0),
+            out_of_order: w.out_of_order.unwrap_or(0),
+            duplicates: w.duplicates.unwrap_or(0),
+            reorder_extent_max: w.reorder_extent_max.unwrap_or(0),
+            jitter_ms: w.jitter_ms.unwrap_or(0.0),
+            jitter_p50_ms: w.jitter_p50_ms.unwrap_or(0.0),
+            jitter_p99_ms: w.jitter_p99_ms.unwrap_or(0.0),
+            kernel_drops: w.kernel_drops.unwrap_or(0),
+            coalesced: w.coalesced.unwrap_or(false),
+            foreign: w.foreign.unwrap_or(0),
+        });
+        Self {
+            bytes: w.bytes,
+            seconds: w.seconds,
+            bits_per_second: w.bits_per_second,
+            total_bytes: w.total_bytes,
+            retransmits: w.retransmits,
+            udp_sent,
+            udp_received,
+        }
+    }
 }
 
 /// Both ends of one flow.
@@ -291,10 +379,10 @@ pub struct IntervalSum {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub retransmits: Option<u64>,
     /// UDP sender counts of all streams.
-    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_sent: Option<UdpSent>,
     /// UDP receiver counts of all streams.
-    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_received: Option<UdpReceived>,
 }
 
@@ -435,7 +523,8 @@ fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> S
     t.seconds = (longest - omit).max(0.0);
     t.bits_per_second = bits_per_second(t.bytes, t.seconds);
     let mine: Vec<&StreamRecord> = streams.iter().filter(|s| s.flow == flow && s.role == role).collect();
-    t.udp_sent = sum_sent(mine.iter().filter_map(|s| udp_part(s, omit, |x| x.udp_sent.clone(), |r| r.udp_sent.clone())));
+    t.udp_sent =
+        sum_sent(mine.iter().filter_map(|s| udp_part(s, omit, |x| x.udp_sent.clone(), |r| r.udp_sent.clone())));
     t.udp_received = sum_received(
         mine.iter().filter_map(|s| udp_part(s, omit, |x| x.udp_received.clone(), |r| r.udp_received.clone())),
     );
@@ -485,6 +574,7 @@ pub fn sum_received(parts: impl Iterator<Item = Vec<UdpReceived>>) -> Option<Udp
         t.out_of_order += p.out_of_order;
         t.duplicates += p.duplicates;
         t.kernel_drops += p.kernel_drops;
+        t.foreign += p.foreign;
         t.reorder_extent_max = t.reorder_extent_max.max(p.reorder_extent_max);
         t.jitter_ms = t.jitter_ms.max(p.jitter_ms);
         t.jitter_p50_ms = t.jitter_p50_ms.max(p.jitter_p50_ms);
@@ -674,5 +764,41 @@ mod tests {
         let text = serde_json::to_string(&r).unwrap();
         assert!(!text.contains("NaN"));
         assert!(text.contains("\"schema_version\":1"));
+    }
+}
+
+#[cfg(test)]
+mod udp_json_tests {
+    use super::*;
+
+    #[test]
+    fn udp_fields_round_trip_through_json() {
+        let iv = StreamInterval {
+            start: 0.0,
+            end: 1.0,
+            bytes: 10,
+            bits_per_second: 80.0,
+            omitted: false,
+            retransmits: None,
+            cwnd_bytes: None,
+            rtt_us: None,
+            rttvar_us: None,
+            udp_sent: None,
+            udp_received: Some(UdpReceived { packets: 3, ..UdpReceived::default() }),
+        };
+        let v = serde_json::to_value(&iv).unwrap();
+        assert_eq!(v["udp_received"]["packets"], 3, "{v}");
+        let back: StreamInterval = serde_json::from_value(v).unwrap();
+        assert_eq!(back.udp_received.unwrap().packets, 3);
+        // Summary sides carry the fields at their own level, and read back.
+        let side = SideTotals {
+            udp_received: Some(UdpReceived { packets: 5, ..UdpReceived::default() }),
+            ..SideTotals::default()
+        };
+        let v = serde_json::to_value(&side).unwrap();
+        assert_eq!(v["packets"], 5, "{v}");
+        let back: SideTotals = serde_json::from_value(v).unwrap();
+        assert_eq!(back.udp_received.map(|r| r.packets), Some(5));
+        assert!(back.udp_sent.is_none());
     }
 }

@@ -54,12 +54,14 @@ impl Pattern {
                 }
                 p.sizes.push((count, size));
             } else if let Some((n, gap)) = item.split_once('@') {
-                let n: u64 = n.trim().parse().map_err(|_| format!("{item:?}: burst size {n:?} is not a whole number"))?;
+                let n: u64 =
+                    n.trim().parse().map_err(|_| format!("{item:?}: burst size {n:?} is not a whole number"))?;
                 if n == 0 || p.burst.is_some() {
                     return Err(format!("{item:?}: one burst of at least 1 datagram"));
                 }
                 p.burst = Some(n);
-                p.gap_seconds = parse_duration(gap).ok_or_else(|| format!("{item:?}: gap {gap:?} is not a duration like 10ms, 1s, 500us"))?;
+                p.gap_seconds = parse_duration(gap)
+                    .ok_or_else(|| format!("{item:?}: gap {gap:?} is not a duration like 10ms, 1s, 500us"))?;
             } else {
                 return Err(format!("{item:?}: expected COUNTxSIZE (e.g. 640x1024) or BURST@GAP (e.g. 10@10ms)"));
             }

@@ -1,7 +1,10 @@
 //! The human-readable report: a header, one line per interval and stream, a summary.
 
 use netchar_model::units::{format_bytes, RateFormat};
-use netchar_model::{CpuUsage, EndCondition, Flow, IntervalRecord, Role, TestInfo, TestResult, TestSpec};
+use netchar_model::{
+    CpuUsage, EndCondition, Flow, FlowSummary, IntervalRecord, Role, TestInfo, TestKind, TestResult, TestSpec,
+    UdpOptions, UdpRate,
+};
 use std::fmt::Write;
 
 /// The text reporter.
@@ -42,18 +45,55 @@ pub fn describe_test(info: &TestInfo) -> String {
         "ipv4" | "ipv6" => format!(" ({})", info.family),
         _ => String::new(),
     };
+    let (kind, unit) = match s.kind {
+        TestKind::Tcp => ("TCP", "block"),
+        TestKind::Udp => ("UDP", "payload"),
+    };
     let mut line = format!(
-        "TCP {dir} with {}{family}, {} stream{}, {end}, block {} bytes",
+        "{kind} {dir} with {}{family}, {} stream{}, {end}, {unit} {} bytes",
         info.remote,
         s.streams,
         if s.streams == 1 { "" } else { "s" },
         s.block_bytes,
     );
+    if let Some(u) = &s.udp {
+        describe_udp(s, u, info.family == "ipv6", &mut line);
+    }
     describe_options(s, &mut line);
     if let Some(t) = &info.title {
         let _ = write!(line, " [{t}]");
     }
     line
+}
+
+fn describe_udp(s: &TestSpec, u: &UdpOptions, v6: bool, line: &mut String) {
+    // Ethernet frame: payload + UDP 8 + IP 20/40 + Ethernet header 14 + FCS 4.
+    let frame = s.block_bytes + 8 + if v6 { 40 } else { 20 } + 18;
+    let _ = write!(line, " ({frame}-byte Ethernet frames)");
+    let scope = if u.per_stream { "per stream" } else { "in all" };
+    match u.rate {
+        UdpRate::BitsPerSecond(b) => {
+            let _ = write!(line, ", {b} bit/s {scope}");
+        }
+        UdpRate::PacketsPerSecond(p) => {
+            let _ = write!(line, ", {p} datagrams/s {scope}");
+        }
+        UdpRate::Unlimited => line.push_str(", as fast as possible"),
+    }
+    if let Some(p) = &u.pattern {
+        for (count, size) in &p.sizes {
+            let _ = write!(line, ", {count} datagrams of {size} bytes");
+        }
+        if let Some(b) = p.burst {
+            let _ = write!(line, ", bursts of {b} then {} s pause", p.gap_seconds);
+        }
+    }
+    if !u.gso {
+        line.push_str(", no GSO");
+    }
+    if u.gro {
+        line.push_str(", GRO on the receiver");
+    }
 }
 
 fn describe_options(s: &TestSpec, line: &mut String) {
@@ -108,6 +148,22 @@ impl crate::Reporter for TextReporter {
             );
             if let (Some(r), Some(c), Some(rtt)) = (x.retransmits, x.cwnd_bytes, x.rtt_us) {
                 let _ = write!(out, "  {r:>5}  {:>9}  {rtt:>5} us", format_bytes(c));
+            }
+            if let Some(u) = &x.udp_sent {
+                let _ = write!(out, "  {} datagrams", u.packets);
+                if u.send_errors > 0 {
+                    let _ = write!(out, ", {} refused", u.send_errors);
+                }
+            }
+            if let Some(u) = &x.udp_received {
+                let _ = write!(
+                    out,
+                    "  {} datagrams, {} lost so far, jitter {:.3} ms (p99 {:.3})",
+                    u.packets, u.lost, u.jitter_ms, u.jitter_p99_ms
+                );
+                if u.out_of_order > 0 || u.duplicates > 0 {
+                    let _ = write!(out, ", {} late, {} dup", u.out_of_order, u.duplicates);
+                }
             }
             if x.omitted {
                 out.push_str("  (omitted)");
@@ -169,7 +225,10 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             }
             out.push('\n');
         }
-        if f.bytes_match {
+        udp_summary(f, &mut out);
+        if f.packets_accounted.is_some() {
+            // UDP may lose bytes by design; the datagram identity above is the check.
+        } else if f.bytes_match {
             let _ = writeln!(
                 out,
                 "     every byte arrived: {} bytes written = {} bytes read",
@@ -198,6 +257,40 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
         let _ = writeln!(out, "error: {e}");
     }
     out
+}
+
+fn udp_summary(f: &FlowSummary, out: &mut String) {
+    if let Some(s) = &f.sender.udp_sent {
+        let _ = write!(out, "     sender: {} datagrams sent, {} refused by the kernel", s.packets, s.send_errors);
+        if let (Some(mean), Some(p99)) = (s.gap_mean_us, s.gap_p99_us) {
+            let _ = write!(out, "; gap mean {mean:.2} us, p99 {p99:.2} us");
+        }
+        let _ = writeln!(out, "{}", if s.gso { " (GSO)" } else { "" });
+    }
+    if let Some(r) = &f.receiver.udp_received {
+        let _ = writeln!(
+            out,
+            "     receiver: {} datagrams, {} lost ({:.4}%, {} of them dropped by the receiving socket), {} late, {} duplicate, reorder extent max {}",
+            r.packets, r.lost, r.loss_percent, r.kernel_drops, r.out_of_order, r.duplicates, r.reorder_extent_max
+        );
+        let _ = writeln!(
+            out,
+            "     jitter {:.4} ms (RFC 3550); transit variation p50 {:.4} ms, p99 {:.4} ms{}",
+            r.jitter_ms,
+            r.jitter_p50_ms,
+            r.jitter_p99_ms,
+            if r.coalesced { "; GRO: coalesced deliveries" } else { "" }
+        );
+    }
+    match f.packets_accounted {
+        Some(true) => {
+            let _ = writeln!(out, "     every datagram accounted for: sent = received + lost on every stream");
+        }
+        Some(false) => {
+            let _ = writeln!(out, "     DATAGRAMS UNACCOUNTED: sent != received + lost on some stream");
+        }
+        None => {}
+    }
 }
 
 fn cpu_line(c: &CpuUsage) -> String {

@@ -152,7 +152,13 @@ pub fn recv_many(fd: BorrowedFd<'_>, bufs: &mut RecvBuffers, meta: &mut [RecvMet
     // SAFETY: every header points at live, writable iovecs and control buffers of the sizes
     // given; a null timeout means "use the socket's".
     let n = unsafe {
-        libc::recvmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_WAITFORONE, std::ptr::null_mut())
+        libc::recvmmsg(
+            fd.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            BATCH as libc::c_uint,
+            libc::MSG_WAITFORONE,
+            std::ptr::null_mut(),
+        )
     };
     let n = check(n)? as usize;
     for i in 0..n {

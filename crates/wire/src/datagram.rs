@@ -58,7 +58,10 @@ impl DatagramHeader {
     /// Parses a datagram's header; foreign or truncated datagrams are errors, never panics.
     pub fn parse(buf: &[u8]) -> Result<Self, ProtocolError> {
         if buf.len() < HEADER_LEN {
-            return Err(ProtocolError::Malformed(format!("datagram of {} bytes is shorter than the header", buf.len())));
+            return Err(ProtocolError::Malformed(format!(
+                "datagram of {} bytes is shorter than the header",
+                buf.len()
+            )));
         }
         if u16::from_be_bytes([buf[0], buf[1]]) != MAGIC || buf[2] != VERSION {
             return Err(ProtocolError::Malformed("datagram without the netchar header".into()));
@@ -95,10 +98,7 @@ mod tests {
     fn golden_bytes() {
         let mut b = [0u8; 24];
         DatagramHeader { flags: 0, stream_id: 2, sequence: 0x0102030405060708, sent_ns: 9 }.emit(&mut b);
-        assert_eq!(
-            b,
-            [0x4E, 0x43, 1, 0, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 9]
-        );
+        assert_eq!(b, [0x4E, 0x43, 1, 0, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 9]);
         DatagramHeader::stamp(&mut b, 1, 2);
         assert_eq!(DatagramHeader::parse(&b).unwrap().sequence, 1);
     }

@@ -9,6 +9,8 @@ use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use serde::{Deserialize, Serialize};
 
 /// Client to server.
+// One message at a time on a control connection: boxing the large request buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMessage {

@@ -107,7 +107,12 @@ impl StreamShared {
         }
     }
 
-    fn set_udp_final(&self, sent: Option<UdpSent>, received: Option<UdpReceived>, intervals: Option<Vec<StreamInterval>>) {
+    fn set_udp_final(
+        &self,
+        sent: Option<UdpSent>,
+        received: Option<UdpReceived>,
+        intervals: Option<Vec<StreamInterval>>,
+    ) {
         if let Ok(mut slot) = self.udp_final.lock() {
             *slot = Some(UdpFinal { sent, received, intervals: intervals.unwrap_or_default() });
         }
@@ -540,7 +545,8 @@ impl Collector {
         for (i, t) in tracks.iter_mut().enumerate() {
             if self.udp {
                 // UDP workers close their own intervals; pass on what they published.
-                let fresh = self.shared[i].fresh_intervals.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
+                let fresh =
+                    self.shared[i].fresh_intervals.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
                 for sample in fresh {
                     live.omitted |= sample.omitted;
                     live.streams.push(netchar_model::IntervalStream {

@@ -6,9 +6,7 @@
 //! sender's exact total is known. The collector only reads what they publish.
 
 use super::{Controls, StreamShared, POLL};
-use netchar_model::{
-    bits_per_second, EndCondition, StreamInterval, TestSpec, UdpReceived, UdpSent,
-};
+use netchar_model::{bits_per_second, EndCondition, StreamInterval, TestSpec, UdpReceived, UdpSent};
 use netchar_stats::distribution::Distribution;
 use netchar_stats::jitter::JitterMeter;
 use netchar_stats::sequence::SequenceTracker;
@@ -23,9 +21,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Sleep only for waits longer than this; spin on the clock for shorter ones. On this class of
 /// VM a sleep overshoots by 50–130 µs (reference/perf.md, technique 11).
 const SPIN_BELOW: Duration = Duration::from_micros(200);
-/// A paced sender that falls this far behind its schedule re-anchors it instead of sending
-/// the backlog as one burst (esnet/iperf#386), and counts the slip.
-const MAX_BACKLOG: Duration = Duration::from_millis(5);
+/// A paced sender that falls behind its schedule (a stall: the sender was not scheduled)
+/// catches up at no more than this multiple of the target rate, never as one back-to-back
+/// burst (iperf3's cumulative-average pacing does that, esnet/iperf#386). Every 1 s interval
+/// still ends on target unless the stall was long.
+const CATCH_UP_RATE: f64 = 2.0;
+/// Behind by more than this, the schedule starts afresh: the missed time is not made up.
+const MAX_BACKLOG: Duration = Duration::from_millis(500);
 const EIO: i32 = 5;
 const EINVAL: i32 = 22;
 const ENOBUFS: i32 = 105;
@@ -40,6 +42,8 @@ struct Schedule {
     default_size: usize,
     anchor_seq: u64,
     anchor: Instant,
+    /// The last send: (first sequence number after it, when).
+    last: Option<(u64, Instant)>,
 }
 
 impl Schedule {
@@ -53,6 +57,7 @@ impl Schedule {
             default_size: spec.block_bytes as usize,
             anchor_seq: 0,
             anchor: started,
+            last: None,
         }
     }
 
@@ -78,7 +83,15 @@ impl Schedule {
         if let Some((burst, gap)) = self.burst {
             secs += (seq / burst - self.anchor_seq / burst) as f64 * gap;
         }
-        self.anchor + Duration::from_secs_f64(secs)
+        let on_schedule = self.anchor + Duration::from_secs_f64(secs);
+        // Catching up after a stall: no closer than 1/CATCH_UP_RATE of the nominal gap.
+        match (self.pps, self.last) {
+            (Some(pps), Some((next, at))) if seq >= next => {
+                let floor = at + Duration::from_secs_f64((seq - next) as f64 / (pps * CATCH_UP_RATE));
+                on_schedule.max(floor)
+            }
+            _ => on_schedule,
+        }
     }
 
     /// Datagrams due at `now` from `seq` on, at most `max`, all of one size and within one burst.
@@ -99,7 +112,13 @@ impl Schedule {
     }
 }
 
-pub(super) fn send(shared: &StreamShared, controls: &Controls, spec: &TestSpec, started: Instant, socket: &UdpSocket) -> io::Result<()> {
+pub(super) fn send(
+    shared: &StreamShared,
+    controls: &Controls,
+    spec: &TestSpec,
+    started: Instant,
+    socket: &UdpSocket,
+) -> io::Result<()> {
     socket.set_write_timeout(Some(POLL))?;
     let opts = spec.udp.clone().unwrap_or_default();
     let mut schedule = Schedule::new(spec, started);
@@ -162,7 +181,8 @@ pub(super) fn send(shared: &StreamShared, controls: &Controls, spec: &TestSpec, 
         // size differs from the slot size used for the first emit).
         if size != max_size {
             for i in 0..n {
-                DatagramHeader { flags: 0, stream_id: shared.id, sequence: seq + i as u64, sent_ns: stamp }.emit(&mut buf[i * size..]);
+                DatagramHeader { flags: 0, stream_id: shared.id, sequence: seq + i as u64, sent_ns: stamp }
+                    .emit(&mut buf[i * size..]);
             }
         }
         let result = if gso_ok && n > 1 {
@@ -173,6 +193,7 @@ pub(super) fn send(shared: &StreamShared, controls: &Controls, spec: &TestSpec, 
         match result {
             Ok(sent) => {
                 seq += sent as u64;
+                schedule.last = Some((seq, now));
                 bytes += (sent * size) as u64;
                 shared.bytes.store(bytes, Ordering::Release);
                 shared.packets.store(seq, Ordering::Release);
@@ -183,7 +204,12 @@ pub(super) fn send(shared: &StreamShared, controls: &Controls, spec: &TestSpec, 
                 // EIO/EINVAL: the path cannot segment (no checksum offload): plain sends from now on.
                 gso_ok = false;
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) || e.raw_os_error() == Some(ENOBUFS) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) || e.raw_os_error() == Some(ENOBUFS) =>
+            {
                 // ENOBUFS (105), EAGAIN: refused by the kernel; counted, not sent, retried.
                 errors += n as u64;
                 shared.send_errors.store(errors, Ordering::Release);
@@ -200,7 +226,13 @@ pub(super) fn send(shared: &StreamShared, controls: &Controls, spec: &TestSpec, 
     };
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
-    let total = UdpSent { packets: seq, send_errors: errors, gap_mean_us: gaps.mean_us(seq), gap_p99_us: gaps.p99_us(), gso: gso_ok };
+    let total = UdpSent {
+        packets: seq,
+        send_errors: errors,
+        gap_mean_us: gaps.mean_us(seq),
+        gap_p99_us: gaps.p99_us(),
+        gso: gso_ok,
+    };
     let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors));
     shared.set_udp_final(Some(total), None, Some(intervals));
     outcome
@@ -244,7 +276,13 @@ struct SenderIntervals {
 
 impl SenderIntervals {
     fn new(spec: &TestSpec) -> Self {
-        Self { interval: spec.interval_seconds, omit: spec.omit_seconds, current: 0, at_start: (0, 0, 0), closed: Vec::new() }
+        Self {
+            interval: spec.interval_seconds,
+            omit: spec.omit_seconds,
+            current: 0,
+            at_start: (0, 0, 0),
+            closed: Vec::new(),
+        }
     }
 
     fn sample(&self, start: f64, end: f64, now: (u64, u64, u64)) -> StreamInterval {
@@ -298,7 +336,13 @@ fn realtime_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-pub(super) fn receive(shared: &StreamShared, controls: &Controls, spec: &TestSpec, started: Instant, socket: &UdpSocket) -> io::Result<()> {
+pub(super) fn receive(
+    shared: &StreamShared,
+    controls: &Controls,
+    spec: &TestSpec,
+    started: Instant,
+    socket: &UdpSocket,
+) -> io::Result<()> {
     let opts = spec.udp.clone().unwrap_or_default();
     socket.set_read_timeout(Some(RECV_POLL))?;
     let fd = socket.as_fd();
@@ -340,7 +384,12 @@ pub(super) fn receive(shared: &StreamShared, controls: &Controls, spec: &TestSpe
                 shared.bytes.store(rx.bytes, Ordering::Release);
                 shared.packets.store(rx.tracker.unique(), Ordering::Release);
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
                 let offset = realtime_ns().saturating_sub(started_real);
                 rx.close_intervals_before(offset, shared, spec);
             }
@@ -515,6 +564,7 @@ impl ReceiverState {
             jitter_p99_ms: self.whole_jitter.variation_quantile_ns(0.99) as f64 / 1e6,
             kernel_drops: self.kernel_drops,
             coalesced: self.gro,
+            foreign: self.foreign,
             ..UdpReceived::default()
         };
         total.set_lost(self.tracker.lost(sent));

@@ -69,7 +69,10 @@ fn a_whole_test_runs_from_hello_to_results() {
     assert_eq!(p.server().poll_event(), Some(ServerEvent::Start));
     p.client.local_senders_done(now, vec![StreamTotal { id: 1, bytes: 1234, packets: 0 }]);
     p.drive();
-    assert_eq!(p.server().poll_event(), Some(ServerEvent::PeerSenderDone(vec![StreamTotal { id: 1, bytes: 1234, packets: 0 }])));
+    assert_eq!(
+        p.server().poll_event(),
+        Some(ServerEvent::PeerSenderDone(vec![StreamTotal { id: 1, bytes: 1234, packets: 0 }]))
+    );
     p.server().finish(now, vec![], CpuUsage::default(), None);
     p.drive();
     assert!(matches!(p.client.poll_event(), Some(ClientEvent::Finished { error: None, .. })));

@@ -1,0 +1,371 @@
+//! Network-namespace fixtures for ground-truth tests.
+//!
+//! Builds two private network namespaces joined by a veth pair, shapes/impairs the link with
+//! `tc`/`nft`, runs commands inside a namespace, and tears everything down on drop (also when
+//! the test panics). Nothing here touches the host's own interfaces or addresses: the veth pair
+//! is created directly inside the namespaces, so its names and the 10.201.x.0/24 addresses only
+//! exist there.
+//!
+//! Include from a test file with
+//! `#[path = "support/netns.rs"] mod netns;`
+//!
+//! Environments without root, `ip`, `tc` or namespace support make [`Link::create`] return
+//! `Err(reason)`; pass that to [`skip_or_fail`], which skips (returns) unless
+//! `NETCHAR_REQUIRE_NETNS=1` is set, in which case it panics.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::Ipv4Addr;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Prefix of every namespace this module creates: `ncx-<pid>-<seq>-a|b`.
+const NS_PREFIX: &str = "ncx-";
+/// Interface names inside the namespaces (private to them, so fixed names are fine).
+pub const DEV_A: &str = "ncveth0";
+pub const DEV_B: &str = "ncveth1";
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// Environment variable that turns "skip" into "fail" (set by CI).
+pub const REQUIRE_ENV: &str = "NETCHAR_REQUIRE_NETNS";
+
+/// Call when the fixture cannot be built. Without `NETCHAR_REQUIRE_NETNS=1` this prints
+/// "skipping netns test: REASON" and returns (the caller should then return early); with it,
+/// it panics so CI notices the missing coverage.
+pub fn skip_or_fail(reason: &str) {
+    if std::env::var(REQUIRE_ENV).map(|v| v == "1").unwrap_or(false) {
+        panic!("netns test cannot run but {REQUIRE_ENV}=1 requires it: {reason}");
+    }
+    eprintln!("skipping netns test: {reason}");
+}
+
+/// Runs `cmd` to completion, returning its output or a readable error (used for setup steps).
+fn run_checked(cmd: &mut Command) -> Result<Output, String> {
+    let shown = format!("{cmd:?}");
+    let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{shown} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(out)
+}
+
+fn effective_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    // Uid: real effective saved fs
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
+fn tool_available(tool: &str, arg: &str) -> Result<(), String> {
+    match Command::new(tool).arg(arg).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status() {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("`{tool}` is not usable: {e}")),
+    }
+}
+
+/// Checks the preconditions that do not need any change to the system.
+pub fn preflight() -> Result<(), String> {
+    if !cfg!(target_os = "linux") {
+        return Err("network namespaces need Linux".into());
+    }
+    match effective_uid() {
+        Some(0) => {}
+        Some(uid) => return Err(format!("needs root (effective uid is {uid})")),
+        None => return Err("cannot determine the effective uid".into()),
+    }
+    tool_available("ip", "-V")?;
+    tool_available("tc", "-V")?;
+    Ok(())
+}
+
+/// Deletes namespaces left behind by earlier runs of these tests that were killed before their
+/// guards ran (names carry the pid; only namespaces of processes that no longer exist go).
+fn reap_stale() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).stderr(Stdio::null()).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix(NS_PREFIX) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip").args(["netns", "del", name]).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+/// One network namespace, deleted on drop.
+#[derive(Debug)]
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates namespace `name` and brings its loopback up.
+    pub fn create(name: &str) -> Result<Self, String> {
+        run_checked(Command::new("ip").args(["netns", "add", name]))?;
+        let ns = Self { name: name.to_string() };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A command that runs `program` inside this namespace (`ip netns exec NAME program`).
+    /// `ip netns exec` execs the program, so the child's pid is the program's own.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name]).arg(program);
+        c
+    }
+
+    /// `ip -n NAME ARGS...`, failing with the command's stderr.
+    pub fn ip(&self, args: &[&str]) -> Result<Output, String> {
+        run_checked(Command::new("ip").args(["-n", &self.name]).args(args))
+    }
+
+    /// `tc ARGS...` inside this namespace.
+    pub fn tc(&self, args: &[&str]) -> Result<Output, String> {
+        run_checked(self.command("tc").args(args))
+    }
+
+    /// `nft ARGS...` inside this namespace (for loss/impairment tests).
+    pub fn nft(&self, args: &[&str]) -> Result<Output, String> {
+        run_checked(self.command("nft").args(args))
+    }
+
+    /// Writes a sysctl of this namespace (e.g. `net/ipv4/tcp_timestamps`), via /proc/sys.
+    pub fn sysctl(&self, key: &str, value: &str) -> Result<(), String> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        run_checked(self.command("sh").args(["-c", "printf '%s' \"$1\" > \"$2\"", "sh", value, &path]))?;
+        Ok(())
+    }
+
+    /// Reads a sysctl of this namespace.
+    pub fn read_sysctl(&self, key: &str) -> Result<String, String> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let out = run_checked(self.command("cat").arg(&path))?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Deleting the namespace also destroys the veth end inside it (and with it the peer).
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Two namespaces `a` and `b` joined by a veth pair: `a` has `DEV_A` with `a_ip`/24, `b` has
+/// `DEV_B` with `b_ip`/24. Dropping it deletes both namespaces.
+#[derive(Debug)]
+pub struct Link {
+    pub a: Netns,
+    pub b: Netns,
+    pub a_ip: Ipv4Addr,
+    pub b_ip: Ipv4Addr,
+}
+
+impl Link {
+    /// Builds the pair. Errors carry a human-readable reason suitable for [`skip_or_fail`].
+    pub fn create() -> Result<Self, String> {
+        preflight()?;
+        reap_stale();
+        let pid = std::process::id();
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let base = format!("{NS_PREFIX}{pid}-{seq}");
+        // The subnet is only visible inside the two namespaces; varying it per link merely
+        // keeps captures/logs of concurrent runs distinguishable.
+        let x = ((pid.wrapping_add(seq)) % 250 + 1) as u8;
+        let a_ip = Ipv4Addr::new(10, 201, x, 1);
+        let b_ip = Ipv4Addr::new(10, 201, x, 2);
+
+        let a = Netns::create(&format!("{base}-a")).map_err(|e| format!("cannot create a network namespace: {e}"))?;
+        let b = Netns::create(&format!("{base}-b")).map_err(|e| format!("cannot create a network namespace: {e}"))?;
+        // Create the pair inside namespace a with the peer placed straight into namespace b,
+        // so no interface ever appears in the host's namespace.
+        a.ip(&["link", "add", DEV_A, "type", "veth", "peer", "name", DEV_B, "netns", b.name()])
+            .map_err(|e| format!("cannot create a veth pair: {e}"))?;
+        a.ip(&["addr", "add", &format!("{a_ip}/24"), "dev", DEV_A])?;
+        b.ip(&["addr", "add", &format!("{b_ip}/24"), "dev", DEV_B])?;
+        a.ip(&["link", "set", DEV_A, "up"])?;
+        b.ip(&["link", "set", DEV_B, "up"])?;
+        Ok(Self { a, b, a_ip, b_ip })
+    }
+
+    /// Replaces the root qdisc of both veth ends with `tc qdisc replace dev DEV root SPEC...`
+    /// (e.g. `["tbf", "rate", "200mbit", ...]`).
+    pub fn set_root_qdisc_both(&self, spec: &[&str]) -> Result<(), String> {
+        for (ns, dev) in [(&self.a, DEV_A), (&self.b, DEV_B)] {
+            let mut args = vec!["qdisc", "replace", "dev", dev, "root"];
+            args.extend_from_slice(spec);
+            ns.tc(&args)?;
+        }
+        Ok(())
+    }
+
+    /// `tc -s qdisc show` of both ends, for diagnostics.
+    pub fn qdisc_stats(&self) -> String {
+        let mut s = String::new();
+        for (ns, dev) in [(&self.a, DEV_A), (&self.b, DEV_B)] {
+            match ns.tc(&["-s", "qdisc", "show", "dev", dev]) {
+                Ok(o) => s.push_str(&format!("[{}] {}", ns.name(), String::from_utf8_lossy(&o.stdout))),
+                Err(e) => s.push_str(&format!("[{}] {e}\n", ns.name())),
+            }
+        }
+        s
+    }
+}
+
+/// A child process killed (and reaped) on drop.
+#[derive(Debug)]
+pub struct ChildGuard {
+    child: Option<Child>,
+}
+
+impl ChildGuard {
+    pub fn new(child: Child) -> Self {
+        Self { child: Some(child) }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Waits up to `timeout` for the child to exit on its own; `None` if it is still running.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match child.try_wait() {
+                Ok(Some(st)) => return Some(st),
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+                _ => return None,
+            }
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A server process started in a namespace whose stderr is drained by a thread (so it can
+/// never block on a full pipe) and kept for diagnostics.
+#[derive(Debug)]
+pub struct Server {
+    pub child: ChildGuard,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Spawns `cmd` (stdout discarded, stderr captured) and waits up to `timeout` for a stderr
+    /// line containing `ready`.
+    pub fn spawn(mut cmd: Command, ready: &str, timeout: Duration) -> Result<Self, String> {
+        let shown = format!("{cmd:?}");
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot spawn {shown}: {e}"))?;
+        let pipe = child.stderr.take().expect("stderr is piped");
+        let mut guard = ChildGuard::new(child);
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel::<()>();
+        let ready = ready.to_string();
+        {
+            let log = log.clone();
+            thread::spawn(move || {
+                let mut tx = Some(tx);
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { break };
+                    let hit = line.contains(&ready);
+                    {
+                        let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
+                        l.push_str(&line);
+                        l.push('\n');
+                    }
+                    if hit {
+                        if let Some(tx) = tx.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                }
+            });
+        }
+        match rx.recv_timeout(timeout) {
+            Ok(()) => Ok(Self { child: guard, stderr: log }),
+            Err(_) => {
+                let exited = guard.wait_timeout(Duration::from_millis(100));
+                let text = log.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                Err(format!("{shown} did not report readiness within {timeout:?} (exit: {exited:?}); stderr:\n{text}"))
+            }
+        }
+    }
+
+    /// Everything the server has written to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Result of [`run_with_timeout`].
+#[derive(Debug)]
+pub struct Finished {
+    /// `None` if the command was killed at the timeout.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+/// Runs `cmd` with both output streams captured, killing it after `timeout`.
+pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<Finished, String> {
+    let shown = format!("{cmd:?}");
+    let started = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot spawn {shown}: {e}"))?;
+    let mut out_pipe = child.stdout.take().expect("stdout is piped");
+    let mut err_pipe = child.stderr.take().expect("stderr is piped");
+    let out_t = thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = out_pipe.read_to_end(&mut s);
+        s
+    });
+    let err_t = thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err_pipe.read_to_end(&mut s);
+        s
+    });
+    let mut guard = ChildGuard::new(child);
+    let status = guard.wait_timeout(timeout);
+    drop(guard); // kills it if still running, which closes the pipes
+    let stdout = String::from_utf8_lossy(&out_t.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err_t.join().unwrap_or_default()).into_owned();
+    Ok(Finished { status, stdout, stderr, elapsed: started.elapsed() })
+}
