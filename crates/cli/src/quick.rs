@@ -1,5 +1,10 @@
-//! `netchar` with no arguments: an in-process server on 127.0.0.1 and a short TCP
-//! characterization against it (up, down, bidir), printed as one table.
+//! `netchar` with no arguments: an in-process server on 127.0.0.1 and a short
+//! characterization against it (TCP up, down, bidir; UDP paced at 1 Gbit/s and at maximum
+//! rate), printed as one table.
+
+fn tcp(direction: Direction) -> TestSpec {
+    TestSpec { direction, ..TestSpec::tcp_default() }
+}
 
 use crate::plan::seconds;
 use anyhow::{Context, Result};
@@ -7,7 +12,7 @@ use netchar_engine::client::{self, ClientConfig};
 use netchar_engine::server::{Server, ServerConfig};
 use netchar_engine::StopFlag;
 use netchar_model::units::RateFormat;
-use netchar_model::{Direction, EndCondition, TestSpec};
+use netchar_model::{Direction, EndCondition, TestSpec, UdpRate};
 use netchar_wire::session::Timeouts;
 use std::io::Write;
 use std::time::Duration;
@@ -30,16 +35,26 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
     eprintln!("netchar {}: quick characterization against an in-process server on {addr}", env!("CARGO_PKG_VERSION"));
     let mut rows = Vec::new();
     let mut failed = None;
-    for (name, direction) in [("tcp up", Direction::Up), ("tcp down", Direction::Down), ("tcp bidir", Direction::Bidir)]
-    {
+    let mut udp_paced = TestSpec::udp_default();
+    udp_paced.udp.as_mut().expect("UDP spec").rate = UdpRate::BitsPerSecond(1_000_000_000);
+    let mut udp_max = TestSpec::udp_default();
+    udp_max.udp.as_mut().expect("UDP spec").rate = UdpRate::Unlimited;
+    let plan = [
+        ("tcp up", tcp(Direction::Up)),
+        ("tcp down", tcp(Direction::Down)),
+        ("tcp bidir", tcp(Direction::Bidir)),
+        ("udp 1G", udp_paced),
+        ("udp max", udp_max),
+    ];
+    for (name, mut spec) in plan {
         if stop.is_raised() {
             break;
         }
-        let mut spec = TestSpec::tcp_default();
-        spec.direction = direction;
         spec.end = EndCondition::Seconds(secs);
         spec.interval_seconds = 0.0;
-        spec.validate()?;
+        let mut check = spec.clone();
+        check.block_bytes = check.block_bytes.max(1472);
+        check.validate()?;
         eprintln!("  running {name} for {secs} s ...");
         let cfg = ClientConfig {
             host: addr.ip().to_string(),

@@ -2,150 +2,15 @@
 //! checked against the byte counters of both ends, and every error case against its exit code
 //! and its one-line message.
 
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_netchar");
-
-/// A `netchar server` on an ephemeral port, killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-    stderr: std::sync::mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> Self {
-        Self::start_on("127.0.0.1", extra)
-    }
-
-    fn start_on(bind: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .args(["server", "-B", bind, "-p", "0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn server");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = rx.recv_timeout(Duration::from_secs(10)).expect("server start line");
-        let port =
-            first.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {first:?}"));
-        Self { child, port, stderr: rx }
-    }
-
-    /// Server log lines seen so far (waits up to `wait` for at least one more).
-    fn log_lines(&self, wait: Duration) -> Vec<String> {
-        let mut lines = Vec::new();
-        if let Ok(l) = self.stderr.recv_timeout(wait) {
-            lines.push(l);
-        }
-        while let Ok(l) = self.stderr.try_recv() {
-            lines.push(l);
-        }
-        lines
-    }
-
-    fn signal(&self, sig: &str) {
-        Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn netchar(args: &[&str]) -> Run {
-    let out = Command::new(BIN).args(args).output().expect("run netchar");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn tcp_json(server: &Server, host: &str, extra: &[&str]) -> Value {
-    let port = server.port.to_string();
-    let mut args = vec!["tcp", host, "-p", &port, "--json"];
-    args.extend_from_slice(extra);
-    let run = netchar(&args);
-    assert_eq!(run.code, 0, "netchar {args:?} failed: {}", run.stderr);
-    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout))
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))
-}
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-/// The checks every successful TCP result must pass, for each flow it ran.
-fn check_flow(r: &Value, flow: &str, streams: u64) -> (u64, u64) {
-    let s = &r["summary"][flow];
-    assert!(s.is_object(), "summary.{flow} missing in {r}");
-    let (tx, rx) = (&s["sender"], &s["receiver"]);
-    assert_eq!(s["bytes_match"], true, "{flow}: {s}");
-    assert_eq!(u(&tx["total_bytes"]), u(&rx["total_bytes"]), "{flow}: receiver bytes must equal sender bytes");
-    assert!(u(&tx["total_bytes"]) > 0);
-    for side in [tx, rx] {
-        let expect = 8.0 * u(&side["bytes"]) as f64 / f(&side["seconds"]);
-        let got = f(&side["bits_per_second"]);
-        assert!((got - expect).abs() <= 0.001 * expect, "bits_per_second {got} vs 8*bytes/seconds {expect}");
-    }
-    assert!(tx["retransmits"].is_u64(), "a Linux TCP sender reports retransmits: {tx}");
-    // Raw per-stream records from both ends add up to the summary totals.
-    let records: Vec<&Value> = r["streams"].as_array().unwrap().iter().filter(|x| x["flow"] == flow).collect();
-    assert_eq!(records.len() as u64, 2 * streams, "one record per stream and end");
-    let sum = |role: &str| -> u64 { records.iter().filter(|x| x["role"] == role).map(|x| u(&x["bytes"])).sum() };
-    assert_eq!(sum("sender"), u(&tx["total_bytes"]));
-    assert_eq!(sum("receiver"), u(&rx["total_bytes"]));
-    // Interval bytes of each stream add up to its total exactly.
-    for rec in records.iter().filter(|r| !r["intervals"].as_array().unwrap().is_empty()) {
-        let iv: u64 = rec["intervals"].as_array().unwrap().iter().map(|i| u(&i["bytes"])).sum();
-        assert_eq!(iv, u(&rec["bytes"]), "intervals of stream {} ({})", rec["id"], rec["role"]);
-    }
-    (u(&tx["total_bytes"]), u(&rx["total_bytes"]))
-}
-
-fn check_common_keys(r: &Value) {
-    for key in
-        ["schema_version", "netchar_version", "test", "started_at", "host", "intervals", "summary", "cpu", "error"]
-    {
-        assert!(r.get(key).is_some(), "missing key {key}");
-    }
-    assert_eq!(r["schema_version"], 1);
-    assert!(r["error"].is_null(), "error: {}", r["error"]);
-    for end in ["local", "remote"] {
-        let c = &r["cpu"][end];
-        for k in ["user_pct", "system_pct", "total_pct", "host_busy_pct"] {
-            assert!(c[k].is_f64(), "cpu.{end}.{k} missing: {c}");
-        }
-        assert!(f(&c["total_pct"]) > 0.0, "a test that moved data used CPU: {c}");
-    }
-    assert!(r["host"]["cores"].as_u64().unwrap() >= 1);
-    assert!(r["started_at"].as_str().unwrap().ends_with('Z'));
-}
 
 #[test]
 fn tcp_up_moves_every_byte_and_reports_consistent_figures() {

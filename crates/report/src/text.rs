@@ -1,6 +1,6 @@
 //! The human-readable report: a header, one line per interval and stream, a summary.
 
-use netchar_model::units::{format_bytes, RateFormat};
+use netchar_model::units::{format_bytes, format_si, RateFormat};
 use netchar_model::{
     CpuUsage, EndCondition, Flow, FlowSummary, IntervalRecord, Role, TestInfo, TestKind, TestResult, TestSpec,
     UdpOptions, UdpRate,
@@ -305,32 +305,47 @@ pub fn quick_table(rows: &[(String, TestResult)], format: RateFormat) -> String 
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<12} {:<5} {:>16} {:>16} {:>12} {:>9} {:>9}",
-        "test", "flow", "sender", "receiver", "retransmits", "cpu cli", "cpu srv"
+        "{:<10} {:<5} {:>15} {:>15} {:>12} {:>22} {:>8}",
+        "test", "flow", "sender", "receiver", "datagrams/s", "retransmits / lost", "cpu"
     );
     for (name, r) in rows {
         for flow in [Flow::Up, Flow::Down] {
             let Some(f) = r.summary.flow(flow) else {
                 continue;
             };
-            let cpu = |c: &Option<CpuUsage>| c.as_ref().map_or("-".to_string(), |c| format!("{:.0}%", c.total_pct));
+            let pps = f.receiver.udp_received.as_ref().map_or("-".to_string(), |u| {
+                format_si(u.packets as f64 / f.receiver.seconds.max(1e-9), "").trim().to_string()
+            });
+            let lost = match (&f.receiver.udp_received, f.sender.retransmits) {
+                (Some(u), _) => format!("{} ({:.3}%)", u.lost, u.loss_percent),
+                (None, Some(r)) => r.to_string(),
+                (None, None) => "-".to_string(),
+            };
+            let cpu = r.cpu.local.as_ref().map_or("-".to_string(), |c| format!("{:.0}%", c.total_pct));
+            let exact = match f.packets_accounted {
+                Some(false) => "  datagrams unaccounted!",
+                None if !f.bytes_match => "  bytes differ!",
+                _ => "",
+            };
             let _ = writeln!(
                 out,
-                "{:<12} {:<5} {:>16} {:>16} {:>12} {:>9} {:>9}{}",
+                "{:<10} {:<5} {:>15} {:>15} {:>12} {:>22} {:>8}{exact}",
                 name,
                 flow.name(),
                 format.format(f.sender.bits_per_second),
                 format.format(f.receiver.bits_per_second),
-                f.sender.retransmits.map_or("-".to_string(), |x| x.to_string()),
-                cpu(&r.cpu.local),
-                cpu(&r.cpu.remote),
-                if f.bytes_match { "" } else { "  bytes differ!" }
+                pps,
+                lost,
+                cpu,
             );
         }
         if let Some(e) = &r.error {
-            let _ = writeln!(out, "{:<12} error: {e}", name);
+            let _ = writeln!(out, "{name:<10} error: {e}");
         }
     }
-    let _ = writeln!(out, "(bit rates over each test's active time after warm-up; CPU: process user+system in % of one CPU; with an in-process server both ends are one process)");
+    let _ = writeln!(
+        out,
+        "(rates over each test's active time; cpu: the netchar process, user+system, % of one CPU: client and in-process server together)"
+    );
     out
 }

@@ -142,6 +142,34 @@ impl Netns {
         run_checked(self.command("nft").args(args))
     }
 
+    /// The `(packets, bytes)` of every `counter` statement in chain `FAMILY TABLE CHAIN`, in rule
+    /// order (`nft list chain ...` prints them as `counter packets N bytes M`).
+    ///
+    /// nft counts what the hook sees: one GSO/GRO super-packet is *one* packet whose bytes span
+    /// all its segments.
+    pub fn nft_counters(&self, family: &str, table: &str, chain: &str) -> Result<Vec<(u64, u64)>, String> {
+        let out = self.nft(&["list", "chain", family, table, chain])?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut found = Vec::new();
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for (i, w) in words.iter().enumerate() {
+                if *w != "counter" {
+                    continue;
+                }
+                match words.get(i + 1..i + 5) {
+                    Some(["packets", p, "bytes", b]) => {
+                        let p = p.parse().map_err(|e| format!("bad packet count {p:?} in {line:?}: {e}"))?;
+                        let b = b.parse().map_err(|e| format!("bad byte count {b:?} in {line:?}: {e}"))?;
+                        found.push((p, b));
+                    }
+                    _ => return Err(format!("cannot parse the counter in {line:?}")),
+                }
+            }
+        }
+        Ok(found)
+    }
+
     /// Writes a sysctl of this namespace (e.g. `net/ipv4/tcp_timestamps`), via /proc/sys.
     pub fn sysctl(&self, key: &str, value: &str) -> Result<(), String> {
         let path = format!("/proc/sys/{}", key.replace('.', "/"));

@@ -148,7 +148,15 @@ pub(super) fn send(
             break Ok(());
         }
         let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) || budget.is_some_and(|b| bytes >= b) {
+        if let Some(d) = deadline.filter(|&d| now >= d) {
+            // A paced sender's datagrams are the slots due in [0, deadline): its time is the
+            // whole window, not up to its last send, or the rate would read one slot high.
+            if schedule.pps.is_some() {
+                end = end.max(d);
+            }
+            break Ok(());
+        }
+        if budget.is_some_and(|b| bytes >= b) {
             break Ok(());
         }
         let Some(size) = schedule.size_of(seq) else { break Ok(()) };
@@ -173,6 +181,8 @@ pub(super) fn send(
         if let Some(b) = budget {
             n = n.min(((b - bytes).div_ceil(size as u64)) as usize).max(1);
         }
+        // Close intervals that ended before this send, so it counts in the interval it is in.
+        intervals.close_due(now.saturating_duration_since(started).as_secs_f64(), (bytes, seq, errors), shared);
         let stamp = now.saturating_duration_since(started).as_nanos() as u64;
         for i in 0..n {
             DatagramHeader::stamp(&mut buf[i * size..], seq + i as u64, stamp);
@@ -222,7 +232,6 @@ pub(super) fn send(
             }
             Err(e) => break Err(e),
         }
-        intervals.close_due(end.saturating_duration_since(started).as_secs_f64(), (bytes, seq, errors), shared);
     };
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);

@@ -1,0 +1,168 @@
+//! `netchar udp` end to end over loopback: rates against their targets, the datagram identity
+//! sent = received + lost on every stream, patterns, directions and bad flags.
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// Checks one flow of a UDP result and returns (sender, receiver) summary objects.
+fn check_udp_flow<'a>(r: &'a Value, flow: &str, streams: u64) -> (&'a Value, &'a Value) {
+    assert!(r["error"].is_null(), "error: {}", r["error"]);
+    let s = &r["summary"][flow];
+    assert!(s.is_object(), "summary.{flow} missing: {r}");
+    assert_eq!(s["packets_accounted"], true, "{s}");
+    let (tx, rx) = (&s["sender"], &s["receiver"]);
+    assert_eq!(u(&tx["packets"]), u(&rx["packets"]) + u(&rx["lost"]), "sent = received + lost: {s}");
+    // Every stream on its own, from the raw records of both ends.
+    let records: Vec<&Value> = r["streams"].as_array().unwrap().iter().filter(|x| x["flow"] == flow).collect();
+    assert_eq!(records.len() as u64, 2 * streams);
+    for tx_rec in records.iter().filter(|x| x["role"] == "sender") {
+        let rx_rec = records.iter().find(|x| x["role"] == "receiver" && x["id"] == tx_rec["id"]).unwrap();
+        let sent = u(&tx_rec["udp_sent"]["packets"]);
+        let (got, lost) = (u(&rx_rec["udp_received"]["packets"]), u(&rx_rec["udp_received"]["lost"]));
+        assert_eq!(sent, got + lost, "stream {}: sent {sent} != received {got} + lost {lost}", tx_rec["id"]);
+        // Interval counts add up to the stream's totals exactly, loss included.
+        let ivs = rx_rec["intervals"].as_array().unwrap();
+        if !ivs.is_empty() {
+            let sum = |k: &str| ivs.iter().map(|i| u(&i["udp_received"][k])).sum::<u64>();
+            assert_eq!(sum("packets"), got, "interval packets of stream {}", tx_rec["id"]);
+            assert_eq!(sum("lost"), lost, "interval loss of stream {}", tx_rec["id"]);
+        }
+    }
+    for side in [tx, rx] {
+        let expect = 8.0 * u(&side["bytes"]) as f64 / f(&side["seconds"]);
+        assert!((f(&side["bits_per_second"]) - expect).abs() <= 1e-3 * expect.max(1.0));
+    }
+    (tx, rx)
+}
+
+fn rate_within(measured: f64, target: f64, tolerance: f64) -> bool {
+    (measured - target).abs() <= tolerance * target
+}
+
+#[test]
+fn paced_rates_hit_their_targets() {
+    let s = Server::start(&[]);
+    for (rate, target) in [("1M", 1e6), ("10M", 10e6), ("100M", 100e6)] {
+        let r = client_json("udp", &s, "127.0.0.1", &["-b", rate, "-t", "2"]);
+        let (tx, rx) = check_udp_flow(&r, "up", 1);
+        let sent = f(&tx["bits_per_second"]);
+        assert!(rate_within(sent, target, 0.005), "-b {rate}: sent {sent} bit/s");
+        assert_eq!(u(&rx["lost"]), 0, "loopback at {rate} loses nothing: {rx}");
+        // Each full one-second interval of the sender is on target too.
+        let rec = r["streams"].as_array().unwrap().iter().find(|x| x["role"] == "sender").unwrap();
+        for iv in rec["intervals"].as_array().unwrap() {
+            if f(&iv["end"]) - f(&iv["start"]) >= 0.999 {
+                let b = f(&iv["bits_per_second"]);
+                assert!(rate_within(b, target, 0.005), "-b {rate}: interval {iv}");
+            }
+        }
+    }
+}
+
+#[test]
+fn pps_mode_and_per_stream_rates() {
+    let s = Server::start(&[]);
+    let r = client_json("udp", &s, "127.0.0.1", &["--pps", "2000", "-P", "2", "-t", "1", "-l", "100"]);
+    let (tx, _) = check_udp_flow(&r, "up", 2);
+    let pps = u(&tx["packets"]) as f64 / f(&tx["seconds"]);
+    assert!(rate_within(pps, 2000.0, 0.01), "--pps 2000 in all: {pps}");
+    let r = client_json("udp", &s, "127.0.0.1", &["-b", "8M", "--per-stream", "-P", "2", "-t", "1", "-l", "1000"]);
+    let (tx, _) = check_udp_flow(&r, "up", 2);
+    assert!(rate_within(f(&tx["bits_per_second"]), 16e6, 0.01), "8M per stream × 2: {}", tx["bits_per_second"]);
+}
+
+#[test]
+fn unlimited_small_datagrams_are_counted_exactly() {
+    let s = Server::start(&[]);
+    for extra in [&["-b", "0", "-l", "64", "-t", "1"][..], &["-b", "0", "-l", "64", "-t", "1", "--no-gso"][..]] {
+        let r = client_json("udp", &s, "127.0.0.1", extra);
+        let (tx, rx) = check_udp_flow(&r, "up", 1);
+        assert!(u(&rx["packets"]) > 10_000, "{extra:?}: {rx}");
+        assert_eq!(tx["gso"], !extra.contains(&"--no-gso"), "{extra:?}: {tx}");
+        assert!(u(&rx["kernel_drops"]) <= u(&rx["lost"]), "socket drops are part of the loss");
+    }
+}
+
+#[test]
+fn a_datagram_list_sends_exactly_that_many() {
+    let s = Server::start(&[]);
+    let r = client_json("udp", &s, "127.0.0.1", &["--pattern", "640x1024", "-b", "100M"]);
+    let (tx, rx) = check_udp_flow(&r, "up", 1);
+    assert_eq!(u(&tx["packets"]), 640);
+    assert_eq!(u(&tx["bytes"]), 640 * 1024);
+    assert_eq!(u(&rx["packets"]) + u(&rx["lost"]), 640);
+    // Two sizes in order, then the test ends by itself.
+    let r = client_json("udp", &s, "127.0.0.1", &["--pattern", "10x100,5x2000", "-b", "10M"]);
+    let (tx, _) = check_udp_flow(&r, "up", 1);
+    assert_eq!((u(&tx["packets"]), u(&tx["bytes"])), (15, 10 * 100 + 5 * 2000));
+}
+
+#[test]
+fn bursts_are_separated_by_their_gaps() {
+    let s = Server::start(&[]);
+    // 50 datagrams in bursts of 10 with 20 ms pauses: at least 4 pauses = 80 ms.
+    let r = client_json("udp", &s, "127.0.0.1", &["--pattern", "50x200,10@20ms", "-b", "0"]);
+    let (tx, _) = check_udp_flow(&r, "up", 1);
+    assert_eq!(u(&tx["packets"]), 50);
+    let secs = f(&tx["seconds"]);
+    assert!(secs >= 0.079, "four 20 ms gaps: {secs} s");
+}
+
+#[test]
+fn reverse_and_bidir_account_for_every_stream() {
+    let s = Server::start(&[]);
+    let r = client_json("udp", &s, "127.0.0.1", &["-R", "-b", "20M", "-t", "1", "-P", "2"]);
+    check_udp_flow(&r, "down", 2);
+    let r = client_json("udp", &s, "127.0.0.1", &["--bidir", "-b", "20M", "-t", "1", "-P", "2"]);
+    check_udp_flow(&r, "up", 2);
+    check_udp_flow(&r, "down", 2);
+}
+
+#[test]
+fn ipv6_udp_uses_the_ipv6_payload_default() {
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("skipping ipv6_udp_uses_the_ipv6_payload_default: no IPv6 loopback (::1) here");
+        return;
+    }
+    let s = Server::start_on("::", &[]);
+    let r = client_json("udp", &s, "::1", &["-b", "10M", "-t", "1"]);
+    check_udp_flow(&r, "up", 1);
+    assert_eq!(r["test"]["block_bytes"], 1452);
+    let r = client_json("udp", &s, "127.0.0.1", &["-b", "10M", "-t", "1"]);
+    assert_eq!(r["test"]["block_bytes"], 1472);
+}
+
+#[test]
+fn text_output_names_the_frame_size_and_the_loss() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run = netchar(&["udp", "127.0.0.1", "-p", &port, "-l", "1000", "-b", "10M", "-t", "1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("payload 1000 bytes (1046-byte Ethernet frames)"), "{}", run.stdout);
+    assert!(run.stdout.contains("10000000 bit/s in all"), "{}", run.stdout);
+    assert!(run.stdout.contains("every datagram accounted for"), "{}", run.stdout);
+    assert!(run.stdout.contains("jitter"), "{}", run.stdout);
+}
+
+#[test]
+fn bad_udp_flags_exit_2_with_the_flag_named() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    for (args, needle) in [
+        (vec!["-l", "10"], "-l 10"),
+        (vec!["--pps", "0"], "--pps 0"),
+        (vec!["--pattern", "fast"], "--pattern fast"),
+        (vec!["--pattern", "10@soon"], "--pattern 10@soon"),
+        (vec!["--grace", "long"], "--grace long"),
+        (vec!["-b", "1Q"], "-b 1Q"),
+    ] {
+        let mut full = vec!["udp", "127.0.0.1", "-p", &port];
+        full.extend(args.iter());
+        let run = netchar(&full);
+        assert_eq!(run.code, 2, "{full:?}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{full:?}: {:?}", run.stderr);
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{:?}", run.stderr);
+    }
+}
