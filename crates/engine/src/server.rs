@@ -419,7 +419,10 @@ impl<'a> ControlSession<'a> {
     }
 
     fn read_control(&mut self, buf: &mut [u8]) -> Result<(), String> {
-        let _ = self.stream.set_read_timeout(Some(Duration::from_millis(50)));
+        // While data connections are still arriving, look for them often: `ready` (and the
+        // test's start) waits on this loop.
+        let wait = if self.data_rx.is_some() { Duration::from_millis(2) } else { Duration::from_millis(50) };
+        let _ = self.stream.set_read_timeout(Some(wait));
         match self.stream.read(buf) {
             Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),
             Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string()),

@@ -182,7 +182,7 @@ pub(super) fn send(
             n = n.min(((b - bytes).div_ceil(size as u64)) as usize).max(1);
         }
         // Close intervals that ended before this send, so it counts in the interval it is in.
-        intervals.close_due(now.saturating_duration_since(started).as_secs_f64(), (bytes, seq, errors), shared);
+        intervals.close_due(now.saturating_duration_since(started).as_secs_f64(), (bytes, seq, errors), Some(shared));
         let stamp = now.saturating_duration_since(started).as_nanos() as u64;
         for i in 0..n {
             DatagramHeader::stamp(&mut buf[i * size..], seq + i as u64, stamp);
@@ -316,14 +316,16 @@ impl SenderIntervals {
     }
 
     /// Closes every interval that ended by `elapsed` seconds; `now` = (bytes, packets, errors).
-    fn close_due(&mut self, elapsed: f64, now: (u64, u64, u64), shared: &StreamShared) {
+    fn close_due(&mut self, elapsed: f64, now: (u64, u64, u64), shared: Option<&StreamShared>) {
         if self.interval <= 0.0 {
             return;
         }
         while (self.current + 1) as f64 * self.interval <= elapsed {
             let start = self.current as f64 * self.interval;
             let iv = self.sample(start, start + self.interval, now);
-            shared.push_interval(iv.clone());
+            if let Some(sh) = shared {
+                sh.push_interval(iv.clone());
+            }
             self.closed.push(iv);
             self.at_start = now;
             self.current += 1;
@@ -332,6 +334,8 @@ impl SenderIntervals {
 
     fn finish(mut self, end: f64, now: (u64, u64, u64)) -> Vec<StreamInterval> {
         if self.interval > 0.0 {
+            // Whole intervals with nothing sent (a long pattern gap) before the last one.
+            self.close_due(end, now, None);
             let start = self.current as f64 * self.interval;
             self.closed.push(self.sample(start, end.max(start), now));
             super::merge_short_tail(&mut self.closed, self.interval);
