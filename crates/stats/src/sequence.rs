@@ -2,32 +2,36 @@
 //!
 //! iperf3 keeps one high-water mark and decrements "lost" when a late packet comes, so
 //! duplicates and late packets corrupt the loss count, and its 32-bit counter wraps
-//! (reference/iperf.md §5). Here every number is 64-bit, a missing number is remembered as a
-//! gap until it arrives, and lost, late and duplicate are separate counts:
+//! (reference/iperf.md §5). Here every number is 64-bit and each arrival is one of:
 //!
-//! - **in order**: the number is above every number seen so far;
-//! - **late**: below the highest seen and never seen before (reordered: not lost);
-//! - **duplicate**: seen before;
-//! - **lost**: sent but never seen; known exactly only once the sender's total is known,
-//!   `lost = sent − unique received`.
+//! - **in order**: above every number seen so far;
+//! - **late**: below the highest seen and not seen before (reordered: not lost);
+//! - **duplicate**: seen before.
+//!
+//! **Lost** is known exactly once the sender's total is known: `lost = sent − unique received`.
+//!
+//! Memory and time are bounded whatever the loss: a ring of [`WINDOW`] bits below the
+//! high-water mark tells late from duplicate (an arrival older than the window is counted as
+//! late: at most one window's worth of reordering can be told apart from duplication), and
+//! per-range loss is computed by the caller from [`Arrival`]s, not from a list of holes.
 //!
 //! Reordering extent (RFC 4737 §4.2.2): for a reordered packet with arrival index i, the
 //! extent is i − j, where j is the arrival index of the earliest-arriving packet with a larger
-//! sequence number. Those packets are always "in order" arrivals, whose numbers and arrival
-//! indices both increase, so j is found by binary search over them.
-//!
-//! Memory: gaps are kept as ranges, and duplicate detection below the highest number uses the
-//! gap set (a number inside a gap is late, one outside is a duplicate), so memory grows with
-//! the number of holes, not the number of packets.
+//! sequence number. Those packets are always in-order arrivals, whose numbers and arrival
+//! indices both increase, so j is found by binary search over the last [`WINDOW`] of them.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
+
+/// Sequence numbers below the high-water mark whose arrival is remembered.
+pub const WINDOW: u64 = 1 << 20;
+const WORDS: usize = (WINDOW / 64) as usize;
 
 /// What one arrival was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrival {
     /// Above every number seen so far.
     InOrder,
-    /// Filled a gap: reordered, not lost. `extent` as RFC 4737 defines it.
+    /// Below the high-water mark, first arrival: reordered, not lost. `extent` per RFC 4737.
     Late {
         /// Arrival-index distance to the earliest packet with a larger number.
         extent: u64,
@@ -37,14 +41,14 @@ pub enum Arrival {
 }
 
 /// Sequence accounting of one stream.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SequenceTracker {
     /// Highest number seen plus one (0 before any arrival).
     next: u64,
-    /// Missing numbers below `next`: start → end (exclusive).
-    gaps: BTreeMap<u64, u64>,
-    /// (sequence, arrival index) of every in-order arrival after a gap opened, for RFC 4737.
-    in_order: Vec<(u64, u64)>,
+    /// Bit `s % WINDOW` set: `s` arrived, for `next − WINDOW ≤ s < next`.
+    seen: Vec<u64>,
+    /// (sequence, arrival index) of recent in-order arrivals, for RFC 4737 extents.
+    in_order: VecDeque<(u64, u64)>,
     arrivals: u64,
     unique: u64,
     late: u64,
@@ -52,10 +56,53 @@ pub struct SequenceTracker {
     reorder_extent_max: u64,
 }
 
+impl Default for SequenceTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl SequenceTracker {
-    /// An empty tracker.
+    /// An empty tracker (128 KiB of window bits).
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            next: 0,
+            seen: vec![0; WORDS],
+            in_order: VecDeque::new(),
+            arrivals: 0,
+            unique: 0,
+            late: 0,
+            duplicates: 0,
+            reorder_extent_max: 0,
+        }
+    }
+
+    fn bit(&self, seq: u64) -> bool {
+        let i = (seq % WINDOW) as usize;
+        self.seen[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    fn set(&mut self, seq: u64) {
+        let i = (seq % WINDOW) as usize;
+        self.seen[i / 64] |= 1 << (i % 64);
+    }
+
+    fn clear_range(&mut self, from: u64, to: u64) {
+        if to - from >= WINDOW {
+            self.seen.iter_mut().for_each(|w| *w = 0);
+            return;
+        }
+        let mut s = from;
+        while s < to {
+            let i = (s % WINDOW) as usize;
+            if i % 64 == 0 && to - s >= 64 {
+                self.seen[i / 64] = 0;
+                s += 64;
+            } else {
+                self.seen[i / 64] &= !(1 << (i % 64));
+                s += 1;
+            }
+        }
     }
 
     /// Records the arrival of `seq`.
@@ -63,43 +110,30 @@ impl SequenceTracker {
         let index = self.arrivals;
         self.arrivals += 1;
         if seq >= self.next {
-            if seq > self.next {
-                self.gaps.insert(self.next, seq);
-            }
+            // Numbers skipped by this jump are not seen (yet): clear their window bits.
+            self.clear_range(self.next, seq);
+            self.set(seq);
             self.next = seq + 1;
             self.unique += 1;
-            if !self.gaps.is_empty() {
-                self.in_order.push((seq, index));
-            } else {
-                // No hole below: no later arrival can be reordered relative to these.
-                self.in_order.clear();
+            if self.in_order.len() as u64 >= WINDOW {
+                self.in_order.pop_front();
             }
+            self.in_order.push_back((seq, index));
             return Arrival::InOrder;
         }
-        // Below the high-water mark: late if inside a gap, else a duplicate.
-        let Some((&start, &end)) = self.gaps.range(..=seq).next_back() else {
-            self.duplicates += 1;
-            return Arrival::Duplicate;
-        };
-        if seq >= end {
+        let in_window = self.next - seq <= WINDOW;
+        if in_window && self.bit(seq) {
             self.duplicates += 1;
             return Arrival::Duplicate;
         }
-        self.gaps.remove(&start);
-        if start < seq {
-            self.gaps.insert(start, seq);
-        }
-        if seq + 1 < end {
-            self.gaps.insert(seq + 1, end);
+        if in_window {
+            self.set(seq);
         }
         self.unique += 1;
         self.late += 1;
         let first_above = self.in_order.partition_point(|&(s, _)| s <= seq);
         let extent = self.in_order.get(first_above).map_or(0, |&(_, j)| index - j);
         self.reorder_extent_max = self.reorder_extent_max.max(extent);
-        if self.gaps.is_empty() {
-            self.in_order.clear();
-        }
         Arrival::Late { extent }
     }
 
@@ -107,7 +141,7 @@ impl SequenceTracker {
     pub fn unique(&self) -> u64 {
         self.unique
     }
-    /// Arrivals that filled a gap.
+    /// Arrivals below the high-water mark that were not duplicates.
     pub fn late(&self) -> u64 {
         self.late
     }
@@ -128,18 +162,60 @@ impl SequenceTracker {
     pub fn lost(&self, sent: u64) -> u64 {
         sent.saturating_sub(self.unique)
     }
+}
 
-    /// Numbers in `[from, to)` never received (with `to` up to the sender's total, so the
-    /// tail after the last arrival counts as lost).
-    pub fn missing_in(&self, from: u64, to: u64) -> u64 {
-        let mut missing = to.saturating_sub(self.next.max(from));
-        for (&s, &e) in self.gaps.range(..to) {
-            let (a, b) = (s.max(from), e.min(to));
-            if a < b {
-                missing += b - a;
+/// Counts distinct arrivals per range of sequence numbers, so the loss of each range (an
+/// interval's share of the numbers) is exact: `lost = range length − distinct arrivals in it`.
+/// Ranges are appended in order; late arrivals are credited to the range they belong to.
+#[derive(Debug, Clone, Default)]
+pub struct RangeLedger {
+    /// Start of each range (the previous range ends where the next starts).
+    starts: Vec<u64>,
+    received: Vec<u64>,
+}
+
+impl RangeLedger {
+    /// Opens a new range starting at `from` (the high-water mark when an interval begins).
+    pub fn open(&mut self, from: u64) {
+        self.starts.push(from);
+        self.received.push(0);
+    }
+
+    /// Credits a distinct arrival of `seq` to its range (ignored before the first range).
+    pub fn credit(&mut self, seq: u64) {
+        // Fast path: nearly every arrival belongs to the newest range.
+        if let (Some(&last), Some(count)) = (self.starts.last(), self.received.last_mut()) {
+            if seq >= last {
+                *count += 1;
+                return;
             }
         }
-        missing
+        let k = self.starts.partition_point(|&s| s <= seq);
+        if k > 0 {
+            self.received[k - 1] += 1;
+        }
+    }
+
+    /// Lost numbers in range `k`, which ends at `end` (the next range's start, or for the last
+    /// range the sender's total).
+    pub fn lost(&self, k: usize, end: u64) -> u64 {
+        let from = self.starts[k];
+        end.saturating_sub(from).saturating_sub(self.received[k])
+    }
+
+    /// Ranges opened.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// True before any range is opened.
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Start of range `k`.
+    pub fn start(&self, k: usize) -> u64 {
+        self.starts[k]
     }
 }
 
@@ -166,8 +242,6 @@ mod tests {
     fn loss_includes_the_tail_after_the_last_arrival() {
         let t = feed(&[0, 1, 3, 4]);
         assert_eq!(t.lost(7), 3); // 2, 5, 6
-        assert_eq!(t.missing_in(0, 5), 1);
-        assert_eq!(t.missing_in(5, 7), 2);
     }
 
     #[test]
@@ -188,10 +262,9 @@ mod tests {
         for s in [1, 2, 4, 5] {
             assert_eq!(t.record(s), Arrival::InOrder);
         }
-        // Number 0 was never sent in this example; fill it so only 3 is a hole.
         assert_eq!(t.record(3), Arrival::Late { extent: 2 });
         assert_eq!(t.reorder_extent_max(), 2);
-        // Late after a long gap: 10..=19 arrive, then 8 (index 15 vs first above at index 6).
+        // Late after a long gap: 10..=19 arrive, then 8 (index 18 vs first above at index 8).
         let mut t = feed(&[0, 1, 2, 3, 4, 5, 6, 7]);
         for s in 10..20 {
             t.record(s);
@@ -207,7 +280,41 @@ mod tests {
         let t = feed(&[base, base + 1, base + 3, base + 4, base + 2]);
         assert_eq!(t.late(), 1);
         assert_eq!(t.high_water(), base + 5);
-        assert_eq!(t.missing_in(base, base + 5), 0);
+        assert_eq!(t.duplicates(), 0);
+    }
+
+    #[test]
+    fn the_window_forgets_old_numbers_after_a_big_jump() {
+        let mut t = feed(&[0, 1, 2]);
+        assert_eq!(t.record(3 * WINDOW), Arrival::InOrder);
+        // 1 is far below the window now: counted late, not duplicate (documented limit).
+        assert!(matches!(t.record(1), Arrival::Late { .. }));
+        // Inside the window, duplicates are still duplicates after the jump cleared the ring.
+        assert_eq!(t.record(3 * WINDOW - 5), Arrival::Late { extent: 2 });
+        assert_eq!(t.record(3 * WINDOW - 5), Arrival::Duplicate);
+    }
+
+    #[test]
+    fn ledger_attributes_loss_to_ranges() {
+        let mut t = SequenceTracker::new();
+        let mut l = RangeLedger::default();
+        l.open(0);
+        for s in [0, 1, 3, 4] {
+            if t.record(s) != Arrival::Duplicate {
+                l.credit(s);
+            }
+        }
+        l.open(t.high_water()); // 5
+        for s in [5, 2, 7] {
+            if t.record(s) != Arrival::Duplicate {
+                l.credit(s);
+            }
+        }
+        // Range 0 = [0, 5): 2 arrived late in range 1's time but belongs to range 0.
+        assert_eq!(l.lost(0, l.start(1)), 0);
+        // Range 1 = [5, 10) with 10 sent: 6, 8, 9 lost.
+        assert_eq!(l.lost(1, 10), 3);
+        assert_eq!(t.lost(10), 3);
     }
 
     proptest! {
@@ -221,8 +328,32 @@ mod tests {
             prop_assert_eq!(t.unique(), seen.len() as u64);
             prop_assert_eq!(t.duplicates(), dups);
             prop_assert_eq!(t.lost(200), 200 - seen.len() as u64);
-            prop_assert_eq!(t.missing_in(0, 200), 200 - seen.len() as u64);
-            prop_assert_eq!(t.missing_in(50, 120), (50..120).filter(|x| !seen.contains(x)).count() as u64);
+        }
+
+        /// Range losses add up to the total loss, and match a set per range.
+        #[test]
+        fn ledger_matches_a_set(arrivals in proptest::collection::vec(0u64..300, 0..500), cut in 1usize..400) {
+            let mut t = SequenceTracker::new();
+            let mut l = RangeLedger::default();
+            l.open(0);
+            for (i, &a) in arrivals.iter().enumerate() {
+                if i == cut.min(arrivals.len()) {
+                    l.open(t.high_water());
+                }
+                if t.record(a) != Arrival::Duplicate {
+                    l.credit(a);
+                }
+            }
+            let sent = 300;
+            let mut total = 0;
+            for k in 0..l.len() {
+                let end = if k + 1 < l.len() { l.start(k + 1) } else { sent };
+                let set: std::collections::BTreeSet<u64> = arrivals.iter().copied().filter(|&a| a >= l.start(k) && a < end).collect();
+                let expect = end.saturating_sub(l.start(k)) - set.len() as u64;
+                prop_assert_eq!(l.lost(k, end), expect);
+                total += l.lost(k, end);
+            }
+            prop_assert_eq!(total, t.lost(sent));
         }
     }
 }

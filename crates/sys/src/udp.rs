@@ -117,13 +117,13 @@ pub struct RecvMeta {
 pub struct RecvBuffers {
     data: Vec<u8>,
     slot: usize,
-    control: Vec<[u64; 8]>,
+    control: Vec<[u64; 16]>,
 }
 
 impl RecvBuffers {
     /// `BATCH` slots of `slot` bytes each (use [`GRO_BUFFER`] with GRO on).
     pub fn new(slot: usize) -> Self {
-        Self { data: vec![0; slot * BATCH], slot, control: vec![[0u64; 8]; BATCH] }
+        Self { data: vec![0; slot * BATCH], slot, control: vec![[0u64; 16]; BATCH] }
     }
 
     /// The bytes of slot `i` (valid for the length [`recv_many`] reported).
@@ -147,7 +147,7 @@ pub fn recv_many(fd: BorrowedFd<'_>, bufs: &mut RecvBuffers, meta: &mut [RecvMet
         msgs[i].msg_hdr.msg_iov = &mut iov[i];
         msgs[i].msg_hdr.msg_iovlen = 1;
         msgs[i].msg_hdr.msg_control = bufs.control[i].as_mut_ptr().cast();
-        msgs[i].msg_hdr.msg_controllen = std::mem::size_of::<[u64; 8]>() as _;
+        msgs[i].msg_hdr.msg_controllen = std::mem::size_of::<[u64; 16]>() as _;
     }
     // SAFETY: every header points at live, writable iovecs and control buffers of the sizes
     // given; a null timeout means "use the socket's".

@@ -9,7 +9,7 @@ use super::{Controls, StreamShared, POLL};
 use netchar_model::{bits_per_second, EndCondition, StreamInterval, TestSpec, UdpReceived, UdpSent};
 use netchar_stats::distribution::Distribution;
 use netchar_stats::jitter::JitterMeter;
-use netchar_stats::sequence::SequenceTracker;
+use netchar_stats::sequence::{Arrival, RangeLedger, SequenceTracker};
 use netchar_sys::udp::{self, RecvBuffers, RecvMeta, BATCH, GRO_BUFFER, MAX_GSO_SEGMENTS};
 use netchar_wire::datagram::{DatagramHeader, FLAG_SETUP, HEADER_LEN};
 use std::io;
@@ -430,7 +430,9 @@ struct ReceiverState {
     current: u64,
     at_start: Snapshot,
     /// Closed intervals with the high-water mark at their end (for loss settled later).
-    closed: Vec<(StreamInterval, u64, u64)>,
+    closed: Vec<StreamInterval>,
+    /// Distinct arrivals per interval's range of sequence numbers, for exact interval loss.
+    ledger: RangeLedger,
     /// Arrival of the last datagram, ns since the start.
     last_offset_ns: u64,
     /// The start on the realtime clock of kernel timestamps.
@@ -461,6 +463,11 @@ impl ReceiverState {
             current: 0,
             at_start: Snapshot::default(),
             closed: Vec::new(),
+            ledger: {
+                let mut l = RangeLedger::default();
+                l.open(0);
+                l
+            },
             last_offset_ns: 0,
             started_real_ns,
         }
@@ -489,7 +496,9 @@ impl ReceiverState {
             self.foreign += 1;
             return;
         }
-        self.tracker.record(h.sequence);
+        if self.tracker.record(h.sequence) != Arrival::Duplicate {
+            self.ledger.credit(h.sequence);
+        }
         self.jitter.record(h.sent_ns, at_ns);
         self.whole_jitter.record(h.sent_ns, at_ns);
         self.bytes += seg.len() as u64;
@@ -506,7 +515,8 @@ impl ReceiverState {
             let end = start + spec.interval_seconds;
             let iv = self.interval_since(start, end, spec);
             shared.push_interval(iv.clone());
-            self.closed.push((iv, self.at_start.high_water, self.tracker.high_water()));
+            self.closed.push(iv);
+            self.ledger.open(self.tracker.high_water());
             self.at_start = self.snapshot();
             self.jitter.reset_variation();
             self.current += 1;
@@ -529,7 +539,7 @@ impl ReceiverState {
             ..UdpReceived::default()
         };
         // Provisional: numbers skipped so far; settled when the sender's total is known.
-        r.set_lost(self.tracker.missing_in(self.at_start.high_water, now.high_water));
+        r.set_lost(self.ledger.lost(self.ledger.len() - 1, now.high_water));
         StreamInterval {
             start,
             end,
@@ -553,16 +563,17 @@ impl ReceiverState {
             let start = self.current as f64 * spec.interval_seconds;
             let end = (end_ns as f64 / 1e9).max(start);
             let iv = self.interval_since(start, end, spec);
-            self.closed.push((iv, self.at_start.high_water, sent));
+            self.closed.push(iv);
         }
-        // Loss per interval: the numbers each interval's advance skipped that never came;
-        // the last interval also owns the tail the sender sent after the last arrival.
+        // Loss per interval: the numbers of its range (the high-water advance during it) that
+        // never arrived, whenever; the last interval also owns the tail the sender sent after
+        // the last arrival.
         let count = self.closed.len();
         let mut intervals: Vec<StreamInterval> = Vec::with_capacity(count);
-        for (k, (mut iv, from, to)) in self.closed.into_iter().enumerate() {
-            let to = if k + 1 == count { sent.max(to) } else { to };
+        for (k, mut iv) in self.closed.into_iter().enumerate() {
+            let end = if k + 1 < count { self.ledger.start(k + 1) } else { sent.max(self.tracker.high_water()) };
             if let Some(r) = iv.udp_received.as_mut() {
-                r.set_lost(self.tracker.missing_in(from, to));
+                r.set_lost(self.ledger.lost(k, end));
             }
             intervals.push(iv);
         }
