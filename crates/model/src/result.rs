@@ -155,6 +155,9 @@ pub struct StreamRecord {
     /// Retransmits during the warm-up.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub omitted_retransmits: Option<u64>,
+    /// When the warm-up counts were taken, seconds since the start (at or just after `-O`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub omitted_seconds: Option<f64>,
     /// UDP sender counts over the whole stream.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_sent: Option<UdpSent>,
@@ -511,7 +514,11 @@ fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> S
     let mine = streams.iter().filter(|s| s.flow == flow && s.role == role);
     let mut t = SideTotals::default();
     let mut longest: f64 = 0.0;
+    let mut warm_up_end = omit;
     for s in mine {
+        if let Some(at) = s.omitted_seconds {
+            warm_up_end = warm_up_end.max(at);
+        }
         t.total_bytes += s.bytes;
         t.bytes += s.bytes - s.omitted_bytes.min(s.bytes);
         longest = longest.max(s.seconds);
@@ -520,7 +527,7 @@ fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> S
             *t.retransmits.get_or_insert(0) += r.saturating_sub(before);
         }
     }
-    t.seconds = (longest - omit).max(0.0);
+    t.seconds = (longest - warm_up_end).max(0.0);
     t.bits_per_second = bits_per_second(t.bytes, t.seconds);
     let mine: Vec<&StreamRecord> = streams.iter().filter(|s| s.flow == flow && s.role == role).collect();
     t.udp_sent =
@@ -688,6 +695,7 @@ mod tests {
             omitted_bytes: omitted,
             retransmits: (role == Role::Sender).then_some(7),
             omitted_retransmits: (role == Role::Sender).then_some(2),
+            omitted_seconds: None,
             udp_sent: None,
             udp_received: None,
             intervals: vec![StreamInterval {

@@ -482,6 +482,7 @@ impl Collector {
                     omitted_bytes: 0,
                     retransmits: None,
                     omitted_retransmits: None,
+                    omitted_seconds: None,
                     udp_sent: None,
                     udp_received: None,
                     intervals: Vec::new(),
@@ -513,6 +514,9 @@ impl Collector {
                     if !t.omit_taken {
                         t.record.omitted_bytes = self.shared[i].bytes.load(Ordering::Acquire);
                         t.record.omitted_retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
+                        // When the count was really taken (the thread may wake late): the
+                        // summary's time after the warm-up starts here, not at -O.
+                        t.record.omitted_seconds = Some(self.elapsed());
                         t.omit_taken = true;
                     }
                 }
