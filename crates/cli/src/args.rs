@@ -30,6 +30,8 @@ pub(crate) enum Command {
     Tcp(TcpArgs),
     /// UDP test: paced or unpaced streams, packets per second, loss, jitter, reordering.
     Udp(UdpArgs),
+    /// Request/response: transactions per second and round-trip latency percentiles.
+    Rr(RrArgs),
 }
 
 /// `netchar server`.
@@ -167,4 +169,29 @@ pub(crate) struct UdpArgs {
     /// Use UDP GRO on the receiver; received figures are then labelled coalesced.
     #[arg(long)]
     pub(crate) gro: bool,
+}
+
+/// `netchar rr`.
+#[derive(Debug, Args)]
+pub(crate) struct RrArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    /// Transactions over UDP instead of TCP.
+    #[arg(long)]
+    pub(crate) udp: bool,
+    /// Request size in bytes.
+    #[arg(short = 'l', long = "length", default_value = "1", allow_negative_numbers = true)]
+    pub(crate) length: String,
+    /// Response size in bytes (default: the request size).
+    #[arg(long)]
+    pub(crate) response: Option<String>,
+    /// Transactions outstanding per connection.
+    #[arg(long, default_value = "1", allow_negative_numbers = true)]
+    pub(crate) inflight: String,
+    /// UDP: a request without a response after this long is lost (e.g. 1s, 200ms).
+    #[arg(long, default_value = "1s")]
+    pub(crate) timeout: String,
+    /// Spin on non-blocking receives instead of sleeping (burns a CPU per connection).
+    #[arg(long = "busy-poll")]
+    pub(crate) busy_poll: bool,
 }

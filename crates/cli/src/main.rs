@@ -53,6 +53,10 @@ fn run(cli: args::Cli) -> Result<u8> {
             let plan = plan::TcpPlan::from_udp_args(&a)?;
             run_tcp(&plan, &stop)
         }
+        Some(args::Command::Rr(a)) => {
+            let plan = plan::TcpPlan::from_rr_args(&a)?;
+            run_tcp(&plan, &stop)
+        }
     }
 }
 

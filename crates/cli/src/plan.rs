@@ -1,11 +1,12 @@
 //! From flags to a runnable test: parses units, checks ranges, applies defaults. Pure; every
 //! error names the flag and the value, and is raised before any traffic.
 
-use crate::args::{CommonArgs, TcpArgs, UdpArgs};
+use crate::args::{CommonArgs, RrArgs, TcpArgs, UdpArgs};
 use netchar_engine::client::{ClientConfig, Family};
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
 use netchar_model::{
-    parse_duration, Direction, EndCondition, Pattern, TestKind, TestSpec, UdpRate, MAX_SECONDS, UDP_HEADER_BYTES,
+    parse_duration, Direction, EndCondition, Pattern, RrOptions, TestKind, TestSpec, UdpRate, MAX_SECONDS,
+    UDP_HEADER_BYTES,
 };
 use netchar_wire::session::Timeouts;
 use std::path::PathBuf;
@@ -161,6 +162,31 @@ impl TcpPlan {
             }
         }
         Ok(plan)
+    }
+
+    /// Validates every `netchar rr` flag and builds the plan. `-n` counts transactions.
+    pub(crate) fn from_rr_args(a: &RrArgs) -> Result<Self, UsageError> {
+        let mut spec = TestSpec::rr_default();
+        let request = bytes("-l", &a.length)?;
+        let response = match &a.response {
+            Some(r) => bytes("--response", r)?,
+            None => request,
+        };
+        let timeout = parse_duration(&a.timeout)
+            .ok_or_else(|| UsageError(format!("--timeout {}: expected a duration like 1s or 200ms", a.timeout)))?;
+        spec.block_bytes = request;
+        spec.rr = Some(RrOptions {
+            udp: a.udp,
+            request_bytes: request,
+            response_bytes: response,
+            inflight: count("--inflight", &a.inflight)?,
+            timeout_seconds: timeout,
+            busy_poll: a.busy_poll,
+        });
+        if a.common.reverse || a.common.bidir {
+            return usage("-R/--bidir: a request/response test always goes both ways".into());
+        }
+        Self::with_common(spec, &a.common)
     }
 
     fn with_common(mut spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {

@@ -71,10 +71,7 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                     })
                     .collect();
                 let err = t.error.as_ref().map(|e| format!(" (error: {e})")).unwrap_or_default();
-                let kind = match t.spec.kind {
-                    netchar_model::TestKind::Tcp => "tcp",
-                    netchar_model::TestKind::Udp => "udp",
-                };
+                let kind = t.spec.kind.name();
                 format!("test from {}: {kind} x{} {}{err}", t.peer, t.spec.streams, parts.join("; "))
             }
         }

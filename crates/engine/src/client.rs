@@ -6,8 +6,8 @@ use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::tcp_setup::{connect_data, ConnectFailure};
 use crate::StopFlag;
 use netchar_model::{
-    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, StreamRecord, StreamTotal,
-    TestInfo, TestKind, TestResult, TestSpec,
+    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, RrFigures, StreamRecord,
+    StreamTotal, TestInfo, TestKind, TestResult, TestSpec,
 };
 use netchar_wire::datagram::DatagramHeader;
 use netchar_wire::hello::Hello;
@@ -212,6 +212,8 @@ struct Driver<'a> {
     remote_host: Option<HostInfo>,
     remote: Option<(Vec<StreamRecord>, CpuUsage, Option<String>)>,
     local_records: Vec<StreamRecord>,
+    /// rr: every round trip of this end's connections.
+    latency: Option<netchar_stats::distribution::Distribution>,
     local_cpu: Option<CpuUsage>,
     peer_totals: Option<(Instant, Vec<StreamTotal>)>,
     senders_reported: bool,
@@ -250,6 +252,7 @@ impl<'a> Driver<'a> {
                         remote_host: None,
                         remote: None,
                         local_records: Vec::new(),
+                        latency: None,
                         local_cpu: None,
                         peer_totals: None,
                         senders_reported: false,
@@ -268,7 +271,9 @@ impl<'a> Driver<'a> {
         let outcome = self.pump(stop, on_interval);
         if let Some(plane) = self.plane.take() {
             plane.abort();
-            self.local_records = plane.join();
+            let joined = plane.join_all();
+            self.local_records = joined.records;
+            self.latency = joined.latency;
         }
         if let (Some(m), None) = (self.meter, &self.local_cpu) {
             self.local_cpu = Some(m.finish());
@@ -321,7 +326,7 @@ impl<'a> Driver<'a> {
     }
 
     fn udp_grace(&self) -> Duration {
-        Duration::from_secs_f64(self.spec.udp.as_ref().map_or(0.0, |u| u.grace_seconds))
+        Duration::from_secs_f64(self.spec.receive_grace_seconds())
     }
 
     fn flush(&mut self) -> Result<(), ClientError> {
@@ -406,7 +411,7 @@ impl<'a> Driver<'a> {
         for &flow in spec.direction.flows() {
             let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
             for id in spec.stream_ids(flow) {
-                if spec.kind == TestKind::Udp {
+                if spec.uses_udp() {
                     let socket = udp_data_socket(self.addr)
                         .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id}: {e}")))?;
                     let setup = socket
@@ -501,7 +506,9 @@ impl<'a> Driver<'a> {
         }
         if plane.all_done() && self.remote.is_some() {
             if let Some(plane) = self.plane.take() {
-                self.local_records = plane.join();
+                let joined = plane.join_all();
+                self.local_records = joined.records;
+                self.latency = joined.latency;
             }
             return Ok(true);
         }
@@ -530,7 +537,50 @@ impl<'a> Driver<'a> {
             remote_cpu = Some(cpu);
         }
         let cpu = CpuReport { local: self.local_cpu.clone(), remote: remote_cpu };
-        TestResult::assemble(header, streams, cpu, error)
+        let mut result = TestResult::assemble(header, streams, cpu, error);
+        if self.spec.kind == TestKind::Rr {
+            result.summary.rr = Some(self.rr_summary(&result.streams));
+            result.summary.placement = Some(self.placement(&result.streams));
+        }
+        result
+    }
+
+    /// Every transaction of every connection: counts from the records, percentiles from the
+    /// merged histogram of all round trips.
+    fn rr_summary(&self, streams: &[StreamRecord]) -> RrFigures {
+        let mine: Vec<&RrFigures> =
+            streams.iter().filter(|s| s.measured_by == Endpoint::Client).filter_map(|s| s.rr.as_ref()).collect();
+        let transactions = mine.iter().map(|r| r.transactions).sum::<u64>();
+        let seconds =
+            streams.iter().filter(|s| s.measured_by == Endpoint::Client).map(|s| s.seconds).fold(0.0, f64::max);
+        RrFigures {
+            transactions,
+            transactions_per_second: if seconds > 0.0 { transactions as f64 / seconds } else { 0.0 },
+            lost: mine.iter().map(|r| r.lost).sum(),
+            late: mine.iter().map(|r| r.late).sum(),
+            latency_us: self.latency.as_ref().map(crate::dataplane::latency_us).unwrap_or_default(),
+        }
+    }
+
+    /// Where each end's workers ran: latency on a VM depends on it (a cross-core wakeup costs
+    /// tens of microseconds), so it is printed with every latency figure.
+    fn placement(&self, streams: &[StreamRecord]) -> String {
+        let side = |who: Endpoint, pinned: Option<usize>| {
+            let mut cpus: Vec<usize> = streams.iter().filter(|s| s.measured_by == who).filter_map(|s| s.cpu).collect();
+            cpus.sort_unstable();
+            cpus.dedup();
+            let seen = cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+            match pinned {
+                Some(c) => format!("pinned to CPU {c}"),
+                None if seen.is_empty() => "not pinned".to_string(),
+                None => format!("not pinned (last ran on CPU {seen})"),
+            }
+        };
+        format!(
+            "client {}, server {}",
+            side(Endpoint::Client, self.cfg.client_cpu),
+            side(Endpoint::Server, self.spec.server_cpu)
+        )
     }
 }
 

@@ -406,7 +406,7 @@ impl<'a> ControlSession<'a> {
     }
 
     fn udp_grace(&self) -> Duration {
-        Duration::from_secs_f64(self.spec.as_ref().and_then(|s| s.udp.as_ref()).map_or(0.0, |u| u.grace_seconds))
+        Duration::from_secs_f64(self.spec.as_ref().map_or(0.0, |s| s.receive_grace_seconds()))
     }
 
     fn flush(&mut self) -> Result<(), String> {
@@ -460,7 +460,7 @@ impl<'a> ControlSession<'a> {
                 self.cookie = Some(cookie);
                 self.data_rx = Some(rx);
                 self.concurrent = running as u32 + 1;
-                self.spec = Some(spec);
+                self.spec = Some(*spec);
                 self.session.admit(now, &cookie, self.concurrent, host_info());
             }
             ServerEvent::Start => {

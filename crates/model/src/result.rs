@@ -39,6 +39,42 @@ pub struct StreamTotal {
     pub packets: u64,
 }
 
+/// Round-trip latency percentiles, in microseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyUs {
+    /// Fastest round trip.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stddev: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Slowest round trip.
+    pub max: f64,
+}
+
+/// Request/response figures of a stream, an interval, or the whole test.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RrFigures {
+    /// Completed transactions (a response received in time).
+    pub transactions: u64,
+    /// transactions / seconds.
+    pub transactions_per_second: f64,
+    /// UDP: requests without a response within the timeout.
+    pub lost: u64,
+    /// UDP: responses that came after their request's timeout.
+    pub late: u64,
+    /// Round-trip latency of the completed transactions (HDR histogram, ≤ 0.1% value error).
+    pub latency_us: LatencyUs,
+}
+
 /// What a UDP sender counted, over a stream or an interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UdpSent {
@@ -130,6 +166,9 @@ pub struct StreamInterval {
     /// UDP receiver counts in the interval.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_received: Option<UdpReceived>,
+    /// Request/response figures in the interval (the requesting end).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rr: Option<RrFigures>,
 }
 
 /// Everything one end measured of one stream.
@@ -164,6 +203,12 @@ pub struct StreamRecord {
     /// UDP receiver counts over the whole stream.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_received: Option<UdpReceived>,
+    /// Request/response figures over the whole stream (the requesting end).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rr: Option<RrFigures>,
+    /// The CPU the stream's worker last ran on.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cpu: Option<usize>,
     /// Interval samples in time order.
     pub intervals: Vec<StreamInterval>,
 }
@@ -355,6 +400,12 @@ pub struct Summary {
     /// Server to client.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub down: Option<FlowSummary>,
+    /// Request/response tests: every transaction of every connection.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rr: Option<RrFigures>,
+    /// Where the requesting and responding workers ran, as `client CPU x, server CPU y`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub placement: Option<String>,
 }
 
 impl Summary {
@@ -477,7 +528,8 @@ impl TestResult {
     ) -> Self {
         streams.sort_by_key(|s| (s.id, s.role == Role::Receiver));
         let omit = header.test.spec.omit_seconds;
-        let flows = header.test.spec.direction.flows();
+        // Request/response tests report transactions (summary.rr), not one-way flows.
+        let flows = if header.test.spec.kind == crate::TestKind::Rr { &[] } else { header.test.spec.direction.flows() };
         let mut summary = Summary::default();
         for &flow in flows {
             let sender = side_totals(&streams, flow, Role::Sender, omit);
@@ -698,6 +750,8 @@ mod tests {
             omitted_seconds: None,
             udp_sent: None,
             udp_received: None,
+            rr: None,
+            cpu: None,
             intervals: vec![StreamInterval {
                 start: 0.0,
                 end: 1.0,
@@ -710,6 +764,7 @@ mod tests {
                 rttvar_us: None,
                 udp_sent: None,
                 udp_received: None,
+                rr: None,
             }],
         }
     }
@@ -793,6 +848,7 @@ mod udp_json_tests {
             rttvar_us: None,
             udp_sent: None,
             udp_received: Some(UdpReceived { packets: 3, ..UdpReceived::default() }),
+            rr: None,
         };
         let v = serde_json::to_value(&iv).unwrap();
         assert_eq!(v["udp_received"]["packets"], 3, "{v}");

@@ -15,6 +15,42 @@ pub enum TestKind {
     Tcp,
     /// UDP datagram streams: paced or unpaced, with loss, reordering, duplicates and jitter.
     Udp,
+    /// Request/response transactions: round-trip latency and transactions per second.
+    Rr,
+}
+
+impl TestKind {
+    /// `tcp`, `udp` or `rr`, as the command line and the logs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tcp => "tcp",
+            Self::Udp => "udp",
+            Self::Rr => "rr",
+        }
+    }
+}
+
+/// Request/response options (`netchar rr`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrOptions {
+    /// Transactions over UDP datagrams instead of a TCP connection.
+    pub udp: bool,
+    /// Request bytes (`-l`).
+    pub request_bytes: u64,
+    /// Response bytes (`--response`).
+    pub response_bytes: u64,
+    /// Transactions outstanding per connection (`--inflight`).
+    pub inflight: u32,
+    /// UDP: a request without a reply after this many seconds is lost (`--timeout`).
+    pub timeout_seconds: f64,
+    /// Spin on non-blocking receives instead of sleeping in the kernel (`--busy-poll`).
+    pub busy_poll: bool,
+}
+
+impl Default for RrOptions {
+    fn default() -> Self {
+        Self { udp: false, request_bytes: 1, response_bytes: 1, inflight: 1, timeout_seconds: 1.0, busy_poll: false }
+    }
 }
 
 /// How fast UDP senders go.
@@ -215,6 +251,9 @@ pub struct TestSpec {
     /// UDP options (UDP tests only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp: Option<UdpOptions>,
+    /// Request/response options (rr tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rr: Option<RrOptions>,
     /// CPU the server pins its data workers to (`-A x,SERVERCPU`).
     pub server_cpu: Option<usize>,
 }
@@ -249,6 +288,18 @@ pub enum SpecError {
     /// UDP payload out of range.
     #[error("-l {0}: a UDP payload must be between {UDP_HEADER_BYTES} bytes (netchar's datagram header) and {MAX_UDP_PAYLOAD} bytes")]
     UdpPayload(u64),
+    /// An rr test without rr options.
+    #[error("an rr test needs rr options")]
+    MissingRr,
+    /// Request or response size out of range.
+    #[error("{0} {1}: must be between 1 and {2} bytes")]
+    RrSize(&'static str, u64, u64),
+    /// `--inflight` out of range.
+    #[error("--inflight {0}: must be between 1 and {MAX_INFLIGHT} (over UDP, more than 1 needs requests and responses of at least 8 bytes to carry the sequence number)")]
+    Inflight(u32),
+    /// `--timeout` out of range.
+    #[error("--timeout {0}: must be more than 0 and at most 60 seconds")]
+    Timeout(f64),
     /// A UDP test without UDP options.
     #[error("a UDP test needs UDP options")]
     MissingUdp,
@@ -267,6 +318,8 @@ pub enum SpecError {
 pub const MAX_STREAMS: u32 = 128;
 /// The largest block a test may ask for.
 pub const MAX_BLOCK_BYTES: u64 = 16 * 1024 * 1024;
+/// The most transactions a connection may keep outstanding.
+pub const MAX_INFLIGHT: u32 = 4096;
 /// netchar's UDP datagram header: the smallest UDP payload.
 pub const UDP_HEADER_BYTES: u64 = 24;
 /// The largest UDP payload over IPv4 (65535 − 20 − 8).
@@ -287,6 +340,7 @@ impl TestSpec {
             interval_seconds: 1.0,
             tcp: TcpOptions::default(),
             udp: None,
+            rr: None,
             server_cpu: None,
         }
     }
@@ -295,6 +349,27 @@ impl TestSpec {
     /// chosen from the address family once known (block_bytes 0 = not yet chosen).
     pub fn udp_default() -> Self {
         Self { kind: TestKind::Udp, block_bytes: 0, udp: Some(UdpOptions::default()), ..Self::tcp_default() }
+    }
+
+    /// A request/response test with the defaults of `netchar rr`: TCP, 1-byte request and
+    /// response, one transaction in flight, one connection, 10 s.
+    pub fn rr_default() -> Self {
+        Self { kind: TestKind::Rr, block_bytes: 1, rr: Some(RrOptions::default()), ..Self::tcp_default() }
+    }
+
+    /// True when the data streams are UDP sockets.
+    pub fn uses_udp(&self) -> bool {
+        self.kind == TestKind::Udp || self.rr.as_ref().is_some_and(|r| r.udp)
+    }
+
+    /// How long receivers keep listening after the peer's senders finished: the UDP grace
+    /// period, or the rr timeout (a request sent last may still be answered).
+    pub fn receive_grace_seconds(&self) -> f64 {
+        match (&self.udp, &self.rr) {
+            (Some(u), _) => u.grace_seconds,
+            (None, Some(r)) if r.udp => r.timeout_seconds,
+            _ => 0.0,
+        }
     }
 
     /// Datagrams per second stream `id` must send, None for unlimited.
@@ -314,14 +389,34 @@ impl TestSpec {
             return Err(SpecError::Streams(self.streams));
         }
         let (min_block, max_block) = match self.kind {
-            TestKind::Tcp => (1, MAX_BLOCK_BYTES),
+            TestKind::Tcp | TestKind::Rr => (1, MAX_BLOCK_BYTES),
             TestKind::Udp => (UDP_HEADER_BYTES, MAX_UDP_PAYLOAD),
         };
         if self.block_bytes < min_block || self.block_bytes > max_block {
             return Err(match self.kind {
-                TestKind::Tcp => SpecError::BlockSize(self.block_bytes),
+                TestKind::Tcp | TestKind::Rr => SpecError::BlockSize(self.block_bytes),
                 TestKind::Udp => SpecError::UdpPayload(self.block_bytes),
             });
+        }
+        if self.kind == TestKind::Rr {
+            let r = self.rr.as_ref().ok_or(SpecError::MissingRr)?;
+            let max = if r.udp { MAX_UDP_PAYLOAD } else { MAX_BLOCK_BYTES };
+            for (flag, n) in [("-l", r.request_bytes), ("--response", r.response_bytes)] {
+                if n == 0 || n > max {
+                    return Err(SpecError::RrSize(flag, n, max));
+                }
+            }
+            if r.inflight == 0 || r.inflight > MAX_INFLIGHT {
+                return Err(SpecError::Inflight(r.inflight));
+            }
+            if r.udp && r.inflight > 1 && r.request_bytes.min(r.response_bytes) < 8 {
+                // Replies are matched by a sequence number carried in the payload; 1..7 bytes
+                // carry its low bytes, enough for one outstanding request but not for many.
+                return Err(SpecError::Inflight(r.inflight));
+            }
+            if !(r.timeout_seconds > 0.0 && r.timeout_seconds <= 60.0) {
+                return Err(SpecError::Timeout(r.timeout_seconds));
+            }
         }
         if self.kind == TestKind::Udp {
             let u = self.udp.as_ref().ok_or(SpecError::MissingUdp)?;

@@ -2,8 +2,8 @@
 
 use netchar_model::units::{format_bytes, format_si, RateFormat};
 use netchar_model::{
-    CpuUsage, EndCondition, Flow, FlowSummary, IntervalRecord, Role, TestInfo, TestKind, TestResult, TestSpec,
-    UdpOptions, UdpRate,
+    CpuUsage, EndCondition, Flow, FlowSummary, IntervalRecord, Role, RrFigures, TestInfo, TestKind, TestResult,
+    TestSpec, UdpOptions, UdpRate,
 };
 use std::fmt::Write;
 
@@ -48,9 +48,12 @@ pub fn describe_test(info: &TestInfo) -> String {
     let (kind, unit) = match s.kind {
         TestKind::Tcp => ("TCP", "block"),
         TestKind::Udp => ("UDP", "payload"),
+        TestKind::Rr => ("request/response", "request"),
     };
+    let dir = if s.kind == TestKind::Rr { "" } else { dir };
     let mut line = format!(
-        "{kind} {dir} with {}{family}, {} stream{}, {end}, {unit} {} bytes",
+        "{kind}{}{dir} with {}{family}, {} stream{}, {end}, {unit} {} bytes",
+        if dir.is_empty() { "" } else { " " },
         info.remote,
         s.streams,
         if s.streams == 1 { "" } else { "s" },
@@ -58,6 +61,19 @@ pub fn describe_test(info: &TestInfo) -> String {
     );
     if let Some(u) = &s.udp {
         describe_udp(s, u, info.family == "ipv6", &mut line);
+    }
+    if let Some(r) = &s.rr {
+        let _ = write!(
+            line,
+            " over {}, response {} bytes, {} in flight per connection{}",
+            if r.udp { "UDP" } else { "TCP" },
+            r.response_bytes,
+            r.inflight,
+            if r.busy_poll { ", busy-polling" } else { "" }
+        );
+        if r.udp {
+            let _ = write!(line, ", timeout {} s", r.timeout_seconds);
+        }
     }
     describe_options(s, &mut line);
     if let Some(t) = &info.title {
@@ -155,6 +171,16 @@ impl crate::Reporter for TextReporter {
                     let _ = write!(out, ", {} refused", u.send_errors);
                 }
             }
+            if let Some(r) = &x.rr {
+                let _ = write!(
+                    out,
+                    "  {} trans, {:.0}/s, p50 {:.1} us, p99 {:.1} us",
+                    r.transactions, r.transactions_per_second, r.latency_us.p50, r.latency_us.p99
+                );
+                if r.lost > 0 || r.late > 0 {
+                    let _ = write!(out, ", {} lost, {} late", r.lost, r.late);
+                }
+            }
             if let Some(u) = &x.udp_received {
                 let _ = write!(
                     out,
@@ -202,7 +228,9 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     let omit = r.test.spec.omit_seconds;
     let _ = writeln!(out, "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -");
     let warm = if omit > 0.0 { format!(", first {omit} s omitted") } else { String::new() };
-    let _ = writeln!(out, "Summary{warm}:          bytes        seconds   bitrate          retransmits");
+    if r.summary.up.is_some() || r.summary.down.is_some() {
+        let _ = writeln!(out, "Summary{warm}:          bytes        seconds   bitrate          retransmits");
+    }
     for flow in [Flow::Up, Flow::Down] {
         let Some(f) = r.summary.flow(flow) else {
             continue;
@@ -243,6 +271,9 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
                 f.sender.total_bytes as i128 - f.receiver.total_bytes as i128
             );
         }
+    }
+    if let Some(rr) = &r.summary.rr {
+        rr_summary(rr, r.summary.placement.as_deref(), &mut out);
     }
     if let Some(c) = &r.cpu.local {
         let _ = writeln!(out, "CPU  client: {}", cpu_line(c));
@@ -290,6 +321,25 @@ fn udp_summary(f: &FlowSummary, out: &mut String) {
             let _ = writeln!(out, "     DATAGRAMS UNACCOUNTED: sent != received + lost on some stream");
         }
         None => {}
+    }
+}
+
+fn rr_summary(rr: &RrFigures, placement: Option<&str>, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "transactions: {} in all, {:.0}/s{}",
+        rr.transactions,
+        rr.transactions_per_second,
+        if rr.lost > 0 || rr.late > 0 { format!(", {} lost, {} late", rr.lost, rr.late) } else { String::new() }
+    );
+    let l = &rr.latency_us;
+    let _ = writeln!(
+        out,
+        "round trip, us: min {:.2}  mean {:.2}  stddev {:.2}  p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
+        l.min, l.mean, l.stddev, l.p50, l.p90, l.p99, l.p999, l.max
+    );
+    if let Some(p) = placement {
+        let _ = writeln!(out, "placement: {p}");
     }
 }
 

@@ -43,6 +43,48 @@ impl Distribution {
     pub fn reset(&mut self) {
         self.hist.reset();
     }
+
+    /// Adds every value of `other`.
+    pub fn merge(&mut self, other: &Self) {
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.hist.add(&other.hist);
+    }
+
+    /// Smallest value, 0 when empty.
+    pub fn min(&self) -> u64 {
+        if self.hist.is_empty() {
+            0
+        } else {
+            self.hist.min()
+        }
+    }
+
+    /// Largest value, 0 when empty.
+    pub fn max(&self) -> u64 {
+        if self.hist.is_empty() {
+            0
+        } else {
+            self.hist.max()
+        }
+    }
+
+    /// Mean, 0 when empty.
+    pub fn mean(&self) -> f64 {
+        if self.hist.is_empty() {
+            0.0
+        } else {
+            self.hist.mean()
+        }
+    }
+
+    /// Standard deviation, 0 when empty.
+    pub fn stddev(&self) -> f64 {
+        if self.hist.is_empty() {
+            0.0
+        } else {
+            self.hist.stdev()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,12 +10,16 @@
 //! its write side, so the receiver reads every byte and then EOF. Receivers end only at EOF
 //! (exact byte totals, unlike iperf3's cut-off, esnet/iperf#382) or when the test is aborted.
 
+mod rr;
 mod udp;
 
+pub(crate) use rr::latency_us;
+
 use netchar_model::{
-    bits_per_second, Endpoint, Flow, IntervalRecord, Role, StreamInterval, StreamRecord, StreamTotal, TestResult,
-    TestSpec, UdpReceived, UdpSent,
+    bits_per_second, Endpoint, Flow, IntervalRecord, Role, RrFigures, StreamInterval, StreamRecord, StreamTotal,
+    TestKind, TestResult, TestSpec, UdpReceived, UdpSent,
 };
+use netchar_stats::distribution::Distribution;
 use netchar_sys::zerocopy::ZeroCopySender;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, UdpSocket};
@@ -87,15 +91,20 @@ struct StreamShared {
     started: Instant,
     /// UDP: intervals the worker closed and has not yet handed to the collector.
     fresh_intervals: Mutex<Vec<StreamInterval>>,
-    /// UDP: the worker's final counts and intervals.
-    udp_final: Mutex<Option<UdpFinal>>,
+    /// The CPU the worker last ran on, plus one (0: unknown).
+    cpu: AtomicU64,
+    /// UDP and rr: the worker's final counts and intervals.
+    udp_final: Mutex<Option<WorkerFinal>>,
 }
 
-/// A UDP worker's final figures.
+/// The final figures of a worker that keeps its own intervals (UDP, rr).
 #[derive(Debug)]
-struct UdpFinal {
+struct WorkerFinal {
     sent: Option<UdpSent>,
     received: Option<UdpReceived>,
+    rr: Option<RrFigures>,
+    /// rr: every round trip, to merge across connections.
+    latency: Option<Distribution>,
     intervals: Vec<StreamInterval>,
 }
 
@@ -114,7 +123,15 @@ impl StreamShared {
         intervals: Option<Vec<StreamInterval>>,
     ) {
         if let Ok(mut slot) = self.udp_final.lock() {
-            *slot = Some(UdpFinal { sent, received, intervals: intervals.unwrap_or_default() });
+            *slot =
+                Some(WorkerFinal { sent, received, rr: None, latency: None, intervals: intervals.unwrap_or_default() });
+        }
+    }
+
+    fn set_rr_final(&self, figures: RrFigures, intervals: Vec<StreamInterval>, latency: Distribution) {
+        if let Ok(mut slot) = self.udp_final.lock() {
+            *slot =
+                Some(WorkerFinal { sent: None, received: None, rr: Some(figures), latency: Some(latency), intervals });
         }
     }
 
@@ -173,8 +190,17 @@ pub struct DataPlane {
     shared: Vec<Arc<StreamShared>>,
     controls: Arc<Controls>,
     workers: Vec<JoinHandle<()>>,
-    collector: JoinHandle<Vec<StreamRecord>>,
+    collector: JoinHandle<Joined>,
     started: Instant,
+}
+
+/// What a finished test end produced.
+#[derive(Debug, Default)]
+pub struct Joined {
+    /// One record per stream of this end.
+    pub records: Vec<StreamRecord>,
+    /// rr: every round trip of every connection of this end.
+    pub latency: Option<Distribution>,
 }
 
 impl DataPlane {
@@ -206,6 +232,7 @@ impl DataPlane {
                 peer_packets: AtomicU64::new(u64::MAX),
                 receive_until_ns: AtomicU64::new(u64::MAX),
                 started,
+                cpu: AtomicU64::new(0),
                 fresh_intervals: Mutex::new(Vec::new()),
                 udp_final: Mutex::new(None),
             });
@@ -226,7 +253,7 @@ impl DataPlane {
             endpoint: cfg.endpoint,
             started,
             live,
-            udp: cfg.spec.kind == netchar_model::TestKind::Udp,
+            udp: cfg.spec.kind != TestKind::Tcp,
         };
         let cpu = cfg.cpu;
         let collector = std::thread::Builder::new().name("netchar-collector".into()).spawn(move || {
@@ -306,6 +333,11 @@ impl DataPlane {
     /// Waits for every thread and returns this end's records. Call after [`Self::all_done`]
     /// or [`Self::abort`].
     pub fn join(self) -> Vec<StreamRecord> {
+        self.join_all().records
+    }
+
+    /// Like [`Self::join`], with the merged latency distribution of rr tests.
+    pub fn join_all(self) -> Joined {
         for w in self.workers {
             let _ = w.join();
         }
@@ -333,12 +365,20 @@ impl Worker {
             let _ = netchar_sys::cpu::pin_current_thread(c);
         }
         let (sh, ctl, spec, t0) = (&*self.shared, &*self.controls, &self.cfg.spec, self.started);
+        let rr = spec.kind == TestKind::Rr;
         let result = match (self.shared.role, &socket) {
+            (Role::Sender, DataSocket::Tcp(s)) if rr => rr::tcp_requester(sh, ctl, spec, t0, s),
+            (Role::Receiver, DataSocket::Tcp(s)) if rr => rr::tcp_responder(sh, ctl, spec, s),
+            (Role::Sender, DataSocket::Udp(s)) if rr => rr::udp_requester(sh, ctl, spec, t0, s),
+            (Role::Receiver, DataSocket::Udp(s)) if rr => rr::udp_responder(sh, ctl, spec, s),
             (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
             (Role::Sender, DataSocket::Udp(s)) => udp::send(sh, ctl, spec, t0, s),
             (Role::Receiver, DataSocket::Udp(s)) => udp::receive(sh, ctl, spec, t0, s),
         };
+        if let Some(c) = netchar_sys::cpu::current_cpu() {
+            self.shared.cpu.store(c as u64 + 1, Ordering::Release);
+        }
         if let Err(e) = result {
             if let Ok(mut slot) = self.shared.error.lock() {
                 *slot = Some(e.to_string());
@@ -452,7 +492,7 @@ struct Collector {
     endpoint: Endpoint,
     started: Instant,
     live: Option<mpsc::Sender<IntervalRecord>>,
-    /// UDP streams: the workers keep the intervals.
+    /// UDP and rr streams: the workers keep the intervals.
     udp: bool,
 }
 
@@ -465,7 +505,7 @@ struct Track {
 }
 
 impl Collector {
-    fn run(self) -> Vec<StreamRecord> {
+    fn run(self) -> Joined {
         let interval = self.spec.interval_seconds;
         let omit = self.spec.omit_seconds;
         let mut tracks: Vec<Track> = self
@@ -485,6 +525,8 @@ impl Collector {
                     omitted_seconds: None,
                     udp_sent: None,
                     udp_received: None,
+                    rr: None,
+                    cpu: None,
                     intervals: Vec::new(),
                 },
                 last_bytes: 0,
@@ -523,8 +565,8 @@ impl Collector {
             }
             let all_done = self.shared.iter().all(|s| s.done.load(Ordering::Acquire));
             if all_done {
-                self.finish(&mut tracks, last_tick_at, interval);
-                return tracks.into_iter().map(|t| t.record).collect();
+                let latency = self.finish(&mut tracks, last_tick_at, interval);
+                return Joined { records: tracks.into_iter().map(|t| t.record).collect(), latency };
             }
             if let Some(t) = next_tick.filter(|&t| now >= t) {
                 self.close_interval(&mut tracks, last_tick_at, t, None);
@@ -583,6 +625,7 @@ impl Collector {
                 rttvar_us: info.map(|x| x.rttvar_us),
                 udp_sent: None,
                 udp_received: None,
+                rr: None,
             };
             t.last_bytes = bytes_now;
             let merge = final_ends.is_some()
@@ -619,7 +662,8 @@ impl Collector {
         }
     }
 
-    fn finish(&self, tracks: &mut [Track], last_tick_at: f64, interval: f64) {
+    fn finish(&self, tracks: &mut [Track], last_tick_at: f64, interval: f64) -> Option<Distribution> {
+        let mut latency: Option<Distribution> = None;
         let ends: Vec<f64> = self.shared.iter().map(|s| s.end_ns.load(Ordering::Acquire) as f64 * 1e-9).collect();
         let latest = ends.iter().copied().fold(last_tick_at, f64::max);
         if interval > 0.0 {
@@ -629,15 +673,21 @@ impl Collector {
             t.record.bytes = self.shared[i].bytes.load(Ordering::Acquire);
             t.record.seconds = ends[i];
             t.record.retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
+            t.record.cpu = self.shared[i].cpu.load(Ordering::Acquire).checked_sub(1).map(|c| c as usize);
             if let Some(f) = self.shared[i].udp_final.lock().ok().and_then(|mut g| g.take()) {
                 t.record.udp_sent = f.sent;
                 t.record.udp_received = f.received;
+                t.record.rr = f.rr;
                 t.record.intervals = f.intervals;
+                if let Some(d) = f.latency {
+                    latency.get_or_insert_with(Distribution::new).merge(&d);
+                }
             }
             if !t.omit_taken {
                 t.record.omitted_bytes = t.record.bytes;
                 t.record.omitted_retransmits = t.record.retransmits;
             }
         }
+        latency
     }
 }

@@ -312,6 +312,7 @@ impl SenderIntervals {
                 ..UdpSent::default()
             }),
             udp_received: None,
+            rr: None,
         }
     }
 
@@ -552,6 +553,7 @@ impl ReceiverState {
             rttvar_us: None,
             udp_sent: None,
             udp_received: Some(r),
+            rr: None,
         }
     }
 

@@ -16,7 +16,7 @@ use std::time::Instant;
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
     /// A valid test was requested: answer with [`ServerSession::admit`] or [`ServerSession::busy`].
-    Requested(TestSpec),
+    Requested(Box<TestSpec>),
     /// The client said start: start the clocks and workers.
     Start,
     /// The client's senders finished with these exact totals.
@@ -116,7 +116,7 @@ impl ServerSession {
                     self.state = State::Done;
                     return Err(ProtocolError::Malformed(format!("rejected request: {e}")));
                 }
-                self.events.push_back(ServerEvent::Requested(spec));
+                self.events.push_back(ServerEvent::Requested(Box::new(spec)));
                 self.state = State::AwaitAdmission;
             }
             (State::AwaitStart, ClientMessage::Start) => {

@@ -1,0 +1,105 @@
+//! `netchar rr` end to end over loopback: transaction counts, rates and latency percentiles
+//! that are consistent with each other, over TCP and UDP, pipelined and parallel.
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// Checks summary.rr and returns it.
+fn check_rr(r: &Value) -> &Value {
+    assert!(r["error"].is_null(), "error: {}", r["error"]);
+    let rr = &r["summary"]["rr"];
+    assert!(rr.is_object(), "summary.rr missing: {r}");
+    let l = &rr["latency_us"];
+    let order = ["min", "p50", "p90", "p99", "p999", "max"];
+    for w in order.windows(2) {
+        assert!(f(&l[w[0]]) <= f(&l[w[1]]), "latency {} > {}: {l}", w[0], w[1]);
+    }
+    assert!(f(&l["min"]) > 0.0, "{l}");
+    assert!(f(&l["min"]) <= f(&l["mean"]) && f(&l["mean"]) <= f(&l["max"]), "{l}");
+    // transactions/s is the count over the requesters' time.
+    let secs = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["measured_by"] == "client")
+        .map(|s| f(&s["seconds"]))
+        .fold(0.0, f64::max);
+    let tps = u(&rr["transactions"]) as f64 / secs;
+    assert!((f(&rr["transactions_per_second"]) - tps).abs() <= 1e-6 * tps, "{rr}");
+    // Per-connection counts add up to the whole.
+    let per: u64 = r["streams"].as_array().unwrap().iter().filter_map(|s| s["rr"]["transactions"].as_u64()).sum();
+    assert_eq!(per, u(&rr["transactions"]));
+    assert!(r["summary"]["placement"].as_str().unwrap().contains("client"));
+    rr
+}
+
+#[test]
+fn tcp_rr_counts_every_transaction() {
+    let s = Server::start(&[]);
+    let r = client_json("rr", &s, "127.0.0.1", &["-t", "1"]);
+    let rr = check_rr(&r);
+    assert!(u(&rr["transactions"]) > 1000, "{rr}");
+    assert_eq!(u(&rr["lost"]), 0);
+    // -n is an exact transaction count, split across connections.
+    let r = client_json("rr", &s, "127.0.0.1", &["-n", "1001", "-P", "2", "-i", "0"]);
+    assert_eq!(u(&check_rr(&r)["transactions"]), 1001);
+}
+
+#[test]
+fn udp_rr_matches_replies_and_loses_nothing_on_loopback() {
+    let s = Server::start(&[]);
+    let r = client_json("rr", &s, "127.0.0.1", &["--udp", "-n", "2000", "-i", "0"]);
+    let rr = check_rr(&r);
+    assert_eq!(u(&rr["transactions"]), 2000);
+    assert_eq!((u(&rr["lost"]), u(&rr["late"])), (0, 0));
+}
+
+#[test]
+fn pipelined_and_parallel_transactions() {
+    let s = Server::start(&[]);
+    let r = client_json(
+        "rr",
+        &s,
+        "127.0.0.1",
+        &["--inflight", "8", "-l", "64", "--response", "1Ki", "-t", "1", "-i", "0.5"],
+    );
+    let rr = check_rr(&r);
+    assert!(u(&rr["transactions"]) > 1000);
+    // Interval transactions add up to the stream's.
+    let rec = r["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "client").unwrap();
+    let sum: u64 = rec["intervals"].as_array().unwrap().iter().map(|i| u(&i["rr"]["transactions"])).sum();
+    assert_eq!(sum, u(&rec["rr"]["transactions"]));
+    let r = client_json("rr", &s, "127.0.0.1", &["--udp", "--inflight", "8", "-l", "32", "-P", "2", "-t", "1"]);
+    check_rr(&r);
+}
+
+#[test]
+fn pinned_runs_print_their_placement() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run = netchar(&["rr", "127.0.0.1", "-p", &port, "-n", "500", "-A", "0,0", "-i", "0"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("placement: client pinned to CPU 0, server pinned to CPU 0"), "{}", run.stdout);
+    assert!(run.stdout.contains("p99.9"), "{}", run.stdout);
+}
+
+#[test]
+fn bad_rr_flags_exit_2() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    for (args, needle) in [
+        (vec!["--inflight", "0"], "--inflight 0"),
+        (vec!["--udp", "--inflight", "4"], "--inflight 4"),
+        (vec!["--timeout", "never"], "--timeout never"),
+        (vec!["-l", "0"], "-l 0"),
+        (vec!["-R"], "-R/--bidir"),
+    ] {
+        let mut full = vec!["rr", "127.0.0.1", "-p", &port];
+        full.extend(args.iter());
+        let run = netchar(&full);
+        assert_eq!(run.code, 2, "{full:?}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{full:?}: {:?}", run.stderr);
+    }
+}

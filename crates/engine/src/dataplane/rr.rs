@@ -1,0 +1,430 @@
+//! Request/response workers: the requester (client) keeps `--inflight` transactions
+//! outstanding and times each round trip; the responder (server) answers each request with a
+//! response of the asked size.
+//!
+//! Every transaction's round trip goes into an HDR histogram (≤ 0.1% value error); the
+//! requester closes its own intervals like the UDP workers. `--busy-poll` spins on
+//! non-blocking receives: on a VM most of a blocking round trip between cores is the halted
+//! vCPU waking up (reference/perf.md, technique 8).
+
+use super::{Controls, StreamShared, POLL};
+use netchar_model::{EndCondition, LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
+use netchar_stats::distribution::Distribution;
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Longest blocking wait before the flags are checked again.
+const WAIT: Duration = Duration::from_millis(10);
+
+fn is_retry(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
+}
+
+/// Converts a latency distribution (ns) into the reported microsecond figures.
+pub(crate) fn latency_us(d: &Distribution) -> LatencyUs {
+    let us = |ns: u64| ns as f64 / 1e3;
+    LatencyUs {
+        min: us(d.min()),
+        mean: d.mean() / 1e3,
+        stddev: d.stddev() / 1e3,
+        p50: us(d.quantile(0.5)),
+        p90: us(d.quantile(0.9)),
+        p99: us(d.quantile(0.99)),
+        p999: us(d.quantile(0.999)),
+        max: us(d.max()),
+    }
+}
+
+/// The requester's running figures and its intervals.
+struct Ledger {
+    whole: Distribution,
+    current: Distribution,
+    transactions: u64,
+    lost: u64,
+    late: u64,
+    at_start: (u64, u64, u64),
+    interval: f64,
+    index: u64,
+    closed: Vec<StreamInterval>,
+}
+
+impl Ledger {
+    fn new(spec: &TestSpec) -> Self {
+        Self {
+            whole: Distribution::new(),
+            current: Distribution::new(),
+            transactions: 0,
+            lost: 0,
+            late: 0,
+            at_start: (0, 0, 0),
+            interval: spec.interval_seconds,
+            index: 0,
+            closed: Vec::new(),
+        }
+    }
+
+    fn record(&mut self, rtt: Duration) {
+        let ns = rtt.as_nanos() as u64;
+        self.whole.record(ns);
+        self.current.record(ns);
+        self.transactions += 1;
+    }
+
+    fn figures(&self, d: &Distribution, counts: (u64, u64, u64), seconds: f64) -> RrFigures {
+        RrFigures {
+            transactions: counts.0,
+            transactions_per_second: if seconds > 0.0 { counts.0 as f64 / seconds } else { 0.0 },
+            lost: counts.1,
+            late: counts.2,
+            latency_us: latency_us(d),
+        }
+    }
+
+    fn sample(&self, start: f64, end: f64, bytes: u64) -> StreamInterval {
+        let counts = (self.transactions - self.at_start.0, self.lost - self.at_start.1, self.late - self.at_start.2);
+        StreamInterval {
+            start,
+            end,
+            bytes,
+            bits_per_second: netchar_model::bits_per_second(bytes, end - start),
+            omitted: false,
+            retransmits: None,
+            cwnd_bytes: None,
+            rtt_us: None,
+            rttvar_us: None,
+            udp_sent: None,
+            udp_received: None,
+            rr: Some(self.figures(&self.current, counts, end - start)),
+        }
+    }
+
+    /// Closes every interval that ended by `elapsed`.
+    fn close_due(&mut self, elapsed: f64, shared: &StreamShared, bytes: &mut u64) {
+        if self.interval <= 0.0 {
+            return;
+        }
+        while (self.index + 1) as f64 * self.interval <= elapsed {
+            let start = self.index as f64 * self.interval;
+            let iv = self.sample(start, start + self.interval, *bytes);
+            shared.push_interval(iv.clone());
+            self.closed.push(iv);
+            self.current.reset();
+            self.at_start = (self.transactions, self.lost, self.late);
+            *bytes = 0;
+            self.index += 1;
+        }
+    }
+
+    fn finish(mut self, shared: &StreamShared, end: f64, bytes: u64) {
+        if self.interval > 0.0 {
+            let start = self.index as f64 * self.interval;
+            self.closed.push(self.sample(start, end.max(start), bytes));
+            super::merge_short_tail(&mut self.closed, self.interval);
+        }
+        let totals = self.figures(&self.whole, (self.transactions, self.lost, self.late), end);
+        shared.set_rr_final(totals, self.closed, self.whole);
+    }
+}
+
+/// When the requester must stop issuing requests.
+struct Ending {
+    deadline: Option<Instant>,
+    budget: Option<u64>,
+}
+
+impl Ending {
+    fn new(spec: &TestSpec, started: Instant, id: u32) -> Self {
+        match spec.end {
+            EndCondition::Seconds(s) => Self { deadline: Some(started + Duration::from_secs_f64(s)), budget: None },
+            // -n counts transactions for rr, split across connections like bytes.
+            EndCondition::Bytes(_) => Self { deadline: None, budget: spec.byte_budget(id) },
+        }
+    }
+
+    fn reached(&self, controls: &Controls, issued: u64) -> bool {
+        controls.stop_senders.load(Ordering::Relaxed)
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self.budget.is_some_and(|b| issued >= b)
+    }
+}
+
+/// The TCP requester: requests and responses are in order, so the send times form a queue.
+pub(super) fn tcp_requester(
+    shared: &StreamShared,
+    controls: &Controls,
+    spec: &TestSpec,
+    started: Instant,
+    socket: &TcpStream,
+) -> io::Result<()> {
+    let opts = spec.rr.clone().unwrap_or_default();
+    socket.set_nodelay(true)?;
+    set_waiting(socket, opts.busy_poll)?;
+    let (req, resp) = (opts.request_bytes as usize, opts.response_bytes as usize);
+    let request = vec![b'q'; req];
+    let mut buf = vec![0u8; (resp * opts.inflight as usize).max(resp).min(1 << 20)];
+    let ending = Ending::new(spec, started, shared.id);
+    let mut ledger = Ledger::new(spec);
+    let mut sent_at: VecDeque<Instant> = VecDeque::with_capacity(opts.inflight as usize);
+    let (mut issued, mut partial, mut bytes, mut interval_bytes) = (0u64, 0usize, 0u64, 0u64);
+    let mut writer = socket;
+    let mut reader = socket;
+    let mut end = started;
+    let outcome = loop {
+        let stopping = ending.reached(controls, issued);
+        while !stopping && sent_at.len() < opts.inflight as usize && !ending.reached(controls, issued) {
+            sent_at.push_back(Instant::now());
+            write_all_retrying(&mut writer, &request, controls)?;
+            issued += 1;
+        }
+        if sent_at.is_empty() {
+            break Ok(());
+        }
+        if controls.abort.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        match reader.read(&mut buf) {
+            Ok(0) => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the responder closed the connection")),
+            Ok(n) => {
+                let now = Instant::now();
+                partial += n;
+                bytes += n as u64;
+                interval_bytes += n as u64;
+                while partial >= resp {
+                    partial -= resp;
+                    if let Some(t) = sent_at.pop_front() {
+                        ledger.record(now - t);
+                    }
+                }
+                end = now;
+                ledger.close_due((now - started).as_secs_f64(), shared, &mut interval_bytes);
+                shared.bytes.store(bytes, Ordering::Release);
+                shared.packets.store(ledger.transactions, Ordering::Release);
+            }
+            Err(e) if is_retry(&e) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    let _ = socket.shutdown(std::net::Shutdown::Write);
+    let end_s = end.saturating_duration_since(started);
+    shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
+    ledger.finish(shared, end_s.as_secs_f64(), interval_bytes);
+    outcome
+}
+
+fn write_all_retrying(w: &mut &TcpStream, mut data: &[u8], controls: &Controls) -> io::Result<()> {
+    while !data.is_empty() {
+        match w.write(data) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "the socket accepted no data")),
+            Ok(n) => data = &data[n..],
+            Err(e) if is_retry(&e) => {
+                if controls.abort.load(Ordering::Relaxed) {
+                    return Err(io::Error::new(io::ErrorKind::Interrupted, "aborted"));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn set_waiting(socket: &TcpStream, busy_poll: bool) -> io::Result<()> {
+    if busy_poll {
+        socket.set_nonblocking(true)
+    } else {
+        socket.set_read_timeout(Some(WAIT))?;
+        socket.set_write_timeout(Some(POLL))
+    }
+}
+
+/// The TCP responder: answers every whole request with one response, several at once when
+/// requests arrive pipelined.
+pub(super) fn tcp_responder(
+    shared: &StreamShared,
+    controls: &Controls,
+    spec: &TestSpec,
+    socket: &TcpStream,
+) -> io::Result<()> {
+    let opts = spec.rr.clone().unwrap_or_default();
+    socket.set_nodelay(true)?;
+    set_waiting(socket, opts.busy_poll)?;
+    let (req, resp) = (opts.request_bytes as usize, opts.response_bytes as usize);
+    let batch = 64usize;
+    let responses = vec![b'r'; resp * batch];
+    let mut buf = vec![0u8; (req * batch).clamp(4096, 1 << 20)];
+    let (mut partial, mut answered, mut bytes) = (0usize, 0u64, 0u64);
+    let (mut reader, mut writer) = (socket, socket);
+    loop {
+        if controls.abort.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                partial += n;
+                bytes += n as u64;
+                let mut due = partial / req;
+                partial %= req;
+                while due > 0 {
+                    let k = due.min(batch);
+                    write_all_retrying(&mut writer, &responses[..k * resp], controls)?;
+                    due -= k;
+                    answered += k as u64;
+                }
+                shared.bytes.store(bytes, Ordering::Release);
+                shared.packets.store(answered, Ordering::Release);
+            }
+            Err(e) if is_retry(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    shared.end_ns.store(shared.started.elapsed().as_nanos() as u64, Ordering::Release);
+    Ok(())
+}
+
+/// Low bytes of the sequence number, as many as the payloads carry (up to 8, little-endian).
+fn key_width(opts: &RrOptions) -> usize {
+    (opts.request_bytes.min(opts.response_bytes) as usize).clamp(1, 8)
+}
+
+fn key_of(bytes: &[u8], width: usize) -> u64 {
+    let mut k = [0u8; 8];
+    k[..width].copy_from_slice(&bytes[..width]);
+    u64::from_le_bytes(k)
+}
+
+/// The UDP requester: requests carry the low bytes of their sequence number; a request with
+/// no response after `--timeout` is lost, a response that comes later is late.
+pub(super) fn udp_requester(
+    shared: &StreamShared,
+    controls: &Controls,
+    spec: &TestSpec,
+    started: Instant,
+    socket: &UdpSocket,
+) -> io::Result<()> {
+    let opts = spec.rr.clone().unwrap_or_default();
+    if opts.busy_poll {
+        socket.set_nonblocking(true)?;
+    }
+    let (req, resp) = (opts.request_bytes as usize, opts.response_bytes as usize);
+    let width = key_width(&opts);
+    let mask = if width == 8 { u64::MAX } else { (1u64 << (8 * width)) - 1 };
+    let timeout = Duration::from_secs_f64(opts.timeout_seconds);
+    let mut request = vec![b'q'; req];
+    let mut buf = vec![0u8; resp.max(64) + 1];
+    let ending = Ending::new(spec, started, shared.id);
+    let mut ledger = Ledger::new(spec);
+    // (sequence, sent at), oldest first.
+    let mut outstanding: VecDeque<(u64, Instant)> = VecDeque::new();
+    let (mut seq, mut bytes, mut interval_bytes) = (0u64, 0u64, 0u64);
+    let mut end = started;
+    let outcome = loop {
+        let stopping = ending.reached(controls, seq);
+        while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq) {
+            request[..width].copy_from_slice(&seq.to_le_bytes()[..width]);
+            match socket.send(&request) {
+                Ok(_) => {
+                    outstanding.push_back((seq, Instant::now()));
+                    seq += 1;
+                }
+                Err(e) if is_retry(&e) || e.raw_os_error() == Some(105) => break,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let now = Instant::now();
+        while outstanding.front().is_some_and(|&(_, t)| now - t >= timeout) {
+            outstanding.pop_front();
+            ledger.lost += 1;
+        }
+        if (stopping && outstanding.is_empty()) || controls.abort.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        if !opts.busy_poll {
+            let wait =
+                outstanding.front().map_or(WAIT, |&(_, t)| (t + timeout).saturating_duration_since(now)).min(WAIT);
+            socket.set_read_timeout(Some(wait.max(Duration::from_micros(100))))?;
+        }
+        match socket.recv(&mut buf) {
+            Ok(n) if n >= width => {
+                let at = Instant::now();
+                bytes += n as u64;
+                interval_bytes += n as u64;
+                let key = key_of(&buf, width);
+                match outstanding.iter().position(|&(s, _)| s & mask == key) {
+                    Some(i) => {
+                        let (_, t) = outstanding.remove(i).expect("index from position");
+                        ledger.record(at - t);
+                    }
+                    None => ledger.late += 1,
+                }
+                end = at;
+                ledger.close_due((at - started).as_secs_f64(), shared, &mut interval_bytes);
+                shared.bytes.store(bytes, Ordering::Release);
+                shared.packets.store(ledger.transactions, Ordering::Release);
+            }
+            Ok(_) => {}
+            Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {
+                let at = Instant::now();
+                ledger.close_due((at - started).as_secs_f64(), shared, &mut interval_bytes);
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    let end_s = end.saturating_duration_since(started);
+    shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
+    // UDP rr sends no end marker: the responder stops after the client's sender_done.
+    shared.packets.store(seq, Ordering::Release);
+    ledger.finish(shared, end_s.as_secs_f64(), interval_bytes);
+    outcome
+}
+
+/// The UDP responder: one response per request, echoing the request's leading bytes (the
+/// sequence key). Ends when the requester has finished and the grace period passed.
+pub(super) fn udp_responder(
+    shared: &StreamShared,
+    controls: &Controls,
+    spec: &TestSpec,
+    socket: &UdpSocket,
+) -> io::Result<()> {
+    let opts = spec.rr.clone().unwrap_or_default();
+    let resp = opts.response_bytes as usize;
+    let width = key_width(&opts);
+    if opts.busy_poll {
+        socket.set_nonblocking(true)?;
+    } else {
+        socket.set_read_timeout(Some(WAIT))?;
+    }
+    let mut buf = vec![0u8; 65_536];
+    let mut response = vec![b'r'; resp];
+    let (mut answered, mut bytes) = (0u64, 0u64);
+    loop {
+        if controls.abort.load(Ordering::Relaxed) || shared.receive_deadline().is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        match socket.recv(&mut buf) {
+            Ok(n) if n >= width => {
+                // Setup datagrams only come before the first request; after it, a request that
+                // happens to look like one is still a request.
+                if answered == 0 && netchar_wire::datagram::DatagramHeader::setup_cookie(&buf[..n]).is_some() {
+                    continue;
+                }
+                response[..width].copy_from_slice(&buf[..width]);
+                let _ = socket.send(&response);
+                answered += 1;
+                bytes += n as u64;
+                shared.bytes.store(bytes, Ordering::Release);
+                shared.packets.store(answered, Ordering::Release);
+            }
+            Ok(_) => {}
+            Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e),
+        }
+    }
+    shared.end_ns.store(shared.started.elapsed().as_nanos() as u64, Ordering::Release);
+    Ok(())
+}
