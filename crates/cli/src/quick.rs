@@ -1,6 +1,6 @@
 //! `netchar` with no arguments: an in-process server on 127.0.0.1 and a short
 //! characterization against it (TCP up, down, bidir; UDP paced at 1 Gbit/s and at maximum
-//! rate), printed as one table.
+//! rate; TCP and UDP request/response latency), printed as two tables.
 
 fn tcp(direction: Direction) -> TestSpec {
     TestSpec { direction, ..TestSpec::tcp_default() }
@@ -39,12 +39,16 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
     udp_paced.udp.as_mut().expect("UDP spec").rate = UdpRate::BitsPerSecond(1_000_000_000);
     let mut udp_max = TestSpec::udp_default();
     udp_max.udp.as_mut().expect("UDP spec").rate = UdpRate::Unlimited;
+    let mut udp_rr = TestSpec::rr_default();
+    udp_rr.rr.as_mut().expect("rr spec").udp = true;
     let plan = [
         ("tcp up", tcp(Direction::Up)),
         ("tcp down", tcp(Direction::Down)),
         ("tcp bidir", tcp(Direction::Bidir)),
         ("udp 1G", udp_paced),
         ("udp max", udp_max),
+        ("tcp rr", TestSpec::rr_default()),
+        ("udp rr", udp_rr),
     ];
     for (name, mut spec) in plan {
         if stop.is_raised() {

@@ -397,5 +397,26 @@ pub fn quick_table(rows: &[(String, TestResult)], format: RateFormat) -> String 
         out,
         "(rates over each test's active time; cpu: the netchar process, user+system, % of one CPU: client and in-process server together)"
     );
+    let latency: Vec<_> = rows.iter().filter_map(|(n, r)| r.summary.rr.as_ref().map(|rr| (n, rr, r))).collect();
+    if !latency.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{:<10} {:>12} {:>9} {:>9} {:>9} {:>9}  placement",
+            "latency", "trans/s", "p50 us", "p99 us", "p99.9 us", "max us"
+        );
+        for (name, rr, r) in latency {
+            let l = &rr.latency_us;
+            let _ = writeln!(
+                out,
+                "{name:<10} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>9.1}  {}",
+                rr.transactions_per_second,
+                l.p50,
+                l.p99,
+                l.p999,
+                l.max,
+                r.summary.placement.as_deref().unwrap_or("-")
+            );
+        }
+    }
     out
 }
