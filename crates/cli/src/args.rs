@@ -194,4 +194,8 @@ pub(crate) struct RrArgs {
     /// Spin on non-blocking receives instead of sleeping (burns a CPU per connection).
     #[arg(long = "busy-poll")]
     pub(crate) busy_poll: bool,
+    /// Measure latency idle, then under a load on the same path: tcp-up, tcp-down, tcp-bidir
+    /// or udp-up:RATE.
+    #[arg(long = "under-load", value_name = "LOAD")]
+    pub(crate) under_load: Option<String>,
 }

@@ -91,13 +91,17 @@ fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
         stdout.flush()?;
     }
     let mut print_error = None;
-    let run = client::run(&plan.client, stop, &mut |iv| {
+    let mut on_interval = |iv: &netchar_model::IntervalRecord| {
         if !out.json && print_error.is_none() {
             if let Err(e) = stdout.write_all(text.on_interval(iv).as_bytes()).and_then(|_| stdout.flush()) {
                 print_error = Some(e);
             }
         }
-    });
+    };
+    let run = match plan.under_load {
+        Some(load) => netchar_engine::under_load::run(&plan.client, load, stop, &mut on_interval),
+        None => client::run(&plan.client, stop, &mut on_interval),
+    };
     if let Some(e) = print_error {
         return Err(e.into());
     }

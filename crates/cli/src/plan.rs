@@ -3,6 +3,7 @@
 
 use crate::args::{CommonArgs, RrArgs, TcpArgs, UdpArgs};
 use netchar_engine::client::{ClientConfig, Family};
+use netchar_engine::under_load::Load;
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
 use netchar_model::{
     parse_duration, Direction, EndCondition, Pattern, RrOptions, TestKind, TestSpec, UdpRate, MAX_SECONDS,
@@ -44,6 +45,8 @@ pub(crate) struct Output {
 pub(crate) struct TcpPlan {
     pub(crate) client: ClientConfig,
     pub(crate) output: Output,
+    /// rr only: measure idle, then under this load.
+    pub(crate) under_load: Option<Load>,
 }
 
 pub(crate) fn seconds(flag: &str, value: &str) -> Result<f64, UsageError> {
@@ -186,7 +189,14 @@ impl TcpPlan {
         if a.common.reverse || a.common.bidir {
             return usage("-R/--bidir: a request/response test always goes both ways".into());
         }
-        Self::with_common(spec, &a.common)
+        let mut plan = Self::with_common(spec, &a.common)?;
+        if let Some(l) = &a.under_load {
+            plan.under_load = Some(Load::parse(l).map_err(|e| UsageError(format!("--under-load {l}: {e}")))?);
+            if a.common.bytes.is_some() {
+                return usage("--under-load: give a duration (-t), not a transaction count (-n)".into());
+            }
+        }
+        Ok(plan)
     }
 
     fn with_common(mut spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {
@@ -251,8 +261,11 @@ impl TcpPlan {
                 client_cpu,
                 title: a.title.clone(),
                 timeouts: Timeouts::default(),
+                companion: None,
+                cookie_tx: None,
             },
             output: Output { json: a.json, json_out: a.json_out.clone(), format },
+            under_load: None,
         })
     }
 }

@@ -70,6 +70,8 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
             client_cpu: None,
             title: Some(name.to_string()),
             timeouts: Timeouts::default(),
+            companion: None,
+            cookie_tx: None,
         };
         let run = client::run(&cfg, stop, &mut |_| {});
         if let Some(e) = run.error {

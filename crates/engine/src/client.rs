@@ -48,6 +48,10 @@ pub struct ClientConfig {
     pub title: Option<String>,
     /// Control protocol timeouts.
     pub timeouts: Timeouts,
+    /// The cookie of a running test of ours this one accompanies (latency under load).
+    pub companion: Option<[u8; 16]>,
+    /// Where to announce this test's cookie once the server admits it.
+    pub cookie_tx: Option<mpsc::Sender<[u8; 16]>>,
 }
 
 /// Why a client run failed. Each message is one line that says what to do.
@@ -239,7 +243,12 @@ impl<'a> Driver<'a> {
                         cfg,
                         addr,
                         control,
-                        session: ClientSession::new(Instant::now(), spec.clone(), cfg.timeouts),
+                        session: ClientSession::with_companion(
+                            Instant::now(),
+                            spec.clone(),
+                            cfg.timeouts,
+                            cfg.companion,
+                        ),
                         spec,
                         udp_setup: Vec::new(),
                         udp_setup_sent: None,
@@ -372,6 +381,9 @@ impl<'a> Driver<'a> {
     fn on_event(&mut self, ev: ClientEvent) -> Result<(), ClientError> {
         match ev {
             ClientEvent::Accepted { cookie, concurrent_tests, host, .. } => {
+                if let Some(tx) = &self.cfg.cookie_tx {
+                    let _ = tx.send(cookie);
+                }
                 self.concurrent_tests = concurrent_tests;
                 self.remote_host = Some(host);
                 self.open_streams(cookie)

@@ -18,6 +18,7 @@ pub mod dataplane;
 pub mod measure;
 pub mod server;
 mod tcp_setup;
+pub mod under_load;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

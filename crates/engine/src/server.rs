@@ -441,10 +441,14 @@ impl<'a> ControlSession<'a> {
     fn on_event(&mut self, ev: ServerEvent) -> Result<(), String> {
         let now = Instant::now();
         match ev {
-            ServerEvent::Requested(spec) => {
+            ServerEvent::Requested { spec, companion } => {
                 let max = self.cfg.max_concurrent as usize;
                 let running = self.registry.running.fetch_add(1, Ordering::SeqCst);
-                if running >= max {
+                // A companion (latency under load) joins a test of the same client that runs
+                // now; it does not count against the limit.
+                let accompanies =
+                    companion.is_some_and(|c| self.registry.tests.lock().is_ok_and(|t| t.contains_key(&c)));
+                if running >= max && !accompanies {
                     self.registry.running.fetch_sub(1, Ordering::SeqCst);
                     self.session.busy(now, running as u32, max as u32);
                     self.error = Some(format!("turned away: busy ({running} of {max} tests running)"));

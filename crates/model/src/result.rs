@@ -403,6 +403,15 @@ pub struct Summary {
     /// Request/response tests: every transaction of every connection.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rr: Option<RrFigures>,
+    /// Latency under load: the request/response figures before the load started.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rr_idle: Option<RrFigures>,
+    /// Latency under load: the request/response figures while the load ran.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rr_loaded: Option<RrFigures>,
+    /// Latency under load: what the load test achieved meanwhile (its per-flow summaries).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub load: Option<Box<Summary>>,
     /// Where the requesting and responding workers ran, as `client CPU x, server CPU y`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub placement: Option<String>,

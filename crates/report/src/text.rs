@@ -272,7 +272,9 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             );
         }
     }
-    if let Some(rr) = &r.summary.rr {
+    if let (Some(idle), Some(loaded)) = (&r.summary.rr_idle, &r.summary.rr_loaded) {
+        under_load_summary(idle, loaded, r, format, &mut out);
+    } else if let Some(rr) = &r.summary.rr {
         rr_summary(rr, r.summary.placement.as_deref(), &mut out);
     }
     if let Some(c) = &r.cpu.local {
@@ -339,6 +341,35 @@ fn rr_summary(rr: &RrFigures, placement: Option<&str>, out: &mut String) {
         l.min, l.mean, l.stddev, l.p50, l.p90, l.p99, l.p999, l.max
     );
     if let Some(p) = placement {
+        let _ = writeln!(out, "placement: {p}");
+    }
+}
+
+fn under_load_summary(idle: &RrFigures, loaded: &RrFigures, r: &TestResult, format: RateFormat, out: &mut String) {
+    let _ = writeln!(out, "latency under load     trans/s     p50 us     p90 us     p99 us   p99.9 us     max us");
+    for (name, x) in [("idle", idle), ("loaded", loaded)] {
+        let l = &x.latency_us;
+        let _ = writeln!(
+            out,
+            "{name:<18} {:>11.0} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.1}",
+            x.transactions_per_second, l.p50, l.p90, l.p99, l.p999, l.max
+        );
+    }
+    let ratio = if idle.latency_us.p99 > 0.0 { loaded.latency_us.p99 / idle.latency_us.p99 } else { 0.0 };
+    let _ = writeln!(
+        out,
+        "under load the p99 round trip is {ratio:.1}x the idle one ({:+.1} us){}",
+        loaded.latency_us.p99 - idle.latency_us.p99,
+        if ratio > 1.5 { ": queueing on the path (bufferbloat)" } else { "" }
+    );
+    if let Some(load) = &r.summary.load {
+        for flow in [Flow::Up, Flow::Down] {
+            if let Some(f) = load.flow(flow) {
+                let _ = writeln!(out, "load {:<4} receiver {}", flow.name(), format.format(f.receiver.bits_per_second));
+            }
+        }
+    }
+    if let Some(p) = &r.summary.placement {
         let _ = writeln!(out, "placement: {p}");
     }
 }

@@ -20,6 +20,10 @@ pub enum ClientMessage {
         spec: TestSpec,
         /// The client's netchar version, for the server's log.
         client_version: String,
+        /// Cookie of a test this client runs at the same time (latency under load): admitted
+        /// beside it even when the server runs as many tests as it admits.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        companion: Option<String>,
     },
     /// All data streams are connected: start the clocks and the workers.
     Start,
@@ -176,7 +180,8 @@ mod tests {
 
     #[test]
     fn request_round_trips() {
-        let m = ClientMessage::Request { spec: TestSpec::tcp_default(), client_version: "0.1.0".into() };
+        let m =
+            ClientMessage::Request { spec: TestSpec::tcp_default(), client_version: "0.1.0".into(), companion: None };
         assert_eq!(ClientMessage::decode(&m.encode()).unwrap(), m);
     }
 

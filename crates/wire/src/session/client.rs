@@ -71,6 +71,7 @@ impl State {
 pub struct ClientSession {
     state: State,
     spec: TestSpec,
+    companion: Option<[u8; 16]>,
     timeouts: Timeouts,
     hello_buf: Vec<u8>,
     decoder: FrameDecoder,
@@ -83,10 +84,17 @@ pub struct ClientSession {
 impl ClientSession {
     /// Starts a session for `spec`; the hello is queued for output at once.
     pub fn new(now: Instant, spec: TestSpec, timeouts: Timeouts) -> Self {
+        Self::with_companion(now, spec, timeouts, None)
+    }
+
+    /// Like [`Self::new`], for a test that accompanies the running test with `companion`'s
+    /// cookie (the server admits it beside that test).
+    pub fn with_companion(now: Instant, spec: TestSpec, timeouts: Timeouts, companion: Option<[u8; 16]>) -> Self {
         let out = Hello::control().encode().to_vec();
         Self {
             state: State::AwaitHello,
             spec,
+            companion,
             timeouts,
             hello_buf: Vec::new(),
             decoder: FrameDecoder::new(MAX_SERVER_FRAME),
@@ -123,7 +131,11 @@ impl ClientSession {
             }
             self.send(
                 now,
-                &ClientMessage::Request { spec: self.spec.clone(), client_version: env!("CARGO_PKG_VERSION").into() },
+                &ClientMessage::Request {
+                    spec: self.spec.clone(),
+                    client_version: env!("CARGO_PKG_VERSION").into(),
+                    companion: self.companion.as_ref().map(crate::message::cookie_to_hex),
+                },
             );
             self.enter(now, State::AwaitAnswer);
         }

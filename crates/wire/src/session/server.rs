@@ -16,7 +16,12 @@ use std::time::Instant;
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
     /// A valid test was requested: answer with [`ServerSession::admit`] or [`ServerSession::busy`].
-    Requested(Box<TestSpec>),
+    Requested {
+        /// The test.
+        spec: Box<TestSpec>,
+        /// The cookie of a running test this one accompanies (latency under load).
+        companion: Option<[u8; 16]>,
+    },
     /// The client said start: start the clocks and workers.
     Start,
     /// The client's senders finished with these exact totals.
@@ -110,13 +115,18 @@ impl ServerSession {
     fn on_message(&mut self, now: Instant, msg: ClientMessage) -> Result<(), ProtocolError> {
         match (self.state, msg) {
             (_, ClientMessage::Keepalive) => {}
-            (State::AwaitRequest, ClientMessage::Request { spec, .. }) => {
+            (State::AwaitRequest, ClientMessage::Request { spec, companion, .. }) => {
                 if let Err(e) = spec.validate() {
                     self.send(now, &ServerMessage::Rejected { reason: e.to_string() });
                     self.state = State::Done;
                     return Err(ProtocolError::Malformed(format!("rejected request: {e}")));
                 }
-                self.events.push_back(ServerEvent::Requested(Box::new(spec)));
+                let companion = match companion.as_deref().map(crate::message::cookie_from_hex) {
+                    Some(Ok(c)) => Some(c),
+                    Some(Err(e)) => return self.fail(now, e),
+                    None => None,
+                };
+                self.events.push_back(ServerEvent::Requested { spec: Box::new(spec), companion });
                 self.state = State::AwaitAdmission;
             }
             (State::AwaitStart, ClientMessage::Start) => {

@@ -58,7 +58,10 @@ impl Pair {
 fn a_whole_test_runs_from_hello_to_results() {
     let mut p = Pair::new(TestSpec::tcp_default());
     p.drive();
-    assert_eq!(p.server().poll_event(), Some(ServerEvent::Requested(Box::new(TestSpec::tcp_default()))));
+    assert_eq!(
+        p.server().poll_event(),
+        Some(ServerEvent::Requested { spec: Box::new(TestSpec::tcp_default()), companion: None })
+    );
     let now = p.now;
     p.server().admit(now, &[9; 16], 1, HostInfo::default());
     p.drive();

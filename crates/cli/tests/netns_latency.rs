@@ -1,0 +1,63 @@
+//! Latency under load against ground truth: two namespaces joined by a veth pair shaped with
+//! tbf to 50 Mbit/s with a deep queue. Idle, a 1-byte round trip crosses an empty queue; with a
+//! bulk TCP upload on the same link, requests wait behind the upload's backlog in the shaper,
+//! so the loaded p99 must exceed the idle p99, and the report must say so.
+//!
+//! Needs root, `ip` and `tc`; otherwise it prints "skipping netns test: <reason>" and passes,
+//! unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+
+#[path = "support/netns.rs"]
+mod netns;
+
+use netns::{Link, Server};
+use serde_json::Value;
+use std::time::Duration;
+
+/// 50 Mbit/s; a 50 ms queue (≈ 300 KB) that TCP's backlog can fill: a bufferbloated bottleneck.
+const TBF: &[&str] = &["tbf", "rate", "50mbit", "burst", "32kb", "latency", "50ms"];
+
+fn run_rr(link: &Link, port: u16, extra: &[&str]) -> Value {
+    let bin = env!("CARGO_BIN_EXE_netchar");
+    let port_s = port.to_string();
+    let mut server_cmd = link.a.command(bin);
+    server_cmd.args(["server", "-p", &port_s]);
+    let server = Server::spawn(server_cmd, "listening on", Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("netchar server did not start: {e}"));
+    let mut client = link.b.command(bin);
+    client.args(["rr", &link.a_ip.to_string(), "-p", &port_s, "--json"]).args(extra);
+    let shown = format!("{client:?}");
+    let run = netns::run_with_timeout(client, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(run.status.is_some_and(|s| s.success()), "{shown} failed: {}\nserver: {}", run.stderr, server.stderr());
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{shown}: not JSON ({e}): {}", run.stdout))
+}
+
+#[test]
+fn latency_under_upload_exceeds_idle_latency_at_a_bloated_bottleneck() {
+    let link = match Link::create() {
+        Ok(l) => l,
+        Err(reason) => {
+            netns::skip_or_fail(&reason);
+            return;
+        }
+    };
+    if let Err(e) = link.set_root_qdisc_both(TBF) {
+        netns::skip_or_fail(&format!("cannot install the tbf qdisc: {e}"));
+        return;
+    }
+    let r = run_rr(&link, 5311, &["-t", "3", "-i", "0", "--under-load", "tcp-up"]);
+    assert!(r["error"].is_null(), "{}", r["error"]);
+    let s = &r["summary"];
+    let p99 = |k: &str| s[k]["latency_us"]["p99"].as_f64().unwrap_or_else(|| panic!("{k} missing: {s}"));
+    let (idle, loaded) = (p99("rr_idle"), p99("rr_loaded"));
+    let load_bps = s["load"]["up"]["receiver"]["bits_per_second"].as_f64().unwrap_or(0.0);
+    eprintln!(
+        "netns_latency: idle p99 {idle:.1} us, loaded p99 {loaded:.1} us ({:.1}x), load {:.1} Mbit/s, placement {}",
+        loaded / idle,
+        load_bps / 1e6,
+        s["placement"]
+    );
+    assert!(loaded > idle, "queueing in the shaper must show: idle p99 {idle} us, loaded p99 {loaded} us");
+    // The load really ran over the shaped link while latency was measured.
+    assert!(load_bps > 30e6 && load_bps < 52e6, "load {load_bps} bit/s through a 50 Mbit/s shaper");
+    assert!(s["rr_loaded"]["transactions"].as_u64().unwrap() > 0);
+}
