@@ -32,6 +32,8 @@ pub(crate) enum Command {
     Udp(UdpArgs),
     /// Request/response: transactions per second and round-trip latency percentiles.
     Rr(RrArgs),
+    /// Echo buffers and receive them back, the eCos nc_test way: --pattern 640x1024,10@10ms.
+    Echo(EchoArgs),
 }
 
 /// `netchar server`.
@@ -198,4 +200,20 @@ pub(crate) struct RrArgs {
     /// or udp-up:RATE.
     #[arg(long = "under-load", value_name = "LOAD")]
     pub(crate) under_load: Option<String>,
+}
+
+/// `netchar echo`.
+#[derive(Debug, Args)]
+pub(crate) struct EchoArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    /// Echo over UDP instead of TCP.
+    #[arg(long)]
+    pub(crate) udp: bool,
+    /// Buffers to echo and pauses: COUNTxSIZE[,COUNTxSIZE...][,BURST@GAP].
+    #[arg(long, default_value = "640x1024")]
+    pub(crate) pattern: String,
+    /// UDP: a buffer not echoed within this long is lost.
+    #[arg(long, default_value = "1s")]
+    pub(crate) timeout: String,
 }

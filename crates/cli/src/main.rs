@@ -53,6 +53,10 @@ fn run(cli: args::Cli) -> Result<u8> {
             let plan = plan::TcpPlan::from_udp_args(&a)?;
             run_tcp(&plan, &stop)
         }
+        Some(args::Command::Echo(a)) => {
+            let plans = plan::TcpPlan::from_echo_args(&a)?;
+            run_echo(&plans, &stop)
+        }
         Some(args::Command::Rr(a)) => {
             let plan = plan::TcpPlan::from_rr_args(&a)?;
             run_tcp(&plan, &stop)
@@ -142,4 +146,36 @@ fn save_json(out: &plan::Output, result: &netchar_model::TestResult) -> Result<(
         .with_context(|| format!("--json-out: cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("--json-out: cannot rename to {}", path.display()))?;
     Ok(())
+}
+
+/// Runs each echo group in turn and prints one eCos-style line per group (or a JSON array).
+fn run_echo(plans: &[plan::TcpPlan], stop: &StopFlag) -> Result<u8> {
+    let mut stdout = std::io::stdout().lock();
+    let json = plans.first().is_some_and(|p| p.output.json);
+    let mut results = Vec::new();
+    let mut code = EXIT_OK;
+    for plan in plans {
+        if stop.is_raised() {
+            code = EXIT_INTERRUPTED;
+            break;
+        }
+        let run = client::run(&plan.client, stop, &mut |_| {});
+        if let Some(r) = &run.result {
+            save_json(&plan.output, r)?;
+            if !json {
+                stdout.write_all(netchar_report::text::echo_line(r).as_bytes())?;
+                stdout.flush()?;
+            }
+            results.push(r.clone());
+        }
+        if let Some(e) = run.error {
+            eprintln!("netchar: error: {e}");
+            code = if matches!(e, ClientError::Interrupted) { EXIT_INTERRUPTED } else { EXIT_ERROR };
+            break;
+        }
+    }
+    if json {
+        stdout.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    }
+    Ok(code)
 }

@@ -1,7 +1,7 @@
 //! From flags to a runnable test: parses units, checks ranges, applies defaults. Pure; every
 //! error names the flag and the value, and is raised before any traffic.
 
-use crate::args::{CommonArgs, RrArgs, TcpArgs, UdpArgs};
+use crate::args::{CommonArgs, EchoArgs, RrArgs, TcpArgs, UdpArgs};
 use netchar_engine::client::{ClientConfig, Family};
 use netchar_engine::under_load::Load;
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
@@ -185,6 +185,8 @@ impl TcpPlan {
             inflight: count("--inflight", &a.inflight)?,
             timeout_seconds: timeout,
             busy_poll: a.busy_poll,
+            pause_every: None,
+            pause_seconds: 0.0,
         });
         if a.common.reverse || a.common.bidir {
             return usage("-R/--bidir: a request/response test always goes both ways".into());
@@ -197,6 +199,40 @@ impl TcpPlan {
             }
         }
         Ok(plan)
+    }
+
+    /// `netchar echo`: one plan per `COUNTxSIZE` group of the pattern, each an rr test whose
+    /// request and response are the buffer, `COUNT` transactions, one at a time, with the
+    /// pattern's pauses between bursts (the eCos nc_test echo tests).
+    pub(crate) fn from_echo_args(a: &EchoArgs) -> Result<Vec<Self>, UsageError> {
+        if a.common.time.is_some() || a.common.reverse || a.common.bidir || a.common.parallel != "1" {
+            return usage("echo: the pattern sets the test (-t, -R, --bidir and -P do not apply)".into());
+        }
+        let pattern = Pattern::parse(&a.pattern).or_else(|e| usage(format!("--pattern {}: {e}", a.pattern)))?;
+        if pattern.sizes.is_empty() {
+            return usage(format!("--pattern {}: name the buffers, e.g. 640x1024 or 2048x1024,10@10ms", a.pattern));
+        }
+        let timeout = parse_duration(&a.timeout)
+            .ok_or_else(|| UsageError(format!("--timeout {}: expected a duration like 1s or 200ms", a.timeout)))?;
+        let mut plans = Vec::new();
+        for &(count, size) in &pattern.sizes {
+            let mut spec = TestSpec::rr_default();
+            spec.block_bytes = size;
+            spec.rr = Some(RrOptions {
+                udp: a.udp,
+                request_bytes: size,
+                response_bytes: size,
+                inflight: 1,
+                timeout_seconds: timeout,
+                busy_poll: false,
+                pause_every: pattern.burst,
+                pause_seconds: pattern.gap_seconds,
+            });
+            let mut plan = Self::with_common(spec, &a.common)?;
+            plan.client.spec.end = EndCondition::Bytes(count);
+            plans.push(plan);
+        }
+        Ok(plans)
     }
 
     fn with_common(mut spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {

@@ -103,3 +103,27 @@ fn bad_rr_flags_exit_2() {
         assert!(run.stderr.contains(needle), "{full:?}: {:?}", run.stderr);
     }
 }
+
+#[test]
+fn echo_moves_exactly_the_pattern_buffers_and_prints_the_ecos_line() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run = netchar(&["echo", "127.0.0.1", "-p", &port, "--pattern", "64x1024,8x4096"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(lines[0].starts_with("TCP echo - 128 bufs of 1024 bytes in "), "{}", lines[0]);
+    assert!(lines[1].starts_with("TCP echo - 16 bufs of 4096 bytes in "), "{}", lines[1]);
+    assert!(lines[0].contains("0 out of sequence, 0 lost"), "{}", lines[0]);
+    // UDP with the "10 ms delay after 10 packets" pattern: 30 buffers, two pauses at least.
+    let r: Value = {
+        let run = netchar(&["echo", "127.0.0.1", "-p", &port, "--udp", "--pattern", "30x512,10@10ms", "--json"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        serde_json::from_str(&run.stdout).unwrap()
+    };
+    let r = &r[0];
+    assert_eq!(u(&check_rr(r)["transactions"]), 30);
+    let secs =
+        r["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "client").unwrap()["seconds"].clone();
+    assert!(f(&secs) >= 0.02, "two 10 ms pauses: {secs}");
+}

@@ -45,11 +45,26 @@ pub struct RrOptions {
     pub timeout_seconds: f64,
     /// Spin on non-blocking receives instead of sleeping in the kernel (`--busy-poll`).
     pub busy_poll: bool,
+    /// Pause after every this many transactions (`netchar echo --pattern N@GAP`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_every: Option<u64>,
+    /// The pause, in seconds.
+    #[serde(default)]
+    pub pause_seconds: f64,
 }
 
 impl Default for RrOptions {
     fn default() -> Self {
-        Self { udp: false, request_bytes: 1, response_bytes: 1, inflight: 1, timeout_seconds: 1.0, busy_poll: false }
+        Self {
+            udp: false,
+            request_bytes: 1,
+            response_bytes: 1,
+            inflight: 1,
+            timeout_seconds: 1.0,
+            busy_poll: false,
+            pause_every: None,
+            pause_seconds: 0.0,
+        }
     }
 }
 

@@ -451,3 +451,35 @@ pub fn quick_table(rows: &[(String, TestResult)], format: RateFormat) -> String 
     }
     out
 }
+
+/// One echo test as the eCos nc_test master printed it, plus the latency percentiles:
+/// `TCP echo - 1280 bufs of 1024 bytes in 2.03 seconds - 630.54 KB/S - 5.1654 Mbit/S`.
+pub fn echo_line(r: &TestResult) -> String {
+    let spec = &r.test.spec;
+    let Some(opts) = &spec.rr else { return String::new() };
+    let Some(rr) = &r.summary.rr else { return String::new() };
+    let seconds = r.streams.iter().filter(|s| s.role == Role::Sender).map(|s| s.seconds).fold(0.0, f64::max);
+    // Both directions count: each transaction moves the buffer there and back.
+    let bufs = 2 * rr.transactions;
+    let bytes = bufs as f64 * opts.request_bytes as f64;
+    let kbps = if seconds > 0.0 { bytes / seconds / 1024.0 } else { 0.0 };
+    let mbps = if seconds > 0.0 { bytes * 8.0 / seconds / 1e6 } else { 0.0 };
+    let mut line = format!(
+        "{} echo - {bufs} bufs of {} bytes in {seconds:.2} seconds - {kbps:.2} KB/S - {mbps:.4} Mbit/S (M = 10^6)",
+        if opts.udp { "UDP" } else { "TCP" },
+        opts.request_bytes
+    );
+    if let Some(n) = opts.pause_every {
+        let _ = write!(line, " - {:.0}ms delay after {n} packets", opts.pause_seconds * 1e3);
+    }
+    let _ = write!(
+        line,
+        ", {} out of sequence, {} lost; round trip p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+        rr.late, rr.lost, rr.latency_us.p50, rr.latency_us.p99, rr.latency_us.max
+    );
+    if let Some(p) = &r.summary.placement {
+        let _ = write!(line, " [{p}]");
+    }
+    line.push('\n');
+    line
+}

@@ -109,6 +109,26 @@ struct WorkerFinal {
 }
 
 impl StreamShared {
+    fn new(id: u32, flow: Flow, role: Role, started: Instant) -> Self {
+        Self {
+            id,
+            flow,
+            role,
+            bytes: AtomicU64::new(0),
+            end_ns: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            error: Mutex::new(None),
+            packets: AtomicU64::new(0),
+            send_errors: AtomicU64::new(0),
+            peer_packets: AtomicU64::new(u64::MAX),
+            receive_until_ns: AtomicU64::new(u64::MAX),
+            started,
+            cpu: AtomicU64::new(0),
+            fresh_intervals: Mutex::new(Vec::new()),
+            udp_final: Mutex::new(None),
+        }
+    }
+
     /// Hands a closed interval to the collector (once per interval, not per packet).
     fn push_interval(&self, iv: StreamInterval) {
         if let Ok(mut v) = self.fresh_intervals.lock() {
@@ -219,23 +239,7 @@ impl DataPlane {
         let mut workers = Vec::new();
         let mut info_sockets = Vec::new();
         for s in streams {
-            let sh = Arc::new(StreamShared {
-                id: s.id,
-                flow: s.flow,
-                role: s.role,
-                bytes: AtomicU64::new(0),
-                end_ns: AtomicU64::new(0),
-                done: AtomicBool::new(false),
-                error: Mutex::new(None),
-                packets: AtomicU64::new(0),
-                send_errors: AtomicU64::new(0),
-                peer_packets: AtomicU64::new(u64::MAX),
-                receive_until_ns: AtomicU64::new(u64::MAX),
-                started,
-                cpu: AtomicU64::new(0),
-                fresh_intervals: Mutex::new(Vec::new()),
-                udp_final: Mutex::new(None),
-            });
+            let sh = Arc::new(StreamShared::new(s.id, s.flow, s.role, started));
             // The collector reads TCP_INFO through its own descriptor of the sender's socket.
             info_sockets.push(match (&s.socket, s.role) {
                 (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),

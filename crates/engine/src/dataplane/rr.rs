@@ -129,6 +129,29 @@ impl Ledger {
     }
 }
 
+/// The echo pattern's pauses: after every `every` requests, wait `pause` before the next.
+struct Pauses {
+    every: Option<u64>,
+    pause: Duration,
+    last: u64,
+}
+
+impl Pauses {
+    fn new(opts: &RrOptions) -> Self {
+        Self { every: opts.pause_every, pause: Duration::from_secs_f64(opts.pause_seconds), last: 0 }
+    }
+
+    /// Sleeps if request number `issued` starts a new burst.
+    fn before(&mut self, issued: u64) {
+        if let Some(n) = self.every {
+            if issued > 0 && issued % n == 0 && self.last != issued {
+                self.last = issued;
+                std::thread::sleep(self.pause);
+            }
+        }
+    }
+}
+
 /// When the requester must stop issuing requests.
 struct Ending {
     deadline: Option<Instant>,
@@ -168,6 +191,7 @@ pub(super) fn tcp_requester(
     let ending = Ending::new(spec, started, shared.id);
     let mut ledger = Ledger::new(spec);
     let mut sent_at: VecDeque<Instant> = VecDeque::with_capacity(opts.inflight as usize);
+    let mut pauses = Pauses::new(&opts);
     let (mut issued, mut partial, mut bytes, mut interval_bytes) = (0u64, 0usize, 0u64, 0u64);
     let mut writer = socket;
     let mut reader = socket;
@@ -175,6 +199,7 @@ pub(super) fn tcp_requester(
     let outcome = loop {
         let stopping = ending.reached(controls, issued);
         while !stopping && sent_at.len() < opts.inflight as usize && !ending.reached(controls, issued) {
+            pauses.before(issued);
             sent_at.push_back(Instant::now());
             write_all_retrying(&mut writer, &request, controls)?;
             issued += 1;
@@ -318,11 +343,13 @@ pub(super) fn udp_requester(
     let mut ledger = Ledger::new(spec);
     // (sequence, sent at), oldest first.
     let mut outstanding: VecDeque<(u64, Instant)> = VecDeque::new();
+    let mut pauses = Pauses::new(&opts);
     let (mut seq, mut bytes, mut interval_bytes) = (0u64, 0u64, 0u64);
     let mut end = started;
     let outcome = loop {
         let stopping = ending.reached(controls, seq);
         while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq) {
+            pauses.before(seq);
             request[..width].copy_from_slice(&seq.to_le_bytes()[..width]);
             match socket.send(&request) {
                 Ok(_) => {
@@ -427,4 +454,48 @@ pub(super) fn udp_responder(
     }
     shared.end_ns.store(shared.started.elapsed().as_nanos() as u64, Ordering::Release);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Controls, StreamShared};
+    use super::*;
+    use netchar_model::{Flow, Role};
+
+    /// A responder that answers every request twice: with one request in flight, each second
+    /// copy arrives while the next request is outstanding, so it is out of sequence (late),
+    /// never mistaken for that request's answer.
+    #[test]
+    fn echo_counts_out_of_sequence_replies_from_a_reordering_responder() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let responder = std::thread::spawn(move || {
+            server.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+            let mut buf = [0u8; 2048];
+            let mut answered = 0;
+            while let Ok((n, peer)) = server.recv_from(&mut buf) {
+                server.send_to(&buf[..n], peer).unwrap();
+                server.send_to(&buf[..n], peer).unwrap();
+                answered += 1;
+            }
+            answered
+        });
+        let mut spec = TestSpec::rr_default();
+        spec.rr = Some(RrOptions { udp: true, request_bytes: 64, response_bytes: 64, ..RrOptions::default() });
+        spec.end = EndCondition::Bytes(50);
+        spec.interval_seconds = 0.0;
+        let started = Instant::now();
+        let shared = StreamShared::new(1, Flow::Up, Role::Sender, started);
+        udp_requester(&shared, &Controls::default(), &spec, started, &client).unwrap();
+        let f = shared.udp_final.lock().unwrap().take().unwrap();
+        let rr = f.rr.unwrap();
+        assert_eq!(rr.transactions, 50);
+        assert_eq!(rr.lost, 0);
+        // 49 duplicates came back while a later request was outstanding (the last one may come
+        // after the requester stopped listening).
+        assert!((48..=50).contains(&rr.late), "out of sequence: {}", rr.late);
+        drop(client);
+        assert_eq!(responder.join().unwrap(), 50);
+    }
 }
