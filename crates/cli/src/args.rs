@@ -32,6 +32,8 @@ pub(crate) enum Command {
     Udp(UdpArgs),
     /// Request/response: transactions per second and round-trip latency percentiles.
     Rr(RrArgs),
+    /// A new TCP connection per transaction: connections/s, connect and transaction latency.
+    Crr(RrArgs),
     /// Echo buffers and receive them back, the eCos nc_test way: --pattern 640x1024,10@10ms.
     Echo(EchoArgs),
 }

@@ -57,6 +57,10 @@ fn run(cli: args::Cli) -> Result<u8> {
             let plans = plan::TcpPlan::from_echo_args(&a)?;
             run_echo(&plans, &stop)
         }
+        Some(args::Command::Crr(a)) => {
+            let plan = plan::TcpPlan::from_crr_args(&a)?;
+            run_tcp(&plan, &stop)
+        }
         Some(args::Command::Rr(a)) => {
             let plan = plan::TcpPlan::from_rr_args(&a)?;
             run_tcp(&plan, &stop)

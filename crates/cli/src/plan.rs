@@ -185,6 +185,7 @@ impl TcpPlan {
             inflight: count("--inflight", &a.inflight)?,
             timeout_seconds: timeout,
             busy_poll: a.busy_poll,
+            connect_per_transaction: false,
             pause_every: None,
             pause_seconds: 0.0,
         });
@@ -197,6 +198,18 @@ impl TcpPlan {
             if a.common.bytes.is_some() {
                 return usage("--under-load: give a duration (-t), not a transaction count (-n)".into());
             }
+        }
+        Ok(plan)
+    }
+
+    /// `netchar crr`: an rr test with a new TCP connection per transaction.
+    pub(crate) fn from_crr_args(a: &RrArgs) -> Result<Self, UsageError> {
+        if a.udp || a.busy_poll || a.under_load.is_some() || a.inflight != "1" {
+            return usage("crr: --udp, --busy-poll, --under-load and --inflight do not apply".into());
+        }
+        let mut plan = Self::from_rr_args(a)?;
+        if let Some(r) = plan.client.spec.rr.as_mut() {
+            r.connect_per_transaction = true;
         }
         Ok(plan)
     }
@@ -225,6 +238,7 @@ impl TcpPlan {
                 inflight: 1,
                 timeout_seconds: timeout,
                 busy_poll: false,
+                connect_per_transaction: false,
                 pause_every: pattern.burst,
                 pause_seconds: pattern.gap_seconds,
             });

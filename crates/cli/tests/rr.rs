@@ -127,3 +127,20 @@ fn echo_moves_exactly_the_pattern_buffers_and_prints_the_ecos_line() {
         r["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "client").unwrap()["seconds"].clone();
     assert!(f(&secs) >= 0.02, "two 10 ms pauses: {secs}");
 }
+
+#[test]
+fn crr_opens_a_connection_per_transaction() {
+    let s = Server::start(&[]);
+    let r =
+        client_json("crr", &s, "127.0.0.1", &["-n", "300", "-P", "2", "-l", "100", "--response", "2000", "-i", "0"]);
+    let rr = check_rr(&r);
+    assert_eq!(u(&rr["transactions"]), 300);
+    let c = &rr["connect_latency_us"];
+    assert!(f(&c["min"]) > 0.0 && f(&c["p50"]) <= f(&c["p99"]) && f(&c["p99"]) <= f(&c["max"]), "{c}");
+    // Connecting is part of each transaction.
+    assert!(f(&c["p50"]) <= f(&rr["latency_us"]["p50"]), "{rr}");
+    let port = s.port.to_string();
+    let run = netchar(&["crr", "127.0.0.1", "-p", &port, "--udp"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("crr: --udp"), "{}", run.stderr);
+}

@@ -218,6 +218,8 @@ struct Driver<'a> {
     local_records: Vec<StreamRecord>,
     /// rr: every round trip of this end's connections.
     latency: Option<netchar_stats::distribution::Distribution>,
+    /// crr: every connect of this end.
+    connect_latency: Option<netchar_stats::distribution::Distribution>,
     local_cpu: Option<CpuUsage>,
     peer_totals: Option<(Instant, Vec<StreamTotal>)>,
     senders_reported: bool,
@@ -262,6 +264,7 @@ impl<'a> Driver<'a> {
                         remote: None,
                         local_records: Vec::new(),
                         latency: None,
+                        connect_latency: None,
                         local_cpu: None,
                         peer_totals: None,
                         senders_reported: false,
@@ -283,6 +286,7 @@ impl<'a> Driver<'a> {
             let joined = plane.join_all();
             self.local_records = joined.records;
             self.latency = joined.latency;
+            self.connect_latency = joined.connect_latency;
         }
         if let (Some(m), None) = (self.meter, &self.local_cpu) {
             self.local_cpu = Some(m.finish());
@@ -380,13 +384,26 @@ impl<'a> Driver<'a> {
 
     fn on_event(&mut self, ev: ClientEvent) -> Result<(), ClientError> {
         match ev {
-            ClientEvent::Accepted { cookie, concurrent_tests, host, .. } => {
+            ClientEvent::Accepted { cookie, concurrent_tests, host, data_port, .. } => {
                 if let Some(tx) = &self.cfg.cookie_tx {
                     let _ = tx.send(cookie);
                 }
                 self.concurrent_tests = concurrent_tests;
                 self.remote_host = Some(host);
-                self.open_streams(cookie)
+                match data_port {
+                    Some(port) if self.spec.rr.as_ref().is_some_and(|r| r.connect_per_transaction) => {
+                        let target = SocketAddr::new(self.addr.ip(), port);
+                        let streams = self.spec.stream_ids(Flow::Up).map(|id| DataStream {
+                            id,
+                            flow: Flow::Up,
+                            role: Role::Sender,
+                            socket: DataSocket::CrrTarget(target),
+                        });
+                        self.pending_streams = Some(streams.collect());
+                        Ok(())
+                    }
+                    _ => self.open_streams(cookie),
+                }
             }
             ClientEvent::Busy { running, max } => Err(ClientError::Busy { addr: self.addr.to_string(), running, max }),
             ClientEvent::Started => {
@@ -521,6 +538,7 @@ impl<'a> Driver<'a> {
                 let joined = plane.join_all();
                 self.local_records = joined.records;
                 self.latency = joined.latency;
+                self.connect_latency = joined.connect_latency;
             }
             return Ok(true);
         }
@@ -571,6 +589,7 @@ impl<'a> Driver<'a> {
             lost: mine.iter().map(|r| r.lost).sum(),
             late: mine.iter().map(|r| r.late).sum(),
             latency_us: self.latency.as_ref().map(crate::dataplane::latency_us).unwrap_or_default(),
+            connect_latency_us: self.connect_latency.as_ref().map(crate::dataplane::latency_us),
         }
     }
 

@@ -464,8 +464,28 @@ impl<'a> ControlSession<'a> {
                 self.cookie = Some(cookie);
                 self.data_rx = Some(rx);
                 self.concurrent = running as u32 + 1;
+                let crr = spec.rr.as_ref().is_some_and(|r| r.connect_per_transaction);
                 self.spec = Some(*spec);
-                self.session.admit(now, &cookie, self.concurrent, host_info());
+                if crr {
+                    // crr connects once per transaction: to a listener of its own, not through
+                    // the hello and cookie routing of the main port.
+                    let local = self.stream.local_addr().map_err(|e| e.to_string())?;
+                    let listener = TcpListener::bind(SocketAddr::new(local.ip(), 0))
+                        .map_err(|e| format!("cannot open the crr listener: {e}"))?;
+                    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+                    self.session.admit(now, &cookie, self.concurrent, host_info(), Some(port));
+                    self.streams.push(DataStream {
+                        id: 1,
+                        flow: Flow::Up,
+                        role: Role::Receiver,
+                        socket: DataSocket::CrrListener(listener),
+                    });
+                    self.data_rx = None;
+                    self.ready_at = Some(now);
+                    self.session.streams_connected(now);
+                } else {
+                    self.session.admit(now, &cookie, self.concurrent, host_info(), None);
+                }
             }
             ServerEvent::Start => {
                 let spec = self.spec.clone().ok_or("start before a request")?;

@@ -73,6 +73,9 @@ pub struct RrFigures {
     pub late: u64,
     /// Round-trip latency of the completed transactions (HDR histogram, ≤ 0.1% value error).
     pub latency_us: LatencyUs,
+    /// crr: time to establish each connection (connect() until it returned).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connect_latency_us: Option<LatencyUs>,
 }
 
 /// What a UDP sender counted, over a stream or an interval.

@@ -45,6 +45,9 @@ pub struct RrOptions {
     pub timeout_seconds: f64,
     /// Spin on non-blocking receives instead of sleeping in the kernel (`--busy-poll`).
     pub busy_poll: bool,
+    /// A new TCP connection per transaction: connect, request, response, close (`netchar crr`).
+    #[serde(default)]
+    pub connect_per_transaction: bool,
     /// Pause after every this many transactions (`netchar echo --pattern N@GAP`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_every: Option<u64>,
@@ -62,6 +65,7 @@ impl Default for RrOptions {
             inflight: 1,
             timeout_seconds: 1.0,
             busy_poll: false,
+            connect_per_transaction: false,
             pause_every: None,
             pause_seconds: 0.0,
         }

@@ -66,7 +66,11 @@ pub fn describe_test(info: &TestInfo) -> String {
         let _ = write!(
             line,
             " over {}, response {} bytes, {} in flight per connection{}",
-            if r.udp { "UDP" } else { "TCP" },
+            match (r.udp, r.connect_per_transaction) {
+                (true, _) => "UDP",
+                (false, true) => "a new TCP connection per transaction",
+                (false, false) => "TCP",
+            },
             r.response_bytes,
             r.inflight,
             if r.busy_poll { ", busy-polling" } else { "" }
@@ -340,6 +344,13 @@ fn rr_summary(rr: &RrFigures, placement: Option<&str>, out: &mut String) {
         "round trip, us: min {:.2}  mean {:.2}  stddev {:.2}  p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
         l.min, l.mean, l.stddev, l.p50, l.p90, l.p99, l.p999, l.max
     );
+    if let Some(c) = &rr.connect_latency_us {
+        let _ = writeln!(
+            out,
+            "connect, us:    min {:.2}  mean {:.2}  stddev {:.2}  p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
+            c.min, c.mean, c.stddev, c.p50, c.p90, c.p99, c.p999, c.max
+        );
+    }
     if let Some(p) = placement {
         let _ = writeln!(out, "placement: {p}");
     }

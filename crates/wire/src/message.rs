@@ -55,6 +55,10 @@ pub enum ServerMessage {
         host: HostInfo,
         /// The server's netchar version.
         server_version: String,
+        /// A listener the server opened for this test alone (`netchar crr` connects to it once
+        /// per transaction).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data_port: Option<u16>,
     },
     /// The server is running as many tests as it admits.
     Busy {

@@ -56,6 +56,10 @@ pub enum DataSocket {
     Tcp(TcpStream),
     /// A connected UDP socket.
     Udp(UdpSocket),
+    /// crr requester: where to connect, once per transaction.
+    CrrTarget(std::net::SocketAddr),
+    /// crr responder: the test's own listener.
+    CrrListener(std::net::TcpListener),
 }
 
 /// What one end of a test runs with.
@@ -105,6 +109,8 @@ struct WorkerFinal {
     rr: Option<RrFigures>,
     /// rr: every round trip, to merge across connections.
     latency: Option<Distribution>,
+    /// crr: every connect.
+    connect_latency: Option<Distribution>,
     intervals: Vec<StreamInterval>,
 }
 
@@ -143,15 +149,33 @@ impl StreamShared {
         intervals: Option<Vec<StreamInterval>>,
     ) {
         if let Ok(mut slot) = self.udp_final.lock() {
-            *slot =
-                Some(WorkerFinal { sent, received, rr: None, latency: None, intervals: intervals.unwrap_or_default() });
+            *slot = Some(WorkerFinal {
+                sent,
+                received,
+                rr: None,
+                latency: None,
+                connect_latency: None,
+                intervals: intervals.unwrap_or_default(),
+            });
         }
     }
 
-    fn set_rr_final(&self, figures: RrFigures, intervals: Vec<StreamInterval>, latency: Distribution) {
+    fn set_rr_final(
+        &self,
+        figures: RrFigures,
+        intervals: Vec<StreamInterval>,
+        latency: Distribution,
+        connect_latency: Option<Distribution>,
+    ) {
         if let Ok(mut slot) = self.udp_final.lock() {
-            *slot =
-                Some(WorkerFinal { sent: None, received: None, rr: Some(figures), latency: Some(latency), intervals });
+            *slot = Some(WorkerFinal {
+                sent: None,
+                received: None,
+                rr: Some(figures),
+                latency: Some(latency),
+                connect_latency,
+                intervals,
+            });
         }
     }
 
@@ -221,6 +245,8 @@ pub struct Joined {
     pub records: Vec<StreamRecord>,
     /// rr: every round trip of every connection of this end.
     pub latency: Option<Distribution>,
+    /// crr: every connect of this end.
+    pub connect_latency: Option<Distribution>,
 }
 
 impl DataPlane {
@@ -375,6 +401,9 @@ impl Worker {
             (Role::Receiver, DataSocket::Tcp(s)) if rr => rr::tcp_responder(sh, ctl, spec, s),
             (Role::Sender, DataSocket::Udp(s)) if rr => rr::udp_requester(sh, ctl, spec, t0, s),
             (Role::Receiver, DataSocket::Udp(s)) if rr => rr::udp_responder(sh, ctl, spec, s),
+            (Role::Sender, DataSocket::CrrTarget(a)) => rr::crr_requester(sh, ctl, spec, t0, *a),
+            (Role::Receiver, DataSocket::CrrListener(l)) => rr::crr_responder(sh, ctl, spec, l),
+            (_, DataSocket::CrrTarget(_) | DataSocket::CrrListener(_)) => Ok(()),
             (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
             (Role::Sender, DataSocket::Udp(s)) => udp::send(sh, ctl, spec, t0, s),
@@ -569,8 +598,8 @@ impl Collector {
             }
             let all_done = self.shared.iter().all(|s| s.done.load(Ordering::Acquire));
             if all_done {
-                let latency = self.finish(&mut tracks, last_tick_at, interval);
-                return Joined { records: tracks.into_iter().map(|t| t.record).collect(), latency };
+                let (latency, connect_latency) = self.finish(&mut tracks, last_tick_at, interval);
+                return Joined { records: tracks.into_iter().map(|t| t.record).collect(), latency, connect_latency };
             }
             if let Some(t) = next_tick.filter(|&t| now >= t) {
                 self.close_interval(&mut tracks, last_tick_at, t, None);
@@ -666,8 +695,14 @@ impl Collector {
         }
     }
 
-    fn finish(&self, tracks: &mut [Track], last_tick_at: f64, interval: f64) -> Option<Distribution> {
+    fn finish(
+        &self,
+        tracks: &mut [Track],
+        last_tick_at: f64,
+        interval: f64,
+    ) -> (Option<Distribution>, Option<Distribution>) {
         let mut latency: Option<Distribution> = None;
+        let mut connects: Option<Distribution> = None;
         let ends: Vec<f64> = self.shared.iter().map(|s| s.end_ns.load(Ordering::Acquire) as f64 * 1e-9).collect();
         let latest = ends.iter().copied().fold(last_tick_at, f64::max);
         if interval > 0.0 {
@@ -686,12 +721,15 @@ impl Collector {
                 if let Some(d) = f.latency {
                     latency.get_or_insert_with(Distribution::new).merge(&d);
                 }
+                if let Some(d) = f.connect_latency {
+                    connects.get_or_insert_with(Distribution::new).merge(&d);
+                }
             }
             if !t.omit_taken {
                 t.record.omitted_bytes = t.record.bytes;
                 t.record.omitted_retransmits = t.record.retransmits;
             }
         }
-        latency
+        (latency, connects)
     }
 }

@@ -80,6 +80,7 @@ impl Ledger {
             lost: counts.1,
             late: counts.2,
             latency_us: latency_us(d),
+            connect_latency_us: None,
         }
     }
 
@@ -118,14 +119,19 @@ impl Ledger {
         }
     }
 
-    fn finish(mut self, shared: &StreamShared, end: f64, bytes: u64) {
+    fn finish(self, shared: &StreamShared, end: f64, bytes: u64) {
+        self.finish_with_connects(shared, end, bytes, None);
+    }
+
+    fn finish_with_connects(mut self, shared: &StreamShared, end: f64, bytes: u64, connects: Option<Distribution>) {
         if self.interval > 0.0 {
             let start = self.index as f64 * self.interval;
             self.closed.push(self.sample(start, end.max(start), bytes));
             super::merge_short_tail(&mut self.closed, self.interval);
         }
-        let totals = self.figures(&self.whole, (self.transactions, self.lost, self.late), end);
-        shared.set_rr_final(totals, self.closed, self.whole);
+        let mut totals = self.figures(&self.whole, (self.transactions, self.lost, self.late), end);
+        totals.connect_latency_us = connects.as_ref().map(latency_us);
+        shared.set_rr_final(totals, self.closed, self.whole, connects);
     }
 }
 
@@ -451,6 +457,131 @@ pub(super) fn udp_responder(
             Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
             Err(e) => return Err(e),
         }
+    }
+    shared.end_ns.store(shared.started.elapsed().as_nanos() as u64, Ordering::Release);
+    Ok(())
+}
+
+/// The crr requester: a new TCP connection per transaction (connect, request, response,
+/// close), as netperf's TCP_CRR. The server closes first, so the TIME_WAIT state stays on the
+/// server and this end does not run out of local ports; if it does anyway, it says so.
+pub(super) fn crr_requester(
+    shared: &StreamShared,
+    controls: &Controls,
+    spec: &TestSpec,
+    started: Instant,
+    target: std::net::SocketAddr,
+) -> io::Result<()> {
+    let opts = spec.rr.clone().unwrap_or_default();
+    let request = vec![b'q'; opts.request_bytes as usize];
+    let mut buf = vec![0u8; (opts.response_bytes as usize).clamp(64, 1 << 20)];
+    let ending = Ending::new(spec, started, shared.id);
+    let mut ledger = Ledger::new(spec);
+    let mut connects = Distribution::new();
+    let (mut issued, mut interval_bytes, mut bytes) = (0u64, 0u64, 0u64);
+    let mut end = started;
+    let outcome = loop {
+        if ending.reached(controls, issued) || controls.abort.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        let t0 = Instant::now();
+        let stream = match TcpStream::connect_timeout(&target, Duration::from_secs(5)) {
+            Ok(s) => s,
+            Err(e) if e.raw_os_error() == Some(EADDRNOTAVAIL) => {
+                break Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "out of local ports after {issued} connections (net.ipv4.ip_local_port_range is used up); \
+                         shorten the test or widen the range"
+                    ),
+                ))
+            }
+            Err(e) => break Err(e),
+        };
+        connects.record((Instant::now() - t0).as_nanos() as u64);
+        issued += 1;
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        if let Err(e) = (&stream).write_all(&request) {
+            break Err(e);
+        }
+        // The response, then the server's close.
+        let mut got = 0usize;
+        let done = loop {
+            match (&stream).read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        let now = Instant::now();
+        if let Err(e) = done {
+            break Err(e);
+        }
+        if got as u64 != opts.response_bytes {
+            break Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a response of {got} bytes, not {}", opts.response_bytes),
+            ));
+        }
+        ledger.record(now - t0);
+        bytes += got as u64;
+        interval_bytes += got as u64;
+        end = now;
+        ledger.close_due((now - started).as_secs_f64(), shared, &mut interval_bytes);
+        shared.bytes.store(bytes, Ordering::Release);
+        shared.packets.store(ledger.transactions, Ordering::Release);
+    };
+    let end_s = end.saturating_duration_since(started);
+    shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
+    ledger.finish_with_connects(shared, end_s.as_secs_f64(), interval_bytes, Some(connects));
+    outcome
+}
+
+const EADDRNOTAVAIL: i32 = 99;
+
+/// The crr responder: accepts each connection on the test's listener, answers its request and
+/// closes it. One at a time, as netserver does.
+pub(super) fn crr_responder(
+    shared: &StreamShared,
+    controls: &Controls,
+    spec: &TestSpec,
+    listener: &std::net::TcpListener,
+) -> io::Result<()> {
+    let opts = spec.rr.clone().unwrap_or_default();
+    let response = vec![b'r'; opts.response_bytes as usize];
+    let mut buf = vec![0u8; (opts.request_bytes as usize).clamp(64, 1 << 20)];
+    // accept() honours the receive timeout: wake up to check the end.
+    socket2::SockRef::from(listener).set_read_timeout(Some(WAIT))?;
+    let (mut answered, mut bytes) = (0u64, 0u64);
+    loop {
+        if controls.abort.load(Ordering::Relaxed) || shared.receive_deadline().is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let (stream, _) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) if is_retry(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut got = 0usize;
+        while got < opts.request_bytes as usize {
+            match (&stream).read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        if got as u64 == opts.request_bytes && (&stream).write_all(&response).is_ok() {
+            answered += 1;
+            bytes += got as u64;
+        }
+        drop(stream);
+        shared.bytes.store(bytes, Ordering::Release);
+        shared.packets.store(answered, Ordering::Release);
     }
     shared.end_ns.store(shared.started.elapsed().as_nanos() as u64, Ordering::Release);
     Ok(())

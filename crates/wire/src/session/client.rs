@@ -22,6 +22,8 @@ pub enum ClientEvent {
         host: HostInfo,
         /// The server's netchar version.
         server_version: String,
+        /// A listener the server opened for this test alone (crr).
+        data_port: Option<u16>,
     },
     /// The server is busy with other tests: retry later or give up.
     Busy {
@@ -152,9 +154,18 @@ impl ClientSession {
         match (self.state, msg) {
             (_, ServerMessage::Keepalive) => {}
             (_, ServerMessage::Error { message }) => return self.fail(ProtocolError::Peer(message)),
-            (State::AwaitAnswer, ServerMessage::Accepted { cookie, concurrent_tests, host, server_version }) => {
+            (
+                State::AwaitAnswer,
+                ServerMessage::Accepted { cookie, concurrent_tests, host, server_version, data_port },
+            ) => {
                 let cookie = cookie_from_hex(&cookie).or_else(|e| self.fail(e))?;
-                self.events.push_back(ClientEvent::Accepted { cookie, concurrent_tests, host, server_version });
+                self.events.push_back(ClientEvent::Accepted {
+                    cookie,
+                    concurrent_tests,
+                    host,
+                    server_version,
+                    data_port,
+                });
                 self.enter(now, State::AwaitReady);
             }
             (State::AwaitAnswer, ServerMessage::Busy { running, max }) => {

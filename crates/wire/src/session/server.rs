@@ -148,7 +148,14 @@ impl ServerSession {
     }
 
     /// Admits the requested test; the client will open data connections with `cookie`.
-    pub fn admit(&mut self, now: Instant, cookie: &[u8; 16], concurrent_tests: u32, host: HostInfo) {
+    pub fn admit(
+        &mut self,
+        now: Instant,
+        cookie: &[u8; 16],
+        concurrent_tests: u32,
+        host: HostInfo,
+        data_port: Option<u16>,
+    ) {
         self.send(
             now,
             &ServerMessage::Accepted {
@@ -156,6 +163,7 @@ impl ServerSession {
                 concurrent_tests,
                 host,
                 server_version: env!("CARGO_PKG_VERSION").into(),
+                data_port,
             },
         );
         self.enter(now, State::AwaitStreams);

@@ -63,7 +63,7 @@ fn a_whole_test_runs_from_hello_to_results() {
         Some(ServerEvent::Requested { spec: Box::new(TestSpec::tcp_default()), companion: None })
     );
     let now = p.now;
-    p.server().admit(now, &[9; 16], 1, HostInfo::default());
+    p.server().admit(now, &[9; 16], 1, HostInfo::default(), None);
     p.drive();
     assert!(matches!(p.client.poll_event(), Some(ClientEvent::Accepted { cookie, .. }) if cookie == [9; 16]));
     p.server().streams_connected(now);
@@ -87,7 +87,7 @@ fn keepalives_flow_and_silence_is_detected() {
     let mut p = Pair::new(TestSpec::tcp_default());
     p.drive();
     let now = p.now;
-    p.server().admit(now, &[1; 16], 1, HostInfo::default());
+    p.server().admit(now, &[1; 16], 1, HostInfo::default(), None);
     p.server().streams_connected(now);
     p.drive();
     // Both sides want a keepalive one second in.
