@@ -207,6 +207,14 @@ fn merge_short_tail(intervals: &mut Vec<StreamInterval>, interval_seconds: f64) 
         p.packets += t.packets;
         p.send_errors += t.send_errors;
     }
+    if let (Some(p), Some(t)) = (prev.rr.as_mut(), tail.rr) {
+        // Counts add up; the percentiles stay the longer interval's (the tail is < 10% of it).
+        p.transactions += t.transactions;
+        p.lost += t.lost;
+        p.late += t.late;
+        let secs = prev.end - prev.start;
+        p.transactions_per_second = if secs > 0.0 { p.transactions as f64 / secs } else { 0.0 };
+    }
     if let (Some(p), Some(t)) = (prev.udp_received.as_mut(), tail.udp_received) {
         p.packets += t.packets;
         p.out_of_order += t.out_of_order;
