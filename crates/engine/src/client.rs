@@ -220,6 +220,8 @@ struct Driver<'a> {
     latency: Option<netchar_stats::distribution::Distribution>,
     /// crr: every connect of this end.
     connect_latency: Option<netchar_stats::distribution::Distribution>,
+    /// UDP rr: every answer's kernel-stamp-to-requester time.
+    wakeups: Option<netchar_stats::distribution::Distribution>,
     local_cpu: Option<CpuUsage>,
     peer_totals: Option<(Instant, Vec<StreamTotal>)>,
     senders_reported: bool,
@@ -265,6 +267,7 @@ impl<'a> Driver<'a> {
                         local_records: Vec::new(),
                         latency: None,
                         connect_latency: None,
+                        wakeups: None,
                         local_cpu: None,
                         peer_totals: None,
                         senders_reported: false,
@@ -287,6 +290,7 @@ impl<'a> Driver<'a> {
             self.local_records = joined.records;
             self.latency = joined.latency;
             self.connect_latency = joined.connect_latency;
+            self.wakeups = joined.wakeups;
         }
         if let (Some(m), None) = (self.meter, &self.local_cpu) {
             self.local_cpu = Some(m.finish());
@@ -539,6 +543,7 @@ impl<'a> Driver<'a> {
                 self.local_records = joined.records;
                 self.latency = joined.latency;
                 self.connect_latency = joined.connect_latency;
+                self.wakeups = joined.wakeups;
             }
             return Ok(true);
         }
@@ -590,6 +595,7 @@ impl<'a> Driver<'a> {
             late: mine.iter().map(|r| r.late).sum(),
             latency_us: self.latency.as_ref().map(crate::dataplane::latency_us).unwrap_or_default(),
             connect_latency_us: self.connect_latency.as_ref().map(crate::dataplane::latency_us),
+            receive_wakeup_us: self.wakeups.as_ref().filter(|d| d.count() > 0).map(crate::dataplane::latency_us),
         }
     }
 

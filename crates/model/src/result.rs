@@ -76,6 +76,10 @@ pub struct RrFigures {
     /// crr: time to establish each connection (connect() until it returned).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub connect_latency_us: Option<LatencyUs>,
+    /// UDP rr: of each round trip, the time from the kernel's receive timestamp of the answer
+    /// (SO_TIMESTAMPNS) to the requester having it: mostly the wakeup of a sleeping thread.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub receive_wakeup_us: Option<LatencyUs>,
 }
 
 /// What a UDP sender counted, over a stream or an interval.

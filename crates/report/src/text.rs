@@ -351,6 +351,14 @@ fn rr_summary(rr: &RrFigures, placement: Option<&str>, out: &mut String) {
             c.min, c.mean, c.stddev, c.p50, c.p90, c.p99, c.p999, c.max
         );
     }
+    if let Some(w) = &rr.receive_wakeup_us {
+        let share = if rr.latency_us.p50 > 0.0 { 100.0 * w.p50 / rr.latency_us.p50 } else { 0.0 };
+        let _ = writeln!(
+            out,
+            "of which kernel receive to requester (wakeup), us: p50 {:.2}  p99 {:.2} ({share:.0}% of the median round trip)",
+            w.p50, w.p99
+        );
+    }
     if let Some(p) = placement {
         let _ = writeln!(out, "placement: {p}");
     }

@@ -198,6 +198,37 @@ pub fn recv_many(fd: BorrowedFd<'_>, bufs: &mut RecvBuffers, meta: &mut [RecvMet
     Ok(n)
 }
 
+/// Receives one datagram with its kernel receive timestamp (SO_TIMESTAMPNS must be on).
+/// Returns (bytes, kernel receive time in ns since the Unix epoch, if stamped).
+pub fn recv_timestamped(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain old data.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: `msg` points at the live, writable `buf` and `control` with their true sizes.
+    let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, 0) };
+    let n = check(n as libc::c_int).map(|n| n as usize)?;
+    let mut stamp = None;
+    // SAFETY: `msg` was filled by recvmsg; the CMSG macros stay inside msg_control.
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    while !cmsg.is_null() {
+        // SAFETY: non-null and inside the control buffer; the payload of SCM_TIMESTAMPNS is a
+        // timespec, read unaligned because control payloads promise no alignment.
+        unsafe {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((n, stamp))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

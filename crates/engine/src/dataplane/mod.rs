@@ -111,6 +111,8 @@ struct WorkerFinal {
     latency: Option<Distribution>,
     /// crr: every connect.
     connect_latency: Option<Distribution>,
+    /// UDP rr: kernel receive stamp to the requester, per answer.
+    wakeups: Option<Distribution>,
     intervals: Vec<StreamInterval>,
 }
 
@@ -155,6 +157,7 @@ impl StreamShared {
                 rr: None,
                 latency: None,
                 connect_latency: None,
+                wakeups: None,
                 intervals: intervals.unwrap_or_default(),
             });
         }
@@ -166,6 +169,7 @@ impl StreamShared {
         intervals: Vec<StreamInterval>,
         latency: Distribution,
         connect_latency: Option<Distribution>,
+        wakeups: Option<Distribution>,
     ) {
         if let Ok(mut slot) = self.udp_final.lock() {
             *slot = Some(WorkerFinal {
@@ -174,6 +178,7 @@ impl StreamShared {
                 rr: Some(figures),
                 latency: Some(latency),
                 connect_latency,
+                wakeups,
                 intervals,
             });
         }
@@ -255,6 +260,8 @@ pub struct Joined {
     pub latency: Option<Distribution>,
     /// crr: every connect of this end.
     pub connect_latency: Option<Distribution>,
+    /// UDP rr: every answer's kernel-stamp-to-requester time.
+    pub wakeups: Option<Distribution>,
 }
 
 impl DataPlane {
@@ -606,8 +613,9 @@ impl Collector {
             }
             let all_done = self.shared.iter().all(|s| s.done.load(Ordering::Acquire));
             if all_done {
-                let (latency, connect_latency) = self.finish(&mut tracks, last_tick_at, interval);
-                return Joined { records: tracks.into_iter().map(|t| t.record).collect(), latency, connect_latency };
+                let (latency, connect_latency, wakeups) = self.finish(&mut tracks, last_tick_at, interval);
+                let records = tracks.into_iter().map(|t| t.record).collect();
+                return Joined { records, latency, connect_latency, wakeups };
             }
             if let Some(t) = next_tick.filter(|&t| now >= t) {
                 self.close_interval(&mut tracks, last_tick_at, t, None);
@@ -708,9 +716,10 @@ impl Collector {
         tracks: &mut [Track],
         last_tick_at: f64,
         interval: f64,
-    ) -> (Option<Distribution>, Option<Distribution>) {
+    ) -> (Option<Distribution>, Option<Distribution>, Option<Distribution>) {
         let mut latency: Option<Distribution> = None;
         let mut connects: Option<Distribution> = None;
+        let mut wakeups: Option<Distribution> = None;
         let ends: Vec<f64> = self.shared.iter().map(|s| s.end_ns.load(Ordering::Acquire) as f64 * 1e-9).collect();
         let latest = ends.iter().copied().fold(last_tick_at, f64::max);
         if interval > 0.0 {
@@ -732,12 +741,15 @@ impl Collector {
                 if let Some(d) = f.connect_latency {
                     connects.get_or_insert_with(Distribution::new).merge(&d);
                 }
+                if let Some(d) = f.wakeups {
+                    wakeups.get_or_insert_with(Distribution::new).merge(&d);
+                }
             }
             if !t.omit_taken {
                 t.record.omitted_bytes = t.record.bytes;
                 t.record.omitted_retransmits = t.record.retransmits;
             }
         }
-        (latency, connects)
+        (latency, connects, wakeups)
     }
 }

@@ -10,11 +10,18 @@
 use super::{Controls, StreamShared, POLL};
 use netchar_model::{EndCondition, LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
+use netchar_sys::udp;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+fn realtime_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
 
 /// Longest blocking wait before the flags are checked again.
 const WAIT: Duration = Duration::from_millis(10);
@@ -81,6 +88,7 @@ impl Ledger {
             late: counts.2,
             latency_us: latency_us(d),
             connect_latency_us: None,
+            receive_wakeup_us: None,
         }
     }
 
@@ -123,7 +131,18 @@ impl Ledger {
         self.finish_with_connects(shared, end, bytes, None);
     }
 
-    fn finish_with_connects(mut self, shared: &StreamShared, end: f64, bytes: u64, connects: Option<Distribution>) {
+    fn finish_with_connects(self, shared: &StreamShared, end: f64, bytes: u64, connects: Option<Distribution>) {
+        self.finish_all(shared, end, bytes, connects, None);
+    }
+
+    fn finish_all(
+        mut self,
+        shared: &StreamShared,
+        end: f64,
+        bytes: u64,
+        connects: Option<Distribution>,
+        wakeups: Option<Distribution>,
+    ) {
         if self.interval > 0.0 {
             let start = self.index as f64 * self.interval;
             self.closed.push(self.sample(start, end.max(start), bytes));
@@ -131,7 +150,8 @@ impl Ledger {
         }
         let mut totals = self.figures(&self.whole, (self.transactions, self.lost, self.late), end);
         totals.connect_latency_us = connects.as_ref().map(latency_us);
-        shared.set_rr_final(totals, self.closed, self.whole, connects);
+        totals.receive_wakeup_us = wakeups.as_ref().filter(|d| d.count() > 0).map(latency_us);
+        shared.set_rr_final(totals, self.closed, self.whole, connects, wakeups);
     }
 }
 
@@ -350,6 +370,9 @@ pub(super) fn udp_requester(
     // (sequence, sent at), oldest first.
     let mut outstanding: VecDeque<(u64, Instant)> = VecDeque::new();
     let mut pauses = Pauses::new(&opts);
+    // Kernel receive stamps show how much of each round trip was the wait to be woken.
+    let _ = udp::enable_rx_timestamps(socket.as_fd());
+    let mut wakeups = Distribution::new();
     let (mut seq, mut bytes, mut interval_bytes) = (0u64, 0u64, 0u64);
     let mut end = started;
     let outcome = loop {
@@ -382,9 +405,12 @@ pub(super) fn udp_requester(
                 outstanding.front().map_or(WAIT, |&(_, t)| (t + timeout).saturating_duration_since(now)).min(WAIT);
             socket.set_read_timeout(Some(wait.max(Duration::from_micros(100))))?;
         }
-        match socket.recv(&mut buf) {
-            Ok(n) if n >= width => {
+        match udp::recv_timestamped(socket.as_fd(), &mut buf) {
+            Ok((n, stamp)) if n >= width => {
                 let at = Instant::now();
+                if let Some(k) = stamp {
+                    wakeups.record(realtime_ns().saturating_sub(k));
+                }
                 bytes += n as u64;
                 interval_bytes += n as u64;
                 let key = key_of(&buf, width);
@@ -412,7 +438,7 @@ pub(super) fn udp_requester(
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     // UDP rr sends no end marker: the responder stops after the client's sender_done.
     shared.packets.store(seq, Ordering::Release);
-    ledger.finish(shared, end_s.as_secs_f64(), interval_bytes);
+    ledger.finish_all(shared, end_s.as_secs_f64(), interval_bytes, None, Some(wakeups));
     outcome
 }
 
