@@ -178,6 +178,27 @@ pub struct StreamInterval {
     pub rr: Option<RrFigures>,
 }
 
+impl StreamInterval {
+    /// An interval of `bytes` over [start, end] with no protocol-specific figures; `omitted`
+    /// when it ends inside a warm-up of `omit_seconds`.
+    pub fn bare(start: f64, end: f64, bytes: u64, omit_seconds: f64) -> Self {
+        Self {
+            start,
+            end,
+            bytes,
+            bits_per_second: bits_per_second(bytes, end - start),
+            omitted: omit_seconds > 0.0 && end <= omit_seconds + 1e-9,
+            retransmits: None,
+            cwnd_bytes: None,
+            rtt_us: None,
+            rttvar_us: None,
+            udp_sent: None,
+            udp_received: None,
+            rr: None,
+        }
+    }
+}
+
 /// Everything one end measured of one stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamRecord {

@@ -95,18 +95,8 @@ impl Ledger {
     fn sample(&self, start: f64, end: f64, bytes: u64) -> StreamInterval {
         let counts = (self.transactions - self.at_start.0, self.lost - self.at_start.1, self.late - self.at_start.2);
         StreamInterval {
-            start,
-            end,
-            bytes,
-            bits_per_second: netchar_model::bits_per_second(bytes, end - start),
-            omitted: false,
-            retransmits: None,
-            cwnd_bytes: None,
-            rtt_us: None,
-            rttvar_us: None,
-            udp_sent: None,
-            udp_received: None,
             rr: Some(self.figures(&self.current, counts, end - start)),
+            ..StreamInterval::bare(start, end, bytes, 0.0)
         }
     }
 

@@ -6,7 +6,7 @@
 //! sender's exact total is known. The collector only reads what they publish.
 
 use super::{Controls, StreamShared, POLL};
-use netchar_model::{bits_per_second, EndCondition, StreamInterval, TestSpec, UdpReceived, UdpSent};
+use netchar_model::{EndCondition, StreamInterval, TestSpec, UdpReceived, UdpSent};
 use netchar_stats::distribution::Distribution;
 use netchar_stats::jitter::JitterMeter;
 use netchar_stats::sequence::{Arrival, RangeLedger, SequenceTracker};
@@ -297,22 +297,12 @@ impl SenderIntervals {
     fn sample(&self, start: f64, end: f64, now: (u64, u64, u64)) -> StreamInterval {
         let bytes = now.0 - self.at_start.0;
         StreamInterval {
-            start,
-            end,
-            bytes,
-            bits_per_second: bits_per_second(bytes, end - start),
-            omitted: self.omit > 0.0 && end <= self.omit + 1e-9,
-            retransmits: None,
-            cwnd_bytes: None,
-            rtt_us: None,
-            rttvar_us: None,
             udp_sent: Some(UdpSent {
                 packets: now.1 - self.at_start.1,
                 send_errors: now.2 - self.at_start.2,
                 ..UdpSent::default()
             }),
-            udp_received: None,
-            rr: None,
+            ..StreamInterval::bare(start, end, bytes, self.omit)
         }
     }
 
@@ -541,20 +531,7 @@ impl ReceiverState {
         };
         // Provisional: numbers skipped so far; settled when the sender's total is known.
         r.set_lost(self.ledger.lost(self.ledger.len() - 1, now.high_water));
-        StreamInterval {
-            start,
-            end,
-            bytes,
-            bits_per_second: bits_per_second(bytes, end - start),
-            omitted: spec.omit_seconds > 0.0 && end <= spec.omit_seconds + 1e-9,
-            retransmits: None,
-            cwnd_bytes: None,
-            rtt_us: None,
-            rttvar_us: None,
-            udp_sent: None,
-            udp_received: Some(r),
-            rr: None,
-        }
+        StreamInterval { udp_received: Some(r), ..StreamInterval::bare(start, end, bytes, spec.omit_seconds) }
     }
 
     /// Closes the last interval and settles loss with the sender's exact total.
