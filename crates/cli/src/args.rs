@@ -36,6 +36,8 @@ pub(crate) enum Command {
     Crr(RrArgs),
     /// Echo buffers and receive them back, the eCos nc_test way: --pattern 640x1024,10@10ms.
     Echo(EchoArgs),
+    /// Compare sets of results or plain number files, as ministat does (Student's t).
+    Compare(CompareArgs),
 }
 
 /// `netchar server`.
@@ -114,6 +116,25 @@ pub(crate) struct CommonArgs {
     /// Seconds to keep retrying while the server is busy.
     #[arg(long = "busy-wait", default_value = "0")]
     pub(crate) busy_wait: String,
+    /// Run the test N times (after --warmup runs) and report mean ± confidence interval.
+    #[arg(long, default_value = "1", allow_negative_numbers = true)]
+    pub(crate) repeat: String,
+    /// Runs before the counted ones, not kept in the statistics.
+    #[arg(long, default_value = "0", allow_negative_numbers = true)]
+    pub(crate) warmup: String,
+    /// Write every counted run as a JSON file into DIR (atomically), for `netchar compare`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) save: Option<std::path::PathBuf>,
+    /// A CI gate, e.g. 'up.receiver.bits_per_second >= 400M' or 'rr.latency_us.p99 <= 200'
+    /// (repeatable; with --repeat, the mean is judged). A miss exits 1.
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) expect: Vec<String>,
+    /// A previous result (file of one run or of repeated runs) to compare the headline figure with.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) baseline: Option<std::path::PathBuf>,
+    /// With --baseline: fail (exit 1) if the headline figure is this much worse, e.g. 5%.
+    #[arg(long = "max-regression", value_name = "PCT")]
+    pub(crate) max_regression: Option<String>,
 }
 
 /// `netchar tcp`.
@@ -218,4 +239,22 @@ pub(crate) struct EchoArgs {
     /// UDP: a buffer not echoed within this long is lost.
     #[arg(long, default_value = "1s")]
     pub(crate) timeout: String,
+}
+
+/// `netchar compare`.
+#[derive(Debug, Args)]
+pub(crate) struct CompareArgs {
+    /// Files: netchar JSON results (one run, or an array of repeated runs) or plain text with
+    /// one number per line. The first is the baseline.
+    #[arg(required = true, num_args = 1..)]
+    pub(crate) files: Vec<std::path::PathBuf>,
+    /// The figure to compare in JSON results (default: the headline, e.g. up.receiver.bits_per_second).
+    #[arg(long)]
+    pub(crate) metric: Option<String>,
+    /// Confidence level in percent: 80, 90, 95, 98, 99 or 99.5.
+    #[arg(short = 'c', long = "confidence", default_value = "95")]
+    pub(crate) confidence: f64,
+    /// Welch's t test (unequal variances) instead of Student's pooled t.
+    #[arg(long)]
+    pub(crate) welch: bool,
 }

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod metrics;
 mod plan;
 mod quick;
 mod serve;
@@ -53,6 +54,7 @@ fn run(cli: args::Cli) -> Result<u8> {
             let plan = plan::TcpPlan::from_udp_args(&a)?;
             run_tcp(&plan, &stop)
         }
+        Some(args::Command::Compare(a)) => run_compare(&a),
         Some(args::Command::Echo(a)) => {
             let plans = plan::TcpPlan::from_echo_args(&a)?;
             run_echo(&plans, &stop)
@@ -78,8 +80,151 @@ fn install_signal_handlers() -> Result<StopFlag> {
     Ok(stop)
 }
 
+/// Exit status: a `--expect` or `--baseline` gate was not met.
+const EXIT_GATE: u8 = 1;
+
+/// Runs a client test: `--warmup` uncounted runs, `--repeat` counted ones (each printed and
+/// saved as it finishes, so nothing measured is lost if a later run fails), then the
+/// statistics and the gates.
 fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
     let out = &plan.output;
+    let total = out.warmup + out.repeat;
+    let mut plan_owned;
+    let plan = if total > 1 && plan.client.busy_wait.is_zero() {
+        // Back to back runs: the server may still be closing the previous one.
+        plan_owned = plan.clone();
+        plan_owned.client.busy_wait = std::time::Duration::from_secs(5);
+        &plan_owned
+    } else {
+        plan
+    };
+    let mut kept = Vec::new();
+    let mut code = EXIT_OK;
+    for i in 0..total {
+        if stop.is_raised() {
+            code = EXIT_INTERRUPTED;
+            break;
+        }
+        if total > 1 && !out.json {
+            let what = if i < out.warmup {
+                format!("warm-up run {} of {}", i + 1, out.warmup)
+            } else {
+                format!("run {} of {}", i + 1 - out.warmup, out.repeat)
+            };
+            println!("=== {what}");
+        }
+        let (result, run_code) = run_once(plan, stop)?;
+        if let Some(r) = result {
+            if i >= out.warmup {
+                if let Some(dir) = &out.save {
+                    save_run(dir, &r, i + 1 - out.warmup)?;
+                }
+                kept.push(r);
+            }
+        }
+        if run_code != EXIT_OK {
+            code = run_code;
+            break;
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    if out.json && total > 1 {
+        stdout.write_all(netchar_report::json::many_to_json(&kept).as_bytes())?;
+    }
+    let docs: Vec<serde_json::Value> = kept.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
+    if out.repeat > 1 && !out.json && !docs.is_empty() {
+        stdout.write_all(repeat_statistics(&docs).as_bytes())?;
+    }
+    stdout.flush()?;
+    if code == EXIT_OK && !docs.is_empty() && !gates_hold(out, &docs)? {
+        code = EXIT_GATE;
+    }
+    Ok(code)
+}
+
+/// Mean ± 95% confidence interval (Student's t) of the headline figures over the counted runs.
+fn repeat_statistics(docs: &[serde_json::Value]) -> String {
+    use netchar_stats::compare::{format_g, mean_interval, SetStats};
+    let mut paths = vec![metrics::headline(&docs[0])];
+    if paths[0].starts_with("rr.") {
+        paths.push("rr.latency_us.p50");
+        paths.push("rr.latency_us.p99");
+    }
+    let mut out = format!("=== {} runs: mean ± 95% confidence interval (Student's t)\n", docs.len());
+    for path in paths {
+        let values = metrics::collect(docs, path);
+        if let Some(s) = SetStats::of(&values) {
+            let ci = mean_interval(&s, 95.0);
+            let pct = if s.mean != 0.0 { 100.0 * ci / s.mean.abs() } else { 0.0 };
+            out.push_str(&format!(
+                "{path}: {} ± {} ({pct:.2}%), min {}, max {}, stddev {}\n",
+                format_g(s.mean, 6),
+                format_g(ci, 6),
+                format_g(s.min, 6),
+                format_g(s.max, 6),
+                format_g(s.stddev, 6)
+            ));
+        }
+    }
+    out
+}
+
+/// Checks `--expect` (on the mean of the counted runs) and `--baseline`; prints one line per
+/// miss with the measured value. Returns whether every gate held.
+fn gates_hold(out: &plan::Output, docs: &[serde_json::Value]) -> Result<bool> {
+    let mean = |path: &str| {
+        let v = metrics::collect(docs, path);
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let mut ok = true;
+    for e in &out.expect {
+        match mean(&e.path) {
+            Some(m) if e.holds(m) => {}
+            Some(m) => {
+                eprintln!(
+                    "netchar: expectation not met: {} (measured {})",
+                    e.text,
+                    netchar_stats::compare::format_g(m, 8)
+                );
+                ok = false;
+            }
+            None => {
+                eprintln!("netchar: expectation not met: {} ({} is not in the result)", e.text, e.path);
+                ok = false;
+            }
+        }
+    }
+    if let Some((file, max_pct)) = &out.baseline {
+        use anyhow::Context;
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("--baseline: cannot read {}", file.display()))?;
+        let base: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("--baseline: {} is not a netchar JSON result", file.display()))?;
+        let path = metrics::headline(&docs[0]);
+        let old = metrics::collect(std::slice::from_ref(&base), path);
+        let (Some(now), false) = (mean(path), old.is_empty()) else {
+            anyhow::bail!("--baseline: {} has no {path}", file.display());
+        };
+        let was = old.iter().sum::<f64>() / old.len() as f64;
+        let change = if was != 0.0 { 100.0 * (now - was) / was.abs() } else { 0.0 };
+        let regression = if metrics::higher_is_better(path) { -change } else { change };
+        if regression > *max_pct {
+            eprintln!(
+                "netchar: regression beyond {max_pct}%: {path} {} now, {} in {} ({change:+.2}%)",
+                netchar_stats::compare::format_g(now, 8),
+                netchar_stats::compare::format_g(was, 8),
+                file.display()
+            );
+            ok = false;
+        }
+    }
+    Ok(ok)
+}
+
+/// One run: header, live intervals, summary; returns the result and the run's exit status.
+fn run_once(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<(Option<netchar_model::TestResult>, u8)> {
+    let out = &plan.output;
+    let single = out.warmup + out.repeat == 1;
     let mut text = TextReporter::new(out.format);
     let mut stdout = std::io::stdout().lock();
     if !out.json {
@@ -115,9 +260,9 @@ fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
     }
     if let Some(result) = &run.result {
         save_json(out, result)?;
-        if out.json {
+        if out.json && single {
             stdout.write_all(netchar_report::json::to_json(result).as_bytes())?;
-        } else {
+        } else if !out.json {
             stdout.write_all(text.on_finish(result).as_bytes())?;
         }
     } else if out.json {
@@ -126,7 +271,7 @@ fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
         writeln!(stdout, "{doc:#}")?;
     }
     stdout.flush()?;
-    Ok(match &run.error {
+    let code = match &run.error {
         None => EXIT_OK,
         Some(ClientError::Interrupted) => {
             eprintln!("netchar: interrupted; partial figures reported above");
@@ -136,7 +281,94 @@ fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
             eprintln!("netchar: error: {e}");
             EXIT_ERROR
         }
-    })
+    };
+    Ok((run.result, code))
+}
+
+/// `--save DIR`: one file per counted run, written to a temporary name and renamed.
+fn save_run(dir: &std::path::Path, r: &netchar_model::TestResult, index: u32) -> Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("--save: cannot create {}", dir.display()))?;
+    let stamp: String = r.started_at.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    let path = dir.join(format!("{stamp}-{}-{index:03}.json", r.test.spec.kind.name()));
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, netchar_report::json::to_json(r))
+        .with_context(|| format!("--save: cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("--save: cannot rename to {}", path.display()))?;
+    Ok(())
+}
+
+/// `netchar compare`: ministat's report over result files or plain number files.
+fn run_compare(a: &args::CompareArgs) -> Result<u8> {
+    use anyhow::Context;
+    if !netchar_stats::compare::CONFIDENCES.contains(&a.confidence) {
+        anyhow::bail!("-c {}: use one of 80, 90, 95, 98, 99, 99.5", a.confidence);
+    }
+    let mut sets = Vec::new();
+    let mut metric = a.metric.clone();
+    for file in &a.files {
+        if file.is_dir() {
+            // A directory written by --save: every JSON result in it is one run of the set.
+            let mut docs = Vec::new();
+            let mut entries: Vec<_> = std::fs::read_dir(file)
+                .with_context(|| format!("cannot read {}", file.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            entries.sort();
+            for p in entries {
+                let text = std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+                docs.push(
+                    serde_json::from_str::<serde_json::Value>(&text)
+                        .with_context(|| format!("{} is not JSON", p.display()))?,
+                );
+            }
+            let Some(first) = docs.first() else { anyhow::bail!("{} holds no JSON results", file.display()) };
+            let path = metric.get_or_insert_with(|| metrics::headline(first).to_string()).clone();
+            let values = metrics::collect(&docs, &path);
+            if values.len() < 3 {
+                anyhow::bail!("{} has {} values of {path}: a set needs at least 3", file.display(), values.len());
+            }
+            sets.push((file.display().to_string(), values));
+            continue;
+        }
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let values = match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(doc) if doc.is_object() || doc.is_array() => {
+                let first = if doc.is_array() { doc[0].clone() } else { doc.clone() };
+                let path = metric.get_or_insert_with(|| metrics::headline(&first).to_string()).clone();
+                let v = metrics::collect(std::slice::from_ref(&doc), &path);
+                if v.is_empty() {
+                    anyhow::bail!("{}: no {path} in it (choose one with --metric)", file.display());
+                }
+                v
+            }
+            _ => plain_numbers(&text)
+                .with_context(|| format!("{}: neither a netchar result nor numbers", file.display()))?,
+        };
+        if values.len() < 3 {
+            // As ministat: too few points for a meaningful interval.
+            anyhow::bail!("{} has {} values: a set needs at least 3", file.display(), values.len());
+        }
+        sets.push((file.display().to_string(), values));
+    }
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(netchar_stats::compare::report(&sets, a.confidence, a.welch).as_bytes())?;
+    Ok(EXIT_OK)
+}
+
+/// ministat's input: the first number of each line; blank lines and `#` comments skipped.
+fn plain_numbers(text: &str) -> Result<Vec<f64>> {
+    let mut v = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let first = line.split_whitespace().next().unwrap_or("");
+        v.push(first.parse::<f64>().map_err(|_| anyhow::anyhow!("line {}: {first:?} is not a number", n + 1))?);
+    }
+    Ok(v)
 }
 
 /// Writes `--json-out` atomically: a temporary file beside it, then a rename.

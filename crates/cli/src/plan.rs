@@ -2,6 +2,7 @@
 //! error names the flag and the value, and is raised before any traffic.
 
 use crate::args::{CommonArgs, EchoArgs, RrArgs, TcpArgs, UdpArgs};
+use crate::metrics::Expectation;
 use netchar_engine::client::{ClientConfig, Family};
 use netchar_engine::under_load::Load;
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
@@ -38,6 +39,13 @@ pub(crate) struct Output {
     pub(crate) json: bool,
     pub(crate) json_out: Option<PathBuf>,
     pub(crate) format: RateFormat,
+    /// Counted runs (`--repeat`) and uncounted ones before them (`--warmup`).
+    pub(crate) repeat: u32,
+    pub(crate) warmup: u32,
+    pub(crate) save: Option<PathBuf>,
+    pub(crate) expect: Vec<Expectation>,
+    /// (baseline file, largest allowed regression in percent).
+    pub(crate) baseline: Option<(PathBuf, f64)>,
 }
 
 /// A test ready to run.
@@ -314,7 +322,37 @@ impl TcpPlan {
                 companion: None,
                 cookie_tx: None,
             },
-            output: Output { json: a.json, json_out: a.json_out.clone(), format },
+            output: Output {
+                json: a.json,
+                json_out: a.json_out.clone(),
+                format,
+                repeat: match count("--repeat", &a.repeat)? {
+                    0 => return usage("--repeat 0: run at least once".into()),
+                    n => n,
+                },
+                warmup: count("--warmup", &a.warmup)?,
+                save: a.save.clone(),
+                expect: a
+                    .expect
+                    .iter()
+                    .map(|e| Expectation::parse(e).map_err(|m| UsageError(format!("--expect {m}"))))
+                    .collect::<Result<_, _>>()?,
+                baseline: match (&a.baseline, &a.max_regression) {
+                    (Some(f), Some(r)) => {
+                        let pct =
+                            r.trim().trim_end_matches('%').parse::<f64>().ok().filter(|p| p.is_finite() && *p >= 0.0);
+                        Some((
+                            f.clone(),
+                            pct.ok_or_else(|| {
+                                UsageError(format!("--max-regression {r}: expected a percentage like 5%"))
+                            })?,
+                        ))
+                    }
+                    (Some(_), None) => return usage("--baseline: give --max-regression too (e.g. 5%)".into()),
+                    (None, Some(r)) => return usage(format!("--max-regression {r}: give --baseline FILE too")),
+                    (None, None) => None,
+                },
+            },
             under_load: None,
         })
     }

@@ -339,13 +339,15 @@ impl<'a> ControlSession<'a> {
         };
         let outcome = me.pump(stop);
         me.finish(outcome.err());
-        me.linger();
+        // Free the test's slot before the gentle close: a client that starts its next test
+        // right away (--repeat) must not find the server busy with this one.
         if let Some(cookie) = me.cookie.take() {
             if let Ok(mut t) = registry.tests.lock() {
                 t.remove(&cookie);
             }
             registry.running.fetch_sub(1, Ordering::SeqCst);
         }
+        me.linger();
         match me.spec.take() {
             Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(Box::new(TestLog {
                 peer,

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod compare;
 pub mod distribution;
 pub mod jitter;
 pub mod sequence;

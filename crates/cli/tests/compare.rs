@@ -1,0 +1,173 @@
+//! `netchar compare` against FreeBSD's ministat (Debian package `ministat`) on the same data:
+//! every number it prints must agree to the printed precision. And `--repeat`, `--save`,
+//! `--expect` and `--baseline` end to end.
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use std::process::Command;
+
+/// The lines of a ministat-style report that carry numbers (the plot and legend excluded).
+fn numeric_lines(report: &str) -> Vec<String> {
+    report
+        .lines()
+        .filter(|l| !l.starts_with('|') && !l.starts_with('+') && !l.starts_with("x ") || l.starts_with("x  "))
+        .filter(|l| !l.contains(".txt") && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+fn write(dir: &std::path::Path, name: &str, values: &[f64]) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, values.iter().map(|v| format!("{v}\n")).collect::<String>()).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn numbers_agree_with_ministat() {
+    if Command::new("ministat").arg("-h").output().is_err() {
+        eprintln!("skipping numbers_agree_with_ministat: ministat is not installed (apt-get install ministat)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("netchar-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases: Vec<(Vec<f64>, Vec<f64>, &str)> = vec![
+        // equal sets
+        (vec![5.0, 5.1, 4.9, 5.0, 5.2], vec![5.0, 5.1, 4.9, 5.0, 5.2], "95"),
+        // clearly different, different spreads
+        (vec![100.0, 102.0, 98.0, 101.0, 99.5, 100.5], vec![110.0, 111.5, 108.0, 112.0, 109.0], "95"),
+        // tiny N (ministat's minimum is 3)
+        (vec![1.0, 2.0, 4.0], vec![3.0, 5.0, 9.0], "80"),
+        // large values, 99% confidence, many points
+        (
+            (0..40).map(|i| 2.0e10 + (i * 7919 % 97) as f64 * 1e7).collect(),
+            (0..35).map(|i| 2.03e10 + (i * 104729 % 89) as f64 * 1e7).collect(),
+            "99",
+        ),
+        // small fractions, 99.5%
+        (vec![0.0012, 0.0013, 0.0011, 0.0012], vec![0.0019, 0.0021, 0.002, 0.0022], "99.5"),
+    ];
+    for (i, (a, b, conf)) in cases.iter().enumerate() {
+        let fa = write(&dir, &format!("a{i}.txt"), a);
+        let fb = write(&dir, &format!("b{i}.txt"), b);
+        let ours = netchar(&["compare", "-c", conf, &fa, &fb]);
+        assert_eq!(ours.code, 0, "{}", ours.stderr);
+        let theirs = Command::new("ministat").args(["-c", conf, &fa, &fb]).output().unwrap();
+        let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+        let (o, t) = (numeric_lines(&ours.stdout), numeric_lines(&theirs));
+        if *conf == "99.5" {
+            // ministat's 99.5 column is a hand-rounded table (4.499 where t(0.999, 8) is 4.501):
+            // the statistics agree exactly, the interval within 0.1%.
+            assert_eq!(o.len(), t.len(), "case {i}\nours:\n{}\nministat:\n{theirs}", ours.stdout);
+            for (a, b) in o.iter().zip(&t) {
+                let nums = |s: &str| s.split([' ', '%']).filter_map(|w| w.parse::<f64>().ok()).collect::<Vec<_>>();
+                for (x, y) in nums(a).iter().zip(nums(b)) {
+                    assert!((x - y).abs() <= 1e-3 * y.abs(), "case {i}: {a} vs {b}");
+                }
+            }
+        } else {
+            assert_eq!(o, t, "case {i}\nours:\n{}\nministat:\n{theirs}", ours.stdout);
+        }
+    }
+    // Too few values: both refuse.
+    let fa = write(&dir, "two.txt", &[1.0, 2.0]);
+    let ours = netchar(&["compare", &fa, &fa]);
+    assert_eq!(ours.code, 2, "{}", ours.stdout);
+    assert!(ours.stderr.contains("at least 3"), "{}", ours.stderr);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn repeat_save_compare_and_gates_work_end_to_end() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let dir = std::env::temp_dir().join(format!("netchar-save-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = netchar(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-n",
+        "20M",
+        "-i",
+        "0",
+        "--repeat",
+        "3",
+        "--warmup",
+        "1",
+        "--save",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("=== 3 runs: mean ± 95% confidence interval"), "{}", run.stdout);
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 3, "{files:?}");
+    // A second series as one JSON array; compare takes the saved directory and the array as
+    // two sets of runs (the headline figure by default).
+    let series = netchar(&["tcp", "127.0.0.1", "-p", &port, "-n", "20M", "-i", "0", "--repeat", "3", "--json"]);
+    assert_eq!(series.code, 0, "{}", series.stderr);
+    let runs: serde_json::Value = serde_json::from_str(&series.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 3);
+    let array_file = std::env::temp_dir().join(format!("netchar-series-{}.json", std::process::id()));
+    std::fs::write(&array_file, &series.stdout).unwrap();
+    let cmp = netchar(&["compare", dir.to_str().unwrap(), array_file.to_str().unwrap()]);
+    assert_eq!(cmp.code, 0, "{}", cmp.stderr);
+    assert!(cmp.stdout.contains("    N           Min"), "{}", cmp.stdout);
+    assert!(cmp.stdout.contains("x   3 ") && cmp.stdout.contains("+   3 "), "{}", cmp.stdout);
+    let _ = std::fs::remove_file(array_file);
+    // Gates: one met, one missed (exit 1 and one line per miss with the measured value).
+    let ok = netchar(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-n",
+        "10M",
+        "-i",
+        "0",
+        "--expect",
+        "up.receiver.bits_per_second >= 1M",
+    ]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    let miss = netchar(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-n",
+        "10M",
+        "-i",
+        "0",
+        "--expect",
+        "up.receiver.bits_per_second >= 1T",
+        "--expect",
+        "up.sender.retransmits <= 1000000",
+    ]);
+    assert_eq!(miss.code, 1, "{}", miss.stderr);
+    assert_eq!(miss.stderr.lines().filter(|l| l.contains("expectation not met")).count(), 1, "{}", miss.stderr);
+    assert!(miss.stderr.contains("(measured "), "{}", miss.stderr);
+    // A baseline 1000x faster than anything loopback does: a regression beyond 5%.
+    let base = dir.join("fast.json");
+    std::fs::write(&base, r#"{"summary":{"up":{"receiver":{"bits_per_second":1e15}}}}"#).unwrap();
+    let reg = netchar(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-n",
+        "10M",
+        "-i",
+        "0",
+        "--baseline",
+        base.to_str().unwrap(),
+        "--max-regression",
+        "5%",
+    ]);
+    assert_eq!(reg.code, 1, "{}", reg.stderr);
+    assert!(reg.stderr.contains("regression beyond 5%"), "{}", reg.stderr);
+    let bad = netchar(&["tcp", "127.0.0.1", "-p", &port, "--expect", "fast"]);
+    assert_eq!(bad.code, 2);
+    let _ = std::fs::remove_dir_all(dir);
+}
