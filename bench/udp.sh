@@ -1,0 +1,719 @@
+#!/usr/bin/env bash
+# bench/udp.sh — side-by-side loopback UDP benchmark of netchar, iperf3, iperf2 and nuttcp.
+#
+# Cases (every tool, ROUNDS x DUR seconds each, 127.0.0.1 only):
+#   u64    64-byte payload at maximum rate: datagrams/s sent and received, CPU per received
+#          datagram.  netchar runs twice: default (UDP GSO on the sender) and --no-gso.
+#   u1472  1472-byte payload at maximum rate: received Gbit/s.  netchar default (GSO),
+#          --no-gso, and --gro (receiver GRO; its figure is "coalesced" and kept apart).
+#   p1g    1472-byte payload paced at 1 Gbit/s (10^9 bit/s of payload): achieved receiver
+#          rate and loss.  netchar default.
+# Within a round the tools run back to back (starting tool rotated each round) so that they
+# see the same machine state; the median over rounds is reported, per column.
+#
+# Exact client commands (H=127.0.0.1, L=64|1472, D=DUR):
+#   netchar  netchar udp H -p PORT -t D -l L -i 0 --json -b 0 [--no-gso|--gro]  (paced: -b 1G)
+#   iperf3   iperf3 -c H -p PORT -u -t D -l L -J -b 0                           (paced: -b 1G = 10^9)
+#   iperf2   iperf -c H -p PORT -u -t D -l L -e -b 10G  against a fresh `iperf -s -u -B H -p PORT -e`
+#            per run (paced: -b 1000000000; iperf2's `1G` would be 2^30 bit/s, `1g` 10^9)
+#   nuttcp   nuttcp -4 -P PORT -p PORT+1 -T D -u -l L -R 0 -fparse -fxmitstats H
+#            (paced: -R 1000000, i.e. 10^6 Kbps = 10^9 bit/s)
+# All rates are payload rates (UDP payload bits per second), which is what every tool's -b/-R sets.
+#
+# Figures:
+#   sent pps / recv pps  datagrams the sender sent / the receiver actually got, per second of
+#            each side's own interval.  netchar: .summary.up.sender.packets / .seconds and
+#            .receiver.packets / .seconds; iperf3: .end.sum_sent.packets / .seconds and
+#            .end.sum_received.bytes / L / .seconds; iperf2: client "Sent N datagrams" over its
+#            interval, server Total - Lost over its interval; nuttcp: tx_megabytes*2^20/L and
+#            pkt - drop, over the interval implied by megabytes and rate_Mbps.
+#   Gbit/s   received payload bits per second / 10^9.
+#   loss %   the tool's own figure (lost / expected).
+#   CPU s/M  client + server CPU seconds (user + system) per million received datagrams.
+#            netchar: its own .cpu.local + .cpu.remote; peers: process accounting (client:
+#            rusage of the waited-for process via bash `time`; server: /proc/PID/stat delta).
+#            Process accounting is taken for netchar too, as a cross-check.
+#   other    machine CPU during the run charged neither to client, server nor ksoftirqd, in %
+#            of all CPUs (other jobs on the box).  ksoftirqd's share is listed separately.
+#            /proc/stat is tick-sampled while process accounting is exact, so "other" is
+#            approximate: a few % either way, and for timer-driven senders (the paced runs,
+#            iperf3 above all) it can read -30%..+30% on its own.
+#
+# Knobs (environment):
+#   DUR=3          seconds per run
+#   ROUNDS=3       rounds (median over these)
+#   PORT_BASE=15310  netchar PORT_BASE (TCP+UDP), iperf3 +1 (TCP+UDP), iperf2 +2 (UDP),
+#                  nuttcp +3 (TCP control) and +4 (UDP data); all on 127.0.0.1
+#   BENCH_SAVE=0   1 = also write the report to bench/results/udp-<date>.txt
+#   NO_BUILD=0     1 = skip `cargo build` (use the binary already in target/release)
+#   IDLE_WAIT=0    seconds to wait, before each round and each re-measurement, for the machine
+#                  to drop below 15% busy
+#   BUSY_RETRY=25  re-measure a run once when other processes took more than this % of the
+#                  machine during it (0 = never), keeping the attempt with less other work;
+#                  each re-measurement is listed in the notes
+# Exit status: 0 when every run completed (PASS/MISS lines are informational), 1 when the build
+# failed, a client failed/timed out/printed no usable result, or a server died; 2 for bad
+# settings (a knob's value, a port in use, python3 missing).
+set -u -o pipefail
+
+DUR=${DUR:-3}
+ROUNDS=${ROUNDS:-3}
+PORT_BASE=${PORT_BASE:-15310}
+BENCH_SAVE=${BENCH_SAVE:-0}
+NO_BUILD=${NO_BUILD:-0}
+IDLE_WAIT=${IDLE_WAIT:-0}
+BUSY_RETRY=${BUSY_RETRY:-25}
+H=127.0.0.1                       # loopback only: every server binds here, every client targets it
+
+for v in IDLE_WAIT BUSY_RETRY; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "udp.sh: $v must be a non-negative integer (got '${!v}')" >&2; exit 2; }
+done
+for v in DUR ROUNDS PORT_BASE; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "udp.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
+done
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$BENCH_DIR/.." && pwd)
+WORK=$(mktemp -d /tmp/netchar-bench-udp.XXXXXX)   # raw outputs of every run are kept here
+RES=$WORK/results.tsv                             # one row per run, read by the report
+NOTES=$WORK/notes.txt                             # free-text observations for the report
+: > "$RES"; : > "$NOTES"
+CLK_TCK=$(getconf CLK_TCK)
+CLIENT_TO=$((DUR + 20))           # watchdog per client run (setup + DUR + grace + iperf2's FIN retries)
+FAILED=0                          # set to 1 by any crashed/failed run -> exit status 1
+
+have() { command -v "$1" >/dev/null 2>&1; }
+note() { echo "$*" >> "$NOTES"; }
+
+# ------------------------------------------------------------------ tools present?
+TOOLS=(netchar)
+if have iperf3; then TOOLS+=(iperf3)
+else echo "iperf3 not found: skipping it (install with: sudo apt-get install iperf3)"; fi
+# Debian's `iperf` package is iperf 2.x; make sure `iperf` is not something else.
+# (`iperf --version` exits 1, so capture its text rather than pipe it under pipefail.)
+I2_VER=$(have iperf && iperf --version 2>&1 || true)
+if [[ $I2_VER == *"iperf version 2"* ]]; then TOOLS+=(iperf2)
+else echo "iperf (2.x) not found: skipping it (install with: sudo apt-get install iperf)"; fi
+if have nuttcp; then TOOLS+=(nuttcp)
+else echo "nuttcp not found: skipping it (install with: sudo apt-get install nuttcp)"; fi
+have python3 || { echo "udp.sh: python3 is required (JSON parsing and the report)" >&2; exit 2; }
+have ss || echo "note: ss (iproute2) not found; waiting a fixed 1 s for servers to come up"
+
+# ------------------------------------------------------------------ build netchar
+# Build first so the benchmark measures the current tree, then copy the binary away: other
+# engineers may rebuild target/release/netchar while this runs.
+if [ "$NO_BUILD" != 1 ]; then
+  echo "building netchar: cargo build --release -q  (in $ROOT)"
+  if ! (cd "$ROOT" && timeout 1800 cargo build --release -q); then
+    echo "udp.sh: cargo build failed; nothing measured" >&2; exit 1
+  fi
+fi
+# The target dir may be redirected (CARGO_TARGET_DIR, .cargo/config); ask cargo where it is.
+TARGET_DIR=$(cd "$ROOT" && timeout 60 cargo metadata --format-version 1 --no-deps 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null) || TARGET_DIR=$ROOT/target
+NC=$WORK/netchar
+cp "$TARGET_DIR/release/netchar" "$NC" || { echo "udp.sh: no netchar binary in $TARGET_DIR/release" >&2; exit 1; }
+NC_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?")
+[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && NC_REV="$NC_REV+dirty"
+# Without a build the binary may predate the tree: label it by its build time instead.
+[ "$NO_BUILD" = 1 ] && NC_REV="prebuilt $(date -r "$TARGET_DIR/release/netchar" '+%F %T'), tree $NC_REV"
+
+# ------------------------------------------------------------------ ports
+P_NC=$PORT_BASE; P_I3=$((PORT_BASE + 1)); P_I2=$((PORT_BASE + 2)); P_NT=$((PORT_BASE + 3)); P_ND=$((PORT_BASE + 4))
+# tcp_busy PORT / udp_busy PORT: something listens on / is bound to that port (any address; a
+# wildcard socket would also take our 127.0.0.1 traffic).
+tcp_busy() { [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
+udp_busy() { [ -n "$(ss -Hlun "sport = :$1" 2>/dev/null)" ]; }
+if have ss; then
+  declare -A NEED_TCP=([netchar]="$P_NC" [iperf3]="$P_I3" [iperf2]="" [nuttcp]="$P_NT")
+  declare -A NEED_UDP=([netchar]="$P_NC" [iperf3]="$P_I3" [iperf2]="$P_I2" [nuttcp]="$P_ND")
+  for t in "${TOOLS[@]}"; do
+    for p in ${NEED_TCP[$t]}; do tcp_busy "$p" && { echo "udp.sh: TCP port $p (for $t) is already in use; pick free ports with PORT_BASE=..." >&2; exit 2; }; done
+    for p in ${NEED_UDP[$t]}; do udp_busy "$p" && { echo "udp.sh: UDP port $p (for $t) is already in use; pick free ports with PORT_BASE=..." >&2; exit 2; }; done
+  done
+fi
+
+# ------------------------------------------------------------------ servers
+# Each server runs under `timeout` (a watchdog in case this script is SIGKILLed) and is killed
+# by the EXIT trap.  TPID = the timeout process, SPID = the server itself (its /proc/PID/stat
+# is read for CPU accounting).  netchar, iperf3 and nuttcp servers live for the whole run;
+# iperf2 gets a fresh server per run (at line rate its end-of-test datagram can be dropped,
+# which leaves a shared server stuck in the old test).
+# Budget: every run may be retried once, and each round or retry may wait IDLE_WAIT.
+SERVER_TO=$(( ROUNDS * 30 * (DUR + 6 + IDLE_WAIT) + 600 ))
+declare -A TPID SPID
+server_cmd() { # TOOL -> sets CMD
+  case $1 in
+    netchar) CMD=("$NC" server -B "$H" -p "$P_NC") ;;
+    iperf3)  CMD=(iperf3 -s -B "$H" -p "$P_I3") ;;
+    iperf2)  CMD=(iperf -s -u -B "$H" -p "$P_I2" -e) ;;
+    # nuttcp's server has no bind option: it listens on the wildcard address, but the only
+    # client that ever connects is ours, to 127.0.0.1.
+    nuttcp)  CMD=(nuttcp -4 -S --nofork -P "$P_NT") ;;
+  esac
+}
+ready() { # TOOL LOGOFFSET
+  case $1 in
+    netchar) tail -n +$(($2 + 1)) "$SRV_ERR" | grep -q "listening on" ;;
+    iperf2)  if have ss; then udp_busy "$P_I2"; else return 1; fi ;;
+    iperf3)  if have ss; then tcp_busy "$P_I3"; else return 1; fi ;;
+    nuttcp)  if have ss; then tcp_busy "$P_NT"; else return 1; fi ;;
+  esac
+}
+start_server() { # TOOL [OUT ERR WATCHDOG]
+  local t=$1 i n0
+  SRV_OUT=${2:-$WORK/srv.$t.out}; SRV_ERR=${3:-$WORK/srv.$t.err}
+  server_cmd "$t"
+  n0=$(cat "$SRV_ERR" 2>/dev/null | wc -l)   # a restart appends: look at new lines only
+  timeout -k 2 "${4:-$SERVER_TO}" "${CMD[@]}" >> "$SRV_OUT" 2>> "$SRV_ERR" &
+  TPID[$t]=$!
+  for ((i = 0; i < 100; i++)); do          # up to 5 s to come up
+    ready "$t" "$n0" && break
+    ! have ss && [ "$t" != netchar ] && [ "$i" -ge 20 ] && break
+    kill -0 "${TPID[$t]}" 2>/dev/null || break
+    sleep 0.05
+  done
+  SPID[$t]=$(pgrep -P "${TPID[$t]}" | head -1)
+  if [ -z "${SPID[$t]}" ] || ! kill -0 "${SPID[$t]}" 2>/dev/null; then
+    echo "udp.sh: $t server did not start; see $SRV_ERR" >&2
+    return 1
+  fi
+}
+stop_server() { # TOOL: SIGINT (twice: iperf2 waits for its threads after the first), 2 s to exit, then SIGKILL
+  local t=$1 i
+  [ -n "${TPID[$t]:-}" ] || return 0
+  kill -INT "${SPID[$t]:-}" 2>/dev/null
+  for ((i = 0; i < 20; i++)); do
+    kill -0 "${TPID[$t]}" 2>/dev/null || break
+    [ "$i" = 3 ] && kill -INT "${SPID[$t]:-}" 2>/dev/null
+    sleep 0.1
+  done
+  kill -0 "${TPID[$t]}" 2>/dev/null && kill -KILL "${SPID[$t]:-}" "${TPID[$t]}" 2>/dev/null
+  wait "${TPID[$t]}" 2>/dev/null
+  unset "TPID[$t]" "SPID[$t]"
+}
+alive() { [ -n "${SPID[$1]:-}" ] && kill -0 "${SPID[$1]}" 2>/dev/null; }
+cleanup() {
+  local t
+  for t in "${!TPID[@]}"; do kill "${SPID[$t]:-}" "${TPID[$t]}" 2>/dev/null; done
+  sleep 0.3
+  for t in "${!TPID[@]}"; do
+    kill -0 "${TPID[$t]}" 2>/dev/null && kill -KILL "${SPID[$t]:-}" "${TPID[$t]}" 2>/dev/null
+    wait "${TPID[$t]}" 2>/dev/null
+  done
+  rm -f "$NC"                              # 10+ MB; the logs stay for inspection
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ------------------------------------------------------------------ accounting helpers
+# proc_cpu PID: user+system CPU seconds of a whole process (all threads, finished ones
+# included).  Fields are counted after the ")" that closes comm, so odd names cannot shift them.
+proc_cpu() {
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo NaN; return; }
+  s=${s##*) }
+  awk -v hz="$CLK_TCK" '{printf "%.3f\n", ($12 + $13) / hz}' <<< "$s"
+}
+# timed OUT ERR CMD...: run CMD under a watchdog; sets RC and CLIENT_CPU (user+sys seconds of
+# CMD and its children, from bash's `time`, i.e. getrusage of the waited-for processes).
+timed() {
+  local out=$1 err=$2; shift 2
+  local TIMEFORMAT='%3U %3S'
+  { time timeout -k 2 "$CLIENT_TO" "$@" > "$out" 2> "$err"; } 2> "$WORK/time.txt"
+  RC=$?
+  CLIENT_CPU=$(awk '{printf "%.3f", $1 + $2}' "$WORK/time.txt")
+}
+# cpu_ticks: "busy total ksoftirqd" clock ticks so far: all CPUs from /proc/stat (busy = not
+# idle/iowait), and the ksoftirqd threads' utime+stime (loopback receive work lands there too).
+KSOFT=$(pgrep '^ksoftirqd/' | tr '\n' ' ')
+cpu_ticks() {
+  local k=0 p s
+  for p in $KSOFT; do
+    s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+    s=${s##*) }; set -- $s; k=$((k + ${12} + ${13}))
+  done
+  awk -v k="$k" '$1 == "cpu" {t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t, k; exit}' /proc/stat
+}
+# busy_pct SECONDS: share of all CPUs busy (not idle/iowait) over an interval, from /proc/stat.
+busy_pct() {
+  local a b
+  a=$(head -1 /proc/stat); sleep "$1"; b=$(head -1 /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x); split(b, y); t = 0
+    for (i = 2; i <= 9; i++) t += y[i] - x[i]          # user..steal
+    idle = (y[5] - x[5]) + (y[6] - x[6])
+    printf "%.0f\n", (t > 0) ? 100 * (t - idle) / t : 0}'
+}
+
+# ------------------------------------------------------------------ result parser
+# parse.py VARIANT FILE LEN DUR MODE [SERVERLOG] ->
+#   "sent_pkts sent_secs rx_pkts rx_secs rx_bps sent_bps loss_pct cpu_self|- note..."
+# (notes are space-separated tokens; exit status 1 = no usable result)
+cat > "$WORK/parse.py" <<'EOF'
+import json, re, sys
+variant, path, L, dur, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+notes = []
+def out(sent, sent_s, rx, rx_s, rx_bps, sent_bps, loss, cpu):
+    print("%d %.6f %d %.6f %.1f %.1f %.4f %s %s" % (sent, sent_s, rx, rx_s, rx_bps, sent_bps, loss,
+          "-" if cpu is None else "%.4f" % cpu, " ".join(notes)))
+
+if variant.startswith("netchar"):
+    d = json.load(open(path))
+    if d.get("error"):
+        notes.append(("error=%r" % d["error"]).replace(" ", "_"))
+    s = (d.get("summary") or {}).get("up")
+    if not s:
+        sys.exit("no summary.up in netchar JSON (error=%r)" % d.get("error"))
+    snd, rcv = s["sender"], s["receiver"]
+    gro = variant == "netchar-gro"
+    want_gso = variant != "netchar-nogso"
+    u = (d.get("test") or {}).get("udp") or {}
+    if u.get("gso") != want_gso or u.get("gro") != gro:
+        notes.append("test.udp-gso=%s,gro=%s(expected %s,%s)" % (u.get("gso"), u.get("gro"), want_gso, gro))
+    if want_gso and not snd.get("gso"):
+        notes.append("sender-did-not-use-GSO")
+    if bool(rcv.get("coalesced")) != gro:
+        notes.append("coalesced=%s(expected %s)" % (rcv.get("coalesced"), gro))
+    sp, rp, lost = snd["packets"], rcv["packets"], rcv.get("lost", 0)
+    # Every datagram is either received (counted once) or lost.
+    if sp != rp + lost:
+        notes.append("sent!=received+lost(%d!=%d+%d)" % (sp, rp, lost))
+    if s.get("packets_accounted") is False:
+        notes.append("packets_accounted=false")
+    # Fixed-size payload: received bytes must be packets x L.
+    if rcv["bytes"] != rp * L:
+        notes.append("received-bytes/L=%d!=packets=%d" % (rcv["bytes"] // L, rp))
+    if snd["bytes"] != sp * L:
+        notes.append("sent-bytes/L=%d!=packets=%d" % (snd["bytes"] // L, sp))
+    # On loopback the socket buffer is the only place to lose datagrams: drops == lost.
+    kd = rcv.get("kernel_drops")
+    if kd is not None and kd != lost:
+        by_bytes = sp - rcv["bytes"] // L
+        notes.append("kernel_drops=%d!=lost=%d(sent-bytes/L=%d)" % (kd, lost, by_bytes))
+    for k in ("duplicates", "out_of_order", "foreign"):
+        if rcv.get(k):
+            notes.append("%s=%d" % (k, rcv[k]))
+    if snd.get("send_errors"):
+        notes.append("send_errors=%d" % snd["send_errors"])
+    if rcv["seconds"] > 0 and abs(rcv["bits_per_second"] - rcv["bytes"] * 8 / rcv["seconds"]) > 1e-3 * rcv["bits_per_second"]:
+        notes.append("rate!=bytes/seconds")
+    if abs(rcv["seconds"] - dur) > 0.05 * dur:
+        notes.append("receiver-seconds=%.3f(expected~%g)" % (rcv["seconds"], dur))
+    c = d.get("cpu") or {}
+    cpu = None
+    if "local" in c and "remote" in c:
+        cpu = sum(c[k]["user_seconds"] + c[k]["system_seconds"] for k in ("local", "remote"))
+    else:
+        notes.append("no-cpu-in-json")
+    out(sp, snd["seconds"], rp, rcv["seconds"], rcv["bits_per_second"], snd["bits_per_second"],
+        rcv.get("loss_percent", 0.0), cpu)
+
+elif variant == "iperf3":
+    d = json.load(open(path))
+    if d.get("error"):
+        sys.exit("iperf3 error: %s" % d["error"])
+    e = d["end"]; s, r = e["sum_sent"], e["sum_received"]; c = e["cpu_utilization_percent"]
+    rx = r["bytes"] // L                     # bytes of the datagrams the server really got
+    if r["packets"] - r["lost_packets"] != rx:
+        notes.append("iperf3-packets-lost=%d!=bytes/L=%d" % (r["packets"] - r["lost_packets"], rx))
+    # host_total = client, remote_total = server; % of one core over the test.
+    cpu = (c["host_total"] + c["remote_total"]) / 100 * s["seconds"]
+    out(s["packets"], s["seconds"], rx, r["seconds"], rx * L * 8 / r["seconds"],
+        s["packets"] * L * 8 / s["seconds"], r["lost_percent"], cpu)
+
+elif variant == "iperf2":
+    t = open(path).read(); srv = open(sys.argv[6]).read()
+    m = re.search(r"Sent (\d+) datagrams", t)
+    iv = re.search(r"(\d+\.\d+)-(\d+\.\d+) sec", t)
+    if not m or not iv:
+        sys.exit("iperf2 client printed no send summary")
+    sent, tx_s = int(m.group(1)), float(iv.group(2)) - float(iv.group(1))
+    pat = r"(\d+\.\d+)-(\d+\.\d+) sec .*? (-?\d+)/(\d+) +\((-?[\d.e+]+)%\)"
+    # receiver view: the server's own log, else the server report relayed to the client
+    rep = re.findall(pat, srv)
+    if not rep and "Server Report:" in t:
+        rep = re.findall(pat, t.split("Server Report:")[-1]); notes.append("rx-from-client's-server-report")
+    if not rep:
+        sys.exit("iperf2: no receiver report (server log nor client's Server Report)")
+    a, b, lost, tot, pct = rep[-1]
+    rx_s = float(b) - float(a); rx = int(tot) - int(lost)
+    out(sent, tx_s, rx, rx_s, rx * L * 8 / rx_s, sent * L * 8 / tx_s, float(pct), None)
+
+elif variant == "nuttcp":
+    v = {}
+    for line in open(path):
+        for f in line.split():
+            if "=" in f:
+                k, _, x = f.partition("="); v[k] = x
+    if "pkt" not in v or "rate_Mbps" not in v:
+        sys.exit("nuttcp printed no -fparse result")
+    mb, rate = float(v["megabytes"]), float(v["rate_Mbps"])
+    # real_seconds is printed with 2 decimals; megabytes/rate_Mbps (4 decimals each) give the
+    # interval nuttcp itself used.
+    secs = mb * 1048576 * 8 / (rate * 1e6) if rate > 0 else float(v["real_seconds"])
+    rx = int(v["pkt"]) - int(v["drop"])
+    if abs(rx - mb * 1048576 / L) > 2:
+        notes.append("nuttcp-pkt-drop=%d!=megabytes/L=%.0f" % (rx, mb * 1048576 / L))
+    sent = round(float(v["tx_megabytes"]) * 1048576 / L)
+    cpu = (float(v.get("tx_cpu", "nan")) + float(v.get("rx_cpu", "nan"))) / 100 * secs
+    cpu = None if cpu != cpu else cpu
+    # nuttcp reports no transmit interval of its own: the receiver's is used for both.
+    out(sent, secs, rx, secs, rate * 1e6, sent * L * 8 / secs, float(v["data_loss"]), cpu)
+EOF
+
+# ------------------------------------------------------------------ one run
+# Case table: id, label, payload length, mode (max | paced).
+CASES=(u64 u1472 p1g)
+declare -A C_LABEL=([u64]="UDP 64 B max rate" [u1472]="UDP 1472 B max rate" [p1g]="UDP 1472 B paced 1 Gbit/s")
+declare -A C_LEN=([u64]=64 [u1472]=1472 [p1g]=1472)
+declare -A C_MODE=([u64]=max [u1472]=max [p1g]=paced)
+declare -A C_VARIANTS=([u64]="netchar netchar-nogso iperf3 iperf2 nuttcp"
+                       [u1472]="netchar netchar-nogso netchar-gro iperf3 iperf2 nuttcp"
+                       [p1g]="netchar iperf3 iperf2 nuttcp")
+
+# run_one ROUND CASE VARIANT: runs a client against the variant's server and sets ROW to a
+# results.tsv line "round case variant status sent_pps rx_pps rx_gbps sent_gbps loss cpu_self
+# cpu_acct other% ksoftirqd% rx_pkts notes" (the caller decides whether to keep it) and OTHER.
+run_one() {
+  local r=$1 c=$2 v=$3 t=${3%%-*}
+  local L=${C_LEN[$c]} mode=${C_MODE[$c]} base="$WORK/r$r.$c.$v${ATTEMPT:-}" line s0 s1 m0 m1 i args=()
+  if [ "$t" = iperf2 ]; then
+    : > "$base.srv"
+    start_server iperf2 "$base.srv" "$base.srv.err" $((CLIENT_TO + 15)) ||
+      { FAILED=1; note "FAIL: round $r $c iperf2: server did not start"
+        ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\t\t\t\t\tserver did not start' "$r" "$c" "$v"); OTHER=0; return; }
+  elif ! alive "$t"; then
+    note "CRASH: $t server was not running before round $r $c; restarted (see $WORK/srv.$t.err)"
+    FAILED=1
+    start_server "$t" || { ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\t\t\t\t\tserver down' "$r" "$c" "$v"); OTHER=0; return; }
+  fi
+  case $v in
+    netchar*) args=("$NC" udp "$H" -p "$P_NC" -t "$DUR" -l "$L" -i 0 --json)
+              if [ "$mode" = paced ]; then args+=(-b 1G); else args+=(-b 0); fi
+              [ "$v" = netchar-nogso ] && args+=(--no-gso); [ "$v" = netchar-gro ] && args+=(--gro) ;;
+    iperf3)   args=(iperf3 -c "$H" -p "$P_I3" -u -t "$DUR" -l "$L" -J)
+              if [ "$mode" = paced ]; then args+=(-b 1G); else args+=(-b 0); fi ;;
+    iperf2)   args=(iperf -c "$H" -p "$P_I2" -u -t "$DUR" -l "$L" -e)
+              if [ "$mode" = paced ]; then args+=(-b 1000000000); else args+=(-b 10G); fi ;;
+    nuttcp)   args=(nuttcp -4 -P "$P_NT" -p "$P_ND" -T "$DUR" -u -l "$L" -fparse -fxmitstats)
+              if [ "$mode" = paced ]; then args+=(-R 1000000); else args+=(-R 0); fi
+              args+=("$H") ;;
+  esac
+  echo "${args[*]}" > "$base.cmd"
+  m0=$(cpu_ticks); s0=$(proc_cpu "${SPID[$t]}")
+  timed "$base.out" "$base.err" "${args[@]}"
+  if [ "$t" = iperf2 ]; then
+    # Wait (<= 3 s) until the server has printed its report, i.e. it has finished the test, so
+    # its CPU reading below includes all of its work.
+    for ((i = 0; i < 60; i++)); do
+      grep -Eq '[0-9.]+-[0-9.]+ sec .* -?[0-9]+/[0-9]+ +\(' "$base.srv" && break
+      sleep 0.05
+    done
+  fi
+  s1=$(proc_cpu "${SPID[$t]}"); m1=$(cpu_ticks)
+  [ "$t" = iperf2 ] && stop_server iperf2
+  local acct other ksoft
+  acct=$(awk -v a="$s0" -v b="$s1" -v c="$CLIENT_CPU" 'BEGIN {printf "%.3f", b - a + c}')
+  read -r other ksoft < <(awk -v m0="$m0" -v m1="$m1" -v acct="$acct" -v hz="$CLK_TCK" 'BEGIN {
+    split(m0, x, " "); split(m1, y, " "); tot = (y[2] - x[2]) / hz; k = (y[3] - x[3]) / hz
+    if (tot <= 0) { print "0 0"; exit }
+    printf "%.1f %.1f\n", 100 * ((y[1] - x[1]) / hz - acct - k) / tot, 100 * k / tot}')
+  if [ "$RC" -ne 0 ]; then
+    local why="exit $RC"; [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] && why="timed out after ${CLIENT_TO}s"
+    note "FAIL: round $r $c $v: $why: $(head -c 300 "$base.err" | tr '\n\t' '  ')"
+    FAILED=1
+  fi
+  if line=$(python3 "$WORK/parse.py" "$v" "$base.out" "$L" "$DUR" "$mode" "$base.srv" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
+    local sent sent_s rx rx_s rx_bps sent_bps loss cpu rest
+    read -r sent sent_s rx rx_s rx_bps sent_bps loss cpu rest <<< "$line"
+    [ "$t" != netchar ] && cpu=$acct        # peers: process accounting is the figure
+    ROW=$(awk -v OFS='\t' -v r="$r" -v c="$c" -v v="$v" -v sent="$sent" -v ss="$sent_s" -v rx="$rx" \
+      -v rs="$rx_s" -v rb="$rx_bps" -v sb="$sent_bps" -v loss="$loss" -v cpu="$cpu" -v acct="$acct" \
+      -v other="$other" -v ks="$ksoft" -v notes="${rest:-}" 'BEGIN {
+        print r, c, v, "ok", sprintf("%.1f", sent / ss), sprintf("%.1f", rx / rs), sprintf("%.4f", rb / 1e9),
+              sprintf("%.4f", sb / 1e9), loss, cpu, acct, other, ks, rx, notes}')
+  else
+    [ "$RC" -eq 0 ] && { note "FAIL: round $r $c $v: unusable output: $(tail -c 300 "$base.err" | tr '\n\t' '  ')"; FAILED=1; }
+    ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\t%s\t%s\t%s\t\t' "$r" "$c" "$v" "$acct" "$other" "$ksoft")
+  fi
+  OTHER=$other
+  sleep 0.5   # let the previous test's sockets and softirq work drain before the next one
+}
+
+# wait_idle: wait up to IDLE_WAIT seconds for the machine to drop below 15% busy; sets BUSY.
+wait_idle() {
+  local waited=0
+  BUSY=$(busy_pct 0.5)
+  while [ "${BUSY:-0}" -gt 15 ] && [ "$waited" -lt "$IDLE_WAIT" ]; do
+    [ -t 2 ] && printf '\r  waiting for the machine to go idle (%s%% busy) ...      ' "$BUSY" >&2
+    sleep 1; waited=$((waited + 2)); BUSY=$(busy_pct 1)
+  done
+}
+
+# ------------------------------------------------------------------ main
+for t in "${TOOLS[@]}"; do
+  [ "$t" = iperf2 ] && continue            # fresh server per run
+  start_server "$t" || { FAILED=1; exit 1; }
+done
+
+VERS="netchar $("$NC" --version 2>/dev/null | awk '{print $2}') ($NC_REV)"
+for t in "${TOOLS[@]}"; do
+  case $t in
+    iperf3) VERS="$VERS, iperf3 $(iperf3 --version 2>&1 | awk 'NR==1 {print $2}')" ;;
+    iperf2) VERS="$VERS, iperf $(awk '{print $3}' <<< "$I2_VER")" ;;
+    nuttcp) VERS="$VERS, nuttcp $(nuttcp -V 2>&1 | sed -n '1s/^nuttcp-//p')" ;;
+  esac
+done
+# Variants in run order (rotated per round); a variant runs only if its tool is present.
+ALL_VARIANTS=()
+for v in netchar netchar-nogso netchar-gro iperf3 iperf2 nuttcp; do
+  [[ " ${TOOLS[*]} " == *" ${v%%-*} "* ]] && ALL_VARIANTS+=("$v")
+done
+nruns=0
+for c in "${CASES[@]}"; do for v in ${C_VARIANTS[$c]}; do
+  [[ " ${ALL_VARIANTS[*]} " == *" $v "* ]] && nruns=$((nruns + 1)); done; done
+echo "udp.sh: ${#CASES[@]} cases, $nruns runs per round x $ROUNDS rounds of ${DUR}s on $H (~$(( nruns * ROUNDS * (DUR + 2) ))s); logs in $WORK"
+
+T0=$(date +%s)
+for ((r = 1; r <= ROUNDS; r++)); do
+  # Other work on the box (builds, tests) skews loopback results badly on few cores: wait
+  # for it if asked (IDLE_WAIT), and say so otherwise.
+  wait_idle
+  [ "${BUSY:-0}" -gt 15 ] && note "WARNING: machine ${BUSY}% busy just before round $r (other processes); results may be low/noisy"
+  # Rotate which variant goes first so none is always measured right after a pause.
+  k=$(( (r - 1) % ${#ALL_VARIANTS[@]} ))
+  order=("${ALL_VARIANTS[@]:k}" "${ALL_VARIANTS[@]:0:k}")
+  for c in "${CASES[@]}"; do
+    for v in "${order[@]}"; do
+      [[ " ${C_VARIANTS[$c]} " == *" $v "* ]] || continue
+      # progress on a terminal only, so logs/pipes get just the report
+      [ -t 2 ] && printf '\r  round %d/%d  %-26s %-14s' "$r" "$ROUNDS" "${C_LABEL[$c]}" "$v" >&2
+      ATTEMPT=""
+      run_one "$r" "$c" "$v"
+      # A run that shared the machine with other work measures that work, not the tool:
+      # measure it once more (after waiting for quiet if IDLE_WAIT allows) and keep whichever
+      # attempt had less other work on the machine.
+      if [ "$BUSY_RETRY" -gt 0 ] && awk -v o="$OTHER" -v l="$BUSY_RETRY" 'BEGIN {exit !(o > l)}'; then
+        first=$OTHER; first_row=$ROW
+        wait_idle
+        ATTEMPT=.retry
+        run_one "$r" "$c" "$v"
+        kept=retry
+        if [[ $first_row == *$'\tok\t'* ]] && { [[ $ROW != *$'\tok\t'* ]] ||
+             awk -v a="$first" -v b="$OTHER" 'BEGIN {exit !(b > a)}'; }; then
+          ROW=$first_row; kept="first attempt"
+        fi
+        note "re-measured round $r ${C_LABEL[$c]} $v: other work took ${first}% of the machine (retry: ${OTHER}%); kept the $kept"
+      fi
+      echo "$ROW" >> "$RES"
+    done
+  done
+done
+[ -t 2 ] && printf '\r%70s\r' '' >&2
+for t in "${TOOLS[@]}"; do
+  [ "$t" = iperf2 ] && continue
+  alive "$t" || { note "CRASH: $t server died during the run (see $WORK/srv.$t.err)"; FAILED=1; }
+done
+
+# ------------------------------------------------------------------ report
+REPORT=$WORK/report.txt
+python3 - "$RES" "$NOTES" "$DUR" "$ROUNDS" "$VERS" "$(( $(date +%s) - T0 ))" "$(uname -r)" "$(nproc)" "${ALL_VARIANTS[*]}" > "$REPORT" <<'EOF'
+import collections, statistics, sys
+res, notes_path, dur, rounds, vers, wall, kernel, ncpu, variants = sys.argv[1:10]
+variants = variants.split()
+PEERS = [v for v in ("iperf3", "iperf2", "nuttcp") if v in variants]
+NAME = {"netchar": "netchar (GSO)", "netchar-nogso": "netchar --no-gso",
+        "netchar-gro": "netchar --gro", "iperf3": "iperf3", "iperf2": "iperf2", "nuttcp": "nuttcp"}
+CASES = [("u64", "UDP 64 B, max rate", ["netchar", "netchar-nogso"] + PEERS),
+         ("u1472", "UDP 1472 B, max rate", ["netchar", "netchar-nogso"] + PEERS + ["netchar-gro"]),
+         ("p1g", "UDP 1472 B, paced 1 Gbit/s", ["netchar"] + PEERS)]
+LABEL = {c: l for c, l, _ in CASES}
+COLS = ["round", "case", "variant", "status", "sent_pps", "rx_pps", "rx_gbps", "sent_gbps", "loss",
+        "cpu", "acct", "other", "ksoft", "rx_pkts", "notes"]
+
+runs = collections.defaultdict(list)
+for line in open(res):
+    f = line.rstrip("\n").split("\t")
+    f += [""] * (len(COLS) - len(f))
+    runs[(f[1], f[2])].append(dict(zip(COLS, f)))
+
+def num(x):
+    return None if x in ("", "-", None) else float(x)
+
+def stats(case, v):
+    all_ = runs.get((case, v), [])
+    ok = [f for f in all_ if f["status"] == "ok"]
+    if not ok:
+        return None
+    s = dict(n=len(ok), total=len(all_))
+    for k in ("sent_pps", "rx_pps", "rx_gbps", "sent_gbps", "loss", "other", "ksoft"):
+        vals = [num(f[k]) for f in ok if num(f[k]) is not None]
+        s[k] = statistics.median(vals) if vals else None
+        s[k + "_all"] = vals
+        med = s[k]
+        s[k + "_spread"] = 100 * (max(vals) - min(vals)) / med if vals and med else None
+    per_m = lambda col: [num(f[col]) / (float(f["rx_pkts"]) / 1e6) for f in ok
+                         if num(f[col]) is not None and num(f["rx_pkts"])]
+    for k in ("cpu", "acct"):
+        v_ = per_m(k)
+        s[k] = statistics.median(v_) if v_ else None
+    s["notes"] = [f["notes"] for f in ok if f["notes"]]
+    return s
+
+S = {(c, v): stats(c, v) for c, _, vs in CASES for v in vs}
+
+def fx(x, f="%.3f", w=0):
+    return ("-" if x is None else f % x).rjust(w)
+def fk(x, w=9):                                 # 1234567 -> 1234.6k
+    return fx(None if x is None else x / 1e3, "%.1fk", w)
+def best_peer(case, key):
+    c = [(S[(case, p)][key], p) for p in PEERS if S.get((case, p)) and S[(case, p)][key]]
+    return max(c) if c else (None, None)
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+print(f"# netchar loopback UDP benchmark: median of {rounds} rounds x {dur}s, 127.0.0.1")
+print(f"# {vers}; Linux {kernel}, {ncpu} CPUs; wall {wall}s")
+print("# pps = datagrams/s (recv: datagrams the receiver got); Gbit/s = received payload bits/s / 10^9;"
+      " spread = (max-min)/median of the rounds;")
+print("# CPU s/M = client+server CPU seconds per 10^6 received datagrams (netchar: own report; peers:"
+      " process accounting); loss % = the tool's own figure")
+
+def status(case, v):
+    s = S[(case, v)]
+    if s is None:
+        return "FAIL" if runs.get((case, v)) else "-"
+    return "" if s["n"] == s["total"] else f" [{s['n']}/{s['total']} ok]"
+
+# ---- 64 B
+c = "u64"
+bp, bpn = best_peer(c, "rx_pps")
+i3 = S.get((c, "iperf3")) and S[(c, "iperf3")]["rx_pps"]
+print()
+print(f"{LABEL[c]}  (best peer by recv pps: {bpn or '-'})")
+print(f"{'tool':<26}{'sent pps':>10}{'spread':>8}{'recv pps':>10}{'spread':>8}{'loss %':>8}{'CPU s/M':>9}"
+      f"{'recv/iperf3':>12}{'recv/best':>10}")
+for v in [x for x in CASES[0][2]]:
+    s = S[(c, v)]
+    if s is None:
+        print(f"{NAME[v]:<26}{status(c, v):>10}"); continue
+    row = (f"{NAME[v]:<26}{fk(s['sent_pps'], 10)}{fx(s['sent_pps_spread'], '%.1f%%', 8)}"
+           f"{fk(s['rx_pps'], 10)}{fx(s['rx_pps_spread'], '%.1f%%', 8)}{fx(s['loss'], '%.1f', 8)}"
+           f"{fx(s['cpu'], '%.3f', 9)}")
+    if v.startswith("netchar"):
+        row += fx(ratio(s["rx_pps"], i3), "%.2fx", 12) + fx(ratio(s["rx_pps"], bp), "%.2fx", 10)
+    print(row + status(c, v))
+
+# ---- 1472 B
+c = "u1472"
+bg, bgn = best_peer(c, "rx_gbps")
+i3g = S.get((c, "iperf3")) and S[(c, "iperf3")]["rx_gbps"]
+print()
+print(f"{LABEL[c]}  (best peer by recv Gbit/s: {bgn or '-'})")
+print(f"{'tool':<26}{'recv Gbit/s':>12}{'spread':>8}{'sent Gbit/s':>12}{'recv pps':>10}{'loss %':>8}{'CPU s/M':>9}"
+      f"{'recv/iperf3':>12}{'recv/best':>10}")
+for v in CASES[1][2]:
+    s = S[(c, v)]
+    if v == "netchar-gro":
+        print("  -- receiver GRO: coalesced deliveries, not comparable with the rows above --")
+    if s is None:
+        print(f"{NAME[v]:<26}{status(c, v):>12}"); continue
+    lab = NAME[v] + (" (coalesced)" if v == "netchar-gro" else "")
+    row = (f"{lab:<26}{fx(s['rx_gbps'], '%.2f', 12)}{fx(s['rx_gbps_spread'], '%.1f%%', 8)}"
+           f"{fx(s['sent_gbps'], '%.2f', 12)}{fk(s['rx_pps'], 10)}{fx(s['loss'], '%.1f', 8)}{fx(s['cpu'], '%.3f', 9)}")
+    if v in ("netchar", "netchar-nogso"):
+        row += fx(ratio(s["rx_gbps"], i3g), "%.2fx", 12) + fx(ratio(s["rx_gbps"], bg), "%.2fx", 10)
+    elif v == "netchar-gro":
+        row += f"{'not comparable':>22}"
+    print(row + status(c, v))
+
+# ---- paced
+c = "p1g"
+print()
+print(f"{LABEL[c]}  (target 1.000 Gbit/s of payload; error = recv rate vs target)")
+print(f"{'tool':<26}{'sent Gbit/s':>12}{'recv Gbit/s':>12}{'spread':>8}{'error':>9}{'loss %':>8}{'CPU s/M':>9}  flags")
+FLAGS = {"netchar": "-b 1G", "iperf3": "-b 1G", "iperf2": "-b 1000000000", "nuttcp": "-R 1000000 (Kbps)"}
+for v in CASES[2][2]:
+    s = S[(c, v)]
+    if s is None:
+        print(f"{NAME[v]:<26}{status(c, v):>12}"); continue
+    err = None if s["rx_gbps"] is None else 100 * (s["rx_gbps"] - 1.0)
+    print(f"{NAME[v]:<26}{fx(s['sent_gbps'], '%.4f', 12)}{fx(s['rx_gbps'], '%.4f', 12)}"
+          f"{fx(s['rx_gbps_spread'], '%.2f%%', 8)}{fx(err, '%+.2f%%', 9)}{fx(s['loss'], '%.2f', 8)}"
+          f"{fx(s['cpu'], '%.3f', 9)}  {FLAGS[v]}{status(c, v)}")
+
+# ---- cross-check
+print()
+print("Cross-check: CPU s/M as reported (self: netchar's JSON; peers: process accounting) and from process"
+      " accounting (acct);")
+print("other = machine CPU charged to neither client, server nor ksoftirqd; ksoftirqd = its share"
+      " (% of all CPUs, medians)")
+print(f"{'case':<28}{'tool':<18}{'self':>8}{'acct':>8}{'other':>8}{'ksoftirqd':>10}")
+for c, lab, vs in CASES:
+    for v in vs:
+        s = S[(c, v)]
+        if s is None:
+            continue
+        print(f"{lab:<28}{NAME[v]:<18}{fx(s['cpu'], '%.3f', 8)}{fx(s['acct'], '%.3f', 8)}"
+              f"{fx(s['other'], '%.0f%%', 8)}{fx(s['ksoft'], '%.0f%%', 10)}")
+
+# ---- notes
+out = []
+for c, lab, vs in CASES:
+    key = "rx_pps" if c == "u64" else "rx_gbps"
+    for v in vs:
+        s = S[(c, v)]
+        if not s:
+            continue
+        if s[key + "_spread"] is not None and s[key + "_spread"] > 3:
+            unit = "pps" if key == "rx_pps" else "Gbit/s"
+            fmt = (lambda x: "%.0fk" % (x / 1e3)) if key == "rx_pps" else (lambda x: "%.3f" % x)
+            out.append(f"spread {s[key + '_spread']:.1f}% > 3%: {lab}, {NAME[v]} (rounds: "
+                       + ", ".join(fmt(g) for g in s[key + "_all"]) + f" {unit})")
+        if v.startswith("netchar") and s["cpu"] and s["acct"] and abs(s["acct"] / s["cpu"] - 1) > 0.15:
+            out.append(f"{NAME[v]} {lab}: self-reported CPU differs from process accounting by "
+                       f"{100 * (s['acct'] / s['cpu'] - 1):+.0f}%")
+        cnt = collections.Counter(n for ns in s["notes"] for n in ns.split())
+        if cnt:
+            out.append(f"{NAME[v]} {lab}: " + ", ".join(f"{k} (x{n})" if n > 1 else k for k, n in cnt.items()))
+busy = [s["other"] for s in S.values() if s and s["other"] is not None]
+if busy and max(busy) > 15:
+    out.append(f"other processes used up to {max(busy):.0f}% of the machine during the runs ('other' column):"
+               " figures are unreliable; rerun on an idle machine (IDLE_WAIT=120 waits for one)")
+out += [l.rstrip() for l in open(notes_path) if l.strip()]
+if out:
+    print()
+    print("Notes:")
+    for l in out:
+        print("  * " + l)
+
+# ---- targets (informational)
+print()
+print("Targets (informational):")
+def line(ok, text):
+    print(f"  {'n/a ' if ok is None else 'PASS' if ok else 'MISS'}  {text}")
+def get(c, v, k):
+    s = S.get((c, v)); return s[k] if s else None
+r = ratio(get("u64", "netchar", "rx_pps"), get("u64", "iperf3", "rx_pps"))
+line(None if r is None else r >= 2.5, "64 B recv pps, netchar (GSO) >= 2.5x iperf3: "
+     + ("not measured" if r is None else f"{r:.2f}x"))
+bp, bpn = best_peer("u64", "rx_pps")
+r = ratio(get("u64", "netchar-nogso", "rx_pps"), bp)
+line(None if r is None else r >= 1.0, f"64 B recv pps, netchar --no-gso >= 1.0x best peer ({bpn}): "
+     + ("not measured" if r is None else f"{r:.2f}x"))
+r = ratio(get("u1472", "netchar", "rx_gbps"), get("u1472", "iperf3", "rx_gbps"))
+line(None if r is None else r >= 3.0, "1472 B recv Gbit/s, netchar (GSO) >= 3x iperf3: "
+     + ("not measured" if r is None else f"{r:.2f}x"))
+g, lo = get("p1g", "netchar", "rx_gbps"), get("p1g", "netchar", "loss")
+line(None if g is None else abs(g - 1.0) <= 0.005, "paced 1 Gbit/s: netchar recv rate within +-0.5%: "
+     + ("not measured" if g is None else f"{g:.4f} Gbit/s ({100 * (g - 1):+.2f}%), loss {lo:.3f}%"))
+EOF
+
+cat "$REPORT"
+if [ "$BENCH_SAVE" = 1 ]; then
+  mkdir -p "$BENCH_DIR/results"
+  dest="$BENCH_DIR/results/udp-$(date +%Y%m%d-%H%M%S).txt"
+  cp "$REPORT" "$dest" && echo "saved: $dest"
+fi
+echo "raw outputs: $WORK"
+exit "$FAILED"
