@@ -229,6 +229,26 @@ pub fn recv_timestamped(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize
     Ok((n, stamp))
 }
 
+/// The socket's drop counter from /proc/net/udp{,6} (the last column, matched by inode): the
+/// same count SO_RXQ_OVFL reports, but readable when no datagram arrives after the drops.
+pub fn socket_drops(fd: BorrowedFd<'_>) -> Option<u64> {
+    // SAFETY: stat is plain old data; fstat fills it for a valid descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a live stat buffer and `fd` a valid descriptor.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    let inode = st.st_ino.to_string();
+    ["/proc/net/udp", "/proc/net/udp6"].iter().find_map(|table| {
+        let text = std::fs::read_to_string(table).ok()?;
+        text.lines().skip(1).find_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
+            (cols.get(9) == Some(&inode.as_str())).then(|| cols.last()?.parse().ok()).flatten()
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +281,6 @@ mod tests {
             }
         }
         assert_eq!(&got[..10], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(socket_drops(rx.as_fd()), Some(0));
     }
 }

@@ -401,6 +401,10 @@ pub(super) fn receive(
             Err(e) => break Err(e),
         }
     };
+    // Drops after the last datagram are not reported with any datagram: read the counter.
+    if let Some(d) = udp::socket_drops(fd) {
+        rx.kernel_drops = rx.kernel_drops.max(d);
+    }
     let end_offset = rx.last_offset_ns;
     shared.end_ns.store(end_offset, Ordering::Release);
     rx.finish(shared, spec, end_offset);
