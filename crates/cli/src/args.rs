@@ -38,6 +38,8 @@ pub(crate) enum Command {
     Echo(EchoArgs),
     /// Compare sets of results or plain number files, as ministat does (Student's t).
     Compare(CompareArgs),
+    /// Built-in characterizations; `netchar suite bwsweep HOST --from 50M --to 1G --step 50M`.
+    Suite(SuiteArgs),
 }
 
 /// `netchar server`.
@@ -194,6 +196,13 @@ pub(crate) struct UdpArgs {
     /// Use UDP GRO on the receiver; received figures are then labelled coalesced.
     #[arg(long)]
     pub(crate) gro: bool,
+    /// RFC 2544-style search for the highest rate whose loss stays at or under --loss; each
+    /// trial lasts -t seconds (default 2). -b, if given, is the highest rate tried.
+    #[arg(long = "find-max-rate")]
+    pub(crate) find_max_rate: bool,
+    /// With --find-max-rate: the loss allowed, in percent.
+    #[arg(long, default_value = "0")]
+    pub(crate) loss: f64,
 }
 
 /// `netchar rr`.
@@ -257,4 +266,49 @@ pub(crate) struct CompareArgs {
     /// Welch's t test (unequal variances) instead of Student's pooled t.
     #[arg(long)]
     pub(crate) welch: bool,
+}
+
+/// `netchar suite`.
+#[derive(Debug, Args)]
+pub(crate) struct SuiteArgs {
+    /// Which suite: bwsweep (the bwtest.sh UDP rate sweep, both directions).
+    pub(crate) suite: String,
+    /// Server as HOST, HOST:PORT or [IPV6]:PORT.
+    pub(crate) host: String,
+    /// Server port (overrides a port in HOST).
+    #[arg(short = 'p', long)]
+    pub(crate) port: Option<u16>,
+    /// bwsweep: first rate.
+    #[arg(long, default_value = "50M")]
+    pub(crate) from: String,
+    /// bwsweep: last rate.
+    #[arg(long, default_value = "1G")]
+    pub(crate) to: String,
+    /// bwsweep: rate step.
+    #[arg(long, default_value = "50M")]
+    pub(crate) step: String,
+    /// Seconds per test.
+    #[arg(long, default_value = "2")]
+    pub(crate) duration: String,
+    /// Print the results as a JSON array.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl UdpArgs {
+    /// The UDP arguments a suite runs with: defaults, this server, `seconds` per test.
+    pub(crate) fn for_suite(host: &str, port: Option<u16>, seconds: f64) -> Self {
+        let mut argv =
+            vec!["udp".to_string(), host.to_string(), "-t".into(), seconds.to_string(), "-i".into(), "0".into()];
+        if let Some(p) = port {
+            argv.extend(["-p".into(), p.to_string()]);
+        }
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            udp: UdpArgs,
+        }
+        // The suite's own flags were validated already; these are fixed and always parse.
+        Wrapper::parse_from(argv).udp
+    }
 }

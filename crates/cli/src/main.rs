@@ -5,6 +5,7 @@ mod args;
 mod metrics;
 mod plan;
 mod quick;
+mod search;
 mod serve;
 
 use anyhow::Result;
@@ -52,8 +53,12 @@ fn run(cli: args::Cli) -> Result<u8> {
         }
         Some(args::Command::Udp(a)) => {
             let plan = plan::TcpPlan::from_udp_args(&a)?;
+            if a.find_max_rate {
+                return search::find_max_rate(&plan, a.loss, &stop);
+            }
             run_tcp(&plan, &stop)
         }
+        Some(args::Command::Suite(a)) => run_suite(&a, &stop),
         Some(args::Command::Compare(a)) => run_compare(&a),
         Some(args::Command::Echo(a)) => {
             let plans = plan::TcpPlan::from_echo_args(&a)?;
@@ -414,4 +419,20 @@ fn run_echo(plans: &[plan::TcpPlan], stop: &StopFlag) -> Result<u8> {
         stdout.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
     }
     Ok(code)
+}
+
+/// `netchar suite NAME HOST ...`.
+fn run_suite(a: &args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
+    use netchar_model::units::parse_bit_rate;
+    match a.suite.as_str() {
+        "bwsweep" => {
+            let rate = |flag: &str, v: &str| parse_bit_rate(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"));
+            let (from, to, step) = (rate("--from", &a.from)?, rate("--to", &a.to)?, rate("--step", &a.step)?);
+            let secs = plan::seconds("--duration", &a.duration)?;
+            let udp = args::UdpArgs::for_suite(&a.host, a.port, secs);
+            let plan = plan::TcpPlan::from_udp_args(&udp)?;
+            search::bwsweep(&plan, from, to, step, a.json, stop)
+        }
+        other => anyhow::bail!("suite {other:?}: known suites: bwsweep (ecos, netio and sizes are planned)"),
+    }
 }

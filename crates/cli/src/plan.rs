@@ -55,6 +55,8 @@ pub(crate) struct TcpPlan {
     pub(crate) output: Output,
     /// rr only: measure idle, then under this load.
     pub(crate) under_load: Option<Load>,
+    /// UDP: -b or --pps was given (a search then uses it as its ceiling).
+    pub(crate) explicit_rate: bool,
 }
 
 pub(crate) fn seconds(flag: &str, value: &str) -> Result<f64, UsageError> {
@@ -164,6 +166,10 @@ impl TcpPlan {
         u.gso = !a.no_gso;
         u.gro = a.gro;
         let mut plan = Self::with_common(spec, &a.common)?;
+        plan.explicit_rate = a.bitrate.is_some() || a.pps.is_some();
+        if a.find_max_rate && a.common.time.is_none() {
+            plan.client.spec.end = EndCondition::Seconds(2.0);
+        }
         // A fixed datagram list ends the test by itself: it is not cut off by the default 10 s.
         let spec = &mut plan.client.spec;
         if a.common.time.is_none() && a.common.bytes.is_none() {
@@ -354,6 +360,7 @@ impl TcpPlan {
                 },
             },
             under_load: None,
+            explicit_rate: false,
         })
     }
 }

@@ -166,3 +166,43 @@ fn bad_udp_flags_exit_2_with_the_flag_named() {
         assert_eq!(run.stderr.trim().lines().count(), 1, "{:?}", run.stderr);
     }
 }
+
+#[test]
+fn bwsweep_runs_every_rate_both_ways_and_find_max_rate_reports_its_trials() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run = netchar(&[
+        "suite",
+        "bwsweep",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--from",
+        "10M",
+        "--to",
+        "30M",
+        "--step",
+        "10M",
+        "--duration",
+        "0.3",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let runs = v.as_array().unwrap();
+    assert_eq!(runs.len(), 6, "3 rates × 2 directions");
+    assert!(runs[..3].iter().all(|r| r["summary"]["up"].is_object()));
+    assert!(runs[3..].iter().all(|r| r["summary"]["down"].is_object()));
+    for (r, want) in runs.iter().zip([10e6, 20e6, 30e6, 10e6, 20e6, 30e6]) {
+        let flow = if r["summary"]["up"].is_object() { "up" } else { "down" };
+        let (tx, _) = check_udp_flow(r, flow, 1);
+        assert!(rate_within(f(&tx["bits_per_second"]), want, 0.02), "{want}: {tx}");
+    }
+    let run = netchar(&["udp", "127.0.0.1", "-p", &port, "--find-max-rate", "-b", "50M", "-t", "0.3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // 50 Mbit/s is loss-free on loopback: the first trial passes and ends the search.
+    assert!(run.stdout.contains("highest rate with loss <= 0%: 50.0 Mbit/s offered"), "{}", run.stdout);
+    let bad = netchar(&["suite", "nosuch", "127.0.0.1", "-p", &port]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("known suites"), "{}", bad.stderr);
+}

@@ -158,9 +158,10 @@ pub fn format_bytes(bytes: u64) -> String {
 }
 
 fn three_digits(v: f64) -> String {
-    if v >= 100.0 {
+    // Decide by the rounded value: 99.996 prints as "100", not "100.0".
+    if v >= 99.95 {
         format!("{v:.0}")
-    } else if v >= 10.0 {
+    } else if v >= 9.995 {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
@@ -199,5 +200,7 @@ mod tests {
         assert_eq!(format_si(20_570_000_000.0, "bit/s"), "20.6 Gbit/s");
         assert_eq!(RateFormat::MBytes.format(8.0 * 1048576.0), "1.00 MByte/s");
         assert_eq!(format_bytes(131072), "128 KiB");
+        assert_eq!(format_si(99_996_000.0, "bit/s"), "100 Mbit/s");
+        assert_eq!(format_si(9_999_000.0, "bit/s"), "10.0 Mbit/s");
     }
 }

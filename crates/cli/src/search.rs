@@ -1,0 +1,188 @@
+//! Tests made of tests: the RFC 2544-style search for the highest loss-free UDP rate
+//! (`netchar udp --find-max-rate`) and the `bwtest.sh` rate sweep (`netchar suite bwsweep`).
+//! Each trial is an ordinary UDP test; its result is kept whole.
+
+use crate::plan::TcpPlan;
+use anyhow::Result;
+use netchar_engine::client::{self, ClientError};
+use netchar_engine::StopFlag;
+use netchar_model::units::format_si;
+use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
+use std::io::Write;
+
+/// A trial's receive rate must reach this share of the offered rate to pass.
+const KEEP_PACE: f64 = 0.995;
+/// Trials of a search at most; the search also stops once the bracket is within 1%.
+const MAX_TRIALS: usize = 14;
+
+/// One trial's outcome.
+struct Trial {
+    rate: u64,
+    result: TestResult,
+}
+
+impl Trial {
+    fn received_bps(&self) -> f64 {
+        self.flow().map_or(0.0, |f| f.receiver.bits_per_second)
+    }
+    fn loss_percent(&self) -> f64 {
+        self.flow().and_then(|f| f.receiver.udp_received.as_ref()).map_or(100.0, |u| u.loss_percent)
+    }
+    fn jitter_ms(&self) -> f64 {
+        self.flow().and_then(|f| f.receiver.udp_received.as_ref()).map_or(0.0, |u| u.jitter_ms)
+    }
+    fn flow(&self) -> Option<&netchar_model::FlowSummary> {
+        self.result.summary.up.as_ref().or(self.result.summary.down.as_ref())
+    }
+}
+
+fn trial(plan: &TcpPlan, rate: u64, stop: &StopFlag) -> Result<Trial> {
+    let mut p = plan.clone();
+    p.client.spec.interval_seconds = 0.0;
+    p.client.busy_wait = p.client.busy_wait.max(std::time::Duration::from_secs(5));
+    if let Some(u) = p.client.spec.udp.as_mut() {
+        u.rate = UdpRate::BitsPerSecond(rate);
+    }
+    let run = client::run(&p.client, stop, &mut |_| {});
+    match (run.result, run.error) {
+        (Some(result), None) => Ok(Trial { rate, result }),
+        (_, Some(ClientError::Interrupted)) => anyhow::bail!("interrupted"),
+        (_, Some(e)) => Err(e.into()),
+        (None, None) => anyhow::bail!("the trial produced no result"),
+    }
+}
+
+/// `netchar udp --find-max-rate`: binary search between 0 and the rate an unlimited trial
+/// reaches (or -b), for the highest rate with loss ≤ `loss_percent`.
+pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) -> Result<u8> {
+    let mut out = std::io::stdout().lock();
+    let trial_secs = match plan.client.spec.end {
+        EndCondition::Seconds(s) => s,
+        EndCondition::Bytes(_) => anyhow::bail!("--find-max-rate: give the trial duration with -t, not -n"),
+    };
+    let ceiling = match plan.client.spec.udp.as_ref().map(|u| u.rate) {
+        Some(UdpRate::BitsPerSecond(b)) if plan.explicit_rate => b,
+        _ => {
+            // What the sender and path deliver flat out: the search's upper bound.
+            let mut p = plan.clone();
+            p.client.spec.udp.as_mut().expect("UDP spec").rate = UdpRate::Unlimited;
+            p.client.spec.interval_seconds = 0.0;
+            let run = client::run(&p.client, stop, &mut |_| {});
+            let r = run
+                .result
+                .ok_or_else(|| anyhow::anyhow!("the probing trial failed: {:?}", run.error.map(|e| e.to_string())))?;
+            let f = r
+                .summary
+                .up
+                .as_ref()
+                .or(r.summary.down.as_ref())
+                .ok_or_else(|| anyhow::anyhow!("no flow in the probe"))?;
+            writeln!(out, "probe: as fast as possible, received {}", format_si(f.receiver.bits_per_second, "bit/s"))?;
+            f.receiver.bits_per_second.max(1e3) as u64
+        }
+    };
+    writeln!(
+        out,
+        "searching 0 .. {} for the highest rate with loss <= {loss_percent}% ({trial_secs} s trials)",
+        format_si(ceiling as f64, "bit/s")
+    )?;
+    writeln!(out, "{:>6} {:>16} {:>16} {:>10}  verdict", "trial", "offered", "received", "loss %")?;
+    let (mut lo, mut hi) = (0u64, ceiling);
+    let mut best: Option<Trial> = None;
+    let mut rate = ceiling;
+    let mut results = Vec::new();
+    for n in 1..=MAX_TRIALS {
+        let t = trial(plan, rate, stop)?;
+        // A deep queue can swallow a short overload without loss (the datagrams drain after
+        // the trial): a rate passes only if the receiver also kept pace with it.
+        let kept_pace = t.received_bps() >= KEEP_PACE * rate as f64;
+        let pass = t.loss_percent() <= loss_percent && kept_pace;
+        writeln!(
+            out,
+            "{n:>6} {:>16} {:>16} {:>10.4}  {}",
+            format_si(rate as f64, "bit/s"),
+            format_si(t.received_bps(), "bit/s"),
+            t.loss_percent(),
+            match (pass, kept_pace) {
+                (true, _) => "pass",
+                (false, true) => "fail: loss",
+                (false, false) => "fail: the receiver fell behind (queueing)",
+            }
+        )?;
+        if pass {
+            lo = rate;
+        } else {
+            hi = rate;
+        }
+        results.push(t.result.clone());
+        if pass {
+            best = Some(t);
+        }
+        if pass && rate == ceiling || hi.saturating_sub(lo) <= hi / 100 {
+            break;
+        }
+        rate = lo + (hi - lo) / 2;
+    }
+    match &best {
+        Some(b) => writeln!(
+            out,
+            "highest rate with loss <= {loss_percent}%: {} offered, {} received ({} trials)",
+            format_si(b.rate as f64, "bit/s"),
+            format_si(b.received_bps(), "bit/s"),
+            results.len()
+        )?,
+        None => writeln!(out, "no rate tried met loss <= {loss_percent}% ({} trials)", results.len())?,
+    }
+    if plan.output.json {
+        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    }
+    Ok(if best.is_some() { 0 } else { 1 })
+}
+
+/// `netchar suite bwsweep`: every rate from `from` to `to` by `step`, up then down; per rate
+/// the achieved rate, loss and jitter, and the knee: the first rate that loses datagrams.
+pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool, stop: &StopFlag) -> Result<u8> {
+    anyhow::ensure!(step > 0 && from > 0 && from <= to, "--from, --to, --step: need 0 < from <= to and step > 0");
+    let mut out = std::io::stdout().lock();
+    let mut results = Vec::new();
+    for (direction, name) in [(Direction::Up, "up (client sends)"), (Direction::Down, "down (server sends)")] {
+        if !json {
+            writeln!(out, "UDP rate sweep, {name}")?;
+            writeln!(out, "{:>16} {:>16} {:>10} {:>11}", "offered", "received", "loss %", "jitter ms")?;
+        }
+        let mut p = plan.clone();
+        p.client.spec.direction = direction;
+        let mut knee = None;
+        let mut rate = from;
+        while rate <= to {
+            if stop.is_raised() {
+                anyhow::bail!("interrupted");
+            }
+            let t = trial(&p, rate, stop)?;
+            if knee.is_none() && t.loss_percent() > 0.0 {
+                knee = Some(rate);
+            }
+            if !json {
+                writeln!(
+                    out,
+                    "{:>16} {:>16} {:>10.4} {:>11.4}{}",
+                    format_si(rate as f64, "bit/s"),
+                    format_si(t.received_bps(), "bit/s"),
+                    t.loss_percent(),
+                    t.jitter_ms(),
+                    if knee == Some(rate) { "  <- knee: loss starts" } else { "" }
+                )?;
+                out.flush()?;
+            }
+            results.push(t.result);
+            rate += step;
+        }
+        if !json && knee.is_none() {
+            writeln!(out, "no loss up to {}", format_si(to as f64, "bit/s"))?;
+        }
+    }
+    if json {
+        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,59 @@
+//! The highest loss-free UDP rate through a shaper, found by `netchar udp --find-max-rate`,
+//! against ground truth: through `tbf rate 200mbit` a 1472-byte datagram costs a 1514-byte
+//! frame, so the payload capacity is 200 Mbit/s × 1472 / 1514 = 194.45 Mbit/s. The rate found
+//! must lie within 10% under it. Not above it beyond 1%: the shaper's 256 KB bucket lets a
+//! 3 s trial carry 0.7 Mbit/s more than the rate, and a trial passes when the receiver keeps
+//! pace within 0.5%.
+
+#[path = "support/netns.rs"]
+mod netns;
+
+use netns::{Link, Server};
+use std::time::Duration;
+
+const TBF: &[&str] = &["tbf", "rate", "200mbit", "burst", "256kb", "latency", "50ms"];
+
+#[test]
+fn find_max_rate_lands_just_under_the_shaper_capacity() {
+    let link = match Link::create() {
+        Ok(l) => l,
+        Err(reason) => {
+            netns::skip_or_fail(&reason);
+            return;
+        }
+    };
+    if let Err(e) = link.set_root_qdisc_both(TBF) {
+        netns::skip_or_fail(&format!("cannot install the tbf qdisc: {e}"));
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_netchar");
+    let mut server_cmd = link.a.command(bin);
+    server_cmd.args(["server", "-p", "5321"]);
+    let server = Server::spawn(server_cmd, "listening on", Duration::from_secs(10)).expect("server starts");
+    let mut client = link.b.command(bin);
+    client.args([
+        "udp",
+        &link.a_ip.to_string(),
+        "-p",
+        "5321",
+        "--find-max-rate",
+        "-b",
+        "300M",
+        "-t",
+        "3",
+        "-l",
+        "1472",
+    ]);
+    let run = netns::run_with_timeout(client, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(run.status.is_some_and(|s| s.success()), "{}\n{}\nserver: {}", run.stdout, run.stderr, server.stderr());
+    let line = run.stdout.lines().find(|l| l.starts_with("highest rate")).unwrap_or_else(|| panic!("{}", run.stdout));
+    // "... 0%: 190 Mbit/s offered, ..."
+    let offered = line.split(": ").nth(1).and_then(|r| r.split(" offered").next()).unwrap();
+    let mbit: f64 = offered.trim_end_matches(" Mbit/s").parse().unwrap_or_else(|_| panic!("{line}"));
+    let capacity = 200.0 * 1472.0 / 1514.0;
+    eprintln!("netns_search: found {mbit} Mbit/s, capacity {capacity:.2} Mbit/s\n{}", run.stdout);
+    assert!(
+        mbit <= capacity * 1.01 && mbit >= capacity * 0.90,
+        "found {mbit} Mbit/s for a {capacity:.2} Mbit/s capacity"
+    );
+}
