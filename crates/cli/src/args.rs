@@ -271,7 +271,8 @@ pub(crate) struct CompareArgs {
 /// `netchar suite`.
 #[derive(Debug, Args)]
 pub(crate) struct SuiteArgs {
-    /// Which suite: bwsweep (the bwtest.sh UDP rate sweep, both directions).
+    /// Which suite: bwsweep (the bwtest.sh UDP rate sweep, both directions), netio (netio's
+    /// block-size table), sizes (stackthru's block-size sweep).
     pub(crate) suite: String,
     /// Server as HOST, HOST:PORT or [IPV6]:PORT.
     pub(crate) host: String,

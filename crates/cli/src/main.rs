@@ -5,8 +5,8 @@ mod args;
 mod metrics;
 mod plan;
 mod quick;
-mod search;
 mod serve;
+mod suites;
 
 use anyhow::Result;
 use clap::Parser;
@@ -54,7 +54,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(args::Command::Udp(a)) => {
             let plan = plan::TcpPlan::from_udp_args(&a)?;
             if a.find_max_rate {
-                return search::find_max_rate(&plan, a.loss, &stop);
+                return suites::find_max_rate(&plan, a.loss, &stop);
             }
             run_tcp(&plan, &stop)
         }
@@ -431,8 +431,23 @@ fn run_suite(a: &args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             let secs = plan::seconds("--duration", &a.duration)?;
             let udp = args::UdpArgs::for_suite(&a.host, a.port, secs);
             let plan = plan::TcpPlan::from_udp_args(&udp)?;
-            search::bwsweep(&plan, from, to, step, a.json, stop)
+            suites::bwsweep(&plan, from, to, step, a.json, stop)
         }
-        other => anyhow::bail!("suite {other:?}: known suites: bwsweep (ecos, netio and sizes are planned)"),
+        "netio" | "sizes" => {
+            let secs = plan::seconds("--duration", &a.duration)?;
+            let udp = plan::TcpPlan::from_udp_args(&args::UdpArgs::for_suite(&a.host, a.port, secs))?;
+            let mut tcp = udp.clone();
+            tcp.client.spec = netchar_model::TestSpec {
+                end: udp.client.spec.end,
+                interval_seconds: 0.0,
+                ..netchar_model::TestSpec::tcp_default()
+            };
+            if a.suite == "netio" {
+                suites::netio(&tcp, &udp, a.json, stop)
+            } else {
+                suites::sizes(&tcp, &udp, a.json, stop)
+            }
+        }
+        other => anyhow::bail!("suite {other:?}: known suites: bwsweep, netio, sizes (ecos is planned)"),
     }
 }

@@ -1,6 +1,7 @@
 //! Tests made of tests: the RFC 2544-style search for the highest loss-free UDP rate
-//! (`netchar udp --find-max-rate`) and the `bwtest.sh` rate sweep (`netchar suite bwsweep`).
-//! Each trial is an ordinary UDP test; its result is kept whole.
+//! (`netchar udp --find-max-rate`) and the built-in suites: the `bwtest.sh` rate sweep
+//! (`bwsweep`), netio's block-size table (`netio`) and stackthru's block-size sweep (`sizes`).
+//! Each trial is an ordinary test; its result is kept whole.
 
 use crate::plan::TcpPlan;
 use anyhow::Result;
@@ -179,6 +180,131 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
         }
         if !json && knee.is_none() {
             writeln!(out, "no loss up to {}", format_si(to as f64, "bit/s"))?;
+        }
+    }
+    if json {
+        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    }
+    Ok(0)
+}
+
+/// Runs one variant of `base` (a TCP or UDP plan), returning its result.
+fn run_variant(
+    base: &TcpPlan,
+    adjust: impl FnOnce(&mut netchar_model::TestSpec),
+    stop: &StopFlag,
+) -> Result<TestResult> {
+    let mut p = base.clone();
+    p.client.spec.interval_seconds = 0.0;
+    p.client.busy_wait = p.client.busy_wait.max(std::time::Duration::from_secs(5));
+    adjust(&mut p.client.spec);
+    p.client.spec.validate()?;
+    let run = client::run(&p.client, stop, &mut |_| {});
+    match (run.result, run.error) {
+        (Some(r), None) => Ok(r),
+        (_, Some(e)) => Err(e.into()),
+        (None, None) => anyhow::bail!("the test produced no result"),
+    }
+}
+
+fn receiver_rate(r: &TestResult) -> f64 {
+    r.summary.up.as_ref().or(r.summary.down.as_ref()).map_or(0.0, |f| f.receiver.bits_per_second)
+}
+
+/// `netchar suite netio`: TCP and UDP, each block size, client to server (tx) and server to
+/// client (rx), in netio's table: the receiving end's rate in MB/s (2^20 bytes, as netio).
+pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
+    const SIZES: [u64; 6] = [1024, 2048, 4096, 8192, 16384, 32767];
+    let mut out = std::io::stdout().lock();
+    let mut results = Vec::new();
+    if !json {
+        writeln!(out, "| Packet size |   TCP-tx    |   TCP-rx    |   UDP-tx    |   UDP-rx    |")?;
+        writeln!(out, "| ----------- | ----------- | ----------- | ----------- | ----------- |")?;
+    }
+    for size in SIZES {
+        let mut cells = Vec::new();
+        for (plan, direction) in
+            [(tcp, Direction::Up), (tcp, Direction::Down), (udp, Direction::Up), (udp, Direction::Down)]
+        {
+            let r = run_variant(
+                plan,
+                |s| {
+                    s.block_bytes = size;
+                    s.direction = direction;
+                    if let Some(u) = s.udp.as_mut() {
+                        u.rate = UdpRate::Unlimited;
+                    }
+                },
+                stop,
+            )?;
+            cells.push(format!("{:>6.1} MB/s", receiver_rate(&r) / 8.0 / 1048576.0));
+            results.push(r);
+        }
+        if !json {
+            writeln!(out, "| {size:>5} bytes | {} |", cells.join(" | "))?;
+            out.flush()?;
+        }
+    }
+    if json {
+        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    } else {
+        writeln!(
+            out,
+            "(receiving end's rate; UDP at maximum rate, so UDP figures include what the receiver could take)"
+        )?;
+    }
+    Ok(0)
+}
+
+/// `netchar suite sizes`: stackthru's block-size sweep over TCP and UDP (client sends):
+/// real and system time, MB/s (2^20), Mbit/s (10^6) and frames/s.
+pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
+    const SIZES: [u64; 9] = [64, 256, 512, 1024, 1448, 1472, 4096, 16384, 65507];
+    let mut out = std::io::stdout().lock();
+    let mut results = Vec::new();
+    if !json {
+        writeln!(
+            out,
+            "{:<5} {:>7} {:>9} {:>9} {:>12} {:>13} {:>13}",
+            "proto", "block", "real s", "sys s", "MB/s (2^20)", "Mbit/s (10^6)", "frames/s"
+        )?;
+    }
+    for (name, plan) in [("TCP", tcp), ("UDP", udp)] {
+        for size in SIZES {
+            let r = run_variant(
+                plan,
+                |s| {
+                    s.block_bytes = size;
+                    s.direction = Direction::Up;
+                    if let Some(u) = s.udp.as_mut() {
+                        u.rate = UdpRate::Unlimited;
+                    }
+                },
+                stop,
+            )?;
+            let f = r.summary.up.as_ref().ok_or_else(|| anyhow::anyhow!("no up flow"))?;
+            let bps = f.receiver.bits_per_second;
+            let frames = match &f.receiver.udp_received {
+                // UDP: one datagram per frame (payloads above the MTU are fragmented).
+                Some(u) => u.packets as f64 / f.receiver.seconds.max(1e-9),
+                // TCP: an estimate, as stackthru's: one frame per block, at most a full
+                // segment of 1448 payload bytes (MTU 1500 with timestamps) each.
+                None => bps / 8.0 / size.min(1448) as f64,
+            };
+            let sys = r.cpu.local.as_ref().map_or(0.0, |c| c.system_seconds);
+            if !json {
+                writeln!(
+                    out,
+                    "{name:<5} {size:>7} {:>9.3} {:>9.3} {:>12.3} {:>13.3} {:>13.0}",
+                    f.receiver.seconds,
+                    sys,
+                    bps / 8.0 / 1048576.0,
+                    bps / 1e6,
+                    frames
+                )?;
+                out.flush()?;
+            }
+            results.push(r);
         }
     }
     if json {
