@@ -40,6 +40,8 @@ pub(crate) enum Command {
     Compare(CompareArgs),
     /// Built-in characterizations; `netchar suite bwsweep HOST --from 50M --to 1G --step 50M`.
     Suite(SuiteArgs),
+    /// Run a test plan (TOML, docs/plans.md) against HOST.
+    Run(RunArgs),
 }
 
 /// `netchar server`.
@@ -312,4 +314,16 @@ impl UdpArgs {
         // The suite's own flags were validated already; these are fixed and always parse.
         Wrapper::parse_from(argv).udp
     }
+}
+
+/// `netchar run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The plan file.
+    pub(crate) plan: std::path::PathBuf,
+    /// The server, for tests that do not name one.
+    pub(crate) host: Option<String>,
+    /// Print every test's results as one JSON array at the end.
+    #[arg(long)]
+    pub(crate) json: bool,
 }

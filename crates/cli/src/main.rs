@@ -4,6 +4,7 @@
 mod args;
 mod metrics;
 mod plan;
+mod plans;
 mod quick;
 mod serve;
 mod suites;
@@ -59,6 +60,7 @@ fn run(cli: args::Cli) -> Result<u8> {
             run_tcp(&plan, &stop)
         }
         Some(args::Command::Suite(a)) => run_suite(&a, &stop),
+        Some(args::Command::Run(a)) => run_plan(&a, &stop),
         Some(args::Command::Compare(a)) => run_compare(&a),
         Some(args::Command::Echo(a)) => {
             let plans = plan::TcpPlan::from_echo_args(&a)?;
@@ -92,6 +94,16 @@ const EXIT_GATE: u8 = 1;
 /// saved as it finishes, so nothing measured is lost if a later run fails), then the
 /// statistics and the gates.
 fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
+    run_collecting(plan, stop, None)
+}
+
+/// [`run_tcp`], handing the counted results to `sink` instead of printing JSON (plans print
+/// every test's results as one array at the end).
+fn run_collecting(
+    plan: &plan::TcpPlan,
+    stop: &StopFlag,
+    mut sink: Option<&mut Vec<netchar_model::TestResult>>,
+) -> Result<u8> {
     let out = &plan.output;
     let total = out.warmup + out.repeat;
     let mut plan_owned;
@@ -118,7 +130,7 @@ fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
             };
             println!("=== {what}");
         }
-        let (result, run_code) = run_once(plan, stop)?;
+        let (result, run_code) = run_once(plan, stop, sink.is_none())?;
         if let Some(r) = result {
             if i >= out.warmup {
                 if let Some(dir) = &out.save {
@@ -133,10 +145,13 @@ fn run_tcp(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
         }
     }
     let mut stdout = std::io::stdout().lock();
-    if out.json && total > 1 {
+    if out.json && total > 1 && sink.is_none() {
         stdout.write_all(netchar_report::json::many_to_json(&kept).as_bytes())?;
     }
     let docs: Vec<serde_json::Value> = kept.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
+    if let Some(sink) = sink.as_mut() {
+        sink.extend(kept.iter().cloned());
+    }
     if out.repeat > 1 && !out.json && !docs.is_empty() {
         stdout.write_all(repeat_statistics(&docs).as_bytes())?;
     }
@@ -227,9 +242,13 @@ fn gates_hold(out: &plan::Output, docs: &[serde_json::Value]) -> Result<bool> {
 }
 
 /// One run: header, live intervals, summary; returns the result and the run's exit status.
-fn run_once(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<(Option<netchar_model::TestResult>, u8)> {
+fn run_once(
+    plan: &plan::TcpPlan,
+    stop: &StopFlag,
+    print_json: bool,
+) -> Result<(Option<netchar_model::TestResult>, u8)> {
     let out = &plan.output;
-    let single = out.warmup + out.repeat == 1;
+    let single = out.warmup + out.repeat == 1 && print_json;
     let mut text = TextReporter::new(out.format);
     let mut stdout = std::io::stdout().lock();
     if !out.json {
@@ -270,7 +289,7 @@ fn run_once(plan: &plan::TcpPlan, stop: &StopFlag) -> Result<(Option<netchar_mod
         } else if !out.json {
             stdout.write_all(text.on_finish(result).as_bytes())?;
         }
-    } else if out.json {
+    } else if out.json && print_json {
         // Valid JSON even when no test ran: the error inside it.
         let doc = serde_json::json!({ "schema_version": netchar_model::SCHEMA_VERSION, "error": run.error.as_ref().map(|e| e.to_string()) });
         writeln!(stdout, "{doc:#}")?;
@@ -450,4 +469,58 @@ fn run_suite(a: &args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
         }
         other => anyhow::bail!("suite {other:?}: known suites: bwsweep, netio, sizes (ecos is planned)"),
     }
+}
+
+/// `netchar run PLAN [HOST]`: every test of the plan validated first, then run in order.
+fn run_plan(a: &args::RunArgs, stop: &StopFlag) -> Result<u8> {
+    use anyhow::Context;
+    let file = a.plan.display().to_string();
+    let text = std::fs::read_to_string(&a.plan).with_context(|| format!("cannot read the plan {file}"))?;
+    let tests = plans::expand(&text, &file, a.host.as_deref())?;
+    // Validate every test before any traffic.
+    let mut planned = Vec::new();
+    for (i, t) in tests.iter().enumerate() {
+        let mut argv = t.argv.clone();
+        if a.json {
+            argv.push("--json".into());
+        }
+        let where_ = || format!("{file}:{}: test {} ({})", t.line, i + 1, t.name);
+        let cli = args::Cli::try_parse_from(&argv).map_err(|e| {
+            let first = e.to_string().lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
+            anyhow::anyhow!("{}: {first}", where_())
+        })?;
+        let plan = match cli.command {
+            Some(args::Command::Tcp(x)) => plan::TcpPlan::from_args(&x),
+            Some(args::Command::Udp(x)) => plan::TcpPlan::from_udp_args(&x),
+            Some(args::Command::Rr(x)) => plan::TcpPlan::from_rr_args(&x),
+            Some(args::Command::Crr(x)) => plan::TcpPlan::from_crr_args(&x),
+            _ => anyhow::bail!("{}: not a test", where_()),
+        }
+        .map_err(|e| anyhow::anyhow!("{}: {e}", where_()))?;
+        planned.push((t, plan));
+    }
+    let mut results = Vec::new();
+    let mut worst = EXIT_OK;
+    for (i, (t, plan)) in planned.iter().enumerate() {
+        if stop.is_raised() {
+            worst = EXIT_INTERRUPTED;
+            break;
+        }
+        if !a.json {
+            println!("=== {} of {}: {}", i + 1, planned.len(), t.name);
+        }
+        let code = run_collecting(plan, stop, Some(&mut results))?;
+        if code == EXIT_INTERRUPTED {
+            worst = code;
+            break;
+        }
+        worst = worst.max(code);
+        if t.pause_seconds > 0.0 && i + 1 < planned.len() {
+            std::thread::sleep(std::time::Duration::from_secs_f64(t.pause_seconds));
+        }
+    }
+    if a.json {
+        std::io::stdout().lock().write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    }
+    Ok(worst)
 }

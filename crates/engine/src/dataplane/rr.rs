@@ -348,6 +348,9 @@ pub(super) fn udp_requester(
     let opts = spec.rr.clone().unwrap_or_default();
     if opts.busy_poll {
         socket.set_nonblocking(true)?;
+    } else {
+        // Set once: a receive wakes at least this often to expire requests past --timeout.
+        socket.set_read_timeout(Some(WAIT.min(Duration::from_secs_f64(opts.timeout_seconds))))?;
     }
     let (req, resp) = (opts.request_bytes as usize, opts.response_bytes as usize);
     let width = key_width(&opts);
@@ -370,9 +373,12 @@ pub(super) fn udp_requester(
         while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq) {
             pauses.before(seq);
             request[..width].copy_from_slice(&seq.to_le_bytes()[..width]);
+            // The clock starts before the send: on one core the answer can arrive (and the
+            // responder run) inside this very call.
+            let sent_at = Instant::now();
             match socket.send(&request) {
                 Ok(_) => {
-                    outstanding.push_back((seq, Instant::now()));
+                    outstanding.push_back((seq, sent_at));
                     seq += 1;
                 }
                 Err(e) if is_retry(&e) || e.raw_os_error() == Some(105) => break,
@@ -390,11 +396,7 @@ pub(super) fn udp_requester(
         if (stopping && outstanding.is_empty()) || controls.abort.load(Ordering::Relaxed) {
             break Ok(());
         }
-        if !opts.busy_poll {
-            let wait =
-                outstanding.front().map_or(WAIT, |&(_, t)| (t + timeout).saturating_duration_since(now)).min(WAIT);
-            socket.set_read_timeout(Some(wait.max(Duration::from_micros(100))))?;
-        }
+
         match udp::recv_timestamped(socket.as_fd(), &mut buf) {
             Ok((n, stamp)) if n >= width => {
                 let at = Instant::now();

@@ -1,0 +1,102 @@
+//! `netchar run PLAN.toml`: loops expand to their cross product, repeats and gates apply, and
+//! a bad plan fails before any traffic with the line and the field to blame.
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn plan_file(name: &str, text: &str) -> String {
+    let p = std::env::temp_dir().join(format!("netchar-plan-{}-{name}.toml", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_plan_with_loops_and_repeats_runs_every_combination() {
+    let s = Server::start(&[]);
+    let host = format!("127.0.0.1:{}", s.port);
+    let plan = plan_file(
+        "loops",
+        r#"
+[defaults]
+interval = 0
+
+[[test]]
+name = "tcp"
+kind = "tcp"
+bytes = "5M"
+direction = ["up", "down"]
+streams = [1, 2]
+
+[[test]]
+kind = "udp"
+rate = "20M"
+duration = 0.3
+repeat = 2
+pause = 0.1
+
+[[test]]
+kind = "rr"
+transactions = 200
+udp = [false, true]
+expect = ["rr.transactions_per_second > 1"]
+"#,
+    );
+    let run = netchar(&["run", &plan, &host, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let runs = v.as_array().unwrap();
+    assert_eq!(runs.len(), 4 + 2 + 2, "2×2 tcp, 2 udp repeats, 2 rr");
+    let tcp_dirs: Vec<(&str, u64)> = runs[..4]
+        .iter()
+        .map(|r| (r["test"]["direction"].as_str().unwrap(), r["test"]["streams"].as_u64().unwrap()))
+        .collect();
+    for combo in [("up", 1), ("up", 2), ("down", 1), ("down", 2)] {
+        assert!(tcp_dirs.contains(&combo), "{combo:?} missing from {tcp_dirs:?}");
+    }
+    for r in &runs[..4] {
+        let dir = r["test"]["direction"].as_str().unwrap();
+        assert_eq!(u(&r["summary"][dir]["receiver"]["total_bytes"]), 5_000_000);
+    }
+    assert!(runs[4..6].iter().all(|r| r["test"]["kind"] == "udp"));
+    assert_eq!(runs[7]["test"]["rr"]["udp"], true);
+    // Text mode names each test as it starts.
+    let text = netchar(&["run", &plan, &host]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(text.stdout.contains("=== 1 of 7: tcp [up, streams=1]"), "{}", text.stdout);
+}
+
+#[test]
+fn a_failing_gate_in_a_plan_exits_1() {
+    let s = Server::start(&[]);
+    let host = format!("127.0.0.1:{}", s.port);
+    let plan = plan_file(
+        "gate",
+        "[[test]]\nkind = \"tcp\"\nbytes = \"1M\"\ninterval = 0\nexpect = [\"up.receiver.bits_per_second >= 1T\"]\n",
+    );
+    let run = netchar(&["run", &plan, &host]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("expectation not met"), "{}", run.stderr);
+}
+
+#[test]
+fn invalid_plans_fail_before_any_traffic_naming_line_and_field() {
+    // No server at all: a plan that got as far as connecting would say "no netchar server".
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let host = format!("127.0.0.1:{port}");
+    for (text, needle) in [
+        ("[[test]]\nkind = \"tcp\"\nstreams = 0\n", ":1: test 1 (test 1 (tcp)): -P 0"),
+        ("[[test]]\nkind = \"tcp\"\nduration = 1\n\n[[test]]\nkind = \"udp\"\nlength = 10\n", ":5: test 2"),
+        ("[[test]]\nkind = \"tcp\"\nstreems = 2\n", ":3: test 1: unknown field \"streems\""),
+        ("[[test]]\nkind = \"smtp\"\n", ":2: test 1: kind \"smtp\""),
+        ("[[test]\nkind = \"tcp\"\n", "TOML parse error"),
+    ] {
+        let plan = plan_file("bad", text);
+        let run = netchar(&["run", &plan, &host]);
+        assert_eq!(run.code, 2, "{text}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{text}: expected {needle:?} in {:?}", run.stderr);
+        assert!(!run.stderr.contains("no netchar server"), "validated before traffic: {}", run.stderr);
+    }
+}
