@@ -136,6 +136,15 @@ pub(crate) struct CommonArgs {
     /// A previous result (file of one run or of repeated runs) to compare the headline figure with.
     #[arg(long, value_name = "FILE")]
     pub(crate) baseline: Option<std::path::PathBuf>,
+    /// Ask the server to run a calibrated background CPU load, % of one CPU per thread.
+    #[arg(long = "server-load", value_name = "PCT")]
+    pub(crate) server_load: Option<f64>,
+    /// Threads of that background load.
+    #[arg(long = "server-load-threads", default_value_t = 1)]
+    pub(crate) server_load_threads: u32,
+    /// Measure idle headroom on both ends (idle-priority counters calibrated before the test).
+    #[arg(long)]
+    pub(crate) idle: bool,
     /// With --baseline: fail (exit 1) if the headline figure is this much worse, e.g. 5%.
     #[arg(long = "max-regression", value_name = "PCT")]
     pub(crate) max_regression: Option<String>,

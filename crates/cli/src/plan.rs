@@ -289,6 +289,8 @@ impl TcpPlan {
             None => (None, None),
         };
         spec.server_cpu = server_cpu;
+        spec.server_load = a.server_load.map(|p| (p, a.server_load_threads));
+        spec.measure_idle = a.idle;
         // UDP payload defaults depend on the family; validate with a stand-in until then.
         let mut check = spec.clone();
         if check.kind == TestKind::Udp && check.block_bytes == 0 {

@@ -47,6 +47,9 @@ const KEYS: &[(&str, &str)] = &[
     ("title", "--title"),
     ("no_gso", "--no-gso"),
     ("gro", "--gro"),
+    ("server_load", "--server-load"),
+    ("server_load_threads", "--server-load-threads"),
+    ("idle", "--idle"),
 ];
 
 /// One expanded test: its display name, the argv it stands for, the pause after it, and

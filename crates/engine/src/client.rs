@@ -222,6 +222,8 @@ struct Driver<'a> {
     connect_latency: Option<netchar_stats::distribution::Distribution>,
     /// UDP rr: every answer's kernel-stamp-to-requester time.
     wakeups: Option<netchar_stats::distribution::Distribution>,
+    /// `--idle`: this end's idle counters and the mark taken at the start.
+    idle: Option<(crate::load::IdleMeter, Option<(u64, Instant)>)>,
     local_cpu: Option<CpuUsage>,
     peer_totals: Option<(Instant, Vec<StreamTotal>)>,
     senders_reported: bool,
@@ -268,6 +270,11 @@ impl<'a> Driver<'a> {
                         latency: None,
                         connect_latency: None,
                         wakeups: None,
+                        // Calibrated before connecting, while this end is quiet.
+                        idle: cfg
+                            .spec
+                            .measure_idle
+                            .then(|| (crate::load::IdleMeter::start(Duration::from_millis(300)), None)),
                         local_cpu: None,
                         peer_totals: None,
                         senders_reported: false,
@@ -486,6 +493,9 @@ impl<'a> Driver<'a> {
         let streams = self.pending_streams.take().unwrap_or_default();
         let cfg = DataPlaneConfig { spec: self.spec.clone(), endpoint: Endpoint::Client, cpu: self.cfg.client_cpu };
         self.meter = Some(CpuMeter::start());
+        if let Some((meter, mark)) = self.idle.as_mut() {
+            *mark = Some(meter.mark());
+        }
         self.started_at = now_rfc3339();
         // The server starts its clock when it sends `ready`, before this; the client's clock
         // starts now, before it sends `start`: each end's clock starts before the other can send.
@@ -536,6 +546,9 @@ impl<'a> Driver<'a> {
         }
         if plane.all_done() && self.local_cpu.is_none() {
             self.local_cpu = self.meter.map(|m| m.finish());
+            if let (Some(cpu), Some((meter, Some(mark)))) = (self.local_cpu.as_mut(), self.idle.as_ref()) {
+                cpu.idle_pct = Some(meter.idle_since(*mark));
+            }
         }
         if plane.all_done() && self.remote.is_some() {
             if let Some(plane) = self.plane.take() {

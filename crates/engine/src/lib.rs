@@ -15,6 +15,7 @@
 
 pub mod client;
 pub mod dataplane;
+pub mod load;
 pub mod measure;
 pub mod server;
 mod tcp_setup;

@@ -47,6 +47,8 @@ impl CpuMeter {
             system_seconds: system,
             wall_seconds: wall,
             cpus,
+            idle_pct: None,
+            background_load_pct: None,
         }
     }
 }

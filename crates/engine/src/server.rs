@@ -21,6 +21,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How long the idle counters calibrate before a test that asks for idle headroom.
+const IDLE_CALIBRATION: Duration = Duration::from_millis(300);
 /// Connections still in their hello or control session beyond which new ones are dropped.
 const MAX_CONNECTION_THREADS: usize = 512;
 
@@ -295,6 +297,10 @@ struct ControlSession<'a> {
     records_for_log: Vec<StreamRecord>,
     /// When `ready` was sent: this end's clock for the test.
     ready_at: Option<Instant>,
+    /// `--server-load`: the running background load.
+    load: Option<crate::load::BackgroundLoad>,
+    /// `--idle`: the idle counters and the mark taken at the start.
+    idle: Option<(crate::load::IdleMeter, Option<(u64, Instant)>)>,
 }
 
 impl<'a> ControlSession<'a> {
@@ -336,6 +342,8 @@ impl<'a> ControlSession<'a> {
             error: None,
             records_for_log: Vec::new(),
             ready_at: None,
+            load: None,
+            idle: None,
         };
         let outcome = me.pump(stop);
         me.finish(outcome.err());
@@ -466,6 +474,10 @@ impl<'a> ControlSession<'a> {
                 self.cookie = Some(cookie);
                 self.data_rx = Some(rx);
                 self.concurrent = running as u32 + 1;
+                if spec.measure_idle {
+                    // Calibrated before the test: the machine is as idle as it gets here.
+                    self.idle = Some((crate::load::IdleMeter::start(IDLE_CALIBRATION), None));
+                }
                 let crr = spec.rr.as_ref().is_some_and(|r| r.connect_per_transaction);
                 self.spec = Some(*spec);
                 if crr {
@@ -493,6 +505,12 @@ impl<'a> ControlSession<'a> {
                 let spec = self.spec.clone().ok_or("start before a request")?;
                 let cfg = DataPlaneConfig { spec: spec.clone(), endpoint: Endpoint::Server, cpu: spec.server_cpu };
                 self.meter = Some(CpuMeter::start());
+                if let Some((pct, threads)) = spec.server_load {
+                    self.load = Some(crate::load::BackgroundLoad::start(pct, threads));
+                }
+                if let Some((meter, mark)) = self.idle.as_mut() {
+                    *mark = Some(meter.mark());
+                }
                 let streams = std::mem::take(&mut self.streams);
                 // The clock started when `ready` went out: the client cannot send before that,
                 // so a late `start` here (a busy CPU) never shortens the receiver's time.
@@ -603,7 +621,9 @@ impl<'a> ControlSession<'a> {
                     plane.abort();
                 }
                 let records = plane.join();
-                let cpu = self.meter.map(|m| m.finish()).unwrap_or_default();
+                let mut cpu = self.meter.map(|m| m.finish()).unwrap_or_default();
+                cpu.background_load_pct = self.load.take().map(|l| l.finish());
+                cpu.idle_pct = self.idle.take().and_then(|(meter, mark)| mark.map(|m| meter.idle_since(m)));
                 self.session.finish(now, records.clone(), cpu, self.error.clone());
                 let _ = self.flush();
                 self.records_for_log = records;

@@ -264,6 +264,13 @@ pub struct CpuUsage {
     pub wall_seconds: f64,
     /// CPUs online.
     pub cpus: u32,
+    /// Idle headroom left during the test, % of all CPUs, from idle-priority counters
+    /// calibrated on an unloaded interval (`--idle`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub idle_pct: Option<f64>,
+    /// The background load actually achieved (`--server-load`), % of one CPU per thread.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub background_load_pct: Option<f64>,
 }
 
 /// The machine one end ran on.

@@ -275,6 +275,13 @@ pub struct TestSpec {
     pub rr: Option<RrOptions>,
     /// CPU the server pins its data workers to (`-A x,SERVERCPU`).
     pub server_cpu: Option<usize>,
+    /// A background CPU load the server runs during the test: (percent of one CPU per
+    /// thread, threads) (`--server-load`, `--server-load-threads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_load: Option<(f64, u32)>,
+    /// Both ends measure their idle headroom with idle-priority counters (`--idle`).
+    #[serde(default)]
+    pub measure_idle: bool,
 }
 
 /// A spec that cannot run, with the flag to blame.
@@ -328,6 +335,9 @@ pub enum SpecError {
     /// `--grace` out of range.
     #[error("--grace {0}: must be between 0 and 60 seconds")]
     Grace(f64),
+    /// `--server-load` out of range.
+    #[error("--server-load {0} with {1} threads: the load is 0 to 100 (% of one CPU per thread), 1 to 64 threads")]
+    ServerLoad(f64, u32),
     /// `-C` not a plausible algorithm name.
     #[error("-C {0:?}: a congestion control name is 1 to 15 letters, digits, '_' or '-'")]
     Congestion(String),
@@ -361,6 +371,8 @@ impl TestSpec {
             udp: None,
             rr: None,
             server_cpu: None,
+            server_load: None,
+            measure_idle: false,
         }
     }
 
@@ -464,6 +476,11 @@ impl TestSpec {
         let i = self.interval_seconds;
         if !(i == 0.0 || (0.1..=3600.0).contains(&i)) {
             return Err(SpecError::Interval(i));
+        }
+        if let Some((pct, threads)) = self.server_load {
+            if !(0.0..=100.0).contains(&pct) || threads == 0 || threads > 64 {
+                return Err(SpecError::ServerLoad(pct, threads));
+            }
         }
         if let Some(m) = self.tcp.mss {
             if !(88..=65535).contains(&m) {

@@ -394,10 +394,17 @@ fn under_load_summary(idle: &RrFigures, loaded: &RrFigures, r: &TestResult, form
 }
 
 fn cpu_line(c: &CpuUsage) -> String {
-    format!(
+    let mut s = format!(
         "{:.1}% of one CPU (user {:.1}%, system {:.1}%); machine busy {:.1}% of {} CPUs (softirq {:.1}%)",
         c.total_pct, c.user_pct, c.system_pct, c.host_busy_pct, c.cpus, c.host_softirq_pct
-    )
+    );
+    if let Some(idle) = c.idle_pct {
+        let _ = write!(s, "; idle headroom {idle:.1}%");
+    }
+    if let Some(load) = c.background_load_pct {
+        let _ = write!(s, "; background load achieved {load:.1}% of a CPU per thread");
+    }
+    s
 }
 
 /// The table of the quick characterization (`netchar` with no arguments): one row per test.

@@ -55,6 +55,24 @@ impl HostTimes {
     }
 }
 
+/// CPU seconds the calling thread has used (CLOCK_THREAD_CPUTIME_ID).
+pub fn thread_cpu_seconds() -> f64 {
+    // SAFETY: timespec is plain old data.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is a live timespec; the clock id is valid on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Makes the calling thread SCHED_IDLE: it runs only when nothing else wants the CPU (the
+/// idle-headroom counters).
+pub fn make_current_thread_idle() -> io::Result<()> {
+    // SAFETY: sched_param is plain old data; priority 0 is the only valid one for SCHED_IDLE.
+    let param: libc::sched_param = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; `param` is live.
+    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) }).map(|_| ())
+}
+
 /// CPUs online.
 pub fn online_cpus() -> u32 {
     // SAFETY: sysconf has no memory-safety preconditions.

@@ -1,0 +1,173 @@
+//! Background CPU load and idle headroom, as the eCos nc_test suite measured them.
+//!
+//! - [`BackgroundLoad`]: threads that keep a CPU busy for a set share of every 10 ms period
+//!   (duty cycle, spinning on the clock), like nc_test_slave's "background load"; the share
+//!   actually achieved is measured from the threads' own CPU time.
+//! - [`IdleMeter`]: one SCHED_IDLE counting thread per CPU, calibrated on an unloaded interval;
+//!   during a test its count, relative to the calibrated rate, is the idle headroom left (the
+//!   "IDLE - ticks, count, % idle" method).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const PERIOD: Duration = Duration::from_millis(10);
+
+/// A running duty-cycled CPU load.
+pub struct BackgroundLoad {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<(f64, f64)>>,
+}
+
+impl BackgroundLoad {
+    /// Starts `threads` threads, each busy `percent` % of every period, on CPUs after `skip`.
+    pub fn start(percent: f64, threads: u32) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cpus = netchar_sys::cpu::online_cpus() as usize;
+        let threads = (0..threads)
+            .map(|i| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let _ = netchar_sys::cpu::pin_current_thread(i as usize % cpus);
+                    let (wall0, cpu0) = (Instant::now(), netchar_sys::cpu::thread_cpu_seconds());
+                    let busy = PERIOD.as_secs_f64() * (percent / 100.0).clamp(0.0, 1.0);
+                    let mut next = Instant::now();
+                    while !stop.load(Ordering::Relaxed) {
+                        // Busy until this thread has used its share of CPU time (not wall
+                        // time: a preempted spin would fall short of the load asked for).
+                        let until = netchar_sys::cpu::thread_cpu_seconds() + busy;
+                        while netchar_sys::cpu::thread_cpu_seconds() < until && next.elapsed() < PERIOD {
+                            std::hint::spin_loop();
+                        }
+                        next += PERIOD;
+                        let now = Instant::now();
+                        if next > now {
+                            std::thread::sleep(next - now);
+                        } else {
+                            next = now;
+                        }
+                    }
+                    (wall0.elapsed().as_secs_f64(), netchar_sys::cpu::thread_cpu_seconds() - cpu0)
+                })
+            })
+            .collect();
+        Self { stop, threads }
+    }
+
+    /// Stops the load; returns the achieved load in % of one CPU, averaged over the threads.
+    pub fn finish(self) -> f64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let shares: Vec<f64> = self
+            .threads
+            .into_iter()
+            .filter_map(|t| t.join().ok())
+            .map(|(wall, cpu)| if wall > 0.0 { 100.0 * cpu / wall } else { 0.0 })
+            .collect();
+        if shares.is_empty() {
+            0.0
+        } else {
+            shares.iter().sum::<f64>() / shares.len() as f64
+        }
+    }
+}
+
+/// Idle-priority counters, one per CPU.
+pub struct IdleMeter {
+    stop: Arc<AtomicBool>,
+    counts: Vec<Arc<AtomicU64>>,
+    threads: Vec<JoinHandle<()>>,
+    /// Counts per second per CPU with nothing else running.
+    calibrated: f64,
+}
+
+impl IdleMeter {
+    /// Starts the counters and calibrates them over `calibration` (the machine should be quiet
+    /// then: the counts it reaches are taken as 100% idle).
+    pub fn start(calibration: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cpus = netchar_sys::cpu::online_cpus() as usize;
+        let counts: Vec<Arc<AtomicU64>> = (0..cpus).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let threads = counts
+            .iter()
+            .enumerate()
+            .map(|(cpu, count)| {
+                let (stop, count) = (stop.clone(), count.clone());
+                std::thread::spawn(move || {
+                    let _ = netchar_sys::cpu::pin_current_thread(cpu);
+                    let _ = netchar_sys::cpu::make_current_thread_idle();
+                    let mut local = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..1024 {
+                            local = local.wrapping_add(1);
+                            std::hint::black_box(local);
+                        }
+                        count.store(local, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        let mut meter = Self { stop, counts, threads, calibrated: 0.0 };
+        let before = meter.total();
+        let t0 = Instant::now();
+        std::thread::sleep(calibration);
+        meter.calibrated = (meter.total() - before) as f64 / t0.elapsed().as_secs_f64() / cpus as f64;
+        meter
+    }
+
+    fn total(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// A mark to measure from.
+    pub fn mark(&self) -> (u64, Instant) {
+        (self.total(), Instant::now())
+    }
+
+    /// Idle share of all CPUs since `mark`, in percent (0 when not calibrated).
+    pub fn idle_since(&self, mark: (u64, Instant)) -> f64 {
+        let secs = mark.1.elapsed().as_secs_f64();
+        let expected = self.calibrated * secs * self.counts.len() as f64;
+        if expected > 0.0 {
+            (100.0 * (self.total() - mark.0) as f64 / expected).clamp(0.0, 100.0)
+        } else {
+            0.0
+        }
+    }
+}
+
+impl Drop for IdleMeter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a quiet CPU a 30% load measures within ±5 points (the machine may be busy in CI:
+    /// the check is of the load's own CPU time, which contention lowers only slightly).
+    #[test]
+    fn a_background_load_achieves_its_target() {
+        let load = BackgroundLoad::start(30.0, 1);
+        std::thread::sleep(Duration::from_millis(600));
+        let achieved = load.finish();
+        assert!((25.0..=35.0).contains(&achieved), "30% asked, {achieved:.1}% achieved");
+    }
+
+    #[test]
+    fn idle_meter_sees_a_busy_cpu() {
+        let meter = IdleMeter::start(Duration::from_millis(200));
+        let mark = meter.mark();
+        let load = BackgroundLoad::start(100.0, 1);
+        std::thread::sleep(Duration::from_millis(300));
+        let idle = meter.idle_since(mark);
+        let _ = load.finish();
+        // One of the CPUs was fully busy: at most about half of the machine stayed idle.
+        assert!(idle < 75.0, "idle {idle:.1}% with one CPU of {} busy", netchar_sys::cpu::online_cpus());
+    }
+}
