@@ -282,8 +282,9 @@ pub(crate) struct CompareArgs {
 /// `netchar suite`.
 #[derive(Debug, Args)]
 pub(crate) struct SuiteArgs {
-    /// Which suite: bwsweep (the bwtest.sh UDP rate sweep, both directions), netio (netio's
-    /// block-size table), sizes (stackthru's block-size sweep).
+    /// Which suite: ecos (the eCos nc6_test_master sequence), bwsweep (the bwtest.sh UDP rate
+    /// sweep, both directions), netio (netio's block-size table), sizes (stackthru's
+    /// block-size sweep).
     pub(crate) suite: String,
     /// Server as HOST, HOST:PORT or [IPV6]:PORT.
     pub(crate) host: String,
@@ -305,6 +306,9 @@ pub(crate) struct SuiteArgs {
     /// Print the results as a JSON array.
     #[arg(long)]
     pub(crate) json: bool,
+    /// ecos: a short form (fewer buffers, shorter pauses) for a quick look or a test.
+    #[arg(long)]
+    pub(crate) quick: bool,
 }
 
 impl UdpArgs {

@@ -48,3 +48,30 @@ fn sizes_sweeps_block_sizes_over_tcp_and_udp() {
     let text = netchar(&["suite", "sizes", "127.0.0.1", "-p", &port, "--duration", "0.1"]);
     assert!(text.stdout.contains("MB/s (2^20) Mbit/s (10^6)"), "{}", text.stdout);
 }
+
+#[test]
+fn ecos_runs_the_nc6_test_master_sequence() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run = netchar(&["suite", "ecos", "127.0.0.1", "-p", &port, "--quick"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = &run.stdout;
+    for header in ["No load, master at 100%", "Various slave compute loads", "Various master loads"] {
+        assert!(out.contains(header), "{header} missing:\n{out}");
+    }
+    // No load: 7 tests; slave loads 0..50%: 12 echo tests; master loads: 10 echo tests.
+    assert_eq!(out.lines().filter(|l| l.contains(" echo - ")).count(), 3 + 12 + 10, "{out}");
+    assert!(out.contains("UDP send - 64 bufs of 1024 bytes"), "{out}");
+    assert!(out.contains("TCP recv - 64 bufs of 1024 bytes"), "{out}");
+    assert!(out.contains("10ms delay after 10 packets"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains("master") && l.contains("% idle")).count(), 10, "{out}");
+    // The slave loads are measured: 50% asked, within ±5 points.
+    let loads: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("slave background load achieved ")?.trim_end_matches('%').parse().ok())
+        .collect();
+    assert_eq!(loads.len(), 12, "{out}");
+    for (achieved, asked) in loads.iter().zip([0.0, 0.0, 10.0, 10.0, 20.0, 20.0, 30.0, 30.0, 40.0, 40.0, 50.0, 50.0]) {
+        assert!((achieved - asked).abs() <= 5.0, "asked {asked}%, achieved {achieved}%");
+    }
+}

@@ -509,3 +509,26 @@ pub fn echo_line(r: &TestResult) -> String {
     line.push('\n');
     line
 }
+
+/// One one-way transfer as the eCos nc_test master printed it:
+/// `UDP send - 628 bufs of 1024 bytes in 1.46 seconds - 430.14 KB/S - 3.5237 Mbit/S`, counted
+/// at the receiving end, with out-of-sequence and lost datagrams for UDP.
+pub fn transfer_line(r: &TestResult, what: &str) -> String {
+    let Some(f) = r.summary.up.as_ref().or(r.summary.down.as_ref()) else { return String::new() };
+    // A datagram list (--pattern 640x1024) sets the size; otherwise the block.
+    let listed = r.test.spec.udp.as_ref().and_then(|u| u.pattern.as_ref()).and_then(|p| p.sizes.first().map(|s| s.1));
+    let size = listed.unwrap_or(r.test.spec.block_bytes).max(1);
+    let rx = &f.receiver;
+    let bufs = rx.udp_received.as_ref().map_or(rx.total_bytes / size, |u| u.packets);
+    let secs = rx.seconds + r.test.spec.omit_seconds;
+    let kbps = if secs > 0.0 { rx.total_bytes as f64 / secs / 1024.0 } else { 0.0 };
+    let mbps = if secs > 0.0 { rx.total_bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 };
+    let mut line = format!(
+        "{what} - {bufs} bufs of {size} bytes in {secs:.2} seconds - {kbps:.2} KB/S - {mbps:.4} Mbit/S (M = 10^6)"
+    );
+    if let Some(u) = &rx.udp_received {
+        let _ = write!(line, ", {} out of sequence, {} lost", u.out_of_order, u.lost);
+    }
+    line.push('\n');
+    line
+}
