@@ -490,15 +490,16 @@ fn run_plan(a: &args::RunArgs, stop: &StopFlag) -> Result<u8> {
             let first = e.to_string().lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
             anyhow::anyhow!("{}: {first}", where_())
         })?;
-        let plan = match cli.command {
-            Some(args::Command::Tcp(x)) => plan::TcpPlan::from_args(&x),
-            Some(args::Command::Udp(x)) => plan::TcpPlan::from_udp_args(&x),
-            Some(args::Command::Rr(x)) => plan::TcpPlan::from_rr_args(&x),
-            Some(args::Command::Crr(x)) => plan::TcpPlan::from_crr_args(&x),
+        let plans = match cli.command {
+            Some(args::Command::Tcp(x)) => plan::TcpPlan::from_args(&x).map(|p| vec![p]),
+            Some(args::Command::Udp(x)) => plan::TcpPlan::from_udp_args(&x).map(|p| vec![p]),
+            Some(args::Command::Rr(x)) => plan::TcpPlan::from_rr_args(&x).map(|p| vec![p]),
+            Some(args::Command::Crr(x)) => plan::TcpPlan::from_crr_args(&x).map(|p| vec![p]),
+            Some(args::Command::Echo(x)) => plan::TcpPlan::from_echo_args(&x),
             _ => anyhow::bail!("{}: not a test", where_()),
         }
         .map_err(|e| anyhow::anyhow!("{}: {e}", where_()))?;
-        planned.push((t, plan));
+        planned.extend(plans.into_iter().map(|p| (t, p)));
     }
     let mut results = Vec::new();
     let mut worst = EXIT_OK;

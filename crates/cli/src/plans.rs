@@ -132,9 +132,15 @@ pub(crate) fn expand(text: &str, file: &str, host: Option<&str>) -> Result<Vec<P
             }
         }
         let kind = match merged.get("kind").and_then(Value::as_str) {
-            Some(k @ ("tcp" | "udp" | "rr" | "crr")) => k.to_string(),
-            Some(other) => bail!("{file}:{}: test {}: kind {other:?}: use tcp, udp, rr or crr", at("kind"), index + 1),
-            None => bail!("{file}:{}: test {}: field \"kind\" is missing (tcp, udp, rr or crr)", at("kind"), index + 1),
+            Some(k @ ("tcp" | "udp" | "rr" | "crr" | "echo")) => k.to_string(),
+            Some(other) => {
+                bail!("{file}:{}: test {}: kind {other:?}: use tcp, udp, rr, crr or echo", at("kind"), index + 1)
+            }
+            None => bail!(
+                "{file}:{}: test {}: field \"kind\" is missing (tcp, udp, rr, crr or echo)",
+                at("kind"),
+                index + 1
+            ),
         };
         let target = match (merged.get("host").and_then(Value::as_str), host) {
             (Some(h), _) => h.to_string(),

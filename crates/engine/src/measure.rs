@@ -56,7 +56,58 @@ impl CpuMeter {
 /// This machine, for the result's `host` field.
 pub fn host_info() -> HostInfo {
     let (hostname, kernel, cpu_model, cores) = netchar_sys::host::describe();
-    HostInfo { hostname, kernel, cpu_model, cores }
+    HostInfo { hostname, kernel, cpu_model, cores, interfaces: interfaces(), sysctls: sysctls() }
+}
+
+/// Sysctls that change what a test measures.
+const SYSCTLS: &[&str] = &[
+    "net/ipv4/tcp_congestion_control",
+    "net/core/default_qdisc",
+    "net/core/rmem_max",
+    "net/core/wmem_max",
+    "net/ipv4/tcp_rmem",
+    "net/ipv4/tcp_wmem",
+    "net/core/busy_read",
+    "net/core/busy_poll",
+    "net/core/netdev_max_backlog",
+];
+
+fn sysctls() -> std::collections::BTreeMap<String, String> {
+    SYSCTLS
+        .iter()
+        .filter_map(|k| {
+            let v = std::fs::read_to_string(format!("/proc/sys/{k}")).ok()?;
+            Some((k.replace('/', "."), v.split_whitespace().collect::<Vec<_>>().join(" ")))
+        })
+        .collect()
+}
+
+fn interfaces() -> Vec<netchar_model::NicInfo> {
+    let Ok(dir) = std::fs::read_dir("/sys/class/net") else { return Vec::new() };
+    let mut nics: Vec<netchar_model::NicInfo> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "lo")
+        .map(|name| {
+            let base = std::path::Path::new("/sys/class/net").join(&name);
+            let read = |f: &str| std::fs::read_to_string(base.join(f)).ok().map(|s| s.trim().to_string());
+            let driver = std::fs::read_link(base.join("device/driver"))
+                .ok()
+                .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+                .or_else(|| {
+                    read("uevent").and_then(|u| u.lines().find_map(|l| l.strip_prefix("DEVTYPE=").map(str::to_string)))
+                });
+            netchar_model::NicInfo {
+                name,
+                driver,
+                // Drivers without a speed answer -1 or an error.
+                speed_mbps: read("speed").and_then(|s| s.parse::<i64>().ok()).filter(|&s| s > 0).map(|s| s as u64),
+                mtu: read("mtu").and_then(|s| s.parse().ok()),
+            }
+        })
+        .collect();
+    nics.sort_by(|a, b| a.name.cmp(&b.name));
+    nics
 }
 
 /// Now as RFC 3339 UTC, seconds precision.

@@ -284,6 +284,28 @@ pub struct HostInfo {
     pub cpu_model: String,
     /// CPUs online.
     pub cores: u32,
+    /// Network interfaces other than loopback: name, driver, link speed, MTU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interfaces: Vec<NicInfo>,
+    /// Settings that shape results: congestion control, buffer limits, default qdisc, busy poll.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sysctls: std::collections::BTreeMap<String, String>,
+}
+
+/// One network interface, as far as /sys tells.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicInfo {
+    /// Interface name.
+    pub name: String,
+    /// Kernel driver (e.g. `virtio_net`, `veth`), if known.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub driver: Option<String>,
+    /// Link speed in Mbit/s, if the driver reports one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub speed_mbps: Option<u64>,
+    /// MTU in bytes.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mtu: Option<u32>,
 }
 
 /// The test as it ran, for the result file.
