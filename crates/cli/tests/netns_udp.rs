@@ -387,3 +387,53 @@ fn udp_loss_equals_nft_drop_counter_both_directions() {
     }
     eprintln!("netns_udp loss: total {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// UDP stream setup survives lost setup datagrams (iperf3 sends one and waits 30 s,
+/// esnet/iperf#351): every setup datagram is dropped for the first 300 ms, then let through;
+/// the test still runs and accounts for every datagram.
+#[test]
+fn udp_setup_survives_lost_setup_datagrams() {
+    let Some(link) = shaped_link() else { return };
+    let port = 5313u16;
+    let port_s = port.to_string();
+    let setup = ["udp", "dport", &port_s, "@th,64,32", "0x4e430101", "counter", "drop"];
+    let install = (|| -> Result<(), String> {
+        link.a.nft(&["add", "table", "inet", "ncsetup"])?;
+        link.a.nft(&["add", "chain", "inet", "ncsetup", "in", "{ type filter hook input priority 0; }"])?;
+        let mut rule = vec!["add", "rule", "inet", "ncsetup", "in"];
+        rule.extend_from_slice(&setup);
+        link.a.nft(&rule)?;
+        Ok(())
+    })();
+    if let Err(e) = install {
+        netns::skip_or_fail(&format!("cannot install the nftables setup-drop rule: {e}"));
+        return;
+    }
+    let remover = {
+        let ns = link.a.name().to_string();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let counters = std::process::Command::new("ip")
+                .args(["netns", "exec", &ns, "nft", "list", "chain", "inet", "ncsetup", "in"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "exec", &ns, "nft", "delete", "table", "inet", "ncsetup"])
+                .status();
+            counters
+        })
+    };
+    let run = run_udp(&link, port, false, "10M", "1");
+    let rules = remover.join().unwrap();
+    let dropped: u64 = rules
+        .split("counter packets ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {rules}"));
+    eprintln!("netns_udp setup: {dropped} setup datagrams dropped, then the test ran");
+    assert!(dropped >= 2, "the rule dropped {dropped} setup datagrams: the retry was not exercised\n{rules}");
+    assert!(run.flag("packets_accounted"), "{}", run.context);
+    assert!(run.int(&["receiver", "packets"]) > 0, "{}", run.context);
+}
