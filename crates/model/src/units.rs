@@ -138,7 +138,8 @@ impl RateFormat {
 pub fn format_si(value: f64, unit: &str) -> String {
     let prefixes = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")];
     for (scale, p) in prefixes {
-        if value >= scale {
+        // 999.96 M rounds to "1000 M": print it as "1.00 G".
+        if value >= scale * 0.9995 {
             return format!("{} {p}{unit}", three_digits(value / scale));
         }
     }
@@ -202,5 +203,6 @@ mod tests {
         assert_eq!(format_bytes(131072), "128 KiB");
         assert_eq!(format_si(99_996_000.0, "bit/s"), "100 Mbit/s");
         assert_eq!(format_si(9_999_000.0, "bit/s"), "10.0 Mbit/s");
+        assert_eq!(format_si(999_960_000.0, "bit/s"), "1.00 Gbit/s");
     }
 }
