@@ -49,6 +49,11 @@ impl JitterMeter {
         self.variation.quantile(q)
     }
 
+    /// The |D| values recorded since the last reset.
+    pub fn variation(&self) -> &Distribution {
+        &self.variation
+    }
+
     /// Clears the percentile histogram (for the next interval); the RFC 3550 estimate goes on.
     pub fn reset_variation(&mut self) {
         self.variation.reset();

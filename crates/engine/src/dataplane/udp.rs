@@ -415,7 +415,8 @@ pub(super) fn receive(
 struct ReceiverState {
     tracker: SequenceTracker,
     jitter: JitterMeter,
-    whole_jitter: JitterMeter,
+    /// |D| of every closed interval, merged once per interval (not recorded twice per datagram).
+    whole_variation: Distribution,
     bytes: u64,
     kernel_drops: u64,
     foreign: u64,
@@ -449,7 +450,7 @@ impl ReceiverState {
         Self {
             tracker: SequenceTracker::new(),
             jitter: JitterMeter::new(),
-            whole_jitter: JitterMeter::new(),
+            whole_variation: Distribution::new(),
             bytes: 0,
             kernel_drops: 0,
             foreign: 0,
@@ -495,7 +496,6 @@ impl ReceiverState {
             self.ledger.credit(h.sequence);
         }
         self.jitter.record(h.sent_ns, at_ns);
-        self.whole_jitter.record(h.sent_ns, at_ns);
         self.bytes += seg.len() as u64;
         self.last_offset_ns = self.last_offset_ns.max(at_ns.saturating_sub(self.started_real_ns));
     }
@@ -513,6 +513,7 @@ impl ReceiverState {
             self.closed.push(iv);
             self.ledger.open(self.tracker.high_water());
             self.at_start = self.snapshot();
+            self.whole_variation.merge(self.jitter.variation());
             self.jitter.reset_variation();
             self.current += 1;
         }
@@ -540,6 +541,8 @@ impl ReceiverState {
 
     /// Closes the last interval and settles loss with the sender's exact total.
     fn finish(mut self, shared: &StreamShared, spec: &TestSpec, end_ns: u64) {
+        // The open interval's variation (with -i 0, the whole test's) joins the closed ones'.
+        self.whole_variation.merge(self.jitter.variation());
         let sent = shared.peer_packets.load(Ordering::Acquire);
         let sent = if sent == u64::MAX { self.tracker.high_water() } else { sent };
         if self.interval_ns > 0 {
@@ -566,9 +569,9 @@ impl ReceiverState {
             out_of_order: self.tracker.late(),
             duplicates: self.tracker.duplicates(),
             reorder_extent_max: self.tracker.reorder_extent_max(),
-            jitter_ms: self.whole_jitter.jitter_ns() / 1e6,
-            jitter_p50_ms: self.whole_jitter.variation_quantile_ns(0.5) as f64 / 1e6,
-            jitter_p99_ms: self.whole_jitter.variation_quantile_ns(0.99) as f64 / 1e6,
+            jitter_ms: self.jitter.jitter_ns() / 1e6,
+            jitter_p50_ms: self.whole_variation.quantile(0.5) as f64 / 1e6,
+            jitter_p99_ms: self.whole_variation.quantile(0.99) as f64 / 1e6,
             kernel_drops: self.kernel_drops,
             coalesced: self.gro,
             foreign: self.foreign,
