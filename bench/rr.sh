@@ -32,6 +32,9 @@
 # failed, a client failed/timed out/printed no usable result, or a server died; 2 for bad
 # settings (a knob's value, a port in use, python3/taskset/sockperf missing).
 set -u -o pipefail
+BENCH=rr
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$BENCH_DIR/lib.sh" || exit 2           # shared helpers (build, servers, accounting, retries)
 
 DUR=${DUR:-3}
 ROUNDS=${ROUNDS:-3}
@@ -44,30 +47,16 @@ CLIENT_CPU=${CLIENT_CPU:-0}
 SERVER_CPU_CROSS=${SERVER_CPU_CROSS:-1}
 H=127.0.0.1                       # loopback only: every server binds here, every client targets it
 
-for v in IDLE_WAIT BUSY_RETRY CLIENT_CPU SERVER_CPU_CROSS; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "rr.sh: $v must be a non-negative integer (got '${!v}')" >&2; exit 2; }
-done
-for v in DUR ROUNDS PORT_BASE; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "rr.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
-done
+need_uint IDLE_WAIT BUSY_RETRY CLIENT_CPU SERVER_CPU_CROSS
+need_posint DUR ROUNDS PORT_BASE
 [ "$CLIENT_CPU" != "$SERVER_CPU_CROSS" ] || { echo "rr.sh: CLIENT_CPU and SERVER_CPU_CROSS must differ" >&2; exit 2; }
 NCPU=$(nproc)
 for v in CLIENT_CPU SERVER_CPU_CROSS; do
   [ "${!v}" -lt "$NCPU" ] || { echo "rr.sh: $v=${!v} but this machine has $NCPU CPUs" >&2; exit 2; }
 done
 
-BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$BENCH_DIR/.." && pwd)
-WORK=$(mktemp -d /tmp/netchar-bench-rr.XXXXXX)    # raw outputs of every run are kept here
-RES=$WORK/results.tsv                             # one row per kept run, read by the report
-NOTES=$WORK/notes.txt                             # free-text observations for the report
-: > "$RES"; : > "$NOTES"
-CLK_TCK=$(getconf CLK_TCK)
+bench_init                        # WORK (raw outputs of every run), RES, NOTES, FAILED=0
 CLIENT_TO=$((DUR + 20))           # watchdog per client run (connect + DUR + teardown, generous)
-FAILED=0                          # set to 1 by any crashed/failed run -> exit status 1
-
-have() { command -v "$1" >/dev/null 2>&1; }
-note() { echo "$*" >> "$NOTES"; }
 
 # ------------------------------------------------------------------ tools present?
 have python3 || { echo "rr.sh: python3 is required (JSON/summary parsing and the report)" >&2; exit 2; }
@@ -87,23 +76,7 @@ fi
 [ ${#PEERS[@]} -gt 0 ] || echo "rr.sh: no peer tool found: netchar alone (no ratios)"
 
 # ------------------------------------------------------------------ build netchar
-# Build first so the benchmark measures the current tree, then copy the binary away: other
-# engineers may rebuild target/release/netchar while this runs.
-if [ "$NO_BUILD" != 1 ]; then
-  echo "building netchar: cargo build --release -q  (in $ROOT)"
-  if ! (cd "$ROOT" && timeout 1800 cargo build --release -q); then
-    echo "rr.sh: cargo build failed; nothing measured" >&2; exit 1
-  fi
-fi
-# The target dir may be redirected (CARGO_TARGET_DIR, .cargo/config); ask cargo where it is.
-TARGET_DIR=$(cd "$ROOT" && timeout 60 cargo metadata --format-version 1 --no-deps 2>/dev/null |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null) || TARGET_DIR=$ROOT/target
-NC=$WORK/netchar
-cp "$TARGET_DIR/release/netchar" "$NC" || { echo "rr.sh: no netchar binary in $TARGET_DIR/release" >&2; exit 1; }
-NC_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?")
-[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && NC_REV="$NC_REV+dirty"
-# Without a build the binary may predate the tree: label it by its build time instead.
-[ "$NO_BUILD" = 1 ] && NC_REV="prebuilt $(date -r "$TARGET_DIR/release/netchar" '+%F %T'), tree $NC_REV"
+build_netchar                     # sets NC (a private copy of the binary) and NC_REV
 
 # ------------------------------------------------------------------ placements, ports, servers
 PLACEMENTS=(same cross)
@@ -120,15 +93,9 @@ SERVERS=(nc.same nc.cross)
 have sockperf && SERVERS+=(sp.udp.same sp.udp.cross sp.tcp.same sp.tcp.cross)
 [ -n "$NETPERF" ] && SERVERS+=(np.same np.cross)
 
-# listening tcp|udp PORT: true if anything listens on that port (any address; a wildcard
-# listener would also take our 127.0.0.1 traffic).
-listening() {
-  if [ "$1" = udp ]; then [ -n "$(ss -Hlun "sport = :$2" 2>/dev/null)" ]
-  else [ -n "$(ss -Hltn "sport = :$2" 2>/dev/null)" ]; fi
-}
 if have ss; then
   for p in $(seq "$PORT_BASE" $((PORT_BASE + 7))); do
-    if listening tcp "$p" || listening udp "$p"; then
+    if port_in_use tcp "$p" || port_in_use udp "$p"; then
       echo "rr.sh: port $p is already in use (TCP or UDP); pick free ports with PORT_BASE=..." >&2
       exit 2
     fi
@@ -137,13 +104,12 @@ fi
 
 # Budget: every run may be retried once, and each round or retry may wait IDLE_WAIT.
 SERVER_TO=$(( ROUNDS * 2 * 18 * (DUR + 6 + IDLE_WAIT) + 600 ))
-declare -A TPID SPID
-server_cmd() { # NAME -> sets CMD and PROTO (what to wait for)
+server_cmd() { # NAME -> sets CMD and READY (see start_server in lib.sh)
   local n=$1 pl=${1##*.} p=${SPORT[$1]}
-  PROTO=tcp
+  READY=(tcp "$p")
   case $n in
-    nc.*)     CMD=("$NC" server -B "$H" -p "$p") ;;
-    sp.udp.*) CMD=(sockperf sr -i "$H" -p "$p"); PROTO=udp ;;
+    nc.*)     CMD=("$NC" server -B "$H" -p "$p"); READY=(log) ;;
+    sp.udp.*) CMD=(sockperf sr -i "$H" -p "$p"); READY=(udp "$p") ;;
     sp.tcp.*) CMD=(sockperf sr --tcp -i "$H" -p "$p") ;;
     # -D: stay in the foreground (so `timeout` and the trap own it); it forks a child per test,
     # which inherits this pinning (and -T re-pins it to the same CPU).
@@ -151,71 +117,8 @@ server_cmd() { # NAME -> sets CMD and PROTO (what to wait for)
   esac
   CMD=(taskset -c "${SCPU[$pl]}" "${CMD[@]}")
 }
-start_server() { # NAME
-  local n=$1 i n0
-  server_cmd "$n"
-  n0=$(cat "$WORK/srv.$n.err" 2>/dev/null | wc -l)   # a restart appends: look at new lines only
-  timeout -k 2 "$SERVER_TO" "${CMD[@]}" >> "$WORK/srv.$n.out" 2>> "$WORK/srv.$n.err" &
-  TPID[$n]=$!
-  for ((i = 0; i < 100; i++)); do          # up to 5 s to come up
-    if [[ $n == nc.* ]]; then tail -n +$((n0 + 1)) "$WORK/srv.$n.err" | grep -q "listening on" && break
-    elif have ss; then listening "$PROTO" "${SPORT[$n]}" && break
-    elif [ "$i" -ge 20 ]; then break; fi
-    kill -0 "${TPID[$n]}" 2>/dev/null || break
-    sleep 0.05
-  done
-  # timeout -> taskset, which execs the server: the child of `timeout` is the server itself.
-  SPID[$n]=$(pgrep -P "${TPID[$n]}" | head -1)
-  if [ -z "${SPID[$n]}" ] || ! kill -0 "${SPID[$n]}" 2>/dev/null; then
-    echo "rr.sh: server $n did not start; see $WORK/srv.$n.err" >&2
-    return 1
-  fi
-}
-alive() { [ -n "${SPID[$1]:-}" ] && kill -0 "${SPID[$1]}" 2>/dev/null; }
-cleanup() {
-  local n
-  for n in "${!TPID[@]}"; do kill "${SPID[$n]:-}" "${TPID[$n]}" 2>/dev/null; done
-  sleep 0.3
-  for n in "${!TPID[@]}"; do
-    kill -0 "${TPID[$n]}" 2>/dev/null && kill -KILL "${SPID[$n]:-}" "${TPID[$n]}" 2>/dev/null
-    wait "${TPID[$n]}" 2>/dev/null
-  done
-  rm -f "$NC"                              # 10+ MB; the logs stay for inspection
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# ------------------------------------------------------------------ accounting helpers
-# proc_cpu PID: CPU seconds of a process (all threads) plus its reaped children (netserver
-# forks a child per test), user+system.  Fields are counted after the ")" that closes comm.
-proc_cpu() {
-  local s
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo NaN; return; }
-  s=${s##*) }
-  awk -v hz="$CLK_TCK" '{printf "%.3f\n", ($12 + $13 + $14 + $15) / hz}' <<< "$s"
-}
-# timed OUT ERR CMD...: run CMD under a watchdog; sets RC and CLIENT_CPU (user+sys seconds of
-# CMD and its children, from bash's `time`).
-timed() {
-  local out=$1 err=$2; shift 2
-  local TIMEFORMAT='%3U %3S'
-  { time timeout -k 2 "$CLIENT_TO" "$@" > "$out" 2> "$err"; } 2> "$WORK/time.txt"
-  RC=$?
-  CLIENT_CPU=$(awk '{printf "%.3f", $1 + $2}' "$WORK/time.txt")
-}
-# cpu_ticks: "busy total" clock ticks of all CPUs so far, from /proc/stat (busy = not idle/iowait).
-cpu_ticks() {
-  awk '$1 == "cpu" {t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t; exit}' /proc/stat
-}
-# busy_pct SECONDS: share of all CPUs busy (not idle/iowait) over an interval, from /proc/stat.
-busy_pct() {
-  local a b
-  a=$(head -1 /proc/stat); sleep "$1"; b=$(head -1 /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x); split(b, y); t = 0
-    for (i = 2; i <= 9; i++) t += y[i] - x[i]          # user..steal
-    idle = (y[5] - x[5]) + (y[6] - x[6])
-    printf "%.0f\n", (t > 0) ? 100 * (t - idle) / t : 0}'
-}
+server_who() { echo "server $1"; }       # messages say "server sp.udp.cross"
+stop_servers_on_exit
 
 # ------------------------------------------------------------------ result parser
 # parse.py TOOL FILE PROTO LEN CCPU SCPU BUSYPOLL DUR
@@ -332,11 +235,8 @@ run_one() {
   esac
   [ "$v" = nc14 ] && len=14
   [ "$v" = ncbp ] && bp=1
-  if ! alive "$srv"; then
-    note "CRASH: server $srv was not running before round $r $proto $pl $v; restarted (see $WORK/srv.$srv.err)"
-    FAILED=1
-    start_server "$srv" || { ROW=$(printf '%s\t%s\t%s\t%s\tFAIL\t\t\t\t\t\t\tserver down' "$r" "$proto" "$pl" "$v"); OTHER=0; return; }
-  fi
+  restart_if_dead "$srv" "round $r $proto $pl $v" ||
+    { ROW=$(printf '%s\t%s\t%s\t%s\tFAIL\t\t\t\t\t\t\tserver down' "$r" "$proto" "$pl" "$v"); OTHER=0; return; }
   case $v in
     nc|nc14|ncbp)
       args=(taskset -c "$C" "$NC" rr "$H" -p "${SPORT[$srv]}" -t "$DUR" -A "$C,$S" -i 0 --json)
@@ -352,12 +252,13 @@ run_one() {
             -- -r 1,1 -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY) ;;
   esac
   echo "${args[*]}" > "$base.cmd"
-  m0=$(cpu_ticks); s0=$(proc_cpu "${SPID[$srv]}")
+  # The server's CPU includes its reaped children: netserver forks one per test.
+  m0=$(cpu_ticks); s0=$(proc_cpu "${SPID[$srv]}" children)
   timed "$base.out" "$base.err" "${args[@]}"
   sleep 0.2                                # let netserver reap its per-test child
-  s1=$(proc_cpu "${SPID[$srv]}"); m1=$(cpu_ticks)
+  s1=$(proc_cpu "${SPID[$srv]}" children); m1=$(cpu_ticks)
   local other
-  other=$(awk -v m0="$m0" -v m1="$m1" -v a="$s0" -v b="$s1" -v c="$CLIENT_CPU" -v hz="$CLK_TCK" 'BEGIN {
+  other=$(awk -v m0="$m0" -v m1="$m1" -v a="$s0" -v b="$s1" -v c="$CLIENT_SECS" -v hz="$CLK_TCK" 'BEGIN {
     split(m0, x, " "); split(m1, y, " "); tot = (y[2] - x[2]) / hz
     acct = (b == "NaN" || a == "NaN") ? c : b - a + c
     o = (tot > 0) ? 100 * ((y[1] - x[1]) / hz - acct) / tot : 0
@@ -365,11 +266,7 @@ run_one() {
   # sockperf prints its summary on stdout, some versions partly on stderr: parse both.
   local src=$base.out
   [ "$tool" = sockperf ] && { cat "$base.out" "$base.err" > "$base.all"; src=$base.all; }
-  if [ "$RC" -ne 0 ]; then
-    local why="exit $RC"; [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] && why="timed out after ${CLIENT_TO}s"
-    note "FAIL: round $r $proto $pl $v: $why: $(head -c 300 "$base.err" | tr '\n\t' '  ')"
-    FAILED=1
-  fi
+  note_client_failure "round $r $proto $pl $v" "$base.err"
   if line=$(python3 "$WORK/parse.py" "$tool" "$src" "$proto" "$len" "$C" "$S" "$bp" "$DUR" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
     read -r tps mean p50 p99 p999 rest <<< "$line"
     ROW=$(printf '%s\t%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$r" "$proto" "$pl" "$v" "$tps" "$mean" "$p50" "$p99" "$p999" "$other" "${rest:-}")
@@ -377,21 +274,11 @@ run_one() {
     [ "$tool" = netchar ] && python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("summary") or {}).get("placement"))' \
       "$base.out" > "$base.placement" 2>/dev/null
   else
-    [ "$RC" -eq 0 ] && { note "FAIL: round $r $proto $pl $v: unusable output: $(tail -c 300 "$base.err" | tr '\n\t' '  ')"; FAILED=1; }
+    [ "$RC" -eq 0 ] && note_unusable "round $r $proto $pl $v" "$base.err"
     ROW=$(printf '%s\t%s\t%s\t%s\tFAIL\t\t\t\t\t\t%s\t' "$r" "$proto" "$pl" "$v" "$other")
   fi
   OTHER=$other
   sleep 0.3   # let the previous test's sockets drain before the next one
-}
-
-# wait_idle: wait up to IDLE_WAIT seconds for the machine to drop below 15% busy; sets BUSY.
-wait_idle() {
-  local waited=0
-  BUSY=$(busy_pct 0.5)
-  while [ "${BUSY:-0}" -gt 15 ] && [ "$waited" -lt "$IDLE_WAIT" ]; do
-    [ -t 2 ] && printf '\r  waiting for the machine to go idle (%s%% busy) ...      ' "$BUSY" >&2
-    sleep 1; waited=$((waited + 2)); BUSY=$(busy_pct 1)
-  done
 }
 
 # ------------------------------------------------------------------ main
@@ -405,7 +292,7 @@ variants() { # PLACEMENT -> VARS
 
 for n in "${SERVERS[@]}"; do start_server "$n" || { FAILED=1; exit 1; }; done
 
-VERS="netchar $("$NC" --version 2>/dev/null | awk '{print $2}') ($NC_REV)"
+VERS=$(netchar_version)
 have sockperf && VERS="$VERS, sockperf $(sockperf --version 2>&1 | sed 's/\x1b\[[0-9;]*m//g' | awk '/version/ {print $3; exit}')"
 [ -n "$NETPERF" ] && VERS="$VERS, netperf $("$NETPERF" -V 2>&1 | awk '/[Vv]ersion/ {print $NF; exit}')"
 nruns=0; for pl in "${PLACEMENTS[@]}"; do variants "$pl"; nruns=$((nruns + 2 * ${#VARS[@]})); done
@@ -413,39 +300,23 @@ echo "rr.sh: $nruns runs x $ROUNDS rounds of ${DUR}s on $H, client CPU $C, serve
 
 T0=$(date +%s)
 for ((r = 1; r <= ROUNDS; r++)); do
-  wait_idle
-  [ "${BUSY:-0}" -gt 15 ] && note "WARNING: machine ${BUSY}% busy just before round $r (other processes); results may be noisy"
+  start_round "$r" "noisy"          # waits for quiet if IDLE_WAIT is set
   for proto in tcp udp; do
     for pl in "${PLACEMENTS[@]}"; do
       variants "$pl"
-      # Rotate which variant goes first so none is always measured right after a pause.
-      k=$(( (r - 1) % ${#VARS[@]} ))
-      order=("${VARS[@]:k}" "${VARS[@]:0:k}")
-      for v in "${order[@]}"; do
+      rotate "$r" "${VARS[@]}"      # the variant that goes first changes every round
+      for v in "${ORDER[@]}"; do
         [ -t 2 ] && printf '\r  round %d/%d  %s %-5s %-8s   ' "$r" "$ROUNDS" "$proto" "$pl" "$v" >&2
-        ATTEMPT=""
-        run_one "$r" "$proto" "$pl" "$v"
-        # A run that shared the machine with other work measures that work too: measure it
-        # again (after waiting for quiet if IDLE_WAIT allows) and keep the quieter attempt.
-        if [ "$BUSY_RETRY" -gt 0 ] && awk -v o="$OTHER" -v l="$BUSY_RETRY" 'BEGIN {exit !(o > l)}'; then
-          first=$OTHER; row1=$ROW
-          wait_idle
-          ATTEMPT=.retry
-          run_one "$r" "$proto" "$pl" "$v"
-          if awk -v a="$first" -v b="$OTHER" 'BEGIN {exit !(a < b)}' && [ "$(cut -f5 <<< "$row1")" = ok ]; then
-            ROW=$row1; kept=first
-          else kept=retry; fi
-          note "re-measured round $r $proto $pl $v: other work took ${first}% of the machine (retry: ${OTHER}%; kept the $kept)"
-        fi
-        echo "$ROW" >> "$RES"
+        # A run during which other work took more than BUSY_RETRY % is measured again; the
+        # quieter attempt is kept if it was ok.
+        measure quieter run_one "$r" "$proto" "$pl" "$v"
+        [ "$RETRIED" = 1 ] && note "re-measured round $r $proto $pl $v: other work took ${FIRST_OTHER}% of the machine (retry: ${OTHER}%; kept the $KEPT)"
       done
     done
   done
 done
 [ -t 2 ] && printf '\r%60s\r' '' >&2
-for n in "${SERVERS[@]}"; do
-  alive "$n" || { note "CRASH: server $n died during the run (see $WORK/srv.$n.err)"; FAILED=1; }
-done
+note_dead_servers "${SERVERS[@]}"
 # netchar's placement strings as printed in its JSON (one per protocol/placement/variant)
 for f in "$WORK"/r*.placement; do
   [ -e "$f" ] || continue
@@ -613,11 +484,4 @@ for proto in ("tcp", "udp"):
     line(r >= 10, f"{lab}: >= 10x the best blocking peer: {r:.1f}x {bp} ({s['tps']:.0f} vs {S[(proto, 'cross', bp)]['tps']:.0f}/s)")
 EOF
 
-cat "$REPORT"
-if [ "$BENCH_SAVE" = 1 ]; then
-  mkdir -p "$BENCH_DIR/results"
-  dest="$BENCH_DIR/results/rr-$(date +%Y%m%d-%H%M%S).txt"
-  cp "$REPORT" "$dest" && echo "saved: $dest"
-fi
-echo "raw outputs: $WORK"
-exit "$FAILED"
+finish                            # print, save if BENCH_SAVE=1, exit with FAILED

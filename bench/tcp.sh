@@ -25,6 +25,9 @@
 # failed, a client failed/timed out/printed no usable result, or a server died; 2 for bad
 # settings (a knob's value, a port in use, python3 missing).
 set -u -o pipefail
+BENCH=tcp
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$BENCH_DIR/lib.sh" || exit 2           # shared helpers (build, servers, accounting, retries)
 
 DUR=${DUR:-3}
 ROUNDS=${ROUNDS:-3}
@@ -35,66 +38,27 @@ IDLE_WAIT=${IDLE_WAIT:-0}
 BUSY_RETRY=${BUSY_RETRY:-25}
 H=127.0.0.1                       # loopback only: every server binds here, every client targets it
 
-for v in IDLE_WAIT BUSY_RETRY; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "tcp.sh: $v must be a non-negative integer (got '${!v}')" >&2; exit 2; }
-done
-for v in DUR ROUNDS PORT_BASE; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "tcp.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
-done
+need_uint IDLE_WAIT BUSY_RETRY
+need_posint DUR ROUNDS PORT_BASE
 
-BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$BENCH_DIR/.." && pwd)
-WORK=$(mktemp -d /tmp/netchar-bench-tcp.XXXXXX)   # raw outputs of every run are kept here
-RES=$WORK/results.tsv                             # one row per run, read by the report
-NOTES=$WORK/notes.txt                             # free-text observations for the report
-: > "$RES"; : > "$NOTES"
-CLK_TCK=$(getconf CLK_TCK)
+bench_init                        # WORK (raw outputs of every run), RES, NOTES, FAILED=0
 CLIENT_TO=$((DUR + 20))           # watchdog per client run (connect + DUR + teardown, generous)
-FAILED=0                          # set to 1 by any crashed/failed run -> exit status 1
-
-have() { command -v "$1" >/dev/null 2>&1; }
-note() { echo "$*" >> "$NOTES"; }
 
 # ------------------------------------------------------------------ tools present?
 TOOLS=(netchar)
-if have iperf3; then TOOLS+=(iperf3)
-else echo "iperf3 not found: skipping it (install with: sudo apt-get install iperf3)"; fi
-# Debian's `iperf` package is iperf 2.x; make sure `iperf` is not something else.
-# (`iperf --version` exits 1, so capture its text rather than pipe it under pipefail.)
-I2_VER=$(have iperf && iperf --version 2>&1 || true)
-if [[ $I2_VER == *"iperf version 2"* ]]; then TOOLS+=(iperf2)
-else echo "iperf (2.x) not found: skipping it (install with: sudo apt-get install iperf)"; fi
+find_iperfs                       # + iperf3, iperf2 (sets I2_VER)
 have python3 || { echo "tcp.sh: python3 is required (JSON/CSV parsing and the report)" >&2; exit 2; }
 have ss || echo "note: ss (iproute2) not found; waiting a fixed 1 s for servers to listen"
 
 # ------------------------------------------------------------------ build netchar
-# Build first so the benchmark measures the current tree, then copy the binary away: other
-# engineers may rebuild target/release/netchar while this runs.
-if [ "$NO_BUILD" != 1 ]; then
-  echo "building netchar: cargo build --release -q  (in $ROOT)"
-  if ! (cd "$ROOT" && timeout 1800 cargo build --release -q); then
-    echo "tcp.sh: cargo build failed; nothing measured" >&2; exit 1
-  fi
-fi
-# The target dir may be redirected (CARGO_TARGET_DIR, .cargo/config); ask cargo where it is.
-TARGET_DIR=$(cd "$ROOT" && timeout 60 cargo metadata --format-version 1 --no-deps 2>/dev/null |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null) || TARGET_DIR=$ROOT/target
-NC=$WORK/netchar
-cp "$TARGET_DIR/release/netchar" "$NC" || { echo "tcp.sh: no netchar binary in $TARGET_DIR/release" >&2; exit 1; }
-NC_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?")
-[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && NC_REV="$NC_REV+dirty"
-# Without a build the binary may predate the tree: label it by its build time instead.
-[ "$NO_BUILD" = 1 ] && NC_REV="prebuilt $(date -r "$TARGET_DIR/release/netchar" '+%F %T'), tree $NC_REV"
+build_netchar                     # sets NC (a private copy of the binary) and NC_REV
 
 # ------------------------------------------------------------------ ports
 P_NC=$PORT_BASE; P_I3=$((PORT_BASE + 1)); P_I2=$((PORT_BASE + 2))
 declare -A PORT=([netchar]=$P_NC [iperf3]=$P_I3 [iperf2]=$P_I2)
-# listening PORT: true if anything listens on TCP PORT (any address; a wildcard listener
-# would also take our 127.0.0.1 connections).
-listening() { [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
 if have ss; then
   for t in "${TOOLS[@]}"; do
-    if listening "${PORT[$t]}"; then
+    if port_in_use tcp "${PORT[$t]}"; then
       echo "tcp.sh: port ${PORT[$t]} (for $t) is already in use; pick free ports with PORT_BASE=..." >&2
       exit 2
     fi
@@ -102,85 +66,19 @@ if have ss; then
 fi
 
 # ------------------------------------------------------------------ servers
-# Each server runs under `timeout` (a watchdog in case this script is SIGKILLed) and is
-# killed by the EXIT trap.  TPID = the timeout process, SPID = the server itself (its
-# /proc/PID/stat is read for CPU accounting).
+# One server per tool for the whole run, under `timeout`, stopped on exit (lib.sh: start_server).
 # Budget: every run may be retried once, and each round or retry may wait IDLE_WAIT.
 SERVER_TO=$(( ROUNDS * 26 * (DUR + 6 + IDLE_WAIT) + 600 ))
-declare -A TPID SPID
-server_cmd() { # TOOL -> sets CMD
+server_cmd() { # TOOL -> sets CMD and READY (see start_server)
   case $1 in
-    netchar) CMD=("$NC" server -B "$H" -p "$P_NC") ;;
-    iperf3)  CMD=(iperf3 -s -B "$H" -p "$P_I3") ;;
+    netchar) CMD=("$NC" server -B "$H" -p "$P_NC"); READY=(log) ;;
+    iperf3)  CMD=(iperf3 -s -B "$H" -p "$P_I3"); READY=(tcp "$P_I3") ;;
     # -y C makes the server print one CSV line per finished stream: that is the receiver's
     # figure for upload tests, and tells us when the server has finished a test.
-    iperf2)  CMD=(iperf -s -B "$H" -p "$P_I2" -y C) ;;
+    iperf2)  CMD=(iperf -s -B "$H" -p "$P_I2" -y C); READY=(tcp "$P_I2") ;;
   esac
 }
-start_server() { # TOOL
-  local t=$1 i n0
-  server_cmd "$t"
-  n0=$(cat "$WORK/srv.$t.err" 2>/dev/null | wc -l)   # a restart appends: look at new lines only
-  timeout -k 2 "$SERVER_TO" "${CMD[@]}" >> "$WORK/srv.$t.out" 2>> "$WORK/srv.$t.err" &
-  TPID[$t]=$!
-  for ((i = 0; i < 100; i++)); do          # up to 5 s to come up
-    if [ "$t" = netchar ]; then tail -n +$((n0 + 1)) "$WORK/srv.$t.err" | grep -q "listening on" && break
-    elif have ss; then listening "${PORT[$t]}" && break
-    elif [ "$i" -ge 20 ]; then break; fi
-    kill -0 "${TPID[$t]}" 2>/dev/null || break
-    sleep 0.05
-  done
-  SPID[$t]=$(pgrep -P "${TPID[$t]}" | head -1)
-  if [ -z "${SPID[$t]}" ] || ! kill -0 "${SPID[$t]}" 2>/dev/null; then
-    echo "tcp.sh: $t server did not start; see $WORK/srv.$t.err" >&2
-    return 1
-  fi
-}
-alive() { [ -n "${SPID[$1]:-}" ] && kill -0 "${SPID[$1]}" 2>/dev/null; }
-cleanup() {
-  local t
-  for t in "${!TPID[@]}"; do kill "${SPID[$t]:-}" "${TPID[$t]}" 2>/dev/null; done
-  sleep 0.3
-  for t in "${!TPID[@]}"; do
-    kill -0 "${TPID[$t]}" 2>/dev/null && kill -KILL "${SPID[$t]:-}" "${TPID[$t]}" 2>/dev/null
-    wait "${TPID[$t]}" 2>/dev/null
-  done
-  rm -f "$NC"                              # 10+ MB; the logs stay for inspection
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# ------------------------------------------------------------------ accounting helpers
-# proc_cpu PID: user+system CPU seconds of a whole process (all threads, finished ones
-# included).  Fields are counted after the ")" that closes comm, so odd names cannot shift them.
-proc_cpu() {
-  local s
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo NaN; return; }
-  s=${s##*) }
-  awk -v hz="$CLK_TCK" '{printf "%.3f\n", ($12 + $13) / hz}' <<< "$s"
-}
-# timed OUT ERR CMD...: run CMD under a watchdog; sets RC and CLIENT_CPU (user+sys seconds of
-# CMD and its children, from bash's `time`, i.e. getrusage of the waited-for processes).
-timed() {
-  local out=$1 err=$2; shift 2
-  local TIMEFORMAT='%3U %3S'
-  { time timeout -k 2 "$CLIENT_TO" "$@" > "$out" 2> "$err"; } 2> "$WORK/time.txt"
-  RC=$?
-  CLIENT_CPU=$(awk '{printf "%.3f", $1 + $2}' "$WORK/time.txt")
-}
-# cpu_ticks: "busy total" clock ticks of all CPUs so far, from /proc/stat (busy = not idle/iowait).
-cpu_ticks() {
-  awk '$1 == "cpu" {t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t; exit}' /proc/stat
-}
-# busy_pct SECONDS: share of all CPUs busy (not idle/iowait) over an interval, from /proc/stat.
-busy_pct() {
-  local a b
-  a=$(head -1 /proc/stat); sleep "$1"; b=$(head -1 /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x); split(b, y); t = 0
-    for (i = 2; i <= 9; i++) t += y[i] - x[i]          # user..steal
-    idle = (y[5] - x[5]) + (y[6] - x[6])
-    printf "%.0f\n", (t > 0) ? 100 * (t - idle) / t : 0}'
-}
+stop_servers_on_exit
 
 # ------------------------------------------------------------------ result parser
 # parse.py TOOL FILE DIRECTION DUR ZC -> "gbps bytes cpu_seconds|- retransmits|- note..."
@@ -251,11 +149,8 @@ run_one() {
   local r=$1 c=$2 t=$3 P=$4 rev=$5 zc=$6
   local base="$WORK/r$r.$c.$t${ATTEMPT:-}" dir=up line s0 s1 m0 m1 n0=0 i args=()
   [ "$rev" = 1 ] && dir=down
-  if ! alive "$t"; then
-    note "CRASH: $t server was not running before round $r $c; restarted (see $WORK/srv.$t.err)"
-    FAILED=1
-    start_server "$t" || { ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\tserver down' "$r" "$c" "$t"); OTHER=0; return; }
-  fi
+  restart_if_dead "$t" "round $r $c" ||
+    { ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\tserver down' "$r" "$c" "$t"); OTHER=0; return; }
   case $t in
     netchar) args=("$NC" tcp "$H" -p "$P_NC" -t "$DUR" -P "$P" -i 0 --json)
              [ "$rev" = 1 ] && args+=(-R); [ "$zc" = 1 ] && args+=(--zerocopy) ;;
@@ -280,35 +175,21 @@ run_one() {
   fi
   s1=$(proc_cpu "${SPID[$t]}"); m1=$(cpu_ticks)
   local acct other
-  acct=$(awk -v a="$s0" -v b="$s1" -v c="$CLIENT_CPU" 'BEGIN {printf "%.3f", b - a + c}')
+  acct=$(awk -v a="$s0" -v b="$s1" -v c="$CLIENT_SECS" 'BEGIN {printf "%.3f", b - a + c}')
   other=$(awk -v m0="$m0" -v m1="$m1" -v acct="$acct" -v hz="$CLK_TCK" 'BEGIN {
     split(m0, x, " "); split(m1, y, " "); tot = (y[2] - x[2]) / hz
     printf "%.1f", (tot > 0) ? 100 * ((y[1] - x[1]) / hz - acct) / tot : 0}')
-  if [ "$RC" -ne 0 ]; then
-    local why="exit $RC"; [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] && why="timed out after ${CLIENT_TO}s"
-    note "FAIL: round $r $c $t: $why: $(head -c 300 "$base.err" | tr '\n\t' '  ')"
-    FAILED=1
-  fi
+  note_client_failure "round $r $c $t" "$base.err"
   if line=$(python3 "$WORK/parse.py" "$t" "$src" "$dir" "$DUR" "$zc" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
     read -r gbps bytes cpu retrans rest <<< "$line"
     [ "$t" = iperf2 ] && cpu=$acct          # no self-report: process accounting is the figure
     ROW=$(printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$r" "$c" "$t" "$gbps" "$bytes" "$cpu" "$acct" "$other" "$retrans" "${rest:-}")
   else
-    [ "$RC" -eq 0 ] && { note "FAIL: round $r $c $t: unusable output: $(tail -c 300 "$base.err" | tr '\n\t' '  ')"; FAILED=1; }
+    [ "$RC" -eq 0 ] && note_unusable "round $r $c $t" "$base.err"
     ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t%s\t%s\t\t' "$r" "$c" "$t" "$acct" "$other")
   fi
   OTHER=$other
   sleep 0.5   # let the previous test's sockets and softirq work drain before the next one
-}
-
-# wait_idle: wait up to IDLE_WAIT seconds for the machine to drop below 15% busy; sets BUSY.
-wait_idle() {
-  local waited=0
-  BUSY=$(busy_pct 0.5)
-  while [ "${BUSY:-0}" -gt 15 ] && [ "$waited" -lt "$IDLE_WAIT" ]; do
-    [ -t 2 ] && printf '\r  waiting for the machine to go idle (%s%% busy) ...      ' "$BUSY" >&2
-    sleep 1; waited=$((waited + 2)); BUSY=$(busy_pct 1)
-  done
 }
 
 # ------------------------------------------------------------------ main
@@ -322,49 +203,29 @@ declare -A C_ZC=([up1]=0 [zc1]=1 [up2]=0 [up4]=0 [rev1]=0)
 
 for t in "${TOOLS[@]}"; do start_server "$t" || { FAILED=1; exit 1; }; done
 
-VERS="netchar $("$NC" --version 2>/dev/null | awk '{print $2}') ($NC_REV)"
-for t in "${TOOLS[@]}"; do
-  case $t in
-    iperf3) VERS="$VERS, iperf3 $(iperf3 --version 2>&1 | awk 'NR==1 {print $2}')" ;;
-    iperf2) VERS="$VERS, iperf $(awk '{print $3}' <<< "$I2_VER")" ;;
-  esac
-done
+VERS=$(netchar_version)
+for t in "${TOOLS[@]:1}"; do VERS="$VERS, $(iperf_version "$t")"; done
 nruns=$(( (${#CASES[@]} - 1) * ${#TOOLS[@]} + 1 ))
 echo "tcp.sh: ${#CASES[@]} cases x ${#TOOLS[@]} tools x $ROUNDS rounds of ${DUR}s on $H (~$(( nruns * ROUNDS * (DUR + 1) ))s); logs in $WORK"
 
 T0=$(date +%s)
 for ((r = 1; r <= ROUNDS; r++)); do
-  # Other work on the box (builds, tests) skews loopback results badly on few cores: wait
-  # for it if asked (IDLE_WAIT), and say so otherwise.
-  wait_idle
-  [ "${BUSY:-0}" -gt 15 ] && note "WARNING: machine ${BUSY}% busy just before round $r (other processes); results may be low/noisy"
-  # Rotate which tool goes first so none is always measured right after a pause.
-  k=$(( (r - 1) % ${#TOOLS[@]} ))
-  order=("${TOOLS[@]:k}" "${TOOLS[@]:0:k}")
+  start_round "$r" "low/noisy"      # waits for quiet if IDLE_WAIT is set
+  rotate "$r" "${TOOLS[@]}"         # the tool that goes first changes every round
   for c in "${CASES[@]}"; do
-    for t in "${order[@]}"; do
+    for t in "${ORDER[@]}"; do
       [ "$c" = zc1 ] && [ "$t" != netchar ] && continue
       # progress on a terminal only, so logs/pipes get just the report
       [ -t 2 ] && printf '\r  round %d/%d  %-18s %-8s' "$r" "$ROUNDS" "${C_LABEL[$c]}" "$t" >&2
-      ATTEMPT=""
-      run_one "$r" "$c" "$t" "${C_P[$c]}" "${C_REV[$c]}" "${C_ZC[$c]}"
-      # A run that shared the machine with other work measures that work, not the tool:
-      # measure it once more (after waiting for quiet if IDLE_WAIT allows) and keep the retry.
-      if [ "$BUSY_RETRY" -gt 0 ] && awk -v o="$OTHER" -v l="$BUSY_RETRY" 'BEGIN {exit !(o > l)}'; then
-        first=$OTHER
-        wait_idle
-        ATTEMPT=.retry
-        run_one "$r" "$c" "$t" "${C_P[$c]}" "${C_REV[$c]}" "${C_ZC[$c]}"
-        note "re-measured round $r ${C_LABEL[$c]} $t: other work took ${first}% of the machine (retry: ${OTHER}%)"
-      fi
-      echo "$ROW" >> "$RES"
+      # A run during which other work took more than BUSY_RETRY % is measured again; the
+      # retry is kept.
+      measure retry run_one "$r" "$c" "$t" "${C_P[$c]}" "${C_REV[$c]}" "${C_ZC[$c]}"
+      [ "$RETRIED" = 1 ] && note "re-measured round $r ${C_LABEL[$c]} $t: other work took ${FIRST_OTHER}% of the machine (retry: ${OTHER}%)"
     done
   done
 done
 [ -t 2 ] && printf '\r%60s\r' '' >&2
-for t in "${TOOLS[@]}"; do
-  alive "$t" || { note "CRASH: $t server died during the run (see $WORK/srv.$t.err)"; FAILED=1; }
-done
+note_dead_servers "${TOOLS[@]}"
 
 # ------------------------------------------------------------------ report
 REPORT=$WORK/report.txt
@@ -521,11 +382,4 @@ line(None if r is None else r >= 1.5,
      "--zerocopy >= 1.5x iperf3 1 stream: " + (f"{r:.2f}x" if r is not None else "not measured"))
 EOF
 
-cat "$REPORT"
-if [ "$BENCH_SAVE" = 1 ]; then
-  mkdir -p "$BENCH_DIR/results"
-  dest="$BENCH_DIR/results/tcp-$(date +%Y%m%d-%H%M%S).txt"
-  cp "$REPORT" "$dest" && echo "saved: $dest"
-fi
-echo "raw outputs: $WORK"
-exit "$FAILED"
+finish                            # print, save if BENCH_SAVE=1, exit with FAILED

@@ -55,6 +55,9 @@
 # failed, a client failed/timed out/printed no usable result, or a server died; 2 for bad
 # settings (a knob's value, a port in use, python3 missing).
 set -u -o pipefail
+BENCH=udp
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$BENCH_DIR/lib.sh" || exit 2           # shared helpers (build, servers, accounting, retries)
 
 DUR=${DUR:-3}
 ROUNDS=${ROUNDS:-3}
@@ -65,120 +68,51 @@ IDLE_WAIT=${IDLE_WAIT:-0}
 BUSY_RETRY=${BUSY_RETRY:-25}
 H=127.0.0.1                       # loopback only: every server binds here, every client targets it
 
-for v in IDLE_WAIT BUSY_RETRY; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "udp.sh: $v must be a non-negative integer (got '${!v}')" >&2; exit 2; }
-done
-for v in DUR ROUNDS PORT_BASE; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "udp.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
-done
+need_uint IDLE_WAIT BUSY_RETRY
+need_posint DUR ROUNDS PORT_BASE
 
-BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$BENCH_DIR/.." && pwd)
-WORK=$(mktemp -d /tmp/netchar-bench-udp.XXXXXX)   # raw outputs of every run are kept here
-RES=$WORK/results.tsv                             # one row per run, read by the report
-NOTES=$WORK/notes.txt                             # free-text observations for the report
-: > "$RES"; : > "$NOTES"
-CLK_TCK=$(getconf CLK_TCK)
+bench_init                        # WORK (raw outputs of every run), RES, NOTES, FAILED=0
 CLIENT_TO=$((DUR + 20))           # watchdog per client run (setup + DUR + grace + iperf2's FIN retries)
-FAILED=0                          # set to 1 by any crashed/failed run -> exit status 1
-
-have() { command -v "$1" >/dev/null 2>&1; }
-note() { echo "$*" >> "$NOTES"; }
 
 # ------------------------------------------------------------------ tools present?
 TOOLS=(netchar)
-if have iperf3; then TOOLS+=(iperf3)
-else echo "iperf3 not found: skipping it (install with: sudo apt-get install iperf3)"; fi
-# Debian's `iperf` package is iperf 2.x; make sure `iperf` is not something else.
-# (`iperf --version` exits 1, so capture its text rather than pipe it under pipefail.)
-I2_VER=$(have iperf && iperf --version 2>&1 || true)
-if [[ $I2_VER == *"iperf version 2"* ]]; then TOOLS+=(iperf2)
-else echo "iperf (2.x) not found: skipping it (install with: sudo apt-get install iperf)"; fi
+find_iperfs                       # + iperf3, iperf2 (sets I2_VER)
 if have nuttcp; then TOOLS+=(nuttcp)
 else echo "nuttcp not found: skipping it (install with: sudo apt-get install nuttcp)"; fi
 have python3 || { echo "udp.sh: python3 is required (JSON parsing and the report)" >&2; exit 2; }
 have ss || echo "note: ss (iproute2) not found; waiting a fixed 1 s for servers to come up"
 
 # ------------------------------------------------------------------ build netchar
-# Build first so the benchmark measures the current tree, then copy the binary away: other
-# engineers may rebuild target/release/netchar while this runs.
-if [ "$NO_BUILD" != 1 ]; then
-  echo "building netchar: cargo build --release -q  (in $ROOT)"
-  if ! (cd "$ROOT" && timeout 1800 cargo build --release -q); then
-    echo "udp.sh: cargo build failed; nothing measured" >&2; exit 1
-  fi
-fi
-# The target dir may be redirected (CARGO_TARGET_DIR, .cargo/config); ask cargo where it is.
-TARGET_DIR=$(cd "$ROOT" && timeout 60 cargo metadata --format-version 1 --no-deps 2>/dev/null |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null) || TARGET_DIR=$ROOT/target
-NC=$WORK/netchar
-cp "$TARGET_DIR/release/netchar" "$NC" || { echo "udp.sh: no netchar binary in $TARGET_DIR/release" >&2; exit 1; }
-NC_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?")
-[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && NC_REV="$NC_REV+dirty"
-# Without a build the binary may predate the tree: label it by its build time instead.
-[ "$NO_BUILD" = 1 ] && NC_REV="prebuilt $(date -r "$TARGET_DIR/release/netchar" '+%F %T'), tree $NC_REV"
+build_netchar                     # sets NC (a private copy of the binary) and NC_REV
 
 # ------------------------------------------------------------------ ports
 P_NC=$PORT_BASE; P_I3=$((PORT_BASE + 1)); P_I2=$((PORT_BASE + 2)); P_NT=$((PORT_BASE + 3)); P_ND=$((PORT_BASE + 4))
-# tcp_busy PORT / udp_busy PORT: something listens on / is bound to that port (any address; a
-# wildcard socket would also take our 127.0.0.1 traffic).
-tcp_busy() { [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
-udp_busy() { [ -n "$(ss -Hlun "sport = :$1" 2>/dev/null)" ]; }
 if have ss; then
   declare -A NEED_TCP=([netchar]="$P_NC" [iperf3]="$P_I3" [iperf2]="" [nuttcp]="$P_NT")
   declare -A NEED_UDP=([netchar]="$P_NC" [iperf3]="$P_I3" [iperf2]="$P_I2" [nuttcp]="$P_ND")
   for t in "${TOOLS[@]}"; do
-    for p in ${NEED_TCP[$t]}; do tcp_busy "$p" && { echo "udp.sh: TCP port $p (for $t) is already in use; pick free ports with PORT_BASE=..." >&2; exit 2; }; done
-    for p in ${NEED_UDP[$t]}; do udp_busy "$p" && { echo "udp.sh: UDP port $p (for $t) is already in use; pick free ports with PORT_BASE=..." >&2; exit 2; }; done
+    for p in ${NEED_TCP[$t]}; do port_in_use tcp "$p" && { echo "udp.sh: TCP port $p (for $t) is already in use; pick free ports with PORT_BASE=..." >&2; exit 2; }; done
+    for p in ${NEED_UDP[$t]}; do port_in_use udp "$p" && { echo "udp.sh: UDP port $p (for $t) is already in use; pick free ports with PORT_BASE=..." >&2; exit 2; }; done
   done
 fi
 
 # ------------------------------------------------------------------ servers
-# Each server runs under `timeout` (a watchdog in case this script is SIGKILLed) and is killed
-# by the EXIT trap.  TPID = the timeout process, SPID = the server itself (its /proc/PID/stat
-# is read for CPU accounting).  netchar, iperf3 and nuttcp servers live for the whole run;
-# iperf2 gets a fresh server per run (at line rate its end-of-test datagram can be dropped,
-# which leaves a shared server stuck in the old test).
+# Servers run under `timeout` and are stopped on exit (lib.sh: start_server).  netchar, iperf3
+# and nuttcp servers live for the whole run; iperf2 gets a fresh server per run (at line rate
+# its end-of-test datagram can be dropped, which leaves a shared server stuck in the old test).
 # Budget: every run may be retried once, and each round or retry may wait IDLE_WAIT.
 SERVER_TO=$(( ROUNDS * 30 * (DUR + 6 + IDLE_WAIT) + 600 ))
-declare -A TPID SPID
-server_cmd() { # TOOL -> sets CMD
+server_cmd() { # TOOL -> sets CMD and READY (see start_server)
   case $1 in
-    netchar) CMD=("$NC" server -B "$H" -p "$P_NC") ;;
-    iperf3)  CMD=(iperf3 -s -B "$H" -p "$P_I3") ;;
-    iperf2)  CMD=(iperf -s -u -B "$H" -p "$P_I2" -e) ;;
+    netchar) CMD=("$NC" server -B "$H" -p "$P_NC"); READY=(log) ;;
+    iperf3)  CMD=(iperf3 -s -B "$H" -p "$P_I3"); READY=(tcp "$P_I3") ;;
+    iperf2)  CMD=(iperf -s -u -B "$H" -p "$P_I2" -e); READY=(udp "$P_I2") ;;
     # nuttcp's server has no bind option: it listens on the wildcard address, but the only
     # client that ever connects is ours, to 127.0.0.1.
-    nuttcp)  CMD=(nuttcp -4 -S --nofork -P "$P_NT") ;;
+    nuttcp)  CMD=(nuttcp -4 -S --nofork -P "$P_NT"); READY=(tcp "$P_NT") ;;
   esac
 }
-ready() { # TOOL LOGOFFSET
-  case $1 in
-    netchar) tail -n +$(($2 + 1)) "$SRV_ERR" | grep -q "listening on" ;;
-    iperf2)  if have ss; then udp_busy "$P_I2"; else return 1; fi ;;
-    iperf3)  if have ss; then tcp_busy "$P_I3"; else return 1; fi ;;
-    nuttcp)  if have ss; then tcp_busy "$P_NT"; else return 1; fi ;;
-  esac
-}
-start_server() { # TOOL [OUT ERR WATCHDOG]
-  local t=$1 i n0
-  SRV_OUT=${2:-$WORK/srv.$t.out}; SRV_ERR=${3:-$WORK/srv.$t.err}
-  server_cmd "$t"
-  n0=$(cat "$SRV_ERR" 2>/dev/null | wc -l)   # a restart appends: look at new lines only
-  timeout -k 2 "${4:-$SERVER_TO}" "${CMD[@]}" >> "$SRV_OUT" 2>> "$SRV_ERR" &
-  TPID[$t]=$!
-  for ((i = 0; i < 100; i++)); do          # up to 5 s to come up
-    ready "$t" "$n0" && break
-    ! have ss && [ "$t" != netchar ] && [ "$i" -ge 20 ] && break
-    kill -0 "${TPID[$t]}" 2>/dev/null || break
-    sleep 0.05
-  done
-  SPID[$t]=$(pgrep -P "${TPID[$t]}" | head -1)
-  if [ -z "${SPID[$t]}" ] || ! kill -0 "${SPID[$t]}" 2>/dev/null; then
-    echo "udp.sh: $t server did not start; see $SRV_ERR" >&2
-    return 1
-  fi
-}
+# stop_server is udp.sh's own: only the per-run iperf2 server is stopped before the end.
 stop_server() { # TOOL: SIGINT (twice: iperf2 waits for its threads after the first), 2 s to exit, then SIGKILL
   local t=$1 i
   [ -n "${TPID[$t]:-}" ] || return 0
@@ -192,58 +126,12 @@ stop_server() { # TOOL: SIGINT (twice: iperf2 waits for its threads after the fi
   wait "${TPID[$t]}" 2>/dev/null
   unset "TPID[$t]" "SPID[$t]"
 }
-alive() { [ -n "${SPID[$1]:-}" ] && kill -0 "${SPID[$1]}" 2>/dev/null; }
-cleanup() {
-  local t
-  for t in "${!TPID[@]}"; do kill "${SPID[$t]:-}" "${TPID[$t]}" 2>/dev/null; done
-  sleep 0.3
-  for t in "${!TPID[@]}"; do
-    kill -0 "${TPID[$t]}" 2>/dev/null && kill -KILL "${SPID[$t]:-}" "${TPID[$t]}" 2>/dev/null
-    wait "${TPID[$t]}" 2>/dev/null
-  done
-  rm -f "$NC"                              # 10+ MB; the logs stay for inspection
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stop_servers_on_exit
 
-# ------------------------------------------------------------------ accounting helpers
-# proc_cpu PID: user+system CPU seconds of a whole process (all threads, finished ones
-# included).  Fields are counted after the ")" that closes comm, so odd names cannot shift them.
-proc_cpu() {
-  local s
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo NaN; return; }
-  s=${s##*) }
-  awk -v hz="$CLK_TCK" '{printf "%.3f\n", ($12 + $13) / hz}' <<< "$s"
-}
-# timed OUT ERR CMD...: run CMD under a watchdog; sets RC and CLIENT_CPU (user+sys seconds of
-# CMD and its children, from bash's `time`, i.e. getrusage of the waited-for processes).
-timed() {
-  local out=$1 err=$2; shift 2
-  local TIMEFORMAT='%3U %3S'
-  { time timeout -k 2 "$CLIENT_TO" "$@" > "$out" 2> "$err"; } 2> "$WORK/time.txt"
-  RC=$?
-  CLIENT_CPU=$(awk '{printf "%.3f", $1 + $2}' "$WORK/time.txt")
-}
-# cpu_ticks: "busy total ksoftirqd" clock ticks so far: all CPUs from /proc/stat (busy = not
-# idle/iowait), and the ksoftirqd threads' utime+stime (loopback receive work lands there too).
+# ------------------------------------------------------------------ accounting
+# ksoftirqd threads, whose CPU time `cpu_ticks ksoftirqd` reports separately: loopback UDP
+# receive work lands there too, and the report shows its share.
 KSOFT=$(pgrep '^ksoftirqd/' | tr '\n' ' ')
-cpu_ticks() {
-  local k=0 p s
-  for p in $KSOFT; do
-    s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-    s=${s##*) }; set -- $s; k=$((k + ${12} + ${13}))
-  done
-  awk -v k="$k" '$1 == "cpu" {t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t, k; exit}' /proc/stat
-}
-# busy_pct SECONDS: share of all CPUs busy (not idle/iowait) over an interval, from /proc/stat.
-busy_pct() {
-  local a b
-  a=$(head -1 /proc/stat); sleep "$1"; b=$(head -1 /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x); split(b, y); t = 0
-    for (i = 2; i <= 9; i++) t += y[i] - x[i]          # user..steal
-    idle = (y[5] - x[5]) + (y[6] - x[6])
-    printf "%.0f\n", (t > 0) ? 100 * (t - idle) / t : 0}'
-}
 
 # ------------------------------------------------------------------ result parser
 # parse.py VARIANT FILE LEN DUR MODE [SERVERLOG] ->
@@ -382,10 +270,8 @@ run_one() {
     start_server iperf2 "$base.srv" "$base.srv.err" $((CLIENT_TO + 15)) ||
       { FAILED=1; note "FAIL: round $r $c iperf2: server did not start"
         ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\t\t\t\t\tserver did not start' "$r" "$c" "$v"); OTHER=0; return; }
-  elif ! alive "$t"; then
-    note "CRASH: $t server was not running before round $r $c; restarted (see $WORK/srv.$t.err)"
-    FAILED=1
-    start_server "$t" || { ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\t\t\t\t\tserver down' "$r" "$c" "$v"); OTHER=0; return; }
+  elif ! restart_if_dead "$t" "round $r $c"; then
+    ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\t\t\t\t\tserver down' "$r" "$c" "$v"); OTHER=0; return
   fi
   case $v in
     netchar*) args=("$NC" udp "$H" -p "$P_NC" -t "$DUR" -l "$L" -i 0 --json)
@@ -400,7 +286,7 @@ run_one() {
               args+=("$H") ;;
   esac
   echo "${args[*]}" > "$base.cmd"
-  m0=$(cpu_ticks); s0=$(proc_cpu "${SPID[$t]}")
+  m0=$(cpu_ticks ksoftirqd); s0=$(proc_cpu "${SPID[$t]}")
   timed "$base.out" "$base.err" "${args[@]}"
   if [ "$t" = iperf2 ]; then
     # Wait (<= 3 s) until the server has printed its report, i.e. it has finished the test, so
@@ -410,19 +296,15 @@ run_one() {
       sleep 0.05
     done
   fi
-  s1=$(proc_cpu "${SPID[$t]}"); m1=$(cpu_ticks)
+  s1=$(proc_cpu "${SPID[$t]}"); m1=$(cpu_ticks ksoftirqd)
   [ "$t" = iperf2 ] && stop_server iperf2
   local acct other ksoft
-  acct=$(awk -v a="$s0" -v b="$s1" -v c="$CLIENT_CPU" 'BEGIN {printf "%.3f", b - a + c}')
+  acct=$(awk -v a="$s0" -v b="$s1" -v c="$CLIENT_SECS" 'BEGIN {printf "%.3f", b - a + c}')
   read -r other ksoft < <(awk -v m0="$m0" -v m1="$m1" -v acct="$acct" -v hz="$CLK_TCK" 'BEGIN {
     split(m0, x, " "); split(m1, y, " "); tot = (y[2] - x[2]) / hz; k = (y[3] - x[3]) / hz
     if (tot <= 0) { print "0 0"; exit }
     printf "%.1f %.1f\n", 100 * ((y[1] - x[1]) / hz - acct - k) / tot, 100 * k / tot}')
-  if [ "$RC" -ne 0 ]; then
-    local why="exit $RC"; [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] && why="timed out after ${CLIENT_TO}s"
-    note "FAIL: round $r $c $v: $why: $(head -c 300 "$base.err" | tr '\n\t' '  ')"
-    FAILED=1
-  fi
+  note_client_failure "round $r $c $v" "$base.err"
   if line=$(python3 "$WORK/parse.py" "$v" "$base.out" "$L" "$DUR" "$mode" "$base.srv" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
     local sent sent_s rx rx_s rx_bps sent_bps loss cpu rest
     read -r sent sent_s rx rx_s rx_bps sent_bps loss cpu rest <<< "$line"
@@ -433,21 +315,11 @@ run_one() {
         print r, c, v, "ok", sprintf("%.1f", sent / ss), sprintf("%.1f", rx / rs), sprintf("%.4f", rb / 1e9),
               sprintf("%.4f", sb / 1e9), loss, cpu, acct, other, ks, rx, notes}')
   else
-    [ "$RC" -eq 0 ] && { note "FAIL: round $r $c $v: unusable output: $(tail -c 300 "$base.err" | tr '\n\t' '  ')"; FAILED=1; }
+    [ "$RC" -eq 0 ] && note_unusable "round $r $c $v" "$base.err"
     ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\t%s\t%s\t%s\t\t' "$r" "$c" "$v" "$acct" "$other" "$ksoft")
   fi
   OTHER=$other
   sleep 0.5   # let the previous test's sockets and softirq work drain before the next one
-}
-
-# wait_idle: wait up to IDLE_WAIT seconds for the machine to drop below 15% busy; sets BUSY.
-wait_idle() {
-  local waited=0
-  BUSY=$(busy_pct 0.5)
-  while [ "${BUSY:-0}" -gt 15 ] && [ "$waited" -lt "$IDLE_WAIT" ]; do
-    [ -t 2 ] && printf '\r  waiting for the machine to go idle (%s%% busy) ...      ' "$BUSY" >&2
-    sleep 1; waited=$((waited + 2)); BUSY=$(busy_pct 1)
-  done
 }
 
 # ------------------------------------------------------------------ main
@@ -456,11 +328,10 @@ for t in "${TOOLS[@]}"; do
   start_server "$t" || { FAILED=1; exit 1; }
 done
 
-VERS="netchar $("$NC" --version 2>/dev/null | awk '{print $2}') ($NC_REV)"
+VERS=$(netchar_version)
 for t in "${TOOLS[@]}"; do
   case $t in
-    iperf3) VERS="$VERS, iperf3 $(iperf3 --version 2>&1 | awk 'NR==1 {print $2}')" ;;
-    iperf2) VERS="$VERS, iperf $(awk '{print $3}' <<< "$I2_VER")" ;;
+    iperf*) VERS="$VERS, $(iperf_version "$t")" ;;
     nuttcp) VERS="$VERS, nuttcp $(nuttcp -V 2>&1 | sed -n '1s/^nuttcp-//p')" ;;
   esac
 done
@@ -476,43 +347,26 @@ echo "udp.sh: ${#CASES[@]} cases, $nruns runs per round x $ROUNDS rounds of ${DU
 
 T0=$(date +%s)
 for ((r = 1; r <= ROUNDS; r++)); do
-  # Other work on the box (builds, tests) skews loopback results badly on few cores: wait
-  # for it if asked (IDLE_WAIT), and say so otherwise.
-  wait_idle
-  [ "${BUSY:-0}" -gt 15 ] && note "WARNING: machine ${BUSY}% busy just before round $r (other processes); results may be low/noisy"
-  # Rotate which variant goes first so none is always measured right after a pause.
-  k=$(( (r - 1) % ${#ALL_VARIANTS[@]} ))
-  order=("${ALL_VARIANTS[@]:k}" "${ALL_VARIANTS[@]:0:k}")
+  start_round "$r" "low/noisy"      # waits for quiet if IDLE_WAIT is set
+  rotate "$r" "${ALL_VARIANTS[@]}"  # the variant that goes first changes every round
   for c in "${CASES[@]}"; do
-    for v in "${order[@]}"; do
+    for v in "${ORDER[@]}"; do
       [[ " ${C_VARIANTS[$c]} " == *" $v "* ]] || continue
       # progress on a terminal only, so logs/pipes get just the report
       [ -t 2 ] && printf '\r  round %d/%d  %-26s %-14s' "$r" "$ROUNDS" "${C_LABEL[$c]}" "$v" >&2
-      ATTEMPT=""
-      run_one "$r" "$c" "$v"
-      # A run that shared the machine with other work measures that work, not the tool:
-      # measure it once more (after waiting for quiet if IDLE_WAIT allows) and keep whichever
-      # attempt had less other work on the machine.
-      if [ "$BUSY_RETRY" -gt 0 ] && awk -v o="$OTHER" -v l="$BUSY_RETRY" 'BEGIN {exit !(o > l)}'; then
-        first=$OTHER; first_row=$ROW
-        wait_idle
-        ATTEMPT=.retry
-        run_one "$r" "$c" "$v"
-        kept=retry
-        if [[ $first_row == *$'\tok\t'* ]] && { [[ $ROW != *$'\tok\t'* ]] ||
-             awk -v a="$first" -v b="$OTHER" 'BEGIN {exit !(b > a)}'; }; then
-          ROW=$first_row; kept="first attempt"
-        fi
-        note "re-measured round $r ${C_LABEL[$c]} $v: other work took ${first}% of the machine (retry: ${OTHER}%); kept the $kept"
+      # A run during which other work took more than BUSY_RETRY % is measured again; the
+      # attempt with less other work is kept (an ok one over a failed one).
+      measure quieter-ok run_one "$r" "$c" "$v"
+      if [ "$RETRIED" = 1 ]; then
+        kept=$KEPT; [ "$kept" = first ] && kept="first attempt"
+        note "re-measured round $r ${C_LABEL[$c]} $v: other work took ${FIRST_OTHER}% of the machine (retry: ${OTHER}%); kept the $kept"
       fi
-      echo "$ROW" >> "$RES"
     done
   done
 done
 [ -t 2 ] && printf '\r%70s\r' '' >&2
 for t in "${TOOLS[@]}"; do
-  [ "$t" = iperf2 ] && continue
-  alive "$t" || { note "CRASH: $t server died during the run (see $WORK/srv.$t.err)"; FAILED=1; }
+  [ "$t" = iperf2 ] || note_dead_servers "$t"    # iperf2's servers are per run
 done
 
 # ------------------------------------------------------------------ report
@@ -709,11 +563,4 @@ line(None if g is None else abs(g - 1.0) <= 0.005, "paced 1 Gbit/s: netchar recv
      + ("not measured" if g is None else f"{g:.4f} Gbit/s ({100 * (g - 1):+.2f}%), loss {lo:.3f}%"))
 EOF
 
-cat "$REPORT"
-if [ "$BENCH_SAVE" = 1 ]; then
-  mkdir -p "$BENCH_DIR/results"
-  dest="$BENCH_DIR/results/udp-$(date +%Y%m%d-%H%M%S).txt"
-  cp "$REPORT" "$dest" && echo "saved: $dest"
-fi
-echo "raw outputs: $WORK"
-exit "$FAILED"
+finish                            # print, save if BENCH_SAVE=1, exit with FAILED
