@@ -385,3 +385,19 @@ fn a_server_background_load_is_run_and_measured() {
     }
     assert_eq!(r["test"]["server_load"], serde_json::json!([30.0, 1]));
 }
+
+#[test]
+fn zerocopy_sends_every_byte_and_says_how() {
+    let s = Server::start(&[]);
+    let r = tcp_json(&s, "127.0.0.1", &["-n", "300M", "-i", "0", "--zerocopy", "-l", "100000"]);
+    let (tx, rx) = check_flow(&r, "up", 1);
+    assert_eq!((tx, rx), (300_000_000, 300_000_000));
+    let sender = r["streams"].as_array().unwrap().iter().find(|x| x["role"] == "sender").unwrap();
+    let z = &sender["zerocopy"];
+    let method = z["method"].as_str().unwrap_or_else(|| panic!("no zerocopy report: {sender}"));
+    assert!(["zerocopy", "splice", "copy"].contains(&method), "{z}");
+    // The counters account for the switch: a splice fallback follows copied completions.
+    if method == "splice" {
+        assert!(u(&z["copied"]) > 0 && u(&z["splice_sends"]) > 0, "{z}");
+    }
+}

@@ -82,6 +82,24 @@ pub struct RrFigures {
     pub receive_wakeup_us: Option<LatencyUs>,
 }
 
+/// How a `--zerocopy` TCP sender actually sent (the kernel may copy anyway).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ZeroCopyReport {
+    /// The method in use at the end: `zerocopy` (MSG_ZEROCOPY), `splice` (vmsplice + splice of
+    /// page references, after the kernel reported copying the MSG_ZEROCOPY sends), or `copy`.
+    pub method: String,
+    /// MSG_ZEROCOPY send calls.
+    pub zerocopy_sends: u64,
+    /// Of those, completions the kernel reported.
+    pub completed: u64,
+    /// Of those, completions flagged "copied anyway" (the rule on loopback and veth).
+    pub copied: u64,
+    /// splice calls after falling back.
+    pub splice_sends: u64,
+    /// Plain copying sends after falling back.
+    pub copy_sends: u64,
+}
+
 /// What a UDP sender counted, over a stream or an interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UdpSent {
@@ -237,6 +255,9 @@ pub struct StreamRecord {
     /// The CPU the stream's worker last ran on.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub cpu: Option<usize>,
+    /// `--zerocopy` TCP senders: how the data was actually sent.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub zerocopy: Option<ZeroCopyReport>,
     /// Interval samples in time order.
     pub intervals: Vec<StreamInterval>,
 }
@@ -818,6 +839,7 @@ mod tests {
             udp_received: None,
             rr: None,
             cpu: None,
+            zerocopy: None,
             intervals: vec![StreamInterval {
                 start: 0.0,
                 end: 1.0,

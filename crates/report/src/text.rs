@@ -276,6 +276,18 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             );
         }
     }
+    for s in r.streams.iter().filter(|s| s.zerocopy.is_some()).take(1) {
+        let z = s.zerocopy.as_ref().expect("filtered");
+        let how = match z.method.as_str() {
+            "splice" => format!(
+                "the kernel copied {} of {} MSG_ZEROCOPY sends anyway, so the sender switched to vmsplice/splice of its pages ({} splice calls)",
+                z.copied, z.completed, z.splice_sends
+            ),
+            "copy" => "zero-copy sends were not possible; plain copying sends were used".to_string(),
+            _ => format!("MSG_ZEROCOPY: {} sends, {} of {} completions copied by the kernel", z.zerocopy_sends, z.copied, z.completed),
+        };
+        let _ = writeln!(out, "--zerocopy (stream {}): {how}", s.id);
+    }
     if let (Some(idle), Some(loaded)) = (&r.summary.rr_idle, &r.summary.rr_loaded) {
         under_load_summary(idle, loaded, r, format, &mut out);
     } else if let Some(rr) = &r.summary.rr {

@@ -97,6 +97,8 @@ struct StreamShared {
     fresh_intervals: Mutex<Vec<StreamInterval>>,
     /// The CPU the worker last ran on, plus one (0: unknown).
     cpu: AtomicU64,
+    /// `--zerocopy` TCP sender: how it actually sent.
+    zerocopy: Mutex<Option<netchar_model::ZeroCopyReport>>,
     /// UDP and rr: the worker's final counts and intervals.
     udp_final: Mutex<Option<WorkerFinal>>,
 }
@@ -132,6 +134,7 @@ impl StreamShared {
             receive_until_ns: AtomicU64::new(u64::MAX),
             started,
             cpu: AtomicU64::new(0),
+            zerocopy: Mutex::new(None),
             fresh_intervals: Mutex::new(Vec::new()),
             udp_final: Mutex::new(None),
         }
@@ -447,7 +450,16 @@ impl Worker {
         };
         let budget = spec.byte_budget(self.shared.id);
         let rate = spec.tcp.rate_bps_per_stream.filter(|&r| r > 0);
-        let mut zerocopy = if spec.tcp.zerocopy { ZeroCopySender::new(socket.as_fd()).ok() } else { None };
+        // Zero-copy sends use the sender's own page-aligned copy of `buf`, never changed; where
+        // SO_ZEROCOPY is unsupported this stays None and the plain path below runs. Where the
+        // kernel copies MSG_ZEROCOPY data anyway (loopback, veth, a packet tap) the sender moves
+        // after its first completions to splicing the payload's pages, which loopback does not
+        // copy, or to plain sends where splicing fails (netchar_sys::zerocopy).
+        let mut zerocopy = if spec.tcp.zerocopy {
+            ZeroCopySender::new(socket.as_fd(), &buf, netchar_sys::zerocopy::OnCopy::FallBack).ok()
+        } else {
+            None
+        };
         let mut sent: u64 = 0;
         let mut end = Instant::now();
         let mut writer = socket;
@@ -475,7 +487,7 @@ impl Worker {
                 }
             }
             let written = match zerocopy.as_mut() {
-                Some(zc) => zc.send(socket.as_fd(), &buf[..len]),
+                Some(zc) => zc.send(socket.as_fd(), len),
                 None => writer.write(&buf[..len]),
             };
             match written {
@@ -489,8 +501,24 @@ impl Worker {
                 Err(e) => break Err(e),
             }
         };
-        if let Some(zc) = zerocopy.as_mut() {
-            let _ = zc.finish(socket.as_fd(), Duration::from_secs(5));
+        // The final zero-copy counters (None without --zerocopy or where it is unsupported).
+        let stats = zerocopy
+            .as_mut()
+            .map(|zc| zc.finish(socket.as_fd(), Duration::from_secs(5)).unwrap_or_else(|_| zc.stats()));
+        if let (Some(st), Ok(mut slot)) = (stats, self.shared.zerocopy.lock()) {
+            *slot = Some(netchar_model::ZeroCopyReport {
+                method: match st.method {
+                    netchar_sys::zerocopy::SendMethod::ZeroCopy => "zerocopy",
+                    netchar_sys::zerocopy::SendMethod::Splice => "splice",
+                    netchar_sys::zerocopy::SendMethod::Copy => "copy",
+                }
+                .to_string(),
+                zerocopy_sends: st.sends,
+                completed: st.completed,
+                copied: st.copied,
+                splice_sends: st.splice_sends,
+                copy_sends: st.copy_sends,
+            });
         }
         self.shared.end_ns.store(end.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
         let _ = socket.shutdown(Shutdown::Write);
@@ -575,6 +603,7 @@ impl Collector {
                     udp_received: None,
                     rr: None,
                     cpu: None,
+                    zerocopy: None,
                     intervals: Vec::new(),
                 },
                 last_bytes: 0,
@@ -730,6 +759,7 @@ impl Collector {
             t.record.seconds = ends[i];
             t.record.retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
             t.record.cpu = self.shared[i].cpu.load(Ordering::Acquire).checked_sub(1).map(|c| c as usize);
+            t.record.zerocopy = self.shared[i].zerocopy.lock().ok().and_then(|mut z| z.take());
             if let Some(f) = self.shared[i].udp_final.lock().ok().and_then(|mut g| g.take()) {
                 t.record.udp_sent = f.sent;
                 t.record.udp_received = f.received;
