@@ -355,7 +355,11 @@ pub(super) fn receive(
     let gro = opts.gro && udp::enable_gro(fd).is_ok();
     // The realtime instant of `started`, to place kernel timestamps on this end's timeline.
     let started_real = realtime_ns().saturating_sub(started.elapsed().as_nanos() as u64);
-    let slot = if gro { GRO_BUFFER } else { 65_536 };
+    // Slots sized for the largest datagram the test sends (plus room to spare), not 64 KiB
+    // each: a batch of 64 small datagrams then stays within a few cache-friendly pages.
+    let largest = opts.pattern.as_ref().and_then(|p| p.sizes.iter().map(|&(_, s)| s).max()).unwrap_or(0);
+    let slot =
+        if gro { GRO_BUFFER } else { (largest.max(spec.block_bytes) as usize + 1024).next_multiple_of(64).min(65_536) };
     let mut bufs = RecvBuffers::new(slot);
     let mut meta = [RecvMeta::default(); BATCH];
     let mut rx = ReceiverState::new(spec, gro, started_real);
