@@ -33,17 +33,7 @@ fn run_rr(link: &Link, port: u16, extra: &[&str]) -> Value {
 
 #[test]
 fn latency_under_upload_exceeds_idle_latency_at_a_bloated_bottleneck() {
-    let link = match Link::create() {
-        Ok(l) => l,
-        Err(reason) => {
-            netns::skip_or_fail(&reason);
-            return;
-        }
-    };
-    if let Err(e) = link.set_root_qdisc_both(TBF) {
-        netns::skip_or_fail(&format!("cannot install the tbf qdisc: {e}"));
-        return;
-    }
+    let Some(link) = Link::shaped(TBF) else { return };
     let r = run_rr(&link, 5311, &["-t", "3", "-i", "0", "--under-load", "tcp-up"]);
     assert!(r["error"].is_null(), "{}", r["error"]);
     let s = &r["summary"];

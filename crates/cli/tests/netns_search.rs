@@ -15,17 +15,7 @@ const TBF: &[&str] = &["tbf", "rate", "200mbit", "burst", "256kb", "latency", "5
 
 #[test]
 fn find_max_rate_lands_just_under_the_shaper_capacity() {
-    let link = match Link::create() {
-        Ok(l) => l,
-        Err(reason) => {
-            netns::skip_or_fail(&reason);
-            return;
-        }
-    };
-    if let Err(e) = link.set_root_qdisc_both(TBF) {
-        netns::skip_or_fail(&format!("cannot install the tbf qdisc: {e}"));
-        return;
-    }
+    let Some(link) = Link::shaped(TBF) else { return };
     let bin = env!("CARGO_BIN_EXE_netchar");
     let mut server_cmd = link.a.command(bin);
     server_cmd.args(["server", "-p", "5321"]);

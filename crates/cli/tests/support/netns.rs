@@ -236,6 +236,23 @@ impl Link {
 
     /// Replaces the root qdisc of both veth ends with `tc qdisc replace dev DEV root SPEC...`
     /// (e.g. `["tbf", "rate", "200mbit", ...]`).
+    /// A link with `qdisc` as the root qdisc on both ends, or None once [`skip_or_fail`] has
+    /// said why one cannot be made here.
+    pub fn shaped(qdisc: &[&str]) -> Option<Self> {
+        let link = match Self::create() {
+            Ok(l) => l,
+            Err(reason) => {
+                skip_or_fail(&reason);
+                return None;
+            }
+        };
+        if let Err(e) = link.set_root_qdisc_both(qdisc) {
+            skip_or_fail(&format!("cannot install the {} qdisc: {e}", qdisc.first().unwrap_or(&"root")));
+            return None;
+        }
+        Some(link)
+    }
+
     pub fn set_root_qdisc_both(&self, spec: &[&str]) -> Result<(), String> {
         for (ns, dev) in [(&self.a, DEV_A), (&self.b, DEV_B)] {
             let mut args = vec!["qdisc", "replace", "dev", dev, "root"];
