@@ -7,6 +7,8 @@
 //! non-blocking receives: on a VM most of a blocking round trip between cores is the halted
 //! vCPU waking up (reference/perf.md, technique 8).
 
+use super::is_retry;
+use super::udp::realtime_ns;
 use super::{Controls, StreamShared, POLL};
 use netchar_model::{EndCondition, LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
@@ -17,18 +19,9 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-fn realtime_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
 
 /// Longest blocking wait before the flags are checked again.
 const WAIT: Duration = Duration::from_millis(10);
-
-fn is_retry(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
-}
 
 /// Converts a latency distribution (ns) into the reported microsecond figures.
 pub(crate) fn latency_us(d: &Distribution) -> LatencyUs {

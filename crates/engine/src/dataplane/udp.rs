@@ -336,7 +336,7 @@ impl SenderIntervals {
 }
 
 /// Realtime now in ns, the clock of SO_TIMESTAMPNS.
-fn realtime_ns() -> u64 {
+pub(super) fn realtime_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
