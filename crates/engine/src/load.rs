@@ -32,14 +32,25 @@ impl BackgroundLoad {
                     let _ = netchar_sys::cpu::pin_current_thread(i as usize % cpus);
                     let (wall0, cpu0) = (Instant::now(), netchar_sys::cpu::thread_cpu_seconds());
                     let busy = PERIOD.as_secs_f64() * (percent / 100.0).clamp(0.0, 1.0);
+                    // CPU time owed from periods where other threads held the CPU: paid back in
+                    // later periods, so the average reaches the share asked for whenever the CPU
+                    // has room (capped, so a long stall does not turn into a long full-CPU burst).
+                    let mut owed = 0.0f64;
                     let mut next = Instant::now();
                     while !stop.load(Ordering::Relaxed) {
                         // Busy until this thread has used its share of CPU time (not wall
                         // time: a preempted spin would fall short of the load asked for).
-                        let until = netchar_sys::cpu::thread_cpu_seconds() + busy;
-                        while netchar_sys::cpu::thread_cpu_seconds() < until && next.elapsed() < PERIOD {
+                        let target = busy + owed;
+                        let start = netchar_sys::cpu::thread_cpu_seconds();
+                        let mut used = 0.0;
+                        while next.elapsed() < PERIOD && !stop.load(Ordering::Relaxed) {
+                            used = netchar_sys::cpu::thread_cpu_seconds() - start;
+                            if used >= target {
+                                break;
+                            }
                             std::hint::spin_loop();
                         }
+                        owed = (target - used).clamp(0.0, 4.0 * busy);
                         next += PERIOD;
                         let now = Instant::now();
                         if next > now {
