@@ -373,20 +373,6 @@ fn a_server_that_dies_mid_test_gives_an_error_and_partial_figures() {
 }
 
 #[test]
-fn a_server_background_load_is_run_and_measured() {
-    let s = Server::start(&[]);
-    let r = tcp_json(&s, "127.0.0.1", &["-t", "1", "-b", "10M", "-i", "0", "--server-load", "30", "--idle"]);
-    let remote = &r["cpu"]["remote"];
-    let achieved = f(&remote["background_load_pct"]);
-    assert!((25.0..=35.0).contains(&achieved), "30% asked: {remote}");
-    for end in ["local", "remote"] {
-        let idle = f(&r["cpu"][end]["idle_pct"]);
-        assert!((0.0..=100.0).contains(&idle), "{end}: {}", r["cpu"][end]);
-    }
-    assert_eq!(r["test"]["server_load"], serde_json::json!([30.0, 1]));
-}
-
-#[test]
 fn zerocopy_sends_every_byte_and_says_how() {
     let s = Server::start(&[]);
     let r = tcp_json(&s, "127.0.0.1", &["-n", "300M", "-i", "0", "--zerocopy", "-l", "100000"]);

@@ -5,15 +5,6 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::sync::Mutex;
-
-/// One suite at a time: the eCos suite measures the CPU load it imposes, and the other suites'
-/// traffic on this test binary's threads would take the CPU time that load asks for.
-static ONE_SUITE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_SUITE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 fn suite_json(s: &Server, name: &str) -> Vec<Value> {
     let port = s.port.to_string();
@@ -25,7 +16,6 @@ fn suite_json(s: &Server, name: &str) -> Vec<Value> {
 
 #[test]
 fn netio_runs_tcp_and_udp_both_ways_for_each_block_size() {
-    let _serial = one_at_a_time();
     let s = Server::start(&[]);
     let runs = suite_json(&s, "netio");
     assert_eq!(runs.len(), 6 * 4);
@@ -49,7 +39,6 @@ fn netio_runs_tcp_and_udp_both_ways_for_each_block_size() {
 
 #[test]
 fn sizes_sweeps_block_sizes_over_tcp_and_udp() {
-    let _serial = one_at_a_time();
     let s = Server::start(&[]);
     let runs = suite_json(&s, "sizes");
     assert_eq!(runs.len(), 18);
@@ -58,32 +47,4 @@ fn sizes_sweeps_block_sizes_over_tcp_and_udp() {
     let port = s.port.to_string();
     let text = netchar(&["suite", "sizes", "127.0.0.1", "-p", &port, "--duration", "0.1"]);
     assert!(text.stdout.contains("MB/s (2^20) Mbit/s (10^6)"), "{}", text.stdout);
-}
-
-#[test]
-fn ecos_runs_the_nc6_test_master_sequence() {
-    let _serial = one_at_a_time();
-    let s = Server::start(&[]);
-    let port = s.port.to_string();
-    let run = netchar(&["suite", "ecos", "127.0.0.1", "-p", &port, "--quick"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let out = &run.stdout;
-    for header in ["No load, master at 100%", "Various slave compute loads", "Various master loads"] {
-        assert!(out.contains(header), "{header} missing:\n{out}");
-    }
-    // No load: 7 tests; slave loads 0..50%: 12 echo tests; master loads: 10 echo tests.
-    assert_eq!(out.lines().filter(|l| l.contains(" echo - ")).count(), 3 + 12 + 10, "{out}");
-    assert!(out.contains("UDP send - 64 bufs of 1024 bytes"), "{out}");
-    assert!(out.contains("TCP recv - 64 bufs of 1024 bytes"), "{out}");
-    assert!(out.contains("10ms delay after 10 packets"), "{out}");
-    assert_eq!(out.lines().filter(|l| l.contains("master") && l.contains("% idle")).count(), 10, "{out}");
-    // The slave loads are measured: 50% asked, within ±5 points.
-    let loads: Vec<f64> = out
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("slave background load achieved ")?.trim_end_matches('%').parse().ok())
-        .collect();
-    assert_eq!(loads.len(), 12, "{out}");
-    for (achieved, asked) in loads.iter().zip([0.0, 0.0, 10.0, 10.0, 20.0, 20.0, 30.0, 30.0, 40.0, 40.0, 50.0, 50.0]) {
-        assert!((achieved - asked).abs() <= 5.0, "asked {asked}%, achieved {achieved}%");
-    }
 }

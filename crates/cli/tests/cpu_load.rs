@@ -1,0 +1,59 @@
+//! Tests that ask for a CPU load and check the share achieved. They live in a test binary of
+//! their own because cargo runs test binaries one after another: in a binary shared with traffic
+//! tests, the other tests' streams would take the CPU time the load asks for. Within this binary
+//! they also run one at a time, for the same reason.
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use std::sync::{Mutex, MutexGuard};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[test]
+fn a_server_background_load_is_run_and_measured() {
+    let _alone = alone();
+    let s = Server::start(&[]);
+    let r = tcp_json(&s, "127.0.0.1", &["-t", "1", "-b", "10M", "-i", "0", "--server-load", "30", "--idle"]);
+    let remote = &r["cpu"]["remote"];
+    let achieved = f(&remote["background_load_pct"]);
+    assert!((25.0..=35.0).contains(&achieved), "30% asked: {remote}");
+    for end in ["local", "remote"] {
+        let idle = f(&r["cpu"][end]["idle_pct"]);
+        assert!((0.0..=100.0).contains(&idle), "{end}: {}", r["cpu"][end]);
+    }
+    assert_eq!(r["test"]["server_load"], serde_json::json!([30.0, 1]));
+}
+
+#[test]
+fn ecos_runs_the_nc6_test_master_sequence() {
+    let _alone = alone();
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run = netchar(&["suite", "ecos", "127.0.0.1", "-p", &port, "--quick"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = &run.stdout;
+    for header in ["No load, master at 100%", "Various slave compute loads", "Various master loads"] {
+        assert!(out.contains(header), "{header} missing:\n{out}");
+    }
+    // No load: 7 tests; slave loads 0..50%: 12 echo tests; master loads: 10 echo tests.
+    assert_eq!(out.lines().filter(|l| l.contains(" echo - ")).count(), 3 + 12 + 10, "{out}");
+    assert!(out.contains("UDP send - 64 bufs of 1024 bytes"), "{out}");
+    assert!(out.contains("TCP recv - 64 bufs of 1024 bytes"), "{out}");
+    assert!(out.contains("10ms delay after 10 packets"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains("master") && l.contains("% idle")).count(), 10, "{out}");
+    // The slave loads are measured: 50% asked, within ±5 points.
+    let loads: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("slave background load achieved ")?.trim_end_matches('%').parse().ok())
+        .collect();
+    assert_eq!(loads.len(), 12, "{out}");
+    for (achieved, asked) in loads.iter().zip([0.0, 0.0, 10.0, 10.0, 20.0, 20.0, 30.0, 30.0, 40.0, 40.0, 50.0, 50.0]) {
+        assert!((achieved - asked).abs() <= 5.0, "asked {asked}%, achieved {achieved}%");
+    }
+}
