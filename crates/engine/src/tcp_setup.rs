@@ -87,7 +87,7 @@ pub(crate) fn post_connect(stream: &TcpStream, spec: &TestSpec, role: Role) -> R
 }
 
 /// Socket buffers for UDP streams: 8 MiB asked, the kernel caps at rmem_max/wmem_max (the
-/// receive queue's drops are counted separately, SO_RXQ_OVFL). Best effort.
+/// receive queue's drops are counted separately, the socket drop counter). Best effort.
 pub(crate) fn size_udp_buffers(socket: &std::net::UdpSocket) {
     let s = socket2::SockRef::from(socket);
     let _ = s.set_recv_buffer_size(8 << 20);

@@ -350,7 +350,6 @@ pub(super) fn receive(
     let opts = spec.udp.clone().unwrap_or_default();
     socket.set_read_timeout(Some(RECV_POLL))?;
     let fd = socket.as_fd();
-    let _ = udp::enable_drop_counter(fd);
     let _ = udp::enable_rx_timestamps(fd);
     let gro = opts.gro && udp::enable_gro(fd).is_ok();
     // The realtime instant of `started`, to place kernel timestamps on this end's timeline.
@@ -379,14 +378,15 @@ pub(super) fn receive(
                 for (i, m) in meta.iter().enumerate().take(n) {
                     let at = m.kernel_ns.unwrap_or(now_real);
                     let offset = at.saturating_sub(started_real);
+                    if rx.interval_ends_before(offset) {
+                        // The drop counter is read when an interval closes, not per datagram.
+                        rx.kernel_drops = udp::socket_drops(fd).unwrap_or(rx.kernel_drops);
+                    }
                     rx.close_intervals_before(offset, shared, spec);
                     let data = &bufs.slot(i)[..m.len];
                     let stride = m.stride.max(1);
                     for seg in data.chunks(stride) {
                         rx.on_datagram(shared.id, seg, at);
-                    }
-                    if let Some(d) = m.drops {
-                        rx.kernel_drops = u64::from(d);
                     }
                 }
                 shared.bytes.store(rx.bytes, Ordering::Release);
@@ -399,6 +399,9 @@ pub(super) fn receive(
                 ) =>
             {
                 let offset = realtime_ns().saturating_sub(started_real);
+                if rx.interval_ends_before(offset) {
+                    rx.kernel_drops = udp::socket_drops(fd).unwrap_or(rx.kernel_drops);
+                }
                 rx.close_intervals_before(offset, shared, spec);
             }
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
@@ -502,6 +505,11 @@ impl ReceiverState {
         self.jitter.record(h.sent_ns, at_ns);
         self.bytes += seg.len() as u64;
         self.last_offset_ns = self.last_offset_ns.max(at_ns.saturating_sub(self.started_real_ns));
+    }
+
+    /// Whether the interval being filled ends at or before `offset_ns` (ns since the start).
+    fn interval_ends_before(&self, offset_ns: u64) -> bool {
+        self.interval_ns > 0 && (self.current + 1) * self.interval_ns <= offset_ns
     }
 
     /// Closes every interval that ends at or before `offset_ns` (ns since the start).
