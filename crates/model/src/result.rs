@@ -139,8 +139,9 @@ pub struct UdpReceived {
     pub jitter_p50_ms: f64,
     /// 99th percentile of |D|, ms.
     pub jitter_p99_ms: f64,
-    /// Datagrams the receiving socket's queue dropped (sk_drops, the counter SO_RXQ_OVFL reports, read with SO_MEMINFO): drops inside the
-    /// receiving host, apart from network loss. Included in `lost`.
+    /// Datagrams the receiving socket's queue dropped (sk_drops, the counter SO_RXQ_OVFL reports,
+    /// read with SO_MEMINFO): drops inside the receiving host, apart from network loss. Included
+    /// in `lost`.
     pub kernel_drops: u64,
     /// The receiver used UDP GRO: the kernel delivered coalesced datagrams.
     #[serde(default)]
