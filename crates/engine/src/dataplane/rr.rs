@@ -176,9 +176,11 @@ impl Ending {
         }
     }
 
-    fn reached(&self, controls: &Controls, issued: u64) -> bool {
+    /// `now` is the caller's latest clock reading: the hot loops read the clock once per send
+    /// and once per receive (both needed for the round trip) and reuse those readings here.
+    fn reached(&self, controls: &Controls, issued: u64, now: Instant) -> bool {
         controls.stop_senders.load(Ordering::Relaxed)
-            || self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self.deadline.is_some_and(|d| now >= d)
             || self.budget.is_some_and(|b| issued >= b)
     }
 }
@@ -205,11 +207,13 @@ pub(super) fn tcp_requester(
     let mut writer = socket;
     let mut reader = socket;
     let mut end = started;
+    let mut now = Instant::now();
     let outcome = loop {
-        let stopping = ending.reached(controls, issued);
-        while !stopping && sent_at.len() < opts.inflight as usize && !ending.reached(controls, issued) {
+        let stopping = ending.reached(controls, issued, now);
+        while !stopping && sent_at.len() < opts.inflight as usize && !ending.reached(controls, issued, now) {
             pauses.before(issued);
-            sent_at.push_back(Instant::now());
+            now = Instant::now();
+            sent_at.push_back(now);
             write_all_retrying(&mut writer, &request, controls)?;
             issued += 1;
         }
@@ -222,7 +226,7 @@ pub(super) fn tcp_requester(
         match reader.read(&mut buf) {
             Ok(0) => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the responder closed the connection")),
             Ok(n) => {
-                let now = Instant::now();
+                now = Instant::now();
                 partial += n;
                 bytes += n as u64;
                 interval_bytes += n as u64;
@@ -237,7 +241,7 @@ pub(super) fn tcp_requester(
                 shared.bytes.store(bytes, Ordering::Release);
                 shared.packets.store(ledger.transactions, Ordering::Release);
             }
-            Err(e) if is_retry(&e) => {}
+            Err(e) if is_retry(&e) => now = Instant::now(),
             Err(e) => break Err(e),
         }
     };
@@ -361,14 +365,19 @@ pub(super) fn udp_requester(
     let mut wakeups = Distribution::new();
     let (mut seq, mut bytes, mut interval_bytes) = (0u64, 0u64, 0u64);
     let mut end = started;
+    // Kernel stamps are on the realtime clock: place them on this end's monotonic timeline once,
+    // rather than reading a second clock with every reply.
+    let started_real = realtime_ns().saturating_sub(started.elapsed().as_nanos() as u64);
+    let mut now = Instant::now();
     let outcome = loop {
-        let stopping = ending.reached(controls, seq);
-        while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq) {
+        let stopping = ending.reached(controls, seq, now);
+        while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq, now) {
             pauses.before(seq);
             request[..width].copy_from_slice(&seq.to_le_bytes()[..width]);
             // The clock starts before the send: on one core the answer can arrive (and the
             // responder run) inside this very call.
             let sent_at = Instant::now();
+            now = sent_at;
             match socket.send(&request) {
                 Ok(_) => {
                     outstanding.push_back((seq, sent_at));
@@ -381,7 +390,6 @@ pub(super) fn udp_requester(
                 Err(e) => return Err(e),
             }
         }
-        let now = Instant::now();
         while outstanding.front().is_some_and(|&(_, t)| now - t >= timeout) {
             outstanding.pop_front();
             ledger.lost += 1;
@@ -393,8 +401,10 @@ pub(super) fn udp_requester(
         match udp::recv_timestamped(socket.as_fd(), &mut buf) {
             Ok((n, stamp)) if n >= width => {
                 let at = Instant::now();
+                now = at;
                 if let Some(k) = stamp {
-                    wakeups.record(realtime_ns().saturating_sub(k));
+                    let at_real = started_real + (at - started).as_nanos() as u64;
+                    wakeups.record(at_real.saturating_sub(k));
                 }
                 bytes += n as u64;
                 interval_bytes += n as u64;
@@ -413,8 +423,8 @@ pub(super) fn udp_requester(
             }
             Ok(_) => {}
             Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {
-                let at = Instant::now();
-                ledger.close_due((at - started).as_secs_f64(), shared, &mut interval_bytes);
+                now = Instant::now();
+                ledger.close_due((now - started).as_secs_f64(), shared, &mut interval_bytes);
             }
             Err(e) => break Err(e),
         }
@@ -492,7 +502,7 @@ pub(super) fn crr_requester(
     let (mut issued, mut interval_bytes, mut bytes) = (0u64, 0u64, 0u64);
     let mut end = started;
     let outcome = loop {
-        if ending.reached(controls, issued) || controls.abort.load(Ordering::Relaxed) {
+        if ending.reached(controls, issued, Instant::now()) || controls.abort.load(Ordering::Relaxed) {
             break Ok(());
         }
         let t0 = Instant::now();
