@@ -201,6 +201,10 @@ pub(crate) struct UdpArgs {
     /// How long receivers keep listening after the last datagram was sent (e.g. 250ms, 1s).
     #[arg(long, default_value = "250ms")]
     pub(crate) grace: String,
+    /// Paced sending: send the datagrams due within this window together, as one batch (e.g.
+    /// 50us). Default 0: every datagram at its own time, spinning for gaps under 40 µs.
+    #[arg(long = "pacing-quantum", default_value = "0")]
+    pub(crate) pacing_quantum: String,
     /// Do not use UDP GSO on the sender (one datagram per kernel send path).
     #[arg(long = "no-gso")]
     pub(crate) no_gso: bool,

@@ -163,6 +163,12 @@ impl TcpPlan {
         };
         u.grace_seconds = parse_duration(&a.grace)
             .ok_or_else(|| UsageError(format!("--grace {}: expected a duration like 250ms or 1s", a.grace)))?;
+        u.pacing_quantum_seconds = match a.pacing_quantum.as_str() {
+            "0" => 0.0,
+            q => parse_duration(q)
+                .filter(|&s| s <= 1.0)
+                .ok_or_else(|| UsageError(format!("--pacing-quantum {q}: expected a duration up to 1s, like 50us")))?,
+        };
         u.gso = !a.no_gso;
         u.gro = a.gro;
         let mut plan = Self::with_common(spec, &a.common)?;

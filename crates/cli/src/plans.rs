@@ -45,6 +45,7 @@ const KEYS: &[(&str, &str)] = &[
     ("warmup", "--warmup"),
     ("expect", "--expect"),
     ("title", "--title"),
+    ("pacing_quantum", "--pacing-quantum"),
     ("no_gso", "--no-gso"),
     ("gro", "--gro"),
     ("server_load", "--server-load"),

@@ -63,6 +63,30 @@ fn paced_rates_hit_their_targets() {
 }
 
 #[test]
+fn a_pacing_quantum_batches_sends_and_keeps_the_rate() {
+    let s = Server::start(&[]);
+    // 200 Mbit/s of 1472-byte payloads is 16,984 datagrams/s, one every 58.9 µs: a 500 µs quantum
+    // sends them in batches of about 8.5, the default one at a time.
+    let per_send = |r: &Value| {
+        let tx = &r["summary"]["up"]["sender"];
+        u(&tx["packets"]) as f64 / u(&tx["sends"]) as f64
+    };
+    let batched = client_json("udp", &s, "127.0.0.1", &["-b", "200M", "-t", "2", "--pacing-quantum", "500us"]);
+    let (tx, rx) = check_udp_flow(&batched, "up", 1);
+    assert!(rate_within(f(&tx["bits_per_second"]), 200e6, 0.005), "{tx}");
+    assert_eq!(u(&rx["lost"]), 0, "{rx}");
+    let b = per_send(&batched);
+    assert!((4.0..=10.0).contains(&b), "{b} datagrams per send with a 500 us quantum: {tx}");
+    let exact = client_json("udp", &s, "127.0.0.1", &["-b", "20M", "-t", "1"]);
+    let (tx, _) = check_udp_flow(&exact, "up", 1);
+    assert!(rate_within(f(&tx["bits_per_second"]), 20e6, 0.005), "{tx}");
+    assert!(per_send(&exact) < 1.05, "{} datagrams per send without a quantum: {tx}", per_send(&exact));
+    let bad = netchar(&["udp", "127.0.0.1", "-p", &s.port.to_string(), "--pacing-quantum", "2s"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("--pacing-quantum 2s"), "{}", bad.stderr);
+}
+
+#[test]
 fn pps_mode_and_per_stream_rates() {
     let s = Server::start(&[]);
     let r = client_json("udp", &s, "127.0.0.1", &["--pps", "2000", "-P", "2", "-t", "1", "-l", "100"]);

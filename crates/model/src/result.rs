@@ -116,6 +116,10 @@ pub struct UdpSent {
     /// Datagrams were sent with UDP GSO (one syscall for many datagrams).
     #[serde(default)]
     pub gso: bool,
+    /// Kernel sends that carried them (whole stream only; 0 when not counted): packets / sends
+    /// is the batch size, the burst a paced sender emits at once.
+    #[serde(default)]
+    pub sends: u64,
 }
 
 /// What a UDP receiver counted, over a stream or an interval.
@@ -397,6 +401,8 @@ struct SideTotalsWire {
     #[serde(default)]
     gso: Option<bool>,
     #[serde(default)]
+    sends: Option<u64>,
+    #[serde(default)]
     lost: Option<u64>,
     #[serde(default)]
     loss_percent: Option<f64>,
@@ -429,6 +435,7 @@ impl From<SideTotalsWire> for SideTotals {
             gap_mean_us: w.gap_mean_us,
             gap_p99_us: w.gap_p99_us,
             gso: w.gso.unwrap_or(false),
+            sends: w.sends.unwrap_or(0),
         });
         let udp_received = w.lost.map(|lost| UdpReceived {
             packets,
@@ -701,6 +708,7 @@ fn sum_sent(parts: impl Iterator<Item = Vec<UdpSent>>) -> Option<UdpSent> {
         t.packets += p.packets;
         t.send_errors += p.send_errors;
         t.gso |= p.gso;
+        t.sends += p.sends;
         t.gap_mean_us = p.gap_mean_us.or(t.gap_mean_us);
         t.gap_p99_us = match (t.gap_p99_us, p.gap_p99_us) {
             (Some(a), Some(b)) => Some(a.max(b)),

@@ -314,6 +314,9 @@ fn udp_summary(f: &FlowSummary, out: &mut String) {
         if let (Some(mean), Some(p99)) = (s.gap_mean_us, s.gap_p99_us) {
             let _ = write!(out, "; gap mean {mean:.2} us, p99 {p99:.2} us");
         }
+        if s.sends > 0 {
+            let _ = write!(out, "; {:.1} datagrams per send", s.packets as f64 / s.sends as f64);
+        }
         let _ = writeln!(out, "{}", if s.gso { " (GSO)" } else { "" });
     }
     if let Some(r) = &f.receiver.udp_received {

@@ -73,6 +73,15 @@ pub fn make_current_thread_idle() -> io::Result<()> {
     check(unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) }).map(|_| ())
 }
 
+/// Sets the calling thread's timer slack (PR_SET_TIMERSLACK): how late the kernel may fire its
+/// sleeps to coalesce wakeups. The default of 50 µs is most of a sleep's overshoot; at 1 ns a
+/// 20 µs sleep on this class of VM wakes ~6 µs late (p99 ~15 µs) instead of ~56 µs, which lets
+/// a paced sender sleep between datagrams instead of spinning.
+pub fn set_current_thread_timer_slack(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes the slack as an unsigned long and no pointers.
+    check(unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) }).map(|_| ())
+}
+
 /// CPUs online.
 pub fn online_cpus() -> u32 {
     // SAFETY: sysconf has no memory-safety preconditions.

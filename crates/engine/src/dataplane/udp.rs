@@ -18,9 +18,12 @@ use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Sleep only for waits longer than this; spin on the clock for shorter ones. On this class of
-/// VM a sleep overshoots by 50–130 µs (reference/perf.md, technique 11).
-const SPIN_BELOW: Duration = Duration::from_micros(200);
+/// Sleep only for waits longer than this, and wake this much early to spin out the rest: with
+/// the sender's timer slack at 1 ns a sleep overshoots ~6 µs (p99 ~15 µs) on this class of VM;
+/// with the default 50 µs slack it overshot 50–130 µs (reference/perf.md, technique 11), which
+/// made every paced sender below ~10k datagrams/s spin a whole core.
+const SPIN_BELOW: Duration = Duration::from_micros(40);
+const WAKE_EARLY: Duration = Duration::from_micros(20);
 /// A paced sender that falls behind its schedule (a stall: the sender was not scheduled)
 /// catches up at no more than this multiple of the target rate, never as one back-to-back
 /// burst (iperf3's cumulative-average pacing does that, esnet/iperf#386). Every 1 s interval
@@ -122,6 +125,11 @@ pub(super) fn send(
     socket.set_write_timeout(Some(POLL))?;
     let opts = spec.udp.clone().unwrap_or_default();
     let mut schedule = Schedule::new(spec, started);
+    let quantum = Duration::from_secs_f64(opts.pacing_quantum_seconds.clamp(0.0, 1.0));
+    if schedule.pps.is_some() || schedule.burst.is_some() {
+        // Best effort: without it sleeps overshoot more and the sender spins more.
+        let _ = netchar_sys::cpu::set_current_thread_timer_slack(1);
+    }
     let max_size = schedule.sizes.iter().map(|&(_, s)| s as usize).max().unwrap_or(0).max(spec.block_bytes as usize);
     let gso = opts.gso && udp::gso_supported(socket.as_fd());
     let slots = if gso { MAX_GSO_SEGMENTS } else { BATCH };
@@ -140,6 +148,7 @@ pub(super) fn send(
     let mut seq: u64 = 0;
     let mut bytes: u64 = 0;
     let mut errors: u64 = 0;
+    let mut sends: u64 = 0;
     let mut gaps = GapMeter::default();
     let mut intervals = SenderIntervals::new(spec);
     let mut end = Instant::now();
@@ -165,7 +174,7 @@ pub(super) fn send(
             let wait = due - now;
             let wait = deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now)));
             if wait > SPIN_BELOW {
-                std::thread::sleep((wait - SPIN_BELOW / 2).min(POLL));
+                std::thread::sleep((wait - WAKE_EARLY).min(POLL));
             } else {
                 std::hint::spin_loop();
             }
@@ -177,7 +186,13 @@ pub(super) fn send(
             schedule.anchor_seq = seq;
         }
         let room = if gso_ok { (65_000 / size).clamp(1, MAX_GSO_SEGMENTS) } else { BATCH };
-        let mut n = schedule.due_count(seq, now, room);
+        // With a pacing quantum, what falls due within it goes out now, as one batch (never a
+        // datagram due at or after the deadline: a paced test's rate counts the slots before it).
+        let horizon = match deadline {
+            Some(d) if !quantum.is_zero() => (now + quantum).min(d - Duration::from_nanos(1)).max(now),
+            _ => now + quantum,
+        };
+        let mut n = schedule.due_count(seq, horizon, room);
         if let Some(b) = budget {
             n = n.min(((b - bytes).div_ceil(size as u64)) as usize).max(1);
         }
@@ -203,6 +218,7 @@ pub(super) fn send(
         match result {
             Ok(sent) => {
                 seq += sent as u64;
+                sends += 1;
                 schedule.last = Some((seq, now));
                 bytes += (sent * size) as u64;
                 shared.bytes.store(bytes, Ordering::Release);
@@ -241,6 +257,7 @@ pub(super) fn send(
         gap_mean_us: gaps.mean_us(seq),
         gap_p99_us: gaps.p99_us(),
         gso: gso_ok,
+        sends,
     };
     let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors));
     shared.set_udp_final(Some(total), None, Some(intervals));
