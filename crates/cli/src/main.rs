@@ -480,12 +480,12 @@ fn run_plan(a: &args::RunArgs, stop: &StopFlag) -> Result<u8> {
     let tests = plans::expand(&text, &file, a.host.as_deref())?;
     // Validate every test before any traffic.
     let mut planned = Vec::new();
-    for (i, t) in tests.iter().enumerate() {
+    for t in &tests {
         let mut argv = t.argv.clone();
         if a.json {
             argv.push("--json".into());
         }
-        let where_ = || format!("{file}:{}: test {} ({})", t.line, i + 1, t.name);
+        let where_ = || format!("{file}:{}: {}", t.line, t.name);
         let cli = args::Cli::try_parse_from(&argv).map_err(|e| {
             let first = e.to_string().lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
             anyhow::anyhow!("{}: {first}", where_())

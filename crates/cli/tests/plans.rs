@@ -87,7 +87,7 @@ fn invalid_plans_fail_before_any_traffic_naming_line_and_field() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let host = format!("127.0.0.1:{port}");
     for (text, needle) in [
-        ("[[test]]\nkind = \"tcp\"\nstreams = 0\n", ":1: test 1 (test 1 (tcp)): -P 0"),
+        ("[[test]]\nkind = \"tcp\"\nstreams = 0\n", ":1: test 1 (tcp): -P 0"),
         ("[[test]]\nkind = \"tcp\"\nduration = 1\n\n[[test]]\nkind = \"udp\"\nlength = 10\n", ":5: test 2"),
         ("[[test]]\nkind = \"tcp\"\nstreems = 2\n", ":3: test 1: unknown field \"streems\""),
         ("[[test]]\nkind = \"smtp\"\n", ":2: test 1: kind \"smtp\""),
