@@ -255,10 +255,11 @@ fn run_once(
         let info = netchar_model::TestInfo {
             spec: plan.client.spec.clone(),
             remote: format!("{}:{}", plan.client.host, plan.client.port),
-            family: match plan.client.family {
-                Some(client::Family::V6) => "ipv6".into(),
-                Some(client::Family::V4) => "ipv4".into(),
-                None => "any".into(),
+            // Not connected yet: the family is the flag's, or the literal address's.
+            family: match (plan.client.family, plan.client.host.parse::<std::net::IpAddr>()) {
+                (Some(client::Family::V6), _) | (None, Ok(std::net::IpAddr::V6(_))) => "ipv6".into(),
+                (Some(client::Family::V4), _) | (None, Ok(std::net::IpAddr::V4(_))) => "ipv4".into(),
+                (None, Err(_)) => "any".into(),
             },
             title: plan.client.title.clone(),
             client_cpu: plan.client.client_cpu,

@@ -165,9 +165,9 @@ impl TcpPlan {
             .ok_or_else(|| UsageError(format!("--grace {}: expected a duration like 250ms or 1s", a.grace)))?;
         u.pacing_quantum_seconds = match a.pacing_quantum.as_str() {
             "0" => 0.0,
-            q => parse_duration(q)
-                .filter(|&s| s <= 1.0)
-                .ok_or_else(|| UsageError(format!("--pacing-quantum {q}: expected a duration up to 1s, like 50us")))?,
+            q => parse_duration(q).filter(|&s| s <= netchar_model::spec::MAX_PACING_QUANTUM_SECONDS).ok_or_else(
+                || UsageError(format!("--pacing-quantum {q}: expected a duration up to 10ms, like 100us")),
+            )?,
         };
         u.gso = !a.no_gso;
         u.gro = a.gro;

@@ -66,7 +66,8 @@ fn paced_rates_hit_their_targets() {
 fn a_pacing_quantum_batches_sends_and_keeps_the_rate() {
     let s = Server::start(&[]);
     // 200 Mbit/s of 1472-byte payloads is 16,984 datagrams/s, one every 58.9 µs: a 500 µs quantum
-    // sends them in batches of about 8.5, the default one at a time.
+    // sends the one due plus the ~8.5 due within the quantum (more when the sender woke late);
+    // the default sends one at a time.
     let per_send = |r: &Value| {
         let tx = &r["summary"]["up"]["sender"];
         u(&tx["packets"]) as f64 / u(&tx["sends"]) as f64
@@ -76,14 +77,14 @@ fn a_pacing_quantum_batches_sends_and_keeps_the_rate() {
     assert!(rate_within(f(&tx["bits_per_second"]), 200e6, 0.005), "{tx}");
     assert_eq!(u(&rx["lost"]), 0, "{rx}");
     let b = per_send(&batched);
-    assert!((4.0..=10.0).contains(&b), "{b} datagrams per send with a 500 us quantum: {tx}");
+    assert!((4.0..=12.0).contains(&b), "{b} datagrams per send with a 500 us quantum: {tx}");
     let exact = client_json("udp", &s, "127.0.0.1", &["-b", "20M", "-t", "1"]);
     let (tx, _) = check_udp_flow(&exact, "up", 1);
     assert!(rate_within(f(&tx["bits_per_second"]), 20e6, 0.005), "{tx}");
     assert!(per_send(&exact) < 1.05, "{} datagrams per send without a quantum: {tx}", per_send(&exact));
-    let bad = netchar(&["udp", "127.0.0.1", "-p", &s.port.to_string(), "--pacing-quantum", "2s"]);
+    let bad = netchar(&["udp", "127.0.0.1", "-p", &s.port.to_string(), "--pacing-quantum", "20ms"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
-    assert!(bad.stderr.contains("--pacing-quantum 2s"), "{}", bad.stderr);
+    assert!(bad.stderr.contains("--pacing-quantum 20ms"), "{}", bad.stderr);
 }
 
 #[test]
@@ -166,6 +167,8 @@ fn text_output_names_the_frame_size_and_the_loss() {
     let run = netchar(&["udp", "127.0.0.1", "-p", &port, "-l", "1000", "-b", "10M", "-t", "1"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("payload 1000 bytes (1046-byte Ethernet frames)"), "{}", run.stdout);
+    let default = netchar(&["udp", "127.0.0.1", "-p", &s.port.to_string(), "-t", "0.2"]);
+    assert!(default.stdout.contains("payload 1472 bytes (1518-byte Ethernet frames)"), "{}", default.stdout);
     assert!(run.stdout.contains("10000000 bit/s in all"), "{}", run.stdout);
     assert!(run.stdout.contains("every datagram accounted for"), "{}", run.stdout);
     assert!(run.stdout.contains("jitter"), "{}", run.stdout);

@@ -1,8 +1,9 @@
 //! Background CPU load and idle headroom, as the eCos nc_test suite measured them.
 //!
-//! - [`BackgroundLoad`]: threads that keep a CPU busy for a set share of every 10 ms period
-//!   (duty cycle, spinning on the clock), like nc_test_slave's "background load"; the share
-//!   actually achieved is measured from the threads' own CPU time.
+//! - [`BackgroundLoad`]: threads that keep a CPU busy for a set share of each 10 ms period
+//!   (duty cycle, spinning on the clock), like nc_test_slave's "background load"; a period cut
+//!   short by other threads is made up in the next ones, so the share holds on average. The
+//!   share actually achieved is measured from the threads' own CPU time.
 //! - [`IdleMeter`]: one SCHED_IDLE counting thread per CPU, calibrated on an unloaded interval;
 //!   during a test its count, relative to the calibrated rate, is the idle headroom left (the
 //!   "IDLE - ticks, count, % idle" method).

@@ -148,6 +148,10 @@ pub fn parse_duration(s: &str) -> Option<f64> {
     (v.is_finite() && v >= 0.0).then_some(v * scale)
 }
 
+/// Longest `--pacing-quantum`: a batch sent that far ahead of its slots shortens the receiver's
+/// measured time by as much, so longer quanta would skew short tests' receive rates.
+pub const MAX_PACING_QUANTUM_SECONDS: f64 = 0.01;
+
 /// UDP options.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UdpOptions {
@@ -340,6 +344,9 @@ pub enum SpecError {
     /// `--grace` out of range.
     #[error("--grace {0}: must be between 0 and 60 seconds")]
     Grace(f64),
+    /// `--pacing-quantum` out of range.
+    #[error("--pacing-quantum {0} s: must be between 0 and 10 ms")]
+    PacingQuantum(f64),
     /// `--server-load` out of range.
     #[error("--server-load {0} with {1} threads: the load is 0 to 100 (% of one CPU per thread), 1 to 64 threads")]
     ServerLoad(f64, u32),
@@ -462,6 +469,9 @@ impl TestSpec {
             }
             if !(0.0..=60.0).contains(&u.grace_seconds) {
                 return Err(SpecError::Grace(u.grace_seconds));
+            }
+            if !(0.0..=MAX_PACING_QUANTUM_SECONDS).contains(&u.pacing_quantum_seconds) {
+                return Err(SpecError::PacingQuantum(u.pacing_quantum_seconds));
             }
             if let Some(p) = &u.pattern {
                 if let Some(&(_, size)) = p.sizes.iter().find(|(_, s)| *s < UDP_HEADER_BYTES || *s > MAX_UDP_PAYLOAD) {

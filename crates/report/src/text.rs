@@ -51,13 +51,20 @@ pub fn describe_test(info: &TestInfo) -> String {
         TestKind::Rr => ("request/response", "request"),
     };
     let dir = if s.kind == TestKind::Rr { "" } else { dir };
+    // A UDP payload left at 0 is chosen once the address family is known (1472 B over IPv4,
+    // 1452 B over IPv6: a 1500-byte MTU either way); this header may be printed before that.
+    let size = match (s.kind, s.block_bytes, info.family.as_str()) {
+        (TestKind::Udp, 0, "ipv4") => "1472 bytes".to_string(),
+        (TestKind::Udp, 0, "ipv6") => "1452 bytes".to_string(),
+        (TestKind::Udp, 0, _) => "1472 bytes over IPv4, 1452 over IPv6".to_string(),
+        (_, n, _) => format!("{n} bytes"),
+    };
     let mut line = format!(
-        "{kind}{}{dir} with {}{family}, {} stream{}, {end}, {unit} {} bytes",
+        "{kind}{}{dir} with {}{family}, {} stream{}, {end}, {unit} {size}",
         if dir.is_empty() { "" } else { " " },
         info.remote,
         s.streams,
         if s.streams == 1 { "" } else { "s" },
-        s.block_bytes,
     );
     if let Some(u) = &s.udp {
         describe_udp(s, u, info.family == "ipv6", &mut line);
@@ -87,8 +94,9 @@ pub fn describe_test(info: &TestInfo) -> String {
 }
 
 fn describe_udp(s: &TestSpec, u: &UdpOptions, v6: bool, line: &mut String) {
-    // Ethernet frame: payload + UDP 8 + IP 20/40 + Ethernet header 14 + FCS 4.
-    let frame = s.block_bytes + 8 + if v6 { 40 } else { 20 } + 18;
+    // Ethernet frame: payload + UDP 8 + IP 20/40 + Ethernet header 14 + FCS 4; the default
+    // payload fills a 1500-byte MTU in either family.
+    let frame = if s.block_bytes == 0 { 1518 } else { s.block_bytes + 8 + if v6 { 40 } else { 20 } + 18 };
     let _ = write!(line, " ({frame}-byte Ethernet frames)");
     let scope = if u.per_stream { "per stream" } else { "in all" };
     match u.rate {

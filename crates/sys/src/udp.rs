@@ -219,8 +219,9 @@ pub fn recv_timestamped(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize
     Ok((n, stamp))
 }
 
-/// SO_MEMINFO (Linux 4.6) in asm-generic/socket.h, which x86 and arm use; the libc crate does
-/// not export it.
+/// SO_MEMINFO in asm-generic/socket.h, which x86 and arm use (other architectures number it
+/// differently; there the call fails its length check and /proc is read instead). The libc
+/// crate does not export it.
 const SO_MEMINFO: libc::c_int = 55;
 
 /// The socket's count of datagrams dropped because its receive queue was full.

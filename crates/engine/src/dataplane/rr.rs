@@ -8,7 +8,7 @@
 //! vCPU waking up (reference/perf.md, technique 8).
 
 use super::is_retry;
-use super::udp::realtime_ns;
+use super::udp::realtime_at;
 use super::{Controls, StreamShared, POLL};
 use netchar_model::{EndCondition, LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
@@ -367,7 +367,7 @@ pub(super) fn udp_requester(
     let mut end = started;
     // Kernel stamps are on the realtime clock: place them on this end's monotonic timeline once,
     // rather than reading a second clock with every reply.
-    let started_real = realtime_ns().saturating_sub(started.elapsed().as_nanos() as u64);
+    let started_real = realtime_at(started);
     let mut now = Instant::now();
     let outcome = loop {
         let stopping = ending.reached(controls, seq, now);
@@ -421,7 +421,7 @@ pub(super) fn udp_requester(
                 shared.bytes.store(bytes, Ordering::Release);
                 shared.packets.store(ledger.transactions, Ordering::Release);
             }
-            Ok(_) => {}
+            Ok(_) => now = Instant::now(),
             Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {
                 now = Instant::now();
                 ledger.close_due((now - started).as_secs_f64(), shared, &mut interval_bytes);

@@ -18,11 +18,13 @@ use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Sleep only for waits longer than this, and wake this much early to spin out the rest: with
-/// the sender's timer slack at 1 ns a sleep overshoots ~6 µs (p99 ~15 µs) on this class of VM;
-/// with the default 50 µs slack it overshot 50–130 µs (reference/perf.md, technique 11), which
-/// made every paced sender below ~10k datagrams/s spin a whole core.
+/// A paced sender sleeps only for waits longer than this, and spins on the clock for shorter
+/// ones: with the sender's timer slack at 1 ns a sleep overshoots ~6 µs (p99 ~15 µs) on this
+/// class of VM; with the default 50 µs slack it overshot 50–130 µs (reference/perf.md,
+/// technique 11), which made every paced sender below ~5k datagrams/s spin a whole core.
 const SPIN_BELOW: Duration = Duration::from_micros(40);
+/// How early a sleeping sender wakes, spinning out the rest of the wait: covers the overshoot
+/// above up to its p99 (a machine whose wakeups are later sends those datagrams late).
 const WAKE_EARLY: Duration = Duration::from_micros(20);
 /// A paced sender that falls behind its schedule (a stall: the sender was not scheduled)
 /// catches up at no more than this multiple of the target rate, never as one back-to-back
@@ -125,7 +127,9 @@ pub(super) fn send(
     socket.set_write_timeout(Some(POLL))?;
     let opts = spec.udp.clone().unwrap_or_default();
     let mut schedule = Schedule::new(spec, started);
-    let quantum = Duration::from_secs_f64(opts.pacing_quantum_seconds.clamp(0.0, 1.0));
+    let quantum = Duration::from_secs_f64(
+        opts.pacing_quantum_seconds.clamp(0.0, netchar_model::spec::MAX_PACING_QUANTUM_SECONDS),
+    );
     if schedule.pps.is_some() || schedule.burst.is_some() {
         // Best effort: without it sleeps overshoot more and the sender spins more.
         let _ = netchar_sys::cpu::set_current_thread_timer_slack(1);
@@ -224,6 +228,11 @@ pub(super) fn send(
                 shared.bytes.store(bytes, Ordering::Release);
                 shared.packets.store(seq, Ordering::Release);
                 end = Instant::now();
+                if schedule.pps.is_some() {
+                    // A batch sent ahead of time (--pacing-quantum) ends at its last datagram's
+                    // slot, not when the syscall returned: the rate counts the schedule's time.
+                    end = end.max(schedule.due(seq - 1));
+                }
                 gaps.record(end, sent);
             }
             Err(e) if gso_ok && matches!(e.raw_os_error(), Some(EIO | EINVAL)) => {
@@ -357,6 +366,29 @@ pub(super) fn realtime_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// The realtime clock's reading (ns) at monotonic instant `at`, to place kernel timestamps on
+/// a worker's timeline with one offset instead of a realtime read per datagram. The realtime
+/// read is bracketed by two monotonic reads and retried when the thread was preempted between
+/// them, so the offset is good to about a microsecond.
+pub(super) fn realtime_at(at: Instant) -> u64 {
+    let mut best = None;
+    for _ in 0..16 {
+        let before = Instant::now();
+        let real = realtime_ns();
+        let after = Instant::now();
+        let span = after - before;
+        let mid = before + span / 2;
+        let real_at = real.saturating_sub(mid.saturating_duration_since(at).as_nanos() as u64);
+        if best.map_or(true, |(s, _)| span < s) {
+            best = Some((span, real_at));
+        }
+        if span < Duration::from_micros(1) {
+            break;
+        }
+    }
+    best.map_or(0, |(_, r)| r)
+}
+
 pub(super) fn receive(
     shared: &StreamShared,
     controls: &Controls,
@@ -370,7 +402,7 @@ pub(super) fn receive(
     let _ = udp::enable_rx_timestamps(fd);
     let gro = opts.gro && udp::enable_gro(fd).is_ok();
     // The realtime instant of `started`, to place kernel timestamps on this end's timeline.
-    let started_real = realtime_ns().saturating_sub(started.elapsed().as_nanos() as u64);
+    let started_real = realtime_at(started);
     // Slots sized for the largest datagram the test sends (plus room to spare), not 64 KiB
     // each: a batch of 64 small datagrams then stays within a few cache-friendly pages.
     let largest = opts.pattern.as_ref().and_then(|p| p.sizes.iter().map(|&(_, s)| s).max()).unwrap_or(0);
@@ -397,7 +429,7 @@ pub(super) fn receive(
                     let offset = at.saturating_sub(started_real);
                     if rx.interval_ends_before(offset) {
                         // The drop counter is read when an interval closes, not per datagram.
-                        rx.kernel_drops = udp::socket_drops(fd).unwrap_or(rx.kernel_drops);
+                        rx.drops.read(fd);
                     }
                     rx.close_intervals_before(offset, shared, spec);
                     let data = &bufs.slot(i)[..m.len];
@@ -417,7 +449,7 @@ pub(super) fn receive(
             {
                 let offset = realtime_ns().saturating_sub(started_real);
                 if rx.interval_ends_before(offset) {
-                    rx.kernel_drops = udp::socket_drops(fd).unwrap_or(rx.kernel_drops);
+                    rx.drops.read(fd);
                 }
                 rx.close_intervals_before(offset, shared, spec);
             }
@@ -426,13 +458,37 @@ pub(super) fn receive(
         }
     };
     // Drops after the last datagram are not reported with any datagram: read the counter.
-    if let Some(d) = udp::socket_drops(fd) {
-        rx.kernel_drops = rx.kernel_drops.max(d);
-    }
+    rx.drops.read(fd);
     let end_offset = rx.last_offset_ns;
     shared.end_ns.store(end_offset, Ordering::Release);
     rx.finish(shared, spec, end_offset);
     outcome
+}
+
+/// The receiving socket's drop counter, read when an interval closes and at the end.
+///
+/// The kernel's counter is 32 bits; the deltas between readings are summed into 64 so a long,
+/// heavily dropping test does not wrap. A reading is taken when the receiver gets to the first
+/// datagram past an interval's end, so drops that happened while the queue was backed up are
+/// credited to the interval being closed: per interval `kernel_drops` can exceed that interval's
+/// `lost` (which is counted by sequence numbers); the totals are exact.
+#[derive(Default)]
+struct DropCounter {
+    last: u32,
+    total: u64,
+}
+
+impl DropCounter {
+    fn read(&mut self, fd: std::os::fd::BorrowedFd<'_>) {
+        if let Some(now) = udp::socket_drops(fd) {
+            self.update(now as u32);
+        }
+    }
+
+    fn update(&mut self, now: u32) {
+        self.total += u64::from(now.wrapping_sub(self.last));
+        self.last = now;
+    }
 }
 
 /// A receiving stream's running accounting.
@@ -442,7 +498,7 @@ struct ReceiverState {
     /// |D| of every closed interval, merged once per interval (not recorded twice per datagram).
     whole_variation: Distribution,
     bytes: u64,
-    kernel_drops: u64,
+    drops: DropCounter,
     foreign: u64,
     gro: bool,
     interval_ns: u64,
@@ -476,7 +532,7 @@ impl ReceiverState {
             jitter: JitterMeter::new(),
             whole_variation: Distribution::new(),
             bytes: 0,
-            kernel_drops: 0,
+            drops: DropCounter::default(),
             foreign: 0,
             gro,
             interval_ns: (spec.interval_seconds * 1e9) as u64,
@@ -499,7 +555,7 @@ impl ReceiverState {
             unique: self.tracker.unique(),
             late: self.tracker.late(),
             duplicates: self.tracker.duplicates(),
-            drops: self.kernel_drops,
+            drops: self.drops.total,
             high_water: self.tracker.high_water(),
         }
     }
@@ -601,12 +657,39 @@ impl ReceiverState {
             jitter_ms: self.jitter.jitter_ns() / 1e6,
             jitter_p50_ms: self.whole_variation.quantile(0.5) as f64 / 1e6,
             jitter_p99_ms: self.whole_variation.quantile(0.99) as f64 / 1e6,
-            kernel_drops: self.kernel_drops,
+            kernel_drops: self.drops.total,
             coalesced: self.gro,
             foreign: self.foreign,
             ..UdpReceived::default()
         };
         total.set_lost(self.tracker.lost(sent));
         shared.set_udp_final(None, Some(total), Some(intervals));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drop_counter_sums_across_the_kernels_32_bit_wrap() {
+        let mut d = DropCounter::default();
+        d.update(10);
+        d.update(u32::MAX - 5);
+        assert_eq!(d.total, u64::from(u32::MAX) - 5);
+        d.update(4); // wrapped: 10 more drops
+        assert_eq!(d.total, u64::from(u32::MAX) + 5);
+        d.update(4);
+        assert_eq!(d.total, u64::from(u32::MAX) + 5, "no new drops, no change");
+    }
+
+    #[test]
+    fn realtime_at_places_an_instant_on_the_realtime_clock() {
+        let start = Instant::now();
+        let at_start = realtime_at(start);
+        let now = realtime_ns();
+        let elapsed = start.elapsed().as_nanos() as u64;
+        // The realtime reading at `start` plus the time since is now, to within the clocks' reads.
+        assert!(now.abs_diff(at_start + elapsed) < 1_000_000, "{now} vs {at_start} + {elapsed}");
     }
 }
