@@ -81,7 +81,9 @@ fn a_pacing_quantum_batches_sends_and_keeps_the_rate() {
     let exact = client_json("udp", &s, "127.0.0.1", &["-b", "20M", "-t", "1"]);
     let (tx, _) = check_udp_flow(&exact, "up", 1);
     assert!(rate_within(f(&tx["bits_per_second"]), 20e6, 0.005), "{tx}");
-    assert!(per_send(&exact) < 1.05, "{} datagrams per send without a quantum: {tx}", per_send(&exact));
+    // One at a time, but for catch-up after the sender lost its CPU for over a gap (589 µs here;
+    // seen for 6% of sends while the other tests of this binary loaded both cores).
+    assert!(per_send(&exact) < 1.5, "{} datagrams per send without a quantum: {tx}", per_send(&exact));
     let bad = netchar(&["udp", "127.0.0.1", "-p", &s.port.to_string(), "--pacing-quantum", "20ms"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert!(bad.stderr.contains("--pacing-quantum 20ms"), "{}", bad.stderr);
