@@ -227,13 +227,14 @@ pub(super) fn send(
                 bytes += (sent * size) as u64;
                 shared.bytes.store(bytes, Ordering::Release);
                 shared.packets.store(seq, Ordering::Release);
-                end = Instant::now();
+                let sent_at = Instant::now();
+                gaps.record(sent_at, sent);
+                end = sent_at;
                 if schedule.pps.is_some() {
                     // A batch sent ahead of time (--pacing-quantum) ends at its last datagram's
                     // slot, not when the syscall returned: the rate counts the schedule's time.
                     end = end.max(schedule.due(seq - 1));
                 }
-                gaps.record(end, sent);
             }
             Err(e) if gso_ok && matches!(e.raw_os_error(), Some(EIO | EINVAL)) => {
                 // EIO/EINVAL: the path cannot segment (no checksum offload): plain sends from now on.
