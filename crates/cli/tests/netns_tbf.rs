@@ -96,16 +96,7 @@ fn measure(link: &Link, port: u16, reverse: bool) -> Measured {
     }
     let shown = format!("{client_cmd:?}");
     let run = netns::run_with_timeout(client_cmd, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
-    let context = || {
-        format!(
-            "client: {shown}\nclient exit: {:?} after {:?}\nclient stderr:\n{}\nserver stderr:\n{}\nqdiscs:\n{}",
-            run.status,
-            run.elapsed,
-            run.stderr,
-            server.stderr(),
-            link.qdisc_stats()
-        )
-    };
+    let context = || netns::failure_context(&shown, &run, &server, link);
     match run.status {
         Some(st) if st.success() => {}
         _ => panic!("netchar tcp ({dir}) failed\n{}\nstdout:\n{}", context(), run.stdout),

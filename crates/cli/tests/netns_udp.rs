@@ -209,14 +209,7 @@ fn run_udp(link: &Link, port: u16, reverse: bool, rate: &str, seconds: &str) -> 
     let run = netns::run_with_timeout(client_cmd, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
     // The one-off server exits after its test; the guard kills it otherwise.
     let _ = server.child.wait_timeout(Duration::from_secs(5));
-    let context = format!(
-        "client: {shown}\nclient exit: {:?} after {:?}\nclient stderr:\n{}\nserver stderr:\n{}\nqdiscs:\n{}",
-        run.status,
-        run.elapsed,
-        run.stderr,
-        server.stderr(),
-        link.qdisc_stats()
-    );
+    let context = netns::failure_context(&shown, &run, &server, link);
     match run.status {
         Some(st) if st.success() => {}
         _ => panic!("netchar udp ({dir}) failed\n{context}\nstdout:\n{}", run.stdout),

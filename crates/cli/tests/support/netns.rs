@@ -385,6 +385,19 @@ pub struct Finished {
     pub elapsed: Duration,
 }
 
+/// What a failed client run's message should show: the command, how it ended, both ends'
+/// error output and the shaper's counters.
+pub fn failure_context(shown: &str, run: &Finished, server: &Server, link: &Link) -> String {
+    format!(
+        "client: {shown}\nclient exit: {:?} after {:?}\nclient stderr:\n{}\nserver stderr:\n{}\nqdiscs:\n{}",
+        run.status,
+        run.elapsed,
+        run.stderr,
+        server.stderr(),
+        link.qdisc_stats()
+    )
+}
+
 /// Runs `cmd` with both output streams captured, killing it after `timeout`.
 pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<Finished, String> {
     let shown = format!("{cmd:?}");
