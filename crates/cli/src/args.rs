@@ -44,21 +44,53 @@ pub(crate) enum Command {
     Run(RunArgs),
 }
 
-/// `netchar server`.
+/// `netchar server`. Every setting may also come from `--config FILE` (TOML, the same names
+/// as the flags: `max-concurrent = 4`); a flag given on the command line wins.
 #[derive(Debug, Args)]
 pub(crate) struct ServerArgs {
     /// Address to listen on; `::` (the default) takes IPv4 and IPv6.
-    #[arg(short = 'B', long, default_value = "::")]
-    pub(crate) bind: String,
-    /// TCP port for control and data connections; 0 picks a free one (printed at start).
-    #[arg(short = 'p', long, default_value_t = 5300)]
-    pub(crate) port: u16,
+    #[arg(short = 'B', long)]
+    pub(crate) bind: Option<String>,
+    /// TCP port for control and data connections (default 5300); 0 picks a free one (printed at start).
+    #[arg(short = 'p', long)]
+    pub(crate) port: Option<u16>,
     /// Exit after the first test.
     #[arg(short = '1', long)]
     pub(crate) one_off: bool,
-    /// Tests admitted at once; others get a "busy" answer.
-    #[arg(long, default_value_t = 1)]
-    pub(crate) max_concurrent: u32,
+    /// Tests admitted at once (default 1); others get a "busy" answer.
+    #[arg(long)]
+    pub(crate) max_concurrent: Option<u32>,
+    /// Longest test in seconds; longer -t is refused, -n tests are stopped there.
+    #[arg(long, value_name = "SECS")]
+    pub(crate) max_duration: Option<String>,
+    /// Total rate of all running tests (e.g. 500M); tests without -b are refused.
+    #[arg(long, value_name = "RATE")]
+    pub(crate) max_rate: Option<String>,
+    /// Data streams per test, both directions together (default 256).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_streams: Option<u32>,
+    /// Seconds a connection has to present its hello and test request (default 10).
+    #[arg(long, value_name = "SECS")]
+    pub(crate) idle_timeout: Option<String>,
+    /// Test starts per client address per minute (default: no limit).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_starts_per_minute: Option<u32>,
+    /// Connections open at once from one address (default 64).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_per_source: Option<usize>,
+    /// Connections served at once in total (default 512).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_connections: Option<usize>,
+    /// Also take data streams from this network (CIDR, repeatable); by default only from the
+    /// control connection's own address.
+    #[arg(long, value_name = "CIDR")]
+    pub(crate) allow_data_from: Vec<String>,
+    /// Run tests only for clients holding a key in FILE (lines USER:SECRET).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) psk_file: Option<std::path::PathBuf>,
+    /// Read settings from a TOML file (flags given here win).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<std::path::PathBuf>,
     /// Log each test as one JSON line on stderr instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -148,6 +180,13 @@ pub(crate) struct CommonArgs {
     /// With --baseline: fail (exit 1) if the headline figure is this much worse, e.g. 5%.
     #[arg(long = "max-regression", value_name = "PCT")]
     pub(crate) max_regression: Option<String>,
+    /// Authenticate with a pre-shared key from FILE (lines USER:SECRET; the first is used
+    /// unless --psk-user names another).
+    #[arg(long = "psk-file", value_name = "FILE")]
+    pub(crate) psk_file: Option<std::path::PathBuf>,
+    /// The user of --psk-file to authenticate as.
+    #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
+    pub(crate) psk_user: Option<String>,
 }
 
 /// `netchar tcp`.

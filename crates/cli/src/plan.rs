@@ -29,6 +29,22 @@ impl std::fmt::Display for UsageError {
     }
 }
 
+/// `--psk-file FILE [--psk-user USER]`: the credentials to authenticate with.
+fn client_key(a: &CommonArgs) -> Result<Option<netchar_wire::auth::Credentials>, UsageError> {
+    let Some(path) = &a.psk_file else { return Ok(None) };
+    let text =
+        crate::serve::read_small_file(path).map_err(|e| UsageError(format!("--psk-file {}: {e}", path.display())))?;
+    let creds = netchar_wire::auth::parse_key_file(&text)
+        .map_err(|e| UsageError(format!("--psk-file {}: {e}", path.display())))?;
+    let chosen = match &a.psk_user {
+        None => creds.into_iter().next(),
+        Some(u) => creds.into_iter().find(|c| &c.user == u),
+    };
+    chosen.map(Some).ok_or_else(|| {
+        UsageError(format!("--psk-user {}: no such user in {}", a.psk_user.as_deref().unwrap_or(""), path.display()))
+    })
+}
+
 fn usage<T>(msg: String) -> Result<T, UsageError> {
     Err(UsageError(msg))
 }
@@ -335,6 +351,7 @@ impl TcpPlan {
                 timeouts: Timeouts::default(),
                 companion: None,
                 cookie_tx: None,
+                auth: client_key(a)?,
             },
             output: Output {
                 json: a.json,

@@ -20,13 +20,8 @@ use std::time::Duration;
 pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
     let secs = seconds("-t", time)?;
     let server_stop = StopFlag::new();
-    let server = Server::bind(ServerConfig {
-        bind: "127.0.0.1:0".parse().expect("literal address"),
-        one_off: false,
-        max_concurrent: 1,
-        timeouts: Timeouts::default(),
-    })
-    .context("cannot start the in-process server on 127.0.0.1")?;
+    let server = Server::bind(ServerConfig::new("127.0.0.1:0".parse().expect("literal address")))
+        .context("cannot start the in-process server on 127.0.0.1")?;
     let addr = server.local_addr()?;
     let handle = {
         let s = server_stop.clone();
@@ -72,6 +67,7 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
             timeouts: Timeouts::default(),
             companion: None,
             cookie_tx: None,
+            auth: None,
         };
         let run = client::run(&cfg, stop, &mut |_| {});
         if let Some(e) = run.error {

@@ -1,35 +1,216 @@
-//! `netchar server`: binds, logs one line per test, exits 0 on SIGINT/SIGTERM.
+//! `netchar server`: settings from flags and `--config`, binds, logs one line per test, exits 0
+//! on SIGINT/SIGTERM.
 
 use crate::args::ServerArgs;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use netchar_engine::admission::{DataPathPolicy, Limits};
 use netchar_engine::server::{Server, ServerConfig, ServerLog};
 use netchar_engine::StopFlag;
 use netchar_model::{Flow, Role};
-use netchar_wire::session::Timeouts;
+use serde::Deserialize;
+use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
-    let ip: IpAddr = a
-        .bind
+/// The largest settings or key file read: a few lines are expected, and reading a device or
+/// a huge file by mistake must fail, not fill memory.
+const MAX_SMALL_FILE: u64 = 1024 * 1024;
+
+/// Reads a small regular file (a key file, a server config), refusing devices, FIFOs,
+/// directories and anything over [`MAX_SMALL_FILE`].
+pub(crate) fn read_small_file(path: &Path) -> std::result::Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .map_err(|e| e.to_string())?
+        .take(MAX_SMALL_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_SMALL_FILE {
+        return Err(format!("larger than {MAX_SMALL_FILE} bytes"));
+    }
+    Ok(text)
+}
+
+/// The settings of `--config FILE`: the flags' names, every one optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ConfigFile {
+    bind: Option<String>,
+    port: Option<u16>,
+    one_off: Option<bool>,
+    max_concurrent: Option<u32>,
+    max_duration: Option<toml::Value>,
+    max_rate: Option<toml::Value>,
+    max_streams: Option<u32>,
+    idle_timeout: Option<toml::Value>,
+    max_starts_per_minute: Option<u32>,
+    max_per_source: Option<usize>,
+    max_connections: Option<usize>,
+    allow_data_from: Option<Vec<String>>,
+    psk_file: Option<PathBuf>,
+    json: Option<bool>,
+}
+
+/// A TOML number or string, as the flag would take it.
+fn as_flag_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The server's settings, flags over the config file over the defaults.
+pub(crate) struct Settings {
+    cfg: ServerConfig,
+    json: bool,
+}
+
+fn seconds(flag: &str, text: &str) -> Result<Duration> {
+    let secs: f64 = text.trim().parse().map_err(|_| anyhow::anyhow!("{flag} {text}: not a number of seconds"))?;
+    if !(secs > 0.0 && secs <= 86_400.0) {
+        bail!("{flag} {text}: must be more than 0 and at most 86400 seconds");
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
+    let file: ConfigFile = match &a.config {
+        None => ConfigFile::default(),
+        Some(path) => {
+            let text = read_small_file(path).map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
+            toml::from_str(&text).map_err(|e| {
+                anyhow::anyhow!("--config {}: {}", path.display(), e.message().lines().next().unwrap_or("invalid TOML"))
+            })?
+        }
+    };
+    let bind = a.bind.clone().or(file.bind).unwrap_or_else(|| "::".into());
+    let ip: IpAddr = bind
         .trim_matches(|c| c == '[' || c == ']')
         .parse()
-        .map_err(|_| anyhow::anyhow!("--bind {}: not an IP address (use e.g. 0.0.0.0, ::, 127.0.0.1)", a.bind))?;
-    if a.max_concurrent == 0 {
-        anyhow::bail!("--max-concurrent 0: at least one test must be admitted");
+        .map_err(|_| anyhow::anyhow!("--bind {bind}: not an IP address (use e.g. 0.0.0.0, ::, 127.0.0.1)"))?;
+    let port = a.port.or(file.port).unwrap_or(5300);
+    let defaults = Limits::default();
+    let max_concurrent = a.max_concurrent.or(file.max_concurrent).unwrap_or(defaults.max_concurrent);
+    if max_concurrent == 0 {
+        bail!("--max-concurrent 0: at least one test must be admitted");
     }
-    let cfg = ServerConfig {
-        bind: SocketAddr::new(ip, a.port),
-        one_off: a.one_off,
-        max_concurrent: a.max_concurrent,
-        timeouts: Timeouts::default(),
+    let text = |flag: &Option<String>, file: &Option<toml::Value>| flag.clone().or(file.as_ref().map(as_flag_text));
+    let max_duration = text(&a.max_duration, &file.max_duration).map(|t| seconds("--max-duration", &t)).transpose()?;
+    let max_rate = match text(&a.max_rate, &file.max_rate) {
+        None => None,
+        Some(t) => match netchar_model::units::parse_bit_rate(&t) {
+            Ok(0) => bail!("--max-rate {t}: must be more than 0"),
+            Ok(r) => Some(r),
+            Err(e) => bail!("--max-rate {t}: {e}"),
+        },
     };
-    let server = Server::bind(cfg).with_context(|| format!("cannot listen on {}", SocketAddr::new(ip, a.port)))?;
+    let idle_timeout = match text(&a.idle_timeout, &file.idle_timeout) {
+        None => defaults.idle_timeout,
+        Some(t) => seconds("--idle-timeout", &t)?,
+    };
+    let positive = |flag: &str, v: Option<usize>, default: usize| -> Result<usize> {
+        match v {
+            Some(0) => bail!("{flag} 0: must be at least 1"),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        }
+    };
+    let limits = Limits {
+        max_concurrent,
+        max_duration,
+        max_rate,
+        max_streams: positive(
+            "--max-streams",
+            a.max_streams.or(file.max_streams).map(|n| n as usize),
+            defaults.max_streams as usize,
+        )? as u32,
+        max_starts_per_minute: match a.max_starts_per_minute.or(file.max_starts_per_minute) {
+            Some(0) => bail!("--max-starts-per-minute 0: must be at least 1"),
+            n => n,
+        },
+        max_per_source: positive(
+            "--max-per-source",
+            a.max_per_source.or(file.max_per_source),
+            defaults.max_per_source,
+        )?,
+        max_connections: positive(
+            "--max-connections",
+            a.max_connections.or(file.max_connections),
+            defaults.max_connections,
+        )?,
+        idle_timeout,
+    };
+    let nets =
+        if a.allow_data_from.is_empty() { file.allow_data_from.unwrap_or_default() } else { a.allow_data_from.clone() };
+    let allowed = nets
+        .iter()
+        .map(|n| DataPathPolicy::parse_net(n).map_err(|e| anyhow::anyhow!("--allow-data-from {e}")))
+        .collect::<Result<Vec<_>>>()?;
+    let keys = match a.psk_file.clone().or(file.psk_file) {
+        None => None,
+        Some(path) => {
+            let text = read_small_file(&path).map_err(|e| anyhow::anyhow!("--psk-file {}: {e}", path.display()))?;
+            let creds = netchar_wire::auth::parse_key_file(&text)
+                .map_err(|e| anyhow::anyhow!("--psk-file {}: {e}", path.display()))?;
+            Some(Arc::new(netchar_wire::auth::KeyTable::new(creds)))
+        }
+    };
+    let mut cfg = ServerConfig::new(SocketAddr::new(ip, port));
+    cfg.one_off = a.one_off || file.one_off.unwrap_or(false);
+    cfg.limits = limits;
+    cfg.keys = keys;
+    cfg.data_paths = DataPathPolicy { allowed };
+    Ok(Settings { cfg, json: a.json || file.json.unwrap_or(false) })
+}
+
+pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
+    let Settings { cfg, json } = settings(a)?;
+    let bind = cfg.bind;
+    let server = Server::bind(cfg.clone()).with_context(|| format!("cannot listen on {bind}"))?;
     let addr = server.local_addr()?;
     eprintln!("netchar server {} listening on {addr}", env!("CARGO_PKG_VERSION"));
-    let json = a.json;
+    eprintln!("{}", describe(&cfg));
     server.run(stop, move |entry| eprintln!("{}", log_line(&entry, json)))?;
     eprintln!("netchar server stopped");
     Ok(0)
+}
+
+/// The start-up line that says who may run what.
+fn describe(cfg: &ServerConfig) -> String {
+    let l = &cfg.limits;
+    let who = match &cfg.keys {
+        Some(k) => format!("tests only for the {} user(s) of --psk-file", k.len()),
+        None => "no authentication: anyone who reaches this port can run tests (use --psk-file)".to_string(),
+    };
+    let mut limits = vec![
+        format!("{} test(s) at once", l.max_concurrent),
+        format!("{} streams per test", l.max_streams),
+        format!("{} connections per source", l.max_per_source),
+    ];
+    if let Some(d) = l.max_duration {
+        limits.push(format!("{} s per test", d.as_secs_f64()));
+    }
+    if let Some(r) = l.max_rate {
+        limits.push(format!("{} in total", netchar_model::units::format_si(r as f64, "bit/s")));
+    }
+    if let Some(n) = l.max_starts_per_minute {
+        limits.push(format!("{n} starts per source per minute"));
+    }
+    let data = if cfg.data_paths.allowed.is_empty() {
+        "data streams only from the control connection's address".to_string()
+    } else {
+        format!(
+            "data streams from the control connection's address and {} allowed network(s)",
+            cfg.data_paths.allowed.len()
+        )
+    };
+    format!("{who}; limits: {}; {data}", limits.join(", "))
 }
 
 /// One log line per event: text, or a JSON object with `--json`.
@@ -51,12 +232,21 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                 let role = if *flow == Flow::Up { Role::Receiver } else { Role::Sender };
                 flows.push((flow.name(), role, bytes, seconds, netchar_model::bits_per_second(bytes, seconds)));
             }
+            let mut paths: Vec<String> = t.data_paths.iter().map(|(_, a)| a.to_string()).collect();
+            paths.sort();
+            paths.dedup();
             if json {
                 let f: Vec<_> = flows
                     .iter()
                     .map(|(n, r, b, s, bps)| serde_json::json!({"flow": n, "role": r, "bytes": b, "seconds": s, "bits_per_second": bps}))
                     .collect();
-                serde_json::json!({"event": "test", "peer": t.peer.to_string(), "kind": t.spec.kind, "direction": t.spec.direction,
+                let data: Vec<_> = t
+                    .data_paths
+                    .iter()
+                    .map(|(id, a)| serde_json::json!({"stream": id, "address": a.to_string()}))
+                    .collect();
+                serde_json::json!({"event": "test", "peer": t.peer.to_string(), "user": t.user, "data_paths": data,
+                    "refused_data": t.refused_data, "kind": t.spec.kind, "direction": t.spec.direction,
                     "streams": t.spec.streams, "concurrent_tests": t.concurrent_tests, "flows": f, "error": t.error})
                 .to_string()
             } else {
@@ -72,7 +262,19 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                     .collect();
                 let err = t.error.as_ref().map(|e| format!(" (error: {e})")).unwrap_or_default();
                 let kind = t.spec.kind.name();
-                format!("test from {}: {kind} x{} {}{err}", t.peer, t.spec.streams, parts.join("; "))
+                let user = t.user.as_ref().map(|u| format!(" user {u}")).unwrap_or_default();
+                let data = if paths.is_empty() { String::new() } else { format!(" data {}", paths.join(",")) };
+                let refused = if t.refused_data > 0 {
+                    format!(" ({} data streams refused)", t.refused_data)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "test from {}{user}{data}{refused}: {kind} x{} {}{err}",
+                    t.peer,
+                    t.spec.streams,
+                    parts.join("; ")
+                )
             }
         }
     }

@@ -9,6 +9,7 @@ use netchar_model::{
     CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, RrFigures, StreamRecord,
     StreamTotal, TestInfo, TestKind, TestResult, TestSpec,
 };
+use netchar_wire::auth::Credentials;
 use netchar_wire::datagram::DatagramHeader;
 use netchar_wire::hello::Hello;
 use netchar_wire::session::{ClientEvent, ClientSession, Timeouts};
@@ -52,6 +53,8 @@ pub struct ClientConfig {
     pub companion: Option<[u8; 16]>,
     /// Where to announce this test's cookie once the server admits it.
     pub cookie_tx: Option<mpsc::Sender<[u8; 16]>>,
+    /// The user and pre-shared key to authenticate with (`--psk-file`).
+    pub auth: Option<Credentials>,
 }
 
 /// Why a client run failed. Each message is one line that says what to do.
@@ -87,9 +90,11 @@ pub enum ClientError {
         /// Why.
         source: io::Error,
     },
-    /// The server is running as many tests as it admits.
+    /// The server is running as many tests as it admits, or is at another limit that frees
+    /// up (too many connections from this address, test starts per minute, rate in use).
     #[error(
-        "the server at {addr} is busy ({running} of {max} tests running); retry later, or wait with --busy-wait SECS"
+        "the server at {addr} is busy ({}); retry later, or wait with --busy-wait SECS",
+        reason.clone().unwrap_or_else(|| format!("{running} of {max} tests running"))
     )]
     Busy {
         /// Where.
@@ -98,6 +103,8 @@ pub enum ClientError {
         running: u32,
         /// Admitted at once.
         max: u32,
+        /// The limit reached, when it is not the number of tests.
+        reason: Option<String>,
     },
     /// The control protocol failed.
     #[error("{0}")]
@@ -201,8 +208,10 @@ struct Driver<'a> {
     cfg: &'a ClientConfig,
     /// The spec as run: the configured one with defaults that depend on the path filled in.
     spec: TestSpec,
-    /// UDP: (cookie, stream id, socket) whose setup datagram is repeated until `ready`.
-    udp_setup: Vec<([u8; 16], u32, UdpSocket)>,
+    /// UDP streams still setting up: repeated until `ready`.
+    udp_setup: Vec<UdpSetup>,
+    /// Tags this test's data streams (authenticated tests).
+    session_key: Option<[u8; 32]>,
     udp_setup_sent: Option<Instant>,
     addr: SocketAddr,
     control: TcpStream,
@@ -249,15 +258,17 @@ impl<'a> Driver<'a> {
                         cfg,
                         addr,
                         control,
-                        session: ClientSession::with_companion(
+                        session: ClientSession::with_auth(
                             Instant::now(),
                             spec.clone(),
                             cfg.timeouts,
                             cfg.companion,
+                            cfg.auth.clone().map(|c| (c, random_nonce())),
                         ),
                         spec,
                         udp_setup: Vec::new(),
                         udp_setup_sent: None,
+                        session_key: None,
                         pending_streams: None,
                         plane: None,
                         plane_started: false,
@@ -395,7 +406,8 @@ impl<'a> Driver<'a> {
 
     fn on_event(&mut self, ev: ClientEvent) -> Result<(), ClientError> {
         match ev {
-            ClientEvent::Accepted { cookie, concurrent_tests, host, data_port, .. } => {
+            ClientEvent::Accepted { cookie, concurrent_tests, host, data_port, session_key, .. } => {
+                self.session_key = session_key;
                 if let Some(tx) = &self.cfg.cookie_tx {
                     let _ = tx.send(cookie);
                 }
@@ -416,9 +428,15 @@ impl<'a> Driver<'a> {
                     _ => self.open_streams(cookie),
                 }
             }
-            ClientEvent::Busy { running, max } => Err(ClientError::Busy { addr: self.addr.to_string(), running, max }),
+            ClientEvent::Busy { running, max, reason } => {
+                Err(ClientError::Busy { addr: self.addr.to_string(), running, max, reason })
+            }
             ClientEvent::Started => {
-                self.udp_setup.clear();
+                for s in self.udp_setup.drain(..) {
+                    s.socket
+                        .set_nonblocking(false)
+                        .map_err(|e| ClientError::Stream(format!("UDP stream {}: {e}", s.id)))?;
+                }
                 self.start_plane()
             }
             ClientEvent::PeerSenderDone(totals) => {
@@ -457,7 +475,13 @@ impl<'a> Driver<'a> {
                     let setup = socket
                         .try_clone()
                         .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id}: {e}")))?;
-                    self.udp_setup.push((cookie, id, setup));
+                    // Non-blocking while setting up, to poll for the server's challenge; the
+                    // clone shares the data socket's file, so it is set back before the
+                    // workers start.
+                    setup
+                        .set_nonblocking(true)
+                        .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id}: {e}")))?;
+                    self.udp_setup.push(UdpSetup { cookie, id, socket: setup, token: None });
                     streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
                     continue;
                 }
@@ -466,8 +490,9 @@ impl<'a> Driver<'a> {
                         ConnectFailure::Io(e) => connect_error(self.addr, e, self.cfg.connect_timeout),
                         ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
                     })?;
+                let tag = self.session_key.map_or([0; 8], |k| netchar_wire::auth::data_tag(&k, &cookie, id));
                 socket
-                    .write_all(&Hello::data(cookie, id).encode())
+                    .write_all(&Hello::data_tagged(cookie, id, tag).encode())
                     .map_err(|e| connect_error(self.addr, e, self.cfg.connect_timeout))?;
                 streams.push(DataStream { id, flow, role, socket: DataSocket::Tcp(socket) });
             }
@@ -477,14 +502,32 @@ impl<'a> Driver<'a> {
         Ok(())
     }
 
-    /// Sends each UDP stream's setup datagram; repeated every 50 ms until the server is ready,
-    /// so a lost setup datagram only delays the test (iperf3 sends one, esnet/iperf#351).
+    /// Sets up each UDP stream: a setup datagram, answered by the server's challenge, answered
+    /// by a confirm echoing its token (docs/protocol.md, "UDP setup"). Repeated every 50 ms
+    /// until the server is ready, so a lost datagram only delays the test (iperf3 sends one,
+    /// esnet/iperf#351). A challenge is answered at once.
     fn send_udp_setup(&mut self) {
+        let mut buf = [0u8; 128];
+        let key = self.session_key;
+        for s in &mut self.udp_setup {
+            // The socket is connected to the server's port: only the server's datagrams arrive.
+            while let Ok(n) = s.socket.recv(&mut buf) {
+                if let Some((id, token)) = DatagramHeader::parse_challenge(&buf[..n]) {
+                    if id == s.id {
+                        let fresh = s.token != Some(token);
+                        s.token = Some(token);
+                        if fresh {
+                            let _ = s.socket.send(&s.datagram(key.as_ref()));
+                        }
+                    }
+                }
+            }
+        }
         if self.udp_setup.is_empty() || self.udp_setup_sent.is_some_and(|t| t.elapsed() < Duration::from_millis(50)) {
             return;
         }
-        for (cookie, id, socket) in &self.udp_setup {
-            let _ = socket.send(&DatagramHeader::setup(*id, cookie));
+        for s in &self.udp_setup {
+            let _ = s.socket.send(&s.datagram(key.as_ref()));
         }
         self.udp_setup_sent = Some(Instant::now());
     }
@@ -632,6 +675,36 @@ impl<'a> Driver<'a> {
             side(Endpoint::Server, self.spec.server_cpu)
         )
     }
+}
+
+/// One UDP stream's setup: its socket (a clone of the data socket, non-blocking) and the
+/// server's token once a challenge arrived.
+struct UdpSetup {
+    cookie: [u8; 16],
+    id: u32,
+    socket: UdpSocket,
+    token: Option<[u8; 16]>,
+}
+
+impl UdpSetup {
+    /// The setup datagram, or the confirm once the token is known.
+    fn datagram(&self, session_key: Option<&[u8; 32]>) -> [u8; netchar_wire::datagram::SETUP_LEN] {
+        match self.token {
+            None => DatagramHeader::setup(self.id, &self.cookie),
+            Some(token) => {
+                let tag = session_key.map_or([0; 8], |k| netchar_wire::auth::data_tag(k, &self.cookie, self.id));
+                DatagramHeader::confirm(self.id, &self.cookie, &token, &tag)
+            }
+        }
+    }
+}
+
+/// A fresh nonce for the authentication exchange; all zeros only if the system has no
+/// randomness, which the server's fresh nonce still keeps replay-proof.
+fn random_nonce() -> [u8; 16] {
+    let mut n = [0u8; 16];
+    let _ = getrandom::getrandom(&mut n);
+    n
 }
 
 /// A UDP socket connected to the server's port, with buffers sized for high rates.

@@ -1,30 +1,44 @@
 //! The server: a listener that tells control from data connections by their hello, admits
-//! tests up to `--max-concurrent`, and runs each test's server end in its own control thread.
+//! tests within its limits (crate::admission), and runs each test's server end in its own
+//! control thread.
 //!
-//! Safety as a long-running service: every connection has a deadline for its hello and every
-//! session phase has a timeout, frames are capped before allocation, a malformed message ends
-//! only its own session, and threads per connection are bounded.
+//! Safety as a long-running service: every connection has an absolute deadline for its hello
+//! and its request, connections per source address and in total are capped (a refusal is
+//! answered, never a silent close), frames are capped before allocation, a malformed message
+//! ends only its own session, and UDP test traffic goes only to an address that proved it
+//! receives there (a return-routability check) and, unless the operator allows otherwise, that
+//! is the control connection's own address.
 
+use crate::admission::{
+    canonical, ConnRefusal, DataConn, DataPathPolicy, Limits, Refusal, Registry, Request, SourceCounts, SourceSlot,
+    MAX_CHALLENGES_PER_STREAM,
+};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, CpuMeter};
 use crate::tcp_setup::post_connect;
 use crate::StopFlag;
 use netchar_model::{Endpoint, Flow, Role, StreamRecord, TestSpec};
+use netchar_wire::auth::KeyTable;
+use netchar_wire::codec::encode_frame;
 use netchar_wire::datagram::DatagramHeader;
 use netchar_wire::hello::{identify_peer, Hello, Role as HelloRole, HELLO_LEN};
+use netchar_wire::message::ServerMessage;
 use netchar_wire::session::{ServerEvent, ServerSession, Timeouts};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long the idle counters calibrate before a test that asks for idle headroom.
 const IDLE_CALIBRATION: Duration = Duration::from_millis(300);
-/// Connections still in their hello or control session beyond which new ones are dropped.
-const MAX_CONNECTION_THREADS: usize = 512;
+/// Refused connections waiting to be closed gently (their answer read by the client); beyond
+/// this many, a refused connection is closed at once.
+const MAX_LINGERING_REFUSALS: usize = 1024;
+/// How often refusals from one source are logged: the first at once, then a count.
+const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(10);
 
 /// How the server runs.
 #[derive(Debug, Clone)]
@@ -33,10 +47,28 @@ pub struct ServerConfig {
     pub bind: SocketAddr,
     /// Exit after the first test.
     pub one_off: bool,
-    /// Tests admitted at once.
-    pub max_concurrent: u32,
     /// Control protocol timeouts.
     pub timeouts: Timeouts,
+    /// What the server admits.
+    pub limits: Limits,
+    /// Users allowed to run tests; `None`: anyone who reaches the port.
+    pub keys: Option<Arc<KeyTable>>,
+    /// Where data streams may come from besides the control connection's address.
+    pub data_paths: DataPathPolicy,
+}
+
+impl ServerConfig {
+    /// A server on `bind` with the default limits and no authentication.
+    pub fn new(bind: SocketAddr) -> Self {
+        Self {
+            bind,
+            one_off: false,
+            timeouts: Timeouts::default(),
+            limits: Limits::default(),
+            keys: None,
+            data_paths: DataPathPolicy::default(),
+        }
+    }
 }
 
 /// What the server did, for its log (one line each).
@@ -44,7 +76,7 @@ pub struct ServerConfig {
 pub enum ServerLog {
     /// A test ended (well or not).
     Test(Box<TestLog>),
-    /// A connection was turned away before any test.
+    /// A connection or request was turned away before any test.
     Rejected {
         /// Who.
         peer: SocketAddr,
@@ -56,37 +88,32 @@ pub enum ServerLog {
 /// One test as the server saw it.
 #[derive(Debug, Clone)]
 pub struct TestLog {
-    /// The client.
+    /// The client's control connection.
     pub peer: SocketAddr,
+    /// Where each data stream came from (TCP) or was sent to (UDP), by stream id.
+    pub data_paths: Vec<(u32, SocketAddr)>,
+    /// The authenticated user.
+    pub user: Option<String>,
     /// The test it ran.
     pub spec: TestSpec,
     /// The server's records of every stream.
     pub streams: Vec<StreamRecord>,
     /// Tests running at once, this one included.
     pub concurrent_tests: u32,
+    /// Data connections and setup datagrams refused for this test (wrong address, bad tag).
+    pub refused_data: u64,
     /// Why it ended early, if it did.
     pub error: Option<String>,
 }
 
 type Logger = Arc<dyn Fn(ServerLog) + Send + Sync>;
 
-/// Admission and the routing of data connections to their test by cookie.
-/// A data stream arriving for a test.
-enum DataConn {
-    /// A TCP data connection for stream `id`.
-    Tcp(u32, TcpStream),
-    /// A UDP setup datagram for stream `id` from this address.
-    Udp(u32, SocketAddr),
-}
-
-/// Where a test takes its data streams.
-type DataRoute = mpsc::Sender<DataConn>;
-
-#[derive(Default)]
-struct Registry {
-    tests: Mutex<HashMap<[u8; 16], DataRoute>>,
-    running: AtomicUsize,
-    admitted_total: AtomicUsize,
+/// What every connection thread shares.
+struct Shared {
+    registry: Registry,
+    cfg: ServerConfig,
+    log: Logger,
+    stop: StopFlag,
 }
 
 /// A bound server, ready to [`Server::run`].
@@ -118,12 +145,19 @@ impl Server {
     /// figures) or, with `one_off`, until the first test ends.
     pub fn run(self, stop: &StopFlag, log: impl Fn(ServerLog) + Send + Sync + 'static) -> io::Result<()> {
         let log: Logger = Arc::new(log);
-        let registry = Arc::new(Registry::default());
-        let threads = Arc::new(AtomicUsize::new(0));
+        let shared = Arc::new(Shared {
+            registry: Registry::default(),
+            cfg: self.cfg.clone(),
+            log: log.clone(),
+            stop: stop.clone(),
+        });
+        let sources = Arc::new(SourceCounts::default());
         let local = self.local_addr()?;
-        let waker = spawn_waker(stop.clone(), local, self.cfg.one_off.then(|| registry.clone()));
+        let waker = spawn_waker(stop.clone(), local, self.cfg.one_off.then(|| shared.clone()));
+        let refusals = Refusals::spawn(stop.clone(), self.cfg.keys.is_some());
+        let mut refusal_log = RefusalLog::default();
         let udp = match bind_udp(local) {
-            Ok(socket) => Some(spawn_udp_setup_listener(socket, registry.clone(), stop.clone())),
+            Ok(socket) => Some(spawn_udp_setup_listener(socket, shared.clone())),
             Err(e) => {
                 log(ServerLog::Rejected {
                     peer: local,
@@ -133,34 +167,147 @@ impl Server {
             }
         };
         for conn in self.listener.incoming() {
-            if stop.is_raised() || (self.cfg.one_off && one_off_done(&registry)) {
+            if stop.is_raised() || (self.cfg.one_off && one_off_done(&shared.registry)) {
                 break;
             }
             let Ok(stream) = conn else { continue };
-            if threads.load(Ordering::SeqCst) >= MAX_CONNECTION_THREADS {
-                continue;
-            }
-            threads.fetch_add(1, Ordering::SeqCst);
-            let (registry, log, stop, cfg, count) =
-                (registry.clone(), log.clone(), stop.clone(), self.cfg.clone(), threads.clone());
-            let spawned = std::thread::Builder::new().name("netchar-conn".into()).spawn(move || {
-                handle_connection(stream, &registry, &cfg, &stop, &log);
-                count.fetch_sub(1, Ordering::SeqCst);
+            let Ok(peer) = stream.peer_addr() else { continue };
+            let slot = match sources.take(peer.ip(), &self.cfg.limits) {
+                Ok(slot) => slot,
+                Err(why) => {
+                    let reason = match why {
+                        ConnRefusal::PerSource(n) => format!(
+                            "too many connections from {} ({n} open, the server's --max-per-source); close some and retry",
+                            canonical(peer.ip())
+                        ),
+                        ConnRefusal::Total(n) => {
+                            format!("the server has {n} connections open, its limit (--max-connections); retry later")
+                        }
+                    };
+                    if let Some(line) = refusal_log.note(peer, &reason) {
+                        log(ServerLog::Rejected { peer, reason: line });
+                    }
+                    refusals.refuse(stream, &reason, &shared.registry, &self.cfg.limits);
+                    continue;
+                }
+            };
+            let shared = shared.clone();
+            let _ = std::thread::Builder::new().name("netchar-conn".into()).spawn(move || {
+                handle_connection(stream, peer, slot, &shared);
             });
-            if spawned.is_err() {
-                threads.fetch_sub(1, Ordering::SeqCst);
-            }
         }
         // Let running sessions see the flag, end their tests and report.
         stop.raise();
-        while threads.load(Ordering::SeqCst) > 0 {
+        while sources.total.load(Ordering::SeqCst) > 0 {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = waker.join();
         if let Some(u) = udp {
             let _ = u.join();
         }
+        refusals.join();
         Ok(())
+    }
+}
+
+/// Refusals logged per source: the first at once, then one line with the count per period,
+/// so a flood of refused connections cannot flood the log.
+#[derive(Default)]
+struct RefusalLog {
+    by_source: HashMap<IpAddr, (Instant, u64)>,
+}
+
+impl RefusalLog {
+    fn note(&mut self, peer: SocketAddr, reason: &str) -> Option<String> {
+        let now = Instant::now();
+        let ip = canonical(peer.ip());
+        if self.by_source.len() > 4096 {
+            self.by_source.retain(|_, (t, _)| now.saturating_duration_since(*t) < REFUSAL_LOG_PERIOD);
+        }
+        match self.by_source.get_mut(&ip) {
+            Some((since, n)) if now.saturating_duration_since(*since) < REFUSAL_LOG_PERIOD => {
+                *n += 1;
+                None
+            }
+            Some((since, n)) => {
+                let line = format!(
+                    "{reason} ({} more refused from {ip} in the last {:.0} s)",
+                    *n,
+                    REFUSAL_LOG_PERIOD.as_secs_f64()
+                );
+                *since = now;
+                *n = 0;
+                Some(line)
+            }
+            None => {
+                self.by_source.insert(ip, (now, 0));
+                Some(reason.to_string())
+            }
+        }
+    }
+}
+
+/// Answers refused connections with our hello and a `busy` that says why, then closes each
+/// gently (its bytes read until the client closes or a second passes): closing with unread
+/// bytes would send a reset, and a reset makes the client's kernel drop the answer.
+/// One thread for all of them, and a bounded number at a time.
+struct Refusals {
+    tx: mpsc::SyncSender<TcpStream>,
+    thread: std::thread::JoinHandle<()>,
+    auth_required: bool,
+}
+
+impl Refusals {
+    fn spawn(stop: StopFlag, auth_required: bool) -> Self {
+        let (tx, rx) = mpsc::sync_channel::<TcpStream>(MAX_LINGERING_REFUSALS);
+        let thread = std::thread::spawn(move || {
+            let mut lingering: Vec<(TcpStream, Instant)> = Vec::new();
+            let mut buf = [0u8; 1024];
+            loop {
+                match rx.recv_timeout(Duration::from_millis(20)) {
+                    Ok(s) => {
+                        if lingering.len() < MAX_LINGERING_REFUSALS {
+                            lingering.push((s, Instant::now() + Duration::from_secs(1)));
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                let now = Instant::now();
+                lingering.retain_mut(|(s, deadline)| {
+                    if now >= *deadline || stop.is_raised() {
+                        return false;
+                    }
+                    loop {
+                        match s.read(&mut buf) {
+                            Ok(0) => return false,
+                            Ok(_) => {}
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                            Err(_) => return false,
+                        }
+                    }
+                });
+            }
+        });
+        Self { tx, thread, auth_required }
+    }
+
+    fn refuse(&self, stream: TcpStream, reason: &str, registry: &Registry, limits: &Limits) {
+        let running = registry.running.load(Ordering::SeqCst) as u32;
+        let mut out = Hello::server_with_nonce([0; 16], self.auth_required).encode().to_vec();
+        let busy = ServerMessage::Busy { running, max: limits.max_concurrent, reason: Some(reason.to_string()) };
+        encode_frame(&busy.encode(), &mut out);
+        // A fresh connection's send buffer is empty: the answer fits without blocking.
+        if stream.set_nonblocking(true).is_err() || (&stream).write_all(&out).is_err() {
+            return;
+        }
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let _ = self.tx.try_send(stream);
+    }
+
+    fn join(self) {
+        drop(self.tx);
+        let _ = self.thread.join();
     }
 }
 
@@ -179,20 +326,63 @@ fn bind_udp(local: SocketAddr) -> io::Result<UdpSocket> {
     Ok(socket.into())
 }
 
-/// Reads setup datagrams (cookie + stream id) and routes them to their test.
-fn spawn_udp_setup_listener(socket: UdpSocket, registry: Arc<Registry>, stop: StopFlag) -> std::thread::JoinHandle<()> {
+/// Reads setup datagrams and admits UDP streams by return routability: a setup from an
+/// allowed address is answered with a challenge to that address, and only a confirm echoing
+/// the address's token (and, on an authenticated test, the stream's tag) is routed to the
+/// test. The token is a keyed hash of (cookie, stream, address) under a key drawn at start,
+/// so the listener keeps no state per claim.
+fn spawn_udp_setup_listener(socket: UdpSocket, shared: Arc<Shared>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
+        let mut key = [0u8; 32];
+        if getrandom::getrandom(&mut key).is_err() {
+            (shared.log)(ServerLog::Rejected {
+                peer: socket.local_addr().unwrap_or(shared.cfg.bind),
+                reason: "UDP tests unavailable: no randomness for the routability key".into(),
+            });
+            return;
+        }
         let _ = socket.set_read_timeout(Some(Duration::from_millis(100)));
         let mut buf = [0u8; 2048];
-        while !stop.is_raised() {
-            let Ok((n, peer)) = socket.recv_from(&mut buf) else { continue };
-            let Some(cookie) = DatagramHeader::setup_cookie(&buf[..n]) else {
+        while !shared.stop.is_raised() {
+            let Ok((n, from)) = socket.recv_from(&mut buf) else { continue };
+            let Some(setup) = DatagramHeader::parse_setup(&buf[..n]) else { continue };
+            let mut st = shared.registry.lock();
+            let Some(entry) = st.tests.get_mut(&setup.cookie) else { continue };
+            if !shared.cfg.data_paths.allows(entry.client_ip, from.ip()) {
+                entry.refused_data += 1;
                 continue;
-            };
-            let Ok(h) = DatagramHeader::parse(&buf[..n]) else { continue };
-            let route = registry.tests.lock().ok().and_then(|t| t.get(&cookie).cloned());
-            if let Some(tx) = route {
-                let _ = tx.send(DataConn::Udp(h.stream_id, peer));
+            }
+            match setup.confirm {
+                None => {
+                    // A test has at most 2 × MAX_STREAMS stream ids: claims for more are not its own.
+                    let known = entry.challenges.contains_key(&setup.stream_id);
+                    if !known && entry.challenges.len() >= 2 * netchar_model::spec::MAX_STREAMS as usize {
+                        continue;
+                    }
+                    let sent = entry.challenges.entry(setup.stream_id).or_insert(0);
+                    if *sent >= MAX_CHALLENGES_PER_STREAM {
+                        continue;
+                    }
+                    *sent += 1;
+                    drop(st);
+                    let token = netchar_wire::auth::routability_token(&key, &setup.cookie, setup.stream_id, &from);
+                    let _ = socket.send_to(&DatagramHeader::challenge(setup.stream_id, &token), from);
+                }
+                Some((token, tag)) => {
+                    let routable = netchar_wire::auth::verify_routability_token(
+                        &key,
+                        &setup.cookie,
+                        setup.stream_id,
+                        &from,
+                        &token,
+                    );
+                    let tagged = entry.tag_ok(&setup.cookie, setup.stream_id, &tag);
+                    if routable && tagged {
+                        let _ = entry.route.send(DataConn::Udp(setup.stream_id, from));
+                    } else {
+                        entry.refused_data += 1;
+                    }
+                }
             }
         }
     })
@@ -203,9 +393,9 @@ fn one_off_done(registry: &Registry) -> bool {
 }
 
 /// Unblocks `accept` once the server must stop, by connecting to itself.
-fn spawn_waker(stop: StopFlag, local: SocketAddr, one_off: Option<Arc<Registry>>) -> std::thread::JoinHandle<()> {
+fn spawn_waker(stop: StopFlag, local: SocketAddr, one_off: Option<Arc<Shared>>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        while !stop.is_raised() && !one_off.as_ref().is_some_and(|r| one_off_done(r)) {
+        while !stop.is_raised() && !one_off.as_ref().is_some_and(|s| one_off_done(&s.registry)) {
             std::thread::sleep(Duration::from_millis(50));
         }
         let mut target = local;
@@ -219,53 +409,82 @@ fn spawn_waker(stop: StopFlag, local: SocketAddr, one_off: Option<Arc<Registry>>
     })
 }
 
-fn handle_connection(
-    mut stream: TcpStream,
-    registry: &Arc<Registry>,
-    cfg: &ServerConfig,
-    stop: &StopFlag,
-    log: &Logger,
-) {
-    let Ok(peer) = stream.peer_addr() else { return };
-    let _ = stream.set_read_timeout(Some(cfg.timeouts.hello));
+/// Reads the 40-byte hello by an absolute deadline: a client that trickles bytes gets no more
+/// time than one that sends nothing.
+fn read_hello(stream: &mut TcpStream, deadline: Instant, stop: &StopFlag) -> (usize, [u8; HELLO_LEN]) {
     let mut raw = [0u8; HELLO_LEN];
     let mut got = 0;
-    while got < HELLO_LEN {
+    while got < HELLO_LEN && !stop.is_raised() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        // Short waits, so a stopping server does not wait out a silent client.
+        let _ = stream.set_read_timeout(Some(left.min(Duration::from_millis(200))));
         match stream.read(&mut raw[got..]) {
-            Ok(0) | Err(_) => break,
+            Ok(0) => break,
             Ok(n) => got += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break,
         }
     }
-    if stop.is_raised() && got == 0 {
+    (got, raw)
+}
+
+fn handle_connection(mut stream: TcpStream, peer: SocketAddr, slot: SourceSlot, shared: &Shared) {
+    let accepted = Instant::now();
+    let limits = &shared.cfg.limits;
+    let deadline = accepted + shared.cfg.timeouts.hello.min(limits.idle_timeout);
+    let (got, raw) = read_hello(&mut stream, deadline, &shared.stop);
+    if shared.stop.is_raised() && got == 0 {
         return;
     }
     if got < HELLO_LEN {
         let reason = format!("no netchar hello ({})", describe_client_bytes(&raw[..got]));
-        log(ServerLog::Rejected { peer, reason });
+        (shared.log)(ServerLog::Rejected { peer, reason });
         return;
     }
     let hello = match Hello::decode(&raw) {
         Ok(h) => h,
         Err(_) => {
             let reason = format!("not a netchar client ({})", describe_client_bytes(&raw));
-            log(ServerLog::Rejected { peer, reason });
+            (shared.log)(ServerLog::Rejected { peer, reason });
             return;
         }
     };
     match hello.role {
         HelloRole::Data => {
-            let sender = registry.tests.lock().ok().and_then(|t| t.get(&hello.cookie).cloned());
-            match sender {
-                Some(tx) => {
-                    let _ = tx.send(DataConn::Tcp(hello.stream_id, stream));
-                }
-                None => {
-                    log(ServerLog::Rejected { peer, reason: "data connection with an unknown session cookie".into() })
-                }
-            }
+            // A routed data connection belongs to its test: it leaves the per-source count.
+            drop(slot);
+            route_data_connection(stream, peer, &hello, shared);
         }
-        _ => ControlSession::serve(stream, peer, &hello, registry, cfg, stop, log),
+        _ => ControlSession::serve(stream, peer, &hello, shared, accepted + limits.idle_timeout),
     }
+}
+
+fn route_data_connection(stream: TcpStream, peer: SocketAddr, hello: &Hello, shared: &Shared) {
+    let mut st = shared.registry.lock();
+    let reason = match st.tests.get_mut(&hello.cookie) {
+        None => "data connection with an unknown session cookie",
+        Some(entry) if !shared.cfg.data_paths.allows(entry.client_ip, peer.ip()) => {
+            entry.refused_data += 1;
+            "data connection from another address than its test's control connection (see --allow-data-from)"
+        }
+        Some(entry) if !entry.tag_ok(&hello.cookie, hello.stream_id, &hello.tag) => {
+            entry.refused_data += 1;
+            "data connection without its authenticated test's tag"
+        }
+        Some(entry) => {
+            let _ = entry.route.send(DataConn::Tcp(hello.stream_id, stream));
+            return;
+        }
+    };
+    drop(st);
+    (shared.log)(ServerLog::Rejected { peer, reason: reason.into() });
 }
 
 fn describe_client_bytes(b: &[u8]) -> String {
@@ -281,10 +500,15 @@ fn describe_client_bytes(b: &[u8]) -> String {
 /// One client's test, driven from the server's control thread.
 struct ControlSession<'a> {
     stream: TcpStream,
+    peer: SocketAddr,
     session: ServerSession,
-    registry: &'a Arc<Registry>,
-    cfg: &'a ServerConfig,
+    shared: &'a Shared,
+    /// The test must have been asked for by then (`--idle-timeout`, from accept).
+    request_deadline: Instant,
     spec: Option<TestSpec>,
+    user: Option<String>,
+    data_paths: Vec<(u32, SocketAddr)>,
+    refused_data: u64,
     cookie: Option<[u8; 16]>,
     data_rx: Option<mpsc::Receiver<DataConn>>,
     streams: Vec<DataStream>,
@@ -304,17 +528,17 @@ struct ControlSession<'a> {
 }
 
 impl<'a> ControlSession<'a> {
-    fn serve(
-        stream: TcpStream,
-        peer: SocketAddr,
-        hello: &Hello,
-        registry: &'a Arc<Registry>,
-        cfg: &'a ServerConfig,
-        stop: &StopFlag,
-        log: &Logger,
-    ) {
+    fn serve(stream: TcpStream, peer: SocketAddr, hello: &Hello, shared: &'a Shared, request_deadline: Instant) {
         let _ = stream.set_nodelay(true);
-        let session = match ServerSession::new(Instant::now(), hello, cfg.timeouts) {
+        let log = &shared.log;
+        let mut nonce = [0u8; 16];
+        if getrandom::getrandom(&mut nonce).is_err() {
+            log(ServerLog::Rejected { peer, reason: "no randomness for the session nonce".into() });
+            return;
+        }
+        let session =
+            ServerSession::with_auth(Instant::now(), hello, shared.cfg.timeouts, nonce, shared.cfg.keys.clone());
+        let session = match session {
             Ok(s) => s,
             Err(rejected) => {
                 let (mut s, e) = *rejected;
@@ -327,10 +551,14 @@ impl<'a> ControlSession<'a> {
         };
         let mut me = ControlSession {
             stream,
+            peer,
             session,
-            registry,
-            cfg,
+            shared,
+            request_deadline,
             spec: None,
+            user: None,
+            data_paths: Vec::new(),
+            refused_data: 0,
             cookie: None,
             data_rx: None,
             streams: Vec::new(),
@@ -345,23 +573,19 @@ impl<'a> ControlSession<'a> {
             load: None,
             idle: None,
         };
-        let outcome = me.pump(stop);
+        let outcome = me.pump(&shared.stop);
         me.finish(outcome.err());
-        // Free the test's slot before the gentle close: a client that starts its next test
-        // right away (--repeat) must not find the server busy with this one.
-        if let Some(cookie) = me.cookie.take() {
-            if let Ok(mut t) = registry.tests.lock() {
-                t.remove(&cookie);
-            }
-            registry.running.fetch_sub(1, Ordering::SeqCst);
-        }
+        me.release();
         me.linger();
         match me.spec.take() {
             Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(Box::new(TestLog {
                 peer,
+                data_paths: std::mem::take(&mut me.data_paths),
+                user: me.user.clone(),
                 spec,
                 streams: std::mem::take(&mut me.records_for_log),
                 concurrent_tests: me.concurrent,
+                refused_data: me.refused_data,
                 error: me.error.clone(),
             }))),
             Some(_) => {}
@@ -388,6 +612,23 @@ impl<'a> ControlSession<'a> {
             if stop.is_raised() {
                 return Err("the server is shutting down".into());
             }
+            if self.spec.is_none() && Instant::now() >= self.request_deadline {
+                let secs = self.shared.cfg.limits.idle_timeout.as_secs_f64();
+                self.session.error(Instant::now(), &format!("no test request within {secs:.0} s of connecting"));
+                self.flush()?;
+                return Err(format!("no test request within {secs:.0} s (--idle-timeout)"));
+            }
+            if let (Some(max), Some(at)) = (self.shared.cfg.limits.max_duration, self.ready_at) {
+                // -n tests have no duration to check at admission: they stop at the limit.
+                // Timed tests end on their own well before it; the margin covers the UDP
+                // grace and a slow start.
+                if self.plane.is_some() && at.elapsed() > max + self.udp_grace() + Duration::from_secs(2) {
+                    return Err(format!(
+                        "stopped after {:.0} s, the server's limit (--max-duration)",
+                        max.as_secs_f64()
+                    ));
+                }
+            }
             if let Some(plane) = &self.plane {
                 if !self.senders_reported {
                     if let Some(totals) = plane.senders_done() {
@@ -403,7 +644,7 @@ impl<'a> ControlSession<'a> {
                 if plane.all_done() {
                     return Ok(());
                 }
-                if self.peer_done_at.is_some_and(|t| t.elapsed() > self.cfg.timeouts.phase + self.udp_grace()) {
+                if self.peer_done_at.is_some_and(|t| t.elapsed() > self.shared.cfg.timeouts.phase + self.udp_grace()) {
                     return Err("the client finished sending but its data did not arrive in time".into());
                 }
             }
@@ -451,29 +692,36 @@ impl<'a> ControlSession<'a> {
     fn on_event(&mut self, ev: ServerEvent) -> Result<(), String> {
         let now = Instant::now();
         match ev {
-            ServerEvent::Requested { spec, companion } => {
-                let max = self.cfg.max_concurrent as usize;
-                let running = self.registry.running.fetch_add(1, Ordering::SeqCst);
-                // A companion (latency under load) joins a test of the same client that runs
-                // now; it does not count against the limit.
-                let accompanies =
-                    companion.is_some_and(|c| self.registry.tests.lock().is_ok_and(|t| t.contains_key(&c)));
-                if running >= max && !accompanies {
-                    self.registry.running.fetch_sub(1, Ordering::SeqCst);
-                    self.session.busy(now, running as u32, max as u32);
-                    self.error = Some(format!("turned away: busy ({running} of {max} tests running)"));
-                    return Ok(());
-                }
-                self.registry.admitted_total.fetch_add(1, Ordering::SeqCst);
-                let mut cookie = [0u8; 16];
-                getrandom::getrandom(&mut cookie).map_err(|e| format!("no randomness for the cookie: {e}"))?;
+            ServerEvent::Requested { spec, companion, auth } => {
                 let (tx, rx) = mpsc::channel();
-                if let Ok(mut t) = self.registry.tests.lock() {
-                    t.insert(cookie, tx);
-                }
+                let req = Request {
+                    spec: &spec,
+                    companion,
+                    client_ip: self.peer.ip(),
+                    session_key: auth.as_ref().map(|a| a.1),
+                    route: tx,
+                };
+                self.user = auth.map(|a| a.0);
+                let admitted = match self.shared.registry.admit(req, &self.shared.cfg.limits, now) {
+                    Ok(a) => a,
+                    Err(Refusal::Busy { running, max, reason }) => {
+                        self.error = Some(format!(
+                            "turned away: {}",
+                            reason.clone().unwrap_or_else(|| format!("busy ({running} of {max} tests running)"))
+                        ));
+                        self.session.refuse_busy(now, running, max, reason);
+                        return Ok(());
+                    }
+                    Err(Refusal::Rejected(reason)) => {
+                        self.error = Some(format!("refused: {reason}"));
+                        self.session.reject(now, &reason);
+                        return Ok(());
+                    }
+                };
+                let cookie = admitted.cookie;
                 self.cookie = Some(cookie);
                 self.data_rx = Some(rx);
-                self.concurrent = running as u32 + 1;
+                self.concurrent = admitted.running;
                 if spec.measure_idle {
                     // Calibrated before the test: the machine is as idle as it gets here.
                     self.idle = Some((crate::load::IdleMeter::start(IDLE_CALIBRATION), None));
@@ -558,11 +806,15 @@ impl<'a> ControlSession<'a> {
                 DataConn::Tcp(..) if duplicate => return Err(format!("two data connections for stream {id}")),
                 DataConn::Tcp(_, socket) => {
                     post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
+                    if let Ok(from) = socket.peer_addr() {
+                        self.data_paths.push((id, from));
+                    }
                     DataSocket::Tcp(socket)
                 }
                 DataConn::Udp(_, peer) => {
+                    self.data_paths.push((id, peer));
                     let local = self.stream.local_addr().map_err(|e| e.to_string())?;
-                    let socket = bind_udp(SocketAddr::new(self.cfg.bind.ip(), local.port()))
+                    let socket = bind_udp(SocketAddr::new(self.shared.cfg.bind.ip(), local.port()))
                         .and_then(|s| s.connect(peer).map(|_| s))
                         .map_err(|e| format!("cannot open UDP stream {id} to {peer}: {e}"))?;
                     crate::tcp_setup::size_udp_buffers(&socket);
@@ -609,6 +861,15 @@ impl<'a> ControlSession<'a> {
         }
     }
 
+    /// Frees the test's slot, rate and routes. Called before the results go out: a client
+    /// that starts its next test as soon as it has them (--repeat, suites, echo patterns)
+    /// must never find the server still busy with this one.
+    fn release(&mut self) {
+        if let Some(cookie) = self.cookie.take() {
+            self.refused_data += self.shared.registry.release(&cookie);
+        }
+    }
+
     /// Sends the results (with the error, if any) unless the session already ended.
     fn finish(&mut self, error: Option<String>) {
         if let Some(e) = error {
@@ -624,11 +885,13 @@ impl<'a> ControlSession<'a> {
                 let mut cpu = self.meter.map(|m| m.finish()).unwrap_or_default();
                 cpu.background_load_pct = self.load.take().map(|l| l.finish());
                 cpu.idle_pct = self.idle.take().and_then(|(meter, mark)| mark.map(|m| meter.idle_since(m)));
+                self.release();
                 self.session.finish(now, records.clone(), cpu, self.error.clone());
                 let _ = self.flush();
                 self.records_for_log = records;
             }
             None => {
+                self.release();
                 if let Some(e) = &self.error {
                     self.session.error(now, e);
                 }

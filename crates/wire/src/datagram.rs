@@ -9,8 +9,22 @@
 //! | 8 | 8 | sequence number, from 0, never wraps |
 //! | 16 | 8 | send time, ns on the sender's monotonic clock |
 //!
-//! A setup datagram carries the 16-byte session cookie right after the header. The rest of a
-//! data datagram is filler up to the payload size (`-l`).
+//! The rest of a data datagram is filler up to the payload size (`-l`).
+//!
+//! UDP setup is a return-routability check (as QUIC's address validation): the server sends
+//! test traffic only to an address that proved it receives there.
+//!
+//! | datagram | direction | flags | after the header | length |
+//! |---|---|---|---|---|
+//! | setup | client → server | setup | cookie (16), zero padding | [`SETUP_LEN`] |
+//! | challenge | server → client | challenge | token (16) | [`CHALLENGE_LEN`] |
+//! | confirm | client → server | setup + confirm | cookie (16), token (16), tag (8), zero padding | [`SETUP_LEN`] |
+//!
+//! The server answers a setup with a challenge to the source address; only the confirm that
+//! echoes that address's token admits the stream. The client pads its setup datagrams so
+//! that a challenge is never larger than the datagram that caused it: a spoofed setup buys
+//! an attacker no amplification. The tag binds the stream to an authenticated test
+//! (crate::auth::data_tag; zero without authentication).
 
 use crate::ProtocolError;
 
@@ -22,6 +36,28 @@ pub const MAGIC: u16 = 0x4E43;
 pub const VERSION: u8 = 1;
 /// Flag: a setup datagram carrying the cookie, not test data.
 pub const FLAG_SETUP: u8 = 1;
+/// Flag: the server's challenge to the address a setup datagram came from.
+pub const FLAG_CHALLENGE: u8 = 2;
+/// Flag (with [`FLAG_SETUP`]): the client's answer to a challenge, echoing its token.
+pub const FLAG_CONFIRM: u8 = 4;
+/// Bytes in a setup or confirm datagram; the server ignores shorter ones.
+pub const SETUP_LEN: usize = 64;
+/// Bytes in a challenge datagram: never more than the setup that caused it.
+pub const CHALLENGE_LEN: usize = HEADER_LEN + 16;
+
+// No amplification: the answer to a setup is never larger than the setup.
+const _: () = assert!(CHALLENGE_LEN <= SETUP_LEN);
+
+/// A parsed setup or confirm datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    /// The stream it sets up.
+    pub stream_id: u32,
+    /// The test's cookie.
+    pub cookie: [u8; 16],
+    /// For a confirm: the token of the challenge it answers, and the stream's tag.
+    pub confirm: Option<([u8; 16], [u8; 8])>,
+}
 
 /// A parsed header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,21 +107,62 @@ impl DatagramHeader {
         Ok(Self { flags: buf[3], stream_id: u32_at(4), sequence: u64_at(8), sent_ns: u64_at(16) })
     }
 
-    /// A setup datagram: header then cookie.
-    pub fn setup(stream_id: u32, cookie: &[u8; 16]) -> [u8; HEADER_LEN + 16] {
-        let mut b = [0u8; HEADER_LEN + 16];
+    /// A setup datagram: header, cookie, padding.
+    pub fn setup(stream_id: u32, cookie: &[u8; 16]) -> [u8; SETUP_LEN] {
+        let mut b = [0u8; SETUP_LEN];
         Self { flags: FLAG_SETUP, stream_id, sequence: 0, sent_ns: 0 }.emit(&mut b);
-        b[HEADER_LEN..].copy_from_slice(cookie);
+        b[HEADER_LEN..HEADER_LEN + 16].copy_from_slice(cookie);
         b
+    }
+
+    /// A confirm datagram: header, cookie, the challenge's token, the stream's tag, padding.
+    pub fn confirm(stream_id: u32, cookie: &[u8; 16], token: &[u8; 16], tag: &[u8; 8]) -> [u8; SETUP_LEN] {
+        let mut b = [0u8; SETUP_LEN];
+        Self { flags: FLAG_SETUP | FLAG_CONFIRM, stream_id, sequence: 0, sent_ns: 0 }.emit(&mut b);
+        b[HEADER_LEN..HEADER_LEN + 16].copy_from_slice(cookie);
+        b[HEADER_LEN + 16..HEADER_LEN + 32].copy_from_slice(token);
+        b[HEADER_LEN + 32..HEADER_LEN + 40].copy_from_slice(tag);
+        b
+    }
+
+    /// The server's challenge for `stream_id`.
+    pub fn challenge(stream_id: u32, token: &[u8; 16]) -> [u8; CHALLENGE_LEN] {
+        let mut b = [0u8; CHALLENGE_LEN];
+        Self { flags: FLAG_CHALLENGE, stream_id, sequence: 0, sent_ns: 0 }.emit(&mut b);
+        b[HEADER_LEN..].copy_from_slice(token);
+        b
+    }
+
+    /// Parses a setup or confirm datagram; anything else (data, a challenge, a setup shorter
+    /// than [`SETUP_LEN`]) is `None`.
+    pub fn parse_setup(buf: &[u8]) -> Option<Setup> {
+        let h = Self::parse(buf).ok()?;
+        if h.flags & FLAG_SETUP == 0 || buf.len() < SETUP_LEN {
+            return None;
+        }
+        let cookie = buf[HEADER_LEN..HEADER_LEN + 16].try_into().ok()?;
+        let confirm = if h.flags & FLAG_CONFIRM != 0 {
+            let token = buf[HEADER_LEN + 16..HEADER_LEN + 32].try_into().ok()?;
+            let tag = buf[HEADER_LEN + 32..HEADER_LEN + 40].try_into().ok()?;
+            Some((token, tag))
+        } else {
+            None
+        };
+        Some(Setup { stream_id: h.stream_id, cookie, confirm })
+    }
+
+    /// The stream id and token of a challenge datagram.
+    pub fn parse_challenge(buf: &[u8]) -> Option<(u32, [u8; 16])> {
+        let h = Self::parse(buf).ok()?;
+        if h.flags & FLAG_CHALLENGE == 0 || buf.len() < CHALLENGE_LEN {
+            return None;
+        }
+        Some((h.stream_id, buf[HEADER_LEN..HEADER_LEN + 16].try_into().ok()?))
     }
 
     /// The cookie of a setup datagram.
     pub fn setup_cookie(buf: &[u8]) -> Option<[u8; 16]> {
-        let h = Self::parse(buf).ok()?;
-        if h.flags & FLAG_SETUP == 0 || buf.len() < HEADER_LEN + 16 {
-            return None;
-        }
-        buf[HEADER_LEN..HEADER_LEN + 16].try_into().ok()
+        Self::parse_setup(buf).map(|s| s.cookie)
     }
 }
 
@@ -112,11 +189,34 @@ mod tests {
         assert_eq!(DatagramHeader::setup_cookie(&data), None);
     }
 
+    #[test]
+    fn challenges_are_never_larger_than_the_setup_that_causes_them() {
+        let setup = DatagramHeader::setup(3, &[5; 16]);
+        // A setup cut short (an attacker saving bytes) is ignored, so it earns no challenge.
+        assert_eq!(DatagramHeader::parse_setup(&setup[..SETUP_LEN - 1]), None);
+        assert_eq!(DatagramHeader::parse_setup(&setup), Some(Setup { stream_id: 3, cookie: [5; 16], confirm: None }));
+    }
+
+    #[test]
+    fn confirms_echo_the_token_and_carry_the_tag() {
+        let c = DatagramHeader::confirm(2, &[1; 16], &[7; 16], &[8; 8]);
+        assert_eq!(
+            DatagramHeader::parse_setup(&c),
+            Some(Setup { stream_id: 2, cookie: [1; 16], confirm: Some(([7; 16], [8; 8])) })
+        );
+        let ch = DatagramHeader::challenge(2, &[7; 16]);
+        assert_eq!(DatagramHeader::parse_challenge(&ch), Some((2, [7; 16])));
+        assert_eq!(DatagramHeader::parse_challenge(&c), None);
+        assert_eq!(DatagramHeader::parse_setup(&ch), None);
+    }
+
     proptest! {
         #[test]
         fn parsing_any_bytes_never_panics(b in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = DatagramHeader::parse(&b);
             let _ = DatagramHeader::setup_cookie(&b);
+            let _ = DatagramHeader::parse_setup(&b);
+            let _ = DatagramHeader::parse_challenge(&b);
         }
 
         #[test]

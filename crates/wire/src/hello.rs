@@ -7,10 +7,10 @@
 //! | 0 | 8 | magic `netchar\0` |
 //! | 8 | 2 | protocol version |
 //! | 10 | 1 | role: 0 control (client), 1 data (client), 2 server |
-//! | 11 | 1 | reserved, 0 |
-//! | 12 | 16 | session cookie (data connections; zero otherwise) |
+//! | 11 | 1 | flags: bit 0 (server hello) = the server requires authentication |
+//! | 12 | 16 | session cookie (data connections), the server's nonce (server hello); zero otherwise |
 //! | 28 | 4 | stream id (data connections; zero otherwise) |
-//! | 32 | 8 | reserved, 0 |
+//! | 32 | 8 | data connections of an authenticated test: the stream's tag (crate::auth); zero otherwise |
 //!
 //! Why 40 bytes: an iperf3 server reads a 37-byte cookie before it says anything. A hello of at
 //! least 37 bytes makes it answer at once (PARAM_EXCHANGE, 0x09), so the client can name the
@@ -34,6 +34,9 @@ pub enum Role {
     Server,
 }
 
+/// Flag in a server hello: the server runs tests only for clients that authenticate.
+pub const FLAG_AUTH_REQUIRED: u8 = 1;
+
 /// A decoded hello.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hello {
@@ -41,16 +44,20 @@ pub struct Hello {
     pub version: u16,
     /// What the connection is for.
     pub role: Role,
-    /// The session cookie, for data connections.
+    /// Flags ([`FLAG_AUTH_REQUIRED`]).
+    pub flags: u8,
+    /// The session cookie for data connections; the server's nonce in a server hello.
     pub cookie: [u8; 16],
     /// The stream id, for data connections.
     pub stream_id: u32,
+    /// The stream's tag, for data connections of an authenticated test.
+    pub tag: [u8; 8],
 }
 
 impl Hello {
     /// A client's control hello at this build's version.
     pub fn control() -> Self {
-        Self { version: PROTOCOL_VERSION, role: Role::Control, cookie: [0; 16], stream_id: 0 }
+        Self { version: PROTOCOL_VERSION, role: Role::Control, flags: 0, cookie: [0; 16], stream_id: 0, tag: [0; 8] }
     }
 
     /// The server's answer at this build's version.
@@ -58,9 +65,25 @@ impl Hello {
         Self { role: Role::Server, ..Self::control() }
     }
 
+    /// The server's answer carrying its nonce for this connection, and whether it requires
+    /// authentication.
+    pub fn server_with_nonce(nonce: [u8; 16], auth_required: bool) -> Self {
+        Self { cookie: nonce, flags: if auth_required { FLAG_AUTH_REQUIRED } else { 0 }, ..Self::server() }
+    }
+
     /// A data connection's hello.
     pub fn data(cookie: [u8; 16], stream_id: u32) -> Self {
-        Self { version: PROTOCOL_VERSION, role: Role::Data, cookie, stream_id }
+        Self { role: Role::Data, cookie, stream_id, ..Self::control() }
+    }
+
+    /// A data connection's hello with its stream tag (authenticated tests).
+    pub fn data_tagged(cookie: [u8; 16], stream_id: u32, tag: [u8; 8]) -> Self {
+        Self { tag, ..Self::data(cookie, stream_id) }
+    }
+
+    /// True when a server hello says the server requires authentication.
+    pub fn auth_required(&self) -> bool {
+        self.flags & FLAG_AUTH_REQUIRED != 0
     }
 
     /// The 40 bytes on the wire.
@@ -73,8 +96,10 @@ impl Hello {
             Role::Data => 1,
             Role::Server => 2,
         };
+        b[11] = self.flags;
         b[12..28].copy_from_slice(&self.cookie);
         b[28..32].copy_from_slice(&self.stream_id.to_be_bytes());
+        b[32..40].copy_from_slice(&self.tag);
         b
     }
 
@@ -94,7 +119,9 @@ impl Hello {
         let mut cookie = [0u8; 16];
         cookie.copy_from_slice(&b[12..28]);
         let stream_id = u32::from_be_bytes([b[28], b[29], b[30], b[31]]);
-        Ok(Self { version, role, cookie, stream_id })
+        let mut tag = [0u8; 8];
+        tag.copy_from_slice(&b[32..40]);
+        Ok(Self { version, role, flags: b[11], cookie, stream_id, tag })
     }
 }
 
@@ -110,7 +137,9 @@ pub fn identify_peer(first_bytes: &[u8]) -> String {
         [0xFE, ..] => "an iperf3 server answered SERVER_ERROR".to_string(),
         b if b.starts_with(b"SSH-") => "an SSH server answered".to_string(),
         b if b.starts_with(b"HTTP/") => "an HTTP server answered".to_string(),
-        b if b.len() < 8 && MAGIC.starts_with(b) => "it sent part of a netchar hello and stopped".to_string(),
+        b if b.len() < HELLO_LEN && b[..b.len().min(MAGIC.len())] == MAGIC[..b.len().min(MAGIC.len())] => {
+            format!("it sent {} of the {HELLO_LEN} bytes of a netchar hello and stopped", b.len())
+        }
         b => {
             let shown: String = b.iter().take(16).map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
             format!("it answered with unknown bytes [{shown}]")
@@ -127,7 +156,7 @@ mod tests {
     fn golden_bytes_of_a_data_hello() {
         let h = Hello::data([0xAB; 16], 3);
         let b = h.encode();
-        assert_eq!(&b[0..12], b"netchar\0\x00\x01\x01\x00");
+        assert_eq!(&b[0..12], b"netchar\0\x00\x02\x01\x00");
         assert_eq!(&b[12..28], &[0xAB; 16]);
         assert_eq!(&b[28..40], &[0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
@@ -138,6 +167,26 @@ mod tests {
         assert!(identify_peer(&[0xFF]).contains("busy"));
         assert!(identify_peer(b"SSH-2.0-OpenSSH").contains("SSH"));
         assert!(identify_peer(&[]).contains("closed"));
+    }
+
+    #[test]
+    fn a_partial_netchar_hello_is_named_as_such() {
+        // A hello cut short after the magic used to be shown as "unknown bytes [6e 65 74 ...]".
+        let h = Hello::control().encode();
+        assert_eq!(identify_peer(&h[..12]), "it sent 12 of the 40 bytes of a netchar hello and stopped");
+        assert_eq!(identify_peer(&h[..3]), "it sent 3 of the 40 bytes of a netchar hello and stopped");
+        assert!(identify_peer(b"netcha!").contains("unknown bytes"));
+    }
+
+    #[test]
+    fn server_hellos_carry_the_nonce_and_the_auth_flag() {
+        let h = Hello::server_with_nonce([4; 16], true);
+        let d = Hello::decode(&h.encode()).unwrap();
+        assert!(d.auth_required());
+        assert_eq!(d.cookie, [4; 16]);
+        assert!(!Hello::server().auth_required());
+        let t = Hello::data_tagged([1; 16], 2, [3; 8]);
+        assert_eq!(Hello::decode(&t.encode()).unwrap().tag, [3; 8]);
     }
 
     proptest! {

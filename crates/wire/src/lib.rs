@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod codec;
 pub mod datagram;
 pub mod hello;
@@ -27,7 +28,10 @@ pub mod message;
 pub mod session;
 
 /// The control protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+///
+/// v2: the server hello carries a nonce and the authentication flag, requests may carry a
+/// proof, and UDP setup needs a return-routability check (docs/protocol.md).
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Everything that can go wrong while decoding or sequencing the control protocol.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
@@ -65,6 +69,9 @@ pub enum ProtocolError {
     /// The peer stayed silent for longer than the phase allows.
     #[error("{0}")]
     Timeout(String),
+    /// Authentication was missing, failed, or the peer could not prove its key.
+    #[error("{0}")]
+    Auth(String),
     /// The peer reported an error and ended the test.
     #[error("{0}")]
     Peer(String),

@@ -24,6 +24,9 @@ pub enum ClientMessage {
         /// beside it even when the server runs as many tests as it admits.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         companion: Option<String>,
+        /// The client's proof of its pre-shared key (crate::auth), when it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<AuthProof>,
     },
     /// All data streams are connected: start the clocks and the workers.
     Start,
@@ -39,6 +42,17 @@ pub enum ClientMessage {
     },
     /// The client is alive (sent when it has nothing else to say).
     Keepalive,
+}
+
+/// A client's answer to the server's nonce: who it is and the proof that it holds the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthProof {
+    /// The user whose key signed the proof.
+    pub user: String,
+    /// The client's nonce, 32 hex digits.
+    pub nonce: String,
+    /// HMAC-SHA256 proof, 64 hex digits.
+    pub proof: String,
 }
 
 /// Server to client.
@@ -59,13 +73,21 @@ pub enum ServerMessage {
         /// per transaction).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         data_port: Option<u16>,
+        /// The server's proof of the same key, when the client authenticated (64 hex digits).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_proof: Option<String>,
     },
-    /// The server is running as many tests as it admits.
+    /// The server is running as many tests as it admits, or refuses more connections or
+    /// tests from this client for now; retrying later may succeed.
     Busy {
         /// Tests running.
         running: u32,
         /// Tests admitted at once (`--max-concurrent`).
         max: u32,
+        /// Set when the limit reached is not `--max-concurrent` (too many connections from
+        /// the client's address, too many test starts per minute, ...): one line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// The request is not acceptable; the reason names the field.
     Rejected {
@@ -177,15 +199,22 @@ mod tests {
     #[test]
     fn golden_json() {
         assert_eq!(ClientMessage::Start.encode(), br#"{"type":"start"}"#);
-        assert_eq!(ServerMessage::Busy { running: 1, max: 1 }.encode(), br#"{"type":"busy","running":1,"max":1}"#);
+        assert_eq!(
+            ServerMessage::Busy { running: 1, max: 1, reason: None }.encode(),
+            br#"{"type":"busy","running":1,"max":1}"#
+        );
         let sd = ClientMessage::SenderDone { totals: vec![StreamTotal { id: 1, bytes: 42, packets: 0 }] };
         assert_eq!(sd.encode(), br#"{"type":"sender_done","totals":[{"id":1,"bytes":42,"packets":0}]}"#);
     }
 
     #[test]
     fn request_round_trips() {
-        let m =
-            ClientMessage::Request { spec: TestSpec::tcp_default(), client_version: "0.1.0".into(), companion: None };
+        let m = ClientMessage::Request {
+            spec: TestSpec::tcp_default(),
+            client_version: "0.1.0".into(),
+            companion: None,
+            auth: None,
+        };
         assert_eq!(ClientMessage::decode(&m.encode()).unwrap(), m);
     }
 

@@ -1,9 +1,10 @@
 //! The client's side of control protocol v1.
 
 use super::{Liveness, Timeouts};
+use crate::auth::{Credentials, Exchange};
 use crate::codec::{encode_frame, FrameDecoder, MAX_SERVER_FRAME};
 use crate::hello::{identify_peer, Hello, Role, HELLO_LEN, MAGIC};
-use crate::message::{cookie_from_hex, ClientMessage, ServerMessage};
+use crate::message::{cookie_from_hex, AuthProof, ClientMessage, ServerMessage};
 use crate::{ProtocolError, PROTOCOL_VERSION};
 use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use std::collections::VecDeque;
@@ -24,6 +25,8 @@ pub enum ClientEvent {
         server_version: String,
         /// A listener the server opened for this test alone (crr).
         data_port: Option<u16>,
+        /// The key that tags this test's data streams (authenticated tests).
+        session_key: Option<[u8; 32]>,
     },
     /// The server is busy with other tests: retry later or give up.
     Busy {
@@ -31,6 +34,8 @@ pub enum ClientEvent {
         running: u32,
         /// Tests admitted at once.
         max: u32,
+        /// The limit reached, when it is not the number of tests.
+        reason: Option<String>,
     },
     /// The server saw every data connection; `start` was sent: start the workers now.
     Started,
@@ -81,6 +86,10 @@ pub struct ClientSession {
     events: VecDeque<ClientEvent>,
     live: Liveness,
     phase_deadline: Instant,
+    /// This client's key and nonce, when it authenticates.
+    auth: Option<(Credentials, [u8; 16])>,
+    /// The server's nonce, from its hello.
+    server_nonce: [u8; 16],
 }
 
 impl ClientSession {
@@ -92,6 +101,18 @@ impl ClientSession {
     /// Like [`Self::new`], for a test that accompanies the running test with `companion`'s
     /// cookie (the server admits it beside that test).
     pub fn with_companion(now: Instant, spec: TestSpec, timeouts: Timeouts, companion: Option<[u8; 16]>) -> Self {
+        Self::with_auth(now, spec, timeouts, companion, None)
+    }
+
+    /// Like [`Self::with_companion`]; with `auth` (the user's key and a fresh random nonce)
+    /// the client proves the key to the server and requires the server to prove it back.
+    pub fn with_auth(
+        now: Instant,
+        spec: TestSpec,
+        timeouts: Timeouts,
+        companion: Option<[u8; 16]>,
+        auth: Option<(Credentials, [u8; 16])>,
+    ) -> Self {
         let out = Hello::control().encode().to_vec();
         Self {
             state: State::AwaitHello,
@@ -104,7 +125,15 @@ impl ClientSession {
             events: VecDeque::new(),
             live: Liveness::new(now),
             phase_deadline: now + timeouts.hello,
+            auth,
+            server_nonce: [0; 16],
         }
+    }
+
+    fn exchange(&self) -> Option<(Exchange<'_>, &[u8])> {
+        self.auth.as_ref().map(|(c, nonce)| {
+            (Exchange { server_nonce: &self.server_nonce, client_nonce: nonce, user: &c.user }, c.secret.as_slice())
+        })
     }
 
     /// Feeds bytes read from the control connection.
@@ -131,12 +160,28 @@ impl ClientSession {
             if hello.role != Role::Server {
                 return self.fail(ProtocolError::Malformed("the peer answered with a client hello".into()));
             }
+            self.server_nonce = hello.cookie;
+            let auth = match (hello.auth_required(), self.exchange()) {
+                (true, None) => return self.fail(ProtocolError::Auth(
+                    "the server requires authentication: pass --psk-file FILE holding USER:SECRET from the server's operator".into(),
+                )),
+                (false, Some(_)) => return self.fail(ProtocolError::Auth(
+                    "--psk-file was given but the server does not use authentication, so it cannot prove it holds the key; drop --psk-file, or start the server with --psk-file".into(),
+                )),
+                (_, Some((ex, key))) => Some(AuthProof {
+                    user: ex.user.to_string(),
+                    nonce: crate::auth::to_hex(ex.client_nonce),
+                    proof: crate::auth::to_hex(&ex.client_proof(key)),
+                }),
+                (false, None) => None,
+            };
             self.send(
                 now,
                 &ClientMessage::Request {
                     spec: self.spec.clone(),
                     client_version: env!("CARGO_PKG_VERSION").into(),
                     companion: self.companion.as_ref().map(crate::message::cookie_to_hex),
+                    auth,
                 },
             );
             self.enter(now, State::AwaitAnswer);
@@ -156,20 +201,33 @@ impl ClientSession {
             (_, ServerMessage::Error { message }) => return self.fail(ProtocolError::Peer(message)),
             (
                 State::AwaitAnswer,
-                ServerMessage::Accepted { cookie, concurrent_tests, host, server_version, data_port },
+                ServerMessage::Accepted { cookie, concurrent_tests, host, server_version, data_port, server_proof },
             ) => {
                 let cookie = cookie_from_hex(&cookie).or_else(|e| self.fail(e))?;
+                let session_key = match self.exchange() {
+                    None => None,
+                    Some((ex, key)) => {
+                        let proof = server_proof.as_deref().and_then(crate::auth::from_hex::<32>);
+                        if !proof.is_some_and(|p| ex.verify_server(key, &p)) {
+                            return self.fail(ProtocolError::Auth(
+                                "the server could not prove it holds the key of --psk-file; is it the server you meant?".into(),
+                            ));
+                        }
+                        Some(ex.session_key(key))
+                    }
+                };
                 self.events.push_back(ClientEvent::Accepted {
                     cookie,
                     concurrent_tests,
                     host,
                     server_version,
                     data_port,
+                    session_key,
                 });
                 self.enter(now, State::AwaitReady);
             }
-            (State::AwaitAnswer, ServerMessage::Busy { running, max }) => {
-                self.events.push_back(ClientEvent::Busy { running, max });
+            (State::AwaitAnswer, ServerMessage::Busy { running, max, reason }) => {
+                self.events.push_back(ClientEvent::Busy { running, max, reason });
                 self.state = State::Done;
             }
             (State::AwaitAnswer, ServerMessage::Rejected { reason }) => {

@@ -4,12 +4,14 @@
 //! so a server session starts from an already decoded hello.
 
 use super::{Liveness, Timeouts};
+use crate::auth::{Exchange, KeyTable};
 use crate::codec::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use crate::hello::{Hello, Role};
-use crate::message::{cookie_to_hex, ClientMessage, ServerMessage};
+use crate::message::{cookie_to_hex, AuthProof, ClientMessage, ServerMessage};
 use crate::{ProtocolError, PROTOCOL_VERSION};
 use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What the server's driver must do next.
@@ -21,6 +23,9 @@ pub enum ServerEvent {
         spec: Box<TestSpec>,
         /// The cookie of a running test this one accompanies (latency under load).
         companion: Option<[u8; 16]>,
+        /// The authenticated user and the key that tags this test's data streams; `None`
+        /// when the server does not require authentication.
+        auth: Option<(String, [u8; 32])>,
     },
     /// The client said start: start the clocks and workers.
     Start,
@@ -63,20 +68,42 @@ pub struct ServerSession {
     events: VecDeque<ServerEvent>,
     live: Liveness,
     phase_deadline: Instant,
+    /// The nonce sent in our hello; the client's proof must be computed over it.
+    nonce: [u8; 16],
+    /// The keys of the users allowed to run tests; `None`: anyone may.
+    keys: Option<Arc<KeyTable>>,
+    /// The server's proof for `accepted`, once the client authenticated.
+    server_proof: Option<[u8; 32]>,
 }
 
 impl ServerSession {
-    /// Starts from the client's decoded hello. A wrong version or role is answered (our hello,
-    /// then an error message, so the client can say what it found) and returned as an error.
+    /// Starts from the client's decoded hello, without authentication. A wrong version or
+    /// role is answered (our hello, then an error message, so the client can say what it
+    /// found) and returned as an error.
     pub fn new(now: Instant, hello: &Hello, timeouts: Timeouts) -> Result<Self, Box<(Self, ProtocolError)>> {
+        Self::with_auth(now, hello, timeouts, [0; 16], None)
+    }
+
+    /// Like [`Self::new`]; with `keys`, only a request carrying a valid proof of one user's
+    /// key over `nonce` (fresh random bytes for each connection) is taken.
+    pub fn with_auth(
+        now: Instant,
+        hello: &Hello,
+        timeouts: Timeouts,
+        nonce: [u8; 16],
+        keys: Option<Arc<KeyTable>>,
+    ) -> Result<Self, Box<(Self, ProtocolError)>> {
         let mut s = Self {
             state: State::AwaitRequest,
             timeouts,
             decoder: FrameDecoder::new(MAX_CLIENT_FRAME),
-            out: Hello::server().encode().to_vec(),
+            out: Hello::server_with_nonce(nonce, keys.is_some()).encode().to_vec(),
             events: VecDeque::new(),
             live: Liveness::new(now),
             phase_deadline: now + timeouts.phase,
+            nonce,
+            keys,
+            server_proof: None,
         };
         let problem = if hello.version != PROTOCOL_VERSION {
             Some(ProtocolError::Version { peer: hello.version, ours: PROTOCOL_VERSION })
@@ -115,7 +142,15 @@ impl ServerSession {
     fn on_message(&mut self, now: Instant, msg: ClientMessage) -> Result<(), ProtocolError> {
         match (self.state, msg) {
             (_, ClientMessage::Keepalive) => {}
-            (State::AwaitRequest, ClientMessage::Request { spec, companion, .. }) => {
+            (State::AwaitRequest, ClientMessage::Request { spec, companion, auth, .. }) => {
+                let auth = match self.authenticate(auth.as_ref()) {
+                    Ok(a) => a,
+                    Err(reason) => {
+                        self.send(now, &ServerMessage::Rejected { reason: reason.clone() });
+                        self.state = State::Done;
+                        return Err(ProtocolError::Auth(reason));
+                    }
+                };
                 if let Err(e) = spec.validate() {
                     self.send(now, &ServerMessage::Rejected { reason: e.to_string() });
                     self.state = State::Done;
@@ -126,7 +161,7 @@ impl ServerSession {
                     Some(Err(e)) => return self.fail(now, e),
                     None => None,
                 };
-                self.events.push_back(ServerEvent::Requested { spec: Box::new(spec), companion });
+                self.events.push_back(ServerEvent::Requested { spec: Box::new(spec), companion, auth });
                 self.state = State::AwaitAdmission;
             }
             (State::AwaitStart, ClientMessage::Start) => {
@@ -147,6 +182,25 @@ impl ServerSession {
         Ok(())
     }
 
+    /// Checks the client's proof against the key table; the user and session key when it
+    /// holds, `None` when the server requires no authentication, the reason otherwise.
+    fn authenticate(&mut self, auth: Option<&AuthProof>) -> Result<Option<(String, [u8; 32])>, String> {
+        let Some(keys) = self.keys.clone() else { return Ok(None) };
+        let Some(a) = auth else {
+            return Err("this server requires authentication: run the client with --psk-file FILE holding USER:SECRET from the server's operator".into());
+        };
+        let failed = || format!("authentication failed for user {:?}: unknown user or wrong key", a.user);
+        let key = keys.key(&a.user).ok_or_else(failed)?;
+        let client_nonce = crate::auth::from_hex::<16>(&a.nonce).ok_or_else(failed)?;
+        let proof = crate::auth::from_hex::<32>(&a.proof).ok_or_else(failed)?;
+        let ex = Exchange { server_nonce: &self.nonce, client_nonce: &client_nonce, user: &a.user };
+        if !ex.verify_client(key, &proof) {
+            return Err(failed());
+        }
+        self.server_proof = Some(ex.server_proof(key));
+        Ok(Some((a.user.clone(), ex.session_key(key))))
+    }
+
     /// Admits the requested test; the client will open data connections with `cookie`.
     pub fn admit(
         &mut self,
@@ -164,6 +218,7 @@ impl ServerSession {
                 host,
                 server_version: env!("CARGO_PKG_VERSION").into(),
                 data_port,
+                server_proof: self.server_proof.map(|p| crate::auth::to_hex(&p)),
             },
         );
         self.enter(now, State::AwaitStreams);
@@ -171,8 +226,22 @@ impl ServerSession {
 
     /// Turns the request away: the server is running as many tests as it admits.
     pub fn busy(&mut self, now: Instant, running: u32, max: u32) {
-        self.send(now, &ServerMessage::Busy { running, max });
+        self.refuse_busy(now, running, max, None);
+    }
+
+    /// Turns the request away for now, for the reason given (a limit other than
+    /// `--max-concurrent`), or as [`Self::busy`] without one.
+    pub fn refuse_busy(&mut self, now: Instant, running: u32, max: u32, reason: Option<String>) {
+        self.send(now, &ServerMessage::Busy { running, max, reason });
         self.state = State::Done;
+    }
+
+    /// Refuses the request for good (it exceeds a server limit); the reason names the limit.
+    pub fn reject(&mut self, now: Instant, reason: &str) {
+        if self.state != State::Done {
+            self.send(now, &ServerMessage::Rejected { reason: reason.to_string() });
+            self.state = State::Done;
+        }
     }
 
     /// Every data connection arrived.

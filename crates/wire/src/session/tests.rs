@@ -60,7 +60,7 @@ fn a_whole_test_runs_from_hello_to_results() {
     p.drive();
     assert_eq!(
         p.server().poll_event(),
-        Some(ServerEvent::Requested { spec: Box::new(TestSpec::tcp_default()), companion: None })
+        Some(ServerEvent::Requested { spec: Box::new(TestSpec::tcp_default()), companion: None, auth: None })
     );
     let now = p.now;
     p.server().admit(now, &[9; 16], 1, HostInfo::default(), None);
@@ -111,7 +111,7 @@ fn busy_server_ends_the_session_with_an_event() {
     let now = p.now;
     p.server().busy(now, 1, 1);
     p.drive();
-    assert_eq!(p.client.poll_event(), Some(ClientEvent::Busy { running: 1, max: 1 }));
+    assert_eq!(p.client.poll_event(), Some(ClientEvent::Busy { running: 1, max: 1, reason: None }));
     assert!(p.client.is_done());
 }
 
@@ -167,10 +167,10 @@ fn a_version_mismatch_is_explained_to_both_ends() {
     assert!(out.len() > HELLO_LEN);
     // A client that gets a newer server's hello names both versions.
     let mut raw = Hello::server().encode();
-    raw[9] = 2;
+    raw[9] = 9;
     let mut client = ClientSession::new(now, TestSpec::tcp_default(), Timeouts::default());
     let err = client.handle_input(now, &raw).unwrap_err();
-    assert_eq!(err, ProtocolError::Version { peer: 2, ours: 1 });
+    assert_eq!(err, ProtocolError::Version { peer: 9, ours: crate::PROTOCOL_VERSION });
 }
 
 #[test]
@@ -182,4 +182,116 @@ fn messages_out_of_order_are_refused_without_panic() {
     let err = server.handle_input(now, &frame).unwrap_err();
     assert!(matches!(err, ProtocolError::Unexpected { message: "start", .. }));
     assert!(server.is_done());
+}
+
+mod auth {
+    use super::*;
+    use crate::auth::{Credentials, KeyTable};
+    use std::sync::Arc;
+
+    fn creds(user: &str, secret: &str) -> Credentials {
+        Credentials { user: user.into(), secret: secret.as_bytes().to_vec() }
+    }
+
+    /// Runs hello → request → (accepted | rejected) between a client with `client` and a
+    /// server with `server` keys; returns what each side said.
+    fn exchange(
+        client: Option<Credentials>,
+        server: Option<KeyTable>,
+        server_nonce: [u8; 16],
+    ) -> (Result<Option<ServerEvent>, ProtocolError>, Result<Option<ClientEvent>, ProtocolError>) {
+        let now = Instant::now();
+        let mut c = ClientSession::with_auth(
+            now,
+            TestSpec::tcp_default(),
+            Timeouts::default(),
+            None,
+            client.map(|k| (k, [0x5a; 16])),
+        );
+        let mut c2s = Vec::new();
+        c.poll_output(&mut c2s);
+        let raw: [u8; HELLO_LEN] = c2s[..HELLO_LEN].try_into().unwrap();
+        let mut s = ServerSession::with_auth(
+            now,
+            &Hello::decode(&raw).unwrap(),
+            Timeouts::default(),
+            server_nonce,
+            server.map(Arc::new),
+        )
+        .unwrap();
+        let mut s2c = Vec::new();
+        s.poll_output(&mut s2c);
+        if let Err(e) = c.handle_input(now, &s2c) {
+            return (Ok(None), Err(e));
+        }
+        let mut c2s = Vec::new();
+        c.poll_output(&mut c2s);
+        let server_side = s.handle_input(now, &c2s).map(|_| s.poll_event());
+        if let Ok(Some(ServerEvent::Requested { .. })) = &server_side {
+            s.admit(now, &[1; 16], 1, HostInfo::default(), None);
+        }
+        let mut s2c = Vec::new();
+        s.poll_output(&mut s2c);
+        let client_side = c.handle_input(now, &s2c).map(|_| c.poll_event());
+        (server_side, client_side)
+    }
+
+    #[test]
+    fn a_client_with_the_right_key_is_admitted_and_both_ends_share_the_session_key() {
+        let table = KeyTable::new(vec![creds("lab", "0123456789abcdef"), creds("ci", "fedcba9876543210")]);
+        let (server, client) = exchange(Some(creds("ci", "fedcba9876543210")), Some(table), [7; 16]);
+        let Ok(Some(ServerEvent::Requested { auth: Some((user, server_key)), .. })) = server else {
+            panic!("{server:?}")
+        };
+        assert_eq!(user, "ci");
+        let Ok(Some(ClientEvent::Accepted { session_key: Some(client_key), .. })) = client else {
+            panic!("{client:?}")
+        };
+        assert_eq!(server_key, client_key);
+    }
+
+    #[test]
+    fn a_wrong_key_an_unknown_user_and_no_key_are_refused_with_the_reason() {
+        let table = || KeyTable::new(vec![creds("lab", "0123456789abcdef")]);
+        let (server, client) = exchange(Some(creds("lab", "0123456789abcdeX")), Some(table()), [7; 16]);
+        assert!(
+            matches!(server, Err(ProtocolError::Auth(ref m)) if m.contains("authentication failed for user \"lab\""))
+        );
+        assert!(client.unwrap_err().to_string().contains("authentication failed"));
+        let (server, _) = exchange(Some(creds("eve", "0123456789abcdef")), Some(table()), [7; 16]);
+        assert!(matches!(server, Err(ProtocolError::Auth(_))));
+        // No key at all: the client stops at the server's hello and says what to pass.
+        let (_, client) = exchange(None, Some(table()), [7; 16]);
+        assert!(client.unwrap_err().to_string().contains("--psk-file"));
+    }
+
+    #[test]
+    fn a_recorded_proof_is_useless_against_another_nonce() {
+        let table = KeyTable::new(vec![creds("lab", "0123456789abcdef")]);
+        // Record the request a genuine client sends for nonce A ...
+        let now = Instant::now();
+        let mut c = ClientSession::with_auth(
+            now,
+            TestSpec::tcp_default(),
+            Timeouts::default(),
+            None,
+            Some((creds("lab", "0123456789abcdef"), [1; 16])),
+        );
+        let mut c2s = Vec::new();
+        c.poll_output(&mut c2s);
+        c.handle_input(now, &Hello::server_with_nonce([0xA; 16], true).encode()).unwrap();
+        let mut request = Vec::new();
+        c.poll_output(&mut request);
+        // ... and replay it to a server that sent nonce B.
+        let mut s =
+            ServerSession::with_auth(now, &Hello::control(), Timeouts::default(), [0xB; 16], Some(Arc::new(table)))
+                .unwrap();
+        assert!(matches!(s.handle_input(now, &request), Err(ProtocolError::Auth(_))));
+    }
+
+    #[test]
+    fn a_client_with_a_key_refuses_a_server_that_cannot_prove_it() {
+        let (_, client) = exchange(Some(creds("lab", "0123456789abcdef")), None, [7; 16]);
+        assert!(client.unwrap_err().to_string().contains("does not use authentication"));
+    }
 }

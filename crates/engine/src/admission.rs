@@ -1,0 +1,565 @@
+//! What the server lets in: its limits, the tests it runs, and the routing of data streams to
+//! their test. One mutex guards every admission decision, so two requests cannot both take the
+//! last slot, and a companion cannot slip past a limit between a check and its registration.
+//!
+//! The rules, each answered before any traffic:
+//! - `--max-concurrent` tests at once; a companion (latency under load) may run beside its own
+//!   client's test, one per test, and still counts toward every other limit;
+//! - `--max-streams`, `--max-duration` and `--max-rate` (the sum of the running tests' rates);
+//! - `--max-starts-per-minute` test starts per source address;
+//! - `--max-per-source` connections open at once from one address (those still presenting
+//!   their hello or running a control session; a routed data connection leaves the count);
+//! - data streams only from the control connection's address or an allowed network, and, on
+//!   an authenticated test, only with the stream's tag.
+
+use netchar_model::{Direction, EndCondition, TestKind, TestSpec, UdpRate};
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Companions one test may have at once (`rr --under-load` runs one).
+pub const MAX_COMPANIONS_PER_TEST: u32 = 1;
+/// Return-routability challenges the server sends for one test: setup datagrams are repeated
+/// every 50 ms during the 10 s setup phase, so 200 per stream is generous, and the cap bounds
+/// what a flood of setups for a known cookie can make the server send.
+pub const MAX_CHALLENGES_PER_STREAM: u32 = 200;
+/// Source addresses whose recent test starts are remembered; beyond it, the oldest go.
+const MAX_TRACKED_SOURCES: usize = 4096;
+
+/// The server's limits. `None` means no limit.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Tests admitted at once (companions aside).
+    pub max_concurrent: u32,
+    /// Longest test, in seconds of sending; `-n` tests are stopped when they reach it.
+    pub max_duration: Option<Duration>,
+    /// Sum of the rates of the running tests, bit/s. A test without a rate is refused.
+    pub max_rate: Option<u64>,
+    /// Data streams in one test (both directions together).
+    pub max_streams: u32,
+    /// Test starts per source address per minute.
+    pub max_starts_per_minute: Option<u32>,
+    /// Connections open at once from one address.
+    pub max_per_source: usize,
+    /// Connections being served at once (hello, control sessions): one thread each.
+    pub max_connections: usize,
+    /// From accept to a complete test request.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_concurrent: 1,
+            max_duration: None,
+            max_rate: None,
+            max_streams: 2 * netchar_model::spec::MAX_STREAMS,
+            max_starts_per_minute: None,
+            max_per_source: 64,
+            max_connections: 512,
+            idle_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Networks data streams may come from besides the control connection's own address.
+#[derive(Debug, Clone, Default)]
+pub struct DataPathPolicy {
+    /// (network, prefix length) pairs.
+    pub allowed: Vec<(IpAddr, u8)>,
+}
+
+impl DataPathPolicy {
+    /// Parses `ADDR/LEN` or a bare address.
+    pub fn parse_net(s: &str) -> Result<(IpAddr, u8), String> {
+        let (addr, len) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let ip: IpAddr = addr.trim_matches(|c| c == '[' || c == ']').parse().map_err(|_| {
+            format!("{s}: not an address or network (write e.g. 192.0.2.0/24, 2001:db8::/32, 10.1.2.3)")
+        })?;
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            Some(l) => l
+                .parse::<u8>()
+                .ok()
+                .filter(|l| *l <= max)
+                .ok_or_else(|| format!("{s}: prefix length must be 0-{max}"))?,
+            None => max,
+        };
+        Ok((ip, len))
+    }
+
+    /// True when `data` may carry a test whose control connection came from `control`.
+    pub fn allows(&self, control: IpAddr, data: IpAddr) -> bool {
+        let data = canonical(data);
+        canonical(control) == data || self.allowed.iter().any(|&(net, len)| in_network(data, canonical(net), len))
+    }
+}
+
+/// IPv4-mapped IPv6 addresses as IPv4: a dual-stack listener sees IPv4 clients that way.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+fn in_network(ip: IpAddr, net: IpAddr, len: u8) -> bool {
+    let (a, n, bits): (u128, u128, u32) = match (ip, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => (u32::from(a).into(), u32::from(n).into(), 32),
+        (IpAddr::V6(a), IpAddr::V6(n)) => (u128::from(a), u128::from(n), 128),
+        _ => return false,
+    };
+    let len = u32::from(len).min(bits);
+    if len == 0 {
+        return true;
+    }
+    let shift = bits - len;
+    (a >> shift) == (n >> shift)
+}
+
+/// A data stream arriving for a test.
+pub(crate) enum DataConn {
+    /// A TCP data connection for stream `id`.
+    Tcp(u32, TcpStream),
+    /// A UDP stream `id` whose address proved it receives there.
+    Udp(u32, SocketAddr),
+}
+
+/// One running test, as admission and data routing see it.
+pub(crate) struct TestEntry {
+    /// Where the test takes its data streams.
+    pub(crate) route: mpsc::Sender<DataConn>,
+    /// The control connection's address: data streams must come from it (or an allowed net).
+    pub(crate) client_ip: IpAddr,
+    /// Tags this test's data streams (authenticated tests).
+    pub(crate) session_key: Option<[u8; 32]>,
+    /// The test this one accompanies.
+    pub(crate) companion_of: Option<[u8; 16]>,
+    /// Companions running beside this test.
+    pub(crate) companions: u32,
+    /// The rate counted against `--max-rate`.
+    pub(crate) rate: u64,
+    /// Challenges sent per stream id (bounded by [`MAX_CHALLENGES_PER_STREAM`]).
+    pub(crate) challenges: HashMap<u32, u32>,
+    /// Data streams refused: from another address, with a bad tag, or an unechoed token.
+    pub(crate) refused_data: u64,
+}
+
+impl TestEntry {
+    /// True when the test is not authenticated, or `tag` is its stream's tag.
+    pub(crate) fn tag_ok(&self, cookie: &[u8; 16], stream_id: u32, tag: &[u8]) -> bool {
+        match &self.session_key {
+            None => true,
+            Some(k) => netchar_wire::auth::verify_data_tag(k, cookie, stream_id, tag),
+        }
+    }
+}
+
+/// The admission state of the whole server.
+#[derive(Default)]
+pub(crate) struct AdmissionState {
+    pub(crate) tests: HashMap<[u8; 16], TestEntry>,
+    /// Tests running, companions included.
+    pub(crate) running: u32,
+    /// Of which companions.
+    pub(crate) companions: u32,
+    pub(crate) rate_in_use: u64,
+    starts: HashMap<IpAddr, VecDeque<Instant>>,
+}
+
+/// Shared by the listener, the UDP setup thread and every control session.
+#[derive(Default)]
+pub(crate) struct Registry {
+    state: Mutex<AdmissionState>,
+    /// Tests admitted since start (for `--one-off`).
+    pub(crate) admitted_total: AtomicUsize,
+    /// Tests running, readable without the lock (for `--one-off`).
+    pub(crate) running: AtomicUsize,
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Refusal {
+    /// Retry later: the server is at a limit that frees up (`reason` None: `--max-concurrent`).
+    Busy { running: u32, max: u32, reason: Option<String> },
+    /// Never acceptable as asked; the reason names the limit and what to ask instead.
+    Rejected(String),
+}
+
+/// What admission granted.
+pub(crate) struct Admitted {
+    pub(crate) cookie: [u8; 16],
+    pub(crate) running: u32,
+}
+
+/// A request as admission needs it.
+pub(crate) struct Request<'a> {
+    pub(crate) spec: &'a TestSpec,
+    pub(crate) companion: Option<[u8; 16]>,
+    pub(crate) client_ip: IpAddr,
+    pub(crate) session_key: Option<[u8; 32]>,
+    pub(crate) route: mpsc::Sender<DataConn>,
+}
+
+impl Registry {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, AdmissionState> {
+        // A panic while holding the lock leaves plain counters behind: still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Admits `req` or says why not; on success the test is registered under a fresh cookie.
+    pub(crate) fn admit(&self, req: Request<'_>, limits: &Limits, now: Instant) -> Result<Admitted, Refusal> {
+        let spec = req.spec;
+        let streams = spec.total_streams();
+        if streams > limits.max_streams {
+            return Err(Refusal::Rejected(format!(
+                "{streams} data streams exceed this server's limit of {} (--max-streams); use fewer -P",
+                limits.max_streams
+            )));
+        }
+        if let (Some(max), EndCondition::Seconds(s)) = (limits.max_duration, spec.end) {
+            let total = s + spec.omit_seconds;
+            if total > max.as_secs_f64() + 1e-9 {
+                return Err(Refusal::Rejected(format!(
+                    "{total} s of sending exceeds this server's limit of {} s (--max-duration); ask for -t {} or less",
+                    max.as_secs_f64(),
+                    (max.as_secs_f64() - spec.omit_seconds).max(0.0)
+                )));
+            }
+        }
+        if req.companion.is_some() && spec.server_load.is_some() {
+            return Err(Refusal::Rejected("a companion test cannot ask for --server-load".into()));
+        }
+        let rate = requested_rate(spec);
+        let mut st = self.lock();
+        let companion_of = match req.companion {
+            None => None,
+            Some(c) => match st.tests.get(&c) {
+                Some(parent)
+                    if parent.companion_of.is_none()
+                        && canonical(parent.client_ip) == canonical(req.client_ip)
+                        && parent.companions < MAX_COMPANIONS_PER_TEST =>
+                {
+                    Some(c)
+                }
+                Some(parent) if parent.companions >= MAX_COMPANIONS_PER_TEST && parent.companion_of.is_none() => {
+                    return Err(Refusal::Busy {
+                        running: st.running,
+                        max: limits.max_concurrent,
+                        reason: Some(format!(
+                            "the test this one accompanies already has {MAX_COMPANIONS_PER_TEST} companion(s), the limit"
+                        )),
+                    })
+                }
+                _ => {
+                    return Err(Refusal::Rejected(
+                        "the companion cookie names no running test of this client's address".into(),
+                    ))
+                }
+            },
+        };
+        let ordinary = st.running - st.companions;
+        if companion_of.is_none() && ordinary >= limits.max_concurrent {
+            return Err(Refusal::Busy { running: st.running, max: limits.max_concurrent, reason: None });
+        }
+        if let Some(max) = limits.max_rate {
+            let Some(rate) = rate else {
+                return Err(Refusal::Rejected(format!(
+                    "this server admits at most {} in total (--max-rate) and the test asks for no rate; give one with -b",
+                    netchar_model::units::format_si(max as f64, "bit/s")
+                )));
+            };
+            if rate > max {
+                return Err(Refusal::Rejected(format!(
+                    "{} exceeds this server's limit of {} in total (--max-rate); ask for less with -b",
+                    netchar_model::units::format_si(rate as f64, "bit/s"),
+                    netchar_model::units::format_si(max as f64, "bit/s")
+                )));
+            }
+            if st.rate_in_use + rate > max {
+                return Err(Refusal::Busy {
+                    running: st.running,
+                    max: limits.max_concurrent,
+                    reason: Some(format!(
+                        "{} of the server's {} (--max-rate) are in use by running tests",
+                        netchar_model::units::format_si(st.rate_in_use as f64, "bit/s"),
+                        netchar_model::units::format_si(max as f64, "bit/s")
+                    )),
+                });
+            }
+        }
+        if let Some(per_minute) = limits.max_starts_per_minute {
+            let ip = canonical(req.client_ip);
+            if st.starts.len() >= MAX_TRACKED_SOURCES && !st.starts.contains_key(&ip) {
+                st.starts.retain(|_, q| {
+                    q.back().is_some_and(|t| now.saturating_duration_since(*t) < Duration::from_secs(60))
+                });
+                if st.starts.len() >= MAX_TRACKED_SOURCES {
+                    // Every tracked source started a test within the minute: forget one.
+                    if let Some(k) = st.starts.keys().next().copied() {
+                        st.starts.remove(&k);
+                    }
+                }
+            }
+            let q = st.starts.entry(ip).or_default();
+            while q.front().is_some_and(|t| now.saturating_duration_since(*t) >= Duration::from_secs(60)) {
+                q.pop_front();
+            }
+            if q.len() >= per_minute as usize {
+                let wait = q.front().map_or(60.0, |t| 60.0 - now.saturating_duration_since(*t).as_secs_f64());
+                return Err(Refusal::Busy {
+                    running: st.running,
+                    max: limits.max_concurrent,
+                    reason: Some(format!(
+                        "{per_minute} test starts from {ip} in the last minute, the server's limit (--max-starts-per-minute); retry in {wait:.0} s"
+                    )),
+                });
+            }
+            q.push_back(now);
+        }
+        let mut cookie = [0u8; 16];
+        if getrandom::getrandom(&mut cookie).is_err() || st.tests.contains_key(&cookie) {
+            return Err(Refusal::Rejected("the server could not draw a session cookie".into()));
+        }
+        if let Some(parent) = companion_of.and_then(|c| st.tests.get_mut(&c)) {
+            parent.companions += 1;
+        }
+        st.tests.insert(
+            cookie,
+            TestEntry {
+                route: req.route,
+                client_ip: req.client_ip,
+                session_key: req.session_key,
+                companion_of,
+                companions: 0,
+                rate: rate.unwrap_or(0),
+                challenges: HashMap::new(),
+                refused_data: 0,
+            },
+        );
+        st.running += 1;
+        if companion_of.is_some() {
+            st.companions += 1;
+        }
+        st.rate_in_use += rate.unwrap_or(0);
+        self.running.store(st.running as usize, Ordering::SeqCst);
+        self.admitted_total.fetch_add(1, Ordering::SeqCst);
+        Ok(Admitted { cookie, running: st.running })
+    }
+
+    /// Ends a test's admission: its slot, rate and routes are free from here on. Returns how
+    /// many data streams were refused for it.
+    pub(crate) fn release(&self, cookie: &[u8; 16]) -> u64 {
+        let mut st = self.lock();
+        let Some(entry) = st.tests.remove(cookie) else { return 0 };
+        st.running = st.running.saturating_sub(1);
+        st.rate_in_use = st.rate_in_use.saturating_sub(entry.rate);
+        if let Some(parent) = entry.companion_of {
+            st.companions = st.companions.saturating_sub(1);
+            if let Some(p) = st.tests.get_mut(&parent) {
+                p.companions = p.companions.saturating_sub(1);
+            }
+        }
+        self.running.store(st.running as usize, Ordering::SeqCst);
+        entry.refused_data
+    }
+}
+
+/// The bit rate a test asks of the path (both directions), `None` when it asks for no limit.
+/// rr, crr and echo tests count as 0: they move one transaction at a time per slot.
+pub fn requested_rate(spec: &TestSpec) -> Option<u64> {
+    let flows = u64::from(spec.direction == Direction::Bidir) + 1;
+    let streams = u64::from(spec.streams);
+    let per_flow = match spec.kind {
+        TestKind::Rr => return Some(0),
+        TestKind::Udp => {
+            let u = spec.udp.as_ref()?;
+            let share = if u.per_stream { streams } else { 1 };
+            match u.rate {
+                UdpRate::Unlimited => return None,
+                UdpRate::BitsPerSecond(b) => b.saturating_mul(share),
+                UdpRate::PacketsPerSecond(p) => {
+                    p.saturating_mul(spec.block_bytes).saturating_mul(8).saturating_mul(share)
+                }
+            }
+        }
+        _ => spec.tcp.rate_bps_per_stream?.saturating_mul(streams),
+    };
+    Some(per_flow.saturating_mul(flows))
+}
+
+/// Connections open per source address, each held by a [`SourceSlot`].
+#[derive(Default)]
+pub(crate) struct SourceCounts {
+    counts: Mutex<HashMap<IpAddr, usize>>,
+    pub(crate) total: AtomicUsize,
+}
+
+/// One connection's place in [`SourceCounts`]; gives it back when dropped.
+pub(crate) struct SourceSlot {
+    counts: Arc<SourceCounts>,
+    ip: IpAddr,
+}
+
+/// Why a connection was turned away at accept.
+pub(crate) enum ConnRefusal {
+    PerSource(usize),
+    Total(usize),
+}
+
+impl SourceCounts {
+    /// Takes a slot for a connection from `ip`, unless it or the server is at its limit.
+    pub(crate) fn take(self: &Arc<Self>, ip: IpAddr, limits: &Limits) -> Result<SourceSlot, ConnRefusal> {
+        let ip = canonical(ip);
+        let mut m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if self.total.load(Ordering::SeqCst) >= limits.max_connections {
+            return Err(ConnRefusal::Total(limits.max_connections));
+        }
+        let n = m.entry(ip).or_insert(0);
+        if *n >= limits.max_per_source {
+            return Err(ConnRefusal::PerSource(limits.max_per_source));
+        }
+        *n += 1;
+        self.total.fetch_add(1, Ordering::SeqCst);
+        Ok(SourceSlot { counts: self.clone(), ip })
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut m = self.counts.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
+        }
+        self.counts.total.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(spec: &'a TestSpec, ip: &str, companion: Option<[u8; 16]>) -> Request<'a> {
+        Request { spec, companion, client_ip: ip.parse().unwrap(), session_key: None, route: mpsc::channel().0 }
+    }
+
+    #[test]
+    fn companions_must_accompany_a_test_of_the_same_client_and_are_capped() {
+        let reg = Registry::default();
+        let limits = Limits::default();
+        let spec = TestSpec::tcp_default();
+        let now = Instant::now();
+        let parent = reg.admit(req(&spec, "192.0.2.1", None), &limits, now).ok().unwrap().cookie;
+        // Another client cannot use the parent's cookie to get past --max-concurrent.
+        let other = reg.admit(req(&spec, "192.0.2.9", Some(parent)), &limits, now).err().unwrap();
+        assert!(matches!(other, Refusal::Rejected(ref m) if m.contains("no running test of this client")));
+        // The same client gets one companion; the second is refused.
+        let first = reg.admit(req(&spec, "192.0.2.1", Some(parent)), &limits, now).ok().unwrap();
+        assert_eq!(first.running, 2);
+        assert!(matches!(reg.admit(req(&spec, "192.0.2.1", Some(parent)), &limits, now), Err(Refusal::Busy { .. })));
+        // A companion cannot be the parent of another companion.
+        let chained = reg.admit(req(&spec, "192.0.2.1", Some(first.cookie)), &limits, now).err().unwrap();
+        assert!(matches!(chained, Refusal::Rejected(_)));
+        // Nor admit an ordinary test past the limit.
+        assert!(matches!(
+            reg.admit(req(&spec, "192.0.2.1", None), &limits, now),
+            Err(Refusal::Busy { reason: None, .. })
+        ));
+        reg.release(&first.cookie);
+        reg.release(&parent);
+        assert_eq!(reg.lock().running, 0);
+        assert!(reg.admit(req(&spec, "192.0.2.1", None), &limits, now).is_ok());
+    }
+
+    #[test]
+    fn rates_add_up_against_max_rate_and_an_unlimited_test_is_refused() {
+        let reg = Registry::default();
+        let limits = Limits { max_concurrent: 10, max_rate: Some(100_000_000), ..Limits::default() };
+        let now = Instant::now();
+        let mut spec = TestSpec::udp_default();
+        spec.udp.as_mut().unwrap().rate = UdpRate::BitsPerSecond(60_000_000);
+        let a = reg.admit(req(&spec, "192.0.2.1", None), &limits, now).ok().unwrap();
+        let busy = reg.admit(req(&spec, "192.0.2.2", None), &limits, now).err().unwrap();
+        assert!(matches!(busy, Refusal::Busy { reason: Some(ref r), .. } if r.contains("--max-rate")), "{busy:?}");
+        reg.release(&a.cookie);
+        assert!(reg.admit(req(&spec, "192.0.2.2", None), &limits, now).is_ok());
+        let tcp = TestSpec::tcp_default();
+        assert!(
+            matches!(reg.admit(req(&tcp, "192.0.2.3", None), &limits, now), Err(Refusal::Rejected(ref m)) if m.contains("-b"))
+        );
+        let mut bidir = TestSpec::tcp_default();
+        bidir.direction = Direction::Bidir;
+        bidir.streams = 2;
+        bidir.tcp.rate_bps_per_stream = Some(10);
+        assert_eq!(requested_rate(&bidir), Some(40));
+    }
+
+    #[test]
+    fn durations_streams_and_starts_per_minute_are_limited() {
+        let reg = Registry::default();
+        let limits = Limits {
+            max_concurrent: 10,
+            max_duration: Some(Duration::from_secs(30)),
+            max_streams: 4,
+            max_starts_per_minute: Some(2),
+            ..Limits::default()
+        };
+        let now = Instant::now();
+        let mut long = TestSpec::tcp_default();
+        long.end = EndCondition::Seconds(31.0);
+        assert!(
+            matches!(reg.admit(req(&long, "192.0.2.1", None), &limits, now), Err(Refusal::Rejected(ref m)) if m.contains("-t 30"))
+        );
+        let mut wide = TestSpec::tcp_default();
+        wide.streams = 3;
+        wide.direction = Direction::Bidir;
+        assert!(
+            matches!(reg.admit(req(&wide, "192.0.2.1", None), &limits, now), Err(Refusal::Rejected(ref m)) if m.contains("--max-streams"))
+        );
+        let ok = TestSpec::tcp_default();
+        for _ in 0..2 {
+            let a = reg.admit(req(&ok, "192.0.2.1", None), &limits, now).ok().unwrap();
+            reg.release(&a.cookie);
+        }
+        let third = reg.admit(req(&ok, "192.0.2.1", None), &limits, now).err().unwrap();
+        assert!(matches!(third, Refusal::Busy { reason: Some(ref r), .. } if r.contains("--max-starts-per-minute")));
+        assert!(reg.admit(req(&ok, "192.0.2.2", None), &limits, now).is_ok(), "other sources are not affected");
+        assert!(reg.admit(req(&ok, "192.0.2.1", None), &limits, now + Duration::from_secs(61)).is_ok());
+    }
+
+    #[test]
+    fn data_paths_come_from_the_control_address_or_an_allowed_network() {
+        let p = DataPathPolicy { allowed: vec![DataPathPolicy::parse_net("198.51.100.0/24").unwrap()] };
+        let ctl: IpAddr = "192.0.2.1".parse().unwrap();
+        assert!(p.allows(ctl, "::ffff:192.0.2.1".parse().unwrap()));
+        assert!(p.allows(ctl, "198.51.100.77".parse().unwrap()));
+        assert!(!p.allows(ctl, "192.0.2.2".parse().unwrap()));
+        assert!(!DataPathPolicy::default().allows(ctl, "198.51.100.77".parse().unwrap()));
+        assert!(DataPathPolicy::parse_net("10.0.0.0/33").is_err());
+        assert!(DataPathPolicy::parse_net("bogus").is_err());
+        assert_eq!(DataPathPolicy::parse_net("2001:db8::/32").unwrap().1, 32);
+    }
+
+    #[test]
+    fn connections_per_source_are_capped_and_given_back() {
+        let counts = Arc::new(SourceCounts::default());
+        let limits = Limits { max_per_source: 2, max_connections: 3, ..Limits::default() };
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let s1 = counts.take(a, &limits).ok().unwrap();
+        let _s2 = counts.take(a, &limits).ok().unwrap();
+        assert!(matches!(counts.take(a, &limits), Err(ConnRefusal::PerSource(2))));
+        let _s3 = counts.take(b, &limits).ok().unwrap();
+        assert!(matches!(counts.take(b, &limits), Err(ConnRefusal::Total(3))));
+        drop(s1);
+        assert!(counts.take(a, &limits).is_ok());
+    }
+}
