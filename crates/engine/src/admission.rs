@@ -241,20 +241,18 @@ impl Registry {
             None => None,
             Some(c) => match st.tests.get(&c) {
                 Some(parent)
-                    if parent.companion_of.is_none()
-                        && canonical(parent.client_ip) == canonical(req.client_ip)
-                        && parent.companions < MAX_COMPANIONS_PER_TEST =>
+                    if parent.companion_of.is_none() && canonical(parent.client_ip) == canonical(req.client_ip) =>
                 {
+                    if parent.companions >= MAX_COMPANIONS_PER_TEST {
+                        return Err(Refusal::Busy {
+                            running: st.running,
+                            max: limits.max_concurrent,
+                            reason: Some(format!(
+                                "the test this one accompanies already has {MAX_COMPANIONS_PER_TEST} companion(s), the limit"
+                            )),
+                        });
+                    }
                     Some(c)
-                }
-                Some(parent) if parent.companions >= MAX_COMPANIONS_PER_TEST && parent.companion_of.is_none() => {
-                    return Err(Refusal::Busy {
-                        running: st.running,
-                        max: limits.max_concurrent,
-                        reason: Some(format!(
-                            "the test this one accompanies already has {MAX_COMPANIONS_PER_TEST} companion(s), the limit"
-                        )),
-                    })
                 }
                 _ => {
                     return Err(Refusal::Rejected(

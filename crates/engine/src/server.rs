@@ -119,6 +119,8 @@ struct Shared {
 /// A bound server, ready to [`Server::run`].
 pub struct Server {
     listener: TcpListener,
+    /// The UDP setup listener, bound with the TCP one so the server is whole once bound.
+    udp: Result<UdpSocket, String>,
     cfg: ServerConfig,
 }
 
@@ -133,7 +135,10 @@ impl Server {
         }
         socket.bind(&cfg.bind.into())?;
         socket.listen(1024)?;
-        Ok(Self { listener: socket.into(), cfg })
+        let listener: TcpListener = socket.into();
+        let local = listener.local_addr()?;
+        let udp = bind_udp(local).map_err(|e| format!("UDP tests unavailable: cannot bind UDP {local}: {e}"));
+        Ok(Self { listener, udp, cfg })
     }
 
     /// The address actually bound (the port is known here when 0 was asked for).
@@ -156,13 +161,10 @@ impl Server {
         let waker = spawn_waker(stop.clone(), local, self.cfg.one_off.then(|| shared.clone()));
         let refusals = Refusals::spawn(stop.clone(), self.cfg.keys.is_some());
         let mut refusal_log = RefusalLog::default();
-        let udp = match bind_udp(local) {
+        let udp = match self.udp {
             Ok(socket) => Some(spawn_udp_setup_listener(socket, shared.clone())),
-            Err(e) => {
-                log(ServerLog::Rejected {
-                    peer: local,
-                    reason: format!("UDP tests unavailable: cannot bind UDP {local}: {e}"),
-                });
+            Err(reason) => {
+                log(ServerLog::Rejected { peer: local, reason });
                 None
             }
         };

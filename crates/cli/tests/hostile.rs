@@ -1,0 +1,314 @@
+//! Hostile clients against a running `netchar server`, each beside a well-behaved client whose
+//! figures must stay exact, with the server's open files and memory read before and after.
+//!
+//! Attackers use other loopback addresses (127.0.0.2, 127.0.0.3) than the good client
+//! (127.0.0.1), as they would be other hosts: per-source limits must stop the attacker and
+//! never the good client.
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use netchar_model::{Direction, TestSpec, UdpRate};
+use netchar_wire::datagram::{DatagramHeader, CHALLENGE_LEN};
+use netchar_wire::session::{ClientEvent, ClientSession, Timeouts};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// Open file descriptors and resident memory (KiB) of a process.
+fn fds_and_rss(pid: u32) -> (usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    (fds, rss)
+}
+
+/// Waits until the server's open files are back to `baseline` (closes may lag the attack by
+/// the refusal linger of a second); returns the last count.
+fn fds_settle(pid: u32, baseline: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (fds, _) = fds_and_rss(pid);
+        if fds <= baseline || Instant::now() > deadline {
+            return fds;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A TCP connection from a chosen local address (another "host" on loopback).
+fn connect_from(local: &str, port: u16) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&format!("{local}:0").parse::<SocketAddr>().unwrap().into()).unwrap();
+    socket.connect(&format!("127.0.0.1:{port}").parse::<SocketAddr>().unwrap().into()).unwrap();
+    socket.into()
+}
+
+/// A hand-driven control session: hello, request, and the server's answer.
+struct Control {
+    stream: TcpStream,
+    session: ClientSession,
+}
+
+impl Control {
+    fn open(local: &str, port: u16, spec: TestSpec, companion: Option<[u8; 16]>) -> Self {
+        let stream = connect_from(local, port);
+        stream.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let session = ClientSession::with_companion(Instant::now(), spec, Timeouts::default(), companion);
+        Self { stream, session }
+    }
+
+    /// Drives the session until it yields an event (or fails, or 5 s pass).
+    fn next_event(&mut self) -> Result<ClientEvent, String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut buf = [0u8; 4096];
+        loop {
+            let mut out = Vec::new();
+            self.session.poll_output(&mut out);
+            self.stream.write_all(&out).map_err(|e| e.to_string())?;
+            if let Some(ev) = self.session.poll_event() {
+                return Ok(ev);
+            }
+            if Instant::now() > deadline {
+                return Err("no answer within 5 s".into());
+            }
+            match self.stream.read(&mut buf) {
+                Ok(0) => return Err("closed".into()),
+                Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string())?,
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+fn udp_reverse(rate: u64) -> TestSpec {
+    let mut spec = TestSpec::udp_default();
+    spec.direction = Direction::Down;
+    spec.block_bytes = 1472;
+    spec.udp.as_mut().unwrap().rate = UdpRate::BitsPerSecond(rate);
+    spec
+}
+
+/// The attack that gave ~71,000× amplification: a control connection from one host asks for
+/// `udp -R`, and a setup datagram claiming another host's address points the server's sender
+/// at the victim. The victim must receive nothing (default policy) or only challenges no
+/// larger than the setups that caused them (when the operator allows the victim's network),
+/// and never test traffic; a good client's UDP test beside it stays exact.
+#[test]
+fn spoofed_udp_setup_reflects_nothing_to_the_victim() {
+    for allow_victim in [false, true] {
+        let extra: &[&str] = if allow_victim {
+            &["--max-concurrent", "2", "--allow-data-from", "127.0.0.0/8"]
+        } else {
+            &["--max-concurrent", "2"]
+        };
+        let s = Server::start(extra);
+        let pid = s.child.id();
+        let before = fds_and_rss(pid);
+        let mut attacker = Control::open("127.0.0.2", s.port, udp_reverse(200_000_000), None);
+        let cookie = match attacker.next_event() {
+            Ok(ClientEvent::Accepted { cookie, .. }) => cookie,
+            other => panic!("attacker's test not admitted: {other:?}"),
+        };
+        // The victim: another host whose address the setup claims. It never answers.
+        let victim = UdpSocket::bind("127.0.0.3:0").unwrap();
+        victim.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let good = std::thread::spawn({
+            let port = s.port.to_string();
+            move || netchar(&["udp", "127.0.0.1", "-p", &port, "-b", "20M", "-t", "2", "--json", "--busy-wait", "5"])
+        });
+        let (mut sent, mut received, mut datagrams) = (0usize, 0usize, 0usize);
+        let mut biggest = 0;
+        let setup = DatagramHeader::setup(1, &cookie);
+        let mut buf = [0u8; 65536];
+        let until = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < until {
+            sent += victim.send_to(&setup, ("127.0.0.1", s.port)).unwrap();
+            while let Ok((n, _)) = victim.recv_from(&mut buf) {
+                received += n;
+                datagrams += 1;
+                biggest = biggest.max(n);
+            }
+        }
+        let run = good.join().unwrap();
+        assert_eq!(run.code, 0, "the good client failed beside the attack: {}", run.stderr);
+        let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        let up = &v["summary"]["up"];
+        assert_eq!(u(&up["sender"]["packets"]), u(&up["receiver"]["packets"]) + u(&up["receiver"]["lost"]), "{up}");
+        if allow_victim {
+            assert!(received <= sent, "amplification: {received} bytes received for {sent} sent");
+            assert!(biggest <= CHALLENGE_LEN, "the victim got a {biggest}-byte datagram, not only challenges");
+        } else {
+            assert_eq!(
+                received, 0,
+                "{datagrams} datagrams ({received} bytes) reached the victim for {sent} bytes sent"
+            );
+        }
+        drop(attacker);
+        let fds = fds_settle(pid, before.0);
+        assert!(fds <= before.0, "server fds {} before, {fds} after", before.0);
+        let lines = s.log_lines(Duration::from_millis(500));
+        eprintln!(
+            "allow_victim={allow_victim}: sent {sent} B, victim got {received} B in {datagrams} datagrams; {lines:?}"
+        );
+    }
+}
+
+/// Slowloris: connections that trickle their hello one byte at a time, or send nothing, must
+/// not keep the server: the hello has an absolute deadline and one address gets at most
+/// --max-per-source connections; the rest are answered "busy: too many connections" rather
+/// than dropped. A good client from another address runs a test throughout, exactly.
+#[test]
+fn slowloris_connections_are_capped_and_closed_by_their_deadline() {
+    let s = Server::start(&["--idle-timeout", "2", "--max-per-source", "16"]);
+    let pid = s.child.id();
+    let before = fds_and_rss(pid);
+    let hello = netchar_wire::hello::Hello::control().encode();
+    let started = Instant::now();
+    let mut trickling: Vec<(TcpStream, Option<Instant>)> =
+        (0..40).map(|_| (connect_from("127.0.0.2", s.port), None)).collect();
+    let idle: Vec<TcpStream> = (0..20).map(|_| connect_from("127.0.0.2", s.port)).collect();
+    let good = std::thread::spawn({
+        let port = s.port.to_string();
+        move || netchar(&["tcp", "127.0.0.1", "-p", &port, "-n", "20M", "-i", "0", "--json"])
+    });
+    // One byte per 300 ms: 40 bytes would take 12 s, far past the 2 s deadline.
+    let mut refused = 0;
+    for step in 0..15 {
+        for (c, closed) in trickling.iter_mut().filter(|(_, closed)| closed.is_none()) {
+            let mut buf = [0u8; 256];
+            c.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+            match c.read(&mut buf) {
+                Ok(0) => *closed = Some(Instant::now()),
+                Ok(n) => {
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    if text.contains("too many connections") {
+                        refused += 1;
+                    }
+                    *closed = Some(Instant::now());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if c.write_all(&hello[step..step + 1]).is_err() {
+                        *closed = Some(Instant::now());
+                    }
+                }
+                Err(_) => *closed = Some(Instant::now()),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let run = good.join().unwrap();
+    assert_eq!(run.code, 0, "the good client failed beside the slowloris: {}", run.stderr);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let (sent, got) = check_flow(&v, "up", 1);
+    assert_eq!(sent, got);
+    // 16 were let in; of the 60 connections the others were refused with a reason.
+    assert!(refused >= 40 - 16 - 1, "only {refused} trickling connections were told why they were refused");
+    let still_open = trickling.iter().filter(|(_, c)| c.is_none()).count();
+    assert_eq!(still_open, 0, "{still_open} trickling connections outlived their hello deadline (trickled for 4.5 s)");
+    let latest = trickling.iter().filter_map(|(_, c)| *c).max().unwrap();
+    eprintln!(
+        "slowloris: {refused} refused with a reason, the last trickler closed {:.1} s after the start",
+        (latest - started).as_secs_f64()
+    );
+    drop(idle);
+    drop(trickling);
+    let fds = fds_settle(pid, before.0);
+    let after = fds_and_rss(pid);
+    assert!(fds <= before.0, "server fds {} before, {fds} after", before.0);
+    eprintln!("server fds {} -> {fds}, RSS {} -> {} KiB", before.0, before.1, after.1);
+    let lines = s.log_lines(Duration::from_millis(500));
+    assert!(lines.iter().any(|l| l.contains("too many connections from 127.0.0.2")), "{lines:?}");
+    // Refusals are summarised, not logged one line each.
+    let refusal_lines = lines.iter().filter(|l| l.contains("too many connections")).count();
+    assert!(refusal_lines <= 2, "{refusal_lines} refusal lines: {lines:?}");
+}
+
+/// One client ran 31 tests against --max-concurrent 1 by naming its own running test as the
+/// companion of each. Companions now belong to a test of the same address, one per test.
+#[test]
+fn companions_cannot_get_past_max_concurrent() {
+    let s = Server::start(&[]);
+    let spec = TestSpec::rr_default();
+    let mut first = Control::open("127.0.0.2", s.port, spec.clone(), None);
+    let cookie = match first.next_event() {
+        Ok(ClientEvent::Accepted { cookie, .. }) => cookie,
+        other => panic!("{other:?}"),
+    };
+    let mut admitted = 0;
+    let mut refused = Vec::new();
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        let mut c = Control::open("127.0.0.2", s.port, spec.clone(), Some(cookie));
+        match c.next_event() {
+            Ok(ClientEvent::Accepted { .. }) => admitted += 1,
+            Ok(ClientEvent::Busy { reason, .. }) => refused.push(reason.unwrap_or_default()),
+            other => panic!("{other:?}"),
+        }
+        held.push(c);
+    }
+    assert_eq!(admitted, 1, "companions admitted beside one test: {admitted} (refusals: {refused:?})");
+    assert!(refused.iter().all(|r| r.contains("companion")), "{refused:?}");
+    // From another address, the cookie is worth nothing.
+    let mut other = Control::open("127.0.0.3", s.port, spec, Some(cookie));
+    let err = other.next_event().unwrap_err();
+    assert!(err.contains("no running test of this client"), "{err}");
+}
+
+/// Deeply nested and invalid JSON, out-of-state messages, an oversize length prefix: each ends
+/// only its own session; the server answers the next client at once.
+#[test]
+fn malformed_control_messages_end_only_their_own_session() {
+    let s = Server::start(&[]);
+    let pid = s.child.id();
+    let before = fds_and_rss(pid);
+    let hello = netchar_wire::hello::Hello::control().encode();
+    let nested = vec![b'['; 60_000];
+    let frame = |payload: &[u8]| {
+        let mut b = hello.to_vec();
+        b.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        b.extend_from_slice(payload);
+        b
+    };
+    let mut oversize = hello.to_vec();
+    oversize.extend_from_slice(&(64 * 1024 * 1024u32).to_be_bytes());
+    let cases = [
+        frame(&nested),
+        frame(br#"{"type":"request","spec":{"kind":"tcp"}}"#),
+        frame(br#"{"type":"start"}"#),
+        frame(br#"{"type":"sender_done","totals":[]}"#),
+        frame(&[0xff; 100]),
+        oversize,
+    ];
+    for bytes in &cases {
+        let mut c = connect_from("127.0.0.2", s.port);
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(bytes).unwrap();
+        // The server answers (its hello, then an error) and closes: never hangs.
+        let mut answer = Vec::new();
+        let _ = c.read_to_end(&mut answer);
+        assert!(answer.len() >= 40, "no answer to {:?}...", &bytes[40..bytes.len().min(60)]);
+    }
+    let r = tcp_json(&s, "127.0.0.1", &["-n", "10M", "-i", "0"]);
+    let (sent, got) = check_flow(&r, "up", 1);
+    assert_eq!(sent, got);
+    let fds = fds_settle(pid, before.0);
+    assert!(fds <= before.0, "server fds {} before, {fds} after", before.0);
+}
+
+/// Back to back tests from one client against --max-concurrent 1, with no --busy-wait: the
+/// server frees a test's slot before the client has its results, so the next is never busy.
+#[test]
+fn back_to_back_tests_are_never_refused_as_busy() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    for i in 0..15 {
+        let run = netchar(&["tcp", "127.0.0.1", "-p", &port, "-n", "100k", "-i", "0", "--json"]);
+        assert_eq!(run.code, 0, "test {i}: {}", run.stderr);
+    }
+}
