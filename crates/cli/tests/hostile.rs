@@ -7,13 +7,16 @@
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/control.rs"]
+mod control;
 
 use common::*;
-use netchar_model::{Direction, TestSpec, UdpRate};
+use control::*;
+use netchar_model::TestSpec;
 use netchar_wire::datagram::{DatagramHeader, CHALLENGE_LEN};
-use netchar_wire::session::{ClientEvent, ClientSession, Timeouts};
+use netchar_wire::session::ClientEvent;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 /// Open file descriptors and resident memory (KiB) of a process.
@@ -39,59 +42,6 @@ fn fds_settle(pid: u32, baseline: usize) -> usize {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// A TCP connection from a chosen local address (another "host" on loopback).
-fn connect_from(local: &str, port: u16) -> TcpStream {
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket.bind(&format!("{local}:0").parse::<SocketAddr>().unwrap().into()).unwrap();
-    socket.connect(&format!("127.0.0.1:{port}").parse::<SocketAddr>().unwrap().into()).unwrap();
-    socket.into()
-}
-
-/// A hand-driven control session: hello, request, and the server's answer.
-struct Control {
-    stream: TcpStream,
-    session: ClientSession,
-}
-
-impl Control {
-    fn open(local: &str, port: u16, spec: TestSpec, companion: Option<[u8; 16]>) -> Self {
-        let stream = connect_from(local, port);
-        stream.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-        let session = ClientSession::with_companion(Instant::now(), spec, Timeouts::default(), companion);
-        Self { stream, session }
-    }
-
-    /// Drives the session until it yields an event (or fails, or 5 s pass).
-    fn next_event(&mut self) -> Result<ClientEvent, String> {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut buf = [0u8; 4096];
-        loop {
-            let mut out = Vec::new();
-            self.session.poll_output(&mut out);
-            self.stream.write_all(&out).map_err(|e| e.to_string())?;
-            if let Some(ev) = self.session.poll_event() {
-                return Ok(ev);
-            }
-            if Instant::now() > deadline {
-                return Err("no answer within 5 s".into());
-            }
-            match self.stream.read(&mut buf) {
-                Ok(0) => return Err("closed".into()),
-                Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string())?,
-                Err(_) => {}
-            }
-        }
-    }
-}
-
-fn udp_reverse(rate: u64) -> TestSpec {
-    let mut spec = TestSpec::udp_default();
-    spec.direction = Direction::Down;
-    spec.block_bytes = 1472;
-    spec.udp.as_mut().unwrap().rate = UdpRate::BitsPerSecond(rate);
-    spec
 }
 
 /// The attack that gave ~71,000× amplification: a control connection from one host asks for
