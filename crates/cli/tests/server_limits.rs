@@ -28,8 +28,7 @@ fn authentication_admits_only_holders_of_a_key_and_binds_their_data_streams() {
     let wrong = key_file(&dir, "wrong.key", "ci:fedcba9876543210XXXX\n");
     let s = Server::start(&["--psk-file", &server_keys]);
     let port = s.port.to_string();
-    let start = s.log_lines(std::time::Duration::from_secs(2));
-    assert!(start.iter().any(|l| l.contains("tests only for the 2 user(s)")), "{start:?}");
+    assert!(s.banner.contains("tests only for the 2 user(s)"), "{}", s.banner);
     let none = netchar(&["tcp", "127.0.0.1", "-p", &port, "-n", "1M"]);
     assert_eq!(none.code, 2);
     assert!(none.stderr.contains("requires authentication") && none.stderr.contains("--psk-file"), "{}", none.stderr);
@@ -49,8 +48,7 @@ fn authentication_admits_only_holders_of_a_key_and_binds_their_data_streams() {
     assert!(lines.iter().any(|l| l.contains("authentication failed")), "{lines:?}");
     // A client with a key refuses a server that cannot prove it holds the key.
     let open = Server::start(&[]);
-    let open_start = open.log_lines(std::time::Duration::from_secs(2));
-    assert!(open_start.iter().any(|l| l.contains("anyone who reaches this port can run tests")), "{open_start:?}");
+    assert!(open.banner.contains("anyone who reaches this port can run tests"), "{}", open.banner);
     let run = netchar(&["tcp", "127.0.0.1", "-p", &open.port.to_string(), "-n", "1M", "--psk-file", &good]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("does not use authentication"), "{}", run.stderr);
@@ -95,14 +93,12 @@ fn settings_come_from_a_config_file_and_flags_win() {
     let dir = tmpdir("config");
     let cfg = key_file(&dir, "server.toml", "max-streams = 1\nmax-duration = 3\nidle-timeout = \"4\"\n");
     let s = Server::start(&["--config", &cfg]);
-    let start = s.log_lines(std::time::Duration::from_secs(2));
-    assert!(start.iter().any(|l| l.contains("1 streams per test") && l.contains("3 s per test")), "{start:?}");
+    assert!(s.banner.contains("1 streams per test") && s.banner.contains("3 s per test"), "{}", s.banner);
     let run = netchar(&["tcp", "127.0.0.1", "-p", &s.port.to_string(), "-t", "1", "-P", "2"]);
     assert!(run.stderr.contains("--max-streams"), "{}", run.stderr);
     drop(s);
     let s = Server::start(&["--config", &cfg, "--max-streams", "4"]);
-    let start = s.log_lines(std::time::Duration::from_secs(2));
-    assert!(start.iter().any(|l| l.contains("4 streams per test")), "{start:?}");
+    assert!(s.banner.contains("4 streams per test"), "{}", s.banner);
     let bad = key_file(&dir, "bad.toml", "max-strems = 1\n");
     let run = netchar(&["server", "--config", &bad]);
     assert_eq!(run.code, 2);

@@ -133,7 +133,7 @@ pub(crate) enum DataConn {
 /// One running test, as admission and data routing see it.
 pub(crate) struct TestEntry {
     /// Where the test takes its data streams.
-    pub(crate) route: mpsc::Sender<DataConn>,
+    pub(crate) route: mpsc::SyncSender<DataConn>,
     /// The control connection's address: data streams must come from it (or an allowed net).
     pub(crate) client_ip: IpAddr,
     /// Tags this test's data streams (authenticated tests).
@@ -203,7 +203,7 @@ pub(crate) struct Request<'a> {
     pub(crate) companion: Option<[u8; 16]>,
     pub(crate) client_ip: IpAddr,
     pub(crate) session_key: Option<[u8; 32]>,
-    pub(crate) route: mpsc::Sender<DataConn>,
+    pub(crate) route: mpsc::SyncSender<DataConn>,
 }
 
 impl Registry {
@@ -446,7 +446,7 @@ mod tests {
     use super::*;
 
     fn req<'a>(spec: &'a TestSpec, ip: &str, companion: Option<[u8; 16]>) -> Request<'a> {
-        Request { spec, companion, client_ip: ip.parse().unwrap(), session_key: None, route: mpsc::channel().0 }
+        Request { spec, companion, client_ip: ip.parse().unwrap(), session_key: None, route: mpsc::sync_channel(1).0 }
     }
 
     #[test]

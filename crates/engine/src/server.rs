@@ -37,8 +37,9 @@ const IDLE_CALIBRATION: Duration = Duration::from_millis(300);
 /// Refused connections waiting to be closed gently (their answer read by the client); beyond
 /// this many, a refused connection is closed at once.
 const MAX_LINGERING_REFUSALS: usize = 1024;
-/// How often refusals from one source are logged: the first at once, then a count.
-const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(10);
+/// Data streams queued for a test before its control thread takes them: a test has at most
+/// 2 × MAX_STREAMS; more queued means a flood of copies, which are dropped.
+const ROUTE_QUEUE: usize = 2 * netchar_model::spec::MAX_STREAMS as usize + 16;
 
 /// How the server runs.
 #[derive(Debug, Clone)]
@@ -149,7 +150,8 @@ impl Server {
     /// Serves until `stop` is raised (running tests end cleanly, their clients get their
     /// figures) or, with `one_off`, until the first test ends.
     pub fn run(self, stop: &StopFlag, log: impl Fn(ServerLog) + Send + Sync + 'static) -> io::Result<()> {
-        let log: Logger = Arc::new(log);
+        let limiter = LogLimiter { inner: Arc::new(log), by_source: Default::default() };
+        let log: Logger = Arc::new(move |e| limiter.log(e));
         let shared = Arc::new(Shared {
             registry: Registry::default(),
             cfg: self.cfg.clone(),
@@ -160,7 +162,6 @@ impl Server {
         let local = self.local_addr()?;
         let waker = spawn_waker(stop.clone(), local, self.cfg.one_off.then(|| shared.clone()));
         let refusals = Refusals::spawn(stop.clone(), self.cfg.keys.is_some());
-        let mut refusal_log = RefusalLog::default();
         let udp = match self.udp {
             Ok(socket) => Some(spawn_udp_setup_listener(socket, shared.clone())),
             Err(reason) => {
@@ -186,9 +187,7 @@ impl Server {
                             format!("the server has {n} connections open, its limit (--max-connections); retry later")
                         }
                     };
-                    if let Some(line) = refusal_log.note(peer, &reason) {
-                        log(ServerLog::Rejected { peer, reason: line });
-                    }
+                    log(ServerLog::Rejected { peer, reason: reason.clone() });
                     refusals.refuse(stream, &reason, &shared.registry, &self.cfg.limits);
                     continue;
                 }
@@ -212,39 +211,50 @@ impl Server {
     }
 }
 
-/// Refusals logged per source: the first at once, then one line with the count per period,
-/// so a flood of refused connections cannot flood the log.
-#[derive(Default)]
-struct RefusalLog {
-    by_source: HashMap<IpAddr, (Instant, u64)>,
+/// Rejections logged per source and period: a few lines at once, then one line with the
+/// count, so a flood of bad connections from one address cannot flood the log.
+struct LogLimiter {
+    inner: Logger,
+    by_source: std::sync::Mutex<HashMap<IpAddr, (Instant, u32, u64)>>,
 }
 
-impl RefusalLog {
-    fn note(&mut self, peer: SocketAddr, reason: &str) -> Option<String> {
+/// Rejection lines per source per [`REJECTION_LOG_PERIOD`] before they are only counted.
+const REJECTION_LINES_PER_PERIOD: u32 = 5;
+/// The period of [`LogLimiter`].
+const REJECTION_LOG_PERIOD: Duration = Duration::from_secs(10);
+
+impl LogLimiter {
+    fn log(&self, entry: ServerLog) {
+        let ServerLog::Rejected { peer, reason } = entry else {
+            return (self.inner)(entry);
+        };
         let now = Instant::now();
         let ip = canonical(peer.ip());
-        if self.by_source.len() > 4096 {
-            self.by_source.retain(|_, (t, _)| now.saturating_duration_since(*t) < REFUSAL_LOG_PERIOD);
-        }
-        match self.by_source.get_mut(&ip) {
-            Some((since, n)) if now.saturating_duration_since(*since) < REFUSAL_LOG_PERIOD => {
-                *n += 1;
-                None
+        let line = {
+            let mut m = self.by_source.lock().unwrap_or_else(|p| p.into_inner());
+            if m.len() > 4096 {
+                m.retain(|_, (since, _, _)| now.saturating_duration_since(*since) < REJECTION_LOG_PERIOD);
             }
-            Some((since, n)) => {
-                let line = format!(
-                    "{reason} ({} more refused from {ip} in the last {:.0} s)",
-                    *n,
-                    REFUSAL_LOG_PERIOD.as_secs_f64()
-                );
+            let (since, lines, suppressed) = m.entry(ip).or_insert((now, 0, 0));
+            if now.saturating_duration_since(*since) >= REJECTION_LOG_PERIOD {
                 *since = now;
-                *n = 0;
-                Some(line)
+                *lines = 0;
             }
-            None => {
-                self.by_source.insert(ip, (now, 0));
-                Some(reason.to_string())
+            if *lines >= REJECTION_LINES_PER_PERIOD {
+                *suppressed += 1;
+                None
+            } else {
+                *lines += 1;
+                let earlier = std::mem::take(suppressed);
+                Some(if earlier > 0 {
+                    format!("{reason} ({earlier} more rejections from {ip} were not logged)")
+                } else {
+                    reason
+                })
             }
+        };
+        if let Some(reason) = line {
+            (self.inner)(ServerLog::Rejected { peer, reason });
         }
     }
 }
@@ -380,7 +390,7 @@ fn spawn_udp_setup_listener(socket: UdpSocket, shared: Arc<Shared>) -> std::thre
                     );
                     let tagged = entry.tag_ok(&setup.cookie, setup.stream_id, &tag);
                     if routable && tagged {
-                        let _ = entry.route.send(DataConn::Udp(setup.stream_id, from));
+                        let _ = entry.route.try_send(DataConn::Udp(setup.stream_id, from));
                     } else {
                         entry.refused_data += 1;
                     }
@@ -481,7 +491,7 @@ fn route_data_connection(stream: TcpStream, peer: SocketAddr, hello: &Hello, sha
             "data connection without its authenticated test's tag"
         }
         Some(entry) => {
-            let _ = entry.route.send(DataConn::Tcp(hello.stream_id, stream));
+            let _ = entry.route.try_send(DataConn::Tcp(hello.stream_id, stream));
             return;
         }
     };
@@ -695,7 +705,7 @@ impl<'a> ControlSession<'a> {
         let now = Instant::now();
         match ev {
             ServerEvent::Requested { spec, companion, auth } => {
-                let (tx, rx) = mpsc::channel();
+                let (tx, rx) = mpsc::sync_channel(ROUTE_QUEUE);
                 let req = Request {
                     spec: &spec,
                     companion,

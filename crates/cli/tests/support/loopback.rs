@@ -14,6 +14,8 @@ pub struct Server {
     pub child: Child,
     pub port: u16,
     pub stderr: std::sync::mpsc::Receiver<String>,
+    /// The start-up line after "listening": who may run tests, and the limits.
+    pub banner: String,
 }
 
 impl Server {
@@ -41,7 +43,8 @@ impl Server {
         let first = rx.recv_timeout(Duration::from_secs(10)).expect("server start line");
         let port =
             first.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {first:?}"));
-        Self { child, port, stderr: rx }
+        let banner = rx.recv_timeout(Duration::from_secs(10)).expect("server banner line");
+        Self { child, port, stderr: rx, banner }
     }
 
     /// Server log lines seen so far (waits up to `wait` for at least one more).
