@@ -262,3 +262,34 @@ fn back_to_back_tests_are_never_refused_as_busy() {
         assert_eq!(run.code, 0, "test {i}: {}", run.stderr);
     }
 }
+
+/// A client killed mid-test (TCP and UDP, both directions): the server notices, logs the test
+/// with its error, closes everything it opened for it, and serves the next test at once.
+#[test]
+fn a_client_killed_mid_test_costs_the_server_nothing() {
+    let s = Server::start(&[]);
+    let pid = s.child.id();
+    let _ = tcp_json(&s, "127.0.0.1", &["-n", "1M", "-i", "0"]);
+    let (baseline, _) = fds_and_rss(pid);
+    let port = s.port.to_string();
+    for args in [["tcp", "-R"], ["tcp", "--bidir"], ["udp", "-R"], ["udp", "--bidir"]] {
+        let mut child = std::process::Command::new(BIN)
+            .args([args[0], "127.0.0.1", "-p", &port, "-t", "30", "-b", "50M", args[1]])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1200));
+        child.kill().unwrap();
+        let _ = child.wait();
+        // The next test is admitted: the killed one's slot was freed (--busy-wait covers the
+        // server noticing the dead client: its control connection's reset or silence).
+        let r = client_json("tcp", &s, "127.0.0.1", &["-n", "5M", "-i", "0", "--busy-wait", "15"]);
+        let (sent, got) = check_flow(&r, "up", 1);
+        assert_eq!(sent, got, "after killing {args:?}");
+    }
+    let fds = fds_settle(pid, baseline);
+    assert!(fds <= baseline, "server fds {baseline} before, {fds} after four killed clients");
+    let lines = s.log_lines(Duration::from_millis(500));
+    assert!(lines.iter().filter(|l| l.contains("error")).count() >= 4, "{lines:?}");
+}
