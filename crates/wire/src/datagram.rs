@@ -160,6 +160,14 @@ impl DatagramHeader {
         Some((h.stream_id, buf[HEADER_LEN..HEADER_LEN + 16].try_into().ok()?))
     }
 
+    /// True for a challenge exactly as the server emits it (its sequence and time fields are
+    /// zero). A late challenge can reach a client's data socket after the test started: the
+    /// receivers skip it instead of taking it for data.
+    pub fn is_challenge(buf: &[u8]) -> bool {
+        buf.len() == CHALLENGE_LEN
+            && Self::parse(buf).is_ok_and(|h| h.flags == FLAG_CHALLENGE && h.sequence == 0 && h.sent_ns == 0)
+    }
+
     /// The cookie of a setup datagram.
     pub fn setup_cookie(buf: &[u8]) -> Option<[u8; 16]> {
         Self::parse_setup(buf).map(|s| s.cookie)
@@ -208,6 +216,12 @@ mod tests {
         assert_eq!(DatagramHeader::parse_challenge(&ch), Some((2, [7; 16])));
         assert_eq!(DatagramHeader::parse_challenge(&c), None);
         assert_eq!(DatagramHeader::parse_setup(&ch), None);
+        assert!(DatagramHeader::is_challenge(&ch));
+        assert!(!DatagramHeader::is_challenge(&c));
+        // An rr response of the same length (sequence key, then filler) is not a challenge.
+        let mut response = [b'r'; CHALLENGE_LEN];
+        response[..8].copy_from_slice(&7u64.to_le_bytes());
+        assert!(!DatagramHeader::is_challenge(&response));
     }
 
     proptest! {

@@ -399,6 +399,8 @@ pub(super) fn udp_requester(
         }
 
         match udp::recv_timestamped(socket.as_fd(), &mut buf) {
+            // A challenge still in flight when the test started (docs/protocol.md): not an answer.
+            Ok((n, _)) if netchar_wire::datagram::DatagramHeader::is_challenge(&buf[..n]) => {}
             Ok((n, stamp)) if n >= width => {
                 let at = Instant::now();
                 now = at;
