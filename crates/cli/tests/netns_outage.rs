@@ -120,3 +120,45 @@ fn total_loss_and_a_link_outage_end_with_exact_figures_and_a_healthy_server() {
     let after = fds_settle(pid, baseline);
     assert!(after <= baseline, "server fds {baseline} before, {after} after");
 }
+
+/// A firewall on the server's own host refusing its sends (nft drop in OUTPUT: the kernel
+/// answers EPERM) for a second of a `udp -R` test: the refused sends are counted as send
+/// errors, never as sent, and the test goes on to the end. It used to end the server's sender.
+#[test]
+fn a_local_firewall_refusing_the_servers_sends_is_counted_not_fatal() {
+    if Command::new("nft").arg("--version").output().is_err() {
+        skip_or_fail("nft is not installed (apt-get install nftables)");
+        return;
+    }
+    let link = match Link::create() {
+        Ok(l) => l,
+        Err(reason) => {
+            skip_or_fail(&reason);
+            return;
+        }
+    };
+    let mut cmd = link.a.command(BIN);
+    cmd.args(["server", "-B", "0.0.0.0", "-p", PORT]);
+    let server = Server::spawn(cmd, "listening", Duration::from_secs(10)).unwrap();
+    let firewall = {
+        let a = link.a.name().to_string();
+        std::thread::spawn(move || {
+            let nft =
+                |args: &[&str]| Command::new("ip").args(["netns", "exec", &a, "nft"]).args(args).status().unwrap();
+            std::thread::sleep(Duration::from_millis(1000));
+            assert!(nft(&["add", "table", "inet", "fw"]).success());
+            assert!(nft(&["add", "chain", "inet", "fw", "out", "{ type filter hook output priority 0; }"]).success());
+            assert!(nft(&["add", "rule", "inet", "fw", "out", "udp", "sport", PORT, "counter", "drop"]).success());
+            std::thread::sleep(Duration::from_millis(1000));
+            assert!(nft(&["delete", "table", "inet", "fw"]).success());
+        })
+    };
+    let (code, v, err) = client(&link, &["udp", "-R", "-b", "20M", "-t", "3", "-i", "0"]);
+    firewall.join().unwrap();
+    let down = &v["summary"]["down"];
+    eprintln!("firewall: exit {code:?}, {down}");
+    assert_eq!(code, Some(0), "{err}\n{}", server.stderr());
+    assert!(n(&down["sender"]["send_errors"]) > 0, "the firewall refused nothing: {down}");
+    assert_eq!(n(&down["sender"]["packets"]), n(&down["receiver"]["packets"]) + n(&down["receiver"]["lost"]), "{down}");
+    assert_eq!(n(&down["receiver"]["lost"]), 0, "refused sends are not sent, so not lost: {down}");
+}

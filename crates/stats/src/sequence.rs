@@ -15,16 +15,30 @@
 //! late: at most one window's worth of reordering can be told apart from duplication), and
 //! per-range loss is computed by the caller from [`Arrival`]s, not from a list of holes.
 //!
+//! A receiver cannot trust every number: anyone who can send to its port from the sender's
+//! address can forge datagrams. A number more than [`WINDOW`] above the high-water mark is
+//! **held** aside instead of moving the mark (one forged jump would otherwise make every later
+//! genuine arrival "late"); held numbers join the count when the mark reaches them, when a
+//! dense run of them shows the sender really jumped (a burst of loss longer than the window),
+//! or at the end when the sender's exact total says they were sent. A number at or above the
+//! sender's total is **foreign**: never received ([`SequenceTracker::settle`]). So
+//! `sent = received + lost` holds whatever arrives, and received never exceeds sent.
+//!
 //! Reordering extent (RFC 4737 §4.2.2): for a reordered packet with arrival index i, the
 //! extent is i − j, where j is the arrival index of the earliest-arriving packet with a larger
 //! sequence number. Those packets are always in-order arrivals, whose numbers and arrival
 //! indices both increase, so j is found by binary search over the last [`WINDOW`] of them.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Sequence numbers below the high-water mark whose arrival is remembered.
 pub const WINDOW: u64 = 1 << 20;
 const WORDS: usize = (WINDOW / 64) as usize;
+/// Far-ahead numbers held at once; more are counted as [`SequenceTracker::overflow`] (and
+/// settled as foreign), so memory stays bounded whatever arrives.
+pub const HELD_CAP: usize = 4096;
+/// Held numbers within one window of each other that show a genuine jump of the sender.
+const JUMP_RUN: usize = 64;
 
 /// What one arrival was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +52,10 @@ pub enum Arrival {
     },
     /// Seen before.
     Duplicate,
+    /// Far above the high-water mark: held aside, counted once it proves genuine.
+    Held,
+    /// Never a sender's number (2^64 − 1: no sender sends that many).
+    Foreign,
 }
 
 /// Sequence accounting of one stream.
@@ -54,6 +72,14 @@ pub struct SequenceTracker {
     late: u64,
     duplicates: u64,
     reorder_extent_max: u64,
+    /// Far-ahead numbers held aside, with their datagram's length.
+    held: BTreeMap<u64, u32>,
+    /// Far-ahead arrivals beyond [`HELD_CAP`].
+    overflow: u64,
+    /// Held numbers that joined the count since [`Self::take_released`] was last called,
+    /// with their lengths: the caller credits them to its per-range ledger.
+    released: Vec<(u64, u32)>,
+    foreign: u64,
 }
 
 impl Default for SequenceTracker {
@@ -74,6 +100,10 @@ impl SequenceTracker {
             late: 0,
             duplicates: 0,
             reorder_extent_max: 0,
+            held: BTreeMap::new(),
+            overflow: 0,
+            released: Vec::new(),
+            foreign: 0,
         }
     }
 
@@ -105,8 +135,121 @@ impl SequenceTracker {
         }
     }
 
-    /// Records the arrival of `seq`.
+    /// Records the arrival of `seq` (its datagram `len` bytes long).
     pub fn record(&mut self, seq: u64) -> Arrival {
+        self.record_len(seq, 0)
+    }
+
+    /// [`Self::record`], keeping the datagram's length for a held number (its bytes count
+    /// only once it proves genuine).
+    pub fn record_len(&mut self, seq: u64, len: u32) -> Arrival {
+        if seq == u64::MAX {
+            self.foreign += 1;
+            return Arrival::Foreign;
+        }
+        if seq >= self.next && seq - self.next >= WINDOW {
+            return self.hold(seq, len);
+        }
+        let before = self.next;
+        let arrival = self.count(seq);
+        if self.next > before && !self.held.is_empty() {
+            self.release_below(self.next.saturating_add(WINDOW));
+        }
+        arrival
+    }
+
+    fn hold(&mut self, seq: u64, len: u32) -> Arrival {
+        if self.held.contains_key(&seq) {
+            self.duplicates += 1;
+            return Arrival::Duplicate;
+        }
+        if self.held.len() >= HELD_CAP {
+            self.overflow += 1;
+            return Arrival::Held;
+        }
+        self.held.insert(seq, len);
+        // A dense run of held numbers is the sender itself after a burst of loss longer than
+        // the window: move the mark to the run's start and count from there.
+        let run_start = seq.saturating_sub(WINDOW);
+        if self.held.range(run_start..=seq).count() >= JUMP_RUN {
+            if let Some((&first, _)) = self.held.range(run_start..=seq).next() {
+                self.release_below(first.saturating_add(WINDOW));
+            }
+        }
+        Arrival::Held
+    }
+
+    /// Counts every held number below `limit` as an arrival now (repeating while the mark
+    /// moves on).
+    fn release_below(&mut self, mut limit: u64) {
+        while let Some((&seq, &len)) = self.held.first_key_value() {
+            if seq >= limit {
+                break;
+            }
+            self.held.remove(&seq);
+            if self.count(seq) != Arrival::Duplicate {
+                self.released.push((seq, len));
+            }
+            limit = limit.max(self.next.saturating_add(WINDOW));
+        }
+    }
+
+    /// Held numbers that were counted since the last call, with their lengths.
+    pub fn take_released(&mut self) -> Vec<(u64, u32)> {
+        std::mem::take(&mut self.released)
+    }
+
+    /// Settles with the sender's exact total `sent` (numbers 0..sent): held numbers below it
+    /// are counted, everything at or above it is foreign and leaves the received count.
+    /// Returns the numbers counted here (with their lengths) and the numbers removed from the
+    /// count (as many as can still be named: those inside the window), for the caller's
+    /// per-range ledger. Call once, at the end.
+    pub fn settle(&mut self, sent: u64) -> Settled {
+        let mut settled = Settled::default();
+        let held = std::mem::take(&mut self.held);
+        for (seq, len) in held {
+            if seq < sent {
+                self.unique += 1;
+                settled.counted.push((seq, len));
+            } else {
+                self.foreign += 1;
+            }
+        }
+        self.foreign += std::mem::take(&mut self.overflow);
+        if self.next > sent {
+            // Numbers at or above `sent` that were counted: in the window they can be named;
+            // below it (an attacker's dense run more than a window beyond the total) only
+            // counted, as the difference the window cannot account for.
+            let lowest_known = self.next.saturating_sub(WINDOW);
+            for seq in sent.max(lowest_known)..self.next {
+                if self.bit(seq) {
+                    settled.removed.push(seq);
+                }
+            }
+            let named = settled.removed.len() as u64;
+            self.unique -= named.min(self.unique);
+            self.foreign += named;
+            // Never more received than sent.
+            if self.unique > sent {
+                self.foreign += self.unique - sent;
+                self.unique = sent;
+            }
+        }
+        settled
+    }
+
+    /// Arrivals that were not the sender's (settled), plus 2^64 − 1s.
+    pub fn foreign(&self) -> u64 {
+        self.foreign
+    }
+
+    /// Far-ahead numbers held aside now.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Counts an arrival within reach of the window.
+    fn count(&mut self, seq: u64) -> Arrival {
         let index = self.arrivals;
         self.arrivals += 1;
         if seq >= self.next {
@@ -164,6 +307,15 @@ impl SequenceTracker {
     }
 }
 
+/// What [`SequenceTracker::settle`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Held numbers counted at the end, with their datagrams' lengths.
+    pub counted: Vec<(u64, u32)>,
+    /// Numbers at or above the sender's total removed from the count.
+    pub removed: Vec<u64>,
+}
+
 /// Counts distinct arrivals per range of sequence numbers, so the loss of each range (an
 /// interval's share of the numbers) is exact: `lost = range length − distinct arrivals in it`.
 /// Ranges are appended in order; late arrivals are credited to the range they belong to.
@@ -179,6 +331,14 @@ impl RangeLedger {
     pub fn open(&mut self, from: u64) {
         self.starts.push(from);
         self.received.push(0);
+    }
+
+    /// Takes back a credit of `seq` (a number settled as foreign).
+    pub fn uncredit(&mut self, seq: u64) {
+        let k = self.starts.partition_point(|&s| s <= seq);
+        if k > 0 {
+            self.received[k - 1] = self.received[k - 1].saturating_sub(1);
+        }
     }
 
     /// Credits a distinct arrival of `seq` to its range (ignored before the first range).
@@ -277,7 +437,14 @@ mod tests {
     #[test]
     fn numbers_beyond_32_bits_do_not_wrap() {
         let base = u64::from(u32::MAX) - 2;
-        let t = feed(&[base, base + 1, base + 3, base + 4, base + 2]);
+        let mut t = SequenceTracker::new();
+        // A dense run far ahead: the mark follows it (a sender that lost that many).
+        for s in base - 100..base {
+            t.record(s);
+        }
+        for s in [base, base + 1, base + 3, base + 4, base + 2] {
+            t.record(s);
+        }
         assert_eq!(t.late(), 1);
         assert_eq!(t.high_water(), base + 5);
         assert_eq!(t.duplicates(), 0);
@@ -286,12 +453,94 @@ mod tests {
     #[test]
     fn the_window_forgets_old_numbers_after_a_big_jump() {
         let mut t = feed(&[0, 1, 2]);
-        assert_eq!(t.record(3 * WINDOW), Arrival::InOrder);
+        for s in 3 * WINDOW - 100..=3 * WINDOW {
+            t.record(s);
+        }
+        assert_eq!(t.high_water(), 3 * WINDOW + 1);
         // 1 is far below the window now: counted late, not duplicate (documented limit).
         assert!(matches!(t.record(1), Arrival::Late { .. }));
         // Inside the window, duplicates are still duplicates after the jump cleared the ring.
-        assert_eq!(t.record(3 * WINDOW - 5), Arrival::Late { extent: 2 });
-        assert_eq!(t.record(3 * WINDOW - 5), Arrival::Duplicate);
+        assert!(matches!(t.record(3 * WINDOW - 200), Arrival::Late { .. }));
+        assert_eq!(t.record(3 * WINDOW - 200), Arrival::Duplicate);
+    }
+
+    #[test]
+    fn the_largest_sequence_number_neither_wraps_nor_counts() {
+        // `next = seq + 1` used to wrap to 0 here and break sent = received + lost.
+        let mut t = feed(&[0, 1, 2]);
+        assert_eq!(t.record(u64::MAX), Arrival::Foreign);
+        assert_eq!(t.record(3), Arrival::InOrder);
+        t.settle(4);
+        assert_eq!((t.unique(), t.lost(4), t.foreign()), (4, 0, 1));
+    }
+
+    #[test]
+    fn a_forged_far_ahead_number_does_not_make_genuine_arrivals_late() {
+        // 50,000 genuine datagrams with forged ones far beyond mixed in: 39,491 genuine
+        // arrivals used to count as out of order, and received exceeded sent.
+        let mut t = SequenceTracker::new();
+        for s in 0..50_000u64 {
+            if s % 1000 == 0 {
+                assert_eq!(t.record(1 << 40 | s), Arrival::Held);
+            }
+            assert_eq!(t.record(s), Arrival::InOrder);
+        }
+        let settled = t.settle(50_000);
+        assert!(settled.counted.is_empty() && settled.removed.is_empty());
+        assert_eq!((t.unique(), t.late(), t.lost(50_000), t.foreign()), (50_000, 0, 0, 50));
+    }
+
+    #[test]
+    fn forged_numbers_just_above_the_total_are_settled_as_foreign() {
+        let mut t = feed(&[0, 1, 2, 3, 10, 11, 4]);
+        let settled = t.settle(5);
+        assert_eq!(settled.removed, vec![10, 11]);
+        assert_eq!((t.unique(), t.lost(5), t.foreign()), (5, 0, 2));
+    }
+
+    #[test]
+    fn a_genuine_jump_longer_than_the_window_is_followed() {
+        // The sender lost 2 windows' worth in a row, then went on: after a short run of held
+        // numbers the mark follows it, and everything is counted once.
+        let mut t = feed(&[0, 1, 2]);
+        let base = 2 * WINDOW;
+        let mut held = 0;
+        for s in base..base + 1000 {
+            if t.record(s) == Arrival::Held {
+                held += 1;
+            }
+        }
+        assert!(held <= JUMP_RUN, "{held} held before the jump was followed");
+        let released = t.take_released();
+        assert_eq!(released.len(), JUMP_RUN, "the held run joins the count");
+        t.settle(base + 1000);
+        assert_eq!(t.unique(), 1003);
+        assert_eq!(t.lost(base + 1000), base - 3);
+        assert_eq!(t.late(), 0);
+    }
+
+    #[test]
+    fn held_numbers_that_were_sent_count_at_the_end() {
+        let mut t = feed(&[0, 1]);
+        assert_eq!(t.record_len(WINDOW + 5, 100), Arrival::Held);
+        assert_eq!(t.record(WINDOW + 5), Arrival::Duplicate);
+        let settled = t.settle(WINDOW + 10);
+        assert_eq!(settled.counted, vec![(WINDOW + 5, 100)]);
+        assert_eq!(t.unique(), 3);
+        assert_eq!(t.lost(WINDOW + 10), WINDOW + 10 - 3);
+    }
+
+    #[test]
+    fn memory_for_held_numbers_is_capped() {
+        let mut t = SequenceTracker::new();
+        for i in 0..(HELD_CAP as u64 + 100) {
+            // Spread out, so no dense run forms.
+            t.record((i + 1) * 2 * WINDOW);
+        }
+        assert_eq!(t.held(), HELD_CAP);
+        t.settle(0);
+        assert_eq!(t.foreign(), HELD_CAP as u64 + 100);
+        assert_eq!(t.unique(), 0);
     }
 
     #[test]
@@ -318,6 +567,32 @@ mod tests {
     }
 
     proptest! {
+        /// Genuine arrivals (any order, loss, duplicates) mixed with forged numbers anywhere
+        /// above the sender's total: after settling, received = distinct genuine numbers,
+        /// sent = received + lost, and received never exceeds sent.
+        #[test]
+        fn forged_numbers_never_count_as_received(
+            genuine in proptest::collection::vec(0u64..500, 0..600),
+            forged in proptest::collection::vec(500u64..u64::MAX, 0..50),
+            mix in proptest::collection::vec(any::<bool>(), 0..650),
+        ) {
+            let mut t = SequenceTracker::new();
+            let (mut g, mut f) = (genuine.iter(), forged.iter());
+            let mut ledger_ok = true;
+            for pick_forged in mix.iter().chain(std::iter::repeat(&false).take(genuine.len())) {
+                let next = if *pick_forged { f.next().or_else(|| g.next()) } else { g.next().or_else(|| f.next()) };
+                let Some(&s) = next else { break };
+                let _ = t.record(s);
+                ledger_ok &= t.unique() <= t.arrivals;
+            }
+            for &s in f { let _ = t.record(s); }
+            t.settle(500);
+            let distinct: std::collections::BTreeSet<u64> = genuine.iter().copied().collect();
+            prop_assert!(ledger_ok);
+            prop_assert_eq!(t.unique(), distinct.len() as u64);
+            prop_assert_eq!(t.unique() + t.lost(500), 500);
+        }
+
         /// Whatever the order, duplication and loss, the counts agree with a plain set.
         #[test]
         fn agrees_with_a_set(arrivals in proptest::collection::vec(0u64..200, 0..400)) {

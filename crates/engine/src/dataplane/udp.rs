@@ -11,7 +11,7 @@ use netchar_stats::distribution::Distribution;
 use netchar_stats::jitter::JitterMeter;
 use netchar_stats::sequence::{Arrival, RangeLedger, SequenceTracker};
 use netchar_sys::udp::{self, RecvBuffers, RecvMeta, BATCH, GRO_BUFFER, MAX_GSO_SEGMENTS};
-use netchar_wire::datagram::{DatagramHeader, FLAG_SETUP, HEADER_LEN};
+use netchar_wire::datagram::{DatagramHeader, HEADER_LEN};
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
@@ -36,6 +36,8 @@ const MAX_BACKLOG: Duration = Duration::from_millis(500);
 const EIO: i32 = 5;
 const EINVAL: i32 = 22;
 const ENOBUFS: i32 = 105;
+/// A local firewall (netfilter dropping in OUTPUT) refuses a send with EPERM.
+const EPERM: i32 = 1;
 /// Receivers wake at least this often to close intervals and check for the end.
 const RECV_POLL: Duration = Duration::from_millis(10);
 
@@ -240,15 +242,14 @@ pub(super) fn send(
                 // EIO/EINVAL: the path cannot segment (no checksum offload): plain sends from now on.
                 gso_ok = false;
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) || e.raw_os_error() == Some(ENOBUFS) =>
-            {
-                // ENOBUFS (105), EAGAIN: refused by the kernel; counted, not sent, retried.
+            Err(e) if is_refused_send(&e) => {
+                // Refused by this host (a full queue, a firewall): counted, never sent, retried
+                // when due. A firewall's refusal lasts: wait a little instead of spinning on it.
                 errors += n as u64;
                 shared.send_errors.store(errors, Ordering::Release);
+                if e.raw_os_error() == Some(EPERM) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                 // ICMP port unreachable from an earlier datagram: the receiver is gone.
@@ -388,6 +389,13 @@ pub(super) fn realtime_at(at: Instant) -> u64 {
         }
     }
     best.map_or(0, |(_, r)| r)
+}
+
+/// A send this host refused for now (not a dead path): EAGAIN/EWOULDBLOCK, a timeout, EINTR,
+/// ENOBUFS (a full queue), EPERM (a local firewall). Counted as send errors; the test goes on.
+fn is_refused_send(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
+        || matches!(e.raw_os_error(), Some(ENOBUFS | EPERM))
 }
 
 pub(super) fn receive(
@@ -566,19 +574,36 @@ impl ReceiverState {
             self.foreign += 1;
             return;
         };
-        if h.flags & FLAG_SETUP != 0 {
+        if h.flags != 0 {
+            // Setup, challenge or confirm datagrams still in flight when the test started.
             return;
         }
         if h.stream_id != stream_id || seg.len() < HEADER_LEN {
             self.foreign += 1;
             return;
         }
-        if self.tracker.record(h.sequence) != Arrival::Duplicate {
-            self.ledger.credit(h.sequence);
+        match self.tracker.record_len(h.sequence, seg.len() as u32) {
+            Arrival::Duplicate => {}
+            // Far ahead (held until it proves genuine) or never a sender's number: neither
+            // its bytes nor its timing count yet.
+            Arrival::Held | Arrival::Foreign => {
+                self.take_released();
+                return;
+            }
+            Arrival::InOrder | Arrival::Late { .. } => self.ledger.credit(h.sequence),
         }
+        self.take_released();
         self.jitter.record(h.sent_ns, at_ns);
         self.bytes += seg.len() as u64;
         self.last_offset_ns = self.last_offset_ns.max(at_ns.saturating_sub(self.started_real_ns));
+    }
+
+    /// Credits held numbers the tracker has just counted (a genuine jump of the sender).
+    fn take_released(&mut self) {
+        for (seq, len) in self.tracker.take_released() {
+            self.ledger.credit(seq);
+            self.bytes += u64::from(len);
+        }
     }
 
     /// Whether the interval being filled ends at or before `offset_ns` (ns since the start).
@@ -631,6 +656,15 @@ impl ReceiverState {
         self.whole_variation.merge(self.jitter.variation());
         let sent = shared.peer_packets.load(Ordering::Acquire);
         let sent = if sent == u64::MAX { self.tracker.high_water() } else { sent };
+        // Held numbers below the sender's total count now; numbers at or above it are foreign.
+        let settled = self.tracker.settle(sent);
+        for (seq, len) in settled.counted {
+            self.ledger.credit(seq);
+            self.bytes += u64::from(len);
+        }
+        for seq in settled.removed {
+            self.ledger.uncredit(seq);
+        }
         if self.interval_ns > 0 {
             let start = self.current as f64 * spec.interval_seconds;
             let end = (end_ns as f64 / 1e9).max(start);
@@ -643,7 +677,8 @@ impl ReceiverState {
         let count = self.closed.len();
         let mut intervals: Vec<StreamInterval> = Vec::with_capacity(count);
         for (k, mut iv) in self.closed.into_iter().enumerate() {
-            let end = if k + 1 < count { self.ledger.start(k + 1) } else { sent.max(self.tracker.high_water()) };
+            // Ranges end at the sender's total: numbers beyond it were never sent.
+            let end = if k + 1 < count { self.ledger.start(k + 1).min(sent) } else { sent };
             if let Some(r) = iv.udp_received.as_mut() {
                 r.set_lost(self.ledger.lost(k, end));
             }
@@ -660,7 +695,7 @@ impl ReceiverState {
             jitter_p99_ms: self.whole_variation.quantile(0.99) as f64 / 1e6,
             kernel_drops: self.drops.total,
             coalesced: self.gro,
-            foreign: self.foreign,
+            foreign: self.foreign + self.tracker.foreign(),
             ..UdpReceived::default()
         };
         total.set_lost(self.tracker.lost(sent));
@@ -682,6 +717,41 @@ mod tests {
         assert_eq!(d.total, u64::from(u32::MAX) + 5);
         d.update(4);
         assert_eq!(d.total, u64::from(u32::MAX) + 5, "no new drops, no change");
+    }
+
+    #[test]
+    fn refusals_by_this_host_are_counted_not_fatal() {
+        // A local firewall (nft drop in OUTPUT) refused udp -R's sends with EPERM, which used
+        // to end the server's sender.
+        assert!(is_refused_send(&io::Error::from_raw_os_error(EPERM)));
+        assert!(is_refused_send(&io::Error::from_raw_os_error(ENOBUFS)));
+        assert!(is_refused_send(&io::Error::from(io::ErrorKind::WouldBlock)));
+        assert!(!is_refused_send(&io::Error::from(io::ErrorKind::ConnectionRefused)));
+        assert!(!is_refused_send(&io::Error::from_raw_os_error(9))); // EBADF: a real failure
+    }
+
+    fn datagram(id: u32, seq: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        DatagramHeader { flags: 0, stream_id: id, sequence: seq, sent_ns: seq * 1000 }.emit(&mut b);
+        b
+    }
+
+    #[test]
+    fn forged_far_ahead_datagrams_count_neither_bytes_nor_lateness() {
+        let spec = TestSpec::udp_default();
+        let mut rx = ReceiverState::new(&spec, false, 0);
+        for s in 0..5000u64 {
+            if s % 100 == 0 {
+                rx.on_datagram(1, &datagram(1, (1 << 50) + s, 100), s * 1000);
+            }
+            rx.on_datagram(1, &datagram(1, s, 100), s * 1000 + 10);
+        }
+        // A challenge that arrived late is no datagram of the test.
+        rx.on_datagram(1, &DatagramHeader::challenge(1, &[7; 16]), 6_000_000);
+        assert_eq!((rx.tracker.unique(), rx.tracker.late(), rx.bytes), (5000, 0, 500_000));
+        let settled = rx.tracker.settle(5000);
+        assert!(settled.counted.is_empty());
+        assert_eq!((rx.tracker.unique(), rx.tracker.foreign(), rx.tracker.lost(5000)), (5000, 50, 0));
     }
 
     #[test]
