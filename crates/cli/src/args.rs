@@ -213,7 +213,7 @@ pub(crate) struct TcpArgs {
     #[arg(long)]
     pub(crate) zerocopy: bool,
     /// Cap each stream's send rate, bits per second (e.g. 100M).
-    #[arg(short = 'b', long = "bitrate")]
+    #[arg(short = 'b', long = "bitrate", allow_negative_numbers = true)]
     pub(crate) bitrate: Option<String>,
 }
 
@@ -226,7 +226,7 @@ pub(crate) struct UdpArgs {
     #[arg(short = 'l', long = "length", allow_negative_numbers = true)]
     pub(crate) length: Option<String>,
     /// Target rate in bit/s of payload for the whole test (default 1M); 0 = as fast as possible.
-    #[arg(short = 'b', long = "bitrate", conflicts_with = "pps")]
+    #[arg(short = 'b', long = "bitrate", conflicts_with = "pps", allow_negative_numbers = true)]
     pub(crate) bitrate: Option<String>,
     /// Target rate in datagrams per second, instead of -b.
     #[arg(long)]

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod files;
 mod metrics;
 mod plan;
 mod plans;
@@ -26,7 +27,10 @@ const EXIT_ERROR: u8 = 2;
 const EXIT_INTERRUPTED: u8 = 130;
 
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -37,6 +41,29 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// Help and version print as clap prints them; every usage error is one line: what is
+/// wrong, and where to read more.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::from(EXIT_OK);
+    }
+    // clap's first paragraph, on one line ("... not provided:" is followed by the arguments).
+    let text = e.render().to_string();
+    let what: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    let what = what.join(" ");
+    let what = what.strip_prefix("error: ").unwrap_or(&what);
+    use clap::CommandFactory;
+    let known: Vec<String> = args::Cli::command().get_subcommands().map(|c| c.get_name().to_string()).collect();
+    let sub = std::env::args().nth(1).filter(|a| known.contains(a)).map(|s| format!(" {s}")).unwrap_or_default();
+    eprintln!("netchar: error: {what}; see netchar{sub} --help");
+    ExitCode::from(EXIT_ERROR)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -216,8 +243,8 @@ fn gates_hold(out: &plan::Output, docs: &[serde_json::Value]) -> Result<bool> {
     }
     if let Some((file, max_pct)) = &out.baseline {
         use anyhow::Context;
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("--baseline: cannot read {}", file.display()))?;
+        let text = files::read_text(file, files::RESULT_FILE_CAP)
+            .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", file.display()))?;
         let base: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("--baseline: {} is not a netchar JSON result", file.display()))?;
         let path = metrics::headline(&docs[0]);
@@ -342,7 +369,8 @@ fn run_compare(a: &args::CompareArgs) -> Result<u8> {
                 .collect();
             entries.sort();
             for p in entries {
-                let text = std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+                let text = files::read_text(&p, files::RESULT_FILE_CAP)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
                 docs.push(
                     serde_json::from_str::<serde_json::Value>(&text)
                         .with_context(|| format!("{} is not JSON", p.display()))?,
@@ -357,7 +385,8 @@ fn run_compare(a: &args::CompareArgs) -> Result<u8> {
             sets.push((file.display().to_string(), values));
             continue;
         }
-        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let text =
+            files::read_text(file, files::RESULT_FILE_CAP).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         let values = match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(doc) if doc.is_object() || doc.is_array() => {
                 let first = if doc.is_array() { doc[0].clone() } else { doc.clone() };
@@ -475,9 +504,8 @@ fn run_suite(a: &args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
 
 /// `netchar run PLAN [HOST]`: every test of the plan validated first, then run in order.
 fn run_plan(a: &args::RunArgs, stop: &StopFlag) -> Result<u8> {
-    use anyhow::Context;
     let file = a.plan.display().to_string();
-    let text = std::fs::read_to_string(&a.plan).with_context(|| format!("cannot read the plan {file}"))?;
+    let text = files::read_text(&a.plan, files::SMALL_FILE_CAP).map_err(|e| anyhow::anyhow!("the plan {file}: {e}"))?;
     let tests = plans::expand(&text, &file, a.host.as_deref())?;
     // Validate every test before any traffic.
     let mut planned = Vec::new();

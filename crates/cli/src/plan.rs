@@ -106,6 +106,16 @@ pub(crate) fn split_host(input: &str) -> Result<(String, Option<u16>), UsageErro
         return Ok((host.to_string(), port));
     }
     if input.matches(':').count() > 1 {
+        // `::1:5608` is both the address ::1:5608 and ::1 with port 5608: say so instead of
+        // guessing (an unbracketed IPv6 address whose last group could be a port).
+        if let Some((head, last)) = input.rsplit_once(':') {
+            let port_like = !last.is_empty() && last.len() <= 5 && last.bytes().all(|b| b.is_ascii_digit());
+            if port_like && last.parse::<u16>().is_ok() && head.parse::<std::net::Ipv6Addr>().is_ok() {
+                return Err(UsageError(format!(
+                    "{input}: ambiguous; write [{head}]:{last} for port {last} of {head}, or [{input}] for that address"
+                )));
+            }
+        }
         return Ok((input.to_string(), None));
     }
     match input.split_once(':') {

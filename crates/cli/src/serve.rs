@@ -8,33 +8,14 @@ use netchar_engine::server::{Server, ServerConfig, ServerLog};
 use netchar_engine::StopFlag;
 use netchar_model::{Flow, Role};
 use serde::Deserialize;
-use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The largest settings or key file read: a few lines are expected, and reading a device or
-/// a huge file by mistake must fail, not fill memory.
-const MAX_SMALL_FILE: u64 = 1024 * 1024;
-
-/// Reads a small regular file (a key file, a server config), refusing devices, FIFOs,
-/// directories and anything over [`MAX_SMALL_FILE`].
+/// Reads a key file or a server settings file (crate::files).
 pub(crate) fn read_small_file(path: &Path) -> std::result::Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .map_err(|e| e.to_string())?
-        .take(MAX_SMALL_FILE + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > MAX_SMALL_FILE {
-        return Err(format!("larger than {MAX_SMALL_FILE} bytes"));
-    }
-    Ok(text)
+    crate::files::read_text(path, crate::files::SMALL_FILE_CAP)
 }
 
 /// The settings of `--config FILE`: the flags' names, every one optional.
