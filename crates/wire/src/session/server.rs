@@ -210,6 +210,11 @@ impl ServerSession {
         host: HostInfo,
         data_port: Option<u16>,
     ) {
+        // Only an open request can be admitted: a session that already ended (the client
+        // closed or failed while the driver decided) stays ended.
+        if self.state != State::AwaitAdmission {
+            return;
+        }
         self.send(
             now,
             &ServerMessage::Accepted {
@@ -232,8 +237,10 @@ impl ServerSession {
     /// Turns the request away for now, for the reason given (a limit other than
     /// `--max-concurrent`), or as [`Self::busy`] without one.
     pub fn refuse_busy(&mut self, now: Instant, running: u32, max: u32, reason: Option<String>) {
-        self.send(now, &ServerMessage::Busy { running, max, reason });
-        self.state = State::Done;
+        if self.state != State::Done {
+            self.send(now, &ServerMessage::Busy { running, max, reason });
+            self.state = State::Done;
+        }
     }
 
     /// Refuses the request for good (it exceeds a server limit); the reason names the limit.

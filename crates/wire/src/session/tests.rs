@@ -295,3 +295,18 @@ mod auth {
         assert!(client.unwrap_err().to_string().contains("does not use authentication"));
     }
 }
+
+#[test]
+fn an_ended_session_stays_ended_whatever_the_driver_calls() {
+    // Found by fuzzing: admit() on a session the client had already ended revived it.
+    let now = Instant::now();
+    let mut server = ServerSession::new(now, &Hello::control(), Timeouts::default()).unwrap();
+    server.handle_eof(now).unwrap_err();
+    assert!(server.is_done());
+    server.admit(now, &[1; 16], 1, HostInfo::default(), None);
+    server.streams_connected(now);
+    assert!(server.is_done());
+    let mut out = Vec::new();
+    server.poll_output(&mut out);
+    assert!(!String::from_utf8_lossy(&out).contains("accepted"));
+}
