@@ -77,7 +77,9 @@ fn a_pacing_quantum_batches_sends_and_keeps_the_rate() {
     assert!(rate_within(f(&tx["bits_per_second"]), 200e6, 0.005), "{tx}");
     assert_eq!(u(&rx["lost"]), 0, "{rx}");
     let b = per_send(&batched);
-    assert!((4.0..=12.0).contains(&b), "{b} datagrams per send with a 500 us quantum: {tx}");
+    // At most what a quantum holds at the catch-up rate (twice the target: 17 datagrams), the
+    // bound a sender that woke late on a busy machine still keeps (13.2 seen in CI under load).
+    assert!((4.0..=18.0).contains(&b), "{b} datagrams per send with a 500 us quantum: {tx}");
     let exact = client_json("udp", &s, "127.0.0.1", &["-b", "20M", "-t", "1"]);
     let (tx, _) = check_udp_flow(&exact, "up", 1);
     assert!(rate_within(f(&tx["bits_per_second"]), 20e6, 0.005), "{tx}");
