@@ -75,7 +75,7 @@ pub(crate) struct ServerArgs {
     /// Test starts per client address per minute (default: no limit).
     #[arg(long, value_name = "N")]
     pub(crate) max_starts_per_minute: Option<u32>,
-    /// Connections open at once from one address (default 64).
+    /// Connections open at once from one address (default 128).
     #[arg(long, value_name = "N")]
     pub(crate) max_per_source: Option<usize>,
     /// Connections served at once in total (default 512).

@@ -190,13 +190,17 @@ impl ServerSession {
             return Err("this server requires authentication: run the client with --psk-file FILE holding USER:SECRET from the server's operator".into());
         };
         let failed = || format!("authentication failed for user {:?}: unknown user or wrong key", a.user);
-        let key = keys.key(&a.user).ok_or_else(failed)?;
         let client_nonce = crate::auth::from_hex::<16>(&a.nonce).ok_or_else(failed)?;
         let proof = crate::auth::from_hex::<32>(&a.proof).ok_or_else(failed)?;
+        // An unknown user costs the same MAC as a known one, so timing does not tell which
+        // user names exist.
+        let known = keys.key(&a.user);
         let ex = Exchange { server_nonce: &self.nonce, client_nonce: &client_nonce, user: &a.user };
-        if !ex.verify_client(key, &proof) {
-            return Err(failed());
-        }
+        let verified = ex.verify_client(known.unwrap_or(b"netchar: no such user"), &proof);
+        let key = match known {
+            Some(key) if verified => key,
+            _ => return Err(failed()),
+        };
         self.server_proof = Some(ex.server_proof(key));
         Ok(Some((a.user.clone(), ex.session_key(key))))
     }
