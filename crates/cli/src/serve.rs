@@ -213,9 +213,19 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                 let role = if *flow == Flow::Up { Role::Receiver } else { Role::Sender };
                 flows.push((flow.name(), role, bytes, seconds, netchar_model::bits_per_second(bytes, seconds)));
             }
-            let mut paths: Vec<String> = t.data_paths.iter().map(|(_, a)| a.to_string()).collect();
-            paths.sort();
-            paths.dedup();
+            // Text names each address the data came from (or went to) once, with its stream
+            // count; the JSON line lists every stream's address and port.
+            let mut by_ip: Vec<(std::net::IpAddr, usize)> = Vec::new();
+            for (_, a) in &t.data_paths {
+                match by_ip.iter_mut().find(|(ip, _)| *ip == a.ip()) {
+                    Some((_, n)) => *n += 1,
+                    None => by_ip.push((a.ip(), 1)),
+                }
+            }
+            let paths: Vec<String> = by_ip
+                .iter()
+                .map(|(ip, n)| if *n == 1 { ip.to_string() } else { format!("{ip} ({n} streams)") })
+                .collect();
             if json {
                 let f: Vec<_> = flows
                     .iter()
