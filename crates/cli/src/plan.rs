@@ -106,23 +106,43 @@ pub(crate) fn split_host(input: &str) -> Result<(String, Option<u16>), UsageErro
         return Ok((host.to_string(), port));
     }
     if input.matches(':').count() > 1 {
-        // `::1:5608` is both the address ::1:5608 and ::1 with port 5608: say so instead of
-        // guessing (an unbracketed IPv6 address whose last group could be a port).
-        if let Some((head, last)) = input.rsplit_once(':') {
-            let port_like = !last.is_empty() && last.len() <= 5 && last.bytes().all(|b| b.is_ascii_digit());
-            if port_like && last.parse::<u16>().is_ok() && head.parse::<std::net::Ipv6Addr>().is_ok() {
-                return Err(UsageError(format!(
-                    "{input}: ambiguous; write [{head}]:{last} for port {last} of {head}, or [{input}] for that address"
-                )));
-            }
-        }
-        return Ok((input.to_string(), None));
+        return split_unbracketed_ipv6(input);
     }
     match input.split_once(':') {
         Some((h, p)) if !h.is_empty() => Ok((h.to_string(), Some(p.parse().map_err(|_| bad())?))),
         Some(_) => Err(bad()),
         None => Ok((input.to_string(), None)),
     }
+}
+
+/// An unbracketed HOST with two or more colons can only be an IPv6 address: no host name has
+/// a colon. `::1:5608` is both the address ::1:5608 and ::1 with port 5608, so it is refused
+/// with both spellings rather than guessed; anything else that is not an address would fail
+/// later as "cannot resolve", after the header, without saying how to write a port.
+fn split_unbracketed_ipv6(input: &str) -> Result<(String, Option<u16>), UsageError> {
+    let (head, last) = input.rsplit_once(':').unwrap_or((input, ""));
+    let digits = !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit());
+    let port = last.parse::<u16>().ok().filter(|_| digits);
+    match (is_ipv6(input), is_ipv6(head) && digits, port) {
+        (true, true, Some(_)) => usage(format!(
+            "{input}: ambiguous; write [{head}]:{last} or {head} -p {last} for port {last}, or [{input}] for the address {input}"
+        )),
+        (true, _, _) => Ok((input.to_string(), None)),
+        (false, true, Some(_)) => {
+            usage(format!("{input}: not an IPv6 address; write [{head}]:{last} or {head} -p {last} for port {last}"))
+        }
+        (false, true, None) => usage(format!("{input}: {last} is not a port number (1-65535); write [{head}]:PORT")),
+        (false, false, _) => {
+            usage(format!("{input}: not an IPv6 address or a host name; write [IPV6]:PORT for a port, or -p PORT"))
+        }
+    }
+}
+
+/// A literal IPv6 address, with or without a `%scope` (`fe80::1%eth0`, which the resolver
+/// takes but [`std::net::Ipv6Addr`] does not).
+fn is_ipv6(s: &str) -> bool {
+    let (addr, scope) = s.split_once('%').unwrap_or((s, "x"));
+    !scope.is_empty() && !scope.contains(':') && addr.parse::<std::net::Ipv6Addr>().is_ok()
 }
 
 fn affinity(value: &str) -> Result<(Option<usize>, Option<usize>), UsageError> {
@@ -414,5 +434,22 @@ mod tests {
         assert!(split_host("host:port").is_err());
         assert!(split_host(":80").is_err());
         assert!(split_host("").is_err());
+    }
+
+    #[test]
+    fn unbracketed_ipv6_with_a_port_like_last_group_is_refused_with_both_spellings() {
+        let err = split_host("::1:5608").unwrap_err().0;
+        assert!(err.contains("write [::1]:5608 or ::1 -p 5608 for port 5608"), "{err}");
+        assert!(err.contains("[::1:5608] for the address"), "{err}");
+        assert_eq!(split_host("[::1:5608]").unwrap(), ("::1:5608".into(), None));
+        // Not ambiguous: the last group is hex, or the head is no address.
+        assert_eq!(split_host("fe80::1:ab").unwrap(), ("fe80::1:ab".into(), None));
+        assert_eq!(split_host("1:2:3:4:5:6:7:8").unwrap(), ("1:2:3:4:5:6:7:8".into(), None));
+        assert_eq!(split_host("fe80::1%eth0").unwrap(), ("fe80::1%eth0".into(), None));
+        // Nine groups, a scope followed by a port, a port out of range, no address at all.
+        assert!(split_host("1:2:3:4:5:6:7:8:80").unwrap_err().0.contains("write [1:2:3:4:5:6:7:8]:80"));
+        assert!(split_host("fe80::1%eth0:80").unwrap_err().0.contains("write [fe80::1%eth0]:80"));
+        assert!(split_host("::1:99999").unwrap_err().0.contains("99999 is not a port number"));
+        assert!(split_host("foo:bar:80").unwrap_err().0.contains("write [IPV6]:PORT for a port, or -p PORT"));
     }
 }
