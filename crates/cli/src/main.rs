@@ -350,7 +350,12 @@ fn run_once(
     if !out.json {
         let info = netchar_model::TestInfo {
             spec: plan.client.spec.clone(),
-            remote: format!("{}:{}", plan.client.host, plan.client.port),
+            // Brackets around an IPv6 literal, so "::1" and port 1 do not read as "::1:1".
+            remote: if plan.client.host.contains(':') {
+                format!("[{}]:{}", plan.client.host, plan.client.port)
+            } else {
+                format!("{}:{}", plan.client.host, plan.client.port)
+            },
             // Not connected yet: the family is the flag's, or the literal address's.
             family: match (plan.client.family, plan.client.host.parse::<std::net::IpAddr>()) {
                 (Some(client::Family::V6), _) | (None, Ok(std::net::IpAddr::V6(_))) => "ipv6".into(),
