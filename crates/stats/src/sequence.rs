@@ -11,34 +11,64 @@
 //! **Lost** is known exactly once the sender's total is known: `lost = sent − unique received`.
 //!
 //! Memory and time are bounded whatever the loss: a ring of [`WINDOW`] bits below the
-//! high-water mark tells late from duplicate (an arrival older than the window is counted as
-//! late: at most one window's worth of reordering can be told apart from duplication), and
-//! per-range loss is computed by the caller from [`Arrival`]s, not from a list of holes.
+//! high-water mark tells late from duplicate, and per-range loss is computed by the caller
+//! from [`Arrival`]s, not from a list of holes. An arrival older than the window cannot be
+//! told from a copy, so it is not counted ([`Arrival::Foreign`]): reordering is measured up
+//! to one window, and no replay of old numbers can make received exceed sent.
 //!
-//! A receiver cannot trust every number: anyone who can send to its port from the sender's
-//! address can forge datagrams. A number more than [`WINDOW`] above the high-water mark is
-//! **held** aside instead of moving the mark (one forged jump would otherwise make every later
-//! genuine arrival "late"); held numbers join the count when the mark reaches them, when a
-//! dense run of them shows the sender really jumped (a burst of loss longer than the window),
-//! or at the end when the sender's exact total says they were sent. A number at or above the
-//! sender's total is **foreign**: never received ([`SequenceTracker::settle`]). So
-//! `sent = received + lost` holds whatever arrives, and received never exceeds sent.
+//! # Forged numbers
+//!
+//! Anyone who can send to the receiver's port from the sender's address can forge datagrams,
+//! numbers included. Two rules keep the genuine stream's figures:
+//!
+//! - A number is believed only as far ahead of the high-water mark as the sender could have
+//!   got: [`REACH`], plus what it sends at up to [`PACE_SLACK`] times its recent pace in the
+//!   time since the last counted arrival. One forged far-ahead number would otherwise move the
+//!   mark and make every later genuine arrival "late". A number beyond is **held** aside (at
+//!   most [`HELD_CAP`]; more are foreign). A genuine jump after an outage is believed at once:
+//!   the silence of the outage is what makes it plausible, and a forger cannot silence the
+//!   genuine stream.
+//! - Once the sender's total is known, [`SequenceTracker::settle`] makes every number at or
+//!   above it **foreign**: counted ones are taken back with their late and duplicate arrivals
+//!   (the highest [`SETTLE_LOG`] counted numbers are remembered for this), held ones below it
+//!   count as received (far out of order), and later arrivals at or above it are foreign on
+//!   arrival. Then received never exceeds sent, and `sent = received + lost`.
+//!
+//! What no receiver can tell without a keyed tag in every datagram: a forged number below the
+//! total is the sender's number (it counts as that datagram, or as a copy of it), and forged
+//! numbers within reach just above the genuine ones make those late until the genuine stream
+//! passes them.
 //!
 //! Reordering extent (RFC 4737 §4.2.2): for a reordered packet with arrival index i, the
 //! extent is i − j, where j is the arrival index of the earliest-arriving packet with a larger
 //! sequence number. Those packets are always in-order arrivals, whose numbers and arrival
 //! indices both increase, so j is found by binary search over the last [`WINDOW`] of them.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Sequence numbers below the high-water mark whose arrival is remembered.
 pub const WINDOW: u64 = 1 << 20;
 const WORDS: usize = (WINDOW / 64) as usize;
-/// Far-ahead numbers held at once; more are counted as [`SequenceTracker::overflow`] (and
-/// settled as foreign), so memory stays bounded whatever arrives.
+/// How far ahead of the high-water mark a number is believed with no time gone by: a burst
+/// of loss up to this long needs no further evidence (a few milliseconds of the fastest
+/// senders; a forged number within it makes at most this many genuine arrivals late).
+pub const REACH: u64 = 1 << 14;
+/// How much faster than its recent pace a sender is believed to have gone on sending while
+/// nothing arrived (an unpaced sender's rate wanders; a paced one catches up at 2×).
+pub const PACE_SLACK: f64 = 8.0;
+/// Numbers per nanosecond assumed before a pace is measured: a million a second.
+const UNKNOWN_PACE: f64 = 1e-3;
+/// The pace is the high-water mark's advance over the last 100 to 200 ms...
+const PACE_SPAN_NS: u64 = 100_000_000;
+/// ... measured once at least this much time separates two advances.
+const PACE_MIN_SPAN_NS: u64 = 1_000_000;
+/// Far-ahead numbers held at once; more are foreign, so memory stays bounded whatever arrives.
 pub const HELD_CAP: usize = 4096;
-/// Held numbers within one window of each other that show a genuine jump of the sender.
-const JUMP_RUN: usize = 64;
+/// The highest counted numbers remembered with their arrivals, to take them back at
+/// [`SequenceTracker::settle`]: settling is exact unless more distinct numbers at or above
+/// the sender's total were counted (a forger within [`REACH`] of the mark that many times),
+/// and then received is still capped at the total.
+pub const SETTLE_LOG: usize = 1024;
 
 /// What one arrival was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,34 +82,98 @@ pub enum Arrival {
     },
     /// Seen before.
     Duplicate,
-    /// Far above the high-water mark: held aside, counted once it proves genuine.
+    /// Further ahead than the sender could have got: held aside until its total is known.
     Held,
-    /// Never a sender's number (2^64 − 1: no sender sends that many).
+    /// Not counted: at or above the sender's total (or 2^64 − 1, which no sender reaches),
+    /// older than the window, or beyond the held cap.
     Foreign,
+}
+
+/// A counted number remembered for settling, with what its arrivals added to the counts.
+#[derive(Debug, Clone, Copy)]
+struct Logged {
+    seq: u64,
+    late: bool,
+    copies: u64,
+    bytes: u64,
+}
+
+/// The sender's pace as seen in counted arrivals: how far ahead a number is believable.
+#[derive(Debug, Clone, Default)]
+struct Pace {
+    /// Time of the last counted arrival (of the first arrival, until one is counted).
+    last_ns: Option<u64>,
+    /// (high-water mark, time) of an advance 100 to 200 ms before the latest...
+    older: Option<(u64, u64)>,
+    /// ... the advance that replaces it once 100 ms old...
+    newer: Option<(u64, u64)>,
+    /// ... and the latest.
+    latest: Option<(u64, u64)>,
+}
+
+impl Pace {
+    fn arrived(&mut self, at_ns: u64) {
+        if self.last_ns.is_none() {
+            self.last_ns = Some(at_ns);
+        }
+    }
+
+    fn counted(&mut self, at_ns: u64) {
+        self.last_ns = Some(at_ns);
+    }
+
+    fn advanced(&mut self, mark: u64, at_ns: u64) {
+        self.last_ns = Some(at_ns);
+        self.latest = Some((mark, at_ns));
+        match self.newer {
+            Some((_, t)) if at_ns.saturating_sub(t) < PACE_SPAN_NS => {}
+            _ => {
+                self.older = self.newer.or(self.latest);
+                self.newer = self.latest;
+            }
+        }
+    }
+
+    /// Numbers per nanosecond the mark advanced lately, once measured.
+    fn per_ns(&self) -> Option<f64> {
+        let ((from, t0), (to, t1)) = (self.older?, self.latest?);
+        let span = t1.checked_sub(t0).filter(|&s| s >= PACE_MIN_SPAN_NS)?;
+        Some(to.saturating_sub(from) as f64 / span as f64)
+    }
+
+    /// Whether the sender could be `ahead` numbers past the mark at `at_ns`.
+    fn believes(&self, ahead: u64, at_ns: u64) -> bool {
+        let idle_ns = self.last_ns.map_or(0, |l| at_ns.saturating_sub(l));
+        let pace = self.per_ns().unwrap_or(UNKNOWN_PACE);
+        ahead as f64 <= REACH as f64 + PACE_SLACK * pace * idle_ns as f64
+    }
 }
 
 /// Sequence accounting of one stream.
 #[derive(Debug, Clone)]
 pub struct SequenceTracker {
-    /// Highest number seen plus one (0 before any arrival).
+    /// Highest number counted plus one (0 before any).
     next: u64,
     /// Bit `s % WINDOW` set: `s` arrived, for `next − WINDOW ≤ s < next`.
     seen: Vec<u64>,
     /// (sequence, arrival index) of recent in-order arrivals, for RFC 4737 extents.
     in_order: VecDeque<(u64, u64)>,
+    /// The highest counted numbers, ascending, at most [`SETTLE_LOG`] (allocated once).
+    log: VecDeque<Logged>,
+    /// Every counted number missing from `log` is at or below this.
+    log_floor: Option<u64>,
+    /// Held numbers with their datagrams' lengths, at most [`HELD_CAP`] (allocated once).
+    held: Vec<(u64, u32)>,
+    pace: Pace,
+    /// The sender's total, once settled.
+    total: Option<u64>,
+    /// Counted arrivals so far (the next one's arrival index).
     arrivals: u64,
     unique: u64,
     late: u64,
     duplicates: u64,
-    reorder_extent_max: u64,
-    /// Far-ahead numbers held aside, with their datagram's length.
-    held: BTreeMap<u64, u32>,
-    /// Far-ahead arrivals beyond [`HELD_CAP`].
-    overflow: u64,
-    /// Held numbers that joined the count since [`Self::take_released`] was last called,
-    /// with their lengths: the caller credits them to its per-range ledger.
-    released: Vec<(u64, u32)>,
     foreign: u64,
+    reorder_extent_max: u64,
 }
 
 impl Default for SequenceTracker {
@@ -89,21 +183,24 @@ impl Default for SequenceTracker {
 }
 
 impl SequenceTracker {
-    /// An empty tracker (128 KiB of window bits).
+    /// An empty tracker: 128 KiB of window bits and 32 KiB of settling log, and 64 KiB more
+    /// the first time a number is held.
     pub fn new() -> Self {
         Self {
             next: 0,
             seen: vec![0; WORDS],
             in_order: VecDeque::new(),
+            log: VecDeque::with_capacity(SETTLE_LOG + 1),
+            log_floor: None,
+            held: Vec::new(),
+            pace: Pace::default(),
+            total: None,
             arrivals: 0,
             unique: 0,
             late: 0,
             duplicates: 0,
-            reorder_extent_max: 0,
-            held: BTreeMap::new(),
-            overflow: 0,
-            released: Vec::new(),
             foreign: 0,
+            reorder_extent_max: 0,
         }
     }
 
@@ -135,149 +232,173 @@ impl SequenceTracker {
         }
     }
 
-    /// Records the arrival of `seq` (its datagram `len` bytes long).
+    /// Records the arrival of `seq` with no arrival time: a number more than [`REACH`] ahead
+    /// of the high-water mark is held.
     pub fn record(&mut self, seq: u64) -> Arrival {
-        self.record_len(seq, 0)
+        self.record_at(seq, 0, 0)
     }
 
-    /// [`Self::record`], keeping the datagram's length for a held number (its bytes count
-    /// only once it proves genuine).
-    pub fn record_len(&mut self, seq: u64, len: u32) -> Arrival {
-        if seq == u64::MAX {
+    /// Records the arrival of `seq` at `at_ns` (any clock that does not go back; the receive
+    /// time) in a datagram of `len` bytes (kept for a held number and for settling).
+    pub fn record_at(&mut self, seq: u64, at_ns: u64, len: u32) -> Arrival {
+        self.pace.arrived(at_ns);
+        if seq == u64::MAX || self.total.is_some_and(|total| seq >= total) {
             self.foreign += 1;
             return Arrival::Foreign;
         }
-        if seq >= self.next && seq - self.next >= WINDOW {
-            return self.hold(seq, len);
+        if seq >= self.next {
+            let ahead = seq - self.next;
+            if ahead >= REACH && self.total.is_none() && !self.pace.believes(ahead, at_ns) {
+                return self.hold(seq, len);
+            }
         }
-        let before = self.next;
-        let arrival = self.count(seq);
-        if self.next > before && !self.held.is_empty() {
-            self.release_below(self.next.saturating_add(WINDOW));
-        }
-        arrival
+        self.count(seq, at_ns, len)
     }
 
     fn hold(&mut self, seq: u64, len: u32) -> Arrival {
-        if self.held.contains_key(&seq) {
-            self.duplicates += 1;
-            return Arrival::Duplicate;
-        }
         if self.held.len() >= HELD_CAP {
-            self.overflow += 1;
-            return Arrival::Held;
+            self.foreign += 1;
+            return Arrival::Foreign;
         }
-        self.held.insert(seq, len);
-        // A dense run of held numbers is the sender itself after a burst of loss longer than
-        // the window: move the mark to the run's start and count from there.
-        let run_start = seq.saturating_sub(WINDOW);
-        if self.held.range(run_start..=seq).count() >= JUMP_RUN {
-            if let Some((&first, _)) = self.held.range(run_start..=seq).next() {
-                self.release_below(first.saturating_add(WINDOW));
-            }
+        if self.held.capacity() == 0 {
+            self.held.reserve_exact(HELD_CAP);
         }
+        self.held.push((seq, len));
         Arrival::Held
     }
 
-    /// Counts every held number below `limit` as an arrival now (repeating while the mark
-    /// moves on).
-    fn release_below(&mut self, mut limit: u64) {
-        while let Some((&seq, &len)) = self.held.first_key_value() {
-            if seq >= limit {
-                break;
-            }
-            self.held.remove(&seq);
-            if self.count(seq) != Arrival::Duplicate {
-                self.released.push((seq, len));
-            }
-            limit = limit.max(self.next.saturating_add(WINDOW));
-        }
-    }
-
-    /// Held numbers that were counted since the last call, with their lengths.
-    pub fn take_released(&mut self) -> Vec<(u64, u32)> {
-        std::mem::take(&mut self.released)
-    }
-
-    /// Settles with the sender's exact total `sent` (numbers 0..sent): held numbers below it
-    /// are counted, everything at or above it is foreign and leaves the received count.
-    /// Returns the numbers counted here (with their lengths) and the numbers removed from the
-    /// count (as many as can still be named: those inside the window), for the caller's
-    /// per-range ledger. Call once, at the end.
-    pub fn settle(&mut self, sent: u64) -> Settled {
-        let mut settled = Settled::default();
-        let held = std::mem::take(&mut self.held);
-        for (seq, len) in held {
-            if seq < sent {
-                self.unique += 1;
-                settled.counted.push((seq, len));
-            } else {
-                self.foreign += 1;
-            }
-        }
-        self.foreign += std::mem::take(&mut self.overflow);
-        if self.next > sent {
-            // Numbers at or above `sent` that were counted: in the window they can be named;
-            // below it (an attacker's dense run more than a window beyond the total) only
-            // counted, as the difference the window cannot account for.
-            let lowest_known = self.next.saturating_sub(WINDOW);
-            for seq in sent.max(lowest_known)..self.next {
-                if self.bit(seq) {
-                    settled.removed.push(seq);
-                }
-            }
-            let named = settled.removed.len() as u64;
-            self.unique -= named.min(self.unique);
-            self.foreign += named;
-            // Never more received than sent.
-            if self.unique > sent {
-                self.foreign += self.unique - sent;
-                self.unique = sent;
-            }
-        }
-        settled
-    }
-
-    /// Arrivals that were not the sender's (settled), plus 2^64 − 1s.
-    pub fn foreign(&self) -> u64 {
-        self.foreign
-    }
-
-    /// Far-ahead numbers held aside now.
-    pub fn held(&self) -> usize {
-        self.held.len()
-    }
-
-    /// Counts an arrival within reach of the window.
-    fn count(&mut self, seq: u64) -> Arrival {
+    /// Counts an arrival within reach of the mark.
+    fn count(&mut self, seq: u64, at_ns: u64, len: u32) -> Arrival {
         let index = self.arrivals;
-        self.arrivals += 1;
         if seq >= self.next {
             // Numbers skipped by this jump are not seen (yet): clear their window bits.
             self.clear_range(self.next, seq);
             self.set(seq);
+            // seq < 2^64 − 1 (that one is foreign), so no wrap.
             self.next = seq + 1;
+            self.arrivals += 1;
             self.unique += 1;
             if self.in_order.len() as u64 >= WINDOW {
                 self.in_order.pop_front();
             }
             self.in_order.push_back((seq, index));
+            self.pace.advanced(self.next, at_ns);
+            self.log_counted(seq, false, len);
             return Arrival::InOrder;
         }
-        let in_window = self.next - seq <= WINDOW;
-        if in_window && self.bit(seq) {
+        if self.next - seq > WINDOW {
+            self.foreign += 1;
+            return Arrival::Foreign;
+        }
+        self.arrivals += 1;
+        self.pace.counted(at_ns);
+        if self.bit(seq) {
             self.duplicates += 1;
+            self.log_copy(seq, len);
             return Arrival::Duplicate;
         }
-        if in_window {
-            self.set(seq);
-        }
+        self.set(seq);
         self.unique += 1;
         self.late += 1;
         let first_above = self.in_order.partition_point(|&(s, _)| s <= seq);
         let extent = self.in_order.get(first_above).map_or(0, |&(_, j)| index - j);
         self.reorder_extent_max = self.reorder_extent_max.max(extent);
+        self.log_counted(seq, true, len);
         Arrival::Late { extent }
+    }
+
+    fn log_counted(&mut self, seq: u64, late: bool, len: u32) {
+        let entry = Logged { seq, late, copies: 0, bytes: u64::from(len) };
+        if !late {
+            // Above every counted number: appended, and the lowest leaves a full log.
+            if self.log.len() >= SETTLE_LOG {
+                if let Some(lowest) = self.log.pop_front() {
+                    self.log_floor = Some(lowest.seq);
+                }
+            }
+            self.log.push_back(entry);
+            return;
+        }
+        if self.log_floor.is_some_and(|floor| seq <= floor) {
+            return;
+        }
+        let at = self.log.partition_point(|e| e.seq < seq);
+        self.log.insert(at, entry);
+        if self.log.len() > SETTLE_LOG {
+            if let Some(lowest) = self.log.pop_front() {
+                self.log_floor = Some(lowest.seq);
+            }
+        }
+    }
+
+    fn log_copy(&mut self, seq: u64, len: u32) {
+        if self.log_floor.is_some_and(|floor| seq <= floor) {
+            return;
+        }
+        if let Ok(at) = self.log.binary_search_by(|e| e.seq.cmp(&seq)) {
+            let e = &mut self.log[at];
+            e.copies += 1;
+            e.bytes = e.bytes.saturating_add(u64::from(len));
+        }
+    }
+
+    /// Settles with the sender's exact total `sent` (numbers 0..sent): counted numbers at or
+    /// above it are taken back, with their late and duplicate arrivals, and become foreign;
+    /// held numbers below it are counted (out of order), the rest are foreign; from now on
+    /// every arrival at or above it is foreign. Returns what changed, for the caller's
+    /// per-range ledger and byte count. Only the first call settles.
+    pub fn settle(&mut self, sent: u64) -> Settled {
+        let mut out = Settled::default();
+        if self.total.is_some() {
+            return out;
+        }
+        self.total = Some(sent);
+        while let Some(e) = self.log.pop_back() {
+            if e.seq < sent {
+                self.log.push_back(e);
+                break;
+            }
+            self.unique = self.unique.saturating_sub(1);
+            self.late = self.late.saturating_sub(u64::from(e.late));
+            self.duplicates = self.duplicates.saturating_sub(e.copies);
+            self.foreign += 1 + e.copies;
+            out.removed.push(e.seq);
+            out.removed_bytes += e.bytes;
+        }
+        if self.log_floor.is_some_and(|floor| floor >= sent) {
+            // More numbers at or above the total were counted than the log remembers: the
+            // forgotten ones can be counted, not named.
+            let excess = self.unique.saturating_sub(sent);
+            self.unique -= excess;
+            self.foreign += excess;
+        }
+        // In ascending order, so a copy among the held numbers is a duplicate of the first.
+        let mut held = std::mem::take(&mut self.held);
+        held.sort_unstable_by_key(|&(seq, _)| seq);
+        let at_ns = self.pace.last_ns.unwrap_or(0);
+        for &(seq, len) in &held {
+            if seq >= sent {
+                self.foreign += 1;
+                continue;
+            }
+            match self.count(seq, at_ns, len) {
+                Arrival::InOrder => {
+                    // It came far ahead of the numbers before it: received out of order.
+                    self.late += 1;
+                    out.counted.push((seq, len));
+                }
+                Arrival::Late { .. } => out.counted.push((seq, len)),
+                Arrival::Duplicate | Arrival::Held | Arrival::Foreign => {}
+            }
+        }
+        held.clear();
+        self.held = held;
+        out
+    }
+
+    /// The sender's total, once [`Self::settle`]d.
+    pub fn total(&self) -> Option<u64> {
+        self.total
     }
 
     /// Distinct numbers received.
@@ -292,11 +413,20 @@ impl SequenceTracker {
     pub fn duplicates(&self) -> u64 {
         self.duplicates
     }
+    /// Arrivals not counted as the sender's: at or above its total (once settled), 2^64 − 1,
+    /// older than the window, or held beyond the cap.
+    pub fn foreign(&self) -> u64 {
+        self.foreign
+    }
+    /// Far-ahead numbers held aside now (until settled).
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
     /// Largest RFC 4737 extent seen.
     pub fn reorder_extent_max(&self) -> u64 {
         self.reorder_extent_max
     }
-    /// Highest number seen plus one.
+    /// Highest number counted plus one.
     pub fn high_water(&self) -> u64 {
         self.next
     }
@@ -312,8 +442,10 @@ impl SequenceTracker {
 pub struct Settled {
     /// Held numbers counted at the end, with their datagrams' lengths.
     pub counted: Vec<(u64, u32)>,
-    /// Numbers at or above the sender's total removed from the count.
+    /// Numbers at or above the sender's total taken back from the count.
     pub removed: Vec<u64>,
+    /// Bytes of every arrival of the numbers taken back (copies included).
+    pub removed_bytes: u64,
 }
 
 /// Counts distinct arrivals per range of sequence numbers, so the loss of each range (an
@@ -434,16 +566,25 @@ mod tests {
         assert_eq!(t.lost(20), 0);
     }
 
+    /// A sender at one number per microsecond, 0..n, arriving on time.
+    fn steady(n: u64) -> SequenceTracker {
+        let mut t = SequenceTracker::new();
+        for s in 0..n {
+            assert_eq!(t.record_at(s, s * US, 100), Arrival::InOrder);
+        }
+        t
+    }
+
+    const US: u64 = 1000;
+    const S: u64 = 1_000_000_000;
+
     #[test]
     fn numbers_beyond_32_bits_do_not_wrap() {
+        // After a silence long enough for a sender at its pace to have got past 2^32.
+        let mut t = steady(2000);
         let base = u64::from(u32::MAX) - 2;
-        let mut t = SequenceTracker::new();
-        // A dense run far ahead: the mark follows it (a sender that lost that many).
-        for s in base - 100..base {
-            t.record(s);
-        }
         for s in [base, base + 1, base + 3, base + 4, base + 2] {
-            t.record(s);
+            t.record_at(s, 1000 * S, 100);
         }
         assert_eq!(t.late(), 1);
         assert_eq!(t.high_water(), base + 5);
@@ -452,16 +593,17 @@ mod tests {
 
     #[test]
     fn the_window_forgets_old_numbers_after_a_big_jump() {
-        let mut t = feed(&[0, 1, 2]);
-        for s in 3 * WINDOW - 100..=3 * WINDOW {
-            t.record(s);
+        let mut t = steady(2000);
+        let jump = 3 * WINDOW;
+        for s in jump - 100..=jump {
+            assert_eq!(t.record_at(s, 10 * S, 100), Arrival::InOrder);
         }
-        assert_eq!(t.high_water(), 3 * WINDOW + 1);
-        // 1 is far below the window now: counted late, not duplicate (documented limit).
-        assert!(matches!(t.record(1), Arrival::Late { .. }));
+        // 1 is far below the window now: it cannot be told from a copy, so it is not counted.
+        assert_eq!(t.record(1), Arrival::Foreign);
         // Inside the window, duplicates are still duplicates after the jump cleared the ring.
-        assert!(matches!(t.record(3 * WINDOW - 200), Arrival::Late { .. }));
-        assert_eq!(t.record(3 * WINDOW - 200), Arrival::Duplicate);
+        assert!(matches!(t.record(jump - 200), Arrival::Late { .. }));
+        assert_eq!(t.record(jump - 200), Arrival::Duplicate);
+        assert_eq!((t.unique(), t.foreign()), (2000 + 101 + 1, 1));
     }
 
     #[test]
@@ -472,6 +614,9 @@ mod tests {
         assert_eq!(t.record(3), Arrival::InOrder);
         t.settle(4);
         assert_eq!((t.unique(), t.lost(4), t.foreign()), (4, 0, 1));
+        // Once settled, the largest number is as foreign as any other beyond the total.
+        assert_eq!(t.record(u64::MAX), Arrival::Foreign);
+        assert_eq!(t.record(u64::MAX - 1), Arrival::Foreign);
     }
 
     #[test]
@@ -481,9 +626,9 @@ mod tests {
         let mut t = SequenceTracker::new();
         for s in 0..50_000u64 {
             if s % 1000 == 0 {
-                assert_eq!(t.record(1 << 40 | s), Arrival::Held);
+                assert_eq!(t.record_at(1 << 40 | s, s * 20 * US, 100), Arrival::Held);
             }
-            assert_eq!(t.record(s), Arrival::InOrder);
+            assert_eq!(t.record_at(s, s * 20 * US + 1, 100), Arrival::InOrder);
         }
         let settled = t.settle(50_000);
         assert!(settled.counted.is_empty() && settled.removed.is_empty());
@@ -492,41 +637,56 @@ mod tests {
 
     #[test]
     fn forged_numbers_just_above_the_total_are_settled_as_foreign() {
-        let mut t = feed(&[0, 1, 2, 3, 10, 11, 4]);
+        let mut t = SequenceTracker::new();
+        for s in [0, 1, 2, 3, 10, 11, 4, 11] {
+            t.record_at(s, 0, 100);
+        }
         let settled = t.settle(5);
-        assert_eq!(settled.removed, vec![10, 11]);
-        assert_eq!((t.unique(), t.lost(5), t.foreign()), (5, 0, 2));
+        assert_eq!(settled.removed, vec![11, 10]);
+        assert_eq!(settled.removed_bytes, 300, "both arrivals of 11 and the one of 10");
+        // 4 came after 10 and 11 and stays late: only the forged numbers leave the counts.
+        assert_eq!((t.unique(), t.lost(5), t.late(), t.duplicates(), t.foreign()), (5, 0, 1, 0, 3));
     }
 
     #[test]
-    fn a_genuine_jump_longer_than_the_window_is_followed() {
-        // The sender lost 2 windows' worth in a row, then went on: after a short run of held
-        // numbers the mark follows it, and everything is counted once.
-        let mut t = feed(&[0, 1, 2]);
-        let base = 2 * WINDOW;
-        let mut held = 0;
-        for s in base..base + 1000 {
-            if t.record(s) == Arrival::Held {
-                held += 1;
-            }
+    fn a_genuine_jump_after_an_outage_is_followed_at_once() {
+        // 0.5 s without a datagram at 1 M/s: 500,000 numbers lost in a row, believed on the
+        // first arrival after it, since the sender had time to send them.
+        let mut t = steady(10_000);
+        let after = 10_000 + 500_000;
+        let t0 = 10_000 * US + S / 2;
+        for (i, s) in (after..after + 1000).enumerate() {
+            assert_eq!(t.record_at(s, t0 + i as u64 * US, 100), Arrival::InOrder);
         }
-        assert!(held <= JUMP_RUN, "{held} held before the jump was followed");
-        let released = t.take_released();
-        assert_eq!(released.len(), JUMP_RUN, "the held run joins the count");
-        t.settle(base + 1000);
-        assert_eq!(t.unique(), 1003);
-        assert_eq!(t.lost(base + 1000), base - 3);
-        assert_eq!(t.late(), 0);
+        t.settle(after + 1000);
+        assert_eq!((t.unique(), t.late(), t.lost(after + 1000), t.foreign()), (11_000, 0, 500_000, 0));
+    }
+
+    #[test]
+    fn a_jump_no_time_explains_is_held_even_at_the_senders_pace() {
+        // The same jump with no silence before it: the sender cannot have got there.
+        let mut t = steady(10_000);
+        assert_eq!(t.record_at(510_000, 10_000 * US, 100), Arrival::Held);
+        // A jump within REACH needs no time.
+        assert_eq!(t.record_at(10_000 + REACH - 1, 10_000 * US, 100), Arrival::InOrder);
+        // Before any pace is known, a number far ahead of nothing is held too.
+        let mut t = SequenceTracker::new();
+        assert_eq!(t.record_at(1 << 40, 0, 100), Arrival::Held);
+        assert_eq!(t.record_at(0, 1, 100), Arrival::InOrder);
     }
 
     #[test]
     fn held_numbers_that_were_sent_count_at_the_end() {
         let mut t = feed(&[0, 1]);
-        assert_eq!(t.record_len(WINDOW + 5, 100), Arrival::Held);
-        assert_eq!(t.record(WINDOW + 5), Arrival::Duplicate);
+        assert_eq!(t.record_at(WINDOW + 5, 0, 100), Arrival::Held);
+        assert_eq!(t.record_at(WINDOW + 5, 0, 100), Arrival::Held);
+        assert_eq!(t.record_at(WINDOW + 20, 0, 100), Arrival::Held);
+        assert_eq!(t.held(), 3);
         let settled = t.settle(WINDOW + 10);
+        // The first copy counts (out of order), the second is its duplicate, and the number
+        // beyond the total is foreign.
         assert_eq!(settled.counted, vec![(WINDOW + 5, 100)]);
-        assert_eq!(t.unique(), 3);
+        assert_eq!((t.unique(), t.late(), t.duplicates(), t.foreign(), t.held()), (3, 1, 1, 1, 0));
         assert_eq!(t.lost(WINDOW + 10), WINDOW + 10 - 3);
     }
 
@@ -534,13 +694,68 @@ mod tests {
     fn memory_for_held_numbers_is_capped() {
         let mut t = SequenceTracker::new();
         for i in 0..(HELD_CAP as u64 + 100) {
-            // Spread out, so no dense run forms.
             t.record((i + 1) * 2 * WINDOW);
         }
         assert_eq!(t.held(), HELD_CAP);
+        assert_eq!(t.foreign(), 100, "beyond the cap: counted, not kept");
         t.settle(0);
         assert_eq!(t.foreign(), HELD_CAP as u64 + 100);
         assert_eq!(t.unique(), 0);
+    }
+
+    #[test]
+    fn more_forged_numbers_than_the_log_remembers_still_never_exceed_the_total() {
+        // A forger inside REACH of the mark with more distinct numbers above the total than
+        // the settling log keeps: received is capped at sent, and sent = received + lost.
+        let mut t = feed(&(0..100).collect::<Vec<_>>());
+        for s in 100..100 + 3 * SETTLE_LOG as u64 {
+            t.record(s);
+        }
+        t.settle(100);
+        assert_eq!((t.unique(), t.lost(100)), (100, 0));
+        assert_eq!(t.foreign(), 3 * SETTLE_LOG as u64);
+    }
+
+    #[test]
+    fn a_dense_run_of_forged_far_ahead_numbers_does_not_make_genuine_arrivals_late() {
+        // A hundred forged numbers close together far ahead look like a sender that jumped;
+        // they must not move the mark while the genuine stream goes on below.
+        let mut t = SequenceTracker::new();
+        for s in 0..50_000u64 {
+            if s == 1000 {
+                for k in 0..100 {
+                    t.record((1 << 40) + k);
+                }
+            }
+            t.record(s);
+        }
+        t.settle(50_000);
+        assert_eq!((t.unique(), t.late(), t.duplicates(), t.lost(50_000)), (50_000, 0, 0, 0));
+        assert_eq!(t.foreign(), 100);
+    }
+
+    #[test]
+    fn forged_numbers_at_or_above_the_total_are_never_late_or_duplicates() {
+        let mut t = feed(&[0, 1, 2, 3, 4, 11, 10, 10, 11]);
+        t.settle(5);
+        assert_eq!((t.unique(), t.late(), t.duplicates(), t.lost(5)), (5, 0, 0, 0));
+        assert_eq!(t.foreign(), 4);
+    }
+
+    #[test]
+    fn a_replayed_number_older_than_the_window_never_counts_twice() {
+        // Numbers below the window cannot be told from copies: counting them as new let
+        // replays of old numbers hide real loss.
+        let sent = WINDOW + 10;
+        let mut t = SequenceTracker::new();
+        for s in (0..sent).filter(|s| !(WINDOW + 1..=WINDOW + 5).contains(s)) {
+            t.record(s);
+        }
+        t.record(0);
+        t.record(1);
+        t.settle(sent);
+        assert_eq!((t.unique(), t.lost(sent), t.duplicates()), (sent - 5, 5, 0));
+        assert_eq!(t.foreign(), 2);
     }
 
     #[test]
@@ -566,31 +781,103 @@ mod tests {
         assert_eq!(t.lost(10), 3);
     }
 
+    const SENT: u64 = 500;
+
+    /// A number at or above [`SENT`]: within reach of it, anywhere above, or the largest.
+    fn forged_number() -> impl Strategy<Value = u64> {
+        prop_oneof![SENT..SENT + 2 * REACH, SENT..u64::MAX, Just(u64::MAX)]
+    }
+
+    /// Numbers near 0, near the window and reach boundaries, near 2^64, or anything.
+    fn any_number() -> impl Strategy<Value = u64> {
+        prop_oneof![0u64..1000, WINDOW - 10..WINDOW + REACH + 10, u64::MAX - 10..=u64::MAX, any::<u64>(),]
+    }
+
+    /// `genuine` and `forged` merged in their own orders, `picks` choosing which goes next.
+    fn interleave(genuine: &[u64], forged: &[u64], picks: &[bool]) -> Vec<u64> {
+        let (mut g, mut f) = (genuine.iter().peekable(), forged.iter().peekable());
+        let mut out = Vec::new();
+        let mut picks = picks.iter();
+        while g.peek().is_some() || f.peek().is_some() {
+            let forged_next = picks.next().copied().unwrap_or(false);
+            let next = if forged_next { f.next().or_else(|| g.next()) } else { g.next().or_else(|| f.next()) };
+            out.extend(next);
+        }
+        out
+    }
+
     proptest! {
-        /// Genuine arrivals (any order, loss, duplicates) mixed with forged numbers anywhere
-        /// above the sender's total: after settling, received = distinct genuine numbers,
-        /// sent = received + lost, and received never exceeds sent.
+        /// Genuine arrivals (any order, loss, duplicates) mixed with forged numbers at or above
+        /// the sender's total (just above it, far above it, 2^64 − 1, repeated): after settling,
+        /// received = distinct genuine numbers, duplicates = genuine copies, every forged
+        /// arrival and only those are foreign, sent = received + lost and received <= sent.
         #[test]
-        fn forged_numbers_never_count_as_received(
-            genuine in proptest::collection::vec(0u64..500, 0..600),
-            forged in proptest::collection::vec(500u64..u64::MAX, 0..50),
-            mix in proptest::collection::vec(any::<bool>(), 0..650),
+        fn forged_numbers_never_count_as_received_late_or_duplicate(
+            genuine in proptest::collection::vec(0u64..SENT, 0..600),
+            forged in proptest::collection::vec(forged_number(), 0..80),
+            picks in proptest::collection::vec(any::<bool>(), 0..700),
+        ) {
+            let arrivals = interleave(&genuine, &forged, &picks);
+            let mut t = SequenceTracker::new();
+            for (i, &s) in arrivals.iter().enumerate() {
+                t.record_at(s, i as u64 * 1000, 100);
+                prop_assert!(t.unique() <= t.arrivals);
+            }
+            t.settle(SENT);
+            let distinct: std::collections::BTreeSet<u64> = genuine.iter().copied().collect();
+            prop_assert_eq!(t.unique(), distinct.len() as u64);
+            prop_assert_eq!(t.duplicates(), (genuine.len() - distinct.len()) as u64);
+            prop_assert_eq!(t.foreign(), forged.len() as u64);
+            prop_assert_eq!(t.unique() + t.lost(SENT), SENT);
+            prop_assert_eq!(t.held(), 0);
+        }
+
+        /// Forged numbers beyond reach leave the genuine stream's lateness exactly what it
+        /// would be without them.
+        #[test]
+        fn far_forged_numbers_change_no_genuine_figure(
+            genuine in proptest::collection::vec(0u64..SENT, 0..600),
+            forged in proptest::collection::vec(SENT + 2 * REACH..u64::MAX, 0..80),
+            picks in proptest::collection::vec(any::<bool>(), 0..700),
         ) {
             let mut t = SequenceTracker::new();
-            let (mut g, mut f) = (genuine.iter(), forged.iter());
-            let mut ledger_ok = true;
-            for pick_forged in mix.iter().chain(std::iter::repeat(&false).take(genuine.len())) {
-                let next = if *pick_forged { f.next().or_else(|| g.next()) } else { g.next().or_else(|| f.next()) };
-                let Some(&s) = next else { break };
-                let _ = t.record(s);
-                ledger_ok &= t.unique() <= t.arrivals;
+            for (i, &s) in interleave(&genuine, &forged, &picks).iter().enumerate() {
+                t.record_at(s, i as u64 * 1000, 100);
             }
-            for &s in f { let _ = t.record(s); }
-            t.settle(500);
-            let distinct: std::collections::BTreeSet<u64> = genuine.iter().copied().collect();
-            prop_assert!(ledger_ok);
-            prop_assert_eq!(t.unique(), distinct.len() as u64);
-            prop_assert_eq!(t.unique() + t.lost(500), 500);
+            t.settle(SENT);
+            let alone = feed(&genuine);
+            prop_assert_eq!(
+                (t.unique(), t.late(), t.duplicates(), t.reorder_extent_max()),
+                (alone.unique(), alone.late(), alone.duplicates(), alone.reorder_extent_max())
+            );
+            prop_assert_eq!(t.foreign(), forged.len() as u64);
+        }
+
+        /// Any numbers at any times, any total: nothing overflows or panics, every arrival is
+        /// accounted once, and sent = received + lost with received <= sent.
+        #[test]
+        fn any_arrivals_keep_the_invariants(
+            arrivals in proptest::collection::vec((any_number(), 0u64..1_000_000_000), 0..300),
+            sent in any_number(),
+        ) {
+            let mut t = SequenceTracker::new();
+            let mut at = 0u64;
+            for &(s, gap) in &arrivals {
+                at = at.saturating_add(gap);
+                t.record_at(s, at, 100);
+            }
+            let held = t.held() as u64;
+            prop_assert_eq!(t.unique() + t.duplicates() + t.foreign() + held, arrivals.len() as u64);
+            t.settle(sent);
+            prop_assert!(t.unique() <= sent);
+            prop_assert_eq!(t.unique() + t.lost(sent), sent);
+            prop_assert_eq!(t.unique() + t.duplicates() + t.foreign(), arrivals.len() as u64);
+            // Arrivals after settling keep them too.
+            for &(s, _) in &arrivals {
+                t.record_at(s, at, 100);
+            }
+            prop_assert!(t.unique() <= sent);
+            prop_assert_eq!(t.unique() + t.duplicates() + t.foreign(), 2 * arrivals.len() as u64);
         }
 
         /// Whatever the order, duplication and loss, the counts agree with a plain set.

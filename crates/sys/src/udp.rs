@@ -45,6 +45,49 @@ pub fn gso_supported(fd: BorrowedFd<'_>) -> bool {
     setsockopt_int(fd, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok()
 }
 
+/// What a sender should make of a failed send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendFailure {
+    /// The path cannot segment (a GSO send failed with EIO or EINVAL: no checksum offload):
+    /// send unsegmented from now on.
+    Unsegmentable,
+    /// This send was refused but the socket is sound: count the datagrams as send errors
+    /// (never as sent) and go on. A full queue (ENOBUFS, EAGAIN after the send timeout), a
+    /// local firewall (EPERM from netfilter, EACCES from a prohibit route), or an ICMP error
+    /// an earlier datagram brought back to the connected socket (ECONNREFUSED,
+    /// EHOSTUNREACH, ENETUNREACH...), which the kernel reports once, on the next send.
+    Refused,
+    /// Every later send would fail the same way (a closed socket, a datagram too large for
+    /// the socket): stop.
+    Fatal,
+}
+
+/// Classifies the error of a [`send_many`] or (with `segmented`) a [`send_segmented`] call.
+pub fn classify_send_error(err: &io::Error, segmented: bool) -> SendFailure {
+    match err.raw_os_error() {
+        Some(libc::EIO | libc::EINVAL) if segmented => SendFailure::Unsegmentable,
+        Some(
+            libc::EAGAIN
+            | libc::EINTR
+            | libc::ETIMEDOUT
+            | libc::ENOBUFS
+            | libc::ENOMEM
+            | libc::EPERM
+            | libc::EACCES
+            | libc::ECONNREFUSED
+            | libc::EHOSTUNREACH
+            | libc::ENETUNREACH
+            | libc::EHOSTDOWN
+            | libc::ENETDOWN,
+        ) => SendFailure::Refused,
+        Some(_) => SendFailure::Fatal,
+        None => match err.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => SendFailure::Refused,
+            _ => SendFailure::Fatal,
+        },
+    }
+}
+
 /// Sends `count` datagrams of `len` bytes laid out back to back in `buf` with one
 /// `sendmmsg`. Returns how many the kernel accepted (fewer on a full buffer).
 pub fn send_many(fd: BorrowedFd<'_>, buf: &[u8], len: usize, count: usize) -> io::Result<usize> {
@@ -291,6 +334,41 @@ mod tests {
         }
         assert_eq!(&got[..10], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
         assert_eq!(socket_drops(rx.as_fd()), Some(0));
+    }
+
+    #[test]
+    fn refusals_are_counted_and_broken_sockets_are_fatal() {
+        let class = |errno| classify_send_error(&io::Error::from_raw_os_error(errno), false);
+        // A local firewall's EPERM used to end `udp -R`'s sender on the server.
+        for errno in [libc::EPERM, libc::ENOBUFS, libc::EAGAIN, libc::ECONNREFUSED, libc::EHOSTUNREACH, libc::EACCES] {
+            assert_eq!(class(errno), SendFailure::Refused, "errno {errno}");
+        }
+        for errno in [libc::EBADF, libc::ENOTSOCK, libc::EMSGSIZE, libc::EINVAL, libc::EIO] {
+            assert_eq!(class(errno), SendFailure::Fatal, "errno {errno}");
+        }
+        let segmented = |errno| classify_send_error(&io::Error::from_raw_os_error(errno), true);
+        assert_eq!(segmented(libc::EIO), SendFailure::Unsegmentable);
+        assert_eq!(segmented(libc::EINVAL), SendFailure::Unsegmentable);
+        assert_eq!(segmented(libc::EPERM), SendFailure::Refused);
+        assert_eq!(classify_send_error(&io::ErrorKind::WouldBlock.into(), false), SendFailure::Refused);
+    }
+
+    #[test]
+    fn an_icmp_error_refuses_one_send_and_the_socket_sends_on() {
+        // A datagram to a closed port brings back ICMP port unreachable; the connected socket
+        // reports it once, as the next send's ECONNREFUSED, and then sends again.
+        let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let target = closed.local_addr().unwrap();
+        drop(closed);
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(target).unwrap();
+        let buf = [0u8; 100];
+        assert_eq!(send_many(tx.as_fd(), &buf, 100, 1).unwrap(), 1);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let err = send_many(tx.as_fd(), &buf, 100, 1).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ECONNREFUSED), "{err}");
+        assert_eq!(classify_send_error(&err, false), SendFailure::Refused);
+        assert_eq!(send_many(tx.as_fd(), &buf, 100, 1).unwrap(), 1, "the socket still sends");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use netchar_model::{EndCondition, StreamInterval, TestSpec, UdpReceived, UdpSent
 use netchar_stats::distribution::Distribution;
 use netchar_stats::jitter::JitterMeter;
 use netchar_stats::sequence::{Arrival, RangeLedger, SequenceTracker};
-use netchar_sys::udp::{self, RecvBuffers, RecvMeta, BATCH, GRO_BUFFER, MAX_GSO_SEGMENTS};
+use netchar_sys::udp::{self, RecvBuffers, RecvMeta, SendFailure, BATCH, GRO_BUFFER, MAX_GSO_SEGMENTS};
 use netchar_wire::datagram::{DatagramHeader, HEADER_LEN};
 use std::io;
 use std::net::UdpSocket;
@@ -33,11 +33,6 @@ const WAKE_EARLY: Duration = Duration::from_micros(20);
 const CATCH_UP_RATE: f64 = 2.0;
 /// Behind by more than this, the schedule starts afresh: the missed time is not made up.
 const MAX_BACKLOG: Duration = Duration::from_millis(500);
-const EIO: i32 = 5;
-const EINVAL: i32 = 22;
-const ENOBUFS: i32 = 105;
-/// A local firewall (netfilter dropping in OUTPUT) refuses a send with EPERM.
-const EPERM: i32 = 1;
 /// Receivers wake at least this often to close intervals and check for the end.
 const RECV_POLL: Duration = Duration::from_millis(10);
 
@@ -216,7 +211,8 @@ pub(super) fn send(
                     .emit(&mut buf[i * size..]);
             }
         }
-        let result = if gso_ok && n > 1 {
+        let segmented = gso_ok && n > 1;
+        let result = if segmented {
             udp::send_segmented(socket.as_fd(), &buf[..n * size], size as u16).map(|_| n)
         } else {
             udp::send_many(socket.as_fd(), &buf[..n * size], size, n)
@@ -238,26 +234,25 @@ pub(super) fn send(
                     end = end.max(schedule.due(seq - 1));
                 }
             }
-            Err(e) if gso_ok && matches!(e.raw_os_error(), Some(EIO | EINVAL)) => {
-                // EIO/EINVAL: the path cannot segment (no checksum offload): plain sends from now on.
-                gso_ok = false;
-            }
-            Err(e) if is_refused_send(&e) => {
-                // Refused by this host (a full queue, a firewall): counted, never sent, retried
-                // when due. A firewall's refusal lasts: wait a little instead of spinning on it.
-                errors += n as u64;
-                shared.send_errors.store(errors, Ordering::Release);
-                if e.raw_os_error() == Some(EPERM) {
-                    std::thread::sleep(Duration::from_millis(1));
+            Err(e) => match udp::classify_send_error(&e, segmented) {
+                SendFailure::Unsegmentable => gso_ok = false,
+                SendFailure::Refused => {
+                    // sendmmsg fails on its first datagram (the rest were not tried); a
+                    // segmented send fails whole. Those are counted, never sent, and keep
+                    // their sequence numbers for the next try.
+                    let refused = if segmented { n } else { 1 };
+                    errors += refused as u64;
+                    shared.send_errors.store(errors, Ordering::Release);
+                    if let Some(pps) = schedule.pps {
+                        // A refusal uses its slot: a lasting one (a firewall) is then tried at
+                        // the test's rate, not as fast as the kernel can say no.
+                        if let Ok(slots) = Duration::try_from_secs_f64(refused as f64 / pps) {
+                            schedule.anchor += slots;
+                        }
+                    }
                 }
-            }
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                // ICMP port unreachable from an earlier datagram: the receiver is gone.
-                errors += n as u64;
-                shared.send_errors.store(errors, Ordering::Release);
-                break Err(io::Error::new(e.kind(), "the receiving port is unreachable (ICMP port unreachable)"));
-            }
-            Err(e) => break Err(e),
+                SendFailure::Fatal => break Err(e),
+            },
         }
     };
     let end_s = end.saturating_duration_since(started);
@@ -391,13 +386,6 @@ pub(super) fn realtime_at(at: Instant) -> u64 {
     best.map_or(0, |(_, r)| r)
 }
 
-/// A send this host refused for now (not a dead path): EAGAIN/EWOULDBLOCK, a timeout, EINTR,
-/// ENOBUFS (a full queue), EPERM (a local firewall). Counted as send errors; the test goes on.
-fn is_refused_send(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
-        || matches!(e.raw_os_error(), Some(ENOBUFS | EPERM))
-}
-
 pub(super) fn receive(
     shared: &StreamShared,
     controls: &Controls,
@@ -426,6 +414,12 @@ pub(super) fn receive(
         }
         if let Some(deadline) = shared.receive_deadline() {
             let sent = shared.peer_packets.load(Ordering::Acquire);
+            // Settled as soon as the total is known: forged numbers at or above it leave the
+            // count now (so it is all the sender's when it reaches the total), and those that
+            // arrive in the grace period are foreign on arrival.
+            if rx.tracker.total().is_none() {
+                rx.settle(sent);
+            }
             if rx.tracker.unique() >= sent || Instant::now() >= deadline {
                 break Ok(());
             }
@@ -582,28 +576,32 @@ impl ReceiverState {
             self.foreign += 1;
             return;
         }
-        match self.tracker.record_len(h.sequence, seg.len() as u32) {
+        // A segment is at most 64 KiB.
+        let len = seg.len() as u32;
+        match self.tracker.record_at(h.sequence, at_ns, len) {
             Arrival::Duplicate => {}
-            // Far ahead (held until it proves genuine) or never a sender's number: neither
-            // its bytes nor its timing count yet.
-            Arrival::Held | Arrival::Foreign => {
-                self.take_released();
-                return;
-            }
+            // Held until the sender's total says whether it was sent, or not the sender's:
+            // neither its bytes nor its timing count (its send stamp is as forged as its number).
+            Arrival::Held | Arrival::Foreign => return,
             Arrival::InOrder | Arrival::Late { .. } => self.ledger.credit(h.sequence),
         }
-        self.take_released();
         self.jitter.record(h.sent_ns, at_ns);
-        self.bytes += seg.len() as u64;
+        self.bytes += u64::from(len);
         self.last_offset_ns = self.last_offset_ns.max(at_ns.saturating_sub(self.started_real_ns));
     }
 
-    /// Credits held numbers the tracker has just counted (a genuine jump of the sender).
-    fn take_released(&mut self) {
-        for (seq, len) in self.tracker.take_released() {
+    /// Settles with the sender's exact total, once: held numbers below it join the count and
+    /// their ranges, numbers at or above it leave them with their bytes.
+    fn settle(&mut self, sent: u64) {
+        let settled = self.tracker.settle(sent);
+        for (seq, len) in settled.counted {
             self.ledger.credit(seq);
             self.bytes += u64::from(len);
         }
+        for seq in settled.removed {
+            self.ledger.uncredit(seq);
+        }
+        self.bytes = self.bytes.saturating_sub(settled.removed_bytes);
     }
 
     /// Whether the interval being filled ends at or before `offset_ns` (ns since the start).
@@ -632,11 +630,13 @@ impl ReceiverState {
 
     fn interval_since(&self, start: f64, end: f64, spec: &TestSpec) -> StreamInterval {
         let now = self.snapshot();
-        let bytes = now.bytes - self.at_start.bytes;
+        // Settling takes forged arrivals back from the counts, and they may have come in an
+        // interval already closed: the interval that settles shows what it took back.
+        let bytes = now.bytes.saturating_sub(self.at_start.bytes);
         let mut r = UdpReceived {
-            packets: now.unique - self.at_start.unique,
-            out_of_order: now.late - self.at_start.late,
-            duplicates: now.duplicates - self.at_start.duplicates,
+            packets: now.unique.saturating_sub(self.at_start.unique),
+            out_of_order: now.late.saturating_sub(self.at_start.late),
+            duplicates: now.duplicates.saturating_sub(self.at_start.duplicates),
             reorder_extent_max: self.tracker.reorder_extent_max(),
             jitter_ms: self.jitter.jitter_ns() / 1e6,
             jitter_p50_ms: self.jitter.variation_quantile_ns(0.5) as f64 / 1e6,
@@ -655,16 +655,10 @@ impl ReceiverState {
         // The open interval's variation (with -i 0, the whole test's) joins the closed ones'.
         self.whole_variation.merge(self.jitter.variation());
         let sent = shared.peer_packets.load(Ordering::Acquire);
+        // Without the sender's total (an aborted test) the high-water mark stands in for it.
         let sent = if sent == u64::MAX { self.tracker.high_water() } else { sent };
-        // Held numbers below the sender's total count now; numbers at or above it are foreign.
-        let settled = self.tracker.settle(sent);
-        for (seq, len) in settled.counted {
-            self.ledger.credit(seq);
-            self.bytes += u64::from(len);
-        }
-        for seq in settled.removed {
-            self.ledger.uncredit(seq);
-        }
+        self.settle(sent);
+        let sent = self.tracker.total().unwrap_or(sent);
         if self.interval_ns > 0 {
             let start = self.current as f64 * spec.interval_seconds;
             let end = (end_ns as f64 / 1e9).max(start);
@@ -719,17 +713,6 @@ mod tests {
         assert_eq!(d.total, u64::from(u32::MAX) + 5, "no new drops, no change");
     }
 
-    #[test]
-    fn refusals_by_this_host_are_counted_not_fatal() {
-        // A local firewall (nft drop in OUTPUT) refused udp -R's sends with EPERM, which used
-        // to end the server's sender.
-        assert!(is_refused_send(&io::Error::from_raw_os_error(EPERM)));
-        assert!(is_refused_send(&io::Error::from_raw_os_error(ENOBUFS)));
-        assert!(is_refused_send(&io::Error::from(io::ErrorKind::WouldBlock)));
-        assert!(!is_refused_send(&io::Error::from(io::ErrorKind::ConnectionRefused)));
-        assert!(!is_refused_send(&io::Error::from_raw_os_error(9))); // EBADF: a real failure
-    }
-
     fn datagram(id: u32, seq: u64, len: usize) -> Vec<u8> {
         let mut b = vec![0u8; len];
         DatagramHeader { flags: 0, stream_id: id, sequence: seq, sent_ns: seq * 1000 }.emit(&mut b);
@@ -752,6 +735,82 @@ mod tests {
         let settled = rx.tracker.settle(5000);
         assert!(settled.counted.is_empty());
         assert_eq!((rx.tracker.unique(), rx.tracker.foreign(), rx.tracker.lost(5000)), (5000, 50, 0));
+    }
+
+    /// The receiver's final figures for stream 1 after `feed`, with the sender's total `sent`.
+    fn received_after(spec: &TestSpec, sent: u64, feed: impl FnOnce(&mut ReceiverState, &StreamShared)) -> UdpReceived {
+        let shared = StreamShared::new(1, netchar_model::Flow::Up, netchar_model::Role::Receiver, Instant::now());
+        shared.peer_packets.store(sent, Ordering::Release);
+        let mut rx = ReceiverState::new(spec, false, 0);
+        feed(&mut rx, &shared);
+        let end_ns = rx.last_offset_ns;
+        rx.finish(&shared, spec, end_ns);
+        let done = shared.udp_final.lock().unwrap().take().expect("final figures");
+        done.received.expect("receiver figures")
+    }
+
+    #[test]
+    fn forged_datagrams_from_the_senders_address_leave_the_genuine_figures_exact() {
+        // The attack on `netchar server`: 50,000 genuine datagrams at 50k/s, and forged ones
+        // with far-ahead numbers, a few at a time, close together. 39,491 genuine datagrams
+        // counted as out of order, and received exceeded sent.
+        let mut spec = TestSpec::udp_default();
+        spec.interval_seconds = 0.0;
+        let r = received_after(&spec, 50_000, |rx, _| {
+            for s in 0..50_000u64 {
+                let at = s * 20_000;
+                if s % 500 == 0 {
+                    for k in 0..8 {
+                        rx.on_datagram(1, &datagram(1, (1 << 40) + s + k, 100), at);
+                    }
+                }
+                rx.on_datagram(1, &datagram(1, s, 100), at + 10);
+            }
+        });
+        assert_eq!((r.packets, r.lost, r.out_of_order, r.duplicates), (50_000, 0, 0, 0), "{r:?}");
+        assert_eq!(r.foreign, 800, "{r:?}");
+    }
+
+    #[test]
+    fn forged_numbers_taken_back_at_the_end_never_underflow_an_interval() {
+        // Forged numbers just above the sender's total counted in the first interval, taken
+        // back when the total is known, in a last interval that received nothing itself.
+        let mut spec = TestSpec::udp_default();
+        spec.interval_seconds = 1.0;
+        let r = received_after(&spec, 100, |rx, shared| {
+            for s in 0..100u64 {
+                rx.on_datagram(1, &datagram(1, s, 100), s * 1_000_000);
+            }
+            for s in 100..110u64 {
+                rx.on_datagram(1, &datagram(1, s + 5, 100), 200_000_000 + s);
+            }
+            rx.close_intervals_before(1_000_000_000, shared, &spec);
+        });
+        assert_eq!((r.packets, r.lost, r.out_of_order, r.duplicates, r.foreign), (100, 0, 0, 0, 10), "{r:?}");
+    }
+
+    #[test]
+    fn a_sender_counts_sends_refused_after_icmp_port_unreachable_and_goes_on() {
+        // Each datagram to a closed port brings an ICMP port unreachable, and the next send on
+        // the connected socket fails with ECONNREFUSED: a refusal of that send, not of the test.
+        let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let target = closed.local_addr().unwrap();
+        drop(closed);
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.connect(target).unwrap();
+        let mut spec = TestSpec::udp_default();
+        spec.block_bytes = 100;
+        spec.end = EndCondition::Seconds(0.3);
+        spec.udp.as_mut().unwrap().rate = netchar_model::UdpRate::PacketsPerSecond(1000);
+        let started = Instant::now();
+        let shared = StreamShared::new(1, netchar_model::Flow::Up, netchar_model::Role::Sender, started);
+        let outcome = send(&shared, &Controls::default(), &spec, started, &socket);
+        assert!(outcome.is_ok(), "{outcome:?}");
+        assert!(started.elapsed() >= Duration::from_millis(300), "the sender stopped early");
+        let (sent, refused) = (shared.packets.load(Ordering::Acquire), shared.send_errors.load(Ordering::Acquire));
+        assert!(sent > 0 && refused > 0, "sent {sent}, refused {refused}");
+        // Paced at 1000/s for 0.3 s: about 300 slots, each used by a send or a refusal.
+        assert!(sent + refused <= 320, "sent {sent} + refused {refused}: refusals spun past the schedule");
     }
 
     #[test]
