@@ -1,7 +1,7 @@
 //! The client: connects, runs the control session, opens the data connections, runs this
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::tcp_setup::{connect_data, ConnectFailure};
 use crate::StopFlag;
@@ -534,7 +534,12 @@ impl<'a> Driver<'a> {
 
     fn start_plane(&mut self) -> Result<(), ClientError> {
         let streams = self.pending_streams.take().unwrap_or_default();
-        let cfg = DataPlaneConfig { spec: self.spec.clone(), endpoint: Endpoint::Client, cpu: self.cfg.client_cpu };
+        let cfg = DataPlaneConfig {
+            spec: self.spec.clone(),
+            datagrams: DatagramFormatKind::Native,
+            endpoint: Endpoint::Client,
+            cpu: self.cfg.client_cpu,
+        };
         self.meter = Some(CpuMeter::start());
         if let Some((meter, mark)) = self.idle.as_mut() {
             *mark = Some(meter.mark());

@@ -13,7 +13,7 @@ use crate::admission::{
     canonical, ConnRefusal, DataConn, DataPathPolicy, Limits, Refusal, Registry, Request, SourceCounts, SourceSlot,
     MAX_CHALLENGES_PER_STREAM,
 };
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind};
 use crate::measure::{host_info, CpuMeter};
 use crate::tcp_setup::post_connect;
 use crate::StopFlag;
@@ -763,7 +763,12 @@ impl<'a> ControlSession<'a> {
             }
             ServerEvent::Start => {
                 let spec = self.spec.clone().ok_or("start before a request")?;
-                let cfg = DataPlaneConfig { spec: spec.clone(), endpoint: Endpoint::Server, cpu: spec.server_cpu };
+                let cfg = DataPlaneConfig {
+                    spec: spec.clone(),
+                    datagrams: DatagramFormatKind::Native,
+                    endpoint: Endpoint::Server,
+                    cpu: spec.server_cpu,
+                };
                 self.meter = Some(CpuMeter::start());
                 if let Some((pct, threads)) = spec.server_load {
                     self.load = Some(crate::load::BackgroundLoad::start(pct, threads));

@@ -45,6 +45,65 @@ pub const SETUP_LEN: usize = 64;
 /// Bytes in a challenge datagram: never more than the setup that caused it.
 pub const CHALLENGE_LEN: usize = HEADER_LEN + 16;
 
+/// What a receiver makes of one datagram ([`DatagramFormat::classify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// Test data: its stream, sequence number and send time (ns since the sender's start).
+    Data {
+        /// Stream id.
+        stream_id: u32,
+        /// Sequence number.
+        sequence: u64,
+        /// Send time in ns.
+        sent_ns: u64,
+    },
+    /// A control datagram of the protocol's setup still in flight: not data, not foreign.
+    Control,
+    /// Not this protocol's datagram at all.
+    Foreign,
+}
+
+/// How a UDP test's datagrams carry their stream, sequence number and send time. netchar's
+/// own header ([`NativeFormat`]) is the first; each peer protocol (iperf3, iperf2) brings its
+/// own, and the UDP workers are generic over it (monomorphised: no dynamic call per datagram).
+pub trait DatagramFormat {
+    /// Bytes of header at the start of every datagram: the smallest payload.
+    fn header_len(&self) -> usize;
+    /// Writes the whole header into the start of `buf` (at least [`Self::header_len`] long).
+    fn emit(&self, buf: &mut [u8], stream_id: u32, sequence: u64, sent_ns: u64);
+    /// Rewrites the fields that change per datagram in an emitted header: the hot path.
+    fn stamp(&self, buf: &mut [u8], sequence: u64, sent_ns: u64);
+    /// What a received datagram is.
+    fn classify(&self, buf: &[u8]) -> Received;
+}
+
+/// netchar's own 24-byte header (this module's table).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NativeFormat;
+
+impl DatagramFormat for NativeFormat {
+    fn header_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    fn emit(&self, buf: &mut [u8], stream_id: u32, sequence: u64, sent_ns: u64) {
+        DatagramHeader { flags: 0, stream_id, sequence, sent_ns }.emit(buf);
+    }
+
+    fn stamp(&self, buf: &mut [u8], sequence: u64, sent_ns: u64) {
+        DatagramHeader::stamp(buf, sequence, sent_ns);
+    }
+
+    fn classify(&self, buf: &[u8]) -> Received {
+        match DatagramHeader::parse(buf) {
+            Err(_) => Received::Foreign,
+            // Setup, challenge or confirm datagrams still in flight when the test started.
+            Ok(h) if h.flags != 0 => Received::Control,
+            Ok(h) => Received::Data { stream_id: h.stream_id, sequence: h.sequence, sent_ns: h.sent_ns },
+        }
+    }
+}
+
 // No amplification: the answer to a setup is never larger than the setup.
 const _: () = assert!(CHALLENGE_LEN <= SETUP_LEN);
 
@@ -195,6 +254,20 @@ mod tests {
         let mut data = [0u8; 40];
         DatagramHeader { flags: 0, stream_id: 3, sequence: 1, sent_ns: 1 }.emit(&mut data);
         assert_eq!(DatagramHeader::setup_cookie(&data), None);
+    }
+
+    #[test]
+    fn the_native_format_classifies_data_control_and_foreign() {
+        let f = NativeFormat;
+        let mut b = [0u8; 40];
+        f.emit(&mut b, 3, 7, 9);
+        assert_eq!(f.classify(&b), Received::Data { stream_id: 3, sequence: 7, sent_ns: 9 });
+        f.stamp(&mut b, 8, 10);
+        assert_eq!(f.classify(&b), Received::Data { stream_id: 3, sequence: 8, sent_ns: 10 });
+        assert_eq!(f.classify(&DatagramHeader::challenge(3, &[1; 16])), Received::Control);
+        assert_eq!(f.classify(&DatagramHeader::setup(3, &[1; 16])), Received::Control);
+        assert_eq!(f.classify(b"hello"), Received::Foreign);
+        assert_eq!(f.header_len(), HEADER_LEN);
     }
 
     #[test]

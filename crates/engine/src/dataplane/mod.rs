@@ -13,6 +13,7 @@
 mod rr;
 mod udp;
 
+use netchar_wire::datagram::NativeFormat;
 pub(crate) use rr::latency_us;
 
 use netchar_model::{
@@ -67,10 +68,21 @@ pub enum DataSocket {
 pub struct DataPlaneConfig {
     /// The test.
     pub spec: TestSpec,
+    /// How UDP datagrams carry sequence numbers and send times (the peer protocol's format).
+    pub datagrams: DatagramFormatKind,
     /// Which end this is.
     pub endpoint: Endpoint,
     /// CPU to pin the workers and collector to.
     pub cpu: Option<usize>,
+}
+
+/// The UDP datagram formats the workers speak: one variant per protocol, matched once per
+/// worker so the datagram loop is monomorphised over the format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DatagramFormatKind {
+    /// netchar's own 24-byte header (netchar_wire::datagram).
+    #[default]
+    Native,
 }
 
 /// Per-stream state shared between a worker and the collector.
@@ -413,6 +425,7 @@ impl Worker {
             let _ = netchar_sys::cpu::pin_current_thread(c);
         }
         let (sh, ctl, spec, t0) = (&*self.shared, &*self.controls, &self.cfg.spec, self.started);
+        let format = self.cfg.datagrams;
         let rr = spec.kind == TestKind::Rr;
         let result = match (self.shared.role, &socket) {
             (Role::Sender, DataSocket::Tcp(s)) if rr => rr::tcp_requester(sh, ctl, spec, t0, s),
@@ -424,8 +437,12 @@ impl Worker {
             (_, DataSocket::CrrTarget(_) | DataSocket::CrrListener(_)) => Ok(()),
             (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
-            (Role::Sender, DataSocket::Udp(s)) => udp::send(sh, ctl, spec, t0, s),
-            (Role::Receiver, DataSocket::Udp(s)) => udp::receive(sh, ctl, spec, t0, s),
+            (Role::Sender, DataSocket::Udp(s)) => match format {
+                DatagramFormatKind::Native => udp::send(&NativeFormat, sh, ctl, spec, t0, s),
+            },
+            (Role::Receiver, DataSocket::Udp(s)) => match format {
+                DatagramFormatKind::Native => udp::receive(&NativeFormat, sh, ctl, spec, t0, s),
+            },
         };
         if let Some(c) = netchar_sys::cpu::current_cpu() {
             self.shared.cpu.store(c as u64 + 1, Ordering::Release);

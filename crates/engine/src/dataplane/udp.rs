@@ -11,7 +11,7 @@ use netchar_stats::distribution::Distribution;
 use netchar_stats::jitter::JitterMeter;
 use netchar_stats::sequence::{Arrival, RangeLedger, SequenceTracker};
 use netchar_sys::udp::{self, RecvBuffers, RecvMeta, SendFailure, BATCH, GRO_BUFFER, MAX_GSO_SEGMENTS};
-use netchar_wire::datagram::{DatagramHeader, HEADER_LEN};
+use netchar_wire::datagram::{DatagramFormat, Received};
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
@@ -114,7 +114,8 @@ impl Schedule {
     }
 }
 
-pub(super) fn send(
+pub(super) fn send<F: DatagramFormat>(
+    format: &F,
     shared: &StreamShared,
     controls: &Controls,
     spec: &TestSpec,
@@ -138,7 +139,7 @@ pub(super) fn send(
     // sequence number and timestamp change.
     let mut buf: Vec<u8> = (0..max_size * slots).map(|i| b"0123456789"[i % 10]).collect();
     for i in 0..slots {
-        DatagramHeader { flags: 0, stream_id: shared.id, sequence: 0, sent_ns: 0 }.emit(&mut buf[i * max_size..]);
+        format.emit(&mut buf[i * max_size..], shared.id, 0, 0);
     }
     let deadline = match spec.end {
         EndCondition::Seconds(s) => Some(started + Duration::from_secs_f64(s)),
@@ -201,14 +202,13 @@ pub(super) fn send(
         intervals.close_due(now.saturating_duration_since(started).as_secs_f64(), (bytes, seq, errors), Some(shared));
         let stamp = now.saturating_duration_since(started).as_nanos() as u64;
         for i in 0..n {
-            DatagramHeader::stamp(&mut buf[i * size..], seq + i as u64, stamp);
+            format.stamp(&mut buf[i * size..], seq + i as u64, stamp);
         }
         // Slots are laid out at `size` spacing for this batch (headers re-emitted when the
         // size differs from the slot size used for the first emit).
         if size != max_size {
             for i in 0..n {
-                DatagramHeader { flags: 0, stream_id: shared.id, sequence: seq + i as u64, sent_ns: stamp }
-                    .emit(&mut buf[i * size..]);
+                format.emit(&mut buf[i * size..], shared.id, seq + i as u64, stamp);
             }
         }
         let segmented = gso_ok && n > 1;
@@ -386,7 +386,8 @@ pub(super) fn realtime_at(at: Instant) -> u64 {
     best.map_or(0, |(_, r)| r)
 }
 
-pub(super) fn receive(
+pub(super) fn receive<F: DatagramFormat>(
+    format: &F,
     shared: &StreamShared,
     controls: &Controls,
     spec: &TestSpec,
@@ -438,7 +439,7 @@ pub(super) fn receive(
                     let data = &bufs.slot(i)[..m.len];
                     let stride = m.stride.max(1);
                     for seg in data.chunks(stride) {
-                        rx.on_datagram(shared.id, seg, at);
+                        rx.on_datagram(format, shared.id, seg, at);
                     }
                 }
                 shared.bytes.store(rx.bytes, Ordering::Release);
@@ -492,6 +493,12 @@ impl DropCounter {
         self.total += u64::from(now.wrapping_sub(self.last));
         self.last = now;
     }
+}
+
+/// The fields of a data datagram's header that the receiver uses.
+struct DataHeader {
+    sequence: u64,
+    sent_ns: u64,
 }
 
 /// A receiving stream's running accounting.
@@ -563,19 +570,15 @@ impl ReceiverState {
         }
     }
 
-    fn on_datagram(&mut self, stream_id: u32, seg: &[u8], at_ns: u64) {
-        let Ok(h) = DatagramHeader::parse(seg) else {
-            self.foreign += 1;
-            return;
+    fn on_datagram<F: DatagramFormat>(&mut self, format: &F, stream_id: u32, seg: &[u8], at_ns: u64) {
+        let h = match format.classify(seg) {
+            Received::Data { stream_id: id, sequence, sent_ns } if id == stream_id => DataHeader { sequence, sent_ns },
+            Received::Control => return,
+            Received::Data { .. } | Received::Foreign => {
+                self.foreign += 1;
+                return;
+            }
         };
-        if h.flags != 0 {
-            // Setup, challenge or confirm datagrams still in flight when the test started.
-            return;
-        }
-        if h.stream_id != stream_id || seg.len() < HEADER_LEN {
-            self.foreign += 1;
-            return;
-        }
         // A segment is at most 64 KiB.
         let len = seg.len() as u32;
         match self.tracker.record_at(h.sequence, at_ns, len) {
@@ -700,6 +703,7 @@ impl ReceiverState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netchar_wire::datagram::{DatagramHeader, NativeFormat};
 
     #[test]
     fn the_drop_counter_sums_across_the_kernels_32_bit_wrap() {
@@ -725,12 +729,12 @@ mod tests {
         let mut rx = ReceiverState::new(&spec, false, 0);
         for s in 0..5000u64 {
             if s % 100 == 0 {
-                rx.on_datagram(1, &datagram(1, (1 << 50) + s, 100), s * 1000);
+                rx.on_datagram(&NativeFormat, 1, &datagram(1, (1 << 50) + s, 100), s * 1000);
             }
-            rx.on_datagram(1, &datagram(1, s, 100), s * 1000 + 10);
+            rx.on_datagram(&NativeFormat, 1, &datagram(1, s, 100), s * 1000 + 10);
         }
         // A challenge that arrived late is no datagram of the test.
-        rx.on_datagram(1, &DatagramHeader::challenge(1, &[7; 16]), 6_000_000);
+        rx.on_datagram(&NativeFormat, 1, &DatagramHeader::challenge(1, &[7; 16]), 6_000_000);
         assert_eq!((rx.tracker.unique(), rx.tracker.late(), rx.bytes), (5000, 0, 500_000));
         let settled = rx.tracker.settle(5000);
         assert!(settled.counted.is_empty());
@@ -761,10 +765,10 @@ mod tests {
                 let at = s * 20_000;
                 if s % 500 == 0 {
                     for k in 0..8 {
-                        rx.on_datagram(1, &datagram(1, (1 << 40) + s + k, 100), at);
+                        rx.on_datagram(&NativeFormat, 1, &datagram(1, (1 << 40) + s + k, 100), at);
                     }
                 }
-                rx.on_datagram(1, &datagram(1, s, 100), at + 10);
+                rx.on_datagram(&NativeFormat, 1, &datagram(1, s, 100), at + 10);
             }
         });
         assert_eq!((r.packets, r.lost, r.out_of_order, r.duplicates), (50_000, 0, 0, 0), "{r:?}");
@@ -779,10 +783,10 @@ mod tests {
         spec.interval_seconds = 1.0;
         let r = received_after(&spec, 100, |rx, shared| {
             for s in 0..100u64 {
-                rx.on_datagram(1, &datagram(1, s, 100), s * 1_000_000);
+                rx.on_datagram(&NativeFormat, 1, &datagram(1, s, 100), s * 1_000_000);
             }
             for s in 100..110u64 {
-                rx.on_datagram(1, &datagram(1, s + 5, 100), 200_000_000 + s);
+                rx.on_datagram(&NativeFormat, 1, &datagram(1, s + 5, 100), 200_000_000 + s);
             }
             rx.close_intervals_before(1_000_000_000, shared, &spec);
         });
@@ -804,7 +808,7 @@ mod tests {
         spec.udp.as_mut().unwrap().rate = netchar_model::UdpRate::PacketsPerSecond(1000);
         let started = Instant::now();
         let shared = StreamShared::new(1, netchar_model::Flow::Up, netchar_model::Role::Sender, started);
-        let outcome = send(&shared, &Controls::default(), &spec, started, &socket);
+        let outcome = send(&NativeFormat, &shared, &Controls::default(), &spec, started, &socket);
         assert!(outcome.is_ok(), "{outcome:?}");
         assert!(started.elapsed() >= Duration::from_millis(300), "the sender stopped early");
         let (sent, refused) = (shared.packets.load(Ordering::Acquire), shared.send_errors.load(Ordering::Acquire));
