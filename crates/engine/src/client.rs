@@ -1,7 +1,8 @@
 //! The client: connects, runs the control session, opens the data connections, runs this
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind};
+use crate::control::{ClientControl, ControlEvent, NativeClient, OpenStream, Transport, UdpHandshake};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::tcp_setup::{connect_data, ConnectFailure};
 use crate::StopFlag;
@@ -10,9 +11,7 @@ use netchar_model::{
     StreamTotal, TestInfo, TestKind, TestResult, TestSpec,
 };
 use netchar_wire::auth::Credentials;
-use netchar_wire::datagram::DatagramHeader;
-use netchar_wire::hello::Hello;
-use netchar_wire::session::{ClientEvent, ClientSession, Timeouts};
+use netchar_wire::session::Timeouts;
 use netchar_wire::ProtocolError;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
@@ -208,14 +207,13 @@ struct Driver<'a> {
     cfg: &'a ClientConfig,
     /// The spec as run: the configured one with defaults that depend on the path filled in.
     spec: TestSpec,
-    /// UDP streams still setting up: repeated until `ready`.
+    /// UDP streams still setting up: repeated until the test starts.
     udp_setup: Vec<UdpSetup>,
-    /// Tags this test's data streams (authenticated tests).
-    session_key: Option<[u8; 32]>,
     udp_setup_sent: Option<Instant>,
     addr: SocketAddr,
     control: TcpStream,
-    session: ClientSession,
+    /// The control protocol's sans-IO session (crate::control).
+    session: Box<dyn ClientControl>,
     pending_streams: Option<Vec<DataStream>>,
     plane: Option<DataPlane>,
     plane_started: bool,
@@ -258,17 +256,16 @@ impl<'a> Driver<'a> {
                         cfg,
                         addr,
                         control,
-                        session: ClientSession::with_auth(
+                        session: Box::new(NativeClient::new(
                             Instant::now(),
                             spec.clone(),
                             cfg.timeouts,
                             cfg.companion,
                             cfg.auth.clone().map(|c| (c, random_nonce())),
-                        ),
+                        )),
                         spec,
                         udp_setup: Vec::new(),
                         udp_setup_sent: None,
-                        session_key: None,
                         pending_streams: None,
                         plane: None,
                         plane_started: false,
@@ -404,34 +401,20 @@ impl<'a> Driver<'a> {
         }
     }
 
-    fn on_event(&mut self, ev: ClientEvent) -> Result<(), ClientError> {
+    fn on_event(&mut self, ev: ControlEvent) -> Result<(), ClientError> {
         match ev {
-            ClientEvent::Accepted { cookie, concurrent_tests, host, data_port, session_key, .. } => {
-                self.session_key = session_key;
-                if let Some(tx) = &self.cfg.cookie_tx {
+            ControlEvent::Admitted { streams, peer, cookie } => {
+                if let (Some(tx), Some(cookie)) = (&self.cfg.cookie_tx, cookie) {
                     let _ = tx.send(cookie);
                 }
-                self.concurrent_tests = concurrent_tests;
-                self.remote_host = Some(host);
-                match data_port {
-                    Some(port) if self.spec.rr.as_ref().is_some_and(|r| r.connect_per_transaction) => {
-                        let target = SocketAddr::new(self.addr.ip(), port);
-                        let streams = self.spec.stream_ids(Flow::Up).map(|id| DataStream {
-                            id,
-                            flow: Flow::Up,
-                            role: Role::Sender,
-                            socket: DataSocket::CrrTarget(target),
-                        });
-                        self.pending_streams = Some(streams.collect());
-                        Ok(())
-                    }
-                    _ => self.open_streams(cookie),
-                }
+                self.concurrent_tests = peer.concurrent_tests;
+                self.remote_host = peer.host;
+                self.open_streams(streams)
             }
-            ClientEvent::Busy { running, max, reason } => {
+            ControlEvent::Busy { running, max, reason } => {
                 Err(ClientError::Busy { addr: self.addr.to_string(), running, max, reason })
             }
-            ClientEvent::Started => {
+            ControlEvent::Start => {
                 for s in self.udp_setup.drain(..) {
                     s.socket
                         .set_nonblocking(false)
@@ -439,14 +422,14 @@ impl<'a> Driver<'a> {
                 }
                 self.start_plane()
             }
-            ClientEvent::PeerSenderDone(totals) => {
+            ControlEvent::PeerSenderDone(totals) => {
                 if let Some(p) = &self.plane {
                     p.peer_senders_done(&totals, self.udp_grace());
                 }
                 self.peer_totals = Some((Instant::now(), totals));
                 Ok(())
             }
-            ClientEvent::Finished { streams, cpu, error } => {
+            ControlEvent::PeerReport { streams, cpu, error } => {
                 if let Some(e) = &error {
                     // The server's reason is the cause; a reset on a data stream just before it
                     // (the server closing its sockets) is only the symptom.
@@ -463,63 +446,51 @@ impl<'a> Driver<'a> {
         }
     }
 
-    fn open_streams(&mut self, cookie: [u8; 16]) -> Result<(), ClientError> {
-        let spec = &self.spec;
+    /// Opens the data streams as the protocol described them.
+    fn open_streams(&mut self, open: Vec<OpenStream>) -> Result<(), ClientError> {
         let mut streams = Vec::new();
-        for &flow in spec.direction.flows() {
+        for OpenStream { id, flow, transport } in open {
             let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
-            for id in spec.stream_ids(flow) {
-                if spec.uses_udp() {
-                    let socket = udp_data_socket(self.addr)
-                        .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id}: {e}")))?;
-                    let setup = socket
-                        .try_clone()
-                        .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id}: {e}")))?;
-                    // Non-blocking while setting up, to poll for the server's challenge; the
-                    // clone shares the data socket's file, so it is set back before the
-                    // workers start.
-                    setup
-                        .set_nonblocking(true)
-                        .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id}: {e}")))?;
-                    self.udp_setup.push(UdpSetup { cookie, id, socket: setup, token: None });
-                    streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
-                    continue;
+            let socket = match transport {
+                Transport::PerTransaction { port } => DataSocket::CrrTarget(SocketAddr::new(self.addr.ip(), port)),
+                Transport::Udp { handshake } => {
+                    let failed = |e: io::Error| ClientError::Stream(format!("cannot open UDP stream {id}: {e}"));
+                    let socket = udp_data_socket(self.addr).map_err(failed)?;
+                    let setup = socket.try_clone().map_err(failed)?;
+                    // Non-blocking while setting up, to poll for the peer's answers; the clone
+                    // shares the data socket's file, so it is set back before the workers start.
+                    setup.set_nonblocking(true).map_err(failed)?;
+                    self.udp_setup.push(UdpSetup { id, socket: setup, handshake });
+                    DataSocket::Udp(socket)
                 }
-                let mut socket =
-                    connect_data(self.addr, spec, role, self.cfg.connect_timeout).map_err(|f| match f {
-                        ConnectFailure::Io(e) => connect_error(self.addr, e, self.cfg.connect_timeout),
-                        ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
-                    })?;
-                let tag = self.session_key.map_or([0; 8], |k| netchar_wire::auth::data_tag(&k, &cookie, id));
-                socket
-                    .write_all(&Hello::data_tagged(cookie, id, tag).encode())
-                    .map_err(|e| connect_error(self.addr, e, self.cfg.connect_timeout))?;
-                streams.push(DataStream { id, flow, role, socket: DataSocket::Tcp(socket) });
-            }
+                Transport::Tcp { preamble } => {
+                    let mut socket =
+                        connect_data(self.addr, &self.spec, role, self.cfg.connect_timeout).map_err(|f| match f {
+                            ConnectFailure::Io(e) => connect_error(self.addr, e, self.cfg.connect_timeout),
+                            ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
+                        })?;
+                    socket.write_all(&preamble).map_err(|e| connect_error(self.addr, e, self.cfg.connect_timeout))?;
+                    DataSocket::Tcp(socket)
+                }
+            };
+            streams.push(DataStream { id, flow, role, socket });
         }
         self.pending_streams = Some(streams);
         self.send_udp_setup();
         Ok(())
     }
 
-    /// Sets up each UDP stream: a setup datagram, answered by the server's challenge, answered
-    /// by a confirm echoing its token (docs/protocol.md, "UDP setup"). Repeated every 50 ms
-    /// until the server is ready, so a lost datagram only delays the test (iperf3 sends one,
-    /// esnet/iperf#351). A challenge is answered at once.
+    /// Runs each UDP stream's setup exchange (netchar's: setup, the server's challenge, a
+    /// confirm echoing its token; docs/protocol.md). Its datagram is repeated every 50 ms
+    /// until the test starts, so a lost datagram only delays the test (iperf3 sends one,
+    /// esnet/iperf#351); an answer that changes it is answered at once.
     fn send_udp_setup(&mut self) {
-        let mut buf = [0u8; 128];
-        let key = self.session_key;
+        let mut buf = [0u8; 2048];
         for s in &mut self.udp_setup {
-            // The socket is connected to the server's port: only the server's datagrams arrive.
+            // The socket is connected to the peer's port: only the peer's datagrams arrive.
             while let Ok(n) = s.socket.recv(&mut buf) {
-                if let Some((id, token)) = DatagramHeader::parse_challenge(&buf[..n]) {
-                    if id == s.id {
-                        let fresh = s.token != Some(token);
-                        s.token = Some(token);
-                        if fresh {
-                            let _ = s.socket.send(&s.datagram(key.as_ref()));
-                        }
-                    }
+                if s.handshake.on_datagram(&buf[..n]) {
+                    let _ = s.socket.send(&s.handshake.datagram());
                 }
             }
         }
@@ -527,7 +498,7 @@ impl<'a> Driver<'a> {
             return;
         }
         for s in &self.udp_setup {
-            let _ = s.socket.send(&s.datagram(key.as_ref()));
+            let _ = s.socket.send(&s.handshake.datagram());
         }
         self.udp_setup_sent = Some(Instant::now());
     }
@@ -536,7 +507,7 @@ impl<'a> Driver<'a> {
         let streams = self.pending_streams.take().unwrap_or_default();
         let cfg = DataPlaneConfig {
             spec: self.spec.clone(),
-            datagrams: DatagramFormatKind::Native,
+            datagrams: self.session.datagrams(),
             endpoint: Endpoint::Client,
             cpu: self.cfg.client_cpu,
         };
@@ -683,25 +654,11 @@ impl<'a> Driver<'a> {
 }
 
 /// One UDP stream's setup: its socket (a clone of the data socket, non-blocking) and the
-/// server's token once a challenge arrived.
+/// protocol's exchange.
 struct UdpSetup {
-    cookie: [u8; 16],
     id: u32,
     socket: UdpSocket,
-    token: Option<[u8; 16]>,
-}
-
-impl UdpSetup {
-    /// The setup datagram, or the confirm once the token is known.
-    fn datagram(&self, session_key: Option<&[u8; 32]>) -> [u8; netchar_wire::datagram::SETUP_LEN] {
-        match self.token {
-            None => DatagramHeader::setup(self.id, &self.cookie),
-            Some(token) => {
-                let tag = session_key.map_or([0; 8], |k| netchar_wire::auth::data_tag(k, &self.cookie, self.id));
-                DatagramHeader::confirm(self.id, &self.cookie, &token, &tag)
-            }
-        }
-    }
+    handshake: Box<dyn UdpHandshake>,
 }
 
 /// A fresh nonce for the authentication exchange; all zeros only if the system has no

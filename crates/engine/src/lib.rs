@@ -1,7 +1,8 @@
 //! Runs netchar tests over real sockets.
 //!
-//! - [`client`]: connects to a server, drives a [`netchar_wire::session::ClientSession`], opens
-//!   the data connections and runs the local end of every stream;
+//! - [`client`]: connects to a server, drives its control protocol through the seam in
+//!   [`control`] (netchar's own [`control::NativeClient`] first), opens the data streams as
+//!   the protocol describes them and runs the local end of every stream;
 //! - [`server`]: the listener that tells control from data connections by their hello, admits
 //!   tests (`--max-concurrent`), and runs each test's server end in its own control thread;
 //! - [`dataplane`]: the worker threads, one per stream, apart from the control sessions; they
@@ -15,6 +16,7 @@
 
 pub mod admission;
 pub mod client;
+pub mod control;
 pub mod dataplane;
 pub mod load;
 pub mod measure;

@@ -1,0 +1,287 @@
+//! The seam between a control protocol and the client's driver.
+//!
+//! A control protocol is a sans-IO session (bytes in, bytes out, events, timeouts: the shape of
+//! quinn-proto and of `netchar_wire::session`) behind [`ClientControl`]. Its events are
+//! protocol-neutral: "open these data streams, each with this preamble or UDP handshake",
+//! "start", "the peer's senders are done", "the peer's report", "busy". The driver in
+//! [`crate::client`] runs any such session over real sockets: it connects, pumps bytes and
+//! timeouts, opens the streams as described, runs the workers with the protocol's datagram
+//! format, and assembles one result.
+//!
+//! netchar's own protocol ([`NativeClient`]) is the first implementation. A peer protocol
+//! (iperf3, iperf2, netio, ...) is one more implementation here, one
+//! [`crate::dataplane::DatagramFormatKind`] variant when its UDP header differs, and one CLI
+//! value.
+
+use crate::dataplane::DatagramFormatKind;
+use netchar_model::{CpuUsage, Flow, HostInfo, StreamRecord, StreamTotal, TestSpec};
+use netchar_wire::auth::Credentials;
+use netchar_wire::datagram::{DatagramHeader, SETUP_LEN};
+use netchar_wire::hello::Hello;
+use netchar_wire::session::{ClientEvent, ClientSession, Timeouts};
+use netchar_wire::ProtocolError;
+use std::time::Instant;
+
+/// What the driver must do next, whatever the protocol.
+pub enum ControlEvent {
+    /// The peer admitted the test: open these data streams.
+    Admitted {
+        /// Every data stream of the test.
+        streams: Vec<OpenStream>,
+        /// What the peer said about itself.
+        peer: PeerInfo,
+        /// The test's cookie, for a companion test (netchar's protocol only).
+        cookie: Option<[u8; 16]>,
+    },
+    /// The peer turned the test away for now; retrying later may succeed.
+    Busy {
+        /// Tests running there.
+        running: u32,
+        /// Tests it admits at once.
+        max: u32,
+        /// The limit reached, when it is not the number of tests.
+        reason: Option<String>,
+    },
+    /// Every data stream is in: start the workers (the protocol has said "start").
+    Start,
+    /// The peer's senders finished with these exact totals.
+    PeerSenderDone(Vec<StreamTotal>),
+    /// The peer's own figures; the session is over.
+    PeerReport {
+        /// The peer's end of every stream.
+        streams: Vec<StreamRecord>,
+        /// The peer's CPU.
+        cpu: CpuUsage,
+        /// Why the peer ended early, if it did.
+        error: Option<String>,
+    },
+}
+
+/// What a peer says about itself when it admits a test.
+#[derive(Debug, Clone, Default)]
+pub struct PeerInfo {
+    /// Tests the peer runs now, this one included.
+    pub concurrent_tests: u32,
+    /// The peer's machine, when it tells.
+    pub host: Option<HostInfo>,
+}
+
+/// One data stream to open.
+pub struct OpenStream {
+    /// Stream id (from 1: up streams first, then down streams).
+    pub id: u32,
+    /// Which way its data flows.
+    pub flow: Flow,
+    /// How to open it.
+    pub transport: Transport,
+}
+
+/// How a data stream is opened.
+pub enum Transport {
+    /// A TCP connection to the peer's control address and port that first sends `preamble`.
+    Tcp {
+        /// Bytes written right after connecting (netchar's data hello).
+        preamble: Vec<u8>,
+    },
+    /// A UDP socket connected to the peer's control address and port, set up by `handshake`
+    /// before the test starts.
+    Udp {
+        /// The protocol's UDP setup exchange.
+        handshake: Box<dyn UdpHandshake>,
+    },
+    /// A new TCP connection per transaction to this port of the peer (crr).
+    PerTransaction {
+        /// The port the peer opened for the test.
+        port: u16,
+    },
+}
+
+/// A protocol's UDP setup exchange for one stream, sans-IO: the driver sends
+/// [`Self::datagram`] now and then until the test starts, and hands every datagram the peer
+/// sends meanwhile to [`Self::on_datagram`].
+pub trait UdpHandshake: Send {
+    /// The datagram to (re)send now.
+    fn datagram(&self) -> Vec<u8>;
+    /// A datagram from the peer during setup; true when the datagram to send changed and
+    /// should go out at once.
+    fn on_datagram(&mut self, bytes: &[u8]) -> bool;
+}
+
+/// A client's control protocol, sans-IO. Every method's contract is that of
+/// `netchar_wire::session::ClientSession`, whose shape this is.
+pub trait ClientControl: Send {
+    /// Feeds bytes read from the control connection.
+    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError>;
+    /// The peer closed the control connection.
+    fn handle_eof(&mut self, now: Instant) -> Result<(), ProtocolError>;
+    /// Moves queued bytes for the control connection into `out`.
+    fn poll_output(&mut self, out: &mut Vec<u8>);
+    /// The next thing the driver must do.
+    fn poll_event(&mut self) -> Option<ControlEvent>;
+    /// When [`Self::handle_timeout`] must be called next, if ever.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Keepalives, silence, phase deadlines.
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError>;
+    /// This end's senders finished with these exact totals.
+    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>);
+    /// End the test early (Ctrl-C, a failed worker): the peer should stop and report.
+    fn stop(&mut self, now: Instant, reason: &str);
+    /// True once the session is over.
+    fn is_done(&self) -> bool;
+    /// The UDP datagram format of this protocol's tests.
+    fn datagrams(&self) -> DatagramFormatKind;
+}
+
+/// netchar's own control protocol (docs/protocol.md) behind the seam.
+pub struct NativeClient {
+    session: ClientSession,
+    spec: TestSpec,
+}
+
+impl NativeClient {
+    /// A session for `spec` (the hello is queued at once), accompanying the test with cookie
+    /// `companion` if given, authenticating with `auth` (credentials and a fresh nonce).
+    pub fn new(
+        now: Instant,
+        spec: TestSpec,
+        timeouts: Timeouts,
+        companion: Option<[u8; 16]>,
+        auth: Option<(Credentials, [u8; 16])>,
+    ) -> Self {
+        Self { session: ClientSession::with_auth(now, spec.clone(), timeouts, companion, auth), spec }
+    }
+
+    /// The streams of an admitted test: TCP with netchar's data hello (tagged when
+    /// authenticated), UDP with the return-routability handshake, crr to the test's port.
+    fn streams(&self, cookie: [u8; 16], data_port: Option<u16>, key: Option<[u8; 32]>) -> Vec<OpenStream> {
+        let spec = &self.spec;
+        if let (Some(port), true) = (data_port, spec.rr.as_ref().is_some_and(|r| r.connect_per_transaction)) {
+            return spec
+                .stream_ids(Flow::Up)
+                .map(|id| OpenStream { id, flow: Flow::Up, transport: Transport::PerTransaction { port } })
+                .collect();
+        }
+        let mut streams = Vec::new();
+        for &flow in spec.direction.flows() {
+            for id in spec.stream_ids(flow) {
+                let transport = if spec.uses_udp() {
+                    Transport::Udp { handshake: Box::new(NativeUdpSetup { cookie, id, key, token: None }) }
+                } else {
+                    let tag = key.map_or([0; 8], |k| netchar_wire::auth::data_tag(&k, &cookie, id));
+                    Transport::Tcp { preamble: Hello::data_tagged(cookie, id, tag).encode().to_vec() }
+                };
+                streams.push(OpenStream { id, flow, transport });
+            }
+        }
+        streams
+    }
+}
+
+impl ClientControl for NativeClient {
+    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
+        self.session.handle_input(now, bytes)
+    }
+    fn handle_eof(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.session.handle_eof(now)
+    }
+    fn poll_output(&mut self, out: &mut Vec<u8>) {
+        self.session.poll_output(out);
+    }
+    fn poll_event(&mut self) -> Option<ControlEvent> {
+        Some(match self.session.poll_event()? {
+            ClientEvent::Accepted { cookie, concurrent_tests, host, data_port, session_key, .. } => {
+                ControlEvent::Admitted {
+                    streams: self.streams(cookie, data_port, session_key),
+                    peer: PeerInfo { concurrent_tests, host: Some(host) },
+                    cookie: Some(cookie),
+                }
+            }
+            ClientEvent::Busy { running, max, reason } => ControlEvent::Busy { running, max, reason },
+            ClientEvent::Started => ControlEvent::Start,
+            ClientEvent::PeerSenderDone(totals) => ControlEvent::PeerSenderDone(totals),
+            ClientEvent::Finished { streams, cpu, error } => ControlEvent::PeerReport { streams, cpu, error },
+        })
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.session.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.session.handle_timeout(now)
+    }
+    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
+        self.session.local_senders_done(now, totals);
+    }
+    fn stop(&mut self, now: Instant, reason: &str) {
+        self.session.stop(now, reason);
+    }
+    fn is_done(&self) -> bool {
+        self.session.is_done()
+    }
+    fn datagrams(&self) -> DatagramFormatKind {
+        DatagramFormatKind::Native
+    }
+}
+
+/// netchar's UDP setup for one stream (docs/protocol.md, "UDP streams"): setup datagrams
+/// until the server's challenge arrives, then confirms echoing its token.
+struct NativeUdpSetup {
+    cookie: [u8; 16],
+    id: u32,
+    key: Option<[u8; 32]>,
+    token: Option<[u8; 16]>,
+}
+
+impl UdpHandshake for NativeUdpSetup {
+    fn datagram(&self) -> Vec<u8> {
+        let d: [u8; SETUP_LEN] = match self.token {
+            None => DatagramHeader::setup(self.id, &self.cookie),
+            Some(token) => {
+                let tag = self.key.map_or([0; 8], |k| netchar_wire::auth::data_tag(&k, &self.cookie, self.id));
+                DatagramHeader::confirm(self.id, &self.cookie, &token, &tag)
+            }
+        };
+        d.to_vec()
+    }
+
+    fn on_datagram(&mut self, bytes: &[u8]) -> bool {
+        match DatagramHeader::parse_challenge(bytes) {
+            Some((id, token)) if id == self.id && self.token != Some(token) => {
+                self.token = Some(token);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netchar_model::Direction;
+
+    #[test]
+    fn native_streams_carry_netchars_preambles_and_handshakes() {
+        let mut spec = TestSpec::tcp_default();
+        spec.direction = Direction::Bidir;
+        spec.streams = 2;
+        let c = NativeClient::new(Instant::now(), spec, Timeouts::default(), None, None);
+        let streams = c.streams([7; 16], None, None);
+        assert_eq!(
+            streams.iter().map(|s| (s.id, s.flow)).collect::<Vec<_>>(),
+            [(1, Flow::Up), (2, Flow::Up), (3, Flow::Down), (4, Flow::Down)]
+        );
+        let Transport::Tcp { preamble } = &streams[2].transport else { panic!("TCP expected") };
+        assert_eq!(Hello::decode(preamble.as_slice().try_into().unwrap()).unwrap(), Hello::data([7; 16], 3));
+    }
+
+    #[test]
+    fn the_native_udp_handshake_answers_its_own_challenge_once() {
+        let mut h = NativeUdpSetup { cookie: [1; 16], id: 2, key: None, token: None };
+        assert!(DatagramHeader::parse_setup(&h.datagram()).is_some_and(|s| s.confirm.is_none()));
+        assert!(!h.on_datagram(&DatagramHeader::challenge(3, &[9; 16])), "another stream's challenge");
+        assert!(h.on_datagram(&DatagramHeader::challenge(2, &[9; 16])));
+        assert!(!h.on_datagram(&DatagramHeader::challenge(2, &[9; 16])), "the same token again");
+        let confirm = DatagramHeader::parse_setup(&h.datagram()).unwrap();
+        assert_eq!(confirm.confirm, Some(([9; 16], [0; 8])));
+    }
+}
