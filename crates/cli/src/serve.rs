@@ -194,6 +194,12 @@ fn describe(cfg: &ServerConfig) -> String {
     format!("{who}; limits: {}; {data}", limits.join(", "))
 }
 
+/// Text a client chose (a stop reason, a decoder's error echoing its bytes) on one line: a
+/// newline in it must not forge another log line.
+fn one_line(s: &str) -> String {
+    s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
+}
+
 /// One log line per event: text, or a JSON object with `--json`.
 fn log_line(entry: &ServerLog, json: bool) -> String {
     match entry {
@@ -201,7 +207,7 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
             if json {
                 serde_json::json!({"event": "rejected", "peer": peer.to_string(), "reason": reason}).to_string()
             } else {
-                format!("rejected {peer}: {reason}")
+                format!("rejected {peer}: {}", one_line(reason))
             }
         }
         ServerLog::Test(t) => {
@@ -251,9 +257,9 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                         )
                     })
                     .collect();
-                let err = t.error.as_ref().map(|e| format!(" (error: {e})")).unwrap_or_default();
+                let err = t.error.as_ref().map(|e| format!(" (error: {})", one_line(e))).unwrap_or_default();
                 let kind = t.spec.kind.name();
-                let user = t.user.as_ref().map(|u| format!(" user {u}")).unwrap_or_default();
+                let user = t.user.as_ref().map(|u| format!(" user {}", one_line(u))).unwrap_or_default();
                 let data = if paths.is_empty() { String::new() } else { format!(" data {}", paths.join(",")) };
                 let refused = if t.refused_data > 0 {
                     format!(" ({} data streams refused)", t.refused_data)
@@ -268,5 +274,21 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                 )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_text_cannot_forge_a_log_line() {
+        let forged = ServerLog::Rejected {
+            peer: "192.0.2.1:1".parse().unwrap(),
+            reason: "stopped by the client: x\ntest from 10.0.0.1:5: tcp x1 up: received 1 bytes".into(),
+        };
+        let line = log_line(&forged, false);
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(line.contains("\\n"), "{line}");
     }
 }

@@ -102,6 +102,15 @@ impl DataPathPolicy {
     }
 }
 
+/// The key per-source limits count by: an IPv4 address, or an IPv6 /64 (one host commonly
+/// holds a whole /64, and would otherwise get a limit per address).
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        v4 => v4,
+    }
+}
+
 /// IPv4-mapped IPv6 addresses as IPv4: a dual-stack listener sees IPv4 clients that way.
 pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
@@ -150,6 +159,8 @@ pub(crate) struct TestEntry {
     pub(crate) challenges: HashMap<u32, u32>,
     /// Data streams refused: from another address, with a bad tag, or an unechoed token.
     pub(crate) refused_data: u64,
+    /// Stream ids the test has (1..=streams).
+    pub(crate) streams: u32,
 }
 
 impl TestEntry {
@@ -227,15 +238,25 @@ impl Registry {
         if let (Some(max), EndCondition::Seconds(s)) = (limits.max_duration, spec.end) {
             let total = s + spec.omit_seconds;
             if total > max.as_secs_f64() + 1e-9 {
-                return Err(Refusal::Rejected(format!(
-                    "{total} s of sending exceeds this server's limit of {} s (--max-duration); ask for -t {} or less",
-                    max.as_secs_f64(),
-                    (max.as_secs_f64() - spec.omit_seconds).max(0.0)
-                )));
+                let room = max.as_secs_f64() - spec.omit_seconds;
+                return Err(Refusal::Rejected(if room > 0.0 {
+                    format!(
+                        "{total} s of sending exceeds this server's limit of {} s (--max-duration); ask for -t {room} or less",
+                        max.as_secs_f64()
+                    )
+                } else {
+                    format!(
+                        "-O {} alone reaches this server's limit of {} s (--max-duration); ask for a shorter -O",
+                        spec.omit_seconds,
+                        max.as_secs_f64()
+                    )
+                }));
             }
         }
-        if req.companion.is_some() && spec.server_load.is_some() {
-            return Err(Refusal::Rejected("a companion test cannot ask for --server-load".into()));
+        if req.companion.is_some() && (spec.server_load.is_some() || spec.kind != TestKind::Rr) {
+            // Latency under load runs an rr test beside its load; nothing else needs a place
+            // beside --max-concurrent.
+            return Err(Refusal::Rejected("a companion test must be an rr test without --server-load".into()));
         }
         let rate = requested_rate(spec);
         let mut st = self.lock();
@@ -294,7 +315,7 @@ impl Registry {
             }
         }
         if let Some(per_minute) = limits.max_starts_per_minute {
-            let ip = canonical(req.client_ip);
+            let ip = source_key(req.client_ip);
             if st.starts.len() >= MAX_TRACKED_SOURCES && !st.starts.contains_key(&ip) {
                 st.starts.retain(|_, q| {
                     q.back().is_some_and(|t| now.saturating_duration_since(*t) < Duration::from_secs(60))
@@ -340,6 +361,7 @@ impl Registry {
                 rate: rate.unwrap_or(0),
                 challenges: HashMap::new(),
                 refused_data: 0,
+                streams,
             },
         );
         st.running += 1;
@@ -358,6 +380,14 @@ impl Registry {
         let mut st = self.lock();
         let Some(entry) = st.tests.remove(cookie) else { return 0 };
         st.running = st.running.saturating_sub(1);
+        // Companions that outlive their test become ordinary tests: they count toward
+        // --max-concurrent from here on, so a chain of short parents cannot stack them up.
+        let mut orphans = 0;
+        for t in st.tests.values_mut().filter(|t| t.companion_of == Some(*cookie)) {
+            t.companion_of = None;
+            orphans += 1;
+        }
+        st.companions = st.companions.saturating_sub(orphans);
         st.rate_in_use = st.rate_in_use.saturating_sub(entry.rate);
         if let Some(parent) = entry.companion_of {
             st.companions = st.companions.saturating_sub(1);
@@ -370,22 +400,36 @@ impl Registry {
     }
 }
 
+/// Requests and responses up to this size count as no rate: rr, crr and echo move one
+/// transaction at a time per slot. Larger ones could move bulk data uncounted, so under
+/// `--max-rate` they are refused (no rate stated).
+const SMALL_TRANSACTION: u64 = 64 * 1024;
+
 /// The bit rate a test asks of the path (both directions), `None` when it asks for no limit.
-/// rr, crr and echo tests count as 0: they move one transaction at a time per slot.
 pub fn requested_rate(spec: &TestSpec) -> Option<u64> {
     let flows = u64::from(spec.direction == Direction::Bidir) + 1;
     let streams = u64::from(spec.streams);
     let per_flow = match spec.kind {
-        TestKind::Rr => return Some(0),
+        TestKind::Rr => {
+            let r = spec.rr.as_ref()?;
+            return (r.request_bytes.max(r.response_bytes) <= SMALL_TRANSACTION).then_some(0);
+        }
         TestKind::Udp => {
             let u = spec.udp.as_ref()?;
             let share = if u.per_stream { streams } else { 1 };
-            match u.rate {
+            let rate = match u.rate {
                 UdpRate::Unlimited => return None,
                 UdpRate::BitsPerSecond(b) => b.saturating_mul(share),
                 UdpRate::PacketsPerSecond(p) => {
                     p.saturating_mul(spec.block_bytes).saturating_mul(8).saturating_mul(share)
                 }
+            };
+            // Pacing counts datagrams of -l bytes; a --pattern's datagrams may be larger.
+            let largest = u.pattern.as_ref().and_then(|p| p.sizes.iter().map(|&(_, s)| s).max()).unwrap_or(0);
+            if largest > spec.block_bytes {
+                rate.saturating_mul(largest).div_ceil(spec.block_bytes.max(1))
+            } else {
+                rate
             }
         }
         _ => spec.tcp.rate_bps_per_stream?.saturating_mul(streams),
@@ -415,7 +459,7 @@ pub(crate) enum ConnRefusal {
 impl SourceCounts {
     /// Takes a slot for a connection from `ip`, unless it or the server is at its limit.
     pub(crate) fn take(self: &Arc<Self>, ip: IpAddr, limits: &Limits) -> Result<SourceSlot, ConnRefusal> {
-        let ip = canonical(ip);
+        let ip = source_key(ip);
         let mut m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         if self.total.load(Ordering::SeqCst) >= limits.max_connections {
             return Err(ConnRefusal::Total(limits.max_connections));
@@ -456,27 +500,65 @@ mod tests {
         let reg = Registry::default();
         let limits = Limits::default();
         let spec = TestSpec::tcp_default();
+        let rr = TestSpec::rr_default();
         let now = Instant::now();
         let parent = reg.admit(req(&spec, "192.0.2.1", None), &limits, now).ok().unwrap().cookie;
         // Another client cannot use the parent's cookie to get past --max-concurrent.
-        let other = reg.admit(req(&spec, "192.0.2.9", Some(parent)), &limits, now).err().unwrap();
+        let other = reg.admit(req(&rr, "192.0.2.9", Some(parent)), &limits, now).err().unwrap();
         assert!(matches!(other, Refusal::Rejected(ref m) if m.contains("no running test of this client")));
+        // Only an rr test accompanies (latency under load); a throughput companion is refused.
+        assert!(matches!(reg.admit(req(&spec, "192.0.2.1", Some(parent)), &limits, now), Err(Refusal::Rejected(_))));
         // The same client gets one companion; the second is refused.
-        let first = reg.admit(req(&spec, "192.0.2.1", Some(parent)), &limits, now).ok().unwrap();
+        let first = reg.admit(req(&rr, "192.0.2.1", Some(parent)), &limits, now).ok().unwrap();
         assert_eq!(first.running, 2);
-        assert!(matches!(reg.admit(req(&spec, "192.0.2.1", Some(parent)), &limits, now), Err(Refusal::Busy { .. })));
+        assert!(matches!(reg.admit(req(&rr, "192.0.2.1", Some(parent)), &limits, now), Err(Refusal::Busy { .. })));
         // A companion cannot be the parent of another companion.
-        let chained = reg.admit(req(&spec, "192.0.2.1", Some(first.cookie)), &limits, now).err().unwrap();
+        let chained = reg.admit(req(&rr, "192.0.2.1", Some(first.cookie)), &limits, now).err().unwrap();
         assert!(matches!(chained, Refusal::Rejected(_)));
         // Nor admit an ordinary test past the limit.
         assert!(matches!(
             reg.admit(req(&spec, "192.0.2.1", None), &limits, now),
             Err(Refusal::Busy { reason: None, .. })
         ));
-        reg.release(&first.cookie);
+        // A companion that outlives its parent becomes an ordinary test: it holds the slot.
         reg.release(&parent);
-        assert_eq!(reg.lock().running, 0);
+        assert!(matches!(
+            reg.admit(req(&spec, "192.0.2.5", None), &limits, now),
+            Err(Refusal::Busy { reason: None, .. })
+        ));
+        reg.release(&first.cookie);
+        let (running, companions) = {
+            let st = reg.lock();
+            (st.running, st.companions)
+        };
+        assert_eq!((running, companions), (0, 0));
         assert!(reg.admit(req(&spec, "192.0.2.1", None), &limits, now).is_ok());
+    }
+
+    #[test]
+    fn patterns_and_large_transactions_count_against_max_rate() {
+        // -l 16 --pattern 100000000x65507 -b 1M paces 16-byte slots but sends 65507-byte datagrams.
+        let mut udp = TestSpec::udp_default();
+        udp.block_bytes = 16;
+        let u = udp.udp.as_mut().unwrap();
+        u.rate = UdpRate::BitsPerSecond(1_000_000);
+        u.pattern =
+            Some(netchar_model::spec::Pattern { sizes: vec![(100_000_000, 65_507)], burst: None, gap_seconds: 0.0 });
+        assert_eq!(requested_rate(&udp), Some((1_000_000u64 * 65_507).div_ceil(16)));
+        let mut rr = TestSpec::rr_default();
+        assert_eq!(requested_rate(&rr), Some(0));
+        rr.rr.as_mut().unwrap().response_bytes = 16 << 20;
+        assert_eq!(requested_rate(&rr), None, "bulk data over rr states no rate");
+    }
+
+    #[test]
+    fn one_ipv6_host_is_one_source() {
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(source_key(a), source_key(b));
+        assert_ne!(source_key(a), source_key(c));
+        assert_eq!(source_key("::ffff:192.0.2.1".parse().unwrap()), "192.0.2.1".parse::<IpAddr>().unwrap());
     }
 
     #[test]

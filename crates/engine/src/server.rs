@@ -13,7 +13,7 @@ use crate::admission::{
     canonical, ConnRefusal, DataConn, DataPathPolicy, Limits, Refusal, Registry, Request, SourceCounts, SourceSlot,
     MAX_CHALLENGES_PER_STREAM,
 };
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, PeerFilter};
 use crate::measure::{host_info, CpuMeter};
 use crate::tcp_setup::post_connect;
 use crate::StopFlag;
@@ -199,7 +199,10 @@ impl Server {
         }
         // Let running sessions see the flag, end their tests and report.
         stop.raise();
-        while sources.total.load(Ordering::SeqCst) > 0 {
+        // Sessions end within a phase (their writes time out); a server asked to stop does not
+        // wait longer than that for a stuck one.
+        let give_up = Instant::now() + self.cfg.timeouts.phase + Duration::from_secs(5);
+        while sources.total.load(Ordering::SeqCst) > 0 && Instant::now() < give_up {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = waker.join();
@@ -232,8 +235,16 @@ impl LogLimiter {
         let ip = canonical(peer.ip());
         let line = {
             let mut m = self.by_source.lock().unwrap_or_else(|p| p.into_inner());
-            if m.len() > 4096 {
+            if m.len() >= 4096 && !m.contains_key(&ip) {
                 m.retain(|_, (since, _, _)| now.saturating_duration_since(*since) < REJECTION_LOG_PERIOD);
+                if m.len() >= 4096 {
+                    // Rejections from more sources than the table holds within one period:
+                    // the newcomers are counted on one shared entry, not logged one each.
+                    let overflow = IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
+                    let e = m.entry(overflow).or_insert((now, REJECTION_LINES_PER_PERIOD, 0));
+                    e.2 += 1;
+                    return;
+                }
             }
             let (since, lines, suppressed) = m.entry(ip).or_insert((now, 0, 0));
             if now.saturating_duration_since(*since) >= REJECTION_LOG_PERIOD {
@@ -290,7 +301,9 @@ impl Refusals {
                     if now >= *deadline || stop.is_raised() {
                         return false;
                     }
-                    loop {
+                    // A few reads per tick: a refused client that streams data cannot hold
+                    // this thread (its deadline still ends it).
+                    for _ in 0..16 {
                         match s.read(&mut buf) {
                             Ok(0) => return false,
                             Ok(_) => {}
@@ -298,6 +311,7 @@ impl Refusals {
                             Err(_) => return false,
                         }
                     }
+                    true
                 });
             }
         });
@@ -366,9 +380,9 @@ fn spawn_udp_setup_listener(socket: UdpSocket, shared: Arc<Shared>) -> std::thre
             }
             match setup.confirm {
                 None => {
-                    // A test has at most 2 × MAX_STREAMS stream ids: claims for more are not its own.
-                    let known = entry.challenges.contains_key(&setup.stream_id);
-                    if !known && entry.challenges.len() >= 2 * netchar_model::spec::MAX_STREAMS as usize {
+                    // Only the test's own stream ids earn a challenge.
+                    if setup.stream_id == 0 || setup.stream_id > entry.streams {
+                        entry.refused_data += 1;
                         continue;
                     }
                     let sent = entry.challenges.entry(setup.stream_id).or_insert(0);
@@ -542,6 +556,9 @@ struct ControlSession<'a> {
 impl<'a> ControlSession<'a> {
     fn serve(stream: TcpStream, peer: SocketAddr, hello: &Hello, shared: &'a Shared, request_deadline: Instant) {
         let _ = stream.set_nodelay(true);
+        // A client that stops reading must not hold this thread (and its slots) in a write:
+        // a write that cannot finish within a phase ends the session.
+        let _ = stream.set_write_timeout(Some(shared.cfg.timeouts.phase));
         let log = &shared.log;
         let mut nonce = [0u8; 16];
         if getrandom::getrandom(&mut nonce).is_err() {
@@ -752,7 +769,10 @@ impl<'a> ControlSession<'a> {
                         id: 1,
                         flow: Flow::Up,
                         role: Role::Receiver,
-                        socket: DataSocket::CrrListener(listener),
+                        socket: DataSocket::CrrListener(listener, {
+                            let (policy, client) = (self.shared.cfg.data_paths.clone(), self.peer.ip());
+                            PeerFilter(Arc::new(move |ip| policy.allows(client, ip)))
+                        }),
                     });
                     self.data_rx = None;
                     self.ready_at = Some(now);

@@ -296,6 +296,12 @@ pub struct TestSpec {
 /// A spec that cannot run, with the flag to blame.
 #[derive(Debug, Error, PartialEq)]
 pub enum SpecError {
+    /// A burst, gap or pause that no sender can follow.
+    #[error("{0}")]
+    Pattern(String),
+    /// `-b 0` on TCP (the flag takes no rate for "as fast as possible").
+    #[error("-b 0: a TCP rate cap must be more than 0 (leave -b out for as fast as possible)")]
+    TcpRate,
     /// `-P` out of range.
     #[error("-P {0}: the number of streams must be between 1 and {MAX_STREAMS}")]
     Streams(u32),
@@ -460,6 +466,12 @@ impl TestSpec {
             if !(r.timeout_seconds > 0.0 && r.timeout_seconds <= 60.0) {
                 return Err(SpecError::Timeout(r.timeout_seconds));
             }
+            if r.pause_every == Some(0) || !(0.0..=MAX_SECONDS).contains(&r.pause_seconds) {
+                return Err(SpecError::Pattern(format!(
+                    "a pause of {} s every {:?} transactions: pauses are 0 to {MAX_SECONDS} s, after at least 1 transaction",
+                    r.pause_seconds, r.pause_every
+                )));
+            }
         }
         if self.kind == TestKind::Udp {
             let u = self.udp.as_ref().ok_or(SpecError::MissingUdp)?;
@@ -476,6 +488,12 @@ impl TestSpec {
             if let Some(p) = &u.pattern {
                 if let Some(&(_, size)) = p.sizes.iter().find(|(_, s)| *s < UDP_HEADER_BYTES || *s > MAX_UDP_PAYLOAD) {
                     return Err(SpecError::UdpPayload(size));
+                }
+                if p.burst == Some(0) || !(0.0..=MAX_SECONDS).contains(&p.gap_seconds) {
+                    return Err(SpecError::Pattern(format!(
+                        "--pattern: bursts of {:?} datagrams with {} s gaps: a burst is at least 1 datagram, a gap 0 to {MAX_SECONDS} s",
+                        p.burst, p.gap_seconds
+                    )));
                 }
             }
         }
@@ -496,6 +514,9 @@ impl TestSpec {
             if !(0.0..=100.0).contains(&pct) || threads == 0 || threads > 64 {
                 return Err(SpecError::ServerLoad(pct, threads));
             }
+        }
+        if self.tcp.rate_bps_per_stream == Some(0) {
+            return Err(SpecError::TcpRate);
         }
         if let Some(m) = self.tcp.mss {
             if !(88..=65535).contains(&m) {
@@ -625,5 +646,28 @@ mod tests {
         assert_eq!(sum, 1_000_001);
         assert_eq!(s.byte_budget(1), Some(333_334));
         assert_eq!(s.byte_budget(3), Some(333_333));
+    }
+
+    #[test]
+    fn bursts_gaps_pauses_and_zero_rates_that_would_stall_or_panic_a_sender_are_invalid() {
+        // A server's sender panicked on these (division by a burst of 0, a negative or NaN
+        // duration) and held its test's slot for ever.
+        let mut u = TestSpec::udp_default();
+        u.udp.as_mut().unwrap().pattern = Some(Pattern { sizes: vec![], burst: Some(0), gap_seconds: 0.01 });
+        assert!(matches!(u.validate(), Err(SpecError::Pattern(_))));
+        u.udp.as_mut().unwrap().pattern = Some(Pattern { sizes: vec![], burst: Some(10), gap_seconds: f64::NAN });
+        assert!(matches!(u.validate(), Err(SpecError::Pattern(_))));
+        u.udp.as_mut().unwrap().pattern = Some(Pattern { sizes: vec![], burst: Some(10), gap_seconds: -1.0 });
+        assert!(matches!(u.validate(), Err(SpecError::Pattern(_))));
+        let mut r = TestSpec::rr_default();
+        r.rr.as_mut().unwrap().pause_every = Some(1);
+        r.rr.as_mut().unwrap().pause_seconds = -1.0;
+        assert!(matches!(r.validate(), Err(SpecError::Pattern(_))));
+        r.rr.as_mut().unwrap().pause_every = Some(0);
+        r.rr.as_mut().unwrap().pause_seconds = 0.1;
+        assert!(matches!(r.validate(), Err(SpecError::Pattern(_))));
+        let mut t = TestSpec::tcp_default();
+        t.tcp.rate_bps_per_stream = Some(0);
+        assert_eq!(t.validate(), Err(SpecError::TcpRate));
     }
 }

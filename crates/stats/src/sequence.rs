@@ -365,13 +365,6 @@ impl SequenceTracker {
             out.removed.push(e.seq);
             out.removed_bytes += e.bytes;
         }
-        if self.log_floor.is_some_and(|floor| floor >= sent) {
-            // More numbers at or above the total were counted than the log remembers: the
-            // forgotten ones can be counted, not named.
-            let excess = self.unique.saturating_sub(sent);
-            self.unique -= excess;
-            self.foreign += excess;
-        }
         // In ascending order, so a copy among the held numbers is a duplicate of the first.
         let mut held = std::mem::take(&mut self.held);
         held.sort_unstable_by_key(|&(seq, _)| seq);
@@ -393,6 +386,14 @@ impl SequenceTracker {
         }
         held.clear();
         self.held = held;
+        // More numbers at or above the total were counted than the log remembers: the
+        // forgotten ones can be counted, not named. Checked after the held numbers joined, so
+        // received never exceeds sent whatever order the forgeries came in.
+        if self.unique > sent {
+            let excess = self.unique - sent;
+            self.unique = sent;
+            self.foreign += excess;
+        }
         out
     }
 
@@ -917,5 +918,27 @@ mod tests {
             }
             prop_assert_eq!(total, t.lost(sent));
         }
+    }
+
+    #[test]
+    fn held_numbers_joining_after_the_cap_never_push_received_past_sent() {
+        // Found in review: a forger gets 90,000 held early (far ahead while the genuine stream
+        // is young), the genuine stream loses #90,000, and forged numbers just above the total
+        // arrive near the end: settling capped received at sent, then added the held number.
+        let sent = 100_000u64;
+        let mut t = SequenceTracker::new();
+        t.record(0);
+        t.record(90_000);
+        for s in 1..sent {
+            if s != 90_000 {
+                t.record(s);
+            }
+        }
+        for s in sent..sent + 2_000 {
+            t.record(s);
+        }
+        t.settle(sent);
+        assert!(t.unique() <= sent, "received {} of {sent} sent", t.unique());
+        assert_eq!(t.unique() + t.lost(sent), sent);
     }
 }

@@ -59,8 +59,26 @@ pub enum DataSocket {
     Udp(UdpSocket),
     /// crr requester: where to connect, once per transaction.
     CrrTarget(std::net::SocketAddr),
-    /// crr responder: the test's own listener.
-    CrrListener(std::net::TcpListener),
+    /// crr responder: the test's own listener, and the addresses it takes connections from
+    /// (the test's data-path policy: a port named in clear must not serve anyone else).
+    CrrListener(std::net::TcpListener, PeerFilter),
+}
+
+/// Which peer addresses a listener of a test accepts.
+#[derive(Clone)]
+pub struct PeerFilter(pub std::sync::Arc<dyn Fn(std::net::IpAddr) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for PeerFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerFilter")
+    }
+}
+
+impl PeerFilter {
+    /// Accepts every address (the client's own listeners).
+    pub fn any() -> Self {
+        Self(std::sync::Arc::new(|_| true))
+    }
 }
 
 /// What one end of a test runs with.
@@ -427,14 +445,16 @@ impl Worker {
         let (sh, ctl, spec, t0) = (&*self.shared, &*self.controls, &self.cfg.spec, self.started);
         let format = self.cfg.datagrams;
         let rr = spec.kind == TestKind::Rr;
-        let result = match (self.shared.role, &socket) {
+        // A panic in a worker must not leave its stream "running" forever: the collector, and
+        // with it the test's slot on the server, wait for every worker to be done.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match (self.shared.role, &socket) {
             (Role::Sender, DataSocket::Tcp(s)) if rr => rr::tcp_requester(sh, ctl, spec, t0, s),
             (Role::Receiver, DataSocket::Tcp(s)) if rr => rr::tcp_responder(sh, ctl, spec, s),
             (Role::Sender, DataSocket::Udp(s)) if rr => rr::udp_requester(sh, ctl, spec, t0, s),
             (Role::Receiver, DataSocket::Udp(s)) if rr => rr::udp_responder(sh, ctl, spec, s),
             (Role::Sender, DataSocket::CrrTarget(a)) => rr::crr_requester(sh, ctl, spec, t0, *a),
-            (Role::Receiver, DataSocket::CrrListener(l)) => rr::crr_responder(sh, ctl, spec, l),
-            (_, DataSocket::CrrTarget(_) | DataSocket::CrrListener(_)) => Ok(()),
+            (Role::Receiver, DataSocket::CrrListener(l, allow)) => rr::crr_responder(sh, ctl, spec, l, allow),
+            (_, DataSocket::CrrTarget(_) | DataSocket::CrrListener(..)) => Ok(()),
             (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
             (Role::Sender, DataSocket::Udp(s)) => match format {
@@ -443,7 +463,15 @@ impl Worker {
             (Role::Receiver, DataSocket::Udp(s)) => match format {
                 DatagramFormatKind::Native => udp::receive(&NativeFormat, sh, ctl, spec, t0, s),
             },
-        };
+        }))
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(io::Error::other(format!("stream {} failed: internal error ({what})", sh.id)))
+        });
         if let Some(c) = netchar_sys::cpu::current_cpu() {
             self.shared.cpu.store(c as u64 + 1, Ordering::Release);
         }

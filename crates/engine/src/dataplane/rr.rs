@@ -571,6 +571,7 @@ pub(super) fn crr_responder(
     controls: &Controls,
     spec: &TestSpec,
     listener: &std::net::TcpListener,
+    allow: &super::PeerFilter,
 ) -> io::Result<()> {
     let opts = spec.rr.clone().unwrap_or_default();
     let response = vec![b'r'; opts.response_bytes as usize];
@@ -582,11 +583,15 @@ pub(super) fn crr_responder(
         if controls.abort.load(Ordering::Relaxed) || shared.receive_deadline().is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        let (stream, _) = match listener.accept() {
+        let (stream, from) = match listener.accept() {
             Ok(c) => c,
             Err(e) if is_retry(&e) => continue,
             Err(e) => return Err(e),
         };
+        if !(allow.0)(from.ip()) {
+            // Not the test's client: closed unanswered, and no transaction of the test.
+            continue;
+        }
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
         let mut got = 0usize;
