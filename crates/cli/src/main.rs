@@ -365,6 +365,7 @@ fn run_once(
             title: plan.client.title.clone(),
             client_cpu: plan.client.client_cpu,
             concurrent_tests: 1,
+            protocol: plan.client.protocol.name().to_string(),
         };
         stdout.write_all(text.on_start(&info).as_bytes())?;
         stdout.flush()?;

@@ -315,9 +315,23 @@ impl TcpPlan {
         Ok(plans)
     }
 
-    fn with_common(mut spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {
+    fn with_common(spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {
+        let plan = Self::with_common_unchecked(spec, a)?;
+        // A peer protocol says what it cannot run now, before any connection.
+        if plan.client.protocol != netchar_engine::client::Protocol::Netchar {
+            plan.client
+                .protocol
+                .session(std::time::Instant::now(), &plan.client.spec, &plan.client)
+                .map_err(UsageError)?;
+        }
+        Ok(plan)
+    }
+
+    fn with_common_unchecked(mut spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {
         let (host, host_port) = split_host(&a.host)?;
-        let port = a.port.or(host_port).unwrap_or(DEFAULT_PORT);
+        // iperf3 servers listen on 5201 by default.
+        let default_port = if a.proto == "iperf3" { 5201 } else { DEFAULT_PORT };
+        let port = a.port.or(host_port).unwrap_or(default_port);
         if port == 0 {
             return usage("-p 0: the server port must be between 1 and 65535".into());
         }
@@ -382,6 +396,7 @@ impl TcpPlan {
                 companion: None,
                 cookie_tx: None,
                 auth: client_key(a)?,
+                protocol: netchar_engine::client::Protocol::parse(&a.proto).map_err(UsageError)?,
             },
             output: Output {
                 json: a.json,

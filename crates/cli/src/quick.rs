@@ -68,6 +68,7 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
             companion: None,
             cookie_tx: None,
             auth: None,
+            protocol: Default::default(),
         };
         let run = client::run(&cfg, stop, &mut |_| {});
         if let Some(e) = run.error {

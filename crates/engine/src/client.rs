@@ -1,7 +1,7 @@
 //! The client: connects, runs the control session, opens the data connections, runs this
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
-use crate::control::{ClientControl, ControlEvent, NativeClient, OpenStream, Transport, UdpHandshake};
+use crate::control::{ClientControl, ControlEvent, Iperf3Control, NativeClient, OpenStream, Transport, UdpHandshake};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::tcp_setup::{connect_data, ConnectFailure};
@@ -54,6 +54,61 @@ pub struct ClientConfig {
     pub cookie_tx: Option<mpsc::Sender<[u8; 16]>>,
     /// The user and pre-shared key to authenticate with (`--psk-file`).
     pub auth: Option<Credentials>,
+    /// The control protocol the server speaks (`--proto`).
+    pub protocol: Protocol,
+}
+
+/// The control protocols the client speaks (crate::control).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// netchar's own (docs/protocol.md).
+    #[default]
+    Netchar,
+    /// iperf3's: netchar as the client of an `iperf3 -s`.
+    Iperf3,
+}
+
+impl Protocol {
+    /// The name in results and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Netchar => "netchar",
+            Self::Iperf3 => "iperf3",
+        }
+    }
+
+    /// Parses `--proto`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "netchar" => Ok(Self::Netchar),
+            "iperf3" => Ok(Self::Iperf3),
+            other => Err(format!("--proto {other}: one of netchar, iperf3")),
+        }
+    }
+
+    /// The session for `spec`, or why this protocol cannot run it (before any traffic).
+    pub fn session(self, now: Instant, spec: &TestSpec, cfg: &ClientConfig) -> Result<Box<dyn ClientControl>, String> {
+        Ok(match self {
+            Self::Netchar => Box::new(NativeClient::new(
+                now,
+                spec.clone(),
+                cfg.timeouts,
+                cfg.companion,
+                cfg.auth.clone().map(|c| (c, random_nonce())),
+            )),
+            Self::Iperf3 => {
+                if cfg.auth.is_some() {
+                    return Err(
+                        "--proto iperf3: --psk-file is netchar's authentication; iperf3's RSA tokens are not supported"
+                            .into(),
+                    );
+                }
+                let mut random = [0u8; 36];
+                let _ = getrandom::getrandom(&mut random);
+                Box::new(Iperf3Control::new(now, spec, &random)?)
+            }
+        })
+    }
 }
 
 /// Why a client run failed. Each message is one line that says what to do.
@@ -127,6 +182,9 @@ pub enum ClientError {
         /// Why.
         source: io::Error,
     },
+    /// The chosen protocol cannot run this test.
+    #[error("{0}")]
+    Unsupported(String),
     /// Ctrl-C.
     #[error("interrupted; the figures measured so far are reported")]
     Interrupted,
@@ -256,13 +314,7 @@ impl<'a> Driver<'a> {
                         cfg,
                         addr,
                         control,
-                        session: Box::new(NativeClient::new(
-                            Instant::now(),
-                            spec.clone(),
-                            cfg.timeouts,
-                            cfg.companion,
-                            cfg.auth.clone().map(|c| (c, random_nonce())),
-                        )),
+                        session: cfg.protocol.session(Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?,
                         spec,
                         udp_setup: Vec::new(),
                         udp_setup_sent: None,
@@ -592,6 +644,7 @@ impl<'a> Driver<'a> {
                 title: self.cfg.title.clone(),
                 client_cpu: self.cfg.client_cpu,
                 concurrent_tests: self.concurrent_tests,
+                protocol: self.cfg.protocol.name().to_string(),
             },
             started_at: self.started_at.clone(),
             host: host_info(),

@@ -352,6 +352,14 @@ pub struct TestInfo {
     pub client_cpu: Option<usize>,
     /// How many tests the server was running at once, this one included.
     pub concurrent_tests: u32,
+    /// The control protocol the test ran over: `netchar`, or a peer's (`iperf3`). With a
+    /// peer's, the far end's figures are the peer's own report, by the peer's rules.
+    #[serde(default = "netchar_protocol")]
+    pub protocol: String,
+}
+
+fn netchar_protocol() -> String {
+    "netchar".into()
 }
 
 /// One end's totals of a flow, after the warm-up.
@@ -875,6 +883,7 @@ mod tests {
                 title: None,
                 client_cpu: None,
                 concurrent_tests: 1,
+                protocol: "netchar".into(),
             },
             started_at: "2026-01-01T00:00:00Z".into(),
             host: HostInfo::default(),

@@ -41,6 +41,7 @@ pub fn describe_test(info: &TestInfo) -> String {
         EndCondition::Seconds(t) => format!("{t} s"),
         EndCondition::Bytes(n) => format!("{n} bytes"),
     };
+    let peer = if info.protocol == "netchar" { String::new() } else { format!("{} server ", info.protocol) };
     let family = match info.family.as_str() {
         "ipv4" | "ipv6" => format!(" ({})", info.family),
         _ => String::new(),
@@ -60,7 +61,7 @@ pub fn describe_test(info: &TestInfo) -> String {
         (_, n, _) => format!("{n} bytes"),
     };
     let mut line = format!(
-        "{kind}{}{dir} with {}{family}, {} stream{}, {end}, {unit} {size}",
+        "{kind}{}{dir} with {peer}{}{family}, {} stream{}, {end}, {unit} {size}",
         if dir.is_empty() { "" } else { " " },
         info.remote,
         s.streams,
@@ -274,6 +275,16 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
                 "     every byte arrived: {} bytes written = {} bytes read",
                 f.sender.total_bytes, f.receiver.total_bytes
             );
+        } else if r.test.protocol == "iperf3" && f.receiver.total_bytes < f.sender.total_bytes {
+            // iperf3's server stops counting when TEST_END arrives (the client's clock ends
+            // the test): what was still in flight then is in no figure of its.
+            let _ = writeln!(
+                out,
+                "     {} written, {} counted by the iperf3 server: it stops counting at TEST_END, so the {} bytes in flight then are in no figure of its",
+                f.sender.total_bytes,
+                f.receiver.total_bytes,
+                f.sender.total_bytes - f.receiver.total_bytes
+            );
         } else {
             let _ = writeln!(
                 out,
@@ -417,10 +428,12 @@ fn under_load_summary(idle: &RrFigures, loaded: &RrFigures, r: &TestResult, form
 }
 
 fn cpu_line(c: &CpuUsage) -> String {
-    let mut s = format!(
-        "{:.1}% of one CPU (user {:.1}%, system {:.1}%); machine busy {:.1}% of {} CPUs (softirq {:.1}%)",
-        c.total_pct, c.user_pct, c.system_pct, c.host_busy_pct, c.cpus, c.host_softirq_pct
-    );
+    let mut s = format!("{:.1}% of one CPU (user {:.1}%, system {:.1}%)", c.total_pct, c.user_pct, c.system_pct);
+    // A peer that reports only its process (iperf3) says nothing of its machine.
+    if c.cpus > 0 {
+        let _ =
+            write!(s, "; machine busy {:.1}% of {} CPUs (softirq {:.1}%)", c.host_busy_pct, c.cpus, c.host_softirq_pct);
+    }
     if let Some(idle) = c.idle_pct {
         let _ = write!(s, "; idle headroom {idle:.1}%");
     }
