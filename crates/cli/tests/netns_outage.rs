@@ -38,26 +38,32 @@ fn client(link: &Link, args: &[&str]) -> (Option<i32>, Value, String) {
     (run.status.and_then(|s| s.code()), v, run.stderr)
 }
 
+/// A link with `netchar server` in namespace a, or None once the skip was explained.
+fn server_and_client() -> Option<(Link, Server)> {
+    if Command::new("nft").arg("--version").output().is_err() {
+        skip_or_fail("nft is not installed (apt-get install nftables)");
+        return None;
+    }
+    let link = match Link::create() {
+        Ok(l) => l,
+        Err(reason) => {
+            skip_or_fail(&reason);
+            return None;
+        }
+    };
+    let mut cmd = link.a.command(BIN);
+    cmd.args(["server", "-B", "0.0.0.0", "-p", PORT]);
+    let server = Server::spawn(cmd, "listening", Duration::from_secs(10)).unwrap();
+    Some((link, server))
+}
+
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
 #[test]
 fn total_loss_and_a_link_outage_end_with_exact_figures_and_a_healthy_server() {
-    if Command::new("nft").arg("--version").output().is_err() {
-        skip_or_fail("nft is not installed (apt-get install nftables)");
-        return;
-    }
-    let link = match Link::create() {
-        Ok(l) => l,
-        Err(reason) => {
-            skip_or_fail(&reason);
-            return;
-        }
-    };
-    let mut cmd = link.a.command(BIN);
-    cmd.args(["server", "-B", "0.0.0.0", "-p", PORT]);
-    let server = Server::spawn(cmd, "listening", Duration::from_secs(10)).unwrap();
+    let Some((link, server)) = server_and_client() else { return };
     let pid = server.child.id();
     // A first test, so the baseline counts what the server keeps open between tests.
     let (code, _, err) = client(&link, &["tcp", "-n", "1M", "-i", "0"]);
@@ -126,20 +132,7 @@ fn total_loss_and_a_link_outage_end_with_exact_figures_and_a_healthy_server() {
 /// errors, never as sent, and the test goes on to the end. It used to end the server's sender.
 #[test]
 fn a_local_firewall_refusing_the_servers_sends_is_counted_not_fatal() {
-    if Command::new("nft").arg("--version").output().is_err() {
-        skip_or_fail("nft is not installed (apt-get install nftables)");
-        return;
-    }
-    let link = match Link::create() {
-        Ok(l) => l,
-        Err(reason) => {
-            skip_or_fail(&reason);
-            return;
-        }
-    };
-    let mut cmd = link.a.command(BIN);
-    cmd.args(["server", "-B", "0.0.0.0", "-p", PORT]);
-    let server = Server::spawn(cmd, "listening", Duration::from_secs(10)).unwrap();
+    let Some((link, server)) = server_and_client() else { return };
     let firewall = {
         let a = link.a.name().to_string();
         std::thread::spawn(move || {

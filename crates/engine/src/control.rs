@@ -286,24 +286,10 @@ impl Iperf3Control {
                 let retransmits =
                     (role == netchar_model::Role::Sender && r.sender_has_retransmits == 1 && s.retransmits >= 0)
                         .then_some(s.retransmits as u64);
-                Some(StreamRecord {
-                    id,
-                    flow,
-                    role,
-                    measured_by: netchar_model::Endpoint::Server,
-                    bytes: s.bytes,
-                    seconds: (s.end_time - s.start_time).max(0.0),
-                    omitted_bytes: 0,
-                    retransmits,
-                    omitted_retransmits: None,
-                    omitted_seconds: None,
-                    udp_sent: None,
-                    udp_received: None,
-                    rr: None,
-                    cpu: None,
-                    zerocopy: None,
-                    intervals: Vec::new(),
-                })
+                let seconds = (s.end_time - s.start_time).max(0.0);
+                let mut record = StreamRecord::bare(id, flow, role, netchar_model::Endpoint::Server, s.bytes, seconds);
+                record.retransmits = retransmits;
+                Some(record)
             })
             .collect()
     }

@@ -267,6 +267,31 @@ pub struct StreamRecord {
     pub intervals: Vec<StreamInterval>,
 }
 
+impl StreamRecord {
+    /// A record of `bytes` over `seconds` with no optional figures and no intervals: the
+    /// start of a record the collector fills, or a peer's report that carries no more.
+    pub fn bare(id: u32, flow: Flow, role: Role, measured_by: Endpoint, bytes: u64, seconds: f64) -> Self {
+        Self {
+            id,
+            flow,
+            role,
+            measured_by,
+            bytes,
+            seconds,
+            omitted_bytes: 0,
+            retransmits: None,
+            omitted_retransmits: None,
+            omitted_seconds: None,
+            udp_sent: None,
+            udp_received: None,
+            rr: None,
+            cpu: None,
+            zerocopy: None,
+            intervals: Vec::new(),
+        }
+    }
+}
+
 /// CPU used during a test by one end: its own process, and the whole machine.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuUsage {

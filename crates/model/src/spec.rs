@@ -653,6 +653,8 @@ mod tests {
         // A server's sender panicked on these (division by a burst of 0, a negative or NaN
         // duration) and held its test's slot for ever.
         let mut u = TestSpec::udp_default();
+        u.block_bytes = 1472;
+        assert_eq!(u.validate(), Ok(()));
         u.udp.as_mut().unwrap().pattern = Some(Pattern { sizes: vec![], burst: Some(0), gap_seconds: 0.01 });
         assert!(matches!(u.validate(), Err(SpecError::Pattern(_))));
         u.udp.as_mut().unwrap().pattern = Some(Pattern { sizes: vec![], burst: Some(10), gap_seconds: f64::NAN });

@@ -633,24 +633,7 @@ impl Collector {
             .shared
             .iter()
             .map(|s| Track {
-                record: StreamRecord {
-                    id: s.id,
-                    flow: s.flow,
-                    role: s.role,
-                    measured_by: self.endpoint,
-                    bytes: 0,
-                    seconds: 0.0,
-                    omitted_bytes: 0,
-                    retransmits: None,
-                    omitted_retransmits: None,
-                    omitted_seconds: None,
-                    udp_sent: None,
-                    udp_received: None,
-                    rr: None,
-                    cpu: None,
-                    zerocopy: None,
-                    intervals: Vec::new(),
-                },
+                record: StreamRecord::bare(s.id, s.flow, s.role, self.endpoint, 0, 0.0),
                 last_bytes: 0,
                 last_retrans: 0,
                 omit_taken: omit <= 0.0,
