@@ -1,45 +1,103 @@
 #!/usr/bin/env bash
-# Runs every fuzz target (fuzz/fuzz_targets/) with libFuzzer for SECONDS each (default 60)
-# and prints, per target: executions, executions per second, corpus size, crashes.
-# Exits non-zero if any target crashed; the crashing input stays in fuzz/artifacts/TARGET/.
+# bench/fuzz.sh [SECONDS_PER_TARGET] — libFuzzer on every target of fuzz/ (cargo-fuzz layout,
+# outside the workspace) for SECONDS_PER_TARGET each (default 60), one target after another,
+# then one table: target, executions, executions/s, corpus size, crashes.
 #
-# cargo-fuzz wants nightly flags; RUSTC_BOOTSTRAP=1 lets the stable toolchain accept them.
-# Needs a C++ compiler for libFuzzer (g++). Installs cargo-fuzz from crates.io if missing.
+# Exits 1 if a target crashed, hung (one input over 10 s) or ran out of memory (2 GiB); the
+# input stays in fuzz/artifacts/TARGET/, with the fuzzer's log (panic message and stack) beside
+# it as log-DATE.txt. Reproduce with `RUSTC_BOOTSTRAP=1 cargo fuzz run -O TARGET ARTIFACT` in
+# fuzz/. Corpora grow in fuzz/corpus/TARGET/ from run to run (both directories are ignored).
 #
-#   bash bench/fuzz.sh            # 60 s per target
-#   bash bench/fuzz.sh 600        # 10 minutes per target
-#   TARGETS="hello frame" bash bench/fuzz.sh 30
+# cargo-fuzz needs nightly-only rustc flags (sanitizer coverage, -Zsanitizer=address): on the
+# stable toolchain RUSTC_BOOTSTRAP=1 makes rustc accept them. Needs g++ (libFuzzer is C++);
+# installs cargo-fuzz from crates.io if it is missing.
+#
+#   bench/fuzz.sh                         60 s per target
+#   bench/fuzz.sh 600                     10 minutes per target
+#   TARGETS="hello frame" bench/fuzz.sh   only these targets
+#   KEEP_GOING=1 bench/fuzz.sh            fuzz each target for its whole time even after a
+#                                         crash (libFuzzer -fork=1 -ignore_crashes=1), keeping
+#                                         every crashing input
+#   CARGO_TARGET_DIR=DIR bench/fuzz.sh    build in DIR (default fuzz/target)
+#   BENCH_SAVE=1 bench/fuzz.sh            also write bench/results/fuzz-DATE-HOST.txt
 set -euo pipefail
-cd "$(dirname "$0")/../fuzz"
 
-SECONDS_PER_TARGET="${1:-60}"
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$BENCH_DIR")
+SECONDS_PER_TARGET=${1:-60}
+KEEP_GOING=${KEEP_GOING:-0}
+BENCH_SAVE=${BENCH_SAVE:-0}
+[[ $SECONDS_PER_TARGET =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: SECONDS_PER_TARGET must be a positive integer (got '$SECONDS_PER_TARGET')" >&2; exit 2; }
+command -v g++ >/dev/null || { echo "fuzz.sh: libFuzzer needs a C++ compiler: apt-get install g++" >&2; exit 2; }
 export RUSTC_BOOTSTRAP=1
-command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-TARGETS="${TARGETS:-$(cargo fuzz list)}"
+cd "$ROOT/fuzz"
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/fuzz/target}
+unset CARGO_TARGET_DIR
 
-echo "netchar fuzzing: ${SECONDS_PER_TARGET} s per target, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
-cargo fuzz build -O >/dev/null 2>&1 || cargo fuzz build -O
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "installing cargo-fuzz from crates.io ..." >&2
+    cargo install cargo-fuzz --locked
+fi
+TARGETS=${TARGETS:-$(cargo fuzz list)}
+
+echo "building the fuzz targets (cargo fuzz build -O, address sanitizer) in $TARGET_DIR ..." >&2
+build_log=$(mktemp)
+cargo fuzz build -O --target-dir "$TARGET_DIR" >"$build_log" 2>&1 || { cat "$build_log" >&2; exit 2; }
+# Valid inputs to start from: libFuzzer seldom guesses a magic number or a whole TestSpec.
+cargo run -q --release --example seeds --target-dir "$TARGET_DIR/seeds" -- corpus >"$build_log" 2>&1 ||
+    { cat "$build_log" >&2; exit 2; }
+rm -f "$build_log"
+mkdir -p corpus/plan_file
+cp "$ROOT"/plans/*.toml corpus/plan_file/
+
+REPORT=$(mktemp)
+trap 'rm -f "$REPORT"' EXIT
+{
+    echo "netchar fuzzing, $(date -u +%Y-%m-%d), kernel $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) CPUs)"
+    echo "bench/fuzz.sh $SECONDS_PER_TARGET: libFuzzer -O with the address sanitizer, ${SECONDS_PER_TARGET} s per target, one at a time$([ "$KEEP_GOING" = 1 ] && echo ', going on after crashes')"
+    echo
+    printf '%-18s %14s %10s %8s %8s\n' target executions 'exec/s' corpus crashes
+} >"$REPORT"
 
 failed=0
-rows=()
+notes=()
 for t in $TARGETS; do
     mkdir -p "corpus/$t" "artifacts/$t"
-    log="$(mktemp)"
-    status=0
-    cargo fuzz run -O "$t" "corpus/$t" -- -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=1024 -print_final_stats=1 >"$log" 2>&1 || status=$?
-    execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1 || true)
-    rate=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1 || true)
-    corpus=$(find "corpus/$t" -type f | wc -l)
-    crashes=$(find "artifacts/$t" -type f \( -name 'crash-*' -o -name 'oom-*' -o -name 'timeout-*' -o -name 'leak-*' \) | wc -l)
-    if [ "$status" -ne 0 ] || [ "$crashes" -gt 0 ]; then
-        failed=1
-        echo "== $t failed (exit $status); last lines of its log:"
-        tail -30 "$log"
+    echo "fuzzing $t for ${SECONDS_PER_TARGET} s ..." >&2
+    log=$(mktemp)
+    since=$(mktemp)
+    flags=(-max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+    if [ "$KEEP_GOING" = 1 ]; then
+        flags+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
     fi
-    rows+=("$(printf '%-18s %14s %12s %8s %8s' "$t" "${execs:-?}" "${rate:-?}" "$corpus" "$crashes")")
-    rm -f "$log"
+    status=0
+    cargo fuzz run -O --target-dir "$TARGET_DIR" "$t" "corpus/$t" -- "${flags[@]}" >"$log" 2>&1 || status=$?
+    # Plain runs end with stat:: lines; fork mode (and a crash) only with "#N ... exec/s: R" lines.
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    [ -n "$execs" ] || execs=$(sed -n 's/^#\([0-9][0-9]*\).*/\1/p' "$log" | tail -1)
+    [ -n "$rate" ] || rate=$(sed -n 's/^#.*exec\/s: \([0-9][0-9]*\).*/\1/p' "$log" | tail -1)
+    corpus=$(find "corpus/$t" -type f | wc -l)
+    crashes=$(find "artifacts/$t" -type f -newer "$since" \( -name 'crash-*' -o -name 'oom-*' -o -name 'timeout-*' -o -name 'leak-*' \) | wc -l)
+    if [ "$crashes" -gt 0 ] || { [ "$status" -ne 0 ] && [ "$KEEP_GOING" != 1 ]; }; then
+        failed=1
+        kept="artifacts/$t/log-$(date -u +%Y%m%dT%H%M%SZ).txt"
+        cp "$log" "$kept"
+        notes+=("$t: exit $status, $crashes input(s) in fuzz/artifacts/$t/, log fuzz/$kept; first lines of the failure:")
+        while IFS= read -r line; do notes+=("    $line"); done < <(
+            grep -m1 -A4 -E 'panicked at|ERROR: (libFuzzer|AddressSanitizer)|SUMMARY' "$log" || tail -5 "$log")
+    fi
+    printf '%-18s %14s %10s %8s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "$corpus" "$crashes" >>"$REPORT"
+    rm -f "$log" "$since"
 done
 
-printf '%-18s %14s %12s %8s %8s\n' target executions 'exec/s' corpus crashes
-printf '%s\n' "${rows[@]}"
+if [ "${#notes[@]}" -gt 0 ]; then
+    { echo; printf '%s\n' "${notes[@]}"; } >>"$REPORT"
+fi
+cat "$REPORT"
+if [ "$BENCH_SAVE" = 1 ]; then
+    mkdir -p "$BENCH_DIR/results"
+    dest="$BENCH_DIR/results/fuzz-$(date +%Y%m%d-%H%M%S)-$(hostname -s).txt"
+    cp "$REPORT" "$dest" && echo "saved: $dest"
+fi
 exit "$failed"

@@ -1,2 +1,4 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| netchar_fuzz::bodies::client_session(data));
+libfuzzer_sys::fuzz_target!(|input: netchar_fuzz::bodies::script::ClientInput| netchar_fuzz::bodies::client_session(
+    &input
+));

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| netchar_fuzz::bodies::frame(data));
+libfuzzer_sys::fuzz_target!(|input: netchar_fuzz::bodies::FrameInput| netchar_fuzz::bodies::frame(&input));

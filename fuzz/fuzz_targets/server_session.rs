@@ -1,2 +1,4 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| netchar_fuzz::bodies::server_session(data));
+libfuzzer_sys::fuzz_target!(|input: netchar_fuzz::bodies::script::ServerInput| netchar_fuzz::bodies::server_session(
+    &input
+));

@@ -1,0 +1,247 @@
+//! Byte-input bodies: each decoder fed anything, and the valid inputs mutations start from.
+
+use super::script::*;
+use netchar_model::TestSpec;
+use netchar_wire::auth::{self, KeyTable, MIN_SECRET_LEN};
+use netchar_wire::codec::{encode_frame, FrameDecoder};
+use netchar_wire::datagram::{
+    self, DatagramFormat, DatagramHeader, NativeFormat, Received, CHALLENGE_LEN, HEADER_LEN, SETUP_LEN,
+};
+use netchar_wire::hello::{identify_peer, Hello, HELLO_LEN, MAGIC};
+use netchar_wire::message::{cookie_from_hex, cookie_to_hex, ClientMessage, ServerMessage};
+use netchar_wire::ProtocolError;
+
+/// Longest description `identify_peer` may give, whatever arrived: it goes into one error line.
+const MAX_PEER_DESCRIPTION: usize = 256;
+
+/// The hello: `identify_peer` takes any length and says something short; the first 40 bytes
+/// (zero-padded) decode exactly when they carry the magic and a known role, and a decoded
+/// hello re-encodes to the same bytes.
+pub fn hello(data: &[u8]) {
+    let peer = identify_peer(data);
+    assert!(!peer.is_empty() && peer.len() <= MAX_PEER_DESCRIPTION, "{} bytes describe the peer", peer.len());
+    let mut raw = [0u8; HELLO_LEN];
+    let n = data.len().min(HELLO_LEN);
+    raw[..n].copy_from_slice(&data[..n]);
+    let magic = raw[..MAGIC.len()] == MAGIC;
+    match Hello::decode(&raw) {
+        Ok(h) => {
+            assert!(magic, "a hello without the magic decoded");
+            assert_eq!(h.encode(), raw, "a decoded hello re-encodes to other bytes");
+        }
+        Err(ProtocolError::NotNetchar(why)) => {
+            assert!(!magic, "a hello with the magic is called foreign");
+            assert_eq!(why, identify_peer(&raw));
+        }
+        Err(ProtocolError::Malformed(_)) => assert!(magic && raw[10] > 2, "a valid hello was refused"),
+        Err(e) => panic!("a hello cannot fail with {e:?}"),
+    }
+}
+
+/// Chunks of a control connection's byte stream, and the decoder's cap.
+#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[derive(Debug, Clone)]
+pub struct FrameInput {
+    /// The decoder's cap in bytes.
+    pub cap: u16,
+    /// What each read from the socket returned.
+    pub chunks: Vec<Vec<u8>>,
+}
+
+/// Framing: fed any chunks, the decoder returns exactly the frames the stream holds, in order,
+/// never one over its cap; it never holds more than one capped frame and its header; and an
+/// oversize length is refused from the header alone, for good.
+pub fn frame(input: &FrameInput) {
+    let cap = u32::from(input.cap);
+    let mut d = FrameDecoder::new(cap);
+    let mut stream = Vec::new();
+    let mut taken = 0usize;
+    for chunk in &input.chunks {
+        d.push(chunk);
+        stream.extend_from_slice(chunk);
+        loop {
+            match d.next_frame() {
+                Ok(Some(f)) => {
+                    assert!(f.len() <= cap as usize, "a frame of {} bytes passed a cap of {cap}", f.len());
+                    let mut framed = Vec::new();
+                    encode_frame(&f, &mut framed);
+                    assert_eq!(stream[taken..taken + framed.len()], framed[..], "the frame is not what was sent");
+                    taken += framed.len();
+                }
+                Ok(None) => break,
+                Err(ProtocolError::Oversize { len, max }) => {
+                    assert!(max == cap && len > cap, "{len} bytes refused against a cap of {cap}");
+                    assert_eq!(stream[taken..taken + 4], len.to_be_bytes(), "the refused length is not the header's");
+                    assert_eq!(d.next_frame(), Err(ProtocolError::Oversize { len, max }), "a refused frame came back");
+                    return;
+                }
+                Err(e) => panic!("framing cannot fail with {e:?}"),
+            }
+        }
+        assert_eq!(d.pending(), stream.len() - taken, "bytes lost or invented");
+        assert!(d.pending() < 4 + cap as usize, "{} bytes held for a cap of {cap}", d.pending());
+    }
+}
+
+/// Control messages: decoding never panics; what decodes re-encodes and decodes equal; the hex
+/// fields take exactly 32 (cookie) or 64 (proof) hex digits.
+pub fn control_messages(data: &[u8]) {
+    if let Ok(m) = ClientMessage::decode(data) {
+        assert_eq!(ClientMessage::decode(&m.encode()).as_ref(), Ok(&m), "a client message changed on re-encoding");
+        if let ClientMessage::Request { companion, auth, .. } = &m {
+            companion.iter().for_each(|c| hex_fields(c));
+            auth.iter().for_each(|a| [&a.nonce, &a.proof].into_iter().for_each(|h| hex_fields(h)));
+        }
+    }
+    if let Ok(m) = ServerMessage::decode(data) {
+        assert_eq!(ServerMessage::decode(&m.encode()).as_ref(), Ok(&m), "a server message changed on re-encoding");
+        if let ServerMessage::Accepted { cookie, server_proof, .. } = &m {
+            hex_fields(cookie);
+            server_proof.iter().for_each(|p| hex_fields(p));
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        hex_fields(text);
+    }
+}
+
+/// A hex field decodes only if it is exactly the hex digits of what it decodes to.
+fn hex_fields(text: &str) {
+    if let Ok(c) = cookie_from_hex(text) {
+        assert_eq!(cookie_to_hex(&c), text.to_ascii_lowercase(), "{text:?} is not 32 hex digits, yet a cookie");
+    }
+    if let Some(p) = auth::from_hex::<32>(text) {
+        assert_eq!(auth::to_hex(&p), text.to_ascii_lowercase(), "{text:?} is not 64 hex digits, yet a proof");
+    }
+}
+
+/// The UDP datagram header and the setup, confirm and challenge datagrams: each parses exactly
+/// when its layout (docs in `datagram.rs`) says, round-trips, and a setup never earns a larger
+/// challenge; the receivers' classification agrees with the parse.
+pub fn datagram(data: &[u8]) {
+    let netchar =
+        data.len() >= HEADER_LEN && data[..2] == datagram::MAGIC.to_be_bytes() && data[2] == datagram::VERSION;
+    let flags = if netchar { data[3] } else { 0 };
+    match DatagramHeader::parse(data) {
+        Ok(h) => {
+            assert!(netchar, "a foreign datagram parsed");
+            let mut b = [0u8; HEADER_LEN];
+            h.emit(&mut b);
+            assert_eq!(b, data[..HEADER_LEN], "a parsed header re-emits to other bytes");
+            DatagramHeader::stamp(&mut b, !h.sequence, h.sent_ns.rotate_left(1));
+            let stamped = DatagramHeader::parse(&b).expect("a stamped header parses");
+            assert_eq!((stamped.sequence, stamped.sent_ns), (!h.sequence, h.sent_ns.rotate_left(1)));
+            assert_eq!((stamped.flags, stamped.stream_id), (h.flags, h.stream_id), "stamp changed other fields");
+        }
+        Err(_) => assert!(!netchar, "a netchar header was refused"),
+    }
+    // What the UDP receivers make of it (datagram::NativeFormat, the native DatagramFormat).
+    let format = NativeFormat;
+    match format.classify(data) {
+        Received::Foreign => assert!(!netchar, "a netchar datagram called foreign"),
+        Received::Control => assert!(netchar && flags != 0, "data or foreign bytes called control"),
+        Received::Data { stream_id, sequence, sent_ns } => {
+            assert!(netchar && flags == 0, "a flagged or foreign datagram called data");
+            let mut b = [0u8; HEADER_LEN];
+            format.emit(&mut b, stream_id, sequence, sent_ns);
+            assert_eq!(b, data[..format.header_len()], "data re-emits to other bytes");
+        }
+    }
+    let setup = DatagramHeader::parse_setup(data);
+    assert_eq!(DatagramHeader::setup_cookie(data), setup.map(|s| s.cookie));
+    if let Some(s) = setup {
+        assert!(netchar && flags & datagram::FLAG_SETUP != 0 && data.len() >= SETUP_LEN, "not a setup");
+        assert_eq!(s.cookie, data[HEADER_LEN..HEADER_LEN + 16]);
+        assert_eq!(s.confirm.is_some(), flags & datagram::FLAG_CONFIRM != 0);
+        let again = match s.confirm {
+            None => DatagramHeader::setup(s.stream_id, &s.cookie),
+            Some((token, tag)) => DatagramHeader::confirm(s.stream_id, &s.cookie, &token, &tag),
+        };
+        assert_eq!(DatagramHeader::parse_setup(&again), Some(s));
+        // No amplification: the answer to a setup is never larger than the setup.
+        assert!(DatagramHeader::challenge(s.stream_id, &[0; 16]).len() <= data.len());
+    }
+    let challenge = DatagramHeader::parse_challenge(data);
+    if let Some((id, token)) = challenge {
+        assert!(netchar && flags & datagram::FLAG_CHALLENGE != 0 && data.len() >= CHALLENGE_LEN, "not a challenge");
+        assert_eq!(token, data[HEADER_LEN..HEADER_LEN + 16]);
+        assert_eq!(DatagramHeader::parse_challenge(&DatagramHeader::challenge(id, &token)), Some((id, token)));
+    }
+    if DatagramHeader::is_challenge(data) {
+        let (id, token) = challenge.expect("an exact challenge parses as one");
+        assert_eq!(data, DatagramHeader::challenge(id, &token), "only the server's exact bytes are a challenge");
+    }
+}
+
+/// A key file (`--psk-file`): what parses holds only valid, distinct users with long enough
+/// secrets, and errors name a line of the file.
+pub fn key_file(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    match auth::parse_key_file(text) {
+        Ok(creds) => {
+            assert!(!creds.is_empty());
+            for (i, c) in creds.iter().enumerate() {
+                let name_ok = c.user.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.@".contains(ch));
+                assert!(name_ok && (1..=64).contains(&c.user.len()), "user {:?} accepted", c.user);
+                assert!(c.secret.len() >= MIN_SECRET_LEN, "a {}-byte secret accepted", c.secret.len());
+                assert!(creds[..i].iter().all(|o| o.user != c.user), "user {:?} twice", c.user);
+            }
+            let table = KeyTable::new(creds.clone());
+            assert_eq!(table.len(), creds.len());
+            assert!(creds.iter().all(|c| table.key(&c.user) == Some(&c.secret[..])));
+        }
+        Err(e) => assert!(e.line <= text.lines().count(), "error on line {} of {}", e.line, text.lines().count()),
+    }
+}
+
+/// Valid examples of what the byte-input body `target` decodes; empty for other targets.
+pub fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let request = |spec: TestSpec| ClientMessage::Request {
+        spec,
+        client_version: "0.1.0".into(),
+        companion: Some(cookie_to_hex(&[7; 16])),
+        auth: proof_of(&ProofPick::Valid),
+    };
+    let specs = super::test_spec::seed_specs();
+    match target {
+        "hello" => vec![
+            Hello::control().encode().to_vec(),
+            Hello::server_with_nonce([3; 16], true).encode().to_vec(),
+            Hello::data_tagged([1; 16], 2, [3; 8]).encode().to_vec(),
+            Hello::control().encode()[..12].to_vec(),
+            b"SSH-2.0-OpenSSH_9.2".to_vec(),
+        ],
+        "control_messages" => {
+            let mut out: Vec<Vec<u8>> = specs.iter().cloned().map(|s| request(s).encode()).collect();
+            out.extend([ClientMessage::Start.encode(), ClientMessage::SenderDone { totals: totals(3) }.encode()]);
+            out.extend(
+                [
+                    ServerPick::Accepted { cookie_ok: true, proof: ServerProofPick::Valid, data_port: Some(5301) },
+                    ServerPick::Busy { reason: true },
+                    ServerPick::Results { error: true },
+                ]
+                .iter()
+                .map(|p| server_bytes(p)[4..].to_vec()),
+            );
+            out
+        }
+        "datagram" => {
+            let mut data = [0u8; 64];
+            DatagramHeader { flags: 0, stream_id: 2, sequence: 7, sent_ns: 1 << 40 }.emit(&mut data);
+            vec![
+                data.to_vec(),
+                DatagramHeader::setup(1, &[9; 16]).to_vec(),
+                DatagramHeader::confirm(1, &[9; 16], &[8; 16], &[7; 8]).to_vec(),
+                DatagramHeader::challenge(1, &[8; 16]).to_vec(),
+            ]
+        }
+        "spec" => specs.iter().map(|s| serde_json::to_vec_pretty(s).expect("specs serialise")).collect(),
+        // A seed's index, then edits: field 17 (pattern burst) to EDGES[2] (1).
+        "spec_fields" => (0..specs.len() as u8).map(|i| vec![i]).chain([vec![1, 17, 2]]).collect(),
+        "key_file" => vec![
+            b"# lab keys\nlab:0123456789abcdef\n\nci@build-1:e3b0c44298fc1c149afbf4c8996fb924\n".to_vec(),
+            b"lab:short\n".to_vec(),
+        ],
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,26 @@
+//! The bodies of netchar's fuzz targets: one function per decoder or state machine of
+//! `netchar-wire`, plus the test request's `TestSpec`. Each asserts invariants, not only "no
+//! panic". Shared by the cargo-fuzz targets (`fuzz/fuzz_targets/`) and by the test CI runs on
+//! stable Rust (`crates/wire/tests/arbitrary_bytes.rs` includes this module by path), so both
+//! check the same things.
+//!
+//! - [`decoders`]: byte-input bodies (hello, frames, control messages, datagrams, key files)
+//!   and their seeds;
+//! - [`test_spec`]: the test request's spec, as JSON and field by field;
+//! - [`script`]: what a session's script is made of (the peer's messages, time, the driver's
+//!   calls), and a whole test as a script;
+//! - [`session`]: the server and client session bodies and the invariants every step keeps.
+//!
+//! Structured inputs (frame chunks, session scripts) derive `arbitrary::Arbitrary` in the fuzz
+//! crate only: the wire crate's test has no `arbitrary` dependency, compiles these files with
+//! `cfg(test)` set, and builds the same types with proptest strategies instead.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod decoders;
+pub mod script;
+pub mod session;
+pub mod test_spec;
+
+pub use decoders::{control_messages, datagram, frame, hello, key_file, seeds, FrameInput};
+pub use session::{client_session, server_session};
+pub use test_spec::{spec, spec_fields};
