@@ -53,6 +53,11 @@ const KEYS: &[(&str, &str)] = &[
     ("idle", "--idle"),
 ];
 
+/// The longest pause a plan may ask for between tests (a day).
+const MAX_PAUSE_SECONDS: f64 = 86_400.0;
+/// Tests one plan entry may expand to.
+const MAX_EXPANDED_TESTS: usize = 10_000;
+
 /// One expanded test: its display name, the argv it stands for, the pause after it, and
 /// where in the file it came from.
 #[derive(Debug, Clone)]
@@ -152,13 +157,20 @@ pub(crate) fn expand(text: &str, file: &str, host: Option<&str>) -> Result<Vec<P
                 index + 1
             ),
         };
-        let pause =
-            match merged.get("pause") {
-                None => 0.0,
-                Some(v) => v.as_float().or_else(|| v.as_integer().map(|i| i as f64)).filter(|p| *p >= 0.0).ok_or_else(
-                    || anyhow::anyhow!("{file}:{}: test {}: pause must be a number of seconds", at("pause"), index + 1),
-                )?,
-            };
+        let pause = match merged.get("pause") {
+            None => 0.0,
+            Some(v) => v
+                .as_float()
+                .or_else(|| v.as_integer().map(|i| i as f64))
+                .filter(|p| (0.0..=MAX_PAUSE_SECONDS).contains(p))
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "{file}:{}: test {}: pause must be 0 to {MAX_PAUSE_SECONDS} seconds",
+                        at("pause"),
+                        index + 1
+                    )
+                })?,
+        };
         // The loops: every list-valued field except `expect` (a list of gates, not a loop).
         let mut variants: Vec<Vec<(String, Value)>> = vec![Vec::new()];
         for (key, value) in &merged {
@@ -171,6 +183,14 @@ pub(crate) fn expand(text: &str, file: &str, host: Option<&str>) -> Result<Vec<P
             };
             if choices.is_empty() {
                 bail!("{file}:{}: test {}: {key} is an empty list", at(key), index + 1);
+            }
+            // Eight lists of ten are 10^8 tests: refuse before building them.
+            if variants.len().saturating_mul(choices.len()) > MAX_EXPANDED_TESTS {
+                bail!(
+                    "{file}:{}: test {}: its loops expand to more than {MAX_EXPANDED_TESTS} tests; split the plan",
+                    at(key),
+                    index + 1
+                );
             }
             variants = variants
                 .into_iter()

@@ -553,6 +553,17 @@ struct ControlSession<'a> {
     idle: Option<(crate::load::IdleMeter, Option<(u64, Instant)>)>,
 }
 
+/// Whatever ends a session, a panic in its thread included, its test's slot is freed and its
+/// workers are stopped: a slot held for ever would make the server busy for everyone.
+impl Drop for ControlSession<'_> {
+    fn drop(&mut self) {
+        if let Some(plane) = self.plane.take() {
+            plane.abort();
+        }
+        self.release();
+    }
+}
+
 impl<'a> ControlSession<'a> {
     fn serve(stream: TcpStream, peer: SocketAddr, hello: &Hello, shared: &'a Shared, request_deadline: Instant) {
         let _ = stream.set_nodelay(true);

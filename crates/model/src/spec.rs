@@ -126,7 +126,7 @@ impl Pattern {
 
     /// Datagrams the size list sends in all (None without a list).
     pub fn total_datagrams(&self) -> Option<u64> {
-        (!self.sizes.is_empty()).then(|| self.sizes.iter().map(|(c, _)| c).sum())
+        (!self.sizes.is_empty()).then(|| self.sizes.iter().fold(0u64, |n, (c, _)| n.saturating_add(*c)))
     }
 }
 
@@ -296,6 +296,10 @@ pub struct TestSpec {
 /// A spec that cannot run, with the flag to blame.
 #[derive(Debug, Error, PartialEq)]
 pub enum SpecError {
+    /// Options of another kind of test (UDP options on a TCP test, ...): a request that no
+    /// client builds, refused so that no code reads unchecked values from it.
+    #[error("{0}")]
+    Inconsistent(String),
     /// A burst, gap or pause that no sender can follow.
     #[error("{0}")]
     Pattern(String),
@@ -414,10 +418,17 @@ impl TestSpec {
     /// How long receivers keep listening after the peer's senders finished: the UDP grace
     /// period, or the rr timeout (a request sent last may still be answered).
     pub fn receive_grace_seconds(&self) -> f64 {
-        match (&self.udp, &self.rr) {
+        let grace = match (&self.udp, &self.rr) {
             (Some(u), _) => u.grace_seconds,
             (None, Some(r)) if r.udp => r.timeout_seconds,
             _ => 0.0,
+        };
+        // validate() bounds both to 60 s; a spec that skipped it still yields a wait that
+        // Duration can hold.
+        if grace.is_finite() {
+            grace.clamp(0.0, 60.0)
+        } else {
+            0.0
         }
     }
 
@@ -446,6 +457,15 @@ impl TestSpec {
                 TestKind::Tcp | TestKind::Rr => SpecError::BlockSize(self.block_bytes),
                 TestKind::Udp => SpecError::UdpPayload(self.block_bytes),
             });
+        }
+        let foreign = match self.kind {
+            TestKind::Tcp if self.udp.is_some() || self.rr.is_some() => Some("a TCP test carries UDP or rr options"),
+            TestKind::Udp if self.rr.is_some() => Some("a UDP test carries rr options"),
+            TestKind::Rr if self.udp.is_some() => Some("an rr test carries UDP options"),
+            _ => None,
+        };
+        if let Some(what) = foreign {
+            return Err(SpecError::Inconsistent(what.into()));
         }
         if self.kind == TestKind::Rr {
             let r = self.rr.as_ref().ok_or(SpecError::MissingRr)?;
@@ -488,6 +508,9 @@ impl TestSpec {
             if let Some(p) = &u.pattern {
                 if let Some(&(_, size)) = p.sizes.iter().find(|(_, s)| *s < UDP_HEADER_BYTES || *s > MAX_UDP_PAYLOAD) {
                     return Err(SpecError::UdpPayload(size));
+                }
+                if p.sizes.iter().try_fold(0u64, |n, (c, _)| n.checked_add(*c)).is_none() {
+                    return Err(SpecError::Pattern("--pattern: more than 2^64 datagrams in all".into()));
                 }
                 if p.burst == Some(0) || !(0.0..=MAX_SECONDS).contains(&p.gap_seconds) {
                     return Err(SpecError::Pattern(format!(

@@ -224,7 +224,8 @@ pub fn to_hex(bytes: &[u8]) -> String {
 
 /// Parses hex of exactly `N` bytes.
 pub fn from_hex<const N: usize>(hex: &str) -> Option<[u8; N]> {
-    if hex.len() != 2 * N || !hex.is_ascii() {
+    // from_str_radix alone would take "+7" as a byte.
+    if hex.len() != 2 * N || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut out = [0u8; N];

@@ -181,7 +181,8 @@ pub fn cookie_to_hex(cookie: &[u8; 16]) -> String {
 /// Parses 32 hex digits into a cookie.
 pub fn cookie_from_hex(hex: &str) -> Result<[u8; 16], ProtocolError> {
     let bad = || ProtocolError::Malformed(format!("cookie {hex:?} is not 32 hex digits"));
-    if hex.len() != 32 || !hex.is_ascii() {
+    // from_str_radix alone would take "+7" as a byte.
+    if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad());
     }
     let mut c = [0u8; 16];
