@@ -26,6 +26,7 @@ const BYTE_BODIES: &[(&str, Body)] = &[
     ("datagram", bodies::datagram),
     ("spec", bodies::spec),
     ("key_file", bodies::key_file),
+    ("iperf3_client", bodies::iperf3_client),
 ];
 fn config(cases: u32) -> ProptestConfig {
     let default = ProptestConfig::default();

@@ -194,6 +194,57 @@ pub fn key_file(data: &[u8]) {
     }
 }
 
+/// iperf3's control protocol, client side (netchar as an iperf3 client): whatever a peer
+/// on port 5201 answers, in pieces whose sizes come from the data, the session never panics,
+/// its output stays small (a cookie, a parameters JSON, state bytes, its results JSON), and an
+/// ended session stays ended.
+pub fn iperf3_client(data: &[u8]) {
+    use netchar_wire::iperf3::{make_cookie, Client, Params};
+    let now = std::time::Instant::now();
+    let Some((&mode, mut rest)) = data.split_first() else { return };
+    let params = Params {
+        seconds: 1.0,
+        bytes: 0,
+        parallel: 2,
+        len: 131_072,
+        reverse: mode & 1 == 1,
+        bidirectional: mode & 2 == 2,
+        omit: 0.0,
+        bandwidth: None,
+        window: None,
+        mss: None,
+        nodelay: false,
+        congestion: None,
+    };
+    let mut c = Client::new(now, params, make_cookie(&[mode; 36]));
+    let mut out = Vec::new();
+    let mut t = now;
+    let mut was_done = false;
+    while let Some((&n, tail)) = rest.split_first() {
+        let take = usize::from(n % 17).min(tail.len());
+        let (chunk, next) = tail.split_at(take);
+        rest = next;
+        match n % 5 {
+            0 => c.local_senders_done(t, &[(1, u64::from(n)), (2, 7)]),
+            1 => {
+                t += std::time::Duration::from_millis(u64::from(n) * 40);
+                let _ = c.handle_timeout(t);
+            }
+            _ => {
+                let _ = c.handle_input(t, chunk);
+            }
+        }
+        while c.poll_event().is_some() {}
+        out.clear();
+        c.poll_output(&mut out);
+        assert!(out.len() <= 64 * 1024, "{} bytes out for one step", out.len());
+        if was_done {
+            assert!(c.is_done() && out.is_empty(), "an ended iperf3 session came back to life");
+        }
+        was_done = c.is_done();
+    }
+}
+
 /// Valid examples of what the byte-input body `target` decodes; empty for other targets.
 pub fn seeds(target: &str) -> Vec<Vec<u8>> {
     let request = |spec: TestSpec| ClientMessage::Request {
@@ -234,6 +285,20 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 DatagramHeader::confirm(1, &[9; 16], &[8; 16], &[7; 8]).to_vec(),
                 DatagramHeader::challenge(1, &[8; 16]).to_vec(),
             ]
+        }
+        "iperf3_client" => {
+            // A whole upload as a scripted iperf3 server answers it: a step byte n takes
+            // n % 17 bytes of input when n % 5 is 2..4 (52: one byte, 67: sixteen, 2: two), and
+            // n % 5 == 0 reports this end's senders done.
+            let json = br#"{"streams":[]}"#;
+            let mut results = (json.len() as u32).to_be_bytes().to_vec();
+            results.extend_from_slice(json);
+            let mut script = vec![0u8, 52, 9, 52, 10, 52, 1, 52, 2, 0, 52, 13, 67];
+            script.extend_from_slice(&results[..16]);
+            script.push(2);
+            script.extend_from_slice(&results[16..]);
+            script.extend_from_slice(&[52, 14]);
+            vec![script]
         }
         "spec" => specs.iter().map(|s| serde_json::to_vec_pretty(s).expect("specs serialise")).collect(),
         // A seed's index, then edits: field 17 (pattern burst) to EDGES[2] (1).

@@ -4,7 +4,8 @@
 //! stable Rust (`crates/wire/tests/arbitrary_bytes.rs` includes this module by path), so both
 //! check the same things.
 //!
-//! - [`decoders`]: byte-input bodies (hello, frames, control messages, datagrams, key files)
+//! - [`decoders`]: byte-input bodies (hello, frames, control messages, datagrams, key files,
+//!   iperf3's client session)
 //!   and their seeds;
 //! - [`test_spec`]: the test request's spec, as JSON and field by field;
 //! - [`script`]: what a session's script is made of (the peer's messages, time, the driver's
@@ -21,6 +22,6 @@ pub mod script;
 pub mod session;
 pub mod test_spec;
 
-pub use decoders::{control_messages, datagram, frame, hello, key_file, seeds, FrameInput};
+pub use decoders::{control_messages, datagram, frame, hello, iperf3_client, key_file, seeds, FrameInput};
 pub use session::{client_session, server_session};
 pub use test_spec::{spec, spec_fields};
