@@ -77,7 +77,7 @@ iperf_version() {
 # commit the binary was built from, for the report header).
 build_netchar() {
   if [ "$NO_BUILD" != 1 ]; then
-    echo "building netchar: cargo build --release -q  (in $ROOT)"
+    echo "building netchar: cargo build --release -q"
     if ! (cd "$ROOT" && timeout 1800 cargo build --release -q); then
       echo "$BENCH.sh: cargo build failed; nothing measured" >&2; exit 1
     fi
