@@ -74,8 +74,15 @@ iperf_version() {
 # build_netchar: build first so the benchmark measures the current tree, then copy the binary
 # away (NC=$WORK/netchar): other engineers may rebuild target/release/netchar during the run.
 # Exits 1 when the build fails or there is no binary.  Sets NC, TARGET_DIR and NC_REV (the
-# commit the binary was built from, for the report header).
+# commit the binary was built from, for the report header).  With NETCHAR=PATH it builds
+# nothing and copies that binary instead (exit 2 if there is none).
 build_netchar() {
+  if [ -n "${NETCHAR:-}" ]; then
+    NC=$WORK/netchar
+    cp "$NETCHAR" "$NC" || { echo "$BENCH.sh: no netchar binary at $NETCHAR" >&2; exit 2; }
+    NC_REV="NETCHAR binary"
+    return
+  fi
   if [ "$NO_BUILD" != 1 ]; then
     echo "building netchar: cargo build --release -q"
     if ! (cd "$ROOT" && timeout 1800 cargo build --release -q); then

@@ -29,43 +29,35 @@ CLIENT_TIMEOUT_S=120
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 command -v python3 >/dev/null || { echo "load50.sh: needs python3 to read the JSON results" >&2; exit 2; }
 
-WORK=$(mktemp -d /tmp/netchar-load50.XXXXXX)
-if [ -n "${NETCHAR:-}" ]; then
-    BIN=$NETCHAR
-    REV="NETCHAR binary"
-else
-    (cd "$ROOT" && cargo build --release)
-    TARGET_DIR=${CARGO_TARGET_DIR:-target}
-    [[ $TARGET_DIR == /* ]] || TARGET_DIR=$ROOT/$TARGET_DIR
-    BIN=$TARGET_DIR/release/netchar
-    REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')
-    [ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] || REV="$REV+dirty"
-fi
-cp "$BIN" "$WORK/netchar" || { echo "load50.sh: no netchar binary at $BIN" >&2; exit 2; }
-NC=$WORK/netchar
-VERSION="$("$NC" --version | head -1) ($REV)"
+WORK=$(mktemp -d -t netchar-load50.XXXXXX)
+BENCH=load50
+NO_BUILD=0
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh" || exit 2
+build_netchar
+VERSION="$("$NC" --version | head -1) ($NC_REV)"
 
-SPID=
+SERVER_PID=
 PIDS=()
 # shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
     local p
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    if [ -n "$SPID" ] && kill -0 "$SPID" 2>/dev/null; then
-        kill -TERM "$SPID" 2>/dev/null || true
-        wait "$SPID" 2>/dev/null || true
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
     fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 "$NC" server -B 127.0.0.1 -p 0 --max-concurrent 50 --max-per-source 200 2>"$WORK/server.log" &
-SPID=$!
+SERVER_PID=$!
 PORT=
 for _ in $(seq 50); do
     PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$WORK/server.log" | head -1)
     [ -n "$PORT" ] && break
-    kill -0 "$SPID" 2>/dev/null || break
+    kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
 done
 if [ -z "$PORT" ]; then
@@ -76,10 +68,10 @@ fi
 
 # server_state: "rss_kib fds threads" of the server.
 server_state() {
-    echo "$(awk '/^VmRSS:/ {print $2}' "/proc/$SPID/status") $(find "/proc/$SPID/fd" -mindepth 1 -maxdepth 1 | wc -l) $(awk '/^Threads:/ {print $2}' "/proc/$SPID/status")"
+    echo "$(awk '/^VmRSS:/ {print $2}' "/proc/$SERVER_PID/status") $(find "/proc/$SERVER_PID/fd" -mindepth 1 -maxdepth 1 | wc -l) $(awk '/^Threads:/ {print $2}' "/proc/$SERVER_PID/status")"
 }
 
-echo "$VERSION load50: $CLIENTS tests at once against 127.0.0.1:$PORT (pid $SPID) --max-concurrent 50 --max-per-source 200; $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
+echo "$VERSION load50: $CLIENTS tests at once against 127.0.0.1:$PORT (pid $SERVER_PID) --max-concurrent 50 --max-per-source 200; $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
 read -r rss_before fds_before threads_before <<< "$(server_state)"
 
 # One manifest row per client: i kind title n; the checker reads it with the results.
@@ -115,7 +107,7 @@ while [ "$SECONDS" -lt $((CLIENT_TIMEOUT_S + 30)) ]; do
     alive=0
     for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
     [ "$alive" -eq 0 ] && break
-    if kill -0 "$SPID" 2>/dev/null; then
+    if kill -0 "$SERVER_PID" 2>/dev/null; then
         read -r rss fds threads <<< "$(server_state)"
         [ "$rss" -gt "$rss_max" ] && rss_max=$rss
         [ "$fds" -gt "$fds_max" ] && fds_max=$fds
@@ -134,7 +126,7 @@ PIDS=()
 
 # After: up to 5 s for the server to tear the last tests down, then its state and its exit.
 rss_after='?'; fds_after='?'; threads_after='?'
-if kill -0 "$SPID" 2>/dev/null; then
+if kill -0 "$SERVER_PID" 2>/dev/null; then
     for _ in $(seq 50); do
         read -r rss_after fds_after threads_after <<< "$(server_state)"
         [ "$fds_after" -eq "$fds_before" ] && [ "$threads_after" -eq "$threads_before" ] && break
@@ -142,9 +134,9 @@ if kill -0 "$SPID" 2>/dev/null; then
     done
 fi
 server_status=0
-kill -TERM "$SPID" 2>/dev/null || true
-wait "$SPID" 2>/dev/null || server_status=$?
-SPID=
+kill -TERM "$SERVER_PID" 2>/dev/null || true
+wait "$SERVER_PID" 2>/dev/null || server_status=$?
+SERVER_PID=
 
 CHECK_PY=$(cat <<'EOF'
 import json, os, re, sys

@@ -31,39 +31,31 @@ CLIENT_TIMEOUT_S=60
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 command -v python3 >/dev/null || { echo "soak.sh: needs python3 to read the JSON results" >&2; exit 2; }
 
-WORK=$(mktemp -d /tmp/netchar-soak.XXXXXX)
-if [ -n "${NETCHAR:-}" ]; then
-    BIN=$NETCHAR
-    REV="NETCHAR binary"
-else
-    (cd "$ROOT" && cargo build --release)
-    TARGET_DIR=${CARGO_TARGET_DIR:-target}
-    [[ $TARGET_DIR == /* ]] || TARGET_DIR=$ROOT/$TARGET_DIR
-    BIN=$TARGET_DIR/release/netchar
-    REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')
-    [ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] || REV="$REV+dirty"
-fi
-cp "$BIN" "$WORK/netchar" || { echo "soak.sh: no netchar binary at $BIN" >&2; exit 2; }
-NC=$WORK/netchar
-VERSION="$("$NC" --version | head -1) ($REV)"
+WORK=$(mktemp -d -t netchar-soak.XXXXXX)
+BENCH=soak
+NO_BUILD=0
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh" || exit 2
+build_netchar
+VERSION="$("$NC" --version | head -1) ($NC_REV)"
 
-SPID=
+SERVER_PID=
 stop_server() {
-    if [ -n "$SPID" ] && kill -0 "$SPID" 2>/dev/null; then
-        kill -TERM "$SPID" 2>/dev/null || true
-        wait "$SPID" 2>/dev/null || true
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
     fi
 }
 trap stop_server EXIT
 trap 'exit 130' INT TERM
 
 "$NC" server -B 127.0.0.1 -p 0 --max-concurrent 4 2>"$WORK/server.log" &
-SPID=$!
+SERVER_PID=$!
 PORT=
 for _ in $(seq 50); do
     PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$WORK/server.log" | head -1)
     [ -n "$PORT" ] && break
-    kill -0 "$SPID" 2>/dev/null || break
+    kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
 done
 if [ -z "$PORT" ]; then
@@ -146,9 +138,9 @@ EOF
 SAMPLES=()
 sample() {
     local rss threads fds
-    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$SPID/status")
-    threads=$(awk '/^Threads:/ {print $2}' "/proc/$SPID/status")
-    fds=$(find "/proc/$SPID/fd" -mindepth 1 -maxdepth 1 | wc -l)
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$SERVER_PID/status")
+    threads=$(awk '/^Threads:/ {print $2}' "/proc/$SERVER_PID/status")
+    fds=$(find "/proc/$SERVER_PID/fd" -mindepth 1 -maxdepth 1 | wc -l)
     SAMPLES+=("$SECONDS $rss $fds $threads")
     printf '%5d s  tests %5d  failures %3d  RSS %6.1f MiB  fds %3d  threads %3d\n' \
         "$SECONDS" "$TESTS" "${#FAILURES[@]}" "$(awk -v k="$rss" 'BEGIN {print k / 1024}')" "$fds" "$threads"
@@ -167,12 +159,12 @@ TESTS=0
 FAILURES=()
 MAX_TESTS=$((MINUTES * 60 * 100))   # a bound on the loop even if every test failed at once
 
-echo "$VERSION soak: $MINUTES min, server on 127.0.0.1:$PORT (pid $SPID) --max-concurrent 4; $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
+echo "$VERSION soak: $MINUTES min, server on 127.0.0.1:$PORT (pid $SERVER_PID) --max-concurrent 4; $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
 SECONDS=0
 sample
 next_sample=$SAMPLE_EVERY_S
 while [ "$SECONDS" -lt $((MINUTES * 60)) ] && [ "$TESTS" -lt "$MAX_TESTS" ]; do
-    if ! kill -0 "$SPID" 2>/dev/null; then
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
         FAILURES+=("at $SECONDS s: the server exited; last lines of its log: $(tail -3 "$WORK/server.log" | tr '\n' '|')")
         break
     fi
@@ -193,7 +185,7 @@ while [ "$SECONDS" -lt $((MINUTES * 60)) ] && [ "$TESTS" -lt "$MAX_TESTS" ]; do
         cp "$WORK/test.err" "$WORK/failed-$TESTS.err"
         echo "FAILED: ${FAILURES[-1]}"
     fi
-    if [ "$SECONDS" -ge "$next_sample" ] && [ "$SECONDS" -lt $((MINUTES * 60)) ] && kill -0 "$SPID" 2>/dev/null; then
+    if [ "$SECONDS" -ge "$next_sample" ] && [ "$SECONDS" -lt $((MINUTES * 60)) ] && kill -0 "$SERVER_PID" 2>/dev/null; then
         sample
         next_sample=$((next_sample + SAMPLE_EVERY_S))
     fi
@@ -202,19 +194,19 @@ done
 # The final sample: give the server up to 5 s to finish tearing down the last test.
 first_fds=$(awk '{print $3}' <<< "${SAMPLES[0]}")
 first_threads=$(awk '{print $4}' <<< "${SAMPLES[0]}")
-if kill -0 "$SPID" 2>/dev/null; then
+if kill -0 "$SERVER_PID" 2>/dev/null; then
     for _ in $(seq 50); do
-        [ "$(find "/proc/$SPID/fd" -mindepth 1 -maxdepth 1 | wc -l)" -eq "$first_fds" ] &&
-            [ "$(awk '/^Threads:/ {print $2}' "/proc/$SPID/status")" -eq "$first_threads" ] && break
+        [ "$(find "/proc/$SERVER_PID/fd" -mindepth 1 -maxdepth 1 | wc -l)" -eq "$first_fds" ] &&
+            [ "$(awk '/^Threads:/ {print $2}' "/proc/$SERVER_PID/status")" -eq "$first_threads" ] && break
         sleep 0.1
     done
     sample
 fi
 logged=$(grep -c '^test from' "$WORK/server.log" || true)
 server_status=0
-kill -TERM "$SPID" 2>/dev/null || true
-wait "$SPID" 2>/dev/null || server_status=$?
-SPID=
+kill -TERM "$SERVER_PID" 2>/dev/null || true
+wait "$SERVER_PID" 2>/dev/null || server_status=$?
+SERVER_PID=
 
 # summarize: the figures and the verdict from SAMPLES (stdin: "elapsed_s rss_kib fds threads").
 SUMMARY_PY=$(cat <<'PYEOF'
