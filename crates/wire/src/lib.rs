@@ -5,6 +5,7 @@
 //!   recognition of peers that are not netchar (an iperf3 server, an SSH banner, ...);
 //! - [`codec`]: length-prefixed frames with a hard size cap checked before allocation;
 //! - [`message`]: the typed messages carried in frames;
+//! - [`iperf2`]: iperf2's in-band headers and UDP server report, and lwiperf's use of them;
 //! - [`iperf3`]: iperf3's control protocol, client side (netchar as an iperf3 client);
 //! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
 //!   through `handle_input` and go out through `poll_output`; what the driver must do comes out
@@ -25,6 +26,7 @@ pub mod auth;
 pub mod codec;
 pub mod datagram;
 pub mod hello;
+pub mod iperf2;
 pub mod iperf3;
 pub mod message;
 pub mod session;
