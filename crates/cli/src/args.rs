@@ -94,6 +94,12 @@ pub(crate) struct ServerArgs {
     /// Log each test as one JSON line on stderr instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also answer iperf3 clients (TCP and UDP, -R, --bidir, -P) on --iperf3-port.
+    #[arg(long)]
+    pub(crate) iperf3: bool,
+    /// Port of the iperf3 server (default 5201; TCP and UDP).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) iperf3_port: Option<u16>,
 }
 
 /// Flags every client test shares.

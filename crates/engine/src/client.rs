@@ -553,7 +553,8 @@ impl<'a> Driver<'a> {
         let mut buf = [0u8; 2048];
         for s in &mut self.udp_setup {
             // The socket is connected to the peer's port: only the peer's datagrams arrive.
-            while let Ok(n) = s.socket.recv(&mut buf) {
+            while !s.handshake.answered() {
+                let Ok(n) = s.socket.recv(&mut buf) else { break };
                 if s.handshake.on_datagram(&buf[..n]) {
                     let _ = s.socket.send(&s.handshake.datagram());
                 }
@@ -562,7 +563,7 @@ impl<'a> Driver<'a> {
         if self.udp_setup.is_empty() || self.udp_setup_sent.is_some_and(|t| t.elapsed() < Duration::from_millis(50)) {
             return;
         }
-        for s in &self.udp_setup {
+        for s in self.udp_setup.iter().filter(|s| !s.handshake.answered()) {
             let _ = s.socket.send(&s.handshake.datagram());
         }
         self.udp_setup_sent = Some(Instant::now());

@@ -360,7 +360,7 @@ impl Refusals {
 /// A UDP socket on the server's address and port that other sockets may share: the listener
 /// for setup datagrams, and each test stream's socket connected to its client (the kernel
 /// delivers to the connected socket first).
-fn bind_udp(local: SocketAddr) -> io::Result<UdpSocket> {
+pub(crate) fn bind_udp(local: SocketAddr) -> io::Result<UdpSocket> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(local), Type::DGRAM, None)?;
     socket.set_reuse_address(true)?;

@@ -5,7 +5,7 @@
 //!   recognition of peers that are not netchar (an iperf3 server, an SSH banner, ...);
 //! - [`codec`]: length-prefixed frames with a hard size cap checked before allocation;
 //! - [`message`]: the typed messages carried in frames;
-//! - [`iperf3`]: iperf3's control protocol, client side (netchar as an iperf3 client);
+//! - [`iperf3`]: iperf3's control protocol, both sides, and its UDP header;
 //! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
 //!   through `handle_input` and go out through `poll_output`; what the driver must do comes out
 //!   of `poll_event`.
