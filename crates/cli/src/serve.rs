@@ -172,14 +172,14 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
     let mut server = Server::bind(cfg.clone()).with_context(|| format!("cannot listen on {bind}"))?;
     let addr = server.local_addr()?;
     eprintln!("netchar server {} listening on {addr}", env!("CARGO_PKG_VERSION"));
+    eprintln!("{}", describe(&cfg));
     if let Some(port) = peers.iperf3 {
         let at = SocketAddr::new(bind.ip(), port);
         let listener = Iperf3Listener::bind(at)
             .with_context(|| format!("--iperf3: cannot listen on {at} (is an iperf3 server running there?)"))?;
-        eprintln!("answering iperf3 clients on {} (TCP and UDP)", listener.local_addr());
+        eprintln!("answering iperf3 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
         server = server.with_peer(Box::new(listener));
     }
-    eprintln!("{}", describe(&cfg));
     server.run(stop, move |entry| eprintln!("{}", log_line(&entry, json)))?;
     eprintln!("netchar server stopped");
     Ok(0)
@@ -265,7 +265,7 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                     .iter()
                     .map(|(id, a)| serde_json::json!({"stream": id, "address": a.to_string()}))
                     .collect();
-                serde_json::json!({"event": "test", "peer": t.peer.to_string(), "user": t.user, "data_paths": data,
+                serde_json::json!({"event": "test", "protocol": t.protocol, "peer": t.peer.to_string(), "user": t.user, "data_paths": data,
                     "refused_data": t.refused_data, "kind": t.spec.kind, "direction": t.spec.direction,
                     "streams": t.spec.streams, "concurrent_tests": t.concurrent_tests, "flows": f, "error": t.error})
                 .to_string()
@@ -289,8 +289,9 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                 } else {
                     String::new()
                 };
+                let proto = if t.protocol == "netchar" { String::new() } else { format!("{} ", t.protocol) };
                 format!(
-                    "test from {}{user}{data}{refused}: {kind} x{} {}{err}",
+                    "{proto}test from {}{user}{data}{refused}: {kind} x{} {}{err}",
                     t.peer,
                     t.spec.streams,
                     parts.join("; ")

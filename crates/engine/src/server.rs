@@ -90,6 +90,8 @@ pub enum ServerLog {
 /// One test as the server saw it.
 #[derive(Debug, Clone)]
 pub struct TestLog {
+    /// The protocol the client spoke: "netchar", or a peer protocol's name ("iperf3", ...).
+    pub protocol: &'static str,
     /// The client's control connection.
     pub peer: SocketAddr,
     /// Where each data stream came from (TCP) or was sent to (UDP), by stream id.
@@ -639,6 +641,7 @@ impl<'a> ControlSession<'a> {
         me.linger();
         match me.spec.take() {
             Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(Box::new(TestLog {
+                protocol: "netchar",
                 peer,
                 data_paths: std::mem::take(&mut me.data_paths),
                 user: me.user.clone(),

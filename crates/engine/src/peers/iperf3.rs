@@ -267,6 +267,7 @@ impl<'a> ControlSession<'a> {
         me.linger();
         match me.spec.take() {
             Some(spec) if concurrent_tests > 0 => me.ctx.log(ServerLog::Test(Box::new(TestLog {
+                protocol: "iperf3",
                 peer,
                 data_paths: std::mem::take(&mut me.data_paths),
                 user: None,
