@@ -193,8 +193,9 @@ pub(crate) struct CommonArgs {
     /// The user of --psk-file to authenticate as.
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
-    /// The server's protocol: netchar (default), or iperf3 for an `iperf3 -s` (TCP tests).
-    #[arg(long = "proto", value_name = "PROTO", default_value = "netchar")]
+    /// The server's protocol: auto (default: netchar, or the peer protocol the server answers in),
+    /// netchar, or iperf3 for an `iperf3 -s`.
+    #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
 }
 

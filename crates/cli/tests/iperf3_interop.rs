@@ -156,3 +156,39 @@ fn udp_up_and_down_match_the_iperf3_servers_datagram_counts() {
     let lost = u(&mine["udp_received"]["lost"]);
     assert_eq!(received + lost * 1200, sent, "received + lost == the server's sent datagrams");
 }
+
+#[test]
+fn without_proto_netchar_finds_the_iperf3_server_and_says_so() {
+    if Command::new("iperf3").arg("--version").output().is_err() {
+        assert!(std::env::var("CI").is_err(), "iperf3 is not installed but CI must run the interop tests");
+        eprintln!("skipping iperf3 interop test: iperf3 is not installed (apt-get install iperf3)");
+        return;
+    }
+    // A lasting server: the probe that finds it out is a connection of its own.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new("iperf3")
+        .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let p = port.to_string();
+    let r = netchar(&["tcp", "127.0.0.1", "-p", &p, "-t", "1", "--json"]);
+    let r_rr = netchar(&["rr", "127.0.0.1", "-p", &p, "-t", "1"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("answered as an iperf3 server"), "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["test"]["protocol"], "iperf3");
+    let (sent, received) = flow_bytes(&v, "up");
+    assert!(received > 0 && received <= sent);
+    // What iperf3 cannot run is named, with the protocol found.
+    assert_ne!(r_rr.code, 0);
+    assert!(
+        r_rr.stderr.contains("an iperf3 server answered") && r_rr.stderr.contains("only TCP and UDP"),
+        "{}",
+        r_rr.stderr
+    );
+}

@@ -181,6 +181,12 @@ fn one_test_at_a_time_across_protocols_and_limits_apply() {
         Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "30", "-J"]).output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.get("error").is_some(), "a 30 s test ran under --max-duration 5");
-    let lines = s.log_lines(Duration::from_secs(2)).join("\n");
+    let mut lines = String::new();
+    for _ in 0..25 {
+        lines.push_str(&s.log_lines(Duration::from_millis(200)).join("\n"));
+        if lines.contains("--max-duration") {
+            break;
+        }
+    }
     assert!(lines.contains("--max-duration"), "{lines}");
 }

@@ -110,6 +110,10 @@ pub trait UdpHandshake: Send {
     fn answered(&self) -> bool {
         false
     }
+    /// Whether [`Self::datagram`] should go out now (the driver asks every 50 ms).
+    fn due(&mut self, _now: Instant) -> bool {
+        true
+    }
 }
 
 /// A client's control protocol, sans-IO. Every method's contract is that of
@@ -387,12 +391,23 @@ fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String
     })
 }
 
-/// iperf3's UDP stream setup: a 4-byte hello, repeated until the test starts (iperf3's own
-/// client sends it once and waits 30 s; a lost hello then hangs the test). The answer is only
+/// iperf3's UDP stream setup: a 4-byte hello per stream, one stream after the other as iperf3
+/// servers take them (each re-binds its listener after connecting the previous stream's
+/// socket), repeated after a second without an answer (iperf3's own client sends it once and
+/// waits 30 s: a lost hello hangs its test). A hello repeated sooner could reach the stream's
+/// socket after the test starts, and iperf3 counts it as 4 bytes of data. The answer is only
 /// noted: the test starts on the control connection's TEST_RUNNING.
 struct Iperf3UdpHello {
+    /// This stream's place in the order (0, 1, ...).
+    index: usize,
+    /// Streams answered so far, shared by the test's hellos.
+    answered_streams: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     answered: bool,
+    sent: Option<Instant>,
 }
+
+/// How long an iperf3 UDP hello waits for its answer before it is sent again.
+const IPERF3_HELLO_REPEAT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl UdpHandshake for Iperf3UdpHello {
     fn datagram(&self) -> Vec<u8> {
@@ -400,14 +415,24 @@ impl UdpHandshake for Iperf3UdpHello {
     }
 
     fn on_datagram(&mut self, bytes: &[u8]) -> bool {
-        if netchar_wire::iperf3::is_udp_reply(bytes) {
+        if !self.answered && netchar_wire::iperf3::is_udp_reply(bytes) {
             self.answered = true;
+            self.answered_streams.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         false
     }
 
     fn answered(&self) -> bool {
         self.answered
+    }
+
+    fn due(&mut self, now: Instant) -> bool {
+        let my_turn = self.answered_streams.load(std::sync::atomic::Ordering::SeqCst) == self.index;
+        let due = my_turn && self.sent.map_or(true, |t| now.duration_since(t) >= IPERF3_HELLO_REPEAT);
+        if due {
+            self.sent = Some(now);
+        }
+        due
     }
 }
 
@@ -429,11 +454,19 @@ impl ClientControl for Iperf3Control {
         Some(match self.client.poll_event()? {
             Event::CreateStreams => {
                 let cookie = self.client.cookie().to_vec();
+                let answered_streams = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
                 let mut streams = Vec::new();
                 for &flow in self.spec.direction.flows() {
                     for id in self.spec.stream_ids(flow) {
                         let transport = if self.spec.kind == netchar_model::TestKind::Udp {
-                            Transport::Udp { handshake: Box::new(Iperf3UdpHello { answered: false }) }
+                            Transport::Udp {
+                                handshake: Box::new(Iperf3UdpHello {
+                                    index: streams.len(),
+                                    answered_streams: answered_streams.clone(),
+                                    answered: false,
+                                    sent: None,
+                                }),
+                            }
                         } else {
                             Transport::Tcp { preamble: cookie.clone() }
                         };

@@ -41,6 +41,14 @@ pub enum ProtocolError {
     /// The peer's first bytes are not a netchar hello; the string says what they look like.
     #[error("the peer is not a netchar server: {0}")]
     NotNetchar(String),
+    /// The peer's first bytes are another protocol's, one netchar also speaks.
+    #[error("the peer is not a netchar server: {what}")]
+    PeerProtocol {
+        /// The protocol, as `--proto` names it ("iperf3", "echo", "chargen").
+        protocol: &'static str,
+        /// What it answered.
+        what: String,
+    },
     /// The peer speaks another protocol version.
     #[error("the peer speaks netchar control protocol v{peer}, this netchar speaks v{ours}; run the same netchar version on both ends")]
     Version {

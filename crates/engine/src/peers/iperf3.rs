@@ -37,7 +37,8 @@ const SETTLE_WAIT: Duration = Duration::from_secs(3);
 
 /// Data streams arriving for a test.
 enum Arrival {
-    Tcp(TcpStream),
+    /// A TCP data connection and its place in the listener's accept order.
+    Tcp(TcpStream, u64),
     /// A UDP hello from this address with these bytes.
     Udp(SocketAddr, Vec<u8>),
 }
@@ -93,6 +94,9 @@ impl PeerListener for Iperf3Listener {
             ctx.log(ServerLog::Rejected { peer: local, reason: "iperf3 listener: cannot poll".into() });
             return;
         }
+        // iperf3 numbers a test's streams in the order the client connected them, and each
+        // connection's cookie is read on a thread of its own: the accept order is kept here.
+        let mut accepted: u64 = 0;
         while !ctx.stop().is_raised() {
             let (stream, peer) = match self.tcp.accept() {
                 Ok(c) => c,
@@ -110,9 +114,11 @@ impl PeerListener for Iperf3Listener {
                 }
             };
             let (ctx, routes) = (ctx.clone(), routes.clone());
+            accepted += 1;
+            let order = accepted;
             let _ = std::thread::Builder::new().name("netchar-iperf3".into()).spawn(move || {
                 let _slot = slot;
-                handle_connection(stream, peer, local, &ctx, &routes);
+                handle_connection(stream, peer, order, local, &ctx, &routes);
             });
         }
         if let Ok(h) = hellos {
@@ -143,6 +149,7 @@ fn udp_hellos(udp: UdpSocket, ctx: &PeerContext, routes: &Mutex<Routes>) {
 fn handle_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
+    order: u64,
     local: SocketAddr,
     ctx: &PeerContext,
     routes: &Mutex<Routes>,
@@ -172,7 +179,7 @@ fn handle_connection(
         let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((control_ip, tx)) = routes.by_cookie.get(&cookie) {
             if ctx.data_allowed(*control_ip, peer.ip()) {
-                let _ = tx.try_send(Arrival::Tcp(stream));
+                let _ = tx.try_send(Arrival::Tcp(stream, order));
             } else {
                 ctx.log(ServerLog::Rejected {
                     peer,
@@ -200,6 +207,8 @@ struct ControlSession<'a> {
     spec: Option<TestSpec>,
     test: Option<PeerTest>,
     arrivals: Option<mpsc::Receiver<Arrival>>,
+    /// TCP data connections in, with their accept order, until all are.
+    tcp_in: Vec<(u64, TcpStream)>,
     streams: Vec<DataStream>,
     data_paths: Vec<(u32, SocketAddr)>,
     plane: Option<DataPlane>,
@@ -241,6 +250,7 @@ impl<'a> ControlSession<'a> {
             spec: None,
             test: None,
             arrivals: None,
+            tcp_in: Vec::new(),
             streams: Vec::new(),
             data_paths: Vec::new(),
             plane: None,
@@ -413,44 +423,54 @@ impl<'a> ControlSession<'a> {
         }
     }
 
-    /// Takes the test's data streams in arrival order (iperf3 numbers them so); starts the
-    /// test when all are in.
+    /// Takes the test's data streams: TCP numbered by accept order once all are in, UDP in
+    /// the order of their hellos (each answered at once); starts the test when all are in.
     fn collect_streams(&mut self) -> Result<(), String> {
         let (Some(rx), Some(spec)) = (&self.arrivals, &self.spec) else { return Ok(()) };
         let expected = spec.total_streams() as usize;
         while let Ok(arrival) = rx.try_recv() {
-            let id = self.streams.len() as u32 + 1;
-            let flow = spec.flow_of(id).ok_or("more data streams than the test has")?;
-            let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
-            let socket = match arrival {
-                Arrival::Tcp(socket) if spec.kind == TestKind::Tcp => {
-                    post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
-                    if let Ok(from) = socket.peer_addr() {
-                        self.data_paths.push((id, from));
+            match arrival {
+                Arrival::Tcp(socket, order) if spec.kind == TestKind::Tcp => {
+                    if self.tcp_in.len() == expected {
+                        return Err("more data connections than the test has".into());
                     }
-                    DataSocket::Tcp(socket)
+                    self.tcp_in.push((order, socket));
                 }
                 Arrival::Udp(from, hello) if spec.kind == TestKind::Udp => {
                     // Repeated hellos from a stream already in: not a new stream.
                     if self.data_paths.iter().any(|(_, a)| *a == from) {
                         continue;
                     }
+                    let id = self.streams.len() as u32 + 1;
+                    let flow = spec.flow_of(id).ok_or("more data streams than the test has")?;
+                    let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
                     let socket = bind_udp(SocketAddr::new(self.local.ip(), self.local.port()))
                         .and_then(|s| s.connect(from).map(|_| s))
                         .map_err(|e| format!("cannot open UDP stream {id} to {from}: {e}"))?;
                     size_udp_buffers(&socket);
                     socket.send(&udp_reply_to(&hello)).map_err(|e| format!("UDP stream {id}: {e}"))?;
                     self.data_paths.push((id, from));
-                    DataSocket::Udp(socket)
+                    self.streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
                 }
                 _ => return Err("a data stream of the other transport than the test's".into()),
-            };
-            self.streams.push(DataStream { id, flow, role, socket });
-            if self.streams.len() == expected {
-                self.unroute();
-                self.start()?;
-                break;
             }
+        }
+        if self.tcp_in.len() == expected {
+            self.tcp_in.sort_by_key(|(order, _)| *order);
+            for (i, (_, socket)) in std::mem::take(&mut self.tcp_in).into_iter().enumerate() {
+                let id = i as u32 + 1;
+                let flow = spec.flow_of(id).ok_or("more data streams than the test has")?;
+                let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
+                post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
+                if let Ok(from) = socket.peer_addr() {
+                    self.data_paths.push((id, from));
+                }
+                self.streams.push(DataStream { id, flow, role, socket: DataSocket::Tcp(socket) });
+            }
+        }
+        if self.streams.len() == expected {
+            self.unroute();
+            self.start()?;
         }
         Ok(())
     }
