@@ -2,7 +2,7 @@
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
 use crate::control::{
-    ClientControl, ControlConnection, ControlEvent, Iperf3Control, NativeClient, OpenStream, Transport, UdpHandshake,
+    ClientControl, ControlConnection, ControlEvent, NativeClient, OpenStream, Transport, UdpHandshake,
 };
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
@@ -113,7 +113,7 @@ impl Protocol {
                 }
                 let mut random = [0u8; 36];
                 let _ = getrandom::getrandom(&mut random);
-                Box::new(Iperf3Control::new(now, spec, &random)?)
+                Box::new(crate::peers::iperf3::Iperf3Control::new(now, spec, &random)?)
             }
         })
     }
