@@ -1,7 +1,9 @@
 //! The client: connects, runs the control session, opens the data connections, runs this
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
-use crate::control::{ClientControl, ControlEvent, Iperf3Control, NativeClient, OpenStream, Transport, UdpHandshake};
+use crate::control::{
+    ClientControl, ControlConnection, ControlEvent, Iperf3Control, NativeClient, OpenStream, Transport, UdpHandshake,
+};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::tcp_setup::{connect_data, ConnectFailure};
@@ -269,7 +271,8 @@ struct Driver<'a> {
     udp_setup: Vec<UdpSetup>,
     udp_setup_sent: Option<Instant>,
     addr: SocketAddr,
-    control: TcpStream,
+    /// The control connection; `None` for protocols without one (ControlConnection::None).
+    control: Option<TcpStream>,
     /// The control protocol's sans-IO session (crate::control).
     session: Box<dyn ClientControl>,
     pending_streams: Option<Vec<DataStream>>,
@@ -301,50 +304,57 @@ impl<'a> Driver<'a> {
     fn connect(cfg: &'a ClientConfig, addrs: &[SocketAddr]) -> Result<Self, ClientError> {
         let mut last = None;
         for &addr in addrs {
-            match TcpStream::connect_timeout(&addr, cfg.connect_timeout) {
-                Ok(control) => {
-                    let _ = control.set_nodelay(true);
-                    let mut spec = cfg.spec.clone();
-                    if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
-                        // The largest payload that fits a 1500-byte Ethernet frame.
-                        spec.block_bytes = if addr.is_ipv4() { 1472 } else { 1452 };
-                    }
-                    let (live_tx, live_rx) = mpsc::channel();
-                    return Ok(Self {
-                        cfg,
-                        addr,
-                        control,
-                        session: cfg.protocol.session(Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?,
-                        spec,
-                        udp_setup: Vec::new(),
-                        udp_setup_sent: None,
-                        pending_streams: None,
-                        plane: None,
-                        plane_started: false,
-                        meter: None,
-                        started_at: now_rfc3339(),
-                        concurrent_tests: 1,
-                        remote_host: None,
-                        remote: None,
-                        local_records: Vec::new(),
-                        latency: None,
-                        connect_latency: None,
-                        wakeups: None,
-                        // Calibrated before connecting, while this end is quiet.
-                        idle: cfg
-                            .spec
-                            .measure_idle
-                            .then(|| (crate::load::IdleMeter::start(Duration::from_millis(300)), None)),
-                        local_cpu: None,
-                        peer_totals: None,
-                        senders_reported: false,
-                        first_error: None,
-                        live_tx,
-                        live_rx,
-                    });
-                }
-                Err(e) => last = Some(connect_error(addr, e, cfg.connect_timeout)),
+            let mut spec = cfg.spec.clone();
+            if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
+                // The largest payload that fits a 1500-byte Ethernet frame.
+                spec.block_bytes = if addr.is_ipv4() { 1472 } else { 1452 };
             }
+            let session = cfg.protocol.session(Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?;
+            let control = match session.connection() {
+                // Without a control connection the first address is the one: nothing tells
+                // whether it answers before the data streams try it.
+                ControlConnection::None => None,
+                ControlConnection::Tcp => match TcpStream::connect_timeout(&addr, cfg.connect_timeout) {
+                    Ok(control) => {
+                        let _ = control.set_nodelay(true);
+                        Some(control)
+                    }
+                    Err(e) => {
+                        last = Some(connect_error(addr, e, cfg.connect_timeout));
+                        continue;
+                    }
+                },
+            };
+            let (live_tx, live_rx) = mpsc::channel();
+            return Ok(Self {
+                cfg,
+                addr,
+                control,
+                session,
+                spec,
+                udp_setup: Vec::new(),
+                udp_setup_sent: None,
+                pending_streams: None,
+                plane: None,
+                plane_started: false,
+                meter: None,
+                started_at: now_rfc3339(),
+                concurrent_tests: 1,
+                remote_host: None,
+                remote: None,
+                local_records: Vec::new(),
+                latency: None,
+                connect_latency: None,
+                wakeups: None,
+                // Calibrated before connecting, while this end is quiet.
+                idle: cfg.spec.measure_idle.then(|| (crate::load::IdleMeter::start(Duration::from_millis(300)), None)),
+                local_cpu: None,
+                peer_totals: None,
+                senders_reported: false,
+                first_error: None,
+                live_tx,
+                live_rx,
+            });
         }
         Err(last.unwrap_or(ClientError::Resolve { host: cfg.host.clone(), message: "no address".into() }))
     }
@@ -416,10 +426,8 @@ impl<'a> Driver<'a> {
     fn flush(&mut self) -> Result<(), ClientError> {
         let mut out = Vec::new();
         self.session.poll_output(&mut out);
-        if !out.is_empty() {
-            self.control
-                .write_all(&out)
-                .map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
+        if let (false, Some(control)) = (out.is_empty(), &mut self.control) {
+            control.write_all(&out).map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
         }
         Ok(())
     }
@@ -430,8 +438,13 @@ impl<'a> Driver<'a> {
             .poll_timeout()
             .map_or(Duration::from_millis(50), |t| t.saturating_duration_since(Instant::now()))
             .clamp(Duration::from_millis(1), Duration::from_millis(50));
-        let _ = self.control.set_read_timeout(Some(wait));
-        match self.control.read(buf) {
+        let Some(control) = &mut self.control else {
+            // No control connection: wait for the workers or the session's next timeout.
+            std::thread::sleep(wait);
+            return Ok(());
+        };
+        let _ = control.set_read_timeout(Some(wait));
+        match control.read(buf) {
             Ok(0) => {
                 self.session.handle_eof(Instant::now())?;
                 Ok(())

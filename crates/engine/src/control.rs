@@ -130,6 +130,21 @@ pub trait ClientControl: Send {
     fn is_done(&self) -> bool;
     /// The UDP datagram format of this protocol's tests.
     fn datagrams(&self) -> DatagramFormatKind;
+    /// Whether the driver connects a control connection for this session first.
+    fn connection(&self) -> ControlConnection {
+        ControlConnection::Tcp
+    }
+}
+
+/// How a protocol talks to its peer besides the data streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlConnection {
+    /// A TCP connection to the peer's address and port, carrying the session's bytes.
+    Tcp,
+    /// None (iperf2, echo/discard/chargen): the driver connects nothing itself; the session
+    /// emits its events from its first poll, its timeouts and the local senders' totals, and
+    /// its output bytes are discarded.
+    None,
 }
 
 /// netchar's own control protocol (docs/protocol.md) behind the seam.
