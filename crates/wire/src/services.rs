@@ -16,6 +16,8 @@
 //! echo server returns it unchanged, so the client's receiver counts loss, reordering and
 //! duplicates by sequence number exactly, and the send stamp gives the round trip.
 
+use crate::datagram::{DatagramFormat, NativeFormat, Received};
+
 /// RFC 864's line: 72 characters, then CR LF.
 pub const CHARGEN_LINE: usize = 72;
 /// The printable ASCII characters the pattern cycles through (32..=126).
@@ -187,6 +189,37 @@ impl ChargenCheck {
     }
 }
 
+/// The UDP echo payload: netchar's own header ([`crate::datagram`]) as the sender writes it;
+/// what comes back is credited to the stream `offset` ids above the one that sent it (the
+/// stream that reads the echoes on the sender's socket), so the receiver settles loss,
+/// reordering and duplicates against the sender's exact count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EchoFormat {
+    /// How far the echo stream's id is above its sender's.
+    pub offset: u32,
+}
+
+impl DatagramFormat for EchoFormat {
+    fn header_len(&self) -> usize {
+        NativeFormat.header_len()
+    }
+    fn emit(&self, buf: &mut [u8], stream_id: u32, sequence: u64, sent_ns: u64) {
+        NativeFormat.emit(buf, stream_id, sequence, sent_ns);
+    }
+    fn stamp(&self, buf: &mut [u8], sequence: u64, sent_ns: u64) {
+        NativeFormat.stamp(buf, sequence, sent_ns);
+    }
+    fn classify(&self, buf: &[u8]) -> Received {
+        match NativeFormat.classify(buf) {
+            Received::Data { stream_id, sequence, sent_ns } => match stream_id.checked_add(self.offset) {
+                Some(stream_id) => Received::Data { stream_id, sequence, sent_ns },
+                None => Received::Foreign,
+            },
+            other => other,
+        }
+    }
+}
+
 /// The length of a netchar server's answer to a UDP datagram of `request` bytes: echo returns
 /// exactly what came; chargen answers with `wanted` bytes (the RFC's random 0–512) but never
 /// more than the request, so a spoofed source cannot be sent more than it was sent; discard
@@ -265,7 +298,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn echoes_are_credited_to_the_echo_stream() {
+        let f = EchoFormat { offset: 2 };
+        let mut d = vec![0u8; 100];
+        f.emit(&mut d, 1, 7, 9);
+        assert_eq!(f.classify(&d), Received::Data { stream_id: 3, sequence: 7, sent_ns: 9 });
+        assert_eq!(f.classify(b"short"), Received::Foreign);
+        f.emit(&mut d, u32::MAX, 7, 9);
+        assert_eq!(f.classify(&d), Received::Foreign);
+    }
+
     proptest! {
+        #[test]
+        fn echo_classify_never_panics(b in proptest::collection::vec(any::<u8>(), 0..80), off in any::<u32>()) {
+            let _ = EchoFormat { offset: off }.classify(&b);
+        }
+
         #[test]
         fn any_bytes_feed_without_panic(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..20)) {
             let mut c = ChargenCheck::new();

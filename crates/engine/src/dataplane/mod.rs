@@ -14,6 +14,7 @@ mod rr;
 mod udp;
 
 use netchar_wire::datagram::NativeFormat;
+use netchar_wire::services::EchoFormat;
 pub(crate) use rr::latency_us;
 
 use netchar_model::{
@@ -101,6 +102,9 @@ pub enum DatagramFormatKind {
     /// netchar's own 24-byte header (netchar_wire::datagram).
     #[default]
     Native,
+    /// netchar's header through an echo server: echoes count for the stream this many ids
+    /// above the sender (netchar_wire::services::EchoFormat).
+    Echo(u32),
 }
 
 /// Per-stream state shared between a worker and the collector.
@@ -459,9 +463,11 @@ impl Worker {
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
             (Role::Sender, DataSocket::Udp(s)) => match format {
                 DatagramFormatKind::Native => udp::send(&NativeFormat, sh, ctl, spec, t0, s),
+                DatagramFormatKind::Echo(offset) => udp::send(&EchoFormat { offset }, sh, ctl, spec, t0, s),
             },
             (Role::Receiver, DataSocket::Udp(s)) => match format {
                 DatagramFormatKind::Native => udp::receive(&NativeFormat, sh, ctl, spec, t0, s),
+                DatagramFormatKind::Echo(offset) => udp::receive(&EchoFormat { offset }, sh, ctl, spec, t0, s),
             },
         }))
         .unwrap_or_else(|panic| {
