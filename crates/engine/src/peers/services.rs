@@ -259,7 +259,10 @@ impl Default for ServicePorts {
 /// (across the three services) is one test, so `-P` streams are one test under the shared
 /// admission, not one each.
 #[derive(Clone, Default)]
-struct Tests(Arc<Mutex<HashMap<IpAddr, (Arc<PeerTest>, usize)>>>);
+struct Tests(Arc<Mutex<HashMap<IpAddr, Shares>>>);
+
+/// An address's test and how many connections or UDP sources share it.
+type Shares = (Arc<PeerTest>, usize);
 
 /// A connection's or UDP source's share of its address's test; the last one out frees it.
 struct Joined {
