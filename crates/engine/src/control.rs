@@ -57,6 +57,9 @@ pub enum ControlEvent {
         /// Why the peer ended early, if it did.
         error: Option<String>,
     },
+    /// End this end's receivers now, keeping what they counted (a peer that sends until the
+    /// client closes, such as chargen, has no end of its own).
+    EndReceivers,
 }
 
 /// What a peer says about itself when it admits a test.
@@ -96,13 +99,19 @@ pub enum Transport {
         /// The port the peer opened for the test.
         port: u16,
     },
+    /// The socket of the earlier stream `id`, shared (echo: one stream sends on it, another
+    /// receives what comes back on it).
+    SameAs {
+        /// The stream whose socket this one shares.
+        id: u32,
+    },
 }
 
 /// A protocol's UDP setup exchange for one stream, sans-IO: the driver sends
 /// [`Self::datagram`] now and then until the test starts, and hands every datagram the peer
 /// sends meanwhile to [`Self::on_datagram`].
 pub trait UdpHandshake: Send {
-    /// The datagram to (re)send now.
+    /// The datagram to (re)send now; an empty one is not sent (a protocol without a setup).
     fn datagram(&self) -> Vec<u8>;
     /// A datagram from the peer during setup; true when the datagram to send changed and
     /// should go out at once.
