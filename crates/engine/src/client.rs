@@ -264,6 +264,21 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
                     }
                 }
             }
+            // A silent peer on a port a peer protocol is known by: say which flag would fit.
+            Err(ClientError::Protocol(ProtocolError::NotNetchar(what)))
+                if cfg.protocol == Protocol::Auto && !driver.plane_started && what.contains("said nothing") =>
+            {
+                let hint = match cfg.port {
+                    9 => Some("discard"),
+                    5001 => Some("iperf2"),
+                    _ => None,
+                };
+                let what = match hint {
+                    Some(p) => format!("{what}; port {} is {p}'s: if {p} runs there, add --proto {p}", cfg.port),
+                    None => what,
+                };
+                return ClientRun { result: None, error: Some(ClientError::Protocol(ProtocolError::NotNetchar(what))) };
+            }
             Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
                 std::thread::sleep(Duration::from_millis(500));
             }
