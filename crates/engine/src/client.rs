@@ -343,6 +343,8 @@ struct Driver<'a> {
     meter: Option<CpuMeter>,
     started_at: String,
     concurrent_tests: u32,
+    /// The far end's software and version, as it told them.
+    peer_software: Option<String>,
     remote_host: Option<HostInfo>,
     remote: Option<(Vec<StreamRecord>, CpuUsage, Option<String>)>,
     local_records: Vec<StreamRecord>,
@@ -406,6 +408,7 @@ impl<'a> Driver<'a> {
                 meter: None,
                 started_at: now_rfc3339(),
                 concurrent_tests: 1,
+                peer_software: None,
                 remote_host: None,
                 remote: None,
                 local_records: Vec::new(),
@@ -540,6 +543,7 @@ impl<'a> Driver<'a> {
                 }
                 self.concurrent_tests = peer.concurrent_tests;
                 self.remote_host = peer.host;
+                self.peer_software = peer.software;
                 self.open_streams(streams)
             }
             ControlEvent::Busy { running, max, reason } => {
@@ -744,6 +748,7 @@ impl<'a> Driver<'a> {
                 client_cpu: self.cfg.client_cpu,
                 concurrent_tests: self.concurrent_tests,
                 protocol: self.cfg.protocol.name().to_string(),
+                peer_software: self.peer_software.clone(),
             },
             started_at: self.started_at.clone(),
             host: host_info(),
