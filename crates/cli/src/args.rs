@@ -207,8 +207,9 @@ pub(crate) struct CommonArgs {
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
     /// The server's protocol: auto (default: netchar, or the peer protocol the server answers in),
-    /// netchar, iperf3 for an `iperf3 -s`, or echo, discard, chargen (RFC 862/863/864 services;
-    /// default ports 7, 9, 19).
+    /// netchar, iperf3 for an `iperf3 -s`, iperf2 for an `iperf -s` (-u for UDP; port 5001),
+    /// lwiperf for lwIP's lwiperf (TCP; port 5001), or echo, discard, chargen (RFC 862/863/864
+    /// services; default ports 7, 9, 19).
     #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
 }

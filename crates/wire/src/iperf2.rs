@@ -271,6 +271,30 @@ impl ClientHeader {
         b
     }
 
+    /// The header a UDP client puts after every datagram header: 2.0.5's 24 bytes (rate in
+    /// `win_band`), or 2.1's 76 (the extension with the rate, 16 zero bytes of start time, and
+    /// SEQNO64B), as Debian's 2.1.8 sends them.
+    pub fn udp_settings(layout: Layout, amount: Amount, buf_len: u32, rate_bps: u64, port: u16) -> Vec<u8> {
+        let mut h = Self::new(amount, buf_len, port);
+        if layout == Layout::V205 {
+            h.win_band = rate_bps.min(i32::MAX as u64) as i32;
+            return h.encode(Layout::V205);
+        }
+        let (version_u, version_l) = layout.version();
+        h.ext = Some(Extension {
+            version_u,
+            version_l,
+            rate_low: rate_bps as u32,
+            rate_high: (rate_bps >> 32) as u32,
+            ..Extension::default()
+        });
+        let mut b = h.encode(layout);
+        b.resize(b.len() + 16, 0);
+        let flags = (be32(&b, 0) & !HEADER_LEN_MASK) | HEADER_SEQNO64B | ((b.len() as u32) << 1);
+        put32(&mut b, 0, flags);
+        b
+    }
+
     /// How many bytes of header a server takes from the start of `bytes` (the rule of iperf2
     /// 2.1.8's `Settings.cpp`): the length field under [`HEADER_LEN_BIT`]; else 24 with
     /// VERSION1 or EXTEND, plus 36 with VERSION2 or EXTEND; else the flags word alone. None
@@ -551,6 +575,9 @@ impl UdpFormat {
 }
 
 impl DatagramFormat for UdpFormat {
+    // A socket per stream, as iperf2 itself (its header names no stream).
+    const STREAM_IDS: bool = false;
+
     fn header_len(&self) -> usize {
         self.layout.datagram_header_len() + self.settings.len()
     }
@@ -566,6 +593,15 @@ impl DatagramFormat for UdpFormat {
         let seq = sequence.wrapping_add(self.first_seq()) as i64;
         UdpHeader { seq, sec: (t / 1_000_000_000) as u32, usec: ((t % 1_000_000_000) / 1000) as u32 }
             .emit(buf, self.layout);
+    }
+
+    fn end_datagram(&self, buf: &mut [u8], sent: u64, attempt: u32, sent_ns: u64) -> bool {
+        self.fin(buf, sent, attempt, sent_ns);
+        true
+    }
+
+    fn is_end_reply(&self, reply: &[u8]) -> bool {
+        ServerReport::parse_reply(reply).is_some()
     }
 
     fn classify(&self, buf: &[u8]) -> Received {
@@ -684,6 +720,16 @@ mod tests {
         let again = r.reply(Layout::V21, &[]);
         assert_eq!(ServerReport::parse_reply(&again).unwrap().0, r);
         assert_eq!(again.len(), 128);
+    }
+
+    #[test]
+    fn udp_settings_match_the_captured_client() {
+        let b = hex(UDP_21);
+        let ours = ClientHeader::udp_settings(Layout::V21, Amount::Seconds(1.0), 200, 1 << 20, 25001);
+        assert_eq!(ours, b[16..]);
+        let old = ClientHeader::udp_settings(Layout::V205, Amount::Seconds(1.0), 200, 1 << 20, 25001);
+        assert_eq!(old.len(), 24);
+        assert_eq!(ClientHeader::decode(&old).unwrap().unwrap().1, 4, "flags 0: a server reads the flags word");
     }
 
     #[test]
