@@ -100,6 +100,12 @@ pub(crate) struct ServerArgs {
     /// Port of the iperf3 server (default 5201; TCP and UDP).
     #[arg(long, value_name = "PORT")]
     pub(crate) iperf3_port: Option<u16>,
+    /// Also answer iperf2 clients (`iperf -c`, TCP and UDP, -P, -R of 2.1+) on --iperf2-port.
+    #[arg(long)]
+    pub(crate) iperf2: bool,
+    /// Port of the iperf2 server (default 5001; TCP and UDP).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) iperf2_port: Option<u16>,
     /// Also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each
     /// connection or UDP source admitted as a test under the same limits.
     #[arg(long)]
