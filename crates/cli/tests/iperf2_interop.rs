@@ -274,3 +274,29 @@ fn iperf_udp_clients_read_the_servers_report() {
     assert_eq!(lost, 0, "{report}");
     assert_eq!(total * 1000, logged_bytes(log), "the report's datagrams (the FIN's included) are the logged bytes");
 }
+
+/// lwIP lwiperf's client as lwiperf.c writes it (see crates/wire/tests/lwiperf_transcript.rs):
+/// the 24-byte settings twice (flags, 1 thread, port 5001, 0, 0, amount −1000), then
+/// "0123456789" from offset 48. netchar's server counts every byte, as lwiperf's client does.
+#[test]
+fn an_lwiperf_client_transcript_replayed_against_the_server() {
+    use std::io::Write;
+    let (s, port) = server();
+    for (flags, dial_back) in [(0u32, false), (0x8000_0000, true)] {
+        let mut settings = Vec::new();
+        for w in [flags, 1, 5001, 0, 0, (-1000i32) as u32] {
+            settings.extend_from_slice(&w.to_be_bytes());
+        }
+        let mut transcript = [settings.clone(), settings].concat();
+        transcript.extend((48..48 + 100_000).map(|i| b"0123456789"[i % 10]));
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(&transcript).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        // The server closes at once after EOF.
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut c, &mut rest);
+        let log = &logged_tests(&s, 1)[0];
+        assert_eq!(logged_bytes(log), transcript.len() as u64);
+        assert_eq!(log["error"].as_str().is_some_and(|e| e.contains("-d/-r")), dial_back, "{log}");
+    }
+}
