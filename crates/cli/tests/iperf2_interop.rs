@@ -300,3 +300,33 @@ fn an_lwiperf_client_transcript_replayed_against_the_server() {
         assert_eq!(log["error"].as_str().is_some_and(|e| e.contains("-d/-r")), dial_back, "{log}");
     }
 }
+
+/// Garbage on the iperf2 port (a header that claims more than 256 bytes, a silent connection,
+/// short and foreign UDP datagrams, a FIN of no test) is refused or ignored, and the server
+/// keeps serving.
+#[test]
+fn hostile_iperf2_input_leaves_the_server_serving() {
+    use std::io::Write;
+    let (s, port) = server();
+    // LEN_BIT with the length bits all set: 0x1FE >> 1 = 255 bytes is within the cap; 0xFFFF
+    // flags are not (a 2.1 permit-key length is masked off by iperf2 itself).
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(&[0x00, 0x01, 0x01, 0xFE, 1, 2, 3]).unwrap();
+    drop(c);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.connect(("127.0.0.1", port)).unwrap();
+    for d in [&b"x"[..], &[0xFF; 16][..], &[0u8; 11][..]] {
+        udp.send(d).unwrap();
+    }
+    // The server still answers a real test.
+    let r = netchar(&["tcp", "127.0.0.1", "-p", &port.to_string(), "--proto", "iperf2", "-n", "1M", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let logs: Vec<Value> = (0..3)
+        .flat_map(|_| s.log_lines(Duration::from_millis(500)))
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect();
+    let test = logs.iter().find(|v| v["event"] == "test" && v["error"].is_null()).expect("the real test ran");
+    // netchar's server counts every byte, the whole 24-byte header netchar's client sends
+    // included (iperf2's own server leaves out the flags word).
+    assert_eq!(logged_bytes(test), 1_000_000 + 24);
+}
