@@ -163,9 +163,9 @@ fn udp_paced_carries_the_iperf_servers_report() {
     assert_eq!(u(&up["receiver"]["total_bytes"]), bytes, "the report's bytes are the server's CSV bytes");
     assert_eq!(u(&up["receiver"]["lost"]), lost);
     assert_eq!(u(&up["receiver"]["packets"]) + lost, total);
-    // And netchar's own sender count is what the server counted (loopback at 5 Mbit/s: no loss).
-    assert_eq!(lost, 0, "{line:?}");
-    assert_eq!(u(&up["sender"]["total_bytes"]), bytes);
+    // And netchar's own sender count is what the server counted plus what it lost (none on
+    // an idle loopback; a starved iperf -s overflows its socket buffer on a loaded machine).
+    assert_eq!(u(&up["sender"]["total_bytes"]), bytes + lost * 1470, "{line:?}");
     assert_eq!(u(&up["sender"]["packets"]), total, "the FIN counts as a datagram on both ends");
     assert_eq!(up["packets_accounted"], true);
 }
