@@ -94,6 +94,12 @@ pub(crate) struct ServerArgs {
     /// Log each test as one JSON line on stderr instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also answer iperf3 clients (TCP and UDP, -R, --bidir, -P) on --iperf3-port.
+    #[arg(long)]
+    pub(crate) iperf3: bool,
+    /// Port of the iperf3 server (default 5201; TCP and UDP).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) iperf3_port: Option<u16>,
     /// Also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each
     /// connection or UDP source admitted as a test under the same limits.
     #[arg(long)]
@@ -200,9 +206,10 @@ pub(crate) struct CommonArgs {
     /// The user of --psk-file to authenticate as.
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
-    /// The server's protocol: netchar (default), iperf3 for an `iperf3 -s` (TCP tests), or echo,
-    /// discard, chargen (RFC 862/863/864 services; default ports 7, 9, 19).
-    #[arg(long = "proto", value_name = "PROTO", default_value = "netchar")]
+    /// The server's protocol: auto (default: netchar, or the peer protocol the server answers in),
+    /// netchar, iperf3 for an `iperf3 -s`, or echo, discard, chargen (RFC 862/863/864 services;
+    /// default ports 7, 9, 19).
+    #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
 }
 

@@ -2,7 +2,7 @@
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
 use crate::control::{
-    ClientControl, ControlConnection, ControlEvent, Iperf3Control, NativeClient, OpenStream, Transport, UdpHandshake,
+    ClientControl, ControlConnection, ControlEvent, NativeClient, OpenStream, Transport, UdpHandshake,
 };
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
@@ -63,8 +63,11 @@ pub struct ClientConfig {
 /// The control protocols the client speaks (crate::control).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Protocol {
-    /// netchar's own (docs/protocol.md).
+    /// netchar's own, unless the server answers as a peer netchar also speaks: then that
+    /// peer's, where it can run the test (`--proto auto`, the default).
     #[default]
+    Auto,
+    /// netchar's own (docs/protocol.md).
     Netchar,
     /// iperf3's: netchar as the client of an `iperf3 -s`.
     Iperf3,
@@ -76,7 +79,9 @@ impl Protocol {
     /// The name in results and on the command line.
     pub fn name(self) -> &'static str {
         match self {
-            Self::Netchar => "netchar",
+            // A test that ran is named by the protocol it ran with: auto runs netchar's own
+            // until it switches (ClientConfig::protocol is then the other).
+            Self::Auto | Self::Netchar => "netchar",
             Self::Iperf3 => "iperf3",
             Self::Service(s) => s.name(),
         }
@@ -85,11 +90,12 @@ impl Protocol {
     /// Parses `--proto`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
+            "auto" => Ok(Self::Auto),
             "netchar" => Ok(Self::Netchar),
             "iperf3" => Ok(Self::Iperf3),
             other => match netchar_wire::services::Service::parse(other) {
                 Some(s) => Ok(Self::Service(s)),
-                None => Err(format!("--proto {other}: one of netchar, iperf3, echo, discard, chargen")),
+                None => Err(format!("--proto {other}: one of auto, netchar, iperf3, echo, discard, chargen")),
             },
         }
     }
@@ -97,7 +103,7 @@ impl Protocol {
     /// The session for `spec`, or why this protocol cannot run it (before any traffic).
     pub fn session(self, now: Instant, spec: &TestSpec, cfg: &ClientConfig) -> Result<Box<dyn ClientControl>, String> {
         Ok(match self {
-            Self::Netchar => Box::new(NativeClient::new(
+            Self::Auto | Self::Netchar => Box::new(NativeClient::new(
                 now,
                 spec.clone(),
                 cfg.timeouts,
@@ -113,7 +119,7 @@ impl Protocol {
                 }
                 let mut random = [0u8; 36];
                 let _ = getrandom::getrandom(&mut random);
-                Box::new(Iperf3Control::new(now, spec, &random)?)
+                Box::new(crate::peers::iperf3::Iperf3Control::new(now, spec, &random)?)
             }
             Self::Service(s) => {
                 if cfg.auth.is_some() {
@@ -229,6 +235,35 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
             Err(e) => return ClientRun { result: None, error: Some(e) },
         };
         match driver.run(stop, on_interval) {
+            // `--proto auto`: the server speaks a peer protocol; run the test in it if it can.
+            Err(ClientError::Protocol(ProtocolError::PeerProtocol { protocol, what }))
+                if cfg.protocol == Protocol::Auto && !driver.plane_started =>
+            {
+                let Ok(peer) = Protocol::parse(protocol) else {
+                    let e = ProtocolError::PeerProtocol { protocol, what };
+                    return ClientRun { result: None, error: Some(e.into()) };
+                };
+                let switched = ClientConfig { protocol: peer, ..cfg.clone() };
+                if let Err(why) = peer.session(Instant::now(), &cfg.spec, &switched) {
+                    return ClientRun { result: None, error: Some(ClientError::Unsupported(format!("{what}; {why}"))) };
+                }
+                // Close this connection first: the peer serves one test at a time, and it took
+                // netchar's hello for the start of one. An iperf3 server then resets and
+                // re-creates its listener, refusing or resetting connections meanwhile: a few
+                // tries, apart.
+                drop(driver);
+                let mut tries = 0;
+                loop {
+                    std::thread::sleep(Duration::from_millis(250));
+                    let run = run(&switched, stop, on_interval);
+                    let retry = run.result.is_none()
+                        && matches!(run.error, Some(ClientError::Control { .. } | ClientError::Refused { .. }));
+                    tries += 1;
+                    if !retry || tries == 4 || stop.is_raised() {
+                        return run;
+                    }
+                }
+            }
             Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
                 std::thread::sleep(Duration::from_millis(500));
             }
@@ -584,7 +619,8 @@ impl<'a> Driver<'a> {
         let mut buf = [0u8; 2048];
         for s in &mut self.udp_setup {
             // The socket is connected to the peer's port: only the peer's datagrams arrive.
-            while let Ok(n) = s.socket.recv(&mut buf) {
+            while !s.handshake.answered() {
+                let Ok(n) = s.socket.recv(&mut buf) else { break };
                 if s.handshake.on_datagram(&buf[..n]) {
                     let _ = s.socket.send(&s.handshake.datagram());
                 }
@@ -593,10 +629,10 @@ impl<'a> Driver<'a> {
         if self.udp_setup.is_empty() || self.udp_setup_sent.is_some_and(|t| t.elapsed() < Duration::from_millis(50)) {
             return;
         }
-        for s in &self.udp_setup {
-            let d = s.handshake.datagram();
-            if !d.is_empty() {
-                let _ = s.socket.send(&d);
+        let now = Instant::now();
+        for s in self.udp_setup.iter_mut().filter(|s| !s.handshake.answered()) {
+            if s.handshake.due(now) {
+                let _ = s.socket.send(&s.handshake.datagram());
             }
         }
         self.udp_setup_sent = Some(Instant::now());

@@ -9,9 +9,11 @@
 //! format, and assembles one result.
 //!
 //! netchar's own protocol ([`NativeClient`]) is the first implementation, iperf3's
-//! ([`Iperf3Control`]) the second. A peer protocol is one more implementation here, one
-//! [`crate::dataplane::DatagramFormatKind`] variant when its UDP header differs, and one CLI
-//! value.
+//! ([`crate::peers::iperf3::Iperf3Control`]) the second. A peer protocol is one more
+//! implementation in its module under [`crate::peers`] (beside its server), one
+//! [`crate::dataplane::DatagramFormatKind`] variant when its UDP header differs, and one
+//! [`crate::client::Protocol`] variant: one CLI value. Protocols without a control connection
+//! (iperf2, echo/discard/chargen) say [`ControlConnection::None`].
 
 use crate::dataplane::DatagramFormatKind;
 use netchar_model::{CpuUsage, Flow, HostInfo, StreamRecord, StreamTotal, TestSpec};
@@ -114,6 +116,15 @@ pub trait UdpHandshake: Send {
     /// A datagram from the peer during setup; true when the datagram to send changed and
     /// should go out at once.
     fn on_datagram(&mut self, bytes: &[u8]) -> bool;
+    /// True once setup is complete on this end: the driver then neither sends nor reads on
+    /// the stream's socket, so data the peer sends before "start" arrives waits for the worker.
+    fn answered(&self) -> bool {
+        false
+    }
+    /// Whether [`Self::datagram`] should go out now (the driver asks every 50 ms).
+    fn due(&mut self, _now: Instant) -> bool {
+        true
+    }
 }
 
 /// A client's control protocol, sans-IO. Every method's contract is that of
@@ -278,162 +289,10 @@ impl UdpHandshake for NativeUdpSetup {
     }
 }
 
-/// netchar as the client of an iperf3 server (netchar_wire::iperf3): TCP tests, up, `-R`
-/// and `--bidir`, `-P`, `-t`/`-n`, `-l`, `-b`, `-w`, `-M`, `-N`, `-C`, `-O`.
-pub struct Iperf3Control {
-    client: netchar_wire::iperf3::Client,
-    spec: TestSpec,
-}
-
-impl Iperf3Control {
-    /// A session for `spec`, or why iperf3 cannot run it (said before any traffic).
-    pub fn new(now: Instant, spec: &TestSpec, cookie_random: &[u8; 36]) -> Result<Self, String> {
-        let params = iperf3_params(spec)?;
-        let cookie = netchar_wire::iperf3::make_cookie(cookie_random);
-        Ok(Self { client: netchar_wire::iperf3::Client::new(now, params, cookie), spec: spec.clone() })
-    }
-
-    /// The server's results as netchar's records of the server's end of each stream.
-    fn server_records(&self, r: &netchar_wire::iperf3::Results) -> Vec<StreamRecord> {
-        let total = self.spec.total_streams();
-        r.streams
-            .iter()
-            .filter_map(|s| {
-                // iperf3 numbers streams 1, 3, 4, ... in connect order: back to 1, 2, 3, ...
-                let id = match u32::try_from(s.id).ok()? {
-                    1 => 1,
-                    n if n >= 3 => n - 1,
-                    _ => return None,
-                };
-                let flow = self.spec.flow_of(id).filter(|_| id <= total)?;
-                let role = if flow == Flow::Up { netchar_model::Role::Receiver } else { netchar_model::Role::Sender };
-                let retransmits =
-                    (role == netchar_model::Role::Sender && r.sender_has_retransmits == 1 && s.retransmits >= 0)
-                        .then_some(s.retransmits as u64);
-                let seconds = (s.end_time - s.start_time).max(0.0);
-                let mut record = StreamRecord::bare(id, flow, role, netchar_model::Endpoint::Server, s.bytes, seconds);
-                record.retransmits = retransmits;
-                Some(record)
-            })
-            .collect()
-    }
-}
-
-/// iperf3's parameters for `spec`, or the one line that says what iperf3 cannot do.
-fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String> {
-    use netchar_model::{Direction, EndCondition, TestKind};
-    let no = |what: &str| Err(format!("--proto iperf3: {what}"));
-    if spec.kind != TestKind::Tcp {
-        return no("only TCP throughput tests run against an iperf3 server so far (udp, rr: not yet)");
-    }
-    if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
-        return no(
-            "--server-load, --idle and a server CPU in -A are netchar server features an iperf3 server does not have",
-        );
-    }
-    if spec.tcp.zerocopy {
-        return no("--zerocopy is netchar's sender; run it without --proto iperf3 or drop --zerocopy");
-    }
-    let (seconds, bytes) = match spec.end {
-        EndCondition::Seconds(s) => (s, 0),
-        EndCondition::Bytes(_) if spec.direction != Direction::Up => {
-            return no("-n with -R or --bidir: iperf3 ends those tests on the client's clock; use -t")
-        }
-        EndCondition::Bytes(n) => (0.0, n),
-    };
-    Ok(netchar_wire::iperf3::Params {
-        seconds,
-        bytes,
-        parallel: spec.streams,
-        len: spec.block_bytes,
-        reverse: spec.direction == Direction::Down,
-        bidirectional: spec.direction == Direction::Bidir,
-        omit: spec.omit_seconds,
-        bandwidth: spec.tcp.rate_bps_per_stream,
-        window: spec.tcp.window_bytes,
-        mss: spec.tcp.mss,
-        nodelay: spec.tcp.nodelay,
-        congestion: spec.tcp.congestion.clone(),
-    })
-}
-
-impl ClientControl for Iperf3Control {
-    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
-        self.client.handle_input(now, bytes)
-    }
-    fn handle_eof(&mut self, now: Instant) -> Result<(), ProtocolError> {
-        self.client.handle_eof(now)
-    }
-    fn poll_output(&mut self, out: &mut Vec<u8>) {
-        self.client.poll_output(out);
-    }
-    fn poll_event(&mut self) -> Option<ControlEvent> {
-        use netchar_wire::iperf3::Event;
-        Some(match self.client.poll_event()? {
-            Event::CreateStreams => {
-                let cookie = self.client.cookie().to_vec();
-                let mut streams = Vec::new();
-                for &flow in self.spec.direction.flows() {
-                    for id in self.spec.stream_ids(flow) {
-                        streams.push(OpenStream { id, flow, transport: Transport::Tcp { preamble: cookie.clone() } });
-                    }
-                }
-                ControlEvent::Admitted { streams, peer: PeerInfo { concurrent_tests: 1, host: None }, cookie: None }
-            }
-            Event::Running => ControlEvent::Start,
-            Event::ServerResults(r) => ControlEvent::PeerReport {
-                streams: self.server_records(&r),
-                cpu: CpuUsage {
-                    user_pct: r.cpu_util_user,
-                    system_pct: r.cpu_util_system,
-                    total_pct: r.cpu_util_total,
-                    ..CpuUsage::default()
-                },
-                error: None,
-            },
-            Event::Busy => ControlEvent::Busy {
-                running: 1,
-                max: 1,
-                reason: Some("the iperf3 server answered ACCESS_DENIED: it runs one test at a time".into()),
-            },
-        })
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.client.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
-        self.client.handle_timeout(now)
-    }
-    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
-        let totals: Vec<(u32, u64)> = totals.iter().map(|t| (t.id, t.bytes)).collect();
-        self.client.local_senders_done(now, &totals);
-    }
-    fn stop(&mut self, now: Instant, _reason: &str) {
-        self.client.stop(now);
-    }
-    fn is_done(&self) -> bool {
-        self.client.is_done()
-    }
-    fn datagrams(&self) -> DatagramFormatKind {
-        DatagramFormatKind::Native
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use netchar_model::Direction;
-
-    #[test]
-    fn iperf3_refuses_what_it_cannot_run_before_any_traffic() {
-        let now = Instant::now();
-        assert!(Iperf3Control::new(now, &TestSpec::udp_default(), &[0; 36]).err().unwrap().contains("TCP"));
-        let mut reverse_bytes = TestSpec::tcp_default();
-        reverse_bytes.direction = Direction::Down;
-        reverse_bytes.end = netchar_model::EndCondition::Bytes(1000);
-        assert!(Iperf3Control::new(now, &reverse_bytes, &[0; 36]).err().unwrap().contains("use -t"));
-        assert!(Iperf3Control::new(now, &TestSpec::tcp_default(), &[0; 36]).is_ok());
-    }
 
     #[test]
     fn native_streams_carry_netchars_preambles_and_handshakes() {

@@ -90,6 +90,8 @@ pub enum ServerLog {
 /// One test as the server saw it.
 #[derive(Debug, Clone)]
 pub struct TestLog {
+    /// The protocol the client spoke: "netchar", or a peer protocol's name ("iperf3", ...).
+    pub protocol: &'static str,
     /// The client's control connection.
     pub peer: SocketAddr,
     /// Where each data stream came from (TCP) or was sent to (UDP), by stream id.
@@ -360,7 +362,7 @@ impl Refusals {
 /// A UDP socket on the server's address and port that other sockets may share: the listener
 /// for setup datagrams, and each test stream's socket connected to its client (the kernel
 /// delivers to the connected socket first).
-fn bind_udp(local: SocketAddr) -> io::Result<UdpSocket> {
+pub(crate) fn bind_udp(local: SocketAddr) -> io::Result<UdpSocket> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(local), Type::DGRAM, None)?;
     socket.set_reuse_address(true)?;
@@ -639,6 +641,7 @@ impl<'a> ControlSession<'a> {
         me.linger();
         match me.spec.take() {
             Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(Box::new(TestLog {
+                protocol: "netchar",
                 peer,
                 data_paths: std::mem::take(&mut me.data_paths),
                 user: me.user.clone(),

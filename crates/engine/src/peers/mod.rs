@@ -20,6 +20,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+pub mod iperf3;
+
 /// A peer protocol's server, bound and ready to run.
 pub trait PeerListener: Send {
     /// The protocol, as the log and the start-up line name it (e.g. "iperf3").

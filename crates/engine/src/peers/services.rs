@@ -100,6 +100,9 @@ impl UdpHandshake for NoSetup {
     fn on_datagram(&mut self, _bytes: &[u8]) -> bool {
         false
     }
+    fn answered(&self) -> bool {
+        true
+    }
 }
 
 /// netchar as the client of an echo, discard or chargen server.
@@ -412,7 +415,7 @@ fn serve_tcp(service: Service, listener: TcpListener, ctx: PeerContext, tests: T
                 let _ = std::thread::Builder::new().name(format!("netchar-{}", service.name())).spawn(move || {
                     let _slot = slot;
                     let (streams, error) = tcp_session(service, &stream, &spec, &ctx);
-                    log_test(&ctx, peer, spec, streams, error, &test.test);
+                    log_test(&ctx, service, peer, spec, streams, error, &test.test);
                 });
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
@@ -423,6 +426,7 @@ fn serve_tcp(service: Service, listener: TcpListener, ctx: PeerContext, tests: T
 
 fn log_test(
     ctx: &PeerContext,
+    service: Service,
     peer: SocketAddr,
     spec: TestSpec,
     streams: Vec<StreamRecord>,
@@ -430,6 +434,7 @@ fn log_test(
     test: &PeerTest,
 ) {
     ctx.log(ServerLog::Test(Box::new(TestLog {
+        protocol: service.name(),
         peer,
         data_paths: vec![(1, peer)],
         user: None,
@@ -691,7 +696,7 @@ fn finish_udp(ctx: &PeerContext, service: Service, from: SocketAddr, s: UdpSourc
         // The log shows both what came and what went.
         spec.direction = Direction::Bidir;
     }
-    log_test(ctx, from, spec, streams, None, &s.test.test);
+    log_test(ctx, service, from, spec, streams, None, &s.test.test);
 }
 
 #[cfg(test)]
