@@ -113,10 +113,7 @@ pub fn run_client(
     on_size: &mut dyn FnMut(&SizeResult),
 ) -> (Vec<SizeResult>, Option<String>) {
     let mut client = Client::new(&cfg.sizes, cfg.udp, cfg.tx_only, cfg.interval);
-    let err = match drive(cfg, &mut client, stop, on_size) {
-        Ok(()) => None,
-        Err(e) => Some(e),
-    };
+    let err = drive(cfg, &mut client, stop, on_size).err();
     (client.results, err)
 }
 
@@ -472,15 +469,15 @@ fn accept_loop(listener: TcpListener, is_udp: bool, ctx: &PeerContext, udp: &Arc
                     m.insert(ip, (0, 0));
                 }
             }
-            let (received, sent, error) = serve(&stream, peer, is_udp, &ctx, &udp, &counts);
+            let (received, sent, error, secs) = serve(&stream, peer, is_udp, &ctx, &udp, &counts);
             if is_udp {
                 if let Ok(mut m) = counts.lock() {
                     m.remove(&ip);
                 }
             }
             let streams = vec![
-                StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, 0.0),
-                StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, sent, 0.0),
+                StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, secs.0),
+                StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, sent, secs.1),
             ];
             ctx.log(ServerLog::Test(Box::new(TestLog {
                 protocol: "netio",
@@ -498,7 +495,8 @@ fn accept_loop(listener: TcpListener, is_udp: bool, ctx: &PeerContext, udp: &Arc
     }
 }
 
-/// Serves one connection; returns (bytes received, bytes sent, why it ended early).
+/// Serves one connection; returns bytes received, bytes sent, why it ended early, and the
+/// seconds spent receiving (C2S to the end marker, or to RES for UDP) and sending.
 fn serve(
     stream: &TcpStream,
     peer: SocketAddr,
@@ -506,8 +504,10 @@ fn serve(
     ctx: &PeerContext,
     udp: &UdpSocket,
     counts: &UdpCounts,
-) -> (u64, u64, Option<String>) {
+) -> (u64, u64, Option<String>, (f64, f64)) {
     tune(stream);
+    let (mut recv_secs, mut send_secs) = (0.0f64, 0.0f64);
+    let mut receiving_since: Option<Instant> = None;
     let _ = stream.set_read_timeout(Some(POLL));
     let _ = stream.set_write_timeout(Some(POLL));
     let stop = ctx.stop();
@@ -535,13 +535,18 @@ fn serve(
         while let Some(ev) = server.poll_event() {
             match ev {
                 ServerEvent::Receive { .. } if is_udp => {
+                    receiving_since = Some(Instant::now());
                     if let Ok(mut m) = counts.lock() {
                         m.insert(ip, (0, 0));
                     }
                 }
-                ServerEvent::Receive { .. } => {}
-                ServerEvent::Received { bytes, .. } => received += bytes,
+                ServerEvent::Receive { .. } => receiving_since = Some(Instant::now()),
+                ServerEvent::Received { bytes, .. } => {
+                    received += bytes;
+                    recv_secs += receiving_since.take().map_or(0.0, |t| t.elapsed().as_secs_f64());
+                }
                 ServerEvent::CountRequested => {
+                    recv_secs += receiving_since.take().map_or(0.0, |t| t.elapsed().as_secs_f64());
                     let (n, b) = counts.lock().ok().and_then(|m| m.get(&ip).copied()).unwrap_or((0, 0));
                     received += b;
                     if let Err(e) = server.udp_count(n.min(u64::from(u32::MAX)) as u32) {
@@ -552,18 +557,22 @@ fn serve(
                     // To the control connection's address at port+1, as netio's server does:
                     // the TCP handshake proved that address, so this cannot be aimed elsewhere.
                     let to = SocketAddr::new(peer.ip(), udp.local_addr().map_or(0, |a| a.port()));
+                    let t = Instant::now();
                     let (n, b) = blast(udp, to, size, stop, rate);
+                    send_secs += t.elapsed().as_secs_f64();
                     sent += b;
                     if let Err(e) = server.udp_sent(n.min(u64::from(u32::MAX)) as u32) {
                         failed = Some(e.to_string());
                     }
                 }
                 ServerEvent::Send { size } => {
-                    let until = Instant::now() + INTERVAL;
+                    let t = Instant::now();
+                    let until = t + INTERVAL;
                     match send_blocks(stream, size, until, stop, rate)
                         .and_then(|n| write_all(&mut w, &Server::marker(size), stop).map(|_| n))
                     {
                         Ok(n) => {
+                            send_secs += t.elapsed().as_secs_f64();
                             sent += (n + 1) * u64::from(size);
                             if let Err(e) = server.sent() {
                                 failed = Some(e.to_string());
@@ -597,7 +606,7 @@ fn serve(
             Err(e) => break Some(e.to_string()),
         }
     };
-    (received, sent, error)
+    (received, sent, error, (recv_secs, send_secs))
 }
 
 /// Sends datagrams of `size` to `to` for the interval; returns (datagrams, bytes) sent.
