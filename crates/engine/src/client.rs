@@ -264,6 +264,21 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
                     }
                 }
             }
+            // A silent peer on a port a peer protocol is known by: say which flag would fit.
+            Err(ClientError::Protocol(ProtocolError::NotNetchar(what)))
+                if cfg.protocol == Protocol::Auto && !driver.plane_started && what.contains("said nothing") =>
+            {
+                let hint = match cfg.port {
+                    9 => Some("discard"),
+                    5001 => Some("iperf2"),
+                    _ => None,
+                };
+                let what = match hint {
+                    Some(p) => format!("{what}; port {} is {p}'s: if {p} runs there, add --proto {p}", cfg.port),
+                    None => what,
+                };
+                return ClientRun { result: None, error: Some(ClientError::Protocol(ProtocolError::NotNetchar(what))) };
+            }
             Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
                 std::thread::sleep(Duration::from_millis(500));
             }
@@ -328,6 +343,8 @@ struct Driver<'a> {
     meter: Option<CpuMeter>,
     started_at: String,
     concurrent_tests: u32,
+    /// The far end's software and version, as it told them.
+    peer_software: Option<String>,
     remote_host: Option<HostInfo>,
     remote: Option<(Vec<StreamRecord>, CpuUsage, Option<String>)>,
     local_records: Vec<StreamRecord>,
@@ -391,6 +408,7 @@ impl<'a> Driver<'a> {
                 meter: None,
                 started_at: now_rfc3339(),
                 concurrent_tests: 1,
+                peer_software: None,
                 remote_host: None,
                 remote: None,
                 local_records: Vec::new(),
@@ -525,6 +543,7 @@ impl<'a> Driver<'a> {
                 }
                 self.concurrent_tests = peer.concurrent_tests;
                 self.remote_host = peer.host;
+                self.peer_software = peer.software;
                 self.open_streams(streams)
             }
             ControlEvent::Busy { running, max, reason } => {
@@ -639,8 +658,9 @@ impl<'a> Driver<'a> {
         }
         let now = Instant::now();
         for s in self.udp_setup.iter_mut().filter(|s| !s.handshake.answered()) {
-            if s.handshake.due(now) {
-                let _ = s.socket.send(&s.handshake.datagram());
+            let d = s.handshake.datagram();
+            if !d.is_empty() && s.handshake.due(now) {
+                let _ = s.socket.send(&d);
             }
         }
         self.udp_setup_sent = Some(Instant::now());
@@ -736,6 +756,7 @@ impl<'a> Driver<'a> {
                 client_cpu: self.cfg.client_cpu,
                 concurrent_tests: self.concurrent_tests,
                 protocol: self.cfg.protocol.name().to_string(),
+                peer_software: self.peer_software.clone(),
             },
             started_at: self.started_at.clone(),
             host: host_info(),

@@ -69,6 +69,8 @@ pub struct PeerInfo {
     pub concurrent_tests: u32,
     /// The peer's machine, when it tells.
     pub host: Option<HostInfo>,
+    /// The peer's software and version (`netchar 0.1.0`), when it tells.
+    pub software: Option<String>,
 }
 
 /// One data stream to open.
@@ -224,13 +226,17 @@ impl ClientControl for NativeClient {
     }
     fn poll_event(&mut self) -> Option<ControlEvent> {
         Some(match self.session.poll_event()? {
-            ClientEvent::Accepted { cookie, concurrent_tests, host, data_port, session_key, .. } => {
-                ControlEvent::Admitted {
-                    streams: self.streams(cookie, data_port, session_key),
-                    peer: PeerInfo { concurrent_tests, host: Some(host) },
-                    cookie: Some(cookie),
-                }
-            }
+            ClientEvent::Accepted {
+                cookie, concurrent_tests, host, data_port, session_key, server_version, ..
+            } => ControlEvent::Admitted {
+                streams: self.streams(cookie, data_port, session_key),
+                peer: PeerInfo {
+                    concurrent_tests,
+                    host: Some(host),
+                    software: Some(format!("netchar {server_version}")),
+                },
+                cookie: Some(cookie),
+            },
             ClientEvent::Busy { running, max, reason } => ControlEvent::Busy { running, max, reason },
             ClientEvent::Started => ControlEvent::Start,
             ClientEvent::PeerSenderDone(totals) => ControlEvent::PeerSenderDone(totals),

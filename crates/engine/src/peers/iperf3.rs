@@ -883,7 +883,11 @@ impl ClientControl for Iperf3Control {
                         streams.push(OpenStream { id, flow, transport });
                     }
                 }
-                ControlEvent::Admitted { streams, peer: PeerInfo { concurrent_tests: 1, host: None }, cookie: None }
+                ControlEvent::Admitted {
+                    streams,
+                    peer: PeerInfo { concurrent_tests: 1, ..PeerInfo::default() },
+                    cookie: None,
+                }
             }
             Event::Running => ControlEvent::Start,
             Event::ServerResults(r) => {

@@ -327,6 +327,8 @@ pub fn to_results(
                     client_cpu: None,
                     concurrent_tests: 1,
                     protocol: "netio".into(),
+                    // netio says nothing about itself.
+                    peer_software: None,
                 },
                 started_at: crate::measure::now_rfc3339(),
                 host: crate::measure::host_info(),

@@ -187,7 +187,7 @@ impl ClientControl for ServiceControl {
             self.admitted = true;
             self.events.push_back(ControlEvent::Admitted {
                 streams: self.streams(),
-                peer: PeerInfo { concurrent_tests: 1, host: None },
+                peer: PeerInfo { concurrent_tests: 1, ..PeerInfo::default() },
                 cookie: None,
             });
             self.events.push_back(ControlEvent::Start);
