@@ -165,6 +165,9 @@ fn against_netchars_own_services() {
     assert!(int(&r, "summary.rr.transactions") > 0, "{r}");
     let r = run_json(None, &["rr", host, "--udp", "--proto", "echo", "-p", &e.to_string(), "-t", "1", "-i", "0"]);
     assert!(int(&r, "summary.rr.transactions") > 0, "{r}");
+    // netchar echo: exactly the pattern's buffers, each echoed.
+    let r = run_json(None, &["echo", host, "--proto", "echo", "-p", &e.to_string(), "--pattern", "100x512,10@1ms"]);
+    assert_eq!(int(&r[0], "summary.rr.transactions"), 100, "{r}");
 
     // What a service cannot run is refused before any traffic.
     let out = Command::new(BIN)
