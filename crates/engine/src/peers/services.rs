@@ -642,7 +642,7 @@ fn serve_udp(service: Service, socket: UdpSocket, ctx: PeerContext, tests: Tests
                 }
                 Err(r) => {
                     // Dropped unanswered; logged once per source per 10 s.
-                    if refused_logged.insert(from.ip(), now).is_none() {
+                    if refused_logged.len() < 1024 && refused_logged.insert(from.ip(), now).is_none() {
                         ctx.log(ServerLog::Rejected {
                             peer: from,
                             reason: format!("{} (UDP): {}", service.name(), r.reason),
