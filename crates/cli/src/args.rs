@@ -100,6 +100,13 @@ pub(crate) struct ServerArgs {
     /// Port of the iperf3 server (default 5201; TCP and UDP).
     #[arg(long, value_name = "PORT")]
     pub(crate) iperf3_port: Option<u16>,
+    /// Also answer netio clients (`netio -t|-u HOST`): TCP on --netio-port, the UDP test on the
+    /// port after it (TCP control and UDP data).
+    #[arg(long)]
+    pub(crate) netio: bool,
+    /// The netio port (default 18767; the UDP test uses this plus one).
+    #[arg(long, value_name = "PORT", requires = "netio")]
+    pub(crate) netio_port: Option<u16>,
     /// Also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each
     /// connection or UDP source admitted as a test under the same limits.
     #[arg(long)]
@@ -376,6 +383,25 @@ pub(crate) struct SuiteArgs {
     /// ecos: a short form (fewer buffers, shorter pauses) for a quick look or a test.
     #[arg(long)]
     pub(crate) quick: bool,
+    /// netio: the server's protocol: netchar (its own tests in netio's table) or netio (a netio
+    /// server, e.g. `netio -s`, Keil MDK's or lwIP's; port 18767 unless -p).
+    #[arg(long = "proto", value_name = "PROTO", default_value = "netchar")]
+    pub(crate) proto: String,
+    /// netio --proto netio: the UDP test (control on port+1, datagrams to and from port+1).
+    #[arg(short = 'u', long = "udp")]
+    pub(crate) udp: bool,
+    /// netio --proto netio: one block size (bytes, or NUMk) instead of the stock table.
+    #[arg(short = 'b', long = "block")]
+    pub(crate) block: Option<String>,
+    /// netio --proto netio: send only (a sink server such as lwIP's contrib netio never sends).
+    #[arg(long = "tx-only")]
+    pub(crate) tx_only: bool,
+    /// netio --proto netio: seconds without data before Rx gives up and the rest runs Tx only.
+    #[arg(long = "rx-timeout", default_value = "10")]
+    pub(crate) rx_timeout: String,
+    /// netio --proto netio: seconds per direction (netio's: 6).
+    #[arg(long = "netio-interval", default_value = "6")]
+    pub(crate) netio_interval: String,
 }
 
 impl UdpArgs {

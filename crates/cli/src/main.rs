@@ -564,6 +564,8 @@ fn run_suite(a: &args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             let plan = plan::TcpPlan::from_udp_args(&udp)?;
             suites::bwsweep(&plan, from, to, step, a.json, stop)
         }
+        "netio" if a.proto == "netio" => suites::netio_peer(a, stop),
+        "netio" if a.proto != "netchar" => anyhow::bail!("suite netio --proto {}: one of netchar, netio", a.proto),
         "netio" | "sizes" => {
             let secs = plan::seconds("--duration", &a.duration)?;
             let udp = plan::TcpPlan::from_udp_args(&args::UdpArgs::for_suite(&a.host, a.port, secs))?;

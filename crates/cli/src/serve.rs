@@ -189,6 +189,14 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
         eprintln!("services: echo on {}, discard on {}, chargen on {} (TCP and UDP)", p.echo, p.discard, p.chargen);
         server = server.with_peer(Box::new(services));
     }
+    if a.netio {
+        use netchar_engine::peers::netio::NetioListener;
+        let port = a.netio_port.unwrap_or(netchar_wire::netio::TCP_PORT);
+        let netio = NetioListener::bind(bind.ip(), port)
+            .with_context(|| format!("cannot offer --netio on ports {port} and {}", port.wrapping_add(1)))?;
+        eprintln!("netio: TCP test on {}, UDP test on {} (TCP control and UDP)", netio.port(), netio.port() + 1);
+        server = server.with_peer(Box::new(netio));
+    }
     eprintln!("{}", describe(&cfg));
     if let Some(port) = peers.iperf3 {
         let at = SocketAddr::new(bind.ip(), port);

@@ -51,7 +51,14 @@ pub fn describe_test(info: &TestInfo) -> String {
         TestKind::Udp => ("UDP", "payload"),
         TestKind::Rr => ("request/response", "request"),
     };
-    let dir = if s.kind == TestKind::Rr { "" } else { dir };
+    let dir = match (s.kind, info.protocol.as_str()) {
+        (TestKind::Rr, _) => "",
+        // The service decides the direction, whatever the spec says before the run.
+        (_, "echo") => "echo (client sends, the server returns it)",
+        (_, "discard") => "up (client sends)",
+        (_, "chargen") => "down (server sends)",
+        _ => dir,
+    };
     // A UDP payload left at 0 is chosen once the address family is known (1472 B over IPv4,
     // 1452 B over IPv6: a 1500-byte MTU either way); this header may be printed before that.
     let size = match (s.kind, s.block_bytes, info.family.as_str()) {

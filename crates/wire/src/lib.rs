@@ -6,6 +6,7 @@
 //! - [`codec`]: length-prefixed frames with a hard size cap checked before allocation;
 //! - [`message`]: the typed messages carried in frames;
 //! - [`iperf3`]: iperf3's control protocol, both sides, and its UDP header;
+//! - [`netio`]: netio's CONTROL message, block framing, client and server state machines;
 //! - [`services`]: echo, discard and chargen (RFC 862/863/864): the chargen pattern and checks;
 //! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
 //!   through `handle_input` and go out through `poll_output`; what the driver must do comes out
@@ -28,6 +29,7 @@ pub mod datagram;
 pub mod hello;
 pub mod iperf3;
 pub mod message;
+pub mod netio;
 pub mod services;
 pub mod session;
 

@@ -9,6 +9,7 @@
 //! protocols; one log, rate-limited per source. A peer protocol maps its client's request to a
 //! [`TestSpec`] and admits that, so the limits apply to what the test really asks for.
 
+pub mod netio;
 pub mod services;
 
 use crate::admission::{canonical, ConnRefusal, Limits, Refusal, Request, SourceCounts, SourceSlot};
