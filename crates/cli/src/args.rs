@@ -107,6 +107,12 @@ pub(crate) struct ServerArgs {
     /// The netio port (default 18767; the UDP test uses this plus one).
     #[arg(long, value_name = "PORT", requires = "netio")]
     pub(crate) netio_port: Option<u16>,
+    /// Also answer iperf2 clients (`iperf -c`, TCP and UDP, -P, -R of 2.1+) on --iperf2-port.
+    #[arg(long)]
+    pub(crate) iperf2: bool,
+    /// Port of the iperf2 server (default 5001; TCP and UDP).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) iperf2_port: Option<u16>,
     /// Also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each
     /// connection or UDP source admitted as a test under the same limits.
     #[arg(long)]
@@ -214,8 +220,9 @@ pub(crate) struct CommonArgs {
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
     /// The server's protocol: auto (default: netchar, or the peer protocol the server answers in),
-    /// netchar, iperf3 for an `iperf3 -s`, or echo, discard, chargen (RFC 862/863/864 services;
-    /// default ports 7, 9, 19).
+    /// netchar, iperf3 for an `iperf3 -s`, iperf2 for an `iperf -s` (-u for UDP; port 5001),
+    /// lwiperf for lwIP's lwiperf (TCP; port 5001), or echo, discard, chargen (RFC 862/863/864
+    /// services; default ports 7, 9, 19).
     #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
 }

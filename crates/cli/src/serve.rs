@@ -40,6 +40,8 @@ struct ConfigFile {
     json: Option<bool>,
     iperf3: Option<bool>,
     iperf3_port: Option<u16>,
+    iperf2: Option<bool>,
+    iperf2_port: Option<u16>,
 }
 
 /// A TOML number or string, as the flag would take it.
@@ -62,6 +64,7 @@ pub(crate) struct Settings {
 #[derive(Debug, Default)]
 struct PeerPorts {
     iperf3: Option<u16>,
+    iperf2: Option<u16>,
 }
 
 fn seconds(flag: &str, text: &str) -> Result<Duration> {
@@ -162,6 +165,8 @@ pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
     let peers = PeerPorts {
         iperf3: (a.iperf3 || a.iperf3_port.is_some() || file.iperf3.unwrap_or(false))
             .then(|| a.iperf3_port.or(file.iperf3_port).unwrap_or(netchar_engine::peers::iperf3::DEFAULT_PORT)),
+        iperf2: (a.iperf2 || a.iperf2_port.is_some() || file.iperf2.unwrap_or(false))
+            .then(|| a.iperf2_port.or(file.iperf2_port).unwrap_or(netchar_wire::iperf2::DEFAULT_PORT)),
     };
     Ok(Settings { cfg, json: a.json || file.json.unwrap_or(false), peers })
 }
@@ -203,6 +208,13 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
         let listener = Iperf3Listener::bind(at)
             .with_context(|| format!("--iperf3: cannot listen on {at} (is an iperf3 server running there?)"))?;
         eprintln!("answering iperf3 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
+        server = server.with_peer(Box::new(listener));
+    }
+    if let Some(port) = peers.iperf2 {
+        let at = SocketAddr::new(bind.ip(), port);
+        let listener = netchar_engine::peers::iperf2::Iperf2Listener::bind(at)
+            .with_context(|| format!("--iperf2: cannot listen on {at} (is an iperf server running there?)"))?;
+        eprintln!("answering iperf2 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
         server = server.with_peer(Box::new(listener));
     }
     server.run(stop, move |entry| eprintln!("{}", log_line(&entry, json)))?;

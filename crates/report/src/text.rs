@@ -263,7 +263,12 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             Flow::Up => ("client", "server"),
             Flow::Down => ("server", "client"),
         };
+        // iperf2 and lwiperf send no report over TCP: the server's side is unknown here.
+        let far_unknown = matches!(r.test.protocol.as_str(), "iperf2" | "lwiperf") && r.test.spec.kind == TestKind::Tcp;
         for (role, side, end) in [("sender", &f.sender, send_end), ("receiver", &f.receiver, recv_end)] {
+            if far_unknown && end == "server" {
+                continue;
+            }
             let _ = write!(
                 out,
                 "{:<4} {role:<8} ({end}) {:>15} {:>9.3} s {:>16}",
@@ -280,6 +285,17 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
         udp_summary(f, &r.test.protocol, &mut out);
         if f.packets_accounted.is_some() {
             // UDP may lose bytes by design; the datagram identity above is the check.
+        } else if far_unknown {
+            let _ = writeln!(
+                out,
+                "     {} reports nothing back over TCP: these are netchar's figures; the server's own count is in its output{}",
+                r.test.protocol,
+                if r.test.protocol == "iperf2" && flow == Flow::Up {
+                    " (iperf2 counts 20 bytes more per stream: the settings header after its flags word)"
+                } else {
+                    ""
+                }
+            );
         } else if f.bytes_match {
             let _ = writeln!(
                 out,

@@ -5,6 +5,7 @@
 //!   recognition of peers that are not netchar (an iperf3 server, an SSH banner, ...);
 //! - [`codec`]: length-prefixed frames with a hard size cap checked before allocation;
 //! - [`message`]: the typed messages carried in frames;
+//! - [`iperf2`]: iperf2's in-band headers and UDP server report, and lwiperf's use of them;
 //! - [`iperf3`]: iperf3's control protocol, both sides, and its UDP header;
 //! - [`netio`]: netio's CONTROL message, block framing, client and server state machines;
 //! - [`services`]: echo, discard and chargen (RFC 862/863/864): the chargen pattern and checks;
@@ -27,6 +28,7 @@ pub mod auth;
 pub mod codec;
 pub mod datagram;
 pub mod hello;
+pub mod iperf2;
 pub mod iperf3;
 pub mod message;
 pub mod netio;

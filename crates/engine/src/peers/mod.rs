@@ -21,6 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+pub mod iperf2;
 pub mod iperf3;
 
 /// A peer protocol's server, bound and ready to run.
