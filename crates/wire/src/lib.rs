@@ -6,6 +6,7 @@
 //! - [`codec`]: length-prefixed frames with a hard size cap checked before allocation;
 //! - [`message`]: the typed messages carried in frames;
 //! - [`iperf3`]: iperf3's control protocol, client side (netchar as an iperf3 client);
+//! - [`nc_test`]: eCos nc_test_master / nc_test_slave, both roles;
 //! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
 //!   through `handle_input` and go out through `poll_output`; what the driver must do comes out
 //!   of `poll_event`.
@@ -27,6 +28,7 @@ pub mod datagram;
 pub mod hello;
 pub mod iperf3;
 pub mod message;
+pub mod nc_test;
 pub mod session;
 
 /// The control protocol version this build speaks.
