@@ -16,7 +16,7 @@
 //! recognises such a 40-byte reply and says so.
 //!
 //! The pieces are "pull" state machines for a lock-step protocol: the driver asks
-//! [`MasterTest::next`] / [`SlaveTest::next`] what to do (send these bytes, receive a buffer of
+//! [`MasterTest::next_step`] / [`SlaveTest::next_step`] what to do (send these bytes, receive a buffer of
 //! this length within this time, pause, done), does it, and reports back what it received (or
 //! that the wait timed out). Time only comes in as `Instant` arguments. [`MasterSuite`] is the
 //! master's whole sequence (`nc_test_master` or `nc6_test_master`), including its conditional
@@ -629,7 +629,7 @@ impl MasterTest {
 
     /// What to do next. `now` is when the driver asks (the start and end of the loop are
     /// taken from it).
-    pub fn next(&mut self, now: Instant) -> Step {
+    pub fn next_step(&mut self, now: Instant) -> Step {
         if self.start.is_none() {
             self.start = Some(now);
         }
@@ -828,7 +828,7 @@ impl SlaveTest {
     }
 
     /// What to do next.
-    pub fn next(&mut self) -> Step {
+    pub fn next_step(&mut self) -> Step {
         loop {
             if let Some(step) = self.queue.pop_front() {
                 return step;
@@ -1183,7 +1183,7 @@ impl MasterSuite {
     }
 
     /// What to do next (call again after each step is done).
-    pub fn next(&mut self) -> SuiteStep {
+    pub fn next_step(&mut self) -> SuiteStep {
         if self.waiting.is_some() {
             // A reply or a test is outstanding; the driver must answer it first.
             return SuiteStep::Done;
