@@ -94,6 +94,12 @@ pub(crate) struct ServerArgs {
     /// Log each test as one JSON line on stderr instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also answer iperf3 clients (TCP and UDP, -R, --bidir, -P) on --iperf3-port.
+    #[arg(long)]
+    pub(crate) iperf3: bool,
+    /// Port of the iperf3 server (default 5201; TCP and UDP).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) iperf3_port: Option<u16>,
 }
 
 /// Flags every client test shares.
@@ -187,8 +193,9 @@ pub(crate) struct CommonArgs {
     /// The user of --psk-file to authenticate as.
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
-    /// The server's protocol: netchar (default), or iperf3 for an `iperf3 -s` (TCP tests).
-    #[arg(long = "proto", value_name = "PROTO", default_value = "netchar")]
+    /// The server's protocol: auto (default: netchar, or the peer protocol the server answers in),
+    /// netchar, or iperf3 for an `iperf3 -s`.
+    #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
 }
 

@@ -385,6 +385,12 @@ fn run_once(
     if let Some(e) = print_error {
         return Err(e.into());
     }
+    if let Some(r) = run.result.as_ref().filter(|r| r.test.protocol != plan.client.protocol.name()) {
+        eprintln!(
+            "netchar: {}:{} answered as an {} server, not netchar: the test ran with --proto {}",
+            plan.client.host, plan.client.port, r.test.protocol, r.test.protocol
+        );
+    }
     if let Some(result) = &run.result {
         save_json(out, result)?;
         if out.json && single {

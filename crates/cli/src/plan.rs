@@ -318,7 +318,10 @@ impl TcpPlan {
     fn with_common(spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {
         let plan = Self::with_common_unchecked(spec, a)?;
         // A peer protocol says what it cannot run now, before any connection.
-        if plan.client.protocol != netchar_engine::client::Protocol::Netchar {
+        if !matches!(
+            plan.client.protocol,
+            netchar_engine::client::Protocol::Auto | netchar_engine::client::Protocol::Netchar
+        ) {
             plan.client
                 .protocol
                 .session(std::time::Instant::now(), &plan.client.spec, &plan.client)

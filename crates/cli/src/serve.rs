@@ -4,6 +4,8 @@
 use crate::args::ServerArgs;
 use anyhow::{bail, Context, Result};
 use netchar_engine::admission::{DataPathPolicy, Limits};
+use netchar_engine::peers::iperf3::Iperf3Listener;
+use netchar_engine::peers::PeerListener;
 use netchar_engine::server::{Server, ServerConfig, ServerLog};
 use netchar_engine::StopFlag;
 use netchar_model::{Flow, Role};
@@ -36,6 +38,8 @@ struct ConfigFile {
     allow_data_from: Option<Vec<String>>,
     psk_file: Option<PathBuf>,
     json: Option<bool>,
+    iperf3: Option<bool>,
+    iperf3_port: Option<u16>,
 }
 
 /// A TOML number or string, as the flag would take it.
@@ -50,6 +54,14 @@ fn as_flag_text(v: &toml::Value) -> String {
 pub(crate) struct Settings {
     cfg: ServerConfig,
     json: bool,
+    /// Peer protocols served beside netchar's own, each on its port.
+    peers: PeerPorts,
+}
+
+/// The ports of the peer-protocol servers that are on.
+#[derive(Debug, Default)]
+struct PeerPorts {
+    iperf3: Option<u16>,
 }
 
 fn seconds(flag: &str, text: &str) -> Result<Duration> {
@@ -147,16 +159,27 @@ pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
     cfg.limits = limits;
     cfg.keys = keys;
     cfg.data_paths = DataPathPolicy { allowed };
-    Ok(Settings { cfg, json: a.json || file.json.unwrap_or(false) })
+    let peers = PeerPorts {
+        iperf3: (a.iperf3 || a.iperf3_port.is_some() || file.iperf3.unwrap_or(false))
+            .then(|| a.iperf3_port.or(file.iperf3_port).unwrap_or(netchar_engine::peers::iperf3::DEFAULT_PORT)),
+    };
+    Ok(Settings { cfg, json: a.json || file.json.unwrap_or(false), peers })
 }
 
 pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
-    let Settings { cfg, json } = settings(a)?;
+    let Settings { cfg, json, peers } = settings(a)?;
     let bind = cfg.bind;
-    let server = Server::bind(cfg.clone()).with_context(|| format!("cannot listen on {bind}"))?;
+    let mut server = Server::bind(cfg.clone()).with_context(|| format!("cannot listen on {bind}"))?;
     let addr = server.local_addr()?;
     eprintln!("netchar server {} listening on {addr}", env!("CARGO_PKG_VERSION"));
     eprintln!("{}", describe(&cfg));
+    if let Some(port) = peers.iperf3 {
+        let at = SocketAddr::new(bind.ip(), port);
+        let listener = Iperf3Listener::bind(at)
+            .with_context(|| format!("--iperf3: cannot listen on {at} (is an iperf3 server running there?)"))?;
+        eprintln!("answering iperf3 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
+        server = server.with_peer(Box::new(listener));
+    }
     server.run(stop, move |entry| eprintln!("{}", log_line(&entry, json)))?;
     eprintln!("netchar server stopped");
     Ok(0)
@@ -242,7 +265,7 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                     .iter()
                     .map(|(id, a)| serde_json::json!({"stream": id, "address": a.to_string()}))
                     .collect();
-                serde_json::json!({"event": "test", "peer": t.peer.to_string(), "user": t.user, "data_paths": data,
+                serde_json::json!({"event": "test", "protocol": t.protocol, "peer": t.peer.to_string(), "user": t.user, "data_paths": data,
                     "refused_data": t.refused_data, "kind": t.spec.kind, "direction": t.spec.direction,
                     "streams": t.spec.streams, "concurrent_tests": t.concurrent_tests, "flows": f, "error": t.error})
                 .to_string()
@@ -266,8 +289,9 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                 } else {
                     String::new()
                 };
+                let proto = if t.protocol == "netchar" { String::new() } else { format!("{} ", t.protocol) };
                 format!(
-                    "test from {}{user}{data}{refused}: {kind} x{} {}{err}",
+                    "{proto}test from {}{user}{data}{refused}: {kind} x{} {}{err}",
                     t.peer,
                     t.spec.streams,
                     parts.join("; ")

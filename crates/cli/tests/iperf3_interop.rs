@@ -57,8 +57,12 @@ fn iperf3_server() -> Option<Iperf3Server> {
 }
 
 fn run(server: &Iperf3Server, args: &[&str]) -> Value {
+    run_kind("tcp", server, args)
+}
+
+fn run_kind(kind: &str, server: &Iperf3Server, args: &[&str]) -> Value {
     let port = server.port.to_string();
-    let mut all = vec!["tcp", "127.0.0.1", "-p", &port, "--proto", "iperf3", "--json", "-i", "0"];
+    let mut all = vec![kind, "127.0.0.1", "-p", &port, "--proto", "iperf3", "--json", "-i", "0"];
     all.extend_from_slice(args);
     let r = netchar(&all);
     assert_eq!(r.code, 0, "netchar {all:?}: {}", r.stderr);
@@ -113,9 +117,78 @@ fn byte_counts_and_refusals() {
     assert_eq!(sent, 50_000_000);
     assert!(received <= sent && received > 0);
     // What iperf3 cannot run is refused before any connection.
-    let r = netchar(&["udp", "127.0.0.1", "-p", "1", "--proto", "iperf3"]);
+    let r = netchar(&["rr", "127.0.0.1", "-p", "1", "--proto", "iperf3"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("--proto iperf3: only TCP"), "{}", r.stderr);
+    assert!(r.stderr.contains("--proto iperf3: only TCP and UDP"), "{}", r.stderr);
     let r = netchar(&["tcp", "127.0.0.1", "-p", "1", "--proto", "iperf3", "-R", "-n", "1M"]);
     assert!(r.stderr.contains("use -t"), "{}", r.stderr);
+}
+
+#[test]
+fn udp_up_and_down_match_the_iperf3_servers_datagram_counts() {
+    // Up: iperf3's receiver figures (bytes, datagrams, loss) are netchar's far end, and netchar's
+    // sender sent exactly what iperf3 received on loopback.
+    let Some(s) = iperf3_server() else { return };
+    let v = run_kind("udp", &s, &["-t", "1", "-b", "20M", "-l", "1200", "-P", "2"]);
+    let report = s.report();
+    let (sent, received) = flow_bytes(&v, "up");
+    // A UDP iperf3 server's own report: bytes under sum_received, datagrams under sum.
+    assert_eq!(received, u(&report["end"]["sum_received"]["bytes"]));
+    assert_eq!(sent, received);
+    let streams = v["streams"].as_array().unwrap();
+    let far: Vec<&Value> = streams.iter().filter(|st| st["role"] == "receiver").collect();
+    assert_eq!(far.len(), 2);
+    for st in far {
+        assert_eq!(st["measured_by"], "server");
+        assert_eq!(u(&st["udp_received"]["packets"]) * 1200, u(&st["bytes"]));
+        assert_eq!(u(&st["udp_received"]["lost"]), 0);
+    }
+    assert_eq!(u(&report["end"]["sum"]["packets"]), sent / 1200);
+
+    // -R: netchar counts the iperf3 server's datagrams itself; every one it sent is accounted for.
+    let Some(s) = iperf3_server() else { return };
+    let v = run_kind("udp", &s, &["-t", "1", "-b", "20M", "-l", "1200", "-R"]);
+    let report = s.report();
+    let (sent, received) = flow_bytes(&v, "down");
+    assert_eq!(sent, u(&report["end"]["sum_sent"]["bytes"]));
+    let mine = v["streams"].as_array().unwrap().iter().find(|st| st["role"] == "receiver").unwrap().clone();
+    assert_eq!(mine["measured_by"], "client");
+    let lost = u(&mine["udp_received"]["lost"]);
+    assert_eq!(received + lost * 1200, sent, "received + lost == the server's sent datagrams");
+}
+
+#[test]
+fn without_proto_netchar_finds_the_iperf3_server_and_says_so() {
+    if Command::new("iperf3").arg("--version").output().is_err() {
+        assert!(std::env::var("CI").is_err(), "iperf3 is not installed but CI must run the interop tests");
+        eprintln!("skipping iperf3 interop test: iperf3 is not installed (apt-get install iperf3)");
+        return;
+    }
+    // A lasting server: the probe that finds it out is a connection of its own.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new("iperf3")
+        .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let p = port.to_string();
+    let r = netchar(&["tcp", "127.0.0.1", "-p", &p, "-t", "1", "--json"]);
+    let r_rr = netchar(&["rr", "127.0.0.1", "-p", &p, "-t", "1"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("answered as an iperf3 server"), "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["test"]["protocol"], "iperf3");
+    let (sent, received) = flow_bytes(&v, "up");
+    assert!(received > 0 && received <= sent);
+    // What iperf3 cannot run is named, with the protocol found.
+    assert_ne!(r_rr.code, 0);
+    assert!(
+        r_rr.stderr.contains("an iperf3 server answered") && r_rr.stderr.contains("only TCP and UDP"),
+        "{}",
+        r_rr.stderr
+    );
 }

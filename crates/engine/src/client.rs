@@ -1,7 +1,9 @@
 //! The client: connects, runs the control session, opens the data connections, runs this
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
-use crate::control::{ClientControl, ControlEvent, Iperf3Control, NativeClient, OpenStream, Transport, UdpHandshake};
+use crate::control::{
+    ClientControl, ControlConnection, ControlEvent, Iperf3Control, NativeClient, OpenStream, Transport, UdpHandshake,
+};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::tcp_setup::{connect_data, ConnectFailure};
@@ -61,8 +63,11 @@ pub struct ClientConfig {
 /// The control protocols the client speaks (crate::control).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Protocol {
-    /// netchar's own (docs/protocol.md).
+    /// netchar's own, unless the server answers as a peer netchar also speaks: then that
+    /// peer's, where it can run the test (`--proto auto`, the default).
     #[default]
+    Auto,
+    /// netchar's own (docs/protocol.md).
     Netchar,
     /// iperf3's: netchar as the client of an `iperf3 -s`.
     Iperf3,
@@ -72,7 +77,9 @@ impl Protocol {
     /// The name in results and on the command line.
     pub fn name(self) -> &'static str {
         match self {
-            Self::Netchar => "netchar",
+            // A test that ran is named by the protocol it ran with: auto runs netchar's own
+            // until it switches (ClientConfig::protocol is then the other).
+            Self::Auto | Self::Netchar => "netchar",
             Self::Iperf3 => "iperf3",
         }
     }
@@ -80,16 +87,17 @@ impl Protocol {
     /// Parses `--proto`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
+            "auto" => Ok(Self::Auto),
             "netchar" => Ok(Self::Netchar),
             "iperf3" => Ok(Self::Iperf3),
-            other => Err(format!("--proto {other}: one of netchar, iperf3")),
+            other => Err(format!("--proto {other}: one of auto, netchar, iperf3")),
         }
     }
 
     /// The session for `spec`, or why this protocol cannot run it (before any traffic).
     pub fn session(self, now: Instant, spec: &TestSpec, cfg: &ClientConfig) -> Result<Box<dyn ClientControl>, String> {
         Ok(match self {
-            Self::Netchar => Box::new(NativeClient::new(
+            Self::Auto | Self::Netchar => Box::new(NativeClient::new(
                 now,
                 spec.clone(),
                 cfg.timeouts,
@@ -215,6 +223,35 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
             Err(e) => return ClientRun { result: None, error: Some(e) },
         };
         match driver.run(stop, on_interval) {
+            // `--proto auto`: the server speaks a peer protocol; run the test in it if it can.
+            Err(ClientError::Protocol(ProtocolError::PeerProtocol { protocol, what }))
+                if cfg.protocol == Protocol::Auto && !driver.plane_started =>
+            {
+                let Ok(peer) = Protocol::parse(protocol) else {
+                    let e = ProtocolError::PeerProtocol { protocol, what };
+                    return ClientRun { result: None, error: Some(e.into()) };
+                };
+                let switched = ClientConfig { protocol: peer, ..cfg.clone() };
+                if let Err(why) = peer.session(Instant::now(), &cfg.spec, &switched) {
+                    return ClientRun { result: None, error: Some(ClientError::Unsupported(format!("{what}; {why}"))) };
+                }
+                // Close this connection first: the peer serves one test at a time, and it took
+                // netchar's hello for the start of one. An iperf3 server then resets and
+                // re-creates its listener, refusing or resetting connections meanwhile: a few
+                // tries, apart.
+                drop(driver);
+                let mut tries = 0;
+                loop {
+                    std::thread::sleep(Duration::from_millis(250));
+                    let run = run(&switched, stop, on_interval);
+                    let retry = run.result.is_none()
+                        && matches!(run.error, Some(ClientError::Control { .. } | ClientError::Refused { .. }));
+                    tries += 1;
+                    if !retry || tries == 4 || stop.is_raised() {
+                        return run;
+                    }
+                }
+            }
             Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
                 std::thread::sleep(Duration::from_millis(500));
             }
@@ -269,7 +306,8 @@ struct Driver<'a> {
     udp_setup: Vec<UdpSetup>,
     udp_setup_sent: Option<Instant>,
     addr: SocketAddr,
-    control: TcpStream,
+    /// The control connection; `None` for protocols without one (ControlConnection::None).
+    control: Option<TcpStream>,
     /// The control protocol's sans-IO session (crate::control).
     session: Box<dyn ClientControl>,
     pending_streams: Option<Vec<DataStream>>,
@@ -301,50 +339,57 @@ impl<'a> Driver<'a> {
     fn connect(cfg: &'a ClientConfig, addrs: &[SocketAddr]) -> Result<Self, ClientError> {
         let mut last = None;
         for &addr in addrs {
-            match TcpStream::connect_timeout(&addr, cfg.connect_timeout) {
-                Ok(control) => {
-                    let _ = control.set_nodelay(true);
-                    let mut spec = cfg.spec.clone();
-                    if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
-                        // The largest payload that fits a 1500-byte Ethernet frame.
-                        spec.block_bytes = if addr.is_ipv4() { 1472 } else { 1452 };
-                    }
-                    let (live_tx, live_rx) = mpsc::channel();
-                    return Ok(Self {
-                        cfg,
-                        addr,
-                        control,
-                        session: cfg.protocol.session(Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?,
-                        spec,
-                        udp_setup: Vec::new(),
-                        udp_setup_sent: None,
-                        pending_streams: None,
-                        plane: None,
-                        plane_started: false,
-                        meter: None,
-                        started_at: now_rfc3339(),
-                        concurrent_tests: 1,
-                        remote_host: None,
-                        remote: None,
-                        local_records: Vec::new(),
-                        latency: None,
-                        connect_latency: None,
-                        wakeups: None,
-                        // Calibrated before connecting, while this end is quiet.
-                        idle: cfg
-                            .spec
-                            .measure_idle
-                            .then(|| (crate::load::IdleMeter::start(Duration::from_millis(300)), None)),
-                        local_cpu: None,
-                        peer_totals: None,
-                        senders_reported: false,
-                        first_error: None,
-                        live_tx,
-                        live_rx,
-                    });
-                }
-                Err(e) => last = Some(connect_error(addr, e, cfg.connect_timeout)),
+            let mut spec = cfg.spec.clone();
+            if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
+                // The largest payload that fits a 1500-byte Ethernet frame.
+                spec.block_bytes = if addr.is_ipv4() { 1472 } else { 1452 };
             }
+            let session = cfg.protocol.session(Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?;
+            let control = match session.connection() {
+                // Without a control connection the first address is the one: nothing tells
+                // whether it answers before the data streams try it.
+                ControlConnection::None => None,
+                ControlConnection::Tcp => match TcpStream::connect_timeout(&addr, cfg.connect_timeout) {
+                    Ok(control) => {
+                        let _ = control.set_nodelay(true);
+                        Some(control)
+                    }
+                    Err(e) => {
+                        last = Some(connect_error(addr, e, cfg.connect_timeout));
+                        continue;
+                    }
+                },
+            };
+            let (live_tx, live_rx) = mpsc::channel();
+            return Ok(Self {
+                cfg,
+                addr,
+                control,
+                session,
+                spec,
+                udp_setup: Vec::new(),
+                udp_setup_sent: None,
+                pending_streams: None,
+                plane: None,
+                plane_started: false,
+                meter: None,
+                started_at: now_rfc3339(),
+                concurrent_tests: 1,
+                remote_host: None,
+                remote: None,
+                local_records: Vec::new(),
+                latency: None,
+                connect_latency: None,
+                wakeups: None,
+                // Calibrated before connecting, while this end is quiet.
+                idle: cfg.spec.measure_idle.then(|| (crate::load::IdleMeter::start(Duration::from_millis(300)), None)),
+                local_cpu: None,
+                peer_totals: None,
+                senders_reported: false,
+                first_error: None,
+                live_tx,
+                live_rx,
+            });
         }
         Err(last.unwrap_or(ClientError::Resolve { host: cfg.host.clone(), message: "no address".into() }))
     }
@@ -416,10 +461,8 @@ impl<'a> Driver<'a> {
     fn flush(&mut self) -> Result<(), ClientError> {
         let mut out = Vec::new();
         self.session.poll_output(&mut out);
-        if !out.is_empty() {
-            self.control
-                .write_all(&out)
-                .map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
+        if let (false, Some(control)) = (out.is_empty(), &mut self.control) {
+            control.write_all(&out).map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
         }
         Ok(())
     }
@@ -430,8 +473,13 @@ impl<'a> Driver<'a> {
             .poll_timeout()
             .map_or(Duration::from_millis(50), |t| t.saturating_duration_since(Instant::now()))
             .clamp(Duration::from_millis(1), Duration::from_millis(50));
-        let _ = self.control.set_read_timeout(Some(wait));
-        match self.control.read(buf) {
+        let Some(control) = &mut self.control else {
+            // No control connection: wait for the workers or the session's next timeout.
+            std::thread::sleep(wait);
+            return Ok(());
+        };
+        let _ = control.set_read_timeout(Some(wait));
+        match control.read(buf) {
             Ok(0) => {
                 self.session.handle_eof(Instant::now())?;
                 Ok(())
@@ -540,7 +588,8 @@ impl<'a> Driver<'a> {
         let mut buf = [0u8; 2048];
         for s in &mut self.udp_setup {
             // The socket is connected to the peer's port: only the peer's datagrams arrive.
-            while let Ok(n) = s.socket.recv(&mut buf) {
+            while !s.handshake.answered() {
+                let Ok(n) = s.socket.recv(&mut buf) else { break };
                 if s.handshake.on_datagram(&buf[..n]) {
                     let _ = s.socket.send(&s.handshake.datagram());
                 }
@@ -549,8 +598,11 @@ impl<'a> Driver<'a> {
         if self.udp_setup.is_empty() || self.udp_setup_sent.is_some_and(|t| t.elapsed() < Duration::from_millis(50)) {
             return;
         }
-        for s in &self.udp_setup {
-            let _ = s.socket.send(&s.handshake.datagram());
+        let now = Instant::now();
+        for s in self.udp_setup.iter_mut().filter(|s| !s.handshake.answered()) {
+            if s.handshake.due(now) {
+                let _ = s.socket.send(&s.handshake.datagram());
+            }
         }
         self.udp_setup_sent = Some(Instant::now());
     }

@@ -105,6 +105,15 @@ pub trait UdpHandshake: Send {
     /// A datagram from the peer during setup; true when the datagram to send changed and
     /// should go out at once.
     fn on_datagram(&mut self, bytes: &[u8]) -> bool;
+    /// True once setup is complete on this end: the driver then neither sends nor reads on
+    /// the stream's socket, so data the peer sends before "start" arrives waits for the worker.
+    fn answered(&self) -> bool {
+        false
+    }
+    /// Whether [`Self::datagram`] should go out now (the driver asks every 50 ms).
+    fn due(&mut self, _now: Instant) -> bool {
+        true
+    }
 }
 
 /// A client's control protocol, sans-IO. Every method's contract is that of
@@ -130,6 +139,21 @@ pub trait ClientControl: Send {
     fn is_done(&self) -> bool;
     /// The UDP datagram format of this protocol's tests.
     fn datagrams(&self) -> DatagramFormatKind;
+    /// Whether the driver connects a control connection for this session first.
+    fn connection(&self) -> ControlConnection {
+        ControlConnection::Tcp
+    }
+}
+
+/// How a protocol talks to its peer besides the data streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlConnection {
+    /// A TCP connection to the peer's address and port, carrying the session's bytes.
+    Tcp,
+    /// None (iperf2, echo/discard/chargen): the driver connects nothing itself; the session
+    /// emits its events from its first poll, its timeouts and the local senders' totals, and
+    /// its output bytes are discarded.
+    None,
 }
 
 /// netchar's own control protocol (docs/protocol.md) behind the seam.
@@ -259,6 +283,8 @@ impl UdpHandshake for NativeUdpSetup {
 pub struct Iperf3Control {
     client: netchar_wire::iperf3::Client,
     spec: TestSpec,
+    /// The peer's report, held back one poll behind its senders' totals.
+    pending: Option<ControlEvent>,
 }
 
 impl Iperf3Control {
@@ -266,7 +292,7 @@ impl Iperf3Control {
     pub fn new(now: Instant, spec: &TestSpec, cookie_random: &[u8; 36]) -> Result<Self, String> {
         let params = iperf3_params(spec)?;
         let cookie = netchar_wire::iperf3::make_cookie(cookie_random);
-        Ok(Self { client: netchar_wire::iperf3::Client::new(now, params, cookie), spec: spec.clone() })
+        Ok(Self { client: netchar_wire::iperf3::Client::new(now, params, cookie), spec: spec.clone(), pending: None })
     }
 
     /// The server's results as netchar's records of the server's end of each stream.
@@ -289,6 +315,21 @@ impl Iperf3Control {
                 let seconds = (s.end_time - s.start_time).max(0.0);
                 let mut record = StreamRecord::bare(id, flow, role, netchar_model::Endpoint::Server, s.bytes, seconds);
                 record.retransmits = retransmits;
+                if self.spec.kind == netchar_model::TestKind::Udp {
+                    if role == netchar_model::Role::Receiver {
+                        // iperf3's `packets` on a receiver is the highest sequence number seen.
+                        let received = s.packets.saturating_sub(s.errors);
+                        record.udp_received = Some(netchar_model::UdpReceived {
+                            packets: received,
+                            lost: s.errors,
+                            loss_percent: if s.packets > 0 { 100.0 * s.errors as f64 / s.packets as f64 } else { 0.0 },
+                            jitter_ms: s.jitter * 1000.0,
+                            ..Default::default()
+                        });
+                    } else {
+                        record.udp_sent = Some(netchar_model::UdpSent { packets: s.packets, ..Default::default() });
+                    }
+                }
                 Some(record)
             })
             .collect()
@@ -297,10 +338,10 @@ impl Iperf3Control {
 
 /// iperf3's parameters for `spec`, or the one line that says what iperf3 cannot do.
 fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String> {
-    use netchar_model::{Direction, EndCondition, TestKind};
+    use netchar_model::{Direction, EndCondition, TestKind, UdpRate};
     let no = |what: &str| Err(format!("--proto iperf3: {what}"));
-    if spec.kind != TestKind::Tcp {
-        return no("only TCP throughput tests run against an iperf3 server so far (udp, rr: not yet)");
+    if !matches!(spec.kind, TestKind::Tcp | TestKind::Udp) {
+        return no("only TCP and UDP throughput tests run against an iperf3 server (rr, crr, echo: iperf3 has none)");
     }
     if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
         return no(
@@ -317,7 +358,24 @@ fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String
         }
         EndCondition::Bytes(n) => (0.0, n),
     };
+    // iperf3's rate is per stream.
+    let bandwidth = match &spec.udp {
+        None => spec.tcp.rate_bps_per_stream,
+        Some(u) => {
+            if u.pattern.is_some() {
+                return no("--pattern is netchar's sender schedule; an iperf3 server sends evenly paced datagrams");
+            }
+            let per_stream = |total: u64| if u.per_stream { total } else { total / u64::from(spec.streams.max(1)) };
+            match u.rate {
+                UdpRate::BitsPerSecond(b) => Some(per_stream(b).max(1)),
+                UdpRate::PacketsPerSecond(p) => Some(per_stream(p.saturating_mul(spec.block_bytes * 8)).max(1)),
+                // iperf3's "no limit" is a bandwidth of 0.
+                UdpRate::Unlimited => Some(0),
+            }
+        }
+    };
     Ok(netchar_wire::iperf3::Params {
+        udp: spec.kind == TestKind::Udp,
         seconds,
         bytes,
         parallel: spec.streams,
@@ -325,12 +383,57 @@ fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String
         reverse: spec.direction == Direction::Down,
         bidirectional: spec.direction == Direction::Bidir,
         omit: spec.omit_seconds,
-        bandwidth: spec.tcp.rate_bps_per_stream,
+        bandwidth,
         window: spec.tcp.window_bytes,
         mss: spec.tcp.mss,
         nodelay: spec.tcp.nodelay,
         congestion: spec.tcp.congestion.clone(),
     })
+}
+
+/// iperf3's UDP stream setup: a 4-byte hello per stream, one stream after the other as iperf3
+/// servers take them (each re-binds its listener after connecting the previous stream's
+/// socket), repeated after a second without an answer (iperf3's own client sends it once and
+/// waits 30 s: a lost hello hangs its test). A hello repeated sooner could reach the stream's
+/// socket after the test starts, and iperf3 counts it as 4 bytes of data. The answer is only
+/// noted: the test starts on the control connection's TEST_RUNNING.
+struct Iperf3UdpHello {
+    /// This stream's place in the order (0, 1, ...).
+    index: usize,
+    /// Streams answered so far, shared by the test's hellos.
+    answered_streams: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    answered: bool,
+    sent: Option<Instant>,
+}
+
+/// How long an iperf3 UDP hello waits for its answer before it is sent again.
+const IPERF3_HELLO_REPEAT: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl UdpHandshake for Iperf3UdpHello {
+    fn datagram(&self) -> Vec<u8> {
+        netchar_wire::iperf3::UDP_HELLO.to_vec()
+    }
+
+    fn on_datagram(&mut self, bytes: &[u8]) -> bool {
+        if !self.answered && netchar_wire::iperf3::is_udp_reply(bytes) {
+            self.answered = true;
+            self.answered_streams.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        false
+    }
+
+    fn answered(&self) -> bool {
+        self.answered
+    }
+
+    fn due(&mut self, now: Instant) -> bool {
+        let my_turn = self.answered_streams.load(std::sync::atomic::Ordering::SeqCst) == self.index;
+        let due = my_turn && self.sent.map_or(true, |t| now.duration_since(t) >= IPERF3_HELLO_REPEAT);
+        if due {
+            self.sent = Some(now);
+        }
+        due
+    }
 }
 
 impl ClientControl for Iperf3Control {
@@ -345,28 +448,64 @@ impl ClientControl for Iperf3Control {
     }
     fn poll_event(&mut self) -> Option<ControlEvent> {
         use netchar_wire::iperf3::Event;
+        if let Some(ev) = self.pending.take() {
+            return Some(ev);
+        }
         Some(match self.client.poll_event()? {
             Event::CreateStreams => {
                 let cookie = self.client.cookie().to_vec();
+                let answered_streams = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
                 let mut streams = Vec::new();
                 for &flow in self.spec.direction.flows() {
                     for id in self.spec.stream_ids(flow) {
-                        streams.push(OpenStream { id, flow, transport: Transport::Tcp { preamble: cookie.clone() } });
+                        let transport = if self.spec.kind == netchar_model::TestKind::Udp {
+                            Transport::Udp {
+                                handshake: Box::new(Iperf3UdpHello {
+                                    index: streams.len(),
+                                    answered_streams: answered_streams.clone(),
+                                    answered: false,
+                                    sent: None,
+                                }),
+                            }
+                        } else {
+                            Transport::Tcp { preamble: cookie.clone() }
+                        };
+                        streams.push(OpenStream { id, flow, transport });
                     }
                 }
                 ControlEvent::Admitted { streams, peer: PeerInfo { concurrent_tests: 1, host: None }, cookie: None }
             }
             Event::Running => ControlEvent::Start,
-            Event::ServerResults(r) => ControlEvent::PeerReport {
-                streams: self.server_records(&r),
-                cpu: CpuUsage {
-                    user_pct: r.cpu_util_user,
-                    system_pct: r.cpu_util_system,
-                    total_pct: r.cpu_util_total,
-                    ..CpuUsage::default()
-                },
-                error: None,
-            },
+            Event::ServerResults(r) => {
+                let streams = self.server_records(&r);
+                // The server's senders' totals first: this end's receivers settle on them (UDP
+                // loss against the datagrams the server sent).
+                let totals: Vec<StreamTotal> = streams
+                    .iter()
+                    .filter(|s| s.role == netchar_model::Role::Sender)
+                    .map(|s| StreamTotal {
+                        id: s.id,
+                        bytes: s.bytes,
+                        packets: s.udp_sent.as_ref().map_or(0, |u| u.packets),
+                    })
+                    .collect();
+                let report = ControlEvent::PeerReport {
+                    streams,
+                    cpu: CpuUsage {
+                        user_pct: r.cpu_util_user,
+                        system_pct: r.cpu_util_system,
+                        total_pct: r.cpu_util_total,
+                        ..CpuUsage::default()
+                    },
+                    error: None,
+                };
+                if totals.is_empty() {
+                    report
+                } else {
+                    self.pending = Some(report);
+                    ControlEvent::PeerSenderDone(totals)
+                }
+            }
             Event::Busy => ControlEvent::Busy {
                 running: 1,
                 max: 1,
@@ -381,7 +520,7 @@ impl ClientControl for Iperf3Control {
         self.client.handle_timeout(now)
     }
     fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
-        let totals: Vec<(u32, u64)> = totals.iter().map(|t| (t.id, t.bytes)).collect();
+        let totals: Vec<(u32, u64, u64)> = totals.iter().map(|t| (t.id, t.bytes, t.packets)).collect();
         self.client.local_senders_done(now, &totals);
     }
     fn stop(&mut self, now: Instant, _reason: &str) {
@@ -391,7 +530,7 @@ impl ClientControl for Iperf3Control {
         self.client.is_done()
     }
     fn datagrams(&self) -> DatagramFormatKind {
-        DatagramFormatKind::Native
+        DatagramFormatKind::Iperf3 { wide: true }
     }
 }
 

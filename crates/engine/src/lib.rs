@@ -7,6 +7,7 @@
 //!   tests (`--max-concurrent`), and runs each test's server end in its own control thread;
 //! - [`dataplane`]: the worker threads, one per stream, apart from the control sessions; they
 //!   share nothing but a few atomic counters per stream, read by the collector once per tick;
+//! - [`peers`]: servers of peer protocols (iperf3, ...) beside the native one, one admission;
 //! - [`measure`]: CPU and host figures around a test.
 //!
 //! The engine never prints: live figures reach the caller through a callback, results as
@@ -20,6 +21,7 @@ pub mod control;
 pub mod dataplane;
 pub mod load;
 pub mod measure;
+pub mod peers;
 pub mod server;
 mod tcp_setup;
 pub mod under_load;

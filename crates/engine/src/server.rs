@@ -15,6 +15,7 @@ use crate::admission::{
 };
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, PeerFilter};
 use crate::measure::{host_info, CpuMeter};
+use crate::peers::{PeerContext, PeerListener};
 use crate::tcp_setup::post_connect;
 use crate::StopFlag;
 use netchar_model::{Endpoint, Flow, Role, StreamRecord, TestSpec};
@@ -89,6 +90,8 @@ pub enum ServerLog {
 /// One test as the server saw it.
 #[derive(Debug, Clone)]
 pub struct TestLog {
+    /// The protocol the client spoke: "netchar", or a peer protocol's name ("iperf3", ...).
+    pub protocol: &'static str,
     /// The client's control connection.
     pub peer: SocketAddr,
     /// Where each data stream came from (TCP) or was sent to (UDP), by stream id.
@@ -107,14 +110,14 @@ pub struct TestLog {
     pub error: Option<String>,
 }
 
-type Logger = Arc<dyn Fn(ServerLog) + Send + Sync>;
+pub(crate) type Logger = Arc<dyn Fn(ServerLog) + Send + Sync>;
 
-/// What every connection thread shares.
-struct Shared {
-    registry: Registry,
-    cfg: ServerConfig,
-    log: Logger,
-    stop: StopFlag,
+/// What every connection thread and peer-protocol server shares.
+pub(crate) struct Shared {
+    pub(crate) registry: Registry,
+    pub(crate) cfg: ServerConfig,
+    pub(crate) log: Logger,
+    pub(crate) stop: StopFlag,
 }
 
 /// A bound server, ready to [`Server::run`].
@@ -123,6 +126,8 @@ pub struct Server {
     /// The UDP setup listener, bound with the TCP one so the server is whole once bound.
     udp: Result<UdpSocket, String>,
     cfg: ServerConfig,
+    /// Peer-protocol servers run beside the native one (crate::peers).
+    peers: Vec<Box<dyn PeerListener>>,
 }
 
 impl Server {
@@ -139,7 +144,13 @@ impl Server {
         let listener: TcpListener = socket.into();
         let local = listener.local_addr()?;
         let udp = bind_udp(local).map_err(|e| format!("UDP tests unavailable: cannot bind UDP {local}: {e}"));
-        Ok(Self { listener, udp, cfg })
+        Ok(Self { listener, udp, cfg, peers: Vec::new() })
+    }
+
+    /// Runs a peer protocol's server beside the native one, under the same admission.
+    pub fn with_peer(mut self, peer: Box<dyn PeerListener>) -> Self {
+        self.peers.push(peer);
+        self
     }
 
     /// The address actually bound (the port is known here when 0 was asked for).
@@ -162,6 +173,14 @@ impl Server {
         let local = self.local_addr()?;
         let waker = spawn_waker(stop.clone(), local, self.cfg.one_off.then(|| shared.clone()));
         let refusals = Refusals::spawn(stop.clone(), self.cfg.keys.is_some());
+        let peers: Vec<_> = self
+            .peers
+            .into_iter()
+            .map(|p| {
+                let ctx = PeerContext { shared: shared.clone(), sources: sources.clone() };
+                std::thread::Builder::new().name(format!("netchar-{}", p.name())).spawn(move || p.run(ctx))
+            })
+            .collect::<io::Result<_>>()?;
         let udp = match self.udp {
             Ok(socket) => Some(spawn_udp_setup_listener(socket, shared.clone())),
             Err(reason) => {
@@ -210,6 +229,9 @@ impl Server {
             let _ = u.join();
         }
         refusals.join();
+        for p in peers {
+            let _ = p.join();
+        }
         Ok(())
     }
 }
@@ -340,7 +362,7 @@ impl Refusals {
 /// A UDP socket on the server's address and port that other sockets may share: the listener
 /// for setup datagrams, and each test stream's socket connected to its client (the kernel
 /// delivers to the connected socket first).
-fn bind_udp(local: SocketAddr) -> io::Result<UdpSocket> {
+pub(crate) fn bind_udp(local: SocketAddr) -> io::Result<UdpSocket> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(local), Type::DGRAM, None)?;
     socket.set_reuse_address(true)?;
@@ -619,6 +641,7 @@ impl<'a> ControlSession<'a> {
         me.linger();
         match me.spec.take() {
             Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(Box::new(TestLog {
+                protocol: "netchar",
                 peer,
                 data_paths: std::mem::take(&mut me.data_paths),
                 user: me.user.clone(),

@@ -67,6 +67,9 @@ pub enum Received {
 /// own header ([`NativeFormat`]) is the first; each peer protocol (iperf3, iperf2) brings its
 /// own, and the UDP workers are generic over it (monomorphised: no dynamic call per datagram).
 pub trait DatagramFormat {
+    /// Whether the header names its stream; when not (iperf3), every datagram on a stream's
+    /// socket is that stream's.
+    const STREAM_IDS: bool = true;
     /// Bytes of header at the start of every datagram: the smallest payload.
     fn header_len(&self) -> usize;
     /// Writes the whole header into the start of `buf` (at least [`Self::header_len`] long).

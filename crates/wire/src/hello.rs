@@ -125,6 +125,34 @@ impl Hello {
     }
 }
 
+/// The protocol netchar also speaks whose answer `first_bytes` is, when they are one's: an
+/// iperf3 server asks for parameters (PARAM_EXCHANGE), an echo server sends netchar's own
+/// hello back, a chargen server sends RFC 864's printable characters unasked.
+pub fn recognised_protocol(first_bytes: &[u8]) -> Option<&'static str> {
+    let echoed = Hello::control().encode();
+    match first_bytes {
+        [0x09, ..] => Some("iperf3"),
+        b if b.len() >= 12 && b[..12] == echoed[..12] => Some("echo"),
+        b if b.len() >= 8
+            && b.iter().all(|&c| (0x20..0x7f).contains(&c) || c == b'\r' || c == b'\n')
+            && !b.starts_with(b"SSH-")
+            && !b.starts_with(b"HTTP/") =>
+        {
+            Some("chargen")
+        }
+        _ => None,
+    }
+}
+
+/// The error for a peer that sent `first_bytes` instead of a netchar hello: which protocol it
+/// speaks when netchar knows it, else what it looks like.
+pub fn not_netchar(first_bytes: &[u8]) -> ProtocolError {
+    match recognised_protocol(first_bytes) {
+        Some(protocol) => ProtocolError::PeerProtocol { protocol, what: identify_peer(first_bytes) },
+        None => ProtocolError::NotNetchar(identify_peer(first_bytes)),
+    }
+}
+
 /// Names the kind of peer that sent `first_bytes` instead of a netchar hello.
 ///
 /// Called with whatever arrived before the peer went quiet or closed, so it must accept any
@@ -132,10 +160,17 @@ impl Hello {
 pub fn identify_peer(first_bytes: &[u8]) -> String {
     match first_bytes {
         [] => "it closed the connection without answering".to_string(),
-        [0x09, ..] => "an iperf3 server answered (PARAM_EXCHANGE); use `netchar tcp --iperf3` once interop lands, or start `netchar server` there".to_string(),
+        [0x09, ..] => "an iperf3 server answered (PARAM_EXCHANGE); add --proto iperf3, or start `netchar server` there"
+            .to_string(),
         [0xFF, ..] => "an iperf3 server answered ACCESS_DENIED (it is busy with another test)".to_string(),
         [0xFE, ..] => "an iperf3 server answered SERVER_ERROR".to_string(),
         b if b.starts_with(b"SSH-") => "an SSH server answered".to_string(),
+        b if recognised_protocol(b) == Some("echo") => {
+            "an echo server answered (it sent netchar's hello back); add --proto echo".to_string()
+        }
+        b if recognised_protocol(b) == Some("chargen") => {
+            "a chargen server answered (printable characters, unasked); add --proto chargen".to_string()
+        }
         b if b.starts_with(b"HTTP/") => "an HTTP server answered".to_string(),
         b if b.len() < HELLO_LEN && b[..b.len().min(MAGIC.len())] == MAGIC[..b.len().min(MAGIC.len())] => {
             format!("it sent {} of the {HELLO_LEN} bytes of a netchar hello and stopped", b.len())
@@ -170,9 +205,21 @@ mod tests {
     }
 
     #[test]
+    fn peers_netchar_also_speaks_are_recognised() {
+        assert_eq!(recognised_protocol(&[0x09]), Some("iperf3"));
+        // An echo server sends the client's own hello back.
+        assert_eq!(recognised_protocol(&Hello::control().encode()), Some("echo"));
+        assert_eq!(recognised_protocol(&Hello::server().encode()), None);
+        assert_eq!(recognised_protocol(b" !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFG"), Some("chargen"));
+        assert_eq!(recognised_protocol(b"SSH-2.0-OpenSSH_9.2"), None);
+        assert!(matches!(not_netchar(&[0x09]), ProtocolError::PeerProtocol { protocol: "iperf3", .. }));
+        assert!(matches!(not_netchar(b"\x00\x01"), ProtocolError::NotNetchar(_)));
+    }
+
+    #[test]
     fn a_partial_netchar_hello_is_named_as_such() {
         // A hello cut short after the magic used to be shown as "unknown bytes [6e 65 74 ...]".
-        let h = Hello::control().encode();
+        let h = Hello::server().encode();
         assert_eq!(identify_peer(&h[..12]), "it sent 12 of the 40 bytes of a netchar hello and stopped");
         assert_eq!(identify_peer(&h[..3]), "it sent 3 of the 40 bytes of a netchar hello and stopped");
         assert!(identify_peer(b"netcha!").contains("unknown bytes"));

@@ -5,7 +5,7 @@
 //!   recognition of peers that are not netchar (an iperf3 server, an SSH banner, ...);
 //! - [`codec`]: length-prefixed frames with a hard size cap checked before allocation;
 //! - [`message`]: the typed messages carried in frames;
-//! - [`iperf3`]: iperf3's control protocol, client side (netchar as an iperf3 client);
+//! - [`iperf3`]: iperf3's control protocol, both sides, and its UDP header;
 //! - [`nc_test`]: eCos nc_test_master / nc_test_slave, both roles;
 //! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
 //!   through `handle_input` and go out through `poll_output`; what the driver must do comes out
@@ -43,6 +43,14 @@ pub enum ProtocolError {
     /// The peer's first bytes are not a netchar hello; the string says what they look like.
     #[error("the peer is not a netchar server: {0}")]
     NotNetchar(String),
+    /// The peer's first bytes are another protocol's, one netchar also speaks.
+    #[error("the peer is not a netchar server: {what}")]
+    PeerProtocol {
+        /// The protocol, as `--proto` names it ("iperf3", "echo", "chargen").
+        protocol: &'static str,
+        /// What it answered.
+        what: String,
+    },
     /// The peer speaks another protocol version.
     #[error("the peer speaks netchar control protocol v{peer}, this netchar speaks v{ours}; run the same netchar version on both ends")]
     Version {

@@ -27,6 +27,7 @@ const BYTE_BODIES: &[(&str, Body)] = &[
     ("spec", bodies::spec),
     ("key_file", bodies::key_file),
     ("iperf3_client", bodies::iperf3_client),
+    ("iperf3_server", bodies::iperf3_server),
 ];
 fn config(cases: u32) -> ProptestConfig {
     let default = ProptestConfig::default();

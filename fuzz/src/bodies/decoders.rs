@@ -203,6 +203,7 @@ pub fn iperf3_client(data: &[u8]) {
     let now = std::time::Instant::now();
     let Some((&mode, mut rest)) = data.split_first() else { return };
     let params = Params {
+        udp: false,
         seconds: 1.0,
         bytes: 0,
         parallel: 2,
@@ -225,7 +226,7 @@ pub fn iperf3_client(data: &[u8]) {
         let (chunk, next) = tail.split_at(take);
         rest = next;
         match n % 5 {
-            0 => c.local_senders_done(t, &[(1, u64::from(n)), (2, 7)]),
+            0 => c.local_senders_done(t, &[(1, u64::from(n), 1), (2, 7, 0)]),
             1 => {
                 t += std::time::Duration::from_millis(u64::from(n) * 40);
                 let _ = c.handle_timeout(t);
@@ -242,6 +243,49 @@ pub fn iperf3_client(data: &[u8]) {
             assert!(c.is_done() && out.is_empty(), "an ended iperf3 session came back to life");
         }
         was_done = c.is_done();
+    }
+}
+
+/// iperf3's control protocol, server side (`netchar server --iperf3`): whatever a client sends
+/// after its cookie, in pieces whose sizes come from the data, with the driver admitting,
+/// refusing or finishing at steps the data chooses, the session never panics, buffers at most
+/// its caps, writes little, and an ended session stays ended.
+pub fn iperf3_server(data: &[u8]) {
+    use netchar_wire::iperf3::server::{results_json, Event, Server};
+    let now = std::time::Instant::now();
+    let mut s = Server::new(now);
+    let mut rest = data;
+    let mut out = Vec::new();
+    let mut t = now;
+    let mut was_done = false;
+    while let Some((&n, tail)) = rest.split_first() {
+        let take = usize::from(n % 23).min(tail.len());
+        let (chunk, next) = tail.split_at(take);
+        rest = next;
+        match n % 7 {
+            0 => s.accept(t),
+            1 => s.streams_connected(t),
+            2 => {
+                t += std::time::Duration::from_millis(u64::from(n) * 50);
+                let _ = s.handle_timeout(t);
+            }
+            3 if n > 200 => s.deny(),
+            _ => {
+                let _ = s.handle_input(t, chunk);
+            }
+        }
+        while let Some(ev) = s.poll_event() {
+            if let Event::ClientResults(_) = ev {
+                s.send_results(t, &results_json((0.0, 0.0, 0.0), -1, &[], None));
+            }
+        }
+        out.clear();
+        s.poll_output(&mut out);
+        assert!(out.len() <= 64 * 1024, "{} bytes out for one step", out.len());
+        if was_done {
+            assert!(s.is_done() && out.is_empty(), "an ended iperf3 server session came back to life");
+        }
+        was_done = s.is_done();
     }
 }
 
@@ -285,6 +329,30 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 DatagramHeader::confirm(1, &[9; 16], &[8; 16], &[7; 8]).to_vec(),
                 DatagramHeader::challenge(1, &[8; 16]).to_vec(),
             ]
+        }
+        "iperf3_server" => {
+            // A whole UDP test as an iperf3 3.12 client sends it: a step byte n takes n % 23
+            // bytes of input when n % 7 is 4..6 (4: four bytes, 12: twelve), 0 admits, 1 says
+            // the streams are in.
+            let params = br#"{"udp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"len":1400,"bandwidth":1048576,"pacing_timer":1000,"client_version":"3.12"}"#;
+            let results = br#"{"cpu_util_total":1,"cpu_util_user":0,"cpu_util_system":1,"sender_has_retransmits":0,"streams":[{"id":1,"bytes":1400,"retransmits":0,"jitter":0,"errors":0,"packets":1}]}"#;
+            let mut script = vec![4u8];
+            script.extend_from_slice(&(params.len() as u32).to_be_bytes());
+            for piece in params.chunks(22) {
+                // n = 22 + 7k with n % 23 = len: choose n with n % 7 >= 4 and n % 23 == len.
+                let n = (0u8..=255).find(|n| n % 7 >= 4 && usize::from(n % 23) == piece.len()).unwrap_or(4);
+                script.push(n);
+                script.extend_from_slice(piece);
+            }
+            script.extend([0, 1, 5, 4]);
+            script.extend_from_slice(&(results.len() as u32).to_be_bytes());
+            for piece in results.chunks(22) {
+                let n = (0u8..=255).find(|n| n % 7 >= 4 && usize::from(n % 23) == piece.len()).unwrap_or(4);
+                script.push(n);
+                script.extend_from_slice(piece);
+            }
+            script.extend([5, 16]);
+            vec![script]
         }
         "iperf3_client" => {
             // A whole upload as a scripted iperf3 server answers it: a step byte n takes

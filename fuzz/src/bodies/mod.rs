@@ -22,6 +22,8 @@ pub mod script;
 pub mod session;
 pub mod test_spec;
 
-pub use decoders::{control_messages, datagram, frame, hello, iperf3_client, key_file, seeds, FrameInput};
+pub use decoders::{
+    control_messages, datagram, frame, hello, iperf3_client, iperf3_server, key_file, seeds, FrameInput,
+};
 pub use session::{client_session, server_session};
 pub use test_spec::{spec, spec_fields};

@@ -14,6 +14,7 @@ mod rr;
 mod udp;
 
 use netchar_wire::datagram::NativeFormat;
+use netchar_wire::iperf3::Iperf3Datagrams;
 pub(crate) use rr::latency_us;
 
 use netchar_model::{
@@ -101,6 +102,11 @@ pub enum DatagramFormatKind {
     /// netchar's own 24-byte header (netchar_wire::datagram).
     #[default]
     Native,
+    /// iperf3's 12-byte header, 16 with 64-bit sequence numbers (netchar_wire::iperf3).
+    Iperf3 {
+        /// 64-bit sequence numbers (`udp_counters_64bit`).
+        wide: bool,
+    },
 }
 
 /// Per-stream state shared between a worker and the collector.
@@ -459,9 +465,11 @@ impl Worker {
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
             (Role::Sender, DataSocket::Udp(s)) => match format {
                 DatagramFormatKind::Native => udp::send(&NativeFormat, sh, ctl, spec, t0, s),
+                DatagramFormatKind::Iperf3 { wide } => udp::send(&Iperf3Datagrams { wide }, sh, ctl, spec, t0, s),
             },
             (Role::Receiver, DataSocket::Udp(s)) => match format {
                 DatagramFormatKind::Native => udp::receive(&NativeFormat, sh, ctl, spec, t0, s),
+                DatagramFormatKind::Iperf3 { wide } => udp::receive(&Iperf3Datagrams { wide }, sh, ctl, spec, t0, s),
             },
         }))
         .unwrap_or_else(|panic| {

@@ -572,7 +572,9 @@ impl ReceiverState {
 
     fn on_datagram<F: DatagramFormat>(&mut self, format: &F, stream_id: u32, seg: &[u8], at_ns: u64) {
         let h = match format.classify(seg) {
-            Received::Data { stream_id: id, sequence, sent_ns } if id == stream_id => DataHeader { sequence, sent_ns },
+            Received::Data { stream_id: id, sequence, sent_ns } if id == stream_id || !F::STREAM_IDS => {
+                DataHeader { sequence, sent_ns }
+            }
             Received::Control => return,
             Received::Data { .. } | Received::Foreign => {
                 self.foreign += 1;

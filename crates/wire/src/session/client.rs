@@ -3,7 +3,7 @@
 use super::{Liveness, Timeouts};
 use crate::auth::{Credentials, Exchange};
 use crate::codec::{encode_frame, FrameDecoder, MAX_SERVER_FRAME};
-use crate::hello::{identify_peer, Hello, Role, HELLO_LEN, MAGIC};
+use crate::hello::{identify_peer, not_netchar, Hello, Role, HELLO_LEN, MAGIC};
 use crate::message::{cookie_from_hex, AuthProof, ClientMessage, ServerMessage};
 use crate::{ProtocolError, PROTOCOL_VERSION};
 use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
@@ -146,7 +146,7 @@ impl ClientSession {
             bytes = &bytes[take..];
             let seen = self.hello_buf.len().min(MAGIC.len());
             if self.hello_buf[..seen] != MAGIC[..seen] {
-                return self.fail(ProtocolError::NotNetchar(identify_peer(&self.hello_buf)));
+                return self.fail(not_netchar(&self.hello_buf));
             }
             if self.hello_buf.len() < HELLO_LEN {
                 return Ok(());
@@ -256,7 +256,7 @@ impl ClientSession {
     pub fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
         match self.state {
             State::Done => Ok(()),
-            State::AwaitHello => self.fail(ProtocolError::NotNetchar(identify_peer(&self.hello_buf))),
+            State::AwaitHello => self.fail(not_netchar(&self.hello_buf)),
             s => self
                 .fail(ProtocolError::Peer(format!("the server closed the control connection while {}", s.describe()))),
         }
@@ -321,6 +321,9 @@ impl ClientSession {
                             "the peer accepted the connection but said nothing (an iperf2 server or another service?)"
                                 .to_string()
                         } else {
+                            if let e @ ProtocolError::PeerProtocol { .. } = not_netchar(&self.hello_buf) {
+                                return self.fail(e);
+                            }
                             identify_peer(&self.hello_buf)
                         }
                     ),

@@ -18,6 +18,11 @@
 //!
 //! Stream ids on the wire are 1, 3, 4, 5, ... (iperf3 skips 2); [`wire_stream_id`] maps
 //! netchar's 1, 2, 3, ... onto them in connect order.
+//!
+//! [`server`] is the other end (netchar answering iperf3 clients); [`Iperf3Datagrams`] is the
+//! UDP header both ends use.
+
+pub mod server;
 
 use crate::ProtocolError;
 use serde::Deserialize;
@@ -30,17 +35,103 @@ pub const COOKIE_LEN: usize = 37;
 /// with many streams and server output is a few hundred KiB).
 pub const MAX_RESULTS_JSON: u32 = 8 * 1024 * 1024;
 
-const TEST_START: u8 = 1;
-const TEST_RUNNING: u8 = 2;
-const TEST_END: u8 = 4;
-const PARAM_EXCHANGE: u8 = 9;
-const CREATE_STREAMS: u8 = 10;
-const SERVER_TERMINATE: u8 = 11;
-const EXCHANGE_RESULTS: u8 = 13;
-const DISPLAY_RESULTS: u8 = 14;
-const IPERF_DONE: u8 = 16;
-const SERVER_ERROR: u8 = 0xFE;
-const ACCESS_DENIED: u8 = 0xFF;
+pub(crate) const TEST_START: u8 = 1;
+pub(crate) const TEST_RUNNING: u8 = 2;
+pub(crate) const TEST_END: u8 = 4;
+pub(crate) const PARAM_EXCHANGE: u8 = 9;
+pub(crate) const CREATE_STREAMS: u8 = 10;
+pub(crate) const SERVER_TERMINATE: u8 = 11;
+pub(crate) const EXCHANGE_RESULTS: u8 = 13;
+pub(crate) const DISPLAY_RESULTS: u8 = 14;
+pub(crate) const IPERF_DONE: u8 = 16;
+pub(crate) const SERVER_ERROR: u8 = 0xFE;
+pub(crate) const ACCESS_DENIED: u8 = 0xFF;
+
+/// A UDP stream's first datagram, client to server, as 3.12+ put it on the wire.
+pub const UDP_HELLO: [u8; 4] = *b"9876";
+/// The server's answer to [`UDP_HELLO`].
+pub const UDP_REPLY: [u8; 4] = *b"6789";
+/// The answer 3.7–3.11 servers send (987654321, host order, little-endian).
+pub const UDP_REPLY_LEGACY: [u8; 4] = 987_654_321u32.to_le_bytes();
+
+/// The answer a server gives to a UDP `hello`: big-endian 3.12–3.16 clients send the bytes
+/// swapped and accept only the swapped answer (interop-factcheck.md, iperf3 correction 3).
+pub fn udp_reply_to(hello: &[u8]) -> [u8; 4] {
+    if hello == UDP_REPLY {
+        UDP_HELLO
+    } else {
+        UDP_REPLY
+    }
+}
+
+/// True when `reply` is an iperf3 server's answer to a UDP hello (any version).
+pub fn is_udp_reply(reply: &[u8]) -> bool {
+    reply == UDP_REPLY || reply == UDP_REPLY_LEGACY || reply == UDP_HELLO
+}
+
+/// iperf3's UDP header: send time (sec, usec; the sender's monotonic clock) and a sequence
+/// number from 1, 32-bit, or 64-bit when the client asks `udp_counters_64bit`.
+///
+/// ```text
+/// 0      4      8              12 / 16
+/// | sec  | usec | sequence     | payload ...
+/// ```
+///
+/// It names no stream: each stream has its own socket. netchar's sequence numbers start at
+/// 0, so the wire carries sequence + 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Iperf3Datagrams {
+    /// 64-bit sequence numbers.
+    pub wide: bool,
+}
+
+impl crate::datagram::DatagramFormat for Iperf3Datagrams {
+    const STREAM_IDS: bool = false;
+
+    fn header_len(&self) -> usize {
+        if self.wide {
+            16
+        } else {
+            12
+        }
+    }
+
+    fn emit(&self, buf: &mut [u8], _stream_id: u32, sequence: u64, sent_ns: u64) {
+        self.stamp(buf, sequence, sent_ns);
+    }
+
+    fn stamp(&self, buf: &mut [u8], sequence: u64, sent_ns: u64) {
+        let sec = (sent_ns / 1_000_000_000) as u32;
+        let usec = ((sent_ns % 1_000_000_000) / 1000) as u32;
+        buf[0..4].copy_from_slice(&sec.to_be_bytes());
+        buf[4..8].copy_from_slice(&usec.to_be_bytes());
+        let wire = sequence.wrapping_add(1);
+        if self.wide {
+            buf[8..16].copy_from_slice(&wire.to_be_bytes());
+        } else {
+            buf[8..12].copy_from_slice(&(wire as u32).to_be_bytes());
+        }
+    }
+
+    fn classify(&self, buf: &[u8]) -> crate::datagram::Received {
+        use crate::datagram::Received;
+        if buf.len() < self.header_len() {
+            // The 4-byte UDP hello and reply, late or repeated.
+            return Received::Control;
+        }
+        let sec = u64::from(u32::from_be_bytes(buf[0..4].try_into().expect("4 bytes")));
+        let usec = u64::from(u32::from_be_bytes(buf[4..8].try_into().expect("4 bytes")));
+        let wire = if self.wide {
+            u64::from_be_bytes(buf[8..16].try_into().expect("8 bytes"))
+        } else {
+            u64::from(u32::from_be_bytes(buf[8..12].try_into().expect("4 bytes")))
+        };
+        match wire.checked_sub(1) {
+            Some(sequence) => Received::Data { stream_id: 0, sequence, sent_ns: sec * 1_000_000_000 + usec * 1000 },
+            None => Received::Foreign,
+        }
+    }
+}
 
 /// The alphabet current iperf3 clients draw their cookie from (`make_cookie`).
 const COOKIE_ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
@@ -66,6 +157,8 @@ pub fn wire_stream_id(n: u32) -> u32 {
 /// What the client asks the server for (the params JSON).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Params {
+    /// UDP (with 64-bit sequence numbers), else TCP.
+    pub udp: bool,
     /// Seconds (`time`); 0 with `bytes`.
     pub seconds: f64,
     /// Bytes in all (`num`); 0 with `seconds`.
@@ -96,7 +189,13 @@ impl Params {
     /// The JSON the server reads (unknown keys are ignored by every iperf3 version).
     pub fn to_json(&self) -> Vec<u8> {
         let mut m = serde_json::Map::new();
-        m.insert("tcp".into(), true.into());
+        if self.udp {
+            m.insert("udp".into(), true.into());
+            // 64-bit sequence numbers (every 3.x from 3.1 reads the key): no wrap after 2^32.
+            m.insert("udp_counters_64bit".into(), 1.into());
+        } else {
+            m.insert("tcp".into(), true.into());
+        }
         m.insert("omit".into(), (self.omit.round() as u64).into());
         m.insert("time".into(), (self.seconds.ceil() as u64).into());
         m.insert("num".into(), self.bytes.into());
@@ -141,6 +240,15 @@ pub struct ResultStream {
     /// TCP retransmits (senders with TCP_INFO), −1 when unknown.
     #[serde(default, deserialize_with = "lenient_i64")]
     pub retransmits: i64,
+    /// UDP: datagrams sent (sender), or the highest sequence number seen (receiver).
+    #[serde(default, deserialize_with = "lenient_u64")]
+    pub packets: u64,
+    /// UDP receivers: datagrams lost.
+    #[serde(default, deserialize_with = "lenient_u64")]
+    pub errors: u64,
+    /// UDP receivers: RFC 3550 jitter, seconds.
+    #[serde(default)]
+    pub jitter: f64,
     /// Seconds since the test's start.
     #[serde(default)]
     pub start_time: f64,
@@ -243,8 +351,9 @@ pub struct Client {
     end_at: Option<Instant>,
     /// This end's senders are done (or it has none).
     senders_done: bool,
-    /// Bytes each of this end's sending streams wrote (netchar ids), for the results JSON.
-    local_bytes: Vec<(u32, u64)>,
+    /// Bytes and datagrams each of this end's sending streams wrote (netchar ids), for the
+    /// results JSON.
+    local_bytes: Vec<(u32, u64, u64)>,
 }
 
 impl Client {
@@ -372,9 +481,9 @@ impl Client {
         let streams: Vec<serde_json::Value> = self
             .local_bytes
             .iter()
-            .map(|&(id, bytes)| {
+            .map(|&(id, bytes, packets)| {
                 serde_json::json!({"id": wire_stream_id(id), "bytes": bytes, "retransmits": -1, "jitter": 0,
-                    "errors": 0, "omitted_errors": 0, "packets": 0, "omitted_packets": 0,
+                    "errors": 0, "omitted_errors": 0, "packets": packets, "omitted_packets": 0,
                     "start_time": 0, "end_time": self.params.seconds})
             })
             .collect();
@@ -384,7 +493,8 @@ impl Client {
     }
 
     /// This end's senders finished, with what each wrote (netchar ids).
-    pub fn local_senders_done(&mut self, now: Instant, totals: &[(u32, u64)]) {
+    /// `totals`: (netchar id, bytes, datagrams) of each sending stream (datagrams 0 for TCP).
+    pub fn local_senders_done(&mut self, now: Instant, totals: &[(u32, u64, u64)]) {
         self.local_bytes = totals.to_vec();
         self.senders_done = true;
         self.maybe_end(now);
@@ -478,6 +588,7 @@ mod tests {
 
     fn params() -> Params {
         Params {
+            udp: false,
             seconds: 1.0,
             bytes: 0,
             parallel: 2,
@@ -512,7 +623,7 @@ mod tests {
         c.handle_input(now, &[CREATE_STREAMS, TEST_START, TEST_RUNNING]).unwrap();
         assert_eq!(c.poll_event(), Some(Event::CreateStreams));
         assert_eq!(c.poll_event(), Some(Event::Running));
-        c.local_senders_done(now, &[(1, 1000), (2, 2000)]);
+        c.local_senders_done(now, &[(1, 1000, 0), (2, 2000, 0)]);
         out.clear();
         c.poll_output(&mut out);
         assert_eq!(out, [TEST_END]);

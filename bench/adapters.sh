@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# bench/adapters.sh — is a peer-protocol adapter ever the bottleneck?  Loopback TCP, side by
+# side in one run, each case ROUNDS times with the two runs of a round back to back:
+#
+#   client role: against one `iperf3 -s`, `iperf3 -c` vs `netchar tcp --proto iperf3`.  Both
+#                figures are the iperf3 server's own count (iperf3's sum_received; netchar's
+#                far-end receiver figure is that same report).
+#   server role: one `iperf3 -c` against `iperf3 -s` vs against `netchar server --iperf3`.
+#                Both figures are the iperf3 client's receiver line (sum_received).
+#
+# Each at 1 stream and -P 4.  Target (issue 9): the adapter at >= 0.95x the peer's own tool.
+# iperf2 rows are added by the iperf2 adapter where it exists (`--proto iperf2`).
+#
+# Knobs: DUR=3 (seconds per run), ROUNDS=3, PORT_BASE=15400, NO_BUILD=0, NETCHAR=PATH (a
+# prebuilt binary), BENCH_SAVE=0 (1: also write bench/results/<date>-adapters-<machine>.txt).
+# Exit status: 0 when every run produced a figure (PASS/MISS are informational), 1 otherwise.
+set -u -o pipefail
+BENCH=adapters
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$BENCH_DIR/lib.sh" || exit 2
+
+DUR=${DUR:-3}
+ROUNDS=${ROUNDS:-3}
+PORT_BASE=${PORT_BASE:-15400}
+NO_BUILD=${NO_BUILD:-0}
+BENCH_SAVE=${BENCH_SAVE:-0}
+need_posint DUR ROUNDS PORT_BASE
+have python3 || { echo "adapters.sh: python3 is needed for the JSON" >&2; exit 2; }
+have iperf3 || { echo "adapters.sh: iperf3 not found (sudo apt-get install iperf3): nothing to compare"; exit 0; }
+
+bench_init
+build_netchar
+H=127.0.0.1
+P_IPERF3=$PORT_BASE                 # iperf3 -s
+P_NATIVE=$((PORT_BASE + 1))         # netchar server (native port)
+P_NC_IPERF3=$((PORT_BASE + 2))      # netchar server --iperf3
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
+
+iperf3 -s -B $H -p $P_IPERF3 >/dev/null 2>&1 & PIDS+=($!)
+"$NC" server -B $H -p $P_NATIVE --iperf3 --iperf3-port $P_NC_IPERF3 2>/dev/null & PIDS+=($!)
+sleep 1
+
+# receiver bit/s from a JSON file: iperf3 -J (end.sum_received) or netchar --json (summary.up).
+bps() {
+  python3 - "$1" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception:
+    print("nan"); sys.exit()
+if "end" in d:
+    print(d["end"].get("sum_received", {}).get("bits_per_second", "nan"))
+else:
+    print(d.get("summary", {}).get("up", {}).get("receiver", {}).get("bits_per_second", "nan"))
+EOF
+}
+
+# run CASE TOOL ARGS...: one run, its figure appended to $RES as "CASE TOOL BPS".
+run() {
+  local case=$1 tool=$2; shift 2
+  local out=$WORK/$case-$tool-$RANDOM.json
+  timeout $((DUR + 30)) "$@" > "$out" 2>>"$WORK/stderr.txt"
+  local v; v=$(bps "$out")
+  [ "$v" = nan ] && { FAILED=1; note "$case $tool: no figure ($*)"; }
+  echo "$case $tool $v" >> "$RES"
+}
+
+echo "adapters: DUR=$DUR ROUNDS=$ROUNDS, $(netchar_version), $(iperf3 --version | head -1)"
+for r in $(seq "$ROUNDS"); do
+  for P in 1 4; do
+    run "client-P$P" iperf3  iperf3 -c $H -p $P_IPERF3 -t "$DUR" -P $P -J
+    run "client-P$P" netchar "$NC" tcp $H -p $P_IPERF3 --proto iperf3 -t "$DUR" -P $P --json -i 0
+    run "server-P$P" iperf3  iperf3 -c $H -p $P_IPERF3 -t "$DUR" -P $P -J
+    run "server-P$P" netchar iperf3 -c $H -p $P_NC_IPERF3 -t "$DUR" -P $P -J
+  done
+  echo "round $r of $ROUNDS done"
+done
+
+REPORT=$WORK/report.txt
+python3 - "$RES" "$ROUNDS" > "$REPORT" <<'EOF'
+import sys, statistics as st
+rows = {}
+for line in open(sys.argv[1]):
+    case, tool, v = line.split()
+    rows.setdefault(case, {}).setdefault(tool, []).append(float(v))
+print(f"{'case':<12} {'peer tool Gbit/s':>17} {'netchar Gbit/s':>15} {'ratio':>7} {'spread':>14}  verdict (>= 0.95)")
+for case in sorted(rows):
+    t = rows[case]
+    a, b = st.median(t.get("iperf3", [float("nan")])), st.median(t.get("netchar", [float("nan")]))
+    spread = lambda xs: (max(xs) - min(xs)) / st.median(xs) if xs else float("nan")
+    ratio = b / a if a else float("nan")
+    print(f"{case:<12} {a/1e9:>17.2f} {b/1e9:>15.2f} {ratio:>7.3f} "
+          f"{spread(t['iperf3'])*100:>6.1f}%/{spread(t['netchar'])*100:>5.1f}%  {'PASS' if ratio >= 0.95 else 'MISS'}")
+print()
+print("client-*: iperf3 -c vs netchar tcp --proto iperf3, both against iperf3 -s (the server's count)")
+print("server-*: iperf3 -c against iperf3 -s vs against netchar server --iperf3 (the client's receiver line)")
+print("spread: (max-min)/median over the rounds, peer tool / netchar")
+EOF
+cat "$REPORT"
+[ -s "$NOTES" ] && { echo; echo "notes:"; cat "$NOTES"; }
+if [ "$BENCH_SAVE" = 1 ]; then
+  machine="$(uname -r)-$(nproc)cpu"
+  dest="$ROOT/bench/results/$(date +%F)-adapters-$machine.txt"
+  { echo "# bench/adapters.sh DUR=$DUR ROUNDS=$ROUNDS; $(netchar_version); $(iperf3 --version | head -1)"
+    echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
+    cat "$REPORT"; } > "$dest"
+  echo "saved $dest"
+fi
+exit "$FAILED"

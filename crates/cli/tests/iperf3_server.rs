@@ -1,0 +1,192 @@
+//! Real iperf3 clients (Debian's 3.12 in CI) against `netchar server --iperf3`: TCP and UDP, up,
+//! `-R`, `--bidir`, `-P`, `-n`, `--get-server-output`. What iperf3 reports (`-J`) is checked
+//! against what netchar's server logged of the same test (`--json`), byte for byte, and the
+//! server's one-test-at-a-time rule is checked across both protocols. Skips (with a line saying
+//! so) where iperf3 is not installed; CI installs it.
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+fn iperf3_installed() -> bool {
+    if Command::new("iperf3").arg("--version").output().is_ok() {
+        return true;
+    }
+    if std::env::var("CI").is_ok() {
+        panic!("iperf3 is not installed but CI must run the interop tests (apt-get install iperf3)");
+    }
+    eprintln!("skipping iperf3 server test: iperf3 is not installed (apt-get install iperf3)");
+    false
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A netchar server answering iperf3 on its own port, logging JSON lines.
+fn server() -> (Server, u16) {
+    let port = free_port();
+    let s = Server::start(&["--iperf3", "--iperf3-port", &port.to_string(), "--json"]);
+    let line = s.log_lines(Duration::from_secs(5)).join("\n");
+    assert!(line.contains("answering iperf3 clients"), "{line}");
+    (s, port)
+}
+
+/// `iperf3 -c` with `args`, its `-J` report.
+fn iperf3(port: u16, args: &[&str]) -> Value {
+    let out =
+        Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"]).args(args).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("iperf3 -J output ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    assert!(v.get("error").is_none(), "iperf3 {args:?} failed: {}", v["error"]);
+    v
+}
+
+/// The server's log line of the one test just run.
+fn logged_test(s: &Server) -> Value {
+    for _ in 0..50 {
+        for line in s.log_lines(Duration::from_millis(200)) {
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v["event"] == "test" {
+                return v;
+            }
+        }
+    }
+    panic!("no test logged");
+}
+
+/// Bytes the server logged for one flow ("up": it received, "down": it sent).
+fn server_bytes(log: &Value, flow: &str) -> u64 {
+    log["flows"].as_array().unwrap().iter().find(|f| f["flow"] == flow).map(|f| u(&f["bytes"])).unwrap()
+}
+
+#[test]
+fn tcp_up_down_bidir_and_parallel_match_the_servers_count() {
+    if !iperf3_installed() {
+        return;
+    }
+    let (s, port) = server();
+
+    // Up, two streams: iperf3's receiver figure is the server's, and equals what the client sent.
+    let v = iperf3(port, &["-t", "1", "-P", "2"]);
+    let log = logged_test(&s);
+    assert_eq!((log["protocol"].as_str(), log["kind"].as_str(), u(&log["streams"])), (Some("iperf3"), Some("tcp"), 2));
+    let (sent, received) = (u(&v["end"]["sum_sent"]["bytes"]), u(&v["end"]["sum_received"]["bytes"]));
+    assert_eq!(received, server_bytes(&log, "up"));
+    assert_eq!(sent, received, "the server settles on the client's total: nothing in flight is lost");
+    assert!(sent > 0);
+
+    // -n: exactly the bytes asked for.
+    let v = iperf3(port, &["-n", "10M"]);
+    let log = logged_test(&s);
+    assert_eq!(u(&v["end"]["sum_received"]["bytes"]), 10 * 1024 * 1024);
+    assert_eq!(server_bytes(&log, "up"), 10 * 1024 * 1024);
+
+    // -R: the server sends; iperf3's sender figure is the server's count.
+    let v = iperf3(port, &["-t", "1", "-R"]);
+    let log = logged_test(&s);
+    assert_eq!(log["direction"], "down");
+    assert_eq!(u(&v["end"]["sum_sent"]["bytes"]), server_bytes(&log, "down"));
+    assert!(u(&v["end"]["sum_received"]["bytes"]) <= server_bytes(&log, "down"));
+
+    // --bidir -P 2: four streams, iperf3's ids 1, 3 up and 4, 5 down.
+    let v = iperf3(port, &["-t", "1", "--bidir", "-P", "2"]);
+    let log = logged_test(&s);
+    assert_eq!(log["data_paths"].as_array().unwrap().len(), 4);
+    assert_eq!(u(&v["end"]["sum_received"]["bytes"]), server_bytes(&log, "up"));
+    assert_eq!(u(&v["end"]["sum_sent_bidir_reverse"]["bytes"]), server_bytes(&log, "down"));
+    assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn udp_loss_jitter_and_counts_are_the_servers() {
+    if !iperf3_installed() {
+        return;
+    }
+    let (s, port) = server();
+
+    // Paced UDP up: the server's datagram count is iperf3's receiver line; nothing lost on loopback
+    // at 20 Mbit/s, and the loss is settled on the client's own datagram count.
+    let v = iperf3(port, &["-u", "-b", "20M", "-t", "1", "-l", "1200", "--get-server-output"]);
+    let log = logged_test(&s);
+    let sum = &v["end"]["sum"];
+    assert_eq!(u(&sum["bytes"]), server_bytes(&log, "up"));
+    assert_eq!(u(&sum["bytes"]) % 1200, 0);
+    assert_eq!(u(&sum["packets"]), u(&sum["bytes"]) / 1200);
+    assert_eq!(u(&sum["lost_packets"]), 0);
+    assert!(f(&sum["jitter_ms"]) >= 0.0);
+    let text = v["server_output_text"].as_str().expect("--get-server-output: the server's text");
+    assert!(text.contains(&format!("received {} bytes", u(&sum["bytes"]))), "{text}");
+
+    // -R: the server sends; iperf3 counts every datagram the server logged as sent.
+    let v = iperf3(port, &["-u", "-b", "20M", "-t", "1", "-l", "1200", "-R"]);
+    let log = logged_test(&s);
+    assert_eq!(u(&v["end"]["sum"]["bytes"]), server_bytes(&log, "down"));
+
+    // 64-bit counters (-P 2 --bidir with --udp-counters-64bit).
+    let v = iperf3(port, &["-u", "-b", "10M", "-t", "1", "-P", "2", "--bidir", "--udp-counters-64bit"]);
+    let log = logged_test(&s);
+    assert_eq!(log["data_paths"].as_array().unwrap().len(), 4);
+    assert_eq!(u(&v["end"]["sum"]["lost_packets"]), 0);
+    assert!(server_bytes(&log, "up") > 0 && server_bytes(&log, "down") > 0);
+}
+
+#[test]
+fn netchar_client_and_server_both_speaking_iperf3_agree_exactly() {
+    let (_s, port) = server();
+    let p = port.to_string();
+    for (kind, extra) in [("tcp", vec!["-t", "1", "-P", "2", "--bidir"]), ("udp", vec!["-b", "20M", "-t", "1", "-R"])] {
+        let mut args = vec![kind, "127.0.0.1", "-p", &p, "--proto", "iperf3", "--json", "-i", "0"];
+        args.extend(extra);
+        let r = netchar(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        let v: Value = serde_json::from_str(&r.stdout).unwrap();
+        for flow in ["up", "down"] {
+            let Some(fl) = v["summary"].get(flow) else { continue };
+            assert_eq!(
+                u(&fl["sender"]["total_bytes"]),
+                u(&fl["receiver"]["total_bytes"]),
+                "{kind} {flow}: sender != receiver"
+            );
+        }
+    }
+}
+
+#[test]
+fn one_test_at_a_time_across_protocols_and_limits_apply() {
+    if !iperf3_installed() {
+        return;
+    }
+    let port = free_port();
+    let s = Server::start(&["--iperf3", "--iperf3-port", &port.to_string(), "--json", "--max-duration", "5"]);
+    // A native test holds the one slot: an iperf3 client is told the server is busy.
+    let native = std::process::Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &s.port.to_string(), "-t", "3", "-b", "10M"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let out =
+        Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1", "-J"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["error"].as_str().unwrap_or_default().contains("busy"), "{}", v["error"]);
+    let _ = native.wait_with_output();
+    // --max-duration applies to iperf3 tests as to native ones.
+    let out =
+        Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "30", "-J"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("error").is_some(), "a 30 s test ran under --max-duration 5");
+    let mut lines = String::new();
+    for _ in 0..25 {
+        lines.push_str(&s.log_lines(Duration::from_millis(200)).join("\n"));
+        if lines.contains("--max-duration") {
+            break;
+        }
+    }
+    assert!(lines.contains("--max-duration"), "{lines}");
+}

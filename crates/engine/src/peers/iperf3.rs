@@ -1,0 +1,705 @@
+//! `netchar server --iperf3`: answers unmodified iperf3 clients (3.7 and later; TCP and UDP,
+//! `-R`, `--bidir`, `-P`, `--get-server-output`), with netchar's workers and counters.
+//!
+//! One TCP listener takes control and data connections alike, as iperf3's does: the first 37
+//! bytes are a cookie, and a cookie of a test waiting for its streams makes a data connection.
+//! UDP streams open with a 4-byte hello on the same port number; the hello's sender gets a
+//! socket connected to it and the 4-byte answer. A test's data must come from its control
+//! connection's address (or `--allow-data-from`), as for native tests.
+//!
+//! Exactness: iperf3 clients send their own results before the server's, so this server knows
+//! each client sender's exact total before it answers and settles its receivers on it: TCP
+//! receivers read until they have every byte the client wrote, UDP receivers count loss against
+//! the client's datagram count. The client's "receiver" line is then the server's exact count.
+
+use super::{PeerContext, PeerListener, PeerTest};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind};
+use crate::measure::CpuMeter;
+use crate::server::{bind_udp, ServerLog, TestLog};
+use crate::tcp_setup::{post_connect, size_udp_buffers};
+use netchar_model::{
+    Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpOptions, UdpRate,
+};
+use netchar_wire::iperf3::server::{self as wire, ClientParams, Event, Server as Session, StreamFigures};
+use netchar_wire::iperf3::{udp_reply_to, wire_stream_id, COOKIE_LEN};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// iperf3's port.
+pub const DEFAULT_PORT: u16 = 5201;
+/// A new connection must present its cookie within this.
+const COOKIE_WAIT: Duration = Duration::from_secs(5);
+/// After TEST_END, how long receivers may take to read what the client says it sent.
+const SETTLE_WAIT: Duration = Duration::from_secs(3);
+
+/// Data streams arriving for a test.
+enum Arrival {
+    /// A TCP data connection and its place in the listener's accept order.
+    Tcp(TcpStream, u64),
+    /// A UDP hello from this address with these bytes.
+    Udp(SocketAddr, Vec<u8>),
+}
+
+/// Tests waiting for their data streams: by cookie (TCP) and by client address (UDP).
+#[derive(Default)]
+struct Routes {
+    by_cookie: HashMap<[u8; COOKIE_LEN], (IpAddr, mpsc::SyncSender<Arrival>)>,
+}
+
+/// The iperf3 listener: TCP and UDP on one port.
+pub struct Iperf3Listener {
+    tcp: TcpListener,
+    udp: UdpSocket,
+}
+
+impl Iperf3Listener {
+    /// Binds TCP and UDP on `addr` (`[::]` also takes IPv4).
+    pub fn bind(addr: SocketAddr) -> io::Result<Self> {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+        socket.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            socket.set_only_v6(false)?;
+        }
+        socket.bind(&addr.into())?;
+        socket.listen(128)?;
+        let tcp: TcpListener = socket.into();
+        let local = tcp.local_addr()?;
+        let udp = bind_udp(local)?;
+        Ok(Self { tcp, udp })
+    }
+}
+
+impl PeerListener for Iperf3Listener {
+    fn name(&self) -> &'static str {
+        "iperf3"
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.tcp.local_addr().expect("a bound listener has an address")
+    }
+
+    fn run(self: Box<Self>, ctx: PeerContext) {
+        let routes = Arc::new(Mutex::new(Routes::default()));
+        let local = self.local_addr();
+        let hellos = {
+            let (ctx, routes) = (ctx.clone(), routes.clone());
+            let udp = self.udp;
+            std::thread::Builder::new().name("netchar-iperf3-udp".into()).spawn(move || udp_hellos(udp, &ctx, &routes))
+        };
+        if self.tcp.set_nonblocking(true).is_err() {
+            ctx.log(ServerLog::Rejected { peer: local, reason: "iperf3 listener: cannot poll".into() });
+            return;
+        }
+        // iperf3 numbers a test's streams in the order the client connected them, and each
+        // connection's cookie is read on a thread of its own: the accept order is kept here.
+        let mut accepted: u64 = 0;
+        while !ctx.stop().is_raised() {
+            let (stream, peer) = match self.tcp.accept() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            let slot = match ctx.connection(peer.ip()) {
+                Ok(slot) => slot,
+                Err(reason) => {
+                    ctx.log(ServerLog::Rejected { peer, reason });
+                    continue;
+                }
+            };
+            let (ctx, routes) = (ctx.clone(), routes.clone());
+            accepted += 1;
+            let order = accepted;
+            let _ = std::thread::Builder::new().name("netchar-iperf3".into()).spawn(move || {
+                let _slot = slot;
+                handle_connection(stream, peer, order, local, &ctx, &routes);
+            });
+        }
+        if let Ok(h) = hellos {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Routes UDP hellos to the test of the sender's address that waits for UDP streams.
+fn udp_hellos(udp: UdpSocket, ctx: &PeerContext, routes: &Mutex<Routes>) {
+    let _ = udp.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf = [0u8; 64];
+    while !ctx.stop().is_raised() {
+        let Ok((n, from)) = udp.recv_from(&mut buf) else { continue };
+        // Only the hello's 4 bytes: anything longer is a data datagram that lost its race
+        // with a stream socket's connect, or not iperf3's.
+        if n != 4 {
+            continue;
+        }
+        let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, tx)) = routes.by_cookie.values().find(|(ip, _)| ctx.data_allowed(*ip, from.ip())) {
+            let _ = tx.try_send(Arrival::Udp(from, buf[..n].to_vec()));
+        }
+    }
+}
+
+/// Reads a connection's cookie, then hands it to its test or serves it as a control connection.
+fn handle_connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    order: u64,
+    local: SocketAddr,
+    ctx: &PeerContext,
+    routes: &Mutex<Routes>,
+) {
+    let _ = stream.set_nonblocking(false);
+    let mut cookie = [0u8; COOKIE_LEN];
+    let deadline = Instant::now() + COOKIE_WAIT;
+    let mut got = 0;
+    while got < COOKIE_LEN {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || ctx.stop().is_raised() {
+            ctx.log(ServerLog::Rejected {
+                peer,
+                reason: format!("iperf3: no cookie within {} s of connecting", COOKIE_WAIT.as_secs()),
+            });
+            return;
+        }
+        let _ = stream.set_read_timeout(Some(left.min(Duration::from_millis(200))));
+        match stream.read(&mut cookie[got..]) {
+            Ok(0) => return,
+            Ok(n) => got += n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(_) => return,
+        }
+    }
+    {
+        let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((control_ip, tx)) = routes.by_cookie.get(&cookie) {
+            if ctx.data_allowed(*control_ip, peer.ip()) {
+                let _ = tx.try_send(Arrival::Tcp(stream, order));
+            } else {
+                ctx.log(ServerLog::Rejected {
+                    peer,
+                    reason: format!("iperf3: a data connection for a test of {control_ip} from another address"),
+                });
+                // iperf3 answers a data connection it will not take with ACCESS_DENIED.
+                let _ = stream.write_all(&[0xFF]);
+            }
+            return;
+        }
+    }
+    ControlSession::serve(stream, peer, local, cookie, ctx, routes);
+}
+
+/// An iperf3 client's test, served.
+struct ControlSession<'a> {
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    cookie: [u8; COOKIE_LEN],
+    ctx: &'a PeerContext,
+    routes: &'a Mutex<Routes>,
+    session: Session,
+    params: Option<ClientParams>,
+    spec: Option<TestSpec>,
+    test: Option<PeerTest>,
+    arrivals: Option<mpsc::Receiver<Arrival>>,
+    /// TCP data connections in, with their accept order, until all are.
+    tcp_in: Vec<(u64, TcpStream)>,
+    streams: Vec<DataStream>,
+    data_paths: Vec<(u32, SocketAddr)>,
+    plane: Option<DataPlane>,
+    meter: Option<CpuMeter>,
+    started: Option<Instant>,
+    records: Vec<StreamRecord>,
+    error: Option<String>,
+}
+
+impl Drop for ControlSession<'_> {
+    fn drop(&mut self) {
+        self.unroute();
+        if let Some(plane) = self.plane.take() {
+            plane.abort();
+        }
+    }
+}
+
+impl<'a> ControlSession<'a> {
+    fn serve(
+        stream: TcpStream,
+        peer: SocketAddr,
+        local: SocketAddr,
+        cookie: [u8; COOKIE_LEN],
+        ctx: &'a PeerContext,
+        routes: &'a Mutex<Routes>,
+    ) {
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+        let mut me = ControlSession {
+            stream,
+            peer,
+            local,
+            cookie,
+            ctx,
+            routes,
+            session: Session::new(Instant::now()),
+            params: None,
+            spec: None,
+            test: None,
+            arrivals: None,
+            tcp_in: Vec::new(),
+            streams: Vec::new(),
+            data_paths: Vec::new(),
+            plane: None,
+            meter: None,
+            started: None,
+            records: Vec::new(),
+            error: None,
+        };
+        if let Err(e) = me.pump() {
+            me.error.get_or_insert(e);
+            if me.ctx.stop().is_raised() {
+                me.session.terminate();
+            }
+            let _ = me.flush();
+        }
+        if let Some(plane) = me.plane.take() {
+            plane.abort();
+            me.records = plane.join();
+        }
+        let concurrent_tests = me.test.as_ref().map_or(0, |t| t.concurrent_tests());
+        // The slot goes back before the log line: a client that starts its next test at once
+        // must not find this one still counted.
+        me.test = None;
+        me.linger();
+        match me.spec.take() {
+            Some(spec) if concurrent_tests > 0 => me.ctx.log(ServerLog::Test(Box::new(TestLog {
+                protocol: "iperf3",
+                peer,
+                data_paths: std::mem::take(&mut me.data_paths),
+                user: None,
+                spec,
+                streams: std::mem::take(&mut me.records),
+                concurrent_tests,
+                refused_data: 0,
+                error: me.error.clone(),
+            }))),
+            _ => {
+                if let Some(e) = &me.error {
+                    me.ctx.log(ServerLog::Rejected { peer, reason: format!("iperf3: {e}") });
+                }
+            }
+        }
+    }
+
+    fn pump(&mut self) -> Result<(), String> {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            self.flush()?;
+            while let Some(ev) = self.session.poll_event() {
+                self.on_event(ev)?;
+            }
+            self.flush()?;
+            if self.session.is_done() {
+                return Ok(());
+            }
+            if self.ctx.stop().is_raised() {
+                return Err("the server is shutting down".into());
+            }
+            self.collect_streams()?;
+            if let (Some(max), Some(at)) = (self.ctx.limits().max_duration, self.started) {
+                // The client ends the test; one that does not is stopped at the limit.
+                if at.elapsed() > max + Duration::from_secs(2) {
+                    self.session.terminate();
+                    return Err(format!(
+                        "stopped after {:.0} s, the server's limit (--max-duration)",
+                        max.as_secs_f64()
+                    ));
+                }
+            }
+            if let Some(e) = self.plane.as_ref().and_then(|p| p.first_error()) {
+                // A data connection reset while the test runs: the client is gone.
+                if self.session.is_running() {
+                    return Err(e);
+                }
+            }
+            self.read_control(&mut buf)?;
+            let now = Instant::now();
+            if self.session.poll_timeout().is_some_and(|t| now >= t) {
+                self.session.handle_timeout(now).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        let mut out = Vec::new();
+        self.session.poll_output(&mut out);
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.stream.write_all(&out).map_err(|e| format!("control connection failed: {e}"))
+    }
+
+    fn read_control(&mut self, buf: &mut [u8]) -> Result<(), String> {
+        let wait = if self.arrivals.is_some() { Duration::from_millis(2) } else { Duration::from_millis(20) };
+        let _ = self.stream.set_read_timeout(Some(wait));
+        match self.stream.read(buf) {
+            Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),
+            Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(format!("control connection failed: {e}")),
+        }
+    }
+
+    fn on_event(&mut self, ev: Event) -> Result<(), String> {
+        let now = Instant::now();
+        match ev {
+            Event::Requested(params) => self.admit(*params),
+            Event::TestEnd => {
+                if let Some(p) = &self.plane {
+                    p.stop_senders();
+                }
+                Ok(())
+            }
+            Event::ClientResults(results) => {
+                let json = self.settle(&results);
+                self.session.send_results(now, &json);
+                Ok(())
+            }
+            Event::ClientTerminated => Err("the iperf3 client was interrupted (CLIENT_TERMINATE)".into()),
+        }
+    }
+
+    /// Maps the request to a netchar test, admits it, and opens its routes.
+    fn admit(&mut self, params: ClientParams) -> Result<(), String> {
+        if let Some(what) = params.unsupported.first() {
+            self.session.refuse(wire::IE_NOT_IMPLEMENTED);
+            return Err(format!("refused: {what} is not supported by netchar's iperf3 server"));
+        }
+        let spec = match to_spec(&params, self.peer.is_ipv4()) {
+            Ok(spec) => spec,
+            Err(why) => {
+                self.session.refuse(wire::IE_NOT_IMPLEMENTED);
+                return Err(format!("refused: {why}"));
+            }
+        };
+        match self.ctx.admit(&spec, self.peer) {
+            Ok(test) => self.test = Some(test),
+            Err(refusal) => {
+                if refusal.busy {
+                    self.session.deny();
+                } else if refusal.reason.contains("--max-duration") {
+                    self.session.refuse(wire::IE_MAX_DURATION);
+                } else if refusal.reason.contains("--max-rate") {
+                    self.session.refuse(wire::IE_TOTAL_RATE);
+                } else {
+                    self.session.deny();
+                }
+                return Err(format!("turned away: {}", refusal.reason));
+            }
+        }
+        let (tx, rx) = mpsc::sync_channel(2 * spec.total_streams() as usize + 8);
+        self.routes.lock().unwrap_or_else(|p| p.into_inner()).by_cookie.insert(self.cookie, (self.peer.ip(), tx));
+        self.arrivals = Some(rx);
+        self.spec = Some(spec);
+        self.params = Some(params);
+        self.session.accept(Instant::now());
+        Ok(())
+    }
+
+    fn unroute(&mut self) {
+        if self.arrivals.take().is_some() {
+            self.routes.lock().unwrap_or_else(|p| p.into_inner()).by_cookie.remove(&self.cookie);
+        }
+    }
+
+    /// Takes the test's data streams: TCP numbered by accept order once all are in, UDP in
+    /// the order of their hellos (each answered at once); starts the test when all are in.
+    fn collect_streams(&mut self) -> Result<(), String> {
+        let (Some(rx), Some(spec)) = (&self.arrivals, &self.spec) else { return Ok(()) };
+        let expected = spec.total_streams() as usize;
+        while let Ok(arrival) = rx.try_recv() {
+            match arrival {
+                Arrival::Tcp(socket, order) if spec.kind == TestKind::Tcp => {
+                    if self.tcp_in.len() == expected {
+                        return Err("more data connections than the test has".into());
+                    }
+                    self.tcp_in.push((order, socket));
+                }
+                Arrival::Udp(from, hello) if spec.kind == TestKind::Udp => {
+                    // Repeated hellos from a stream already in: not a new stream.
+                    if self.data_paths.iter().any(|(_, a)| *a == from) {
+                        continue;
+                    }
+                    let id = self.streams.len() as u32 + 1;
+                    let flow = spec.flow_of(id).ok_or("more data streams than the test has")?;
+                    let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
+                    let socket = bind_udp(SocketAddr::new(self.local.ip(), self.local.port()))
+                        .and_then(|s| s.connect(from).map(|_| s))
+                        .map_err(|e| format!("cannot open UDP stream {id} to {from}: {e}"))?;
+                    size_udp_buffers(&socket);
+                    socket.send(&udp_reply_to(&hello)).map_err(|e| format!("UDP stream {id}: {e}"))?;
+                    self.data_paths.push((id, from));
+                    self.streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
+                }
+                _ => return Err("a data stream of the other transport than the test's".into()),
+            }
+        }
+        if self.tcp_in.len() == expected {
+            self.tcp_in.sort_by_key(|(order, _)| *order);
+            for (i, (_, socket)) in std::mem::take(&mut self.tcp_in).into_iter().enumerate() {
+                let id = i as u32 + 1;
+                let flow = spec.flow_of(id).ok_or("more data streams than the test has")?;
+                let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
+                post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
+                if let Ok(from) = socket.peer_addr() {
+                    self.data_paths.push((id, from));
+                }
+                self.streams.push(DataStream { id, flow, role, socket: DataSocket::Tcp(socket) });
+            }
+        }
+        if self.streams.len() == expected {
+            self.unroute();
+            self.start()?;
+        }
+        Ok(())
+    }
+
+    fn start(&mut self) -> Result<(), String> {
+        let spec = self.spec.clone().ok_or("start before a request")?;
+        let wide = self.params.as_ref().ok_or("start before a request")?.udp_counters_64bit;
+        let now = Instant::now();
+        self.session.streams_connected(now);
+        self.flush()?;
+        let cfg = DataPlaneConfig {
+            spec: run_spec(&spec),
+            datagrams: DatagramFormatKind::Iperf3 { wide },
+            endpoint: Endpoint::Server,
+            cpu: None,
+        };
+        self.meter = Some(CpuMeter::start());
+        self.started = Some(now);
+        let streams = std::mem::take(&mut self.streams);
+        self.plane = Some(DataPlane::start(cfg, streams, None, now).map_err(|e| format!("cannot start workers: {e}"))?);
+        Ok(())
+    }
+
+    /// After TEST_END: settles the receivers on the client's totals, stops the workers and
+    /// returns this server's results JSON.
+    fn settle(&mut self, client: &netchar_wire::iperf3::Results) -> Vec<u8> {
+        let Some(spec) = self.spec.clone() else { return Vec::new() };
+        // The client's sending streams, by netchar id.
+        let totals: Vec<StreamTotal> = client
+            .streams
+            .iter()
+            .filter_map(|s| {
+                let id = match u32::try_from(s.id).ok()? {
+                    1 => 1,
+                    n if n >= 3 => n - 1,
+                    _ => return None,
+                };
+                (spec.flow_of(id) == Some(Flow::Up)).then_some(StreamTotal { id, bytes: s.bytes, packets: s.packets })
+            })
+            .collect();
+        // The client's counts exclude its warm-up (-O): then they are not totals. A UDP
+        // sender's datagram count is what loss is settled on: without it, none is.
+        let exact = self.params.as_ref().is_some_and(|p| p.omit == 0)
+            && (spec.kind == TestKind::Tcp || totals.iter().all(|t| t.packets > 0 || t.bytes == 0));
+        if let Some(plane) = self.plane.take() {
+            let deadline = Instant::now() + SETTLE_WAIT;
+            if exact && spec.kind == TestKind::Udp {
+                plane.peer_senders_done(&totals, Duration::from_secs_f64(spec.receive_grace_seconds()));
+            }
+            while Instant::now() < deadline {
+                let received = plane.received();
+                let tcp_in = exact
+                    && spec.kind == TestKind::Tcp
+                    && totals.iter().all(|t| received.iter().any(|&(id, b)| id == t.id && b >= t.bytes));
+                if plane.all_done() || tcp_in || (!exact && spec.kind == TestKind::Tcp) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            plane.abort();
+            self.records = plane.join();
+        }
+        let cpu = self.meter.take().map(|m| m.finish()).unwrap_or_default();
+        let figures: Vec<StreamFigures> = self.records.iter().map(figures_of).collect();
+        let has_tcp_senders = spec.kind == TestKind::Tcp && spec.direction != Direction::Up;
+        let sender_has_retransmits = if spec.direction == Direction::Up {
+            -1
+        } else if has_tcp_senders && self.records.iter().any(|r| r.retransmits.is_some()) {
+            1
+        } else {
+            0
+        };
+        let text = self.params.as_ref().is_some_and(|p| p.get_server_output).then(|| self.output_text());
+        wire::results_json(
+            (cpu.total_pct, cpu.user_pct, cpu.system_pct),
+            sender_has_retransmits,
+            &figures,
+            text.as_deref(),
+        )
+    }
+
+    /// What `--get-server-output` shows: netchar's own line per stream.
+    fn output_text(&self) -> String {
+        let mut text = String::from("netchar server (iperf3 protocol)\n");
+        for r in &self.records {
+            let role = if r.role == Role::Sender { "sent" } else { "received" };
+            text.push_str(&format!(
+                "[{:>3}] {role} {} bytes in {:.3} s = {}",
+                wire_stream_id(r.id),
+                r.bytes,
+                r.seconds,
+                netchar_model::units::format_si(netchar_model::bits_per_second(r.bytes, r.seconds), "bit/s")
+            ));
+            if let Some(u) = &r.udp_received {
+                text.push_str(&format!(
+                    ", {} of {} datagrams lost, jitter {:.3} ms",
+                    u.lost,
+                    u.packets + u.lost,
+                    u.jitter_ms
+                ));
+            }
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Closes the control connection gently: a reset would drop the results unread.
+    fn linger(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut buf = [0u8; 4096];
+        let _ = self.stream.set_read_timeout(Some(Duration::from_millis(100)));
+        while Instant::now() < deadline {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// A stream's figures as iperf3's results JSON carries them.
+fn figures_of(r: &StreamRecord) -> StreamFigures {
+    let mut f = StreamFigures {
+        id: wire_stream_id(r.id),
+        bytes: r.bytes,
+        retransmits: r.retransmits.map_or(-1, |n| n as i64),
+        seconds: r.seconds,
+        ..StreamFigures::default()
+    };
+    if let Some(u) = &r.udp_received {
+        f.jitter_seconds = u.jitter_ms / 1000.0;
+        f.lost = u.lost;
+        // iperf3's receivers report the highest sequence number: what was sent, as far as
+        // they can tell.
+        f.packets = u.packets + u.lost;
+    }
+    if let Some(s) = &r.udp_sent {
+        f.packets = s.packets;
+    }
+    f
+}
+
+/// The netchar test an iperf3 request asks for, or why it cannot run here.
+pub fn to_spec(p: &ClientParams, ipv4: bool) -> Result<TestSpec, String> {
+    let mut spec = match p.transport {
+        wire::Transport::Tcp => TestSpec::tcp_default(),
+        wire::Transport::Udp => TestSpec::udp_default(),
+    };
+    spec.direction = match (p.reverse, p.bidirectional) {
+        (_, true) => Direction::Bidir,
+        (true, false) => Direction::Down,
+        (false, false) => Direction::Up,
+    };
+    spec.streams = p.parallel;
+    spec.end = if p.bytes > 0 {
+        EndCondition::Bytes(p.bytes)
+    } else if p.blocks > 0 {
+        EndCondition::Bytes(p.blocks.saturating_mul(p.len.max(1)))
+    } else {
+        EndCondition::Seconds(if p.seconds == 0 { 10.0 } else { p.seconds as f64 })
+    };
+    spec.omit_seconds = p.omit as f64;
+    match p.transport {
+        wire::Transport::Tcp => {
+            if p.len > 0 {
+                spec.block_bytes = p.len;
+            }
+            spec.tcp.window_bytes = p.window;
+            spec.tcp.mss = p.mss;
+            spec.tcp.nodelay = p.nodelay;
+            spec.tcp.congestion = p.congestion.clone();
+            spec.tcp.rate_bps_per_stream = (p.bandwidth > 0).then_some(p.bandwidth);
+        }
+        wire::Transport::Udp => {
+            spec.block_bytes = if p.len > 0 {
+                p.len
+            } else if ipv4 {
+                1472
+            } else {
+                1452
+            };
+            spec.udp = Some(UdpOptions {
+                rate: if p.bandwidth > 0 { UdpRate::BitsPerSecond(p.bandwidth) } else { UdpRate::Unlimited },
+                per_stream: true,
+                // iperf3's GSO is its own business; netchar's sender batches where it can.
+                ..UdpOptions::default()
+            });
+            spec.tcp.window_bytes = p.window;
+        }
+    }
+    spec.validate().map_err(|e| format!("the iperf3 client asked for {e}"))?;
+    Ok(spec)
+}
+
+/// The spec the workers run: senders go until the client's TEST_END (iperf3 clients end every
+/// test, on their clock), not on a clock of their own.
+fn run_spec(spec: &TestSpec) -> TestSpec {
+    let mut run = spec.clone();
+    if spec.direction != Direction::Up {
+        run.end = EndCondition::Seconds(24.0 * 3600.0);
+    }
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_map_to_netchar_tests() {
+        let p = ClientParams::parse(
+            br#"{"udp":true,"time":3,"parallel":2,"len":1400,"bandwidth":5000000,"reverse":true,"udp_counters_64bit":1}"#,
+        )
+        .unwrap();
+        let spec = to_spec(&p, true).unwrap();
+        assert_eq!(
+            (spec.kind, spec.direction, spec.streams, spec.block_bytes),
+            (TestKind::Udp, Direction::Down, 2, 1400)
+        );
+        assert_eq!(spec.udp.as_ref().unwrap().rate, UdpRate::BitsPerSecond(5_000_000));
+        assert!(spec.udp.as_ref().unwrap().per_stream);
+        let p = ClientParams::parse(br#"{"tcp":true,"num":1000000,"parallel":1,"len":131072,"bidirectional":true}"#)
+            .unwrap();
+        let spec = to_spec(&p, true).unwrap();
+        assert_eq!((spec.direction, spec.end), (Direction::Bidir, EndCondition::Bytes(1_000_000)));
+        let p = ClientParams::parse(br#"{"tcp":true,"time":1,"parallel":100000}"#).unwrap();
+        assert!(to_spec(&p, true).is_err());
+    }
+}

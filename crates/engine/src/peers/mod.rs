@@ -1,0 +1,129 @@
+//! Peer-protocol servers: netchar answering the clients of tools already deployed (iperf3,
+//! iperf2, netio, eCos nc_test, echo/discard/chargen), each on its own port, all in the one
+//! server process.
+//!
+//! Each is a [`PeerListener`]: bound by its own constructor (a busy port fails at start, not
+//! later), then run on its own thread with a [`PeerContext`]. The context is the native
+//! server's: one admission registry, so the one-test-at-a-time rule and every limit
+//! (`--max-duration`, `--max-rate`, `--max-streams`, per-source connections) hold across all
+//! protocols; one log, rate-limited per source. A peer protocol maps its client's request to a
+//! [`TestSpec`] and admits that, so the limits apply to what the test really asks for.
+
+use crate::admission::{canonical, ConnRefusal, Limits, Refusal, Request, SourceCounts, SourceSlot};
+use crate::server::{ServerLog, Shared};
+use crate::StopFlag;
+use netchar_model::TestSpec;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+pub mod iperf3;
+
+/// A peer protocol's server, bound and ready to run.
+pub trait PeerListener: Send {
+    /// The protocol, as the log and the start-up line name it (e.g. "iperf3").
+    fn name(&self) -> &'static str;
+    /// The address it listens on.
+    fn local_addr(&self) -> SocketAddr;
+    /// Serves until [`PeerContext::stop`] is raised, returning within about 200 ms of it.
+    fn run(self: Box<Self>, ctx: PeerContext);
+}
+
+/// What a peer-protocol server shares with the native server.
+#[derive(Clone)]
+pub struct PeerContext {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) sources: Arc<SourceCounts>,
+}
+
+/// A test admitted for a peer protocol; gives its slot back when dropped.
+pub struct PeerTest {
+    shared: Arc<Shared>,
+    cookie: [u8; 16],
+    running: u32,
+}
+
+impl PeerTest {
+    /// Tests running, this one included.
+    pub fn concurrent_tests(&self) -> u32 {
+        self.running
+    }
+}
+
+impl Drop for PeerTest {
+    fn drop(&mut self) {
+        self.shared.registry.release(&self.cookie);
+    }
+}
+
+/// Why a peer protocol's test was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerRefusal {
+    /// True when retrying later may succeed (the server is at a limit that frees up).
+    pub busy: bool,
+    /// One line for the log and, where the protocol can carry it, the client.
+    pub reason: String,
+}
+
+/// A connection's place under the per-source and total connection caps; given back on drop.
+pub struct ConnectionSlot(#[allow(dead_code)] SourceSlot);
+
+impl PeerContext {
+    /// Raised when the server must stop.
+    pub fn stop(&self) -> &StopFlag {
+        &self.shared.stop
+    }
+
+    /// The server's limits.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.cfg.limits
+    }
+
+    /// Admits `spec` for a client at `client`, under the same rules as a native test.
+    pub fn admit(&self, spec: &TestSpec, client: SocketAddr) -> Result<PeerTest, PeerRefusal> {
+        // Peer protocols bring their data streams themselves: nothing is routed to them.
+        let (route, _) = mpsc::sync_channel(1);
+        let req = Request { spec, companion: None, client_ip: client.ip(), session_key: None, route };
+        match self.shared.registry.admit(req, &self.shared.cfg.limits, Instant::now()) {
+            Ok(a) => Ok(PeerTest { shared: self.shared.clone(), cookie: a.cookie, running: a.running }),
+            Err(Refusal::Busy { running, max, reason }) => Err(PeerRefusal {
+                busy: true,
+                reason: reason.unwrap_or_else(|| {
+                    format!("the server is busy: {running} of {max} test(s) running (--max-concurrent); retry later")
+                }),
+            }),
+            Err(Refusal::Rejected(reason)) => Err(PeerRefusal { busy: false, reason }),
+        }
+    }
+
+    /// Takes a connection slot for `ip`, or says which cap it hit.
+    pub fn connection(&self, ip: IpAddr) -> Result<ConnectionSlot, String> {
+        let limits = &self.shared.cfg.limits;
+        self.sources.take(ip, limits).map(ConnectionSlot).map_err(|why| match why {
+            ConnRefusal::PerSource(n) => format!(
+                "too many connections from {} ({n} open, the server's --max-per-source); close some and retry",
+                canonical(ip)
+            ),
+            ConnRefusal::Total(n) => {
+                format!("the server has {n} connections open, its limit (--max-connections); retry later")
+            }
+        })
+    }
+
+    /// True when a data stream from `data` may belong to a test controlled from `control`.
+    pub fn data_allowed(&self, control: IpAddr, data: IpAddr) -> bool {
+        self.shared.cfg.data_paths.allows(control, data)
+    }
+
+    /// Logs one event (rejections are rate-limited per source, as the native server's).
+    pub fn log(&self, entry: ServerLog) {
+        (self.shared.log)(entry);
+    }
+
+    /// True with `--one-off` once a test of any protocol has run and none is running.
+    pub fn one_off_done(&self) -> bool {
+        let r = &self.shared.registry;
+        self.shared.cfg.one_off && r.admitted_total.load(Ordering::SeqCst) > 0 && r.running.load(Ordering::SeqCst) == 0
+    }
+}
