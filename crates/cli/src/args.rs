@@ -100,6 +100,16 @@ pub(crate) struct ServerArgs {
     /// Port of the iperf3 server (default 5201; TCP and UDP).
     #[arg(long, value_name = "PORT")]
     pub(crate) iperf3_port: Option<u16>,
+    /// Also answer eCos nc_test_master / nc6_test_master (UDP control on --nc-test-port, data
+    /// on --nc-test-data-port), including SET_LOAD and START_IDLE/STOP_IDLE.
+    #[arg(long)]
+    pub(crate) nc_test: bool,
+    /// nc_test control port (default 7777, UDP).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) nc_test_port: Option<u16>,
+    /// nc_test data port (default 8770, TCP and UDP); stock masters always ask for 8770.
+    #[arg(long, value_name = "PORT")]
+    pub(crate) nc_test_data_port: Option<u16>,
 }
 
 /// Flags every client test shares.
@@ -194,7 +204,7 @@ pub(crate) struct CommonArgs {
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
     /// The server's protocol: auto (default: netchar, or the peer protocol the server answers in),
-    /// netchar, or iperf3 for an `iperf3 -s`.
+    /// netchar, iperf3 for an `iperf3 -s`, or nc-test for an eCos nc_test_slave (tcp, udp, echo).
     #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
 }
@@ -362,6 +372,11 @@ pub(crate) struct SuiteArgs {
     /// ecos: a short form (fewer buffers, shorter pauses) for a quick look or a test.
     #[arg(long)]
     pub(crate) quick: bool,
+    /// ecos: the server's protocol: netchar's own (default), nc-test for an eCos nc_test_slave
+    /// (nc_test_master's sequence, control on UDP 7777 unless -p), nc6-test for
+    /// nc6_test_master's sequence.
+    #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
+    pub(crate) proto: String,
 }
 
 impl UdpArgs {

@@ -4,6 +4,7 @@
 mod args;
 mod files;
 mod metrics;
+mod nc_test;
 mod plan;
 mod plans;
 mod quick;
@@ -144,6 +145,10 @@ fn run(cli: args::Cli) -> Result<u8> {
     match cli.command {
         None => quick::run(&cli.time, cli.json, &stop),
         Some(args::Command::Server(a)) => serve::run(&a, &stop),
+        Some(args::Command::Tcp(a)) if nc_test::wanted(&a.common.proto) => nc_test::tcp(&a, &stop),
+        Some(args::Command::Udp(a)) if nc_test::wanted(&a.common.proto) => nc_test::udp(&a, &stop),
+        Some(args::Command::Echo(a)) if nc_test::wanted(&a.common.proto) => nc_test::echo(&a, &stop),
+        Some(args::Command::Suite(a)) if nc_test::wanted(&a.proto) => nc_test::suite(&a, &stop),
         Some(args::Command::Tcp(a)) => {
             let plan = plan::TcpPlan::from_args(&a)?;
             run_tcp(&plan, &stop)

@@ -19,6 +19,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 pub mod iperf3;
+pub mod nc_test;
 
 /// A peer protocol's server, bound and ready to run.
 pub trait PeerListener: Send {
