@@ -207,6 +207,10 @@ pub(crate) struct CommonArgs {
     /// netchar, iperf3 for an `iperf3 -s`, or nc-test for an eCos nc_test_slave (tcp, udp, echo).
     #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
+    /// With --proto nc-test: the slave's data port (default 8770); its control port is -p
+    /// (default 7777).
+    #[arg(long = "nc-test-data-port", value_name = "PORT")]
+    pub(crate) nc_test_data_port: Option<u16>,
 }
 
 /// `netchar tcp`.
@@ -377,6 +381,10 @@ pub(crate) struct SuiteArgs {
     /// nc6_test_master's sequence.
     #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
+    /// ecos with --proto nc-test: the slave's data port (default 8770); its control port is -p
+    /// (default 7777).
+    #[arg(long = "nc-test-data-port", value_name = "PORT")]
+    pub(crate) nc_test_data_port: Option<u16>,
 }
 
 impl UdpArgs {

@@ -110,7 +110,7 @@ fn single(c: &CommonArgs, kind: Kind, nbufs: u32, buflen: u32, pause: Pause, sto
     let slave = resolve(&c.host, c.port, c.ipv4, c.ipv6)?;
     let cfg = MasterConfig {
         slave,
-        slave_data_port: wire::DATA_SLAVE_PORT,
+        slave_data_port: c.nc_test_data_port.unwrap_or(wire::DATA_SLAVE_PORT),
         master_data_port: wire::DATA_MASTER_PORT,
         plan: MasterPlan::Single { kind, nbufs, buflen, pause },
     };
@@ -149,7 +149,7 @@ pub(crate) fn suite(a: &SuiteArgs, stop: &StopFlag) -> Result<u8> {
     let slave = resolve(&a.host, a.port, false, false)?;
     let cfg = MasterConfig {
         slave,
-        slave_data_port: wire::DATA_SLAVE_PORT,
+        slave_data_port: a.nc_test_data_port.unwrap_or(wire::DATA_SLAVE_PORT),
         master_data_port: wire::DATA_MASTER_PORT,
         plan: MasterPlan::Suite(sequence),
     };

@@ -76,7 +76,8 @@ pub struct MasterConfig {
     pub slave: SocketAddr,
     /// The slave's data port (8770), sent in every test request.
     pub slave_data_port: u16,
-    /// This end's UDP data port (8771), sent in every test request; the slave sends there.
+    /// This end's UDP data port (8771; another one when that is taken), sent in every test
+    /// request: the slave sends there.
     pub master_data_port: u16,
     /// What to run.
     pub plan: MasterPlan,
@@ -111,6 +112,8 @@ fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     use socket2::{Domain, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
     s.set_reuse_address(true)?;
+    // Room for a burst: nc_test senders never wait for their receiver (capped by rmem_max).
+    let _ = s.set_recv_buffer_size(4 << 20);
     if addr.is_ipv6() {
         s.set_only_v6(false)?;
     }
@@ -220,15 +223,19 @@ pub fn run_master(
                     req.master_port = u32::from(cfg.master_data_port);
                 }
                 // UDP data: bound before the request, so that none of the slave's first
-                // datagrams meets a closed port.
+                // datagrams meets a closed port; on the stock 8771 unless that is taken (the
+                // request tells the slave which port).
                 if req.kind().is_some_and(Kind::is_udp) {
-                    udp_data = match bind_udp(unspecified(v6, cfg.master_data_port)) {
-                        Ok(s) => Some(s),
+                    let bound = bind_udp(unspecified(v6, cfg.master_data_port))
+                        .or_else(|_| bind_udp(unspecified(v6, 0)))
+                        .and_then(|s| s.local_addr().map(|a| (s, a.port())));
+                    udp_data = match bound {
+                        Ok((s, port)) => {
+                            req.master_port = u32::from(port);
+                            Some(s)
+                        }
                         Err(e) => {
-                            run.error = Some(format!(
-                                "cannot bind the nc_test UDP data port {}: {e} (another master running?)",
-                                cfg.master_data_port
-                            ));
+                            run.error = Some(format!("cannot bind a UDP data port for nc_test: {e}"));
                             break;
                         }
                     };
