@@ -142,3 +142,54 @@ fn result_line_matches_the_stock_format() {
     let l = result_line("UDP send", 633, 1024, Duration::from_millis(95), 3, 2);
     assert_eq!(l, "UDP send - 633 bufs of 1024 bytes in 0.09 seconds - 7033.33 KB/S - 57.6171 Mbit/S (M = 10^6), 3 lost, 2 out of sequence");
 }
+
+fn drive(t: &mut MasterTest, mut answer: impl FnMut(usize) -> Option<Vec<u8>>) -> (u32, u32) {
+    let mut now = Instant::now();
+    let (mut sends, mut recvs) = (0, 0);
+    loop {
+        now += Duration::from_millis(1);
+        match t.next_step(now) {
+            Step::Send(_) => sends += 1,
+            Step::Recv { len, .. } => {
+                let a = answer(len);
+                recvs += 1;
+                t.received(a.as_deref(), now);
+            }
+            Step::Done => return (sends, recvs),
+            _ => {}
+        }
+    }
+}
+
+/// A silent slave (nc6_test_slave's UDP over IPv6 sends to a mangled address): the master
+/// gives up after MAX_ERRORS+1 timeouts in a row instead of waiting 3 s for each of 640.
+#[test]
+fn master_gives_up_on_a_silent_slave() {
+    let mut t = MasterTest::new(Kind::UdpEcho, 2, 640, 1024, Pause::default());
+    let (sends, recvs) = drive(&mut t, |_| None);
+    assert_eq!(sends, MAX_ERRORS + 1);
+    assert_eq!(recvs, MAX_ERRORS + 1 + 1, "the buffers, then the results wait");
+    let r = t.into_report();
+    assert_eq!(r.lost, 640);
+    assert!(r.lines.iter().any(|l| l.starts_with(NOTE_PREFIX)));
+}
+
+/// The slave's results record in place of a buffer ends the loop: the rest count as lost.
+#[test]
+fn early_results_end_the_loop() {
+    let mut t = MasterTest::new(Kind::UdpSend, 5, 100, 64, Pause::default());
+    let mut n = 0u32;
+    let (_, recvs) = drive(&mut t, |_| {
+        n += 1;
+        if n <= 40 {
+            Some(data_buffer(n - 1, 64))
+        } else {
+            Some(Results { seq: 5, nsent: 100, nrecvd: 0 }.encode().to_vec())
+        }
+    });
+    assert_eq!(recvs, 41, "no wait for a second results record");
+    let r = t.into_report();
+    assert_eq!((r.received, r.lost), (40, 60));
+    assert_eq!(r.results, Some(Results { seq: 5, nsent: 100, nrecvd: 0 }));
+    assert_eq!(r.lines.last().unwrap(), "   slave sent 100, recvd 0");
+}
