@@ -1104,7 +1104,7 @@ pub enum SuiteStep {
     /// The slave ACKed this test: open the data channel (UDP: bind the master data port; TCP:
     /// wait [`TCP_CONNECT_DELAY`], connect), run the loop, then call [`MasterSuite::test_done`]
     /// (with `None` when the data channel could not be opened).
-    RunTest(MasterTest),
+    RunTest(Box<MasterTest>),
     /// Sleep this long (the idle calibration).
     Sleep(Duration),
     /// The sequence is over.
@@ -1295,7 +1295,7 @@ impl MasterSuite {
                     let mut t = MasterTest::new(kind, self.test_seq, nbufs, buflen, pause);
                     t.report.lines.extend(lines.iter().cloned());
                     self.waiting = Some(Op::Test { kind, nbufs, buflen, pause });
-                    run = Some(SuiteStep::RunTest(t));
+                    run = Some(SuiteStep::RunTest(Box::new(t)));
                 } else {
                     lines.push(format!("Slave denied {} [{nbufs},{buflen}] test", kind.name()));
                     let mut t = MasterTest::new(kind, self.test_seq, nbufs, buflen, pause);

@@ -181,7 +181,7 @@ fn replay_master(name: &str, sequence: Sequence) -> (MasterRun, Transcript) {
                             Step::Done => break,
                         }
                     }
-                    suite.test_done(Some(test.into_report()));
+                    suite.test_done(Some((*test).into_report()));
                 }
             }
             SuiteStep::RunTest(_) => unreachable!("tests come from reply()"),

@@ -111,7 +111,7 @@ proptest! {
                                 _ => {}
                             }
                         }
-                        suite.test_done(Some(t.into_report()));
+                        suite.test_done(Some((*t).into_report()));
                     }
                 }
                 _ => {}

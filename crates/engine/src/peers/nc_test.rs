@@ -322,7 +322,7 @@ fn connect_tcp(to: SocketAddr, stop: &StopFlag, on_line: &mut dyn FnMut(&str)) -
 }
 
 fn run_master_test(
-    mut test: wire::MasterTest,
+    mut test: Box<wire::MasterTest>,
     mut ch: DataChannel,
     slave_ip: IpAddr,
     stop: &StopFlag,
@@ -367,7 +367,7 @@ fn run_master_test(
             }
         }
     }
-    test.into_report()
+    (*test).into_report()
 }
 
 /// The netchar spec a test maps to (for the result file and the server's admission).
