@@ -1008,11 +1008,20 @@ pub struct Slave {
     pub idle: bool,
     /// The largest `nbufs` it accepts.
     pub max_nbufs: u32,
+    /// The most bytes it sends unprompted in a UDP_SEND test (the request could come from a
+    /// forged address: without a limit, 28 bytes would buy megabytes towards a victim).
+    pub max_udp_send_bytes: u64,
 }
 
 impl Default for Slave {
     fn default() -> Self {
-        Slave { data_port: DATA_SLAVE_PORT, load: true, idle: true, max_nbufs: 1_000_000 }
+        Slave {
+            data_port: DATA_SLAVE_PORT,
+            load: true,
+            idle: true,
+            max_nbufs: 1_000_000,
+            max_udp_send_bytes: DEFAULT_MAX_UDP_SEND_BYTES,
+        }
     }
 }
 
@@ -1040,6 +1049,9 @@ impl Slave {
                     || req.slave_port != u32::from(self.data_port)
                     || req.master_port == 0
                     || req.master_port > 65535
+                    || (k == Kind::UdpSend
+                        && u64::from(req.nbufs) * (u64::from(req.buflen) + DATA_HEADER_LEN as u64)
+                            > self.max_udp_send_bytes)
                 {
                     nak(NAK_BAD_REQUEST, format!("{line}: refused (buffer, count or ports out of range)"))
                 } else {
@@ -1062,6 +1074,9 @@ impl Slave {
         })
     }
 }
+
+/// [`Slave::max_udp_send_bytes`] by default: 4 MiB, six times the stock master's 640×1024.
+pub const DEFAULT_MAX_UDP_SEND_BYTES: u64 = 4 << 20;
 
 /// Which stock master's sequence [`MasterSuite`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -133,6 +133,13 @@ fn stock_slave_nak_and_lp64_are_recognised() {
     let mut r = Request::new(Kind::UdpEcho, 3, 10, 1024);
     r.slave_port = 9999;
     assert_eq!(Slave::default().handle(&r.encode()).unwrap().reply.reason, NAK_BAD_REQUEST);
+    // UDP_SEND is capped (a forged request must not buy megabytes towards a victim); the
+    // stock master's 640x1024 is well inside, and echo (1:1) is not capped.
+    let send = |n: u32, len: u32| Slave::default().handle(&Request::new(Kind::UdpSend, 4, n, len).encode()).unwrap();
+    assert!(send(640, 1024).reply.is_ack());
+    assert_eq!(send(100_000, 1024).reply.reason, NAK_BAD_REQUEST);
+    let echo = Slave::default().handle(&Request::new(Kind::UdpEcho, 4, 100_000, 1024).encode()).unwrap();
+    assert!(echo.reply.is_ack());
 }
 
 #[test]

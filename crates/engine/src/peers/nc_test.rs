@@ -709,6 +709,14 @@ impl SlaveState {
     }
 }
 
+fn stopped(ctx: &PeerContext) -> String {
+    if ctx.stop().is_raised() {
+        "the server stopped".into()
+    } else {
+        "stopped at the server's --max-duration".into()
+    }
+}
+
 fn drain(udp: &UdpSocket) {
     let _ = udp.set_nonblocking(true);
     let mut b = [0u8; 2048];
@@ -732,6 +740,9 @@ impl NcTestListener {
         let td = u64::from(req.buflen) + wire::DATA_HEADER_LEN as u64;
         let mut log = SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: None };
         let start = Instant::now();
+        // The server's --max-duration holds for nc_test too (its requests count buffers).
+        let deadline = ctx.limits().max_duration.map(|d| start + d);
+        let over = || deadline.is_some_and(|d| Instant::now() >= d);
         let recv_from_ok = |ip: IpAddr| same_ip(ip, master.ip()) || ctx.data_allowed(master.ip(), ip);
         if kind.is_udp() {
             let to = SocketAddr::new(master.ip(), req.master_port as u16);
@@ -746,8 +757,10 @@ impl NcTestListener {
             }
             let (paced_from, mut sent) = (Instant::now(), 0u32);
             loop {
-                if ctx.stop().is_raised() {
-                    log.error = Some("the server stopped".into());
+                if ctx.stop().is_raised() || over() {
+                    log.error = Some(stopped(ctx));
+                    // The master gets the counts so far rather than a 21 s wait for nothing.
+                    let _ = self.udp.send_to(&test.results().encode(), to);
                     break;
                 }
                 match test.next_step() {
@@ -809,8 +822,11 @@ impl NcTestListener {
             let _ = s.set_nodelay(true);
             let mut dead = false;
             loop {
-                if ctx.stop().is_raised() {
-                    log.error = Some("the server stopped".into());
+                if ctx.stop().is_raised() || over() {
+                    log.error = Some(stopped(ctx));
+                    if !dead {
+                        let _ = s.write_all(&test.results().encode());
+                    }
                     break;
                 }
                 match test.next_step() {
