@@ -110,6 +110,19 @@ pub(crate) struct ServerArgs {
     /// nc_test data port (default 8770, TCP and UDP); stock masters always ask for 8770.
     #[arg(long, value_name = "PORT")]
     pub(crate) nc_test_data_port: Option<u16>,
+    /// Also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each
+    /// connection or UDP source admitted as a test under the same limits.
+    #[arg(long)]
+    pub(crate) services: bool,
+    /// --services: the echo port (default 7).
+    #[arg(long, value_name = "PORT", requires = "services")]
+    pub(crate) echo_port: Option<u16>,
+    /// --services: the discard port (default 9).
+    #[arg(long, value_name = "PORT", requires = "services")]
+    pub(crate) discard_port: Option<u16>,
+    /// --services: the chargen port (default 19).
+    #[arg(long, value_name = "PORT", requires = "services")]
+    pub(crate) chargen_port: Option<u16>,
 }
 
 /// Flags every client test shares.
@@ -204,7 +217,8 @@ pub(crate) struct CommonArgs {
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
     /// The server's protocol: auto (default: netchar, or the peer protocol the server answers in),
-    /// netchar, iperf3 for an `iperf3 -s`, or nc-test for an eCos nc_test_slave (tcp, udp, echo).
+    /// netchar, iperf3 for an `iperf3 -s`, echo, discard, chargen (RFC 862/863/864 services;
+    /// default ports 7, 9, 19), or nc-test for an eCos nc_test_slave (tcp, udp, echo).
     #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
     /// With --proto nc-test: the slave's data port (default 8770); its control port is -p

@@ -371,6 +371,7 @@ fn run_once(
             client_cpu: plan.client.client_cpu,
             concurrent_tests: 1,
             protocol: plan.client.protocol.name().to_string(),
+            peer_software: None,
         };
         stdout.write_all(text.on_start(&info).as_bytes())?;
         stdout.flush()?;

@@ -333,7 +333,12 @@ impl TcpPlan {
     fn with_common_unchecked(mut spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {
         let (host, host_port) = split_host(&a.host)?;
         // iperf3 servers listen on 5201 by default.
-        let default_port = if a.proto == "iperf3" { 5201 } else { DEFAULT_PORT };
+        // echo, discard and chargen on their well-known ports (7, 9, 19).
+        let default_port = match netchar_wire::services::Service::parse(&a.proto) {
+            Some(s) => s.default_port(),
+            None if a.proto == "iperf3" => 5201,
+            None => DEFAULT_PORT,
+        };
         let port = a.port.or(host_port).unwrap_or(default_port);
         if port == 0 {
             return usage("-p 0: the server port must be between 1 and 65535".into());

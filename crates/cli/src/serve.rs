@@ -188,6 +188,23 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
     let mut server = Server::bind(cfg.clone()).with_context(|| format!("cannot listen on {bind}"))?;
     let addr = server.local_addr()?;
     eprintln!("netchar server {} listening on {addr}", env!("CARGO_PKG_VERSION"));
+    if a.services {
+        use netchar_engine::peers::services::{ServicePorts, ServicesListener};
+        let d = ServicePorts::default();
+        let ports = ServicePorts {
+            echo: a.echo_port.unwrap_or(d.echo),
+            discard: a.discard_port.unwrap_or(d.discard),
+            chargen: a.chargen_port.unwrap_or(d.chargen),
+        };
+        let services = ServicesListener::bind(bind.ip(), ports).with_context(|| {
+            "cannot offer --services (ports below 1024 need root or CAP_NET_BIND_SERVICE; move them with \
+             --echo-port/--discard-port/--chargen-port)"
+                .to_string()
+        })?;
+        let p = services.ports();
+        eprintln!("services: echo on {}, discard on {}, chargen on {} (TCP and UDP)", p.echo, p.discard, p.chargen);
+        server = server.with_peer(Box::new(services));
+    }
     eprintln!("{}", describe(&cfg));
     if let Some(port) = peers.iperf3 {
         let at = SocketAddr::new(bind.ip(), port);

@@ -116,8 +116,9 @@ fn udp_loss_jitter_and_counts_are_the_servers() {
     let sum = &v["end"]["sum"];
     assert_eq!(u(&sum["bytes"]), server_bytes(&log, "up"));
     assert_eq!(u(&sum["bytes"]) % 1200, 0);
-    assert_eq!(u(&sum["packets"]), u(&sum["bytes"]) / 1200);
-    assert_eq!(u(&sum["lost_packets"]), 0);
+    // Every datagram is received or lost (a busy machine may overflow a socket buffer), and
+    // the loss is settled on the client's own count.
+    assert_eq!(u(&sum["packets"]), u(&sum["bytes"]) / 1200 + u(&sum["lost_packets"]));
     assert!(f(&sum["jitter_ms"]) >= 0.0);
     let text = v["server_output_text"].as_str().expect("--get-server-output: the server's text");
     assert!(text.contains(&format!("received {} bytes", u(&sum["bytes"]))), "{text}");
@@ -131,7 +132,8 @@ fn udp_loss_jitter_and_counts_are_the_servers() {
     let v = iperf3(port, &["-u", "-b", "10M", "-t", "1", "-P", "2", "--bidir", "--udp-counters-64bit"]);
     let log = logged_test(&s);
     assert_eq!(log["data_paths"].as_array().unwrap().len(), 4);
-    assert_eq!(u(&v["end"]["sum"]["lost_packets"]), 0);
+    let sum = &v["end"]["sum"];
+    assert!(u(&sum["lost_packets"]) <= u(&sum["packets"]));
     assert!(server_bytes(&log, "up") > 0 && server_bytes(&log, "down") > 0);
 }
 
@@ -189,4 +191,55 @@ fn one_test_at_a_time_across_protocols_and_limits_apply() {
         }
     }
     assert!(lines.contains("--max-duration"), "{lines}");
+}
+
+#[test]
+fn hostile_iperf3_clients_are_named_and_the_server_keeps_serving() {
+    use std::io::{Read, Write};
+    let (s, port) = server();
+    let send = |bytes: &[u8]| {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(bytes).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        out
+    };
+    let frame = |json: &[u8]| {
+        let mut v = b"x".repeat(37);
+        v.extend_from_slice(&(json.len() as u32).to_be_bytes());
+        v.extend_from_slice(json);
+        v
+    };
+    // An oversized parameters frame, not JSON, not an object, too many streams.
+    let mut huge = b"x".repeat(37);
+    huge.extend_from_slice(&u32::MAX.to_be_bytes());
+    for (bytes, why) in [
+        (huge, "exceeds the 8192-byte limit"),
+        (frame(b"{not json}"), "params JSON"),
+        (frame(b"[1, 2]"), "not an object"),
+        (frame(br#"{"tcp":true,"time":1,"parallel":100000}"#), "refused"),
+    ] {
+        let answer = send(&bytes);
+        // PARAM_EXCHANGE, then nothing but possibly an error byte: never a test.
+        assert_eq!(answer.first(), Some(&9u8), "{why}");
+        let mut logged = String::new();
+        for _ in 0..25 {
+            logged.push_str(&s.log_lines(Duration::from_millis(200)).join("\n"));
+            if logged.contains(why) {
+                break;
+            }
+        }
+        assert!(logged.contains(why), "expected {why:?} in the log: {logged}");
+    }
+    // Garbage datagrams on the UDP port are ignored.
+    let junk = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for n in 0..64usize {
+        let _ = junk.send_to(&vec![0xA5; n * 23], ("127.0.0.1", port));
+    }
+    // And a real client still gets its test.
+    if iperf3_installed() {
+        let v = iperf3(port, &["-t", "1"]);
+        assert!(u(&v["end"]["sum_received"]["bytes"]) > 0);
+    }
 }

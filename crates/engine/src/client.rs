@@ -2,7 +2,7 @@
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
 use crate::control::{
-    ClientControl, ControlConnection, ControlEvent, Iperf3Control, NativeClient, OpenStream, Transport, UdpHandshake,
+    ClientControl, ControlConnection, ControlEvent, NativeClient, OpenStream, Transport, UdpHandshake,
 };
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
@@ -71,6 +71,8 @@ pub enum Protocol {
     Netchar,
     /// iperf3's: netchar as the client of an `iperf3 -s`.
     Iperf3,
+    /// echo, discard or chargen (RFC 862/863/864; crate::peers::services).
+    Service(netchar_wire::services::Service),
 }
 
 impl Protocol {
@@ -81,6 +83,7 @@ impl Protocol {
             // until it switches (ClientConfig::protocol is then the other).
             Self::Auto | Self::Netchar => "netchar",
             Self::Iperf3 => "iperf3",
+            Self::Service(s) => s.name(),
         }
     }
 
@@ -90,7 +93,10 @@ impl Protocol {
             "auto" => Ok(Self::Auto),
             "netchar" => Ok(Self::Netchar),
             "iperf3" => Ok(Self::Iperf3),
-            other => Err(format!("--proto {other}: one of auto, netchar, iperf3")),
+            other => match netchar_wire::services::Service::parse(other) {
+                Some(s) => Ok(Self::Service(s)),
+                None => Err(format!("--proto {other}: one of auto, netchar, iperf3, echo, discard, chargen")),
+            },
         }
     }
 
@@ -113,7 +119,13 @@ impl Protocol {
                 }
                 let mut random = [0u8; 36];
                 let _ = getrandom::getrandom(&mut random);
-                Box::new(Iperf3Control::new(now, spec, &random)?)
+                Box::new(crate::peers::iperf3::Iperf3Control::new(now, spec, &random)?)
+            }
+            Self::Service(s) => {
+                if cfg.auth.is_some() {
+                    return Err(format!("--proto {}: --psk-file is netchar's authentication", s.name()));
+                }
+                Box::new(crate::peers::services::ServiceControl::new(now, s, spec)?)
             }
         })
     }
@@ -252,6 +264,21 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
                     }
                 }
             }
+            // A silent peer on a port a peer protocol is known by: say which flag would fit.
+            Err(ClientError::Protocol(ProtocolError::NotNetchar(what)))
+                if cfg.protocol == Protocol::Auto && !driver.plane_started && what.contains("said nothing") =>
+            {
+                let hint = match cfg.port {
+                    9 => Some("discard"),
+                    5001 => Some("iperf2"),
+                    _ => None,
+                };
+                let what = match hint {
+                    Some(p) => format!("{what}; port {} is {p}'s: if {p} runs there, add --proto {p}", cfg.port),
+                    None => what,
+                };
+                return ClientRun { result: None, error: Some(ClientError::Protocol(ProtocolError::NotNetchar(what))) };
+            }
             Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
                 std::thread::sleep(Duration::from_millis(500));
             }
@@ -316,6 +343,8 @@ struct Driver<'a> {
     meter: Option<CpuMeter>,
     started_at: String,
     concurrent_tests: u32,
+    /// The far end's software and version, as it told them.
+    peer_software: Option<String>,
     remote_host: Option<HostInfo>,
     remote: Option<(Vec<StreamRecord>, CpuUsage, Option<String>)>,
     local_records: Vec<StreamRecord>,
@@ -343,6 +372,10 @@ impl<'a> Driver<'a> {
             if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
                 // The largest payload that fits a 1500-byte Ethernet frame.
                 spec.block_bytes = if addr.is_ipv4() { 1472 } else { 1452 };
+            }
+            if let Protocol::Service(s) = cfg.protocol {
+                // The service decides the direction (echo: both ways on one socket).
+                spec = crate::peers::services::service_spec(s, &spec).map_err(ClientError::Unsupported)?;
             }
             let session = cfg.protocol.session(Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?;
             let control = match session.connection() {
@@ -375,6 +408,7 @@ impl<'a> Driver<'a> {
                 meter: None,
                 started_at: now_rfc3339(),
                 concurrent_tests: 1,
+                peer_software: None,
                 remote_host: None,
                 remote: None,
                 local_records: Vec::new(),
@@ -509,6 +543,7 @@ impl<'a> Driver<'a> {
                 }
                 self.concurrent_tests = peer.concurrent_tests;
                 self.remote_host = peer.host;
+                self.peer_software = peer.software;
                 self.open_streams(streams)
             }
             ControlEvent::Busy { running, max, reason } => {
@@ -543,6 +578,12 @@ impl<'a> Driver<'a> {
                 self.remote = Some((streams, cpu, error));
                 Ok(())
             }
+            ControlEvent::EndReceivers => {
+                if let Some(p) = &self.plane {
+                    p.abort();
+                }
+                Ok(())
+            }
         }
     }
 
@@ -553,6 +594,15 @@ impl<'a> Driver<'a> {
             let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
             let socket = match transport {
                 Transport::PerTransaction { port } => DataSocket::CrrTarget(SocketAddr::new(self.addr.ip(), port)),
+                Transport::SameAs { id: other } => {
+                    let failed =
+                        |e: io::Error| ClientError::Stream(format!("stream {id}: cannot share stream {other}: {e}"));
+                    match streams.iter().find(|s: &&DataStream| s.id == other).map(|s| &s.socket) {
+                        Some(DataSocket::Tcp(t)) => DataSocket::Tcp(t.try_clone().map_err(failed)?),
+                        Some(DataSocket::Udp(u)) => DataSocket::Udp(u.try_clone().map_err(failed)?),
+                        _ => return Err(ClientError::Stream(format!("stream {id}: no stream {other} to share"))),
+                    }
+                }
                 Transport::Udp { handshake } => {
                     let failed = |e: io::Error| ClientError::Stream(format!("cannot open UDP stream {id}: {e}"));
                     let socket = udp_data_socket(self.addr).map_err(failed)?;
@@ -600,8 +650,9 @@ impl<'a> Driver<'a> {
         }
         let now = Instant::now();
         for s in self.udp_setup.iter_mut().filter(|s| !s.handshake.answered()) {
-            if s.handshake.due(now) {
-                let _ = s.socket.send(&s.handshake.datagram());
+            let d = s.handshake.datagram();
+            if !d.is_empty() && s.handshake.due(now) {
+                let _ = s.socket.send(&d);
             }
         }
         self.udp_setup_sent = Some(Instant::now());
@@ -697,6 +748,7 @@ impl<'a> Driver<'a> {
                 client_cpu: self.cfg.client_cpu,
                 concurrent_tests: self.concurrent_tests,
                 protocol: self.cfg.protocol.name().to_string(),
+                peer_software: self.peer_software.clone(),
             },
             started_at: self.started_at.clone(),
             host: host_info(),
@@ -706,7 +758,8 @@ impl<'a> Driver<'a> {
         let mut remote_cpu = None;
         if let Some((remote_streams, cpu, _)) = self.remote.take() {
             streams.extend(remote_streams);
-            remote_cpu = Some(cpu);
+            // A protocol without a control connection has no far end that reports its CPU.
+            remote_cpu = self.control.is_some().then_some(cpu);
         }
         let cpu = CpuReport { local: self.local_cpu.clone(), remote: remote_cpu };
         let mut result = TestResult::assemble(header, streams, cpu, error);

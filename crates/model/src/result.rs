@@ -381,6 +381,9 @@ pub struct TestInfo {
     /// peer's, the far end's figures are the peer's own report, by the peer's rules.
     #[serde(default = "netchar_protocol")]
     pub protocol: String,
+    /// The far end's software and version as it told them (`netchar 0.1.0`), when it did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peer_software: Option<String>,
 }
 
 fn netchar_protocol() -> String {
@@ -909,6 +912,7 @@ mod tests {
                 client_cpu: None,
                 concurrent_tests: 1,
                 protocol: "netchar".into(),
+                peer_software: None,
             },
             started_at: "2026-01-01T00:00:00Z".into(),
             host: HostInfo::default(),

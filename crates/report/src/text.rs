@@ -244,8 +244,12 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     if r.summary.up.is_some() || r.summary.down.is_some() {
         let _ = writeln!(out, "Summary{warm}:          bytes        seconds   bitrate          retransmits");
     }
+    let service = matches!(r.test.protocol.as_str(), "echo" | "discard" | "chargen");
+    if service {
+        service_summary(r, format, &mut out);
+    }
     for flow in [Flow::Up, Flow::Down] {
-        let Some(f) = r.summary.flow(flow) else {
+        let Some(f) = r.summary.flow(flow).filter(|_| !service) else {
             continue;
         };
         let (send_end, recv_end) = match flow {
@@ -266,7 +270,7 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             }
             out.push('\n');
         }
-        udp_summary(f, &mut out);
+        udp_summary(f, &r.test.protocol, &mut out);
         if f.packets_accounted.is_some() {
             // UDP may lose bytes by design; the datagram identity above is the check.
         } else if f.bytes_match {
@@ -327,7 +331,101 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     out
 }
 
-fn udp_summary(f: &FlowSummary, out: &mut String) {
+/// echo, discard and chargen: only this end measures, so only its sides are shown, with what
+/// the service cannot tell.
+fn service_summary(r: &TestResult, format: RateFormat, out: &mut String) {
+    let row = |out: &mut String, label: &str, side: &netchar_model::SideTotals| {
+        let _ = write!(
+            out,
+            "{label:<22} {:>15} {:>9.3} s {:>16}",
+            side.bytes,
+            side.seconds,
+            format.format(side.bits_per_second)
+        );
+        if let Some(rt) = side.retransmits {
+            let _ = write!(out, "  {rt}");
+        }
+        out.push('\n');
+    };
+    let up = r.summary.up.as_ref();
+    let down = r.summary.down.as_ref();
+    match r.test.protocol.as_str() {
+        "discard" => {
+            if let Some(f) = up {
+                row(out, "up   sender   (client)", &f.sender);
+                if let Some(s) = &f.sender.udp_sent {
+                    let _ = writeln!(
+                        out,
+                        "     sender: {} datagrams sent, {} refused by the kernel",
+                        s.packets, s.send_errors
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "     discard (RFC 863) reports nothing: what arrived is unknown{}; these are the sender's figures",
+                    if r.test.spec.kind == TestKind::Udp {
+                        " (no loss figure)"
+                    } else {
+                        " (TCP delivered what was acknowledged, but bytes still in the sender's socket buffer at the end count here)"
+                    }
+                );
+            }
+        }
+        "echo" => {
+            if let (Some(u), Some(d)) = (up, down) {
+                row(out, "up   sender   (client)", &u.sender);
+                row(out, "back receiver (client)", &d.receiver);
+                udp_summary(
+                    &FlowSummary { sender: Default::default(), packets_accounted: None, ..d.clone() },
+                    "echo",
+                    out,
+                );
+                if let (Some(s), Some(b)) = (&u.sender.udp_sent, &d.receiver.udp_received) {
+                    let ok = s.packets == b.packets + b.lost;
+                    let _ = writeln!(
+                        out,
+                        "     {}: {} datagrams sent = {} echoed back + {} lost",
+                        if ok { "every datagram accounted for" } else { "DATAGRAMS UNACCOUNTED" },
+                        s.packets,
+                        b.packets,
+                        b.lost
+                    );
+                } else {
+                    if d.receiver.total_bytes == u.sender.total_bytes {
+                        let _ = writeln!(
+                            out,
+                            "     every byte came back: {} bytes sent = {} bytes echoed",
+                            u.sender.total_bytes, d.receiver.total_bytes
+                        );
+                    } else {
+                        let _ = writeln!(
+                            out,
+                            "     ECHO SHORT: {} bytes sent, {} echoed back ({} missing)",
+                            u.sender.total_bytes,
+                            d.receiver.total_bytes,
+                            u.sender.total_bytes as i128 - d.receiver.total_bytes as i128
+                        );
+                    }
+                }
+                let _ = writeln!(
+                    out,
+                    "     round trip through the echo server: the server reports nothing, both figures are this end's"
+                );
+            }
+        }
+        _ => {
+            if let Some(f) = down {
+                row(out, "down receiver (client)", &f.receiver);
+                let _ = writeln!(
+                    out,
+                    "     chargen (RFC 864) sends until the client closes: there is no sender count, only what arrived"
+                );
+            }
+        }
+    }
+}
+
+fn udp_summary(f: &FlowSummary, protocol: &str, out: &mut String) {
     if let Some(s) = &f.sender.udp_sent {
         let _ = write!(out, "     sender: {} datagrams sent, {} refused by the kernel", s.packets, s.send_errors);
         if let (Some(mean), Some(p99)) = (s.gap_mean_us, s.gap_p99_us) {
@@ -358,7 +456,23 @@ fn udp_summary(f: &FlowSummary, out: &mut String) {
             let _ = writeln!(out, "     every datagram accounted for: sent = received + lost on every stream");
         }
         Some(false) => {
-            let _ = writeln!(out, "     DATAGRAMS UNACCOUNTED: sent != received + lost on some stream");
+            let counted = f.receiver.udp_received.as_ref().map(|r| r.packets + r.lost);
+            match (protocol, f.sender.udp_sent.as_ref(), counted) {
+                // iperf3's server stops counting at TEST_END: datagrams still queued for it
+                // then are neither received nor lost in its figures.
+                ("iperf3", Some(s), Some(c)) if c < s.packets => {
+                    let _ = writeln!(
+                        out,
+                        "     {} datagrams sent, {} received or lost by the iperf3 server's count: it stops counting at TEST_END, so the {} still queued for it then are in no figure of its",
+                        s.packets,
+                        c,
+                        s.packets - c
+                    );
+                }
+                _ => {
+                    let _ = writeln!(out, "     DATAGRAMS UNACCOUNTED: sent != received + lost on some stream");
+                }
+            }
         }
         None => {}
     }

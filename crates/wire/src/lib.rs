@@ -7,6 +7,7 @@
 //! - [`message`]: the typed messages carried in frames;
 //! - [`iperf3`]: iperf3's control protocol, both sides, and its UDP header;
 //! - [`nc_test`]: eCos nc_test_master / nc_test_slave, both roles;
+//! - [`services`]: echo, discard and chargen (RFC 862/863/864): the chargen pattern and checks;
 //! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
 //!   through `handle_input` and go out through `poll_output`; what the driver must do comes out
 //!   of `poll_event`.
@@ -29,6 +30,7 @@ pub mod hello;
 pub mod iperf3;
 pub mod message;
 pub mod nc_test;
+pub mod services;
 pub mod session;
 
 /// The control protocol version this build speaks.

@@ -15,6 +15,7 @@ mod udp;
 
 use netchar_wire::datagram::NativeFormat;
 use netchar_wire::iperf3::Iperf3Datagrams;
+use netchar_wire::services::EchoFormat;
 pub(crate) use rr::latency_us;
 
 use netchar_model::{
@@ -107,6 +108,9 @@ pub enum DatagramFormatKind {
         /// 64-bit sequence numbers (`udp_counters_64bit`).
         wide: bool,
     },
+    /// netchar's header through an echo server: echoes count for the stream this many ids
+    /// above the sender (netchar_wire::services::EchoFormat).
+    Echo(u32),
 }
 
 /// Per-stream state shared between a worker and the collector.
@@ -466,10 +470,12 @@ impl Worker {
             (Role::Sender, DataSocket::Udp(s)) => match format {
                 DatagramFormatKind::Native => udp::send(&NativeFormat, sh, ctl, spec, t0, s),
                 DatagramFormatKind::Iperf3 { wide } => udp::send(&Iperf3Datagrams { wide }, sh, ctl, spec, t0, s),
+                DatagramFormatKind::Echo(offset) => udp::send(&EchoFormat { offset }, sh, ctl, spec, t0, s),
             },
             (Role::Receiver, DataSocket::Udp(s)) => match format {
                 DatagramFormatKind::Native => udp::receive(&NativeFormat, sh, ctl, spec, t0, s),
                 DatagramFormatKind::Iperf3 { wide } => udp::receive(&Iperf3Datagrams { wide }, sh, ctl, spec, t0, s),
+                DatagramFormatKind::Echo(offset) => udp::receive(&EchoFormat { offset }, sh, ctl, spec, t0, s),
             },
         }))
         .unwrap_or_else(|panic| {

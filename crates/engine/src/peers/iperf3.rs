@@ -1,5 +1,10 @@
-//! `netchar server --iperf3`: answers unmodified iperf3 clients (3.7 and later; TCP and UDP,
-//! `-R`, `--bidir`, `-P`, `--get-server-output`), with netchar's workers and counters.
+//! iperf3, both roles: [`Iperf3Control`] is netchar as the client of an iperf3 server (behind
+//! the client seam, crate::control); [`Iperf3Listener`] is `netchar server --iperf3`, answering
+//! unmodified iperf3 clients (3.7 and later; TCP and UDP, `-R`, `--bidir`, `-P`,
+//! `--get-server-output`), with netchar's workers and counters. The codecs are
+//! netchar_wire::iperf3.
+//!
+//! Server role:
 //!
 //! One TCP listener takes control and data connections alike, as iperf3's does: the first 37
 //! bytes are a cookie, and a cookie of a test waiting for its streams makes a data connection.
@@ -13,15 +18,18 @@
 //! the client's datagram count. The client's "receiver" line is then the server's exact count.
 
 use super::{PeerContext, PeerListener, PeerTest};
+use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind};
 use crate::measure::CpuMeter;
 use crate::server::{bind_udp, ServerLog, TestLog};
 use crate::tcp_setup::{post_connect, size_udp_buffers};
 use netchar_model::{
-    Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpOptions, UdpRate,
+    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpOptions,
+    UdpRate,
 };
 use netchar_wire::iperf3::server::{self as wire, ClientParams, Event, Server as Session, StreamFigures};
 use netchar_wire::iperf3::{udp_reply_to, wire_stream_id, COOKIE_LEN};
+use netchar_wire::ProtocolError;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -678,9 +686,283 @@ fn run_spec(spec: &TestSpec) -> TestSpec {
     run
 }
 
+// ---------------------------------------------------------------- client role
+
+/// netchar as the client of an iperf3 server (netchar_wire::iperf3): TCP tests, up, `-R`
+/// and `--bidir`, `-P`, `-t`/`-n`, `-l`, `-b`, `-w`, `-M`, `-N`, `-C`, `-O`.
+pub struct Iperf3Control {
+    client: netchar_wire::iperf3::Client,
+    spec: TestSpec,
+    /// The peer's report, held back one poll behind its senders' totals.
+    pending: Option<ControlEvent>,
+}
+
+impl Iperf3Control {
+    /// A session for `spec`, or why iperf3 cannot run it (said before any traffic).
+    pub fn new(now: Instant, spec: &TestSpec, cookie_random: &[u8; 36]) -> Result<Self, String> {
+        let params = iperf3_params(spec)?;
+        let cookie = netchar_wire::iperf3::make_cookie(cookie_random);
+        Ok(Self { client: netchar_wire::iperf3::Client::new(now, params, cookie), spec: spec.clone(), pending: None })
+    }
+
+    /// The server's results as netchar's records of the server's end of each stream.
+    fn server_records(&self, r: &netchar_wire::iperf3::Results) -> Vec<StreamRecord> {
+        let total = self.spec.total_streams();
+        r.streams
+            .iter()
+            .filter_map(|s| {
+                // iperf3 numbers streams 1, 3, 4, ... in connect order: back to 1, 2, 3, ...
+                let id = match u32::try_from(s.id).ok()? {
+                    1 => 1,
+                    n if n >= 3 => n - 1,
+                    _ => return None,
+                };
+                let flow = self.spec.flow_of(id).filter(|_| id <= total)?;
+                let role = if flow == Flow::Up { netchar_model::Role::Receiver } else { netchar_model::Role::Sender };
+                let retransmits =
+                    (role == netchar_model::Role::Sender && r.sender_has_retransmits == 1 && s.retransmits >= 0)
+                        .then_some(s.retransmits as u64);
+                let seconds = (s.end_time - s.start_time).max(0.0);
+                let mut record = StreamRecord::bare(id, flow, role, netchar_model::Endpoint::Server, s.bytes, seconds);
+                record.retransmits = retransmits;
+                if self.spec.kind == netchar_model::TestKind::Udp {
+                    if role == netchar_model::Role::Receiver {
+                        // iperf3's `packets` on a receiver is the highest sequence number seen.
+                        let received = s.packets.saturating_sub(s.errors);
+                        record.udp_received = Some(netchar_model::UdpReceived {
+                            packets: received,
+                            lost: s.errors,
+                            loss_percent: if s.packets > 0 { 100.0 * s.errors as f64 / s.packets as f64 } else { 0.0 },
+                            jitter_ms: s.jitter * 1000.0,
+                            ..Default::default()
+                        });
+                    } else {
+                        record.udp_sent = Some(netchar_model::UdpSent { packets: s.packets, ..Default::default() });
+                    }
+                }
+                Some(record)
+            })
+            .collect()
+    }
+}
+
+/// iperf3's parameters for `spec`, or the one line that says what iperf3 cannot do.
+fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String> {
+    use netchar_model::{Direction, EndCondition, TestKind, UdpRate};
+    let no = |what: &str| Err(format!("--proto iperf3: {what}"));
+    if !matches!(spec.kind, TestKind::Tcp | TestKind::Udp) {
+        return no("only TCP and UDP throughput tests run against an iperf3 server (rr, crr, echo: iperf3 has none)");
+    }
+    if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
+        return no(
+            "--server-load, --idle and a server CPU in -A are netchar server features an iperf3 server does not have",
+        );
+    }
+    if spec.tcp.zerocopy {
+        return no("--zerocopy is netchar's sender; run it without --proto iperf3 or drop --zerocopy");
+    }
+    let (seconds, bytes) = match spec.end {
+        EndCondition::Seconds(s) => (s, 0),
+        EndCondition::Bytes(_) if spec.direction != Direction::Up => {
+            return no("-n with -R or --bidir: iperf3 ends those tests on the client's clock; use -t")
+        }
+        EndCondition::Bytes(n) => (0.0, n),
+    };
+    // iperf3's rate is per stream.
+    let bandwidth = match &spec.udp {
+        None => spec.tcp.rate_bps_per_stream,
+        Some(u) => {
+            if u.pattern.is_some() {
+                return no("--pattern is netchar's sender schedule; an iperf3 server sends evenly paced datagrams");
+            }
+            let per_stream = |total: u64| if u.per_stream { total } else { total / u64::from(spec.streams.max(1)) };
+            match u.rate {
+                UdpRate::BitsPerSecond(b) => Some(per_stream(b).max(1)),
+                UdpRate::PacketsPerSecond(p) => Some(per_stream(p.saturating_mul(spec.block_bytes * 8)).max(1)),
+                // iperf3's "no limit" is a bandwidth of 0.
+                UdpRate::Unlimited => Some(0),
+            }
+        }
+    };
+    Ok(netchar_wire::iperf3::Params {
+        udp: spec.kind == TestKind::Udp,
+        seconds,
+        bytes,
+        parallel: spec.streams,
+        len: spec.block_bytes,
+        reverse: spec.direction == Direction::Down,
+        bidirectional: spec.direction == Direction::Bidir,
+        omit: spec.omit_seconds,
+        bandwidth,
+        window: spec.tcp.window_bytes,
+        mss: spec.tcp.mss,
+        nodelay: spec.tcp.nodelay,
+        congestion: spec.tcp.congestion.clone(),
+    })
+}
+
+/// iperf3's UDP stream setup: a 4-byte hello per stream, one stream after the other as iperf3
+/// servers take them (each re-binds its listener after connecting the previous stream's
+/// socket), repeated after a second without an answer (iperf3's own client sends it once and
+/// waits 30 s: a lost hello hangs its test). A hello repeated sooner could reach the stream's
+/// socket after the test starts, and iperf3 counts it as 4 bytes of data. The answer is only
+/// noted: the test starts on the control connection's TEST_RUNNING.
+struct Iperf3UdpHello {
+    /// This stream's place in the order (0, 1, ...).
+    index: usize,
+    /// Streams answered so far, shared by the test's hellos.
+    answered_streams: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    answered: bool,
+    sent: Option<Instant>,
+}
+
+/// How long an iperf3 UDP hello waits for its answer before it is sent again.
+const IPERF3_HELLO_REPEAT: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl UdpHandshake for Iperf3UdpHello {
+    fn datagram(&self) -> Vec<u8> {
+        netchar_wire::iperf3::UDP_HELLO.to_vec()
+    }
+
+    fn on_datagram(&mut self, bytes: &[u8]) -> bool {
+        if !self.answered && netchar_wire::iperf3::is_udp_reply(bytes) {
+            self.answered = true;
+            self.answered_streams.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        false
+    }
+
+    fn answered(&self) -> bool {
+        self.answered
+    }
+
+    fn due(&mut self, now: Instant) -> bool {
+        let my_turn = self.answered_streams.load(std::sync::atomic::Ordering::SeqCst) == self.index;
+        let due = my_turn && self.sent.map_or(true, |t| now.duration_since(t) >= IPERF3_HELLO_REPEAT);
+        if due {
+            self.sent = Some(now);
+        }
+        due
+    }
+}
+
+impl ClientControl for Iperf3Control {
+    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
+        self.client.handle_input(now, bytes)
+    }
+    fn handle_eof(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.client.handle_eof(now)
+    }
+    fn poll_output(&mut self, out: &mut Vec<u8>) {
+        self.client.poll_output(out);
+    }
+    fn poll_event(&mut self) -> Option<ControlEvent> {
+        use netchar_wire::iperf3::Event;
+        if let Some(ev) = self.pending.take() {
+            return Some(ev);
+        }
+        Some(match self.client.poll_event()? {
+            Event::CreateStreams => {
+                let cookie = self.client.cookie().to_vec();
+                let answered_streams = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                let mut streams = Vec::new();
+                for &flow in self.spec.direction.flows() {
+                    for id in self.spec.stream_ids(flow) {
+                        let transport = if self.spec.kind == netchar_model::TestKind::Udp {
+                            Transport::Udp {
+                                handshake: Box::new(Iperf3UdpHello {
+                                    index: streams.len(),
+                                    answered_streams: answered_streams.clone(),
+                                    answered: false,
+                                    sent: None,
+                                }),
+                            }
+                        } else {
+                            Transport::Tcp { preamble: cookie.clone() }
+                        };
+                        streams.push(OpenStream { id, flow, transport });
+                    }
+                }
+                ControlEvent::Admitted {
+                    streams,
+                    peer: PeerInfo { concurrent_tests: 1, ..PeerInfo::default() },
+                    cookie: None,
+                }
+            }
+            Event::Running => ControlEvent::Start,
+            Event::ServerResults(r) => {
+                let streams = self.server_records(&r);
+                // The server's senders' totals first: this end's receivers settle on them (UDP
+                // loss against the datagrams the server sent).
+                let totals: Vec<StreamTotal> = streams
+                    .iter()
+                    .filter(|s| s.role == netchar_model::Role::Sender)
+                    .map(|s| StreamTotal {
+                        id: s.id,
+                        bytes: s.bytes,
+                        packets: s.udp_sent.as_ref().map_or(0, |u| u.packets),
+                    })
+                    .collect();
+                let report = ControlEvent::PeerReport {
+                    streams,
+                    cpu: CpuUsage {
+                        user_pct: r.cpu_util_user,
+                        system_pct: r.cpu_util_system,
+                        total_pct: r.cpu_util_total,
+                        ..CpuUsage::default()
+                    },
+                    error: None,
+                };
+                if totals.is_empty() {
+                    report
+                } else {
+                    self.pending = Some(report);
+                    ControlEvent::PeerSenderDone(totals)
+                }
+            }
+            Event::Busy => ControlEvent::Busy {
+                running: 1,
+                max: 1,
+                reason: Some("the iperf3 server answered ACCESS_DENIED: it runs one test at a time".into()),
+            },
+        })
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.client.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.client.handle_timeout(now)
+    }
+    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
+        let totals: Vec<(u32, u64, u64)> = totals.iter().map(|t| (t.id, t.bytes, t.packets)).collect();
+        self.client.local_senders_done(now, &totals);
+    }
+    fn stop(&mut self, now: Instant, _reason: &str) {
+        self.client.stop(now);
+    }
+    fn is_done(&self) -> bool {
+        self.client.is_done()
+    }
+    fn datagrams(&self) -> DatagramFormatKind {
+        DatagramFormatKind::Iperf3 { wide: true }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iperf3_refuses_what_it_cannot_run_before_any_traffic() {
+        let now = Instant::now();
+        assert!(Iperf3Control::new(now, &TestSpec::rr_default(), &[0; 36]).err().unwrap().contains("TCP and UDP"));
+        assert!(Iperf3Control::new(now, &TestSpec::udp_default(), &[0; 36]).is_ok());
+        let mut reverse_bytes = TestSpec::tcp_default();
+        reverse_bytes.direction = Direction::Down;
+        reverse_bytes.end = netchar_model::EndCondition::Bytes(1000);
+        assert!(Iperf3Control::new(now, &reverse_bytes, &[0; 36]).err().unwrap().contains("use -t"));
+        assert!(Iperf3Control::new(now, &TestSpec::tcp_default(), &[0; 36]).is_ok());
+    }
 
     #[test]
     fn requests_map_to_netchar_tests() {

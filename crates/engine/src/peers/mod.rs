@@ -9,6 +9,8 @@
 //! protocols; one log, rate-limited per source. A peer protocol maps its client's request to a
 //! [`TestSpec`] and admits that, so the limits apply to what the test really asks for.
 
+pub mod services;
+
 use crate::admission::{canonical, ConnRefusal, Limits, Refusal, Request, SourceCounts, SourceSlot};
 use crate::server::{ServerLog, Shared};
 use crate::StopFlag;

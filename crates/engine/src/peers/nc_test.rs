@@ -515,6 +515,8 @@ pub fn master_result(cfg: &MasterConfig, r: &MasterReport, started_at: &str, err
         client_cpu: None,
         concurrent_tests: 1,
         protocol: "nc-test".into(),
+        // nc_test carries no software name or version.
+        peer_software: None,
     };
     let header = netchar_model::ResultHeader {
         test,

@@ -157,6 +157,13 @@ impl ClientSession {
             if hello.version != PROTOCOL_VERSION {
                 return self.fail(ProtocolError::Version { peer: hello.version, ours: PROTOCOL_VERSION });
             }
+            if hello.role == Role::Control {
+                // netchar's own hello came back: an echo server (RFC 862) answered.
+                return self.fail(ProtocolError::PeerProtocol {
+                    protocol: "echo",
+                    what: "an echo server answered (it sent netchar's hello back); add --proto echo".into(),
+                });
+            }
             if hello.role != Role::Server {
                 return self.fail(ProtocolError::Malformed("the peer answered with a client hello".into()));
             }

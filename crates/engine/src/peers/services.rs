@@ -1,0 +1,753 @@
+//! echo, discard and chargen (RFC 862/863/864), both roles.
+//!
+//! Client ([`ServiceControl`]): no control connection (`ControlConnection::None`); the test
+//! is its data streams, run by netchar's own workers, so every figure is netchar's exact count:
+//! - discard: this end sends (TCP or UDP); nobody reports what arrived, so the result has a
+//!   sender side only and says so;
+//! - echo: this end sends on a socket and a second stream reads what comes back on the same
+//!   socket (`-R`/`--bidir` do not apply): bytes back must equal bytes sent. Over UDP the
+//!   datagrams carry netchar's own header (sequence number, send time), returned unchanged, so
+//!   loss, reordering and duplicates are counted exactly against this end's sent count. `rr`
+//!   and `echo` tests run their request/response workers against it (round-trip latency);
+//! - chargen: this end receives (TCP) for `-t` seconds, then closes.
+//!
+//! Server ([`ServicesListener`]): the three services over TCP and UDP on their own ports, each
+//! TCP connection and each UDP source admitted as a test through the shared admission (so the
+//! one-test-at-a-time rule and the connection caps hold across protocols), idle TCP
+//! connections closed, and no UDP answer longer than its request
+//! (netchar_wire::services::udp_reply_len).
+
+use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
+use crate::dataplane::DatagramFormatKind;
+use crate::peers::{PeerContext, PeerListener, PeerRefusal, PeerTest};
+use crate::server::{ServerLog, TestLog};
+use netchar_model::{
+    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec,
+};
+use netchar_wire::services::{udp_reply_len, ChargenSource, Service};
+use netchar_wire::ProtocolError;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a UDP test of a source lasts after its last datagram, on the server.
+const UDP_IDLE: Duration = Duration::from_secs(2);
+/// UDP sources served at once (beyond this, new sources are ignored until one expires).
+const MAX_UDP_SOURCES: usize = 64;
+/// The longest wait before the stop flag is checked again.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The spec a client test against `service` runs with: `spec` with the direction the service
+/// implies (discard up, chargen down, echo both on one socket), or why it cannot run.
+pub fn service_spec(service: Service, spec: &TestSpec) -> Result<TestSpec, String> {
+    let no = |what: &str| Err(format!("--proto {}: {what}", service.name()));
+    let mut s = spec.clone();
+    if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
+        return no("--server-load, --idle and a server CPU in -A are netchar server features");
+    }
+    match spec.kind {
+        TestKind::Rr if spec.direction != Direction::Up => return no("-R and --bidir do not apply"),
+        TestKind::Rr => {
+            if service != Service::Echo {
+                return no("request/response tests need an echo server (--proto echo)");
+            }
+            let rr = spec.rr.clone().unwrap_or_default();
+            if rr.connect_per_transaction {
+                return no("crr needs a netchar server: an echo server answers on one connection");
+            }
+            if rr.response_bytes != rr.request_bytes {
+                return no("an echo server answers with the request itself: --response must equal -l");
+            }
+            s.direction = Direction::Up;
+        }
+        TestKind::Tcp | TestKind::Udp => {
+            let implied = match service {
+                Service::Echo => Direction::Bidir,
+                Service::Discard => Direction::Up,
+                Service::Chargen => Direction::Down,
+            };
+            if spec.direction != Direction::Up && spec.direction != implied {
+                return no("-R and --bidir do not apply: the service decides which way data flows");
+            }
+            match service {
+                Service::Discard => {}
+                Service::Echo => s.direction = Direction::Bidir,
+                Service::Chargen if spec.kind == TestKind::Udp => {
+                    return no("UDP chargen answers each datagram with 0-512 random characters and no sequence \
+                               number: loss and rate cannot be measured; use TCP (netchar tcp --proto chargen)");
+                }
+                Service::Chargen => {
+                    if matches!(spec.end, EndCondition::Bytes(_)) {
+                        return no("chargen sends until the client closes: use -t, not -n");
+                    }
+                    s.direction = Direction::Down;
+                }
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// No UDP setup: the services answer whatever comes.
+struct NoSetup;
+
+impl UdpHandshake for NoSetup {
+    fn datagram(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn on_datagram(&mut self, _bytes: &[u8]) -> bool {
+        false
+    }
+}
+
+/// netchar as the client of an echo, discard or chargen server.
+pub struct ServiceControl {
+    service: Service,
+    spec: TestSpec,
+    events: VecDeque<ControlEvent>,
+    admitted: bool,
+    /// chargen: how long to receive, and the end once the workers started.
+    receive_for: Option<Duration>,
+    deadline: Option<Instant>,
+    reported: bool,
+    /// When the session was made: a time already past, for a timeout due at once.
+    created: Instant,
+}
+
+impl ServiceControl {
+    /// A session for `spec` (as [`service_spec`] made it).
+    pub fn new(now: Instant, service: Service, spec: &TestSpec) -> Result<Self, String> {
+        let spec = service_spec(service, spec)?;
+        let receive_for = match (service, spec.kind, spec.end) {
+            (Service::Chargen, TestKind::Tcp, EndCondition::Seconds(s)) => Some(Duration::from_secs_f64(s)),
+            _ => None,
+        };
+        Ok(Self {
+            service,
+            spec,
+            events: VecDeque::new(),
+            admitted: false,
+            receive_for,
+            deadline: None,
+            reported: false,
+            created: now,
+        })
+    }
+
+    /// The data streams: echo's second stream reads on the first one's socket.
+    fn streams(&self) -> Vec<OpenStream> {
+        let spec = &self.spec;
+        let mut out = Vec::new();
+        let fresh = || {
+            if spec.uses_udp() {
+                Transport::Udp { handshake: Box::new(NoSetup) }
+            } else {
+                Transport::Tcp { preamble: Vec::new() }
+            }
+        };
+        for &flow in spec.direction.flows() {
+            for id in spec.stream_ids(flow) {
+                let transport = match (flow, spec.direction) {
+                    (Flow::Down, Direction::Bidir) => Transport::SameAs { id: id - spec.streams },
+                    _ => fresh(),
+                };
+                out.push(OpenStream { id, flow, transport });
+            }
+        }
+        out
+    }
+
+    fn report(&mut self) {
+        if !self.reported {
+            self.reported = true;
+            self.events.push_back(ControlEvent::PeerReport {
+                streams: Vec::new(),
+                cpu: CpuUsage::default(),
+                error: None,
+            });
+        }
+    }
+}
+
+impl ClientControl for ServiceControl {
+    fn handle_input(&mut self, _now: Instant, _bytes: &[u8]) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+    fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+    fn poll_output(&mut self, _out: &mut Vec<u8>) {}
+    fn poll_event(&mut self) -> Option<ControlEvent> {
+        if !self.admitted {
+            self.admitted = true;
+            self.events.push_back(ControlEvent::Admitted {
+                streams: self.streams(),
+                peer: PeerInfo { concurrent_tests: 1, ..PeerInfo::default() },
+                cookie: None,
+            });
+            self.events.push_back(ControlEvent::Start);
+        }
+        self.events.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match (self.receive_for, self.deadline) {
+            (_, Some(d)) if !self.reported => Some(d),
+            // Due at once: the first call after the start fixes the receiving deadline.
+            (Some(_), None) if self.admitted => Some(self.created),
+            _ => None,
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        match (self.receive_for, self.deadline) {
+            (Some(d), None) if self.admitted => self.deadline = Some(now + d),
+            (_, Some(d)) if now >= d && !self.reported => {
+                self.events.push_back(ControlEvent::EndReceivers);
+                self.report();
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    fn local_senders_done(&mut self, _now: Instant, totals: Vec<StreamTotal>) {
+        if self.service == Service::Echo && self.spec.direction == Direction::Bidir {
+            // What went out must come back: the echo streams wait for exactly this.
+            let back = totals.iter().map(|t| StreamTotal { id: t.id + self.spec.streams, ..*t }).collect();
+            self.events.push_back(ControlEvent::PeerSenderDone(back));
+        }
+        self.report();
+    }
+    fn stop(&mut self, _now: Instant, _reason: &str) {
+        if !self.reported {
+            self.events.push_back(ControlEvent::EndReceivers);
+        }
+        self.report();
+    }
+    fn is_done(&self) -> bool {
+        self.reported
+    }
+    fn datagrams(&self) -> DatagramFormatKind {
+        match self.spec.direction {
+            Direction::Bidir => DatagramFormatKind::Echo(self.spec.streams),
+            _ => DatagramFormatKind::Native,
+        }
+    }
+    fn connection(&self) -> ControlConnection {
+        ControlConnection::None
+    }
+}
+
+/// The ports of `netchar server --services`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServicePorts {
+    /// echo (7).
+    pub echo: u16,
+    /// discard (9).
+    pub discard: u16,
+    /// chargen (19).
+    pub chargen: u16,
+}
+
+impl Default for ServicePorts {
+    fn default() -> Self {
+        Self { echo: 7, discard: 9, chargen: 19 }
+    }
+}
+
+/// The tests running per client address: every connection and UDP source of one address
+/// (across the three services) is one test, so `-P` streams are one test under the shared
+/// admission, not one each.
+#[derive(Clone, Default)]
+struct Tests(Arc<Mutex<HashMap<IpAddr, Shares>>>);
+
+/// An address's test and how many connections or UDP sources share it.
+type Shares = (Arc<PeerTest>, usize);
+
+/// A connection's or UDP source's share of its address's test; the last one out frees it.
+struct Joined {
+    tests: Tests,
+    ip: IpAddr,
+    test: Arc<PeerTest>,
+}
+
+impl Tests {
+    fn join(&self, ctx: &PeerContext, spec: &TestSpec, peer: SocketAddr) -> Result<Joined, PeerRefusal> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let ip = peer.ip();
+        if let Some((test, n)) = map.get_mut(&ip) {
+            *n += 1;
+            return Ok(Joined { tests: self.clone(), ip, test: test.clone() });
+        }
+        let test = Arc::new(ctx.admit(spec, peer)?);
+        map.insert(ip, (test.clone(), 1));
+        Ok(Joined { tests: self.clone(), ip, test })
+    }
+}
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        let mut map = self.tests.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, n)) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// The bound sockets of one service.
+struct Bound {
+    service: Service,
+    tcp: TcpListener,
+    udp: UdpSocket,
+}
+
+/// echo, discard and chargen over TCP and UDP, bound.
+pub struct ServicesListener {
+    bound: Vec<Bound>,
+    first: SocketAddr,
+}
+
+impl ServicesListener {
+    /// Binds the three services on `ip` (TCP and UDP each); a busy port fails here.
+    pub fn bind(ip: IpAddr, ports: ServicePorts) -> io::Result<Self> {
+        let mut bound = Vec::new();
+        for (service, port) in
+            [(Service::Echo, ports.echo), (Service::Discard, ports.discard), (Service::Chargen, ports.chargen)]
+        {
+            let addr = SocketAddr::new(ip, port);
+            let err =
+                |what: &str, e: io::Error| io::Error::new(e.kind(), format!("{} {what} {addr}: {e}", service.name()));
+            let tcp = bind_tcp(addr).map_err(|e| err("TCP", e))?;
+            // Port 0 picks a port for TCP; UDP takes the same number.
+            let udp_addr = SocketAddr::new(ip, tcp.local_addr()?.port());
+            let udp = bind_udp(udp_addr).map_err(|e| err("UDP", e))?;
+            bound.push(Bound { service, tcp, udp });
+        }
+        let first = bound[0].tcp.local_addr()?;
+        Ok(Self { bound, first })
+    }
+
+    /// The port each service took (useful with port 0).
+    pub fn ports(&self) -> ServicePorts {
+        let port = |s: Service| {
+            self.bound.iter().find(|b| b.service == s).and_then(|b| b.tcp.local_addr().ok()).map_or(0, |a| a.port())
+        };
+        ServicePorts { echo: port(Service::Echo), discard: port(Service::Discard), chargen: port(Service::Chargen) }
+    }
+}
+
+impl PeerListener for ServicesListener {
+    fn name(&self) -> &'static str {
+        "services"
+    }
+    fn local_addr(&self) -> SocketAddr {
+        self.first
+    }
+    fn run(self: Box<Self>, ctx: PeerContext) {
+        let mut threads = Vec::new();
+        let tests = Tests::default();
+        for b in self.bound {
+            let (c1, c2) = (ctx.clone(), ctx.clone());
+            let (t1, t2) = (tests.clone(), tests.clone());
+            let Bound { service, tcp, udp } = b;
+            threads.push(std::thread::spawn(move || serve_tcp(service, tcp, c1, t1)));
+            threads.push(std::thread::spawn(move || serve_udp(service, udp, c2, t2)));
+        }
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The spec a service connection is admitted as: what it does, for as long as the server
+/// allows one test to run.
+fn admitted_spec(service: Service, kind: TestKind, ctx: &PeerContext) -> TestSpec {
+    let mut spec = if kind == TestKind::Udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
+    spec.direction = match service {
+        Service::Echo => Direction::Bidir,
+        Service::Discard => Direction::Up,
+        Service::Chargen => Direction::Down,
+    };
+    if let Some(d) = ctx.limits().max_duration {
+        spec.end = EndCondition::Seconds(d.as_secs_f64());
+    }
+    if let Some(r) = ctx.limits().max_rate {
+        // A rate-capped server admits tests that state a rate: these services are paced to
+        // the whole cap while they run.
+        spec.tcp.rate_bps_per_stream = Some(r);
+        if let Some(u) = spec.udp.as_mut() {
+            u.rate = netchar_model::UdpRate::BitsPerSecond(r);
+        }
+    }
+    spec
+}
+
+fn serve_tcp(service: Service, listener: TcpListener, ctx: PeerContext, tests: Tests) {
+    let _ = listener.set_nonblocking(true);
+    loop {
+        if ctx.stop().is_raised() {
+            return;
+        }
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let slot = match ctx.connection(peer.ip()) {
+                    Ok(s) => s,
+                    Err(reason) => {
+                        ctx.log(ServerLog::Rejected { peer, reason });
+                        continue;
+                    }
+                };
+                let spec = admitted_spec(service, TestKind::Tcp, &ctx);
+                let test = match tests.join(&ctx, &spec, peer) {
+                    Ok(t) => t,
+                    Err(r) => {
+                        ctx.log(ServerLog::Rejected { peer, reason: format!("{}: {}", service.name(), r.reason) });
+                        continue;
+                    }
+                };
+                let ctx = ctx.clone();
+                let _ = std::thread::Builder::new().name(format!("netchar-{}", service.name())).spawn(move || {
+                    let _slot = slot;
+                    let (streams, error) = tcp_session(service, &stream, &spec, &ctx);
+                    log_test(&ctx, service, peer, spec, streams, error, &test.test);
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn log_test(
+    ctx: &PeerContext,
+    service: Service,
+    peer: SocketAddr,
+    spec: TestSpec,
+    streams: Vec<StreamRecord>,
+    error: Option<String>,
+    test: &PeerTest,
+) {
+    ctx.log(ServerLog::Test(Box::new(TestLog {
+        protocol: service.name(),
+        peer,
+        data_paths: vec![(1, peer)],
+        user: None,
+        spec,
+        streams,
+        concurrent_tests: test.concurrent_tests(),
+        refused_data: 0,
+        error,
+    })));
+}
+
+/// Serves one TCP connection: echo returns, discard counts, chargen sends; ends at the
+/// client's close, the idle timeout (nothing read: echo, discard; nothing accepted: chargen),
+/// the server's --max-duration or its stop.
+fn tcp_session(
+    service: Service,
+    stream: &TcpStream,
+    spec: &TestSpec,
+    ctx: &PeerContext,
+) -> (Vec<StreamRecord>, Option<String>) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(POLL));
+    let _ = stream.set_write_timeout(Some(POLL));
+    let idle = ctx.limits().idle_timeout;
+    let until = ctx.limits().max_duration.map(|d| Instant::now() + d);
+    let rate = ctx.limits().max_rate;
+    let started = Instant::now();
+    let mut last_progress = started;
+    let (mut received, mut sent) = (0u64, 0u64);
+    let (mut r_end, mut s_end) = (0.0f64, 0.0f64);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut chargen = ChargenSource::new();
+    let mut pending: (usize, usize) = (0, 0);
+    let (mut reader, mut writer) = (stream, stream);
+    let error = loop {
+        let now = Instant::now();
+        if ctx.stop().is_raised() {
+            break Some("the server is stopping".to_string());
+        }
+        if until.is_some_and(|u| now >= u) {
+            break Some("the server's --max-duration was reached".to_string());
+        }
+        if now - last_progress >= idle {
+            break Some(format!("idle for {:.0} s (the server's --idle-timeout)", idle.as_secs_f64()));
+        }
+        if let Some(r) = rate {
+            let due = started + Duration::from_secs_f64((received.max(sent)) as f64 * 8.0 / r as f64);
+            if due > now {
+                std::thread::sleep((due - now).min(POLL));
+                continue;
+            }
+        }
+        match service {
+            Service::Chargen => {
+                if pending.0 == pending.1 {
+                    chargen.fill(&mut buf[..16 * 1024]);
+                    pending = (0, 16 * 1024);
+                }
+                match writer.write(&buf[pending.0..pending.1]) {
+                    Ok(0) => break None,
+                    Ok(n) => {
+                        pending.0 += n;
+                        sent += n as u64;
+                        s_end = started.elapsed().as_secs_f64();
+                        last_progress = Instant::now();
+                    }
+                    Err(e) if retry(&e) => {}
+                    Err(e) if closed(&e) => break None,
+                    Err(e) => break Some(e.to_string()),
+                }
+            }
+            Service::Echo | Service::Discard => {
+                if pending.0 < pending.1 {
+                    match writer.write(&buf[pending.0..pending.1]) {
+                        Ok(0) => break None,
+                        Ok(n) => {
+                            pending.0 += n;
+                            sent += n as u64;
+                            s_end = started.elapsed().as_secs_f64();
+                            last_progress = Instant::now();
+                        }
+                        Err(e) if retry(&e) => {}
+                        Err(e) if closed(&e) => break None,
+                        Err(e) => break Some(e.to_string()),
+                    }
+                    continue;
+                }
+                match reader.read(&mut buf) {
+                    Ok(0) => break None,
+                    Ok(n) => {
+                        received += n as u64;
+                        r_end = started.elapsed().as_secs_f64();
+                        last_progress = Instant::now();
+                        if service == Service::Echo {
+                            pending = (0, n);
+                        }
+                    }
+                    Err(e) if retry(&e) => {}
+                    Err(e) if closed(&e) => break None,
+                    Err(e) => break Some(e.to_string()),
+                }
+            }
+        }
+    };
+    let mut records = Vec::new();
+    if service != Service::Chargen {
+        records.push(StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, r_end));
+    }
+    if service != Service::Discard {
+        let id = if service == Service::Echo { 2 } else { 1 };
+        records.push(StreamRecord::bare(id, Flow::Down, Role::Sender, Endpoint::Server, sent, s_end));
+    }
+    let _ = spec;
+    (records, error)
+}
+
+/// A listening TCP socket on `addr` (dual-stack on `::`).
+fn bind_tcp(addr: SocketAddr) -> io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(false)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(128)?;
+    Ok(socket.into())
+}
+
+/// A UDP socket on `addr` (dual-stack on `::`); a port in use fails.
+fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(false)?;
+    }
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+fn retry(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
+}
+
+fn closed(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted)
+}
+
+/// One UDP source's test on the server.
+struct UdpSource {
+    test: Joined,
+    spec: TestSpec,
+    started: Instant,
+    last: Instant,
+    received: (u64, u64),
+    sent: (u64, u64),
+    chargen: ChargenSource,
+}
+
+fn serve_udp(service: Service, socket: UdpSocket, ctx: PeerContext, tests: Tests) {
+    let _ = socket.set_read_timeout(Some(POLL));
+    let mut sources: HashMap<SocketAddr, UdpSource> = HashMap::new();
+    let mut buf = vec![0u8; 65_536];
+    let mut random = 0x9e37_79b9_7f4a_7c15u64 ^ std::process::id() as u64;
+    let mut refused_logged: HashMap<IpAddr, Instant> = HashMap::new();
+    loop {
+        let now = Instant::now();
+        let stopping = ctx.stop().is_raised();
+        // Sources quiet for a while (or all, when stopping) end their test and free the slot.
+        let expired: Vec<SocketAddr> =
+            sources.iter().filter(|(_, s)| stopping || now - s.last >= UDP_IDLE).map(|(a, _)| *a).collect();
+        for a in expired {
+            if let Some(s) = sources.remove(&a) {
+                finish_udp(&ctx, service, a, s);
+            }
+        }
+        if stopping {
+            return;
+        }
+        refused_logged.retain(|_, t| now - *t < Duration::from_secs(10));
+        let (n, from) = match socket.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(_) => continue,
+        };
+        let now = Instant::now();
+        if !sources.contains_key(&from) {
+            if sources.len() >= MAX_UDP_SOURCES {
+                continue;
+            }
+            let spec = admitted_spec(service, TestKind::Udp, &ctx);
+            match tests.join(&ctx, &spec, from) {
+                Ok(test) => {
+                    sources.insert(
+                        from,
+                        UdpSource {
+                            test,
+                            spec,
+                            started: now,
+                            last: now,
+                            received: (0, 0),
+                            sent: (0, 0),
+                            chargen: ChargenSource::new(),
+                        },
+                    );
+                }
+                Err(r) => {
+                    // Dropped unanswered; logged once per source per 10 s.
+                    if refused_logged.insert(from.ip(), now).is_none() {
+                        ctx.log(ServerLog::Rejected {
+                            peer: from,
+                            reason: format!("{} (UDP): {}", service.name(), r.reason),
+                        });
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some(s) = sources.get_mut(&from) else { continue };
+        s.last = now;
+        s.received.0 += 1;
+        s.received.1 += n as u64;
+        if ctx.limits().max_duration.is_some_and(|d| now - s.started > d) {
+            continue;
+        }
+        if let Some(r) = ctx.limits().max_rate {
+            let due = s.started + Duration::from_secs_f64(s.sent.1 as f64 * 8.0 / r as f64);
+            if due > now {
+                continue;
+            }
+        }
+        random ^= random << 13;
+        random ^= random >> 7;
+        random ^= random << 17;
+        let wanted = (random % 513) as usize;
+        let Some(len) = udp_reply_len(service, n, wanted) else { continue };
+        let reply = match service {
+            Service::Echo => buf[..len].to_vec(),
+            _ => s.chargen.datagram(len),
+        };
+        if socket.send_to(&reply, from).is_ok() {
+            s.sent.0 += 1;
+            s.sent.1 += len as u64;
+        }
+    }
+}
+
+fn finish_udp(ctx: &PeerContext, service: Service, from: SocketAddr, s: UdpSource) {
+    let seconds = s.last.saturating_duration_since(s.started).as_secs_f64();
+    let mut streams = Vec::new();
+    let mut up = StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, s.received.1, seconds);
+    up.udp_received = None;
+    streams.push(up);
+    if service != Service::Discard {
+        let id = if service == Service::Echo { 2 } else { 1 };
+        streams.push(StreamRecord::bare(id, Flow::Down, Role::Sender, Endpoint::Server, s.sent.1, seconds));
+    }
+    let mut spec = s.spec;
+    if service == Service::Chargen {
+        // The log shows both what came and what went.
+        spec.direction = Direction::Bidir;
+    }
+    log_test(ctx, service, from, spec, streams, None, &s.test.test);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_service_runs_the_test_it_can_and_refuses_the_rest() {
+        let tcp = TestSpec::tcp_default();
+        assert_eq!(service_spec(Service::Discard, &tcp).unwrap().direction, Direction::Up);
+        assert_eq!(service_spec(Service::Echo, &tcp).unwrap().direction, Direction::Bidir);
+        assert_eq!(service_spec(Service::Chargen, &tcp).unwrap().direction, Direction::Down);
+        assert!(service_spec(Service::Chargen, &TestSpec::udp_default()).unwrap_err().contains("UDP chargen"));
+        let mut rev = tcp.clone();
+        rev.direction = Direction::Down;
+        assert!(service_spec(Service::Echo, &rev).unwrap_err().contains("-R"));
+        assert!(service_spec(Service::Discard, &TestSpec::rr_default()).is_err());
+        assert!(service_spec(Service::Echo, &TestSpec::rr_default()).is_ok());
+    }
+
+    #[test]
+    fn echo_streams_share_their_senders_socket() {
+        let mut spec = TestSpec::tcp_default();
+        spec.streams = 2;
+        let mut c = ServiceControl::new(Instant::now(), Service::Echo, &spec).unwrap();
+        let Some(ControlEvent::Admitted { streams, .. }) = c.poll_event() else { panic!("admitted first") };
+        let shape: Vec<_> = streams
+            .iter()
+            .map(|s| (s.id, s.flow, matches!(s.transport, Transport::SameAs { id } if id + 2 == s.id)))
+            .collect();
+        assert_eq!(shape, [(1, Flow::Up, false), (2, Flow::Up, false), (3, Flow::Down, true), (4, Flow::Down, true)]);
+        assert!(matches!(c.poll_event(), Some(ControlEvent::Start)));
+        assert!(c.poll_event().is_none());
+        c.local_senders_done(Instant::now(), vec![StreamTotal { id: 1, bytes: 10, packets: 0 }]);
+        let Some(ControlEvent::PeerSenderDone(t)) = c.poll_event() else { panic!("echo waits for its bytes") };
+        assert_eq!((t[0].id, t[0].bytes), (3, 10));
+        assert!(matches!(c.poll_event(), Some(ControlEvent::PeerReport { .. })));
+        assert!(c.is_done());
+    }
+
+    #[test]
+    fn chargen_receives_for_its_time_then_ends_its_receivers() {
+        let mut spec = TestSpec::tcp_default();
+        spec.end = EndCondition::Seconds(2.0);
+        let mut c = ServiceControl::new(Instant::now(), Service::Chargen, &spec).unwrap();
+        while c.poll_event().is_some() {}
+        let t0 = Instant::now();
+        c.handle_timeout(t0).unwrap();
+        assert_eq!(c.poll_timeout(), Some(t0 + Duration::from_secs(2)));
+        c.handle_timeout(t0 + Duration::from_secs(1)).unwrap();
+        assert!(c.poll_event().is_none());
+        c.handle_timeout(t0 + Duration::from_secs(2)).unwrap();
+        assert!(matches!(c.poll_event(), Some(ControlEvent::EndReceivers)));
+        assert!(matches!(c.poll_event(), Some(ControlEvent::PeerReport { .. })));
+        assert!(c.is_done() && c.poll_timeout().is_none());
+    }
+}
