@@ -72,6 +72,7 @@ fn udp_echo_counts_every_buffer_both_ways() {
     assert_eq!(u(&rr["lost"]), 0);
     assert!(f(&rr["latency_us"]["p99"]) >= f(&rr["latency_us"]["p50"]));
     assert_eq!(u(&r["streams"][0]["bytes"]), 300 * 1040);
+    assert_eq!(r["summary"]["rr"], *rr, "the summary carries the echo figures");
     assert!(r["error"].is_null(), "{}", r["error"]);
 }
 

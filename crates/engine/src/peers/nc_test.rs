@@ -533,7 +533,10 @@ pub fn master_result(cfg: &MasterConfig, r: &MasterReport, started_at: &str, err
             None
         }
     });
-    TestResult::assemble(header, streams, Default::default(), error)
+    let mut result = TestResult::assemble(header, streams, Default::default(), error);
+    // Echo tests are request/response: their figures are the summary's, as for netchar's echo.
+    result.summary.rr = result.streams.iter().find_map(|s| s.rr.clone());
+    result
 }
 
 // ------------------------------------------------------------------------------------------
