@@ -111,7 +111,8 @@ fn same_ip(a: IpAddr, b: IpAddr) -> bool {
 fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     use socket2::{Domain, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
-    s.set_reuse_address(true)?;
+    // No SO_REUSEADDR: on UDP it would let a second master or slave bind the same port and
+    // take some of this one's datagrams.
     // Room for a burst: nc_test senders never wait for their receiver (capped by rmem_max).
     let _ = s.set_recv_buffer_size(4 << 20);
     if addr.is_ipv6() {
