@@ -77,6 +77,9 @@ pub(crate) fn echo(a: &EchoArgs, stop: &StopFlag) -> Result<u8> {
 /// `netchar tcp --proto nc-test`.
 pub(crate) fn tcp(a: &TcpArgs, stop: &StopFlag) -> Result<u8> {
     not_applicable(&a.common)?;
+    if a.bitrate.is_some() || a.window.is_some() || a.mss.is_some() || a.congestion.is_some() || a.zerocopy {
+        bail!("--proto nc-test: the slave sets up its own sockets (-b, -w, -M, -C and --zerocopy do not apply)");
+    }
     let buflen = if a.length == "128Ki" {
         1024
     } else {
@@ -99,6 +102,9 @@ pub(crate) fn tcp(a: &TcpArgs, stop: &StopFlag) -> Result<u8> {
 /// `netchar udp --proto nc-test`.
 pub(crate) fn udp(a: &UdpArgs, stop: &StopFlag) -> Result<u8> {
     not_applicable(&a.common)?;
+    if a.bitrate.is_some() || a.pps.is_some() || a.find_max_rate {
+        bail!("--proto nc-test: nc_test senders send as fast as they can (-b, --pps and --find-max-rate do not apply)");
+    }
     let pattern = a.pattern.clone().unwrap_or_else(|| "640x1024".into());
     let p = Pattern::parse(&pattern).map_err(|e| anyhow::anyhow!("--pattern {pattern}: {e}"))?;
     let (nbufs, mut buflen) = counts(&p)?;
