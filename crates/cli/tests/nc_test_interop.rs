@@ -166,3 +166,19 @@ fn no_slave_is_one_line_and_a_nonzero_exit() {
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("no nc_test slave answered"), "{}", run.stderr);
 }
+
+#[test]
+fn flags_nc_test_cannot_honour_are_refused_before_any_traffic() {
+    for args in [
+        vec!["udp", "127.0.0.1", "--proto", "nc-test", "-b", "10M"],
+        vec!["tcp", "127.0.0.1", "--proto", "nc-test", "-t", "5"],
+        vec!["echo", "127.0.0.1", "--proto", "nc-test", "--pattern", "10x64,20x128"],
+        vec!["echo", "127.0.0.1", "--proto", "nc-test", "--expect", "rr.latency_us.p99 <= 5"],
+        vec!["suite", "bwsweep", "127.0.0.1", "--proto", "nc-test"],
+    ] {
+        let run = netchar(&args);
+        assert_ne!(run.code, 0, "{args:?}");
+        assert!(run.stderr.contains("nc"), "{args:?}: {}", run.stderr);
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{args:?}: one line: {}", run.stderr);
+    }
+}
