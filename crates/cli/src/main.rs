@@ -569,6 +569,10 @@ fn run_suite(a: &args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             let plan = plan::TcpPlan::from_udp_args(&udp)?;
             suites::bwsweep(&plan, from, to, step, a.json, stop)
         }
+        "netio" if a.proto == "netio" => suites::netio_peer(a, stop),
+        "netio" if !matches!(a.proto.as_str(), "auto" | "netchar") => {
+            anyhow::bail!("suite netio --proto {}: one of auto, netchar, netio", a.proto)
+        }
         "netio" | "sizes" => {
             let secs = plan::seconds("--duration", &a.duration)?;
             let udp = plan::TcpPlan::from_udp_args(&args::UdpArgs::for_suite(&a.host, a.port, secs))?;

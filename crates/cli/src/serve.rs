@@ -41,6 +41,8 @@ struct ConfigFile {
     json: Option<bool>,
     iperf3: Option<bool>,
     iperf3_port: Option<u16>,
+    iperf2: Option<bool>,
+    iperf2_port: Option<u16>,
     nc_test: Option<bool>,
     nc_test_port: Option<u16>,
     nc_test_data_port: Option<u16>,
@@ -66,6 +68,7 @@ pub(crate) struct Settings {
 #[derive(Debug, Default)]
 struct PeerPorts {
     iperf3: Option<u16>,
+    iperf2: Option<u16>,
     /// nc_test: (control, data).
     nc_test: Option<(u16, u16)>,
 }
@@ -168,6 +171,8 @@ pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
     let peers = PeerPorts {
         iperf3: (a.iperf3 || a.iperf3_port.is_some() || file.iperf3.unwrap_or(false))
             .then(|| a.iperf3_port.or(file.iperf3_port).unwrap_or(netchar_engine::peers::iperf3::DEFAULT_PORT)),
+        iperf2: (a.iperf2 || a.iperf2_port.is_some() || file.iperf2.unwrap_or(false))
+            .then(|| a.iperf2_port.or(file.iperf2_port).unwrap_or(netchar_wire::iperf2::DEFAULT_PORT)),
         nc_test: (a.nc_test
             || a.nc_test_port.is_some()
             || a.nc_test_data_port.is_some()
@@ -205,12 +210,27 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
         eprintln!("services: echo on {}, discard on {}, chargen on {} (TCP and UDP)", p.echo, p.discard, p.chargen);
         server = server.with_peer(Box::new(services));
     }
+    if a.netio {
+        use netchar_engine::peers::netio::NetioListener;
+        let port = a.netio_port.unwrap_or(netchar_wire::netio::TCP_PORT);
+        let netio = NetioListener::bind(bind.ip(), port)
+            .with_context(|| format!("cannot offer --netio on ports {port} and {}", port.wrapping_add(1)))?;
+        eprintln!("netio: TCP test on {}, UDP test on {} (TCP control and UDP)", netio.port(), netio.port() + 1);
+        server = server.with_peer(Box::new(netio));
+    }
     eprintln!("{}", describe(&cfg));
     if let Some(port) = peers.iperf3 {
         let at = SocketAddr::new(bind.ip(), port);
         let listener = Iperf3Listener::bind(at)
             .with_context(|| format!("--iperf3: cannot listen on {at} (is an iperf3 server running there?)"))?;
         eprintln!("answering iperf3 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
+        server = server.with_peer(Box::new(listener));
+    }
+    if let Some(port) = peers.iperf2 {
+        let at = SocketAddr::new(bind.ip(), port);
+        let listener = netchar_engine::peers::iperf2::Iperf2Listener::bind(at)
+            .with_context(|| format!("--iperf2: cannot listen on {at} (is an iperf server running there?)"))?;
+        eprintln!("answering iperf2 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
         server = server.with_peer(Box::new(listener));
     }
     if let Some((port, data_port)) = peers.nc_test {
