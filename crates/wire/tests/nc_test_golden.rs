@@ -329,3 +329,63 @@ fn slave_replays_against_the_stock_masters_bytes() {
         vec![(640, 640), (640, 0), (0, 640), (64, 64)]
     );
 }
+
+/// The stock `nc_test_master`'s whole sequence against a slave that ACKs SET_LOAD and the
+/// idle requests (netchar's; no eCos board was at hand), control and results only: netchar's
+/// master must send the stock master's requests in the same order (seq, load levels, idle
+/// starts and stops) and print the same lines, the IDLE figures included (they follow from the
+/// replies alone). Data buffers are answered in memory.
+#[test]
+fn master_replays_the_load_and_idle_sections_of_nc_test_master() {
+    let mut t = load("nc_test_v4_load_idle.ctrl.txt");
+    let mut suite = MasterSuite::new(Sequence::Nc);
+    let mut lines = Vec::new();
+    let mut now = Instant::now();
+    let mut set_loads = Vec::new();
+    loop {
+        match suite.next_step() {
+            SuiteStep::Print(l) => lines.extend(l.split('\n').map(str::to_string)),
+            SuiteStep::Sleep(_) => {}
+            SuiteStep::Done => break,
+            SuiteStep::RunTest(_) => unreachable!(),
+            SuiteStep::Request(req) => {
+                let theirs = Request::decode(&expect_to_slave(&mut t, "ctrl", REQUEST_LEN)).unwrap();
+                same_request(&req, &theirs);
+                if req.kind() == Some(Kind::SetLoad) {
+                    set_loads.push(req.nbufs);
+                }
+                let reply = take_to_master(&mut t, "ctrl", REPLY_LEN);
+                let (printed, run) = suite.reply(reply.as_deref());
+                lines.extend(printed);
+                if let Some(SuiteStep::RunTest(mut test)) = run {
+                    let ch = if test.report().kind.is_udp() { "udp" } else { "tcp" };
+                    let mut k = 0;
+                    loop {
+                        now += Duration::from_micros(100);
+                        match test.next_step(now) {
+                            Step::Recv { len, .. } if len == RESULTS_LEN => {
+                                let got = take_to_master(&mut t, ch, len);
+                                test.received(got.as_deref(), now);
+                            }
+                            Step::Recv { len, .. } => {
+                                let b = data_buffer(k, (len - DATA_HEADER_LEN) as u32);
+                                k += 1;
+                                test.received(Some(&b), now);
+                            }
+                            Step::Print(l) => lines.push(l),
+                            Step::Done => break,
+                            Step::Send(_) | Step::Pause(_) => {}
+                        }
+                    }
+                    suite.test_done(Some((*test).into_report()));
+                }
+            }
+        }
+    }
+    assert_eq!(our_lines(&MasterRun { lines, reports: Vec::new() }), stock_lines(&t));
+    no_events_left(&t);
+    assert_eq!(set_loads, vec![0, 0, 10, 20, 30, 40, 50]);
+    assert!(suite.disconnected());
+    assert_eq!(suite.reports().len(), 1 + 12 + 10);
+    assert_eq!(suite.idle_lines().len(), 11);
+}

@@ -255,11 +255,16 @@ pub fn run_master(
                     break;
                 }
                 if reply.is_none() && !replied_once {
+                    // Nothing answers there: the rest of a sequence would wait 10 s per request.
+                    for l in suite.reply(None).0 {
+                        on_line(&l);
+                    }
                     run.error = Some(format!(
                         "no nc_test slave answered at {} within {} s: is nc_test_slave (or netchar server --nc-test) running there?",
                         cfg.slave,
                         wire::REPLY_TIMEOUT.as_secs()
                     ));
+                    break;
                 }
                 replied_once |= reply.is_some();
                 let (lines, step) = suite.reply(reply.as_deref());
@@ -630,8 +635,10 @@ impl PeerListener for NcTestListener {
                             d.action = SlaveAction::None;
                         }
                     }
-                    // Stale datagrams of an earlier test must not count in this one.
+                    // Stale datagrams and connections of an earlier test must not count in
+                    // this one.
                     drain(&self.udp);
+                    while self.tcp.accept().is_ok() {}
                 }
                 SlaveAction::SetLoad(l) => slave.set_load(*l),
                 SlaveAction::StartIdle => slave.start_idle(),
@@ -810,15 +817,21 @@ impl NcTestListener {
             let mut conn = None;
             while Instant::now() < deadline && !ctx.stop().is_raised() {
                 match self.tcp.accept() {
-                    Ok((s, peer)) if recv_from_ok(peer.ip()) => {
-                        conn = Some((s, peer));
-                        break;
-                    }
+                    Ok((s, peer)) if recv_from_ok(peer.ip()) => match ctx.connection(peer.ip()) {
+                        Ok(slot) => {
+                            conn = Some((s, peer, slot));
+                            break;
+                        }
+                        Err(reason) => {
+                            ctx.log(ServerLog::Rejected { peer, reason });
+                            log.refused += 1;
+                        }
+                    },
                     Ok(_) => log.refused += 1,
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
             }
-            let Some((mut s, peer)) = conn else {
+            let Some((mut s, peer, _slot)) = conn else {
                 log.error =
                     Some(format!("the master did not connect to the data port within {} s", ACCEPT_WAIT.as_secs()));
                 return log;
