@@ -641,6 +641,14 @@ impl<'a> Driver<'a> {
                 Transport::Tcp { preamble } => {
                     let mut socket =
                         connect_data(self.addr, &self.spec, role, self.cfg.connect_timeout).map_err(|f| match f {
+                            ConnectFailure::Io(e) if self.control.is_none() && e.kind() == io::ErrorKind::ConnectionRefused => {
+                                // No control connection came first: this is the peer's own port.
+                                ClientError::Stream(format!(
+                                    "nothing answers at {} (connection refused): no {} server there; check the host and -p",
+                                    self.addr,
+                                    self.cfg.protocol.name()
+                                ))
+                            }
                             ConnectFailure::Io(e) => connect_error(self.addr, e, self.cfg.connect_timeout),
                             ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
                         })?;

@@ -29,6 +29,8 @@ const BYTE_BODIES: &[(&str, Body)] = &[
     ("iperf3_client", bodies::iperf3_client),
     ("iperf2", bodies::iperf2),
     ("iperf3_server", bodies::iperf3_server),
+    ("netio_server", bodies::netio_server),
+    ("netio_client", bodies::netio_client),
 ];
 fn config(cases: u32) -> ProptestConfig {
     let default = ProptestConfig::default();
