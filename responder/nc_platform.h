@@ -47,6 +47,11 @@ int nc_plat_set_nonblocking(int fd);
  * `cap` bytes each. Required (constant strings are fine). */
 void nc_plat_host_info(char *hostname, char *kernel, char *cpu_model, size_t cap, uint32_t *cores);
 
+/* Called once for the UDP socket after it is bound: a host may enlarge its buffers here (a
+ * receive queue of a few datagrams loses test traffic whenever the responder is not
+ * scheduled). Required (may do nothing; lwIP sizes its queues in lwipopts.h). */
+void nc_plat_tune_udp(int fd);
+
 /* One line to the operator's log (a UART, stderr). Required (may do nothing). */
 void nc_plat_log(const char *line);
 

@@ -20,8 +20,8 @@ int main(int argc, char **argv)
         if ((strcmp(argv[i], "--port") == 0 || strcmp(argv[i], "-p") == 0) && i + 1 < argc) {
             char *end;
             port = strtol(argv[++i], &end, 10);
-            if (*end || port < 1 || port > 65535) {
-                fprintf(stderr, "netchar-responder: --port %s is not a port number (1 to 65535)\n", argv[i]);
+            if (*end || port < 0 || port > 65535) {
+                fprintf(stderr, "netchar-responder: --port %s is not a port number (0 to 65535; 0 picks a free one)\n", argv[i]);
                 return 2;
             }
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -42,7 +42,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "netchar-responder: cannot listen on port %ld (in use?); pick another with --port\n", port);
         return 1;
     }
-    fprintf(stderr, "netchar-responder %s listening on TCP and UDP port %ld\n", NC_RESPONDER_VERSION, port);
+    fprintf(stderr, "netchar-responder %s listening on TCP and UDP port %u\n", NC_RESPONDER_VERSION,
+            (unsigned)nc_responder_port());
     nc_responder_run();
     return 0;
 }

@@ -88,6 +88,15 @@ void nc_plat_host_info(char *hostname, char *kernel, char *cpu_model, size_t cap
     *cores = n > 0 ? (uint32_t)n : 1;
 }
 
+void nc_plat_tune_udp(int fd)
+{
+    /* As the Rust server: up to 4 MiB (net.core.rmem_max caps it) so a responder that is
+     * not scheduled for a while on a busy host still has every datagram queued. */
+    int size = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+}
+
 void nc_plat_log(const char *line)
 {
     fprintf(stderr, "netchar-responder: %s\n", line);

@@ -71,6 +71,7 @@ struct stream {
 
 static struct {
     int lfd, ufd;
+    uint16_t port;
     struct conn conns[NC_MAX_CONNS];
     int ctrl; /* index of the control connection, -1 */
     enum test_state ts;
@@ -1283,10 +1284,18 @@ static int open_sockets(uint16_t port)
     if (bind(S.lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(S.lfd, 4) != 0)
         return -1;
     nc_plat_set_nonblocking(S.lfd);
+    {
+        /* Port 0: the system picks the TCP port, and UDP takes the same number. */
+        socklen_t len = sizeof a;
+        if (getsockname(S.lfd, (struct sockaddr *)&a, &len) != 0)
+            return -1;
+        S.port = ntohs(a.sin_port);
+    }
     S.ufd = (int)socket(AF_INET, SOCK_DGRAM, 0);
     if (S.ufd < 0 || bind(S.ufd, (struct sockaddr *)&a, sizeof a) != 0)
         return -1;
     nc_plat_set_nonblocking(S.ufd);
+    nc_plat_tune_udp(S.ufd);
     return 0;
 }
 
@@ -1489,6 +1498,11 @@ void nc_responder_poll(uint32_t max_wait_ms)
     if (FD_ISSET(S.lfd, &rd))
         do_accept(now);
     check_deadlines(now);
+}
+
+uint16_t nc_responder_port(void)
+{
+    return S.port;
 }
 
 void nc_responder_run(void)

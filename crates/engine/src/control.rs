@@ -230,11 +230,7 @@ impl ClientControl for NativeClient {
                 cookie, concurrent_tests, host, data_port, session_key, server_version, ..
             } => ControlEvent::Admitted {
                 streams: self.streams(cookie, data_port, session_key),
-                peer: PeerInfo {
-                    concurrent_tests,
-                    host: Some(host),
-                    software: Some(peer_software(&server_version)),
-                },
+                peer: PeerInfo { concurrent_tests, host: Some(host), software: Some(peer_software(&server_version)) },
                 cookie: Some(cookie),
             },
             ClientEvent::Busy { running, max, reason } => ControlEvent::Busy { running, max, reason },
