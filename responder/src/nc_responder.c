@@ -15,6 +15,13 @@
 #define NS_PER_S 1000000000ull
 #define NONE UINT64_MAX
 
+/* A peer that resets must not raise SIGPIPE where the stack has it. */
+#ifdef MSG_NOSIGNAL
+#define NC_SEND_FLAGS MSG_NOSIGNAL
+#else
+#define NC_SEND_FLAGS 0
+#endif
+
 /* ---------------------------------------------------------------- state */
 
 enum conn_state { CS_FREE, CS_HELLO, CS_CONTROL, CS_DATA, CS_LINGER };
@@ -317,7 +324,7 @@ static void conn_linger(int i, uint64_t now)
 static void send_now(int fd, const uint8_t *b, size_t n)
 {
     while (n > 0) {
-        int w = (int)send(fd, (const char *)b, n, 0);
+        int w = (int)send(fd, (const char *)b, n, NC_SEND_FLAGS);
         if (w <= 0)
             return;
         b += w;
@@ -542,7 +549,7 @@ static void end_session(const char *why, uint64_t now)
     logf1("test ended: ", why);
     send_text("error", "message", why, now);
     if (c >= 0 && S.tx_len > S.tx_off) {
-        int w = (int)send(S.conns[c].fd, (const char *)S.tx + S.tx_off, S.tx_len - S.tx_off, 0);
+        int w = (int)send(S.conns[c].fd, (const char *)S.tx + S.tx_off, S.tx_len - S.tx_off, NC_SEND_FLAGS);
         (void)w;
     }
     for (i = 0; i < S.nstreams; i++) {
@@ -794,7 +801,7 @@ static void control_write(uint64_t now)
     int w;
     if (S.ctrl < 0 || S.tx_len <= S.tx_off)
         return;
-    w = (int)send(S.conns[S.ctrl].fd, (const char *)S.tx + S.tx_off, S.tx_len - S.tx_off, 0);
+    w = (int)send(S.conns[S.ctrl].fd, (const char *)S.tx + S.tx_off, S.tx_len - S.tx_off, NC_SEND_FLAGS);
     if (w > 0) {
         S.tx_off += (size_t)w;
         if (S.tx_off == S.tx_len)
@@ -898,6 +905,10 @@ static void do_accept(uint64_t now)
     int i, fd = (int)accept(S.lfd, (struct sockaddr *)&peer, &len);
     if (fd < 0)
         return;
+    if (fd >= FD_SETSIZE) {
+        nc_close(fd);
+        return;
+    }
     for (i = 0; i < NC_MAX_CONNS; i++)
         if (S.conns[i].state == CS_FREE)
             break;
@@ -979,7 +990,7 @@ static void rr_write(struct stream *s)
         memset(rs, 'r', sizeof rs);
     for (k = 0; k < 64 && s->owed > 0; k++) {
         size_t n = (size_t)u_min(s->owed, sizeof rs);
-        int w = (int)send(S.conns[s->conn].fd, (const char *)rs, n, 0);
+        int w = (int)send(S.conns[s->conn].fd, (const char *)rs, n, NC_SEND_FLAGS);
         if (w > 0) {
             s->owed -= (uint64_t)w;
         } else {
@@ -1027,7 +1038,7 @@ static void tcp_write(struct stream *s, uint64_t now)
         }
         if (s->budget != NONE)
             n = (size_t)u_min(n, s->budget - s->bytes);
-        w = (int)send(S.conns[s->conn].fd, (const char *)iobuf, n, 0);
+        w = (int)send(S.conns[s->conn].fd, (const char *)iobuf, n, NC_SEND_FLAGS);
         if (w > 0) {
             s->bytes += (uint64_t)w;
             s->last_ns = since_start(now);
@@ -1346,6 +1357,13 @@ static void check_deadlines(uint64_t now)
     case T_RUNNING:
         if (now - S.last_rx > NC_SILENCE_TIMEOUT_MS * NS_PER_MS) {
             end_session("the client said nothing for 10 s", now);
+        } else if (S.peer_done &&
+                   now > S.peer_done_ns + (uint64_t)(NC_PHASE_TIMEOUT_MS + 60000) * NS_PER_MS) {
+            /* The client's senders finished long ago and their streams never closed. */
+            uint32_t k;
+            set_error("the client finished sending but its data did not arrive in time");
+            for (k = 0; k < S.nstreams; k++)
+                S.streams[k].done = 1;
         } else if (!S.spec.end_is_bytes &&
                    now > test_deadline() + (uint64_t)(NC_PHASE_TIMEOUT_MS + 60000) * NS_PER_MS) {
             set_error("the test did not end in time");
