@@ -132,18 +132,28 @@ fn udp_up_and_down_match_the_iperf3_servers_datagram_counts() {
     let v = run_kind("udp", &s, &["-t", "1", "-b", "20M", "-l", "1200", "-P", "2"]);
     let report = s.report();
     let (sent, received) = flow_bytes(&v, "up");
-    // A UDP iperf3 server's own report: bytes under sum_received, datagrams under sum.
-    assert_eq!(received, u(&report["end"]["sum_received"]["bytes"]));
-    assert_eq!(sent, received);
+    // The far end's figure is what the iperf3 server sent in the results exchange; its own
+    // printed report (bytes under sum_received, datagrams under sum) is summed from its
+    // intervals and, on a busy machine, can miss the last datagrams of the exchanged count
+    // (seen: 2,473,200 printed, 2,500,800 exchanged): never more.
+    let printed = u(&report["end"]["sum_received"]["bytes"]);
+    assert!(printed <= received && printed > 0, "printed {printed}, exchanged {received}");
+    // The iperf3 server stops counting at TEST_END: on a busy machine datagrams still queued
+    // for it then are in none of its figures (seen: 114 of 2084), as for TCP's in-flight tail.
+    assert!(received <= sent && received > 0, "{received} of {sent}");
     let streams = v["streams"].as_array().unwrap();
     let far: Vec<&Value> = streams.iter().filter(|st| st["role"] == "receiver").collect();
     assert_eq!(far.len(), 2);
+    let mut counted = 0;
     for st in far {
         assert_eq!(st["measured_by"], "server");
         assert_eq!(u(&st["udp_received"]["packets"]) * 1200, u(&st["bytes"]));
-        assert_eq!(u(&st["udp_received"]["lost"]), 0);
+        // Loss is the server's (a starved iperf3 overflows its socket buffer on a busy
+        // machine: 235 of 1042 seen); it counts gaps, so received + lost never exceeds sent.
+        counted += u(&st["udp_received"]["packets"]) + u(&st["udp_received"]["lost"]);
     }
-    assert_eq!(u(&report["end"]["sum"]["packets"]), sent / 1200);
+    assert!(counted <= sent / 1200, "{counted} datagrams counted of {} sent", sent / 1200);
+    assert!(u(&report["end"]["sum"]["packets"]) <= sent / 1200);
 
     // -R: netchar counts the iperf3 server's datagrams itself; every one it sent is accounted for.
     let Some(s) = iperf3_server() else { return };

@@ -116,8 +116,9 @@ fn udp_loss_jitter_and_counts_are_the_servers() {
     let sum = &v["end"]["sum"];
     assert_eq!(u(&sum["bytes"]), server_bytes(&log, "up"));
     assert_eq!(u(&sum["bytes"]) % 1200, 0);
-    assert_eq!(u(&sum["packets"]), u(&sum["bytes"]) / 1200);
-    assert_eq!(u(&sum["lost_packets"]), 0);
+    // Every datagram is received or lost (a busy machine may overflow a socket buffer), and
+    // the loss is settled on the client's own count.
+    assert_eq!(u(&sum["packets"]), u(&sum["bytes"]) / 1200 + u(&sum["lost_packets"]));
     assert!(f(&sum["jitter_ms"]) >= 0.0);
     let text = v["server_output_text"].as_str().expect("--get-server-output: the server's text");
     assert!(text.contains(&format!("received {} bytes", u(&sum["bytes"]))), "{text}");
@@ -131,7 +132,8 @@ fn udp_loss_jitter_and_counts_are_the_servers() {
     let v = iperf3(port, &["-u", "-b", "10M", "-t", "1", "-P", "2", "--bidir", "--udp-counters-64bit"]);
     let log = logged_test(&s);
     assert_eq!(log["data_paths"].as_array().unwrap().len(), 4);
-    assert_eq!(u(&v["end"]["sum"]["lost_packets"]), 0);
+    let sum = &v["end"]["sum"];
+    assert!(u(&sum["lost_packets"]) <= u(&sum["packets"]));
     assert!(server_bytes(&log, "up") > 0 && server_bytes(&log, "down") > 0);
 }
 

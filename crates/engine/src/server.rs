@@ -22,7 +22,7 @@ use netchar_model::{Endpoint, Flow, Role, StreamRecord, TestSpec};
 use netchar_wire::auth::KeyTable;
 use netchar_wire::codec::encode_frame;
 use netchar_wire::datagram::DatagramHeader;
-use netchar_wire::hello::{identify_peer, Hello, Role as HelloRole, HELLO_LEN};
+use netchar_wire::hello::{identify_peer, Hello, Role as HelloRole, HELLO_LEN, MAGIC};
 use netchar_wire::message::ServerMessage;
 use netchar_wire::session::{ServerEvent, ServerSession, Timeouts};
 use std::collections::HashMap;
@@ -471,7 +471,15 @@ fn read_hello(stream: &mut TcpStream, deadline: Instant, stop: &StopFlag) -> (us
         let _ = stream.set_read_timeout(Some(left.min(Duration::from_millis(200))));
         match stream.read(&mut raw[got..]) {
             Ok(0) => break,
-            Ok(n) => got += n,
+            Ok(n) => {
+                got += n;
+                // Another protocol's client (an iperf3 cookie is 37 bytes): no use waiting for
+                // the rest of a hello that is not coming; its client hears the close at once.
+                let seen = got.min(MAGIC.len());
+                if raw[..seen] != MAGIC[..seen] && got >= 37 {
+                    break;
+                }
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -540,7 +548,7 @@ fn describe_client_bytes(b: &[u8]) -> String {
         return "it sent nothing".into();
     }
     if b.len() >= 36 && b[..36].iter().all(|c| c.is_ascii_alphanumeric()) {
-        return "it looks like an iperf3 client's cookie; this is a netchar server".into();
+        return "it looks like an iperf3 client's cookie; this port speaks netchar: `netchar server --iperf3` answers iperf3 clients on 5201".into();
     }
     identify_peer(b).replace("answered", "sent")
 }

@@ -527,8 +527,10 @@ impl Client {
     pub fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
         match self.state {
             State::Done => Ok(()),
-            State::AwaitParamExchange if self.input.is_empty() => Err(self.fail(ProtocolError::NotNetchar(
-                "the peer closed the connection without answering iperf3's cookie (not an iperf3 server?)".into(),
+            State::AwaitParamExchange if self.input.is_empty() => Err(self.fail(ProtocolError::Peer(
+                "the server closed the connection without answering iperf3's cookie: not an iperf3 server \
+                 (a netchar server? drop --proto iperf3)"
+                    .into(),
             ))),
             s => Err(self
                 .fail(ProtocolError::Peer(format!("the iperf3 server closed the connection while {}", s.describe())))),
