@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         s[k] = 0;
         nc_out_str(&o, s);
         nc_out_hex(&o, data, size < 64 ? size : 64);
-        nc_out_f64(&o, m.spec.end_seconds);
+        nc_out_fixed(&o, m.spec.end_us, 6);
         nc_out_u64(&o, m.spec.end_bytes);
         (void)nc_frame_end(&o, mark);
     }

@@ -111,11 +111,13 @@ static int scan_string(struct walker *w, const char **s, size_t *n)
     return -1;
 }
 
+#define MICRO_MAX 18000000000000000000ull /* 1.8e19: 1.8e13 in micro units */
+
 static int scan_number(struct walker *w, struct nc_jval *v)
 {
-    int neg = 0, digits = 0, frac_digits = 0, exp = 0, exp_neg = 0, exp_digits = 0, overflow = 0;
-    uint64_t u = 0;
-    double mant = 0.0;
+    int neg = 0, frac_digits = 0, exp = 0, exp_neg = 0, exp_digits = 0, overflow = 0, micro_overflow = 0;
+    uint64_t u = 0, frac = 0; /* frac: the first 6 fraction digits, as micro units */
+    uint64_t micro;
     if (w->p < w->end && *w->p == '-') {
         neg = 1;
         w->p++;
@@ -124,7 +126,6 @@ static int scan_number(struct walker *w, struct nc_jval *v)
         return -1;
     if (*w->p == '0') {
         w->p++;
-        digits = 1;
     } else {
         while (w->p < w->end && *w->p >= '0' && *w->p <= '9') {
             unsigned d = (unsigned)(*w->p - '0');
@@ -132,22 +133,24 @@ static int scan_number(struct walker *w, struct nc_jval *v)
                 overflow = 1;
             else
                 u = u * 10 + d;
-            mant = mant * 10.0 + d;
-            digits++;
             w->p++;
         }
     }
     if (w->p < w->end && *w->p == '.') {
-        double scale = 0.1;
         w->p++;
         while (w->p < w->end && *w->p >= '0' && *w->p <= '9') {
-            mant += (*w->p - '0') * scale;
-            scale *= 0.1;
+            if (frac_digits < 6)
+                frac = frac * 10 + (uint64_t)(*w->p - '0');
             frac_digits++;
             w->p++;
         }
         if (frac_digits == 0)
             return -1;
+    }
+    {
+        int k;
+        for (k = frac_digits; k < 6; k++)
+            frac *= 10;
     }
     if (w->p < w->end && (*w->p == 'e' || *w->p == 'E')) {
         w->p++;
@@ -164,16 +167,26 @@ static int scan_number(struct walker *w, struct nc_jval *v)
         if (exp_digits == 0)
             return -1;
     }
-    (void)digits;
+    if (overflow || u > 18000000000000ull)
+        micro_overflow = 1;
+    micro = micro_overflow ? 0 : u * 1000000u + frac;
     {
-        int i;
-        for (i = 0; i < exp && i < 400; i++)
-            mant = exp_neg ? mant / 10.0 : mant * 10.0;
+        int k;
+        for (k = 0; k < exp && !micro_overflow; k++) {
+            if (exp_neg) {
+                micro /= 10;
+            } else if (micro > MICRO_MAX / 10) {
+                micro_overflow = 1;
+            } else {
+                micro *= 10;
+            }
+        }
     }
     v->type = NC_J_NUM;
-    v->num = neg ? -mant : mant;
     v->is_uint = !neg && !overflow && frac_digits == 0 && exp_digits == 0;
     v->u = v->is_uint ? u : 0;
+    v->is_micro = !neg && !micro_overflow;
+    v->micro = v->is_micro ? micro : 0;
     return 0;
 }
 
@@ -370,13 +383,14 @@ static uint64_t want_u(struct nc_client_msg *m, const struct nc_jval *v)
     return v->u;
 }
 
-static double want_f(struct nc_client_msg *m, const struct nc_jval *v)
+/* A non-negative number of seconds, in microseconds; or mark the message bad. */
+static uint64_t want_us(struct nc_client_msg *m, const struct nc_jval *v)
 {
-    if (v->type != NC_J_NUM || v->num < 0 || v->num > 1e12) {
+    if (v->type != NC_J_NUM || !v->is_micro) {
         m->bad = 1;
         return 0;
     }
-    return v->num;
+    return v->micro;
 }
 
 static void on_value(void *ctx, const char *path, int index, const struct nc_jval *v)
@@ -475,7 +489,7 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
     } else if (strcmp(path, "end.seconds") == 0) {
         m->seen |= SEEN_END;
         s->end_is_bytes = 0;
-        s->end_seconds = want_f(m, v);
+        s->end_us = want_us(m, v);
     } else if (strcmp(path, "end.bytes") == 0) {
         m->seen |= SEEN_END;
         s->end_is_bytes = 1;
@@ -484,10 +498,10 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
         m->seen |= SEEN_BLOCK;
         s->block_bytes = want_u(m, v);
     } else if (strcmp(path, "omit_seconds") == 0) {
-        if (want_f(m, v) > 0)
+        if (want_us(m, v) > 0)
             refuse(m, "-O (omit) is not supported by netchar-responder; run without it");
     } else if (strcmp(path, "interval_seconds") == 0) {
-        (void)want_f(m, v); /* the responder reports whole-test figures only */
+        (void)want_us(m, v); /* the responder reports whole-test figures only */
     } else if (strcmp(path, "tcp.window_bytes") == 0) {
         if (present(v))
             refuse(m, "-w (window) is not supported by netchar-responder: lwIP has no SO_SNDBUF/SO_RCVBUF");
@@ -529,7 +543,7 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
         if (present(v))
             refuse(m, "--pattern is not supported by netchar-responder");
     } else if (strcmp(path, "udp.grace_seconds") == 0) {
-        s->grace_seconds = want_f(m, v);
+        s->grace_us = want_us(m, v);
     } else if (strcmp(path, "rr") == 0) {
         if (present(v))
             m->seen |= SEEN_RR;
@@ -540,7 +554,7 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
     } else if (strcmp(path, "rr.response_bytes") == 0) {
         s->response_bytes = want_u(m, v);
     } else if (strcmp(path, "rr.timeout_seconds") == 0) {
-        s->rr_timeout_seconds = want_f(m, v);
+        s->rr_timeout_us = want_us(m, v);
     } else if (strcmp(path, "rr.connect_per_transaction") == 0) {
         if (present(v))
             refuse(m, "crr (a connection per transaction) is not supported by netchar-responder");
@@ -563,10 +577,10 @@ int nc_parse_client_msg(const uint8_t *payload, size_t len, struct nc_client_msg
     memset(m, 0, sizeof *m);
     m->spec.rate = NC_RATE_BPS;
     m->spec.rate_value = 1000000;
-    m->spec.grace_seconds = 0.25;
+    m->spec.grace_us = 250000;
     m->spec.request_bytes = 1;
     m->spec.response_bytes = 1;
-    m->spec.rr_timeout_seconds = 1.0;
+    m->spec.rr_timeout_us = 1000000;
     if (nc_json_walk((const char *)payload, len, on_value, m) != 0 || m->bad || !(m->seen & SEEN_TYPE))
         return -1;
     switch (m->type) {
@@ -635,28 +649,25 @@ void nc_out_u64(struct nc_out *o, uint64_t v)
     put(o, b + i, (size_t)(20 - i));
 }
 
-void nc_out_f64(struct nc_out *o, double v)
+void nc_out_fixed(struct nc_out *o, uint64_t value, unsigned decimals)
 {
-    uint64_t scaled;
-    char frac[7];
-    int i;
-    if (!(v == v)) /* NaN */
-        v = 0;
-    if (v < 0) {
-        put(o, "-", 1);
-        v = -v;
+    uint64_t scale = 1;
+    char frac[9];
+    unsigned i;
+    if (decimals > 9)
+        decimals = 9;
+    for (i = 0; i < decimals; i++)
+        scale *= 10;
+    nc_out_u64(o, value / scale);
+    if (decimals == 0)
+        return;
+    value %= scale;
+    for (i = decimals; i-- > 0;) {
+        frac[i] = (char)('0' + value % 10);
+        value /= 10;
     }
-    if (v > 1e12)
-        v = 1e12;
-    scaled = (uint64_t)(v * 1e6 + 0.5);
-    nc_out_u64(o, scaled / 1000000);
-    for (i = 5; i >= 0; i--) {
-        frac[i] = (char)('0' + scaled % 10);
-        scaled /= 10;
-    }
-    frac[6] = 0;
     put(o, ".", 1);
-    put(o, frac, 6);
+    put(o, frac, decimals);
 }
 
 void nc_out_hex(struct nc_out *o, const uint8_t *b, size_t n)

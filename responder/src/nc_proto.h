@@ -51,9 +51,10 @@ enum nc_jtype { NC_J_NULL, NC_J_BOOL, NC_J_NUM, NC_J_STR, NC_J_OBJ, NC_J_ARR };
 struct nc_jval {
     enum nc_jtype type;
     int boolean;
-    double num;
-    uint64_t u;   /* the number as an integer ... */
-    int is_uint;  /* ... when it is a non-negative integer that fits */
+    uint64_t u;      /* the number as an integer ... */
+    int is_uint;     /* ... when it is a non-negative integer that fits */
+    uint64_t micro;  /* the number times 10^6, truncated ... */
+    int is_micro;    /* ... when it is non-negative and below 1.8e13 (no floating point) */
     const char *s; /* string contents, raw (escapes not decoded) */
     size_t slen;
 };
@@ -76,17 +77,17 @@ struct nc_spec {
     enum nc_dir direction;
     uint32_t streams;
     int end_is_bytes;
-    double end_seconds;
+    uint64_t end_us; /* -t in microseconds */
     uint64_t end_bytes;
     uint64_t block_bytes;
     int nodelay;
     enum nc_rate rate;
     uint64_t rate_value;
     int per_stream;
-    double grace_seconds;
+    uint64_t grace_us;
     int rr_udp;
     uint64_t request_bytes, response_bytes;
-    double rr_timeout_seconds;
+    uint64_t rr_timeout_us;
     /* The first option the responder cannot honour, as the message to the client. */
     const char *refused;
 };
@@ -121,7 +122,8 @@ struct nc_out {
 void nc_out_raw(struct nc_out *o, const char *s);
 void nc_out_str(struct nc_out *o, const char *s); /* quoted, escaped */
 void nc_out_u64(struct nc_out *o, uint64_t v);
-void nc_out_f64(struct nc_out *o, double v); /* fixed, 6 decimals */
+/* value / 10^decimals in decimal notation (decimals <= 9): fixed point, no floating point. */
+void nc_out_fixed(struct nc_out *o, uint64_t value, unsigned decimals);
 void nc_out_hex(struct nc_out *o, const uint8_t *b, size_t n);
 /* Frames: begin reserves the 4-byte length, end fills it (or rolls back on overflow and
  * returns -1). */

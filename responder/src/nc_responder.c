@@ -49,7 +49,7 @@ struct tracker {
 struct jitter {
     int have;
     uint64_t last_sent, last_recv;
-    double j_ns;
+    uint64_t j16; /* 16 times the RFC 3550 jitter, ns (the RFC's integer form) */
     uint32_t hist[NC_VAR_BUCKETS];
     uint64_t samples;
 };
@@ -67,7 +67,7 @@ struct stream {
     uint64_t last_ns; /* since the start: last byte or datagram */
     uint64_t budget;  /* sender: bytes to send; NONE for a timed test */
     /* UDP sender pacing */
-    uint64_t seq, slot, anchor_slot, anchor_ns;
+    uint64_t seq, slot, next_due, rem;
     /* rr */
     uint64_t owed, partial;
     /* UDP receiver */
@@ -275,9 +275,14 @@ static uint64_t var_bucket_value(unsigned b)
 static void jitter_record(struct jitter *j, uint64_t sent_ns, uint64_t recv_ns)
 {
     if (j->have) {
-        int64_t d = (int64_t)(recv_ns - j->last_recv) - (int64_t)(sent_ns - j->last_sent);
-        uint64_t ad = d < 0 ? (uint64_t)(-d) : (uint64_t)d;
-        j->j_ns += ((double)ad - j->j_ns) / 16.0;
+        /* D = (R_j - R_i) - (S_j - S_i) in wrapping unsigned arithmetic (a forged send time
+         * cannot overflow anything), |D| capped at 2^40 ns. */
+        uint64_t d = (recv_ns - j->last_recv) - (sent_ns - j->last_sent);
+        uint64_t ad = d >> 63 ? 0 - d : d;
+        if (ad > (1ull << 40))
+            ad = 1ull << 40;
+        j->j16 += ad;
+        j->j16 -= (j->j16 + 8) >> 4;
         j->hist[var_bucket(ad)]++;
         j->samples++;
     }
@@ -286,19 +291,20 @@ static void jitter_record(struct jitter *j, uint64_t sent_ns, uint64_t recv_ns)
     j->last_recv = recv_ns;
 }
 
-static double jitter_quantile_ms(const struct jitter *j, double q)
+/* The `pct`th percentile of |D| in ns (the bucket's lower bound: within 25% below). */
+static uint64_t jitter_quantile_ns(const struct jitter *j, unsigned pct)
 {
     uint64_t want, seen = 0;
     unsigned b;
     if (j->samples == 0)
         return 0;
-    want = (uint64_t)(q * (double)j->samples);
+    want = j->samples / 100 * pct + j->samples % 100 * pct / 100;
     if (want >= j->samples)
         want = j->samples - 1;
     for (b = 0; b < NC_VAR_BUCKETS; b++) {
         seen += j->hist[b];
         if (seen > want)
-            return (double)var_bucket_value(b) / 1e6;
+            return var_bucket_value(b);
     }
     return 0;
 }
@@ -434,7 +440,7 @@ static void out_stream(struct nc_out *o, const struct stream *s)
     nc_out_raw(o, ",\"measured_by\":\"server\",\"bytes\":");
     nc_out_u64(o, s->bytes);
     nc_out_raw(o, ",\"seconds\":");
-    nc_out_f64(o, (double)s->last_ns / 1e9);
+    nc_out_fixed(o, s->last_ns, 9);
     nc_out_raw(o, ",\"omitted_bytes\":0");
     if (s->udp && !s->up) {
         nc_out_raw(o, ",\"udp_sent\":{\"packets\":");
@@ -454,7 +460,9 @@ static void out_stream(struct nc_out *o, const struct stream *s)
         nc_out_raw(o, ",\"lost\":");
         nc_out_u64(o, lost);
         nc_out_raw(o, ",\"loss_percent\":");
-        nc_out_f64(o, all ? 100.0 * (double)lost / (double)all : 0.0);
+        /* percent, 6 decimals, in integers: lost * 10^8 / all */
+        nc_out_fixed(o, !all ? 0 : lost <= UINT64_MAX / 100000000u ? lost * 100000000u / all
+                                                                   : lost / (all / 100000000u), 6);
         nc_out_raw(o, ",\"out_of_order\":");
         nc_out_u64(o, t->late);
         nc_out_raw(o, ",\"duplicates\":");
@@ -462,11 +470,11 @@ static void out_stream(struct nc_out *o, const struct stream *s)
         nc_out_raw(o, ",\"reorder_extent_max\":");
         nc_out_u64(o, t->extent_max);
         nc_out_raw(o, ",\"jitter_ms\":");
-        nc_out_f64(o, s->jit.j_ns / 1e6);
+        nc_out_fixed(o, s->jit.j16 / 16, 6);
         nc_out_raw(o, ",\"jitter_p50_ms\":");
-        nc_out_f64(o, jitter_quantile_ms(&s->jit, 0.5));
+        nc_out_fixed(o, jitter_quantile_ns(&s->jit, 50), 6);
         nc_out_raw(o, ",\"jitter_p99_ms\":");
-        nc_out_f64(o, jitter_quantile_ms(&s->jit, 0.99));
+        nc_out_fixed(o, jitter_quantile_ns(&s->jit, 99), 6);
         nc_out_raw(o, ",\"kernel_drops\":0,\"coalesced\":false,\"foreign\":");
         nc_out_u64(o, t->foreign);
         nc_out_raw(o, "}");
@@ -474,20 +482,31 @@ static void out_stream(struct nc_out *o, const struct stream *s)
     nc_out_raw(o, ",\"intervals\":[]}");
 }
 
+/* 100 * part / whole with 6 decimals, as an integer (part and whole in the same unit). */
+static uint64_t pct(uint64_t part, uint64_t whole)
+{
+    if (part <= UINT64_MAX / 100000000u)
+        return part * 100000000u / whole;
+    return part / (whole / 100000000u + 1);
+}
+
 static void send_results(uint64_t now)
 {
     struct nc_out o = out_ctrl();
     size_t mark = nc_frame_begin(&o);
     uint32_t i;
-    double wall = (double)(now - S.ready_ns) / 1e9, user = 0, sys = 0;
+    /* CPU figures in integers: microseconds, and percent with 6 decimals. */
+    uint64_t wall_us = (now - S.ready_ns) / 1000, user = 0, sys = 0, cores = host_cores ? host_cores : 1;
 #if NC_HAVE_CPU_TIMES
     {
         uint64_t u, s;
         nc_plat_cpu_times(&u, &s);
-        user = (double)(u - S.cpu_user0) / 1e6;
-        sys = (double)(s - S.cpu_sys0) / 1e6;
+        user = u - S.cpu_user0;
+        sys = s - S.cpu_sys0;
     }
 #endif
+    if (wall_us == 0)
+        wall_us = 1;
     nc_out_raw(&o, "{\"type\":\"results\",\"streams\":[");
     for (i = 0; i < S.nstreams; i++) {
         if (i)
@@ -495,21 +514,19 @@ static void send_results(uint64_t now)
         out_stream(&o, &S.streams[i]);
     }
     nc_out_raw(&o, "],\"cpu\":{\"user_pct\":");
-    if (wall <= 0)
-        wall = 1e-9;
-    nc_out_f64(&o, 100.0 * user / wall);
+    nc_out_fixed(&o, pct(user, wall_us), 6);
     nc_out_raw(&o, ",\"system_pct\":");
-    nc_out_f64(&o, 100.0 * sys / wall);
+    nc_out_fixed(&o, pct(sys, wall_us), 6);
     nc_out_raw(&o, ",\"total_pct\":");
-    nc_out_f64(&o, 100.0 * (user + sys) / wall);
+    nc_out_fixed(&o, pct(user + sys, wall_us), 6);
     nc_out_raw(&o, ",\"total_pct_of_all_cpus\":");
-    nc_out_f64(&o, 100.0 * (user + sys) / wall / (host_cores ? host_cores : 1));
+    nc_out_fixed(&o, pct(user + sys, wall_us) / cores, 6);
     nc_out_raw(&o, ",\"host_busy_pct\":0.0,\"host_softirq_pct\":0.0,\"user_seconds\":");
-    nc_out_f64(&o, user);
+    nc_out_fixed(&o, user, 6);
     nc_out_raw(&o, ",\"system_seconds\":");
-    nc_out_f64(&o, sys);
+    nc_out_fixed(&o, sys, 6);
     nc_out_raw(&o, ",\"wall_seconds\":");
-    nc_out_f64(&o, wall);
+    nc_out_fixed(&o, wall_us, 6);
     nc_out_raw(&o, ",\"cpus\":");
     nc_out_u64(&o, host_cores ? host_cores : 1);
     nc_out_raw(&o, "},\"error\":");
@@ -606,7 +623,7 @@ static const char *check_spec(const struct nc_spec *sp, char *buf, size_t cap)
         nc_out_raw(&o, ": this netchar-responder takes UDP payloads of 24 to ");
         nc_out_u64(&o, NC_UDP_MAX);
         nc_out_raw(&o, " bytes (NC_UDP_MAX)");
-    } else if (!sp->end_is_bytes && (sp->end_seconds <= 0 || sp->end_seconds > NC_MAX_DURATION_S)) {
+    } else if (!sp->end_is_bytes && (sp->end_us == 0 || sp->end_us > NC_MAX_DURATION_S * 1000000ull)) {
         nc_out_raw(&o, "-t: this netchar-responder runs tests of up to ");
         nc_out_u64(&o, NC_MAX_DURATION_S);
         nc_out_raw(&o, " s");
@@ -614,12 +631,12 @@ static const char *check_spec(const struct nc_spec *sp, char *buf, size_t cap)
         nc_out_raw(&o, "-n must be at least 1 byte");
     } else if (sp->kind == NC_UDP && sp->rate != NC_RATE_UNLIMITED && sp->rate_value == 0) {
         nc_out_raw(&o, "-b/--pps: a rate of 0 (use -b 0 for unlimited)");
-    } else if (sp->kind == NC_UDP && (sp->grace_seconds > 60)) {
+    } else if (sp->kind == NC_UDP && sp->grace_us > 60000000u) {
         nc_out_raw(&o, "--grace: at most 60 s");
     } else if (sp->kind == NC_RR && sp->direction != NC_UP) {
         nc_out_raw(&o, "rr runs from the client only (no -R or --bidir)");
     } else if (sp->kind == NC_RR && (sp->request_bytes == 0 || sp->response_bytes == 0 ||
-                                     sp->rr_timeout_seconds > 60)) {
+                                     sp->rr_timeout_us > 60000000u)) {
         nc_out_raw(&o, "rr: request and response sizes must be at least 1, --timeout at most 60 s");
     } else if (sp->kind == NC_RR && sp->rr_udp &&
                (sp->request_bytes > NC_UDP_MAX || sp->response_bytes > NC_UDP_MAX)) {
@@ -944,7 +961,7 @@ static uint64_t since_start(uint64_t now)
 
 static uint64_t test_deadline(void)
 {
-    return S.ready_ns + (uint64_t)(S.spec.end_seconds * 1e9);
+    return S.ready_ns + S.spec.end_us * 1000u;
 }
 
 /* TCP receiver (or rr responder) reads. */
@@ -1052,51 +1069,67 @@ static void tcp_write(struct stream *s, uint64_t now)
     }
 }
 
-static double pps_per_stream(void)
+/* The pace of a UDP sender as a fraction of nanoseconds per datagram, num / den (den 0:
+ * unlimited), kept exact by carrying the remainder from slot to slot: no floating point. */
+static void pace(uint64_t *q, uint64_t *r, uint64_t *den)
 {
-    double share = S.spec.per_stream ? 1.0 : (double)S.spec.streams;
+    uint64_t share = S.spec.per_stream ? 1 : S.spec.streams, num;
     switch (S.spec.rate) {
     case NC_RATE_PPS:
-        return (double)S.spec.rate_value / share;
+        num = 1000000000ull * share;
+        break;
     case NC_RATE_BPS:
-        return (double)S.spec.rate_value / 8.0 / (double)S.spec.block_bytes / share;
+        num = 8000000000ull * S.spec.block_bytes * share;
+        break;
     default:
-        return 0;
+        *q = *r = *den = 0;
+        return;
     }
+    *den = S.spec.rate_value;
+    *q = num / *den;
+    *r = num % *den;
 }
 
-static uint64_t due_ns(const struct stream *s, double pps)
+static void next_slot(struct stream *s, uint64_t q, uint64_t r, uint64_t den)
 {
-    return s->anchor_ns + (uint64_t)((double)(s->slot - s->anchor_slot) * 1e9 / pps);
+    s->slot++;
+    if (!den)
+        return;
+    s->next_due += q;
+    s->rem += r;
+    if (s->rem >= den) {
+        s->next_due++;
+        s->rem -= den;
+    }
 }
 
 /* Paced or unlimited UDP sender; returns ns until its next datagram is due (NONE: none). */
 static uint64_t udp_send(struct stream *s, uint64_t now)
 {
-    double pps = pps_per_stream();
+    uint64_t q, r, den;
     int k;
     size_t size = (size_t)S.spec.block_bytes;
-    if (s->anchor_ns == 0)
-        s->anchor_ns = S.ready_ns;
+    pace(&q, &r, &den);
+    if (s->next_due == 0)
+        s->next_due = S.ready_ns;
     fill_iobuf();
     for (k = 0; k < NC_UDP_BATCH; k++) {
         int w;
         if (sender_should_stop(s, now)) {
             /* A paced sender's datagrams are the slots due before the deadline: its time is
              * the whole window. */
-            if (pps > 0 && s->budget == NONE && !S.stopping)
+            if (den && s->budget == NONE && !S.stopping)
                 s->last_ns = since_start(test_deadline());
             sender_finished(s);
             return NONE;
         }
-        if (pps > 0) {
-            uint64_t due = due_ns(s, pps);
-            if (due > now)
-                return due - now;
-            if (now - due > 50 * NS_PER_MS) {
+        if (den) {
+            if (s->next_due > now)
+                return s->next_due - now;
+            if (now - s->next_due > 50 * NS_PER_MS) {
                 /* Fell behind (a stall): start the schedule afresh rather than burst. */
-                s->anchor_ns = now;
-                s->anchor_slot = s->slot;
+                s->next_due = now;
+                s->rem = 0;
             }
         }
         if (S.udp_blocked)
@@ -1111,7 +1144,7 @@ static uint64_t udp_send(struct stream *s, uint64_t now)
         w = (int)sendto(S.ufd, (const char *)iobuf, size, 0, (const struct sockaddr *)&s->addr, sizeof s->addr);
         if (w >= 0) {
             s->seq++;
-            s->slot++;
+            next_slot(s, q, r, den);
             s->packets++;
             s->sends++;
             s->bytes += size;
@@ -1122,7 +1155,7 @@ static uint64_t udp_send(struct stream *s, uint64_t now)
         } else {
             /* Refused (ENOBUFS, an ICMP error): counted, never sent; the slot is used. */
             s->errors++;
-            s->slot++;
+            next_slot(s, q, r, den);
         }
     }
     return 0;
@@ -1248,9 +1281,9 @@ static int all_done(uint64_t now)
         if (s->done)
             continue;
         if (s->up && s->udp && S.peer_done) {
-            double grace = S.spec.kind == NC_RR ? S.spec.rr_timeout_seconds : S.spec.grace_seconds;
+            uint64_t grace_us = S.spec.kind == NC_RR ? S.spec.rr_timeout_us : S.spec.grace_us;
             int complete = S.spec.kind == NC_UDP && s->peer_sent != NONE && s->tr.unique >= s->peer_sent;
-            if (complete || now >= S.peer_done_ns + (uint64_t)(grace * 1e9))
+            if (complete || now >= S.peer_done_ns + grace_us * 1000u)
                 s->done = 1;
         }
         if (s->up && S.stopping && s->udp)
