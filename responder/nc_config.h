@@ -16,43 +16,54 @@
 #define NC_DEFAULT_PORT 5300
 #endif
 
+/* Two profiles: a small target on lwIP (NC_PLATFORM_LWIP: about 10 KiB of RAM in all) and
+ * a host (Linux, BSD: buffers as large as the Rust server's default block). Any value can
+ * still be set with -D. */
+#if defined(NC_PLATFORM_LWIP)
+#define NC_PROFILE_SMALL 1
+#else
+#define NC_PROFILE_SMALL 0
+#endif
+
 /* Streams in one test, both directions counted (-P N, and 2N with --bidir). */
 #ifndef NC_MAX_STREAMS
-#define NC_MAX_STREAMS 4
+#define NC_MAX_STREAMS (NC_PROFILE_SMALL ? 2 : 8)
 #endif
 
 /* TCP connections open at once: the control connection, the data connections, and
  * connections still presenting their hello or being turned away. */
 #ifndef NC_MAX_CONNS
-#define NC_MAX_CONNS 8
+#define NC_MAX_CONNS (NC_PROFILE_SMALL ? 6 : 24)
 #endif
 
 /* Control frames from the client: the largest a request may be. A request of the Rust
- * client is about 700 bytes; a bigger frame drops the connection. */
+ * client is about 500 bytes; a bigger frame drops the connection. */
 #ifndef NC_CTRL_RX
-#define NC_CTRL_RX 2048
+#define NC_CTRL_RX (NC_PROFILE_SMALL ? 1024 : 4096)
 #endif
 
-/* Control frames to the client: the results of NC_MAX_STREAMS streams fit in this. */
+/* Control frames to the client: the results of NC_MAX_STREAMS streams fit in this (about
+ * 650 bytes per UDP stream, 200 per TCP stream, 400 for the rest). */
 #ifndef NC_CTRL_TX
-#define NC_CTRL_TX 4096
+#define NC_CTRL_TX (NC_PROFILE_SMALL ? 2048 : 8192)
 #endif
 
 /* The data buffer: TCP reads and writes and UDP datagrams go through it. Its size is the
- * largest TCP write and the largest UDP payload (-l) the responder takes. */
+ * largest TCP read or write the responder makes (the Rust server's default block is
+ * 128 KiB). */
 #ifndef NC_IO_BUF
-#define NC_IO_BUF 16384
+#define NC_IO_BUF (NC_PROFILE_SMALL ? 4096 : 131072)
 #endif
 
 /* Largest UDP payload (-l) for UDP and UDP rr tests; at most NC_IO_BUF. */
 #ifndef NC_UDP_MAX
-#define NC_UDP_MAX 8972
+#define NC_UDP_MAX (NC_PROFILE_SMALL ? 1472 : 65507)
 #endif
 
 /* Sequence numbers remembered per receiving UDP stream to tell a late datagram from a
  * duplicate (bits; a multiple of 32). A datagram older than this is counted foreign. */
 #ifndef NC_SEQ_WINDOW
-#define NC_SEQ_WINDOW 4096
+#define NC_SEQ_WINDOW (NC_PROFILE_SMALL ? 1024 : 8192)
 #endif
 
 /* Datagrams sent per UDP sender per loop turn (bounds one turn's work). */

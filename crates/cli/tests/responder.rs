@@ -248,7 +248,7 @@ fn options_it_cannot_honour_are_refused_by_name_before_any_traffic() {
     for (extra, flag) in [
         (&["tcp", "--zerocopy"][..], "--zerocopy"),
         (&["tcp", "-w", "256K"][..], "-w"),
-        (&["tcp", "-P", "5"][..], "-P 5"),
+        (&["tcp", "-P", "9"][..], "-P 9"),
         (&["udp", "--pattern", "10x100"][..], "--pattern"),
         (&["crr"][..], "crr"),
         (&["tcp", "--server-load", "50"][..], "--server-load"),
