@@ -115,6 +115,14 @@ impl Responder {
         assert_eq!(run.code, 0, "netchar {args:?} failed: {}", run.stderr);
         let r: Value =
             serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout));
+        // `netchar echo` prints one result per pattern element, in an array.
+        let r = match r {
+            Value::Array(mut all) => {
+                assert_eq!(all.len(), 1, "one result per pattern: {all:?}");
+                all.remove(0)
+            }
+            one => one,
+        };
         assert!(r["error"].is_null(), "error: {}", r["error"]);
         assert_eq!(r["test"]["peer_software"], RESPONDER, "results name the responder: {}", r["test"]);
         r
@@ -225,7 +233,7 @@ fn udp_paced_up_and_down_account_for_every_datagram() {
 }
 
 #[test]
-fn rr_over_tcp_and_udp_answers_every_request() {
+fn rr_and_echo_over_tcp_and_udp_answer_every_request() {
     let Some(mut r) = Responder::start() else { return };
     for extra in [&["-n", "1001", "-l", "32", "--response", "64"][..], &["--udp", "-n", "2000", "-l", "32"][..]] {
         let res = r.run("rr", extra);
@@ -237,6 +245,12 @@ fn rr_over_tcp_and_udp_answers_every_request() {
         let far = res["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "server").unwrap();
         assert_eq!(u(&far["bytes"]), want * 32, "{extra:?}: {far}");
     }
+    // The eCos nc_test echo pattern runs as rr with pauses: 64 buffers of 1024 bytes, 1 ms
+    // after every 10.
+    let res = r.run("echo", &["--pattern", "64x1024,10@1ms"]);
+    assert_eq!(u(&res["summary"]["rr"]["transactions"]), 64, "{}", res["summary"]["rr"]);
+    let far = res["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "server").unwrap();
+    assert_eq!(u(&far["bytes"]), 64 * 1024, "{far}");
     let res = r.run("rr", &["-t", "1", "-P", "2", "--inflight", "4"]);
     assert!(u(&res["summary"]["rr"]["transactions"]) > 100, "{}", res["summary"]["rr"]);
 }
