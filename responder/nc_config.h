@@ -87,6 +87,9 @@
 #ifndef NC_HAVE_CPU_TIMES
 #define NC_HAVE_CPU_TIMES 0
 #endif
+#ifndef NC_HAVE_HOST_CPU
+#define NC_HAVE_HOST_CPU 0
+#endif
 #ifndef NC_HAVE_IDLE_COUNTER
 #define NC_HAVE_IDLE_COUNTER 0
 #endif

@@ -61,6 +61,13 @@ void nc_plat_log(const char *line);
 void nc_plat_cpu_times(uint64_t *user_us, uint64_t *system_us);
 #endif
 
+#if NC_HAVE_HOST_CPU
+/* The whole machine's CPU time so far, in any unit (Linux: /proc/stat jiffies): busy (user,
+ * nice, system, irq, softirq, steal), softirq alone, and all of it. Optional: without it the
+ * host_busy_pct and host_softirq_pct figures are 0. */
+void nc_plat_host_cpu(uint64_t *busy, uint64_t *softirq, uint64_t *total);
+#endif
+
 #if NC_HAVE_IDLE_COUNTER
 /* The eCos way of measuring idle headroom: a counter the idle task increments. The
  * responder reads it at the start and end of a test; `nc_plat_idle_per_second` is the

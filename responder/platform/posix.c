@@ -102,6 +102,25 @@ void nc_plat_log(const char *line)
     fprintf(stderr, "netchar-responder: %s\n", line);
 }
 
+#if NC_HAVE_HOST_CPU
+void nc_plat_host_cpu(uint64_t *busy, uint64_t *softirq, uint64_t *total)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    *busy = *softirq = *total = 0;
+    if (!f)
+        return;
+    /* cpu  user nice system idle iowait irq softirq steal */
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+               &v[7]) >= 7) {
+        *busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        *softirq = v[6];
+        *total = *busy + v[3] + v[4];
+    }
+    fclose(f);
+}
+#endif
+
 #if NC_HAVE_CPU_TIMES
 void nc_plat_cpu_times(uint64_t *user_us, uint64_t *system_us)
 {

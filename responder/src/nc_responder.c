@@ -101,6 +101,7 @@ static struct {
     int iobuf_dirty;
     char error[160];
     uint64_t cpu_user0, cpu_sys0;
+    uint64_t host_busy0, host_softirq0, host_total0;
 } S;
 
 static uint8_t iobuf[NC_IO_BUF];
@@ -505,6 +506,15 @@ static void send_results(uint64_t now)
         sys = s - S.cpu_sys0;
     }
 #endif
+    uint64_t host_busy = 0, host_softirq = 0, host_total = 0;
+#if NC_HAVE_HOST_CPU
+    nc_plat_host_cpu(&host_busy, &host_softirq, &host_total);
+    host_busy -= S.host_busy0;
+    host_softirq -= S.host_softirq0;
+    host_total -= S.host_total0;
+    if (host_busy > host_total || host_softirq > host_total)
+        host_busy = host_softirq = host_total = 0;
+#endif
     if (wall_us == 0)
         wall_us = 1;
     nc_out_raw(&o, "{\"type\":\"results\",\"streams\":[");
@@ -521,7 +531,11 @@ static void send_results(uint64_t now)
     nc_out_fixed(&o, pct(user + sys, wall_us), 6);
     nc_out_raw(&o, ",\"total_pct_of_all_cpus\":");
     nc_out_fixed(&o, pct(user + sys, wall_us) / cores, 6);
-    nc_out_raw(&o, ",\"host_busy_pct\":0.0,\"host_softirq_pct\":0.0,\"user_seconds\":");
+    nc_out_raw(&o, ",\"host_busy_pct\":");
+    nc_out_fixed(&o, host_total ? pct(host_busy, host_total) : 0, 6);
+    nc_out_raw(&o, ",\"host_softirq_pct\":");
+    nc_out_fixed(&o, host_total ? pct(host_softirq, host_total) : 0, 6);
+    nc_out_raw(&o, ",\"user_seconds\":");
     nc_out_fixed(&o, user, 6);
     nc_out_raw(&o, ",\"system_seconds\":");
     nc_out_fixed(&o, sys, 6);
@@ -693,6 +707,9 @@ static void check_all_in(uint64_t now)
     S.ready_ns = now;
     S.ts = T_AWAIT_START;
     S.phase_deadline = now + NC_PHASE_TIMEOUT_MS * NS_PER_MS;
+#if NC_HAVE_HOST_CPU
+    nc_plat_host_cpu(&S.host_busy0, &S.host_softirq0, &S.host_total0);
+#endif
 #if NC_HAVE_CPU_TIMES
     nc_plat_cpu_times(&S.cpu_user0, &S.cpu_sys0);
 #endif
@@ -1397,8 +1414,11 @@ static void check_deadlines(uint64_t now)
             set_error("the client finished sending but its data did not arrive in time");
             for (k = 0; k < S.nstreams; k++)
                 S.streams[k].done = 1;
-        } else if (!S.spec.end_is_bytes &&
-                   now > test_deadline() + (uint64_t)(NC_PHASE_TIMEOUT_MS + 60000) * NS_PER_MS) {
+        } else if ((!S.spec.end_is_bytes &&
+                    now > test_deadline() + (uint64_t)(NC_PHASE_TIMEOUT_MS + 60000) * NS_PER_MS) ||
+                   now - S.ready_ns > (NC_MAX_DURATION_S + 70ull) * NS_PER_S) {
+            /* A timed test well past its end, or any test past the longest one admitted (a
+             * -n test whose client keeps its connections open and idle). */
             set_error("the test did not end in time");
             stop_senders();
             {
