@@ -383,3 +383,27 @@ fn hostile_input_drops_that_connection_and_the_next_test_runs() {
     let res = r.run("udp", &["-b", "8M", "-t", "1", "-l", "1000"]);
     udp_accounted(&res, "up");
 }
+
+#[test]
+fn a_second_client_while_one_holds_the_responder_is_told_busy() {
+    let Some(mut r) = Responder::start() else { return };
+    let port = r.port();
+    // A control connection that has had its hello holds the responder's one test slot.
+    let held = control(r.port);
+    let run = netchar(&["tcp", "127.0.0.1", "-p", &port, "-t", "1"]);
+    assert_ne!(run.code, 0, "a second client must be turned away: {}", run.stdout);
+    assert!(run.stderr.contains("busy"), "answered busy, not silence: {}", run.stderr);
+    r.assert_alive();
+    drop(held);
+    // The slot is free again once the responder has seen the holder close.
+    for _ in 0..100 {
+        let probe = netchar(&["tcp", "127.0.0.1", "-p", &port, "-n", "1000"]);
+        if probe.code == 0 {
+            break;
+        }
+        assert!(probe.stderr.contains("busy"), "{}", probe.stderr);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let res = r.run("tcp", &["-t", "1"]);
+    check_tcp(&res, "up", 1);
+}
