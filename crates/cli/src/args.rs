@@ -100,6 +100,29 @@ pub(crate) struct ServerArgs {
     /// Port of the iperf3 server (default 5201; TCP and UDP).
     #[arg(long, value_name = "PORT")]
     pub(crate) iperf3_port: Option<u16>,
+    /// Also answer netio clients (`netio -t|-u HOST`): TCP on --netio-port, the UDP test on the
+    /// port after it (TCP control and UDP data).
+    #[arg(long)]
+    pub(crate) netio: bool,
+    /// The netio port (default 18767; the UDP test uses this plus one).
+    #[arg(long, value_name = "PORT", requires = "netio")]
+    pub(crate) netio_port: Option<u16>,
+    /// Also answer iperf2 clients (`iperf -c`, TCP and UDP, -P, -R of 2.1+) on --iperf2-port.
+    #[arg(long)]
+    pub(crate) iperf2: bool,
+    /// Port of the iperf2 server (default 5001; TCP and UDP).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) iperf2_port: Option<u16>,
+    /// Also answer eCos nc_test_master / nc6_test_master (UDP control on --nc-test-port, data
+    /// on --nc-test-data-port), including SET_LOAD and START_IDLE/STOP_IDLE.
+    #[arg(long)]
+    pub(crate) nc_test: bool,
+    /// nc_test control port (default 7777, UDP).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) nc_test_port: Option<u16>,
+    /// nc_test data port (default 8770, TCP and UDP); stock masters always ask for 8770.
+    #[arg(long, value_name = "PORT")]
+    pub(crate) nc_test_data_port: Option<u16>,
     /// Also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each
     /// connection or UDP source admitted as a test under the same limits.
     #[arg(long)]
@@ -207,10 +230,17 @@ pub(crate) struct CommonArgs {
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
     /// The server's protocol: auto (default: netchar, or the peer protocol the server answers in),
-    /// netchar, iperf3 for an `iperf3 -s`, or echo, discard, chargen (RFC 862/863/864 services;
-    /// default ports 7, 9, 19).
+    /// netchar, iperf3 for an `iperf3 -s`, iperf2 for an `iperf -s` (-u for UDP; port 5001),
+    /// lwiperf for lwIP's lwiperf (TCP; port 5001), or echo, discard, chargen (RFC 862/863/864
+    /// services; default ports 7, 9, 19).
+    /// netchar, iperf3 for an `iperf3 -s`, echo, discard, chargen (RFC 862/863/864 services;
+    /// default ports 7, 9, 19), or nc-test for an eCos nc_test_slave (tcp, udp, echo).
     #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
     pub(crate) proto: String,
+    /// With --proto nc-test: the slave's data port (default 8770); its control port is -p
+    /// (default 7777).
+    #[arg(long = "nc-test-data-port", value_name = "PORT")]
+    pub(crate) nc_test_data_port: Option<u16>,
 }
 
 /// `netchar tcp`.
@@ -376,6 +406,31 @@ pub(crate) struct SuiteArgs {
     /// ecos: a short form (fewer buffers, shorter pauses) for a quick look or a test.
     #[arg(long)]
     pub(crate) quick: bool,
+    /// netio --proto netio: the UDP test (control on port+1, datagrams to and from port+1).
+    #[arg(short = 'u', long = "udp")]
+    pub(crate) udp: bool,
+    /// netio --proto netio: one block size (bytes, or NUMk) instead of the stock table.
+    #[arg(short = 'b', long = "block")]
+    pub(crate) block: Option<String>,
+    /// netio --proto netio: send only (a sink server such as lwIP's contrib netio never sends).
+    #[arg(long = "tx-only")]
+    pub(crate) tx_only: bool,
+    /// netio --proto netio: seconds without data before Rx gives up and the rest runs Tx only.
+    #[arg(long = "rx-timeout", default_value = "10")]
+    pub(crate) rx_timeout: String,
+    /// netio --proto netio: seconds per direction (netio's: 6).
+    #[arg(long = "netio-interval", default_value = "6")]
+    pub(crate) netio_interval: String,
+    /// The server's protocol: netchar's own (auto, the default); for `netio`, netio (a netio
+    /// server, e.g. `netio -s`, Keil MDK's or lwIP's; port 18767 unless -p); for `ecos`, nc-test
+    /// for an eCos nc_test_slave (nc_test_master's sequence, control on UDP 7777 unless -p) or
+    /// nc6-test for nc6_test_master's sequence.
+    #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
+    pub(crate) proto: String,
+    /// ecos with --proto nc-test: the slave's data port (default 8770); its control port is -p
+    /// (default 7777).
+    #[arg(long = "nc-test-data-port", value_name = "PORT")]
+    pub(crate) nc_test_data_port: Option<u16>,
 }
 
 impl UdpArgs {

@@ -4,6 +4,7 @@
 mod args;
 mod files;
 mod metrics;
+mod nc_test;
 mod plan;
 mod plans;
 mod quick;
@@ -144,6 +145,10 @@ fn run(cli: args::Cli) -> Result<u8> {
     match cli.command {
         None => quick::run(&cli.time, cli.json, &stop),
         Some(args::Command::Server(a)) => serve::run(&a, &stop),
+        Some(args::Command::Tcp(a)) if nc_test::wanted(&a.common.proto) => nc_test::tcp(&a, &stop),
+        Some(args::Command::Udp(a)) if nc_test::wanted(&a.common.proto) => nc_test::udp(&a, &stop),
+        Some(args::Command::Echo(a)) if nc_test::wanted(&a.common.proto) => nc_test::echo(&a, &stop),
+        Some(args::Command::Suite(a)) if nc_test::wanted(&a.proto) => nc_test::suite(&a, &stop),
         Some(args::Command::Tcp(a)) => {
             let plan = plan::TcpPlan::from_args(&a)?;
             run_tcp(&plan, &stop)
@@ -563,6 +568,10 @@ fn run_suite(a: &args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             let udp = args::UdpArgs::for_suite(&a.host, a.port, secs);
             let plan = plan::TcpPlan::from_udp_args(&udp)?;
             suites::bwsweep(&plan, from, to, step, a.json, stop)
+        }
+        "netio" if a.proto == "netio" => suites::netio_peer(a, stop),
+        "netio" if !matches!(a.proto.as_str(), "auto" | "netchar") => {
+            anyhow::bail!("suite netio --proto {}: one of auto, netchar, netio", a.proto)
         }
         "netio" | "sizes" => {
             let secs = plan::seconds("--duration", &a.duration)?;

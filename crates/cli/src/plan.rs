@@ -337,6 +337,8 @@ impl TcpPlan {
         let default_port = match netchar_wire::services::Service::parse(&a.proto) {
             Some(s) => s.default_port(),
             None if a.proto == "iperf3" => 5201,
+            // iperf2 and lwiperf listen on 5001.
+            None if a.proto == "iperf2" || a.proto == "lwiperf" => 5001,
             None => DEFAULT_PORT,
         };
         let port = a.port.or(host_port).unwrap_or(default_port);

@@ -5,6 +5,7 @@ use crate::args::ServerArgs;
 use anyhow::{bail, Context, Result};
 use netchar_engine::admission::{DataPathPolicy, Limits};
 use netchar_engine::peers::iperf3::Iperf3Listener;
+use netchar_engine::peers::nc_test::NcTestListener;
 use netchar_engine::peers::PeerListener;
 use netchar_engine::server::{Server, ServerConfig, ServerLog};
 use netchar_engine::StopFlag;
@@ -40,6 +41,11 @@ struct ConfigFile {
     json: Option<bool>,
     iperf3: Option<bool>,
     iperf3_port: Option<u16>,
+    iperf2: Option<bool>,
+    iperf2_port: Option<u16>,
+    nc_test: Option<bool>,
+    nc_test_port: Option<u16>,
+    nc_test_data_port: Option<u16>,
 }
 
 /// A TOML number or string, as the flag would take it.
@@ -62,6 +68,9 @@ pub(crate) struct Settings {
 #[derive(Debug, Default)]
 struct PeerPorts {
     iperf3: Option<u16>,
+    iperf2: Option<u16>,
+    /// nc_test: (control, data).
+    nc_test: Option<(u16, u16)>,
 }
 
 fn seconds(flag: &str, text: &str) -> Result<Duration> {
@@ -162,6 +171,18 @@ pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
     let peers = PeerPorts {
         iperf3: (a.iperf3 || a.iperf3_port.is_some() || file.iperf3.unwrap_or(false))
             .then(|| a.iperf3_port.or(file.iperf3_port).unwrap_or(netchar_engine::peers::iperf3::DEFAULT_PORT)),
+        iperf2: (a.iperf2 || a.iperf2_port.is_some() || file.iperf2.unwrap_or(false))
+            .then(|| a.iperf2_port.or(file.iperf2_port).unwrap_or(netchar_wire::iperf2::DEFAULT_PORT)),
+        nc_test: (a.nc_test
+            || a.nc_test_port.is_some()
+            || a.nc_test_data_port.is_some()
+            || file.nc_test.unwrap_or(false))
+        .then(|| {
+            (
+                a.nc_test_port.or(file.nc_test_port).unwrap_or(netchar_wire::nc_test::SLAVE_PORT),
+                a.nc_test_data_port.or(file.nc_test_data_port).unwrap_or(netchar_wire::nc_test::DATA_SLAVE_PORT),
+            )
+        }),
     };
     Ok(Settings { cfg, json: a.json || file.json.unwrap_or(false), peers })
 }
@@ -189,12 +210,39 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
         eprintln!("services: echo on {}, discard on {}, chargen on {} (TCP and UDP)", p.echo, p.discard, p.chargen);
         server = server.with_peer(Box::new(services));
     }
+    if a.netio {
+        use netchar_engine::peers::netio::NetioListener;
+        let port = a.netio_port.unwrap_or(netchar_wire::netio::TCP_PORT);
+        let netio = NetioListener::bind(bind.ip(), port)
+            .with_context(|| format!("cannot offer --netio on ports {port} and {}", port.wrapping_add(1)))?;
+        eprintln!("netio: TCP test on {}, UDP test on {} (TCP control and UDP)", netio.port(), netio.port() + 1);
+        server = server.with_peer(Box::new(netio));
+    }
     eprintln!("{}", describe(&cfg));
     if let Some(port) = peers.iperf3 {
         let at = SocketAddr::new(bind.ip(), port);
         let listener = Iperf3Listener::bind(at)
             .with_context(|| format!("--iperf3: cannot listen on {at} (is an iperf3 server running there?)"))?;
         eprintln!("answering iperf3 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
+        server = server.with_peer(Box::new(listener));
+    }
+    if let Some(port) = peers.iperf2 {
+        let at = SocketAddr::new(bind.ip(), port);
+        let listener = netchar_engine::peers::iperf2::Iperf2Listener::bind(at)
+            .with_context(|| format!("--iperf2: cannot listen on {at} (is an iperf server running there?)"))?;
+        eprintln!("answering iperf2 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
+        server = server.with_peer(Box::new(listener));
+    }
+    if let Some((port, data_port)) = peers.nc_test {
+        let at = SocketAddr::new(bind.ip(), port);
+        let listener = NcTestListener::bind(at, data_port).with_context(|| {
+            format!("--nc-test: cannot listen on UDP {at} and TCP/UDP port {data_port} (is an nc_test_slave running?)")
+        })?;
+        eprintln!(
+            "answering eCos nc_test masters on UDP {} (data on port {}), under the same limits",
+            listener.local_addr(),
+            listener.data_port()
+        );
         server = server.with_peer(Box::new(listener));
     }
     server.run(stop, move |entry| eprintln!("{}", log_line(&entry, json)))?;

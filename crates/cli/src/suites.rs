@@ -312,3 +312,72 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
     }
     Ok(0)
 }
+
+/// `netchar suite netio --proto netio HOST`: netchar as the client of a netio server, netio's
+/// sequence and its output lines; with --json, one result per block size (`test.protocol`
+/// "netio", the line in `test.title`).
+pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
+    use netchar_engine::peers::netio::{run_client, to_results, NetioClientConfig};
+    use std::net::ToSocketAddrs;
+    let (host, host_port) = crate::plan::split_host(&a.host).map_err(|e| anyhow::anyhow!("{}", e.0))?;
+    let port = a.port.or(host_port).unwrap_or(netchar_wire::netio::TCP_PORT);
+    let server = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| anyhow::anyhow!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("cannot resolve {host}: no address"))?;
+    let sizes = match &a.block {
+        None => netchar_wire::netio::SIZES.to_vec(),
+        Some(b) => {
+            let t = b.trim();
+            let (num, k) = t.strip_suffix(['k', 'K']).map_or((t, 1), |n| (n, 1024));
+            let n: u32 = num.parse().map_err(|_| anyhow::anyhow!("-b {b}: a size in bytes, or NUMk"))?;
+            vec![(n.saturating_mul(k)).clamp(1, netchar_wire::netio::MAX_BLOCK)]
+        }
+    };
+    let secs = |flag: &str, v: &str| -> Result<std::time::Duration> {
+        let s = crate::plan::seconds(flag, v).map_err(|e| anyhow::anyhow!("{}", e.0))?;
+        anyhow::ensure!(s > 0.0 && s <= 3600.0, "{flag} {v}: between 0 and 3600 seconds");
+        Ok(std::time::Duration::from_secs_f64(s))
+    };
+    let cfg = NetioClientConfig {
+        server,
+        udp: a.udp,
+        sizes,
+        tx_only: a.tx_only,
+        rx_timeout: secs("--rx-timeout", &a.rx_timeout)?,
+        interval: secs("--netio-interval", &a.netio_interval)?,
+        connect_timeout: std::time::Duration::from_secs(5),
+    };
+    let mut out = std::io::stdout().lock();
+    if !a.json {
+        writeln!(
+            out,
+            "netchar {}: netio client of {server} ({}{})\n",
+            env!("CARGO_PKG_VERSION"),
+            if a.udp { "UDP" } else { "TCP" },
+            if a.tx_only { ", Tx only" } else { "" }
+        )?;
+        writeln!(out, "{} connection established.", if a.udp { "UDP" } else { "TCP" })?;
+        out.flush()?;
+    }
+    let json = a.json;
+    let (results, error) = run_client(&cfg, stop, &mut |r| {
+        if !json {
+            let note = r.note.as_ref().map(|n| format!("  ({n})")).unwrap_or_default();
+            let _ = writeln!(std::io::stdout().lock(), "{}{note}", r.line());
+        }
+    });
+    if json {
+        out.write_all(netchar_report::json::many_to_json(&to_results(&cfg, &results, error.as_deref())).as_bytes())?;
+    } else if error.is_none() {
+        writeln!(out, "Done.")?;
+    }
+    match error {
+        None => Ok(0),
+        Some(e) => {
+            eprintln!("netchar: error: {e}");
+            Ok(2)
+        }
+    }
+}

@@ -179,7 +179,8 @@ fn an_iperf3_server_is_named_not_waited_for() {
         std::thread::sleep(Duration::from_millis(500));
     });
     let started = Instant::now();
-    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-t", "1"], "iperf3 server");
+    // --proto netchar: only netchar's protocol (auto would go on in iperf3's: iperf3_interop.rs).
+    assert_usage_error(&["tcp", "127.0.0.1", "-p", &port, "-t", "1", "--proto", "netchar"], "iperf3 server");
     assert!(started.elapsed() < Duration::from_secs(4), "named at once, not after the hello timeout");
     t.join().unwrap();
 }
@@ -213,11 +214,11 @@ fn a_real_iperf3_server_is_recognised_when_installed() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let run = netchar(&["tcp", "127.0.0.1", "-p", &port.to_string(), "-t", "1"]);
+    let run = netchar(&["tcp", "127.0.0.1", "-p", &port.to_string(), "-t", "1", "--proto", "netchar"]);
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(run.stderr.contains("iperf3 server"), "{}", run.stderr);
+    assert!(run.stderr.contains("iperf3 server") && run.stderr.contains("add --proto iperf3"), "{}", run.stderr);
 }
 
 #[test]

@@ -73,6 +73,10 @@ pub enum Protocol {
     Iperf3,
     /// echo, discard or chargen (RFC 862/863/864; crate::peers::services).
     Service(netchar_wire::services::Service),
+    /// iperf2's: netchar as the client of an `iperf -s` / `iperf -s -u` (crate::peers::iperf2).
+    Iperf2,
+    /// lwIP's lwiperf: netchar as the client of an lwiperf TCP server.
+    Lwiperf,
 }
 
 impl Protocol {
@@ -84,6 +88,8 @@ impl Protocol {
             Self::Auto | Self::Netchar => "netchar",
             Self::Iperf3 => "iperf3",
             Self::Service(s) => s.name(),
+            Self::Iperf2 => "iperf2",
+            Self::Lwiperf => "lwiperf",
         }
     }
 
@@ -93,9 +99,13 @@ impl Protocol {
             "auto" => Ok(Self::Auto),
             "netchar" => Ok(Self::Netchar),
             "iperf3" => Ok(Self::Iperf3),
+            "iperf2" => Ok(Self::Iperf2),
+            "lwiperf" => Ok(Self::Lwiperf),
             other => match netchar_wire::services::Service::parse(other) {
                 Some(s) => Ok(Self::Service(s)),
-                None => Err(format!("--proto {other}: one of auto, netchar, iperf3, echo, discard, chargen")),
+                None => Err(format!(
+                    "--proto {other}: one of auto, netchar, iperf3, iperf2, lwiperf, echo, discard, chargen"
+                )),
             },
         }
     }
@@ -126,6 +136,14 @@ impl Protocol {
                     return Err(format!("--proto {}: --psk-file is netchar's authentication", s.name()));
                 }
                 Box::new(crate::peers::services::ServiceControl::new(now, s, spec)?)
+            }
+            Self::Iperf2 | Self::Lwiperf => {
+                use crate::peers::iperf2::{Flavour, Iperf2Control};
+                let flavour = if self == Self::Iperf2 { Flavour::Iperf2 } else { Flavour::Lwiperf };
+                if cfg.auth.is_some() {
+                    return Err(format!("--proto {}: --psk-file is netchar's authentication", self.name()));
+                }
+                Box::new(Iperf2Control::new(now, flavour, spec, cfg.port)?)
             }
         })
     }
@@ -371,7 +389,14 @@ impl<'a> Driver<'a> {
             let mut spec = cfg.spec.clone();
             if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
                 // The largest payload that fits a 1500-byte Ethernet frame.
-                spec.block_bytes = if addr.is_ipv4() { 1472 } else { 1452 };
+                spec.block_bytes = if matches!(cfg.protocol, Protocol::Iperf2) {
+                    // iperf2's default -l: its servers read 1470 bytes, cutting longer datagrams.
+                    1470
+                } else if addr.is_ipv4() {
+                    1472
+                } else {
+                    1452
+                };
             }
             if let Protocol::Service(s) = cfg.protocol {
                 // The service decides the direction (echo: both ways on one socket).
@@ -616,6 +641,14 @@ impl<'a> Driver<'a> {
                 Transport::Tcp { preamble } => {
                     let mut socket =
                         connect_data(self.addr, &self.spec, role, self.cfg.connect_timeout).map_err(|f| match f {
+                            ConnectFailure::Io(e) if self.control.is_none() && e.kind() == io::ErrorKind::ConnectionRefused => {
+                                // No control connection came first: this is the peer's own port.
+                                ClientError::Stream(format!(
+                                    "nothing answers at {} (connection refused): no {} server there; check the host and -p",
+                                    self.addr,
+                                    self.cfg.protocol.name()
+                                ))
+                            }
                             ConnectFailure::Io(e) => connect_error(self.addr, e, self.cfg.connect_timeout),
                             ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
                         })?;
@@ -688,6 +721,10 @@ impl<'a> Driver<'a> {
         if !self.senders_reported {
             if let Some(totals) = plane.senders_done() {
                 self.senders_reported = true;
+                let replies = plane.end_replies();
+                if !replies.is_empty() {
+                    self.session.end_replies(Instant::now(), replies);
+                }
                 if !totals.is_empty() {
                     self.session.local_senders_done(Instant::now(), totals);
                 }

@@ -146,6 +146,9 @@ pub trait ClientControl: Send {
     fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError>;
     /// This end's senders finished with these exact totals.
     fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>);
+    /// What the peer answered on the data sockets to the UDP senders' end datagrams (iperf2's
+    /// server reports), by stream id; given just before [`Self::local_senders_done`].
+    fn end_replies(&mut self, _now: Instant, _replies: Vec<(u32, Vec<u8>)>) {}
     /// End the test early (Ctrl-C, a failed worker): the peer should stop and report.
     fn stop(&mut self, now: Instant, reason: &str);
     /// True once the session is over.

@@ -51,7 +51,14 @@ pub fn describe_test(info: &TestInfo) -> String {
         TestKind::Udp => ("UDP", "payload"),
         TestKind::Rr => ("request/response", "request"),
     };
-    let dir = if s.kind == TestKind::Rr { "" } else { dir };
+    let dir = match (s.kind, info.protocol.as_str()) {
+        (TestKind::Rr, _) => "",
+        // The service decides the direction, whatever the spec says before the run.
+        (_, "echo") => "echo (client sends, the server returns it)",
+        (_, "discard") => "up (client sends)",
+        (_, "chargen") => "down (server sends)",
+        _ => dir,
+    };
     // A UDP payload left at 0 is chosen once the address family is known (1472 B over IPv4,
     // 1452 B over IPv6: a 1500-byte MTU either way); this header may be printed before that.
     let size = match (s.kind, s.block_bytes, info.family.as_str()) {
@@ -256,7 +263,12 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             Flow::Up => ("client", "server"),
             Flow::Down => ("server", "client"),
         };
+        // iperf2 and lwiperf send no report over TCP: the server's side is unknown here.
+        let far_unknown = matches!(r.test.protocol.as_str(), "iperf2" | "lwiperf") && r.test.spec.kind == TestKind::Tcp;
         for (role, side, end) in [("sender", &f.sender, send_end), ("receiver", &f.receiver, recv_end)] {
+            if far_unknown && end == "server" {
+                continue;
+            }
             let _ = write!(
                 out,
                 "{:<4} {role:<8} ({end}) {:>15} {:>9.3} s {:>16}",
@@ -273,6 +285,17 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
         udp_summary(f, &r.test.protocol, &mut out);
         if f.packets_accounted.is_some() {
             // UDP may lose bytes by design; the datagram identity above is the check.
+        } else if far_unknown {
+            let _ = writeln!(
+                out,
+                "     {} reports nothing back over TCP: these are netchar's figures; the server's own count is in its output{}",
+                r.test.protocol,
+                if r.test.protocol == "iperf2" && flow == Flow::Up {
+                    " (iperf2 counts 20 bytes more per stream: the settings header after its flags word)"
+                } else {
+                    ""
+                }
+            );
         } else if f.bytes_match {
             let _ = writeln!(
                 out,

@@ -78,6 +78,17 @@ pub trait DatagramFormat {
     fn stamp(&self, buf: &mut [u8], sequence: u64, sent_ns: u64);
     /// What a received datagram is.
     fn classify(&self, buf: &[u8]) -> Received;
+    /// Formats whose streams end with an exchange on the data socket (iperf2: the client's
+    /// FIN, answered by the server's report) rewrite `buf`, a data datagram as sent, into the
+    /// end datagram after `sent` datagrams, try `attempt` (from 0), at `sent_ns`, and say
+    /// true. The default, no exchange, says false and leaves `buf` alone.
+    fn end_datagram(&self, _buf: &mut [u8], _sent: u64, _attempt: u32, _sent_ns: u64) -> bool {
+        false
+    }
+    /// True when `reply`, read on the data socket after an end datagram, ends the exchange.
+    fn is_end_reply(&self, _reply: &[u8]) -> bool {
+        false
+    }
 }
 
 /// netchar's own 24-byte header (this module's table).

@@ -5,7 +5,10 @@
 //!   recognition of peers that are not netchar (an iperf3 server, an SSH banner, ...);
 //! - [`codec`]: length-prefixed frames with a hard size cap checked before allocation;
 //! - [`message`]: the typed messages carried in frames;
+//! - [`iperf2`]: iperf2's in-band headers and UDP server report, and lwiperf's use of them;
 //! - [`iperf3`]: iperf3's control protocol, both sides, and its UDP header;
+//! - [`netio`]: netio's CONTROL message, block framing, client and server state machines;
+//! - [`nc_test`]: eCos nc_test_master / nc_test_slave, both roles;
 //! - [`services`]: echo, discard and chargen (RFC 862/863/864): the chargen pattern and checks;
 //! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
 //!   through `handle_input` and go out through `poll_output`; what the driver must do comes out
@@ -26,8 +29,11 @@ pub mod auth;
 pub mod codec;
 pub mod datagram;
 pub mod hello;
+pub mod iperf2;
 pub mod iperf3;
 pub mod message;
+pub mod nc_test;
+pub mod netio;
 pub mod services;
 pub mod session;
 

@@ -28,6 +28,8 @@ const BYTE_BODIES: &[(&str, Body)] = &[
     ("key_file", bodies::key_file),
     ("iperf3_client", bodies::iperf3_client),
     ("iperf3_server", bodies::iperf3_server),
+    ("netio_server", bodies::netio_server),
+    ("netio_client", bodies::netio_client),
 ];
 fn config(cases: u32) -> ProptestConfig {
     let default = ProptestConfig::default();

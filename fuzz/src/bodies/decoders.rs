@@ -289,6 +289,96 @@ pub fn iperf3_server(data: &[u8]) {
     }
 }
 
+/// netio's server machine (`netchar server --netio`): whatever a client sends, in pieces whose
+/// sizes come from the data, with the driver ending its sending or answering RES at steps the
+/// data chooses, the machine never panics, holds at most a few messages while sending, writes
+/// only CONTROL answers, and a closed connection stays closed.
+pub fn netio_server(data: &[u8]) {
+    use netchar_wire::netio::{Server, ServerEvent, CONTROL_LEN};
+    let Some((&mode, mut rest)) = data.split_first() else { return };
+    let udp = mode & 1 == 1;
+    let mut s = Server::new(udp);
+    let mut out = Vec::new();
+    let mut was_closed = false;
+    let (mut sending, mut counting) = (false, false);
+    while let Some((&n, tail)) = rest.split_first() {
+        let take = usize::from(n % 23).min(tail.len());
+        let (chunk, next) = tail.split_at(take);
+        rest = next;
+        // The driver ends a phase only when the machine asked for it.
+        let r = match n % 5 {
+            0 if sending && udp => s.udp_sent(u32::from(n)),
+            0 if sending => s.sent(),
+            1 if counting => s.udp_count(u32::from(n)),
+            _ => s.handle_input(chunk),
+        };
+        if n % 5 == 0 && sending {
+            sending = false;
+        }
+        if n % 5 == 1 && counting {
+            counting = false;
+        }
+        while let Some(ev) = s.poll_event() {
+            match ev {
+                ServerEvent::Send { .. } => sending = true,
+                ServerEvent::CountRequested => counting = true,
+                _ => {}
+            }
+        }
+        out.clear();
+        s.poll_output(&mut out);
+        assert!(out.len() <= 6 * CONTROL_LEN && out.len() % CONTROL_LEN == 0, "{} bytes out for one step", out.len());
+        if was_closed {
+            assert!(s.is_closed() && out.is_empty(), "a closed netio connection came back to life");
+        }
+        was_closed = s.is_closed();
+        if r.is_err() {
+            // The driver closes the connection on an error.
+            return;
+        }
+    }
+    let _ = s.handle_eof();
+}
+
+/// netio's client machine (`netchar suite netio --proto netio`): whatever a server answers, in
+/// pieces whose sizes come from the data, with the driver's Tx, Rx timeouts and UDP counts at
+/// steps the data chooses, the machine never panics, writes at most a marker block and a
+/// CONTROL message per step, records at most one result per size, and a finished run stays
+/// finished.
+pub fn netio_client(data: &[u8]) {
+    use netchar_wire::netio::{Client, ClientStep, CONTROL_LEN, INTERVAL};
+    let now = std::time::Instant::now();
+    let Some((&mode, mut rest)) = data.split_first() else { return };
+    let sizes = [16u32, 1000];
+    let mut c = Client::new(&sizes, mode & 1 == 1, mode & 2 == 2, INTERVAL);
+    let mut t = now;
+    let mut was_done = false;
+    while let Some((&n, tail)) = rest.split_first() {
+        let take = usize::from(n % 29).min(tail.len());
+        let (chunk, next) = tail.split_at(take);
+        rest = next;
+        t += std::time::Duration::from_millis(u64::from(n));
+        if let ClientStep::Write(b) = c.step(t) {
+            assert!(b.len() <= 1000 + CONTROL_LEN, "{} bytes written at once", b.len());
+        }
+        match n % 4 {
+            0 => c.transmitted(t, u64::from(n)),
+            1 => c.receive_timed_out(t),
+            2 => c.udp_received(u64::from(n), u64::from(n) * 16),
+            _ => {
+                if let Ok(used) = c.handle_input(t, chunk) {
+                    assert!(used <= chunk.len());
+                }
+            }
+        }
+        assert!(c.results.len() <= sizes.len(), "{} results for {} sizes", c.results.len(), sizes.len());
+        if was_done {
+            assert!(c.is_done(), "a finished netio run came back to life");
+        }
+        was_done = c.is_done();
+    }
+}
+
 /// Valid examples of what the byte-input body `target` decodes; empty for other targets.
 pub fn seeds(target: &str) -> Vec<Vec<u8>> {
     let request = |spec: TestSpec| ClientMessage::Request {
@@ -366,6 +456,38 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             script.push(2);
             script.extend_from_slice(&results[16..]);
             script.extend_from_slice(&[52, 14]);
+            vec![script]
+        }
+        "netio_server" => {
+            // A TCP connection as the stock client drives it, with 16-byte blocks: a step byte
+            // n takes n % 23 bytes when n % 5 is 2..4 (8: eight, 39: sixteen), 0 ends sending.
+            let ctl = |cmd: u32, data: u32| {
+                let mut v = cmd.to_be_bytes().to_vec();
+                v.extend(data.to_be_bytes());
+                v
+            };
+            let mut script = vec![0u8, 8];
+            script.extend(ctl(1, 16));
+            for first in [0u8, 0, 1] {
+                script.push(39);
+                script.push(first);
+                script.extend([0x5a; 15]);
+            }
+            script.push(8);
+            script.extend(ctl(2, 16));
+            script.extend([0, 8]);
+            script.extend(ctl(0, 0));
+            vec![script]
+        }
+        "netio_client" => {
+            // A TCP run's first size: the Tx phase ends (4), the server's two blocks and marker
+            // come (103 takes sixteen bytes when n % 4 is 3).
+            let mut script = vec![0u8, 4];
+            for first in [0u8, 0, 1] {
+                script.push(103);
+                script.push(first);
+                script.extend([0x5a; 15]);
+            }
             vec![script]
         }
         "spec" => specs.iter().map(|s| serde_json::to_vec_pretty(s).expect("specs serialise")).collect(),

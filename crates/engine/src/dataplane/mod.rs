@@ -111,6 +111,33 @@ pub enum DatagramFormatKind {
     /// netchar's header through an echo server: echoes count for the stream this many ids
     /// above the sender (netchar_wire::services::EchoFormat).
     Echo(u32),
+    /// iperf2's 12- or 16-byte header; a sender puts its client header after it
+    /// (netchar_wire::iperf2::UdpFormat) and ends with the FIN / server report exchange.
+    Iperf2(netchar_wire::iperf2::Layout),
+}
+
+/// iperf2's UDP format for a worker of `spec` on `socket` started at `t0`: a sender's
+/// datagrams carry the test's settings (an iperf2 server reads them from any datagram).
+fn iperf2_format(
+    layout: netchar_wire::iperf2::Layout,
+    spec: &TestSpec,
+    sender: bool,
+    socket: &std::net::UdpSocket,
+    t0: Instant,
+) -> netchar_wire::iperf2::UdpFormat {
+    use netchar_wire::iperf2::{Amount, ClientHeader, UdpFormat};
+    let settings = if sender {
+        let amount = match spec.end {
+            netchar_model::EndCondition::Seconds(s) => Amount::Seconds(s),
+            netchar_model::EndCondition::Bytes(b) => Amount::Bytes(b),
+        };
+        let rate = spec.udp_pps_per_stream().map_or(0, |pps| (pps * spec.block_bytes as f64 * 8.0) as u64);
+        let port = socket.peer_addr().map_or(netchar_wire::iperf2::DEFAULT_PORT, |a| a.port());
+        ClientHeader::udp_settings(layout, amount, spec.block_bytes as u32, rate, port)
+    } else {
+        Vec::new()
+    };
+    UdpFormat::new(layout, udp::realtime_at(t0), settings)
 }
 
 /// Per-stream state shared between a worker and the collector.
@@ -128,6 +155,8 @@ struct StreamShared {
     packets: AtomicU64,
     /// UDP sender: sends the kernel refused.
     send_errors: AtomicU64,
+    /// UDP sender: the peer's reply to the format's end datagram (iperf2's server report).
+    end_reply: Mutex<Option<Vec<u8>>>,
     /// UDP receiver: the sender's exact datagram total, u64::MAX until known.
     peer_packets: AtomicU64,
     /// UDP receiver: stop receiving at this many ns after the start (u64::MAX: not yet).
@@ -170,6 +199,7 @@ impl StreamShared {
             error: Mutex::new(None),
             packets: AtomicU64::new(0),
             send_errors: AtomicU64::new(0),
+            end_reply: Mutex::new(None),
             peer_packets: AtomicU64::new(u64::MAX),
             receive_until_ns: AtomicU64::new(u64::MAX),
             started,
@@ -384,6 +414,15 @@ impl DataPlane {
         Some(totals)
     }
 
+    /// The peers' replies to this end's UDP senders' end datagrams (iperf2's server reports),
+    /// by stream id, taken once.
+    pub fn end_replies(&self) -> Vec<(u32, Vec<u8>)> {
+        self.shared
+            .iter()
+            .filter_map(|s| s.end_reply.lock().ok().and_then(|mut r| r.take()).map(|r| (s.id, r)))
+            .collect()
+    }
+
     /// The peer's senders finished with these totals: UDP receivers keep listening for `grace`
     /// (or until every datagram is in), then settle their loss against these exact counts.
     pub fn peer_senders_done(&self, totals: &[StreamTotal], grace: Duration) {
@@ -471,11 +510,17 @@ impl Worker {
                 DatagramFormatKind::Native => udp::send(&NativeFormat, sh, ctl, spec, t0, s),
                 DatagramFormatKind::Iperf3 { wide } => udp::send(&Iperf3Datagrams { wide }, sh, ctl, spec, t0, s),
                 DatagramFormatKind::Echo(offset) => udp::send(&EchoFormat { offset }, sh, ctl, spec, t0, s),
+                DatagramFormatKind::Iperf2(layout) => {
+                    udp::send(&iperf2_format(layout, spec, true, s, t0), sh, ctl, spec, t0, s)
+                }
             },
             (Role::Receiver, DataSocket::Udp(s)) => match format {
                 DatagramFormatKind::Native => udp::receive(&NativeFormat, sh, ctl, spec, t0, s),
                 DatagramFormatKind::Iperf3 { wide } => udp::receive(&Iperf3Datagrams { wide }, sh, ctl, spec, t0, s),
                 DatagramFormatKind::Echo(offset) => udp::receive(&EchoFormat { offset }, sh, ctl, spec, t0, s),
+                DatagramFormatKind::Iperf2(layout) => {
+                    udp::receive(&iperf2_format(layout, spec, false, s, t0), sh, ctl, spec, t0, s)
+                }
             },
         }))
         .unwrap_or_else(|panic| {

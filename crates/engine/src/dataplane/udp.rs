@@ -255,6 +255,20 @@ pub(super) fn send<F: DatagramFormat>(
             },
         }
     };
+    if outcome.is_ok() {
+        // Formats with an end exchange (iperf2's FIN and server report): the first end
+        // datagram carries data as the peer counts it, so it counts as sent here too.
+        let size = schedule.default_size.min(buf.len());
+        if let Some((fin_bytes, reply)) = end_exchange(format, controls, socket, &mut buf[..size], seq, started) {
+            seq += 1;
+            bytes += fin_bytes;
+            shared.bytes.store(bytes, Ordering::Release);
+            shared.packets.store(seq, Ordering::Release);
+            if let Ok(mut slot) = shared.end_reply.lock() {
+                *slot = reply;
+            }
+        }
+    }
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     let total = UdpSent {
@@ -268,6 +282,58 @@ pub(super) fn send<F: DatagramFormat>(
     let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors));
     shared.set_udp_final(Some(total), None, Some(intervals));
     outcome
+}
+
+/// How often an end datagram is repeated until its reply arrives, and for how long (iperf2
+/// 2.1 clients: every 10 ms for up to 2 s).
+const END_RETRY: Duration = Duration::from_millis(10);
+const END_WAIT: Duration = Duration::from_secs(2);
+
+/// The format's end exchange on the data socket, if it has one: the end datagram (`buf`, a
+/// data datagram as sent) repeated until a reply ends it or [`END_WAIT`] passes. Returns the
+/// bytes of the first end datagram sent and the reply, or None for formats without one.
+fn end_exchange<F: DatagramFormat>(
+    format: &F,
+    controls: &Controls,
+    socket: &UdpSocket,
+    buf: &mut [u8],
+    sent: u64,
+    started: Instant,
+) -> Option<(u64, Option<Vec<u8>>)> {
+    let stamp = |at: Instant| at.saturating_duration_since(started).as_nanos() as u64;
+    if !format.end_datagram(buf, sent, 0, stamp(Instant::now())) {
+        return None;
+    }
+    let _ = socket.set_read_timeout(Some(END_RETRY));
+    let first = Instant::now();
+    let mut counted = None;
+    let mut reply = vec![0u8; 2048];
+    let mut attempt = 0u32;
+    while first.elapsed() < END_WAIT && !controls.abort.load(Ordering::Relaxed) {
+        if attempt > 0 {
+            format.end_datagram(buf, sent, attempt, stamp(Instant::now()));
+        }
+        if socket.send(buf).is_ok() && counted.is_none() {
+            counted = Some(buf.len() as u64);
+        }
+        attempt += 1;
+        let until = Instant::now() + END_RETRY;
+        while Instant::now() < until {
+            match socket.recv(&mut reply) {
+                Ok(n) if format.is_end_reply(&reply[..n]) => {
+                    return Some((counted.unwrap_or(0), Some(reply[..n].to_vec())))
+                }
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
+                // The peer is gone for now (ICMP port unreachable): try again at the next slot.
+                Err(_) => {
+                    std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                    break;
+                }
+            }
+        }
+    }
+    Some((counted.unwrap_or(0), None))
 }
 
 /// Gaps between consecutive send calls, spread over the datagrams each call sent.

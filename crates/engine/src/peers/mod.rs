@@ -9,6 +9,7 @@
 //! protocols; one log, rate-limited per source. A peer protocol maps its client's request to a
 //! [`TestSpec`] and admits that, so the limits apply to what the test really asks for.
 
+pub mod netio;
 pub mod services;
 
 use crate::admission::{canonical, ConnRefusal, Limits, Refusal, Request, SourceCounts, SourceSlot};
@@ -20,7 +21,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+pub mod iperf2;
 pub mod iperf3;
+pub mod nc_test;
 
 /// A peer protocol's server, bound and ready to run.
 pub trait PeerListener: Send {

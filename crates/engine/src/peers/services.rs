@@ -100,6 +100,9 @@ impl UdpHandshake for NoSetup {
     fn on_datagram(&mut self, _bytes: &[u8]) -> bool {
         false
     }
+    fn answered(&self) -> bool {
+        true
+    }
 }
 
 /// netchar as the client of an echo, discard or chargen server.
@@ -639,7 +642,7 @@ fn serve_udp(service: Service, socket: UdpSocket, ctx: PeerContext, tests: Tests
                 }
                 Err(r) => {
                     // Dropped unanswered; logged once per source per 10 s.
-                    if refused_logged.insert(from.ip(), now).is_none() {
+                    if refused_logged.len() < 1024 && refused_logged.insert(from.ip(), now).is_none() {
                         ctx.log(ServerLog::Rejected {
                             peer: from,
                             reason: format!("{} (UDP): {}", service.name(), r.reason),

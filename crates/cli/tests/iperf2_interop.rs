@@ -1,0 +1,276 @@
+//! iperf2 (Debian's 2.1.8 in CI), both roles:
+//! - netchar as the client of a real `iperf -s` / `iperf -s -u` on a free loopback port: TCP
+//!   up, `-P 2`, `-R`, UDP paced. netchar's byte counts are checked against the iperf server's
+//!   own `-y C` report; for UDP the far end of netchar's result is the server report iperf2
+//!   sends back after the FIN, checked against the same server's CSV line.
+//! - real `iperf -c` against `netchar server --iperf2`: TCP (`-t`, `-n`, `-P 2`, `-R`) and UDP
+//!   (`-u -b`): the client's `-y C` bytes equal what netchar's server logged (`--json`), and the
+//!   client's "Server Report" (the report netchar's server sent back) parses and agrees.
+//!
+//! Skips (with a line saying so) where iperf is not installed; CI installs it.
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn iperf_installed() -> bool {
+    if Command::new("iperf").arg("-v").output().is_ok() {
+        return true;
+    }
+    if std::env::var("CI").is_ok() {
+        panic!("iperf is not installed but CI must run the iperf2 interop tests (apt-get install iperf)");
+    }
+    eprintln!("skipping iperf2 interop test: iperf (2.x) is not installed (apt-get install iperf)");
+    false
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// An `iperf -s [-u] -y C` on a free loopback port, its CSV lines in a file; killed on drop.
+struct IperfServer {
+    child: Child,
+    port: u16,
+    out: std::path::PathBuf,
+}
+
+impl IperfServer {
+    fn start(udp: bool) -> Self {
+        let port = free_port();
+        let out = std::env::temp_dir().join(format!("netchar-iperf2-{}-{port}.csv", std::process::id()));
+        let file = std::fs::File::create(&out).unwrap();
+        let mut args = vec!["-s", "-B", "127.0.0.1", "-y", "C"];
+        if udp {
+            args.push("-u");
+        }
+        let port_s = port.to_string();
+        args.extend(["-p", &port_s]);
+        let child = Command::new("iperf").args(&args).stdout(file).stderr(Stdio::null()).spawn().unwrap();
+        // Wait for the port to be bound (a probe connection would be a test of its own).
+        let (table, state) = if udp { ("/proc/net/udp", "07") } else { ("/proc/net/tcp", "0A") };
+        let hex = format!(":{port:04X} ");
+        for _ in 0..250 {
+            let up = std::fs::read_to_string(table)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.contains(&hex) && l.split_whitespace().nth(3) == Some(state));
+            if up {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, port, out }
+    }
+
+    /// The server's CSV lines once there are `n` (waits up to 10 s).
+    fn lines(&self, n: usize) -> Vec<Vec<String>> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+            let lines: Vec<Vec<String>> = text
+                .lines()
+                .filter(|l| l.matches(',').count() >= 8)
+                .map(|l| l.split(',').map(str::to_string).collect())
+                .collect();
+            if lines.len() >= n || Instant::now() > deadline {
+                assert!(lines.len() >= n, "iperf -s wrote {} CSV lines, {n} expected: {text}", lines.len());
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for IperfServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.out);
+    }
+}
+
+fn run(kind: &str, port: u16, args: &[&str]) -> Value {
+    let port = port.to_string();
+    let mut all = vec![kind, "127.0.0.1", "-p", &port, "--proto", "iperf2", "--json", "-i", "0"];
+    all.extend_from_slice(args);
+    let r = netchar(&all);
+    assert_eq!(r.code, 0, "netchar {all:?}: {}", r.stderr);
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+fn csv_u64(line: &[String], i: usize) -> u64 {
+    line[i].trim().parse().unwrap_or_else(|_| panic!("CSV field {i} of {line:?}"))
+}
+
+/// iperf2 servers count each TCP stream's settings header after its 4-byte flags word.
+const HEADER_COUNTED: u64 = 20;
+
+#[test]
+fn tcp_up_with_two_streams_matches_the_iperf_servers_csv() {
+    if !iperf_installed() {
+        return;
+    }
+    let s = IperfServer::start(false);
+    let v = run("tcp", s.port, &["-t", "1", "-P", "2"]);
+    assert_eq!(v["test"]["protocol"], "iperf2");
+    let sent = u(&v["summary"]["up"]["sender"]["total_bytes"]);
+    let per_stream: Vec<u64> =
+        v["streams"].as_array().unwrap().iter().filter(|r| r["role"] == "sender").map(|r| u(&r["bytes"])).collect();
+    assert_eq!(per_stream.len(), 2);
+    let lines = s.lines(2);
+    let mut theirs: Vec<u64> = lines.iter().map(|l| csv_u64(l, 7)).collect();
+    let mut ours: Vec<u64> = per_stream.iter().map(|b| b + HEADER_COUNTED).collect();
+    theirs.sort_unstable();
+    ours.sort_unstable();
+    assert_eq!(ours, theirs, "each stream: netchar's bytes + the header = the iperf server's count");
+    assert_eq!(sent + 2 * HEADER_COUNTED, theirs.iter().sum::<u64>());
+}
+
+#[test]
+fn tcp_bytes_and_reverse_match_the_iperf_servers_csv() {
+    if !iperf_installed() {
+        return;
+    }
+    let s = IperfServer::start(false);
+    let v = run("tcp", s.port, &["-n", "20M"]);
+    assert_eq!(u(&v["summary"]["up"]["sender"]["total_bytes"]), 20_000_000);
+    assert_eq!(csv_u64(&s.lines(1)[0], 7), 20_000_000 + HEADER_COUNTED);
+
+    // -R: iperf 2.1's reverse header; the server sends on netchar's connection.
+    let v = run("tcp", s.port, &["-t", "1", "-R"]);
+    let received = u(&v["summary"]["down"]["receiver"]["total_bytes"]);
+    assert!(received > 0);
+    assert_eq!(csv_u64(&s.lines(2)[1], 7), received, "every byte the iperf server sent was read");
+}
+
+#[test]
+fn udp_paced_carries_the_iperf_servers_report() {
+    if !iperf_installed() {
+        return;
+    }
+    let s = IperfServer::start(true);
+    let v = run("udp", s.port, &["-t", "1", "-b", "5M"]);
+    let up = &v["summary"]["up"];
+    // The far end is the server report iperf2 sent back after the FIN.
+    let line = &s.lines(1)[0];
+    // CSV: ..., bytes (7), bit/s, jitter ms, lost (10), total datagrams (11), %, out of order.
+    let (bytes, lost, total) = (csv_u64(line, 7), csv_u64(line, 10), csv_u64(line, 11));
+    assert_eq!(u(&up["receiver"]["total_bytes"]), bytes, "the report's bytes are the server's CSV bytes");
+    assert_eq!(u(&up["receiver"]["lost"]), lost);
+    assert_eq!(u(&up["receiver"]["packets"]) + lost, total);
+    // And netchar's own sender count is what the server counted (loopback at 5 Mbit/s: no loss).
+    assert_eq!(lost, 0, "{line:?}");
+    assert_eq!(u(&up["sender"]["total_bytes"]), bytes);
+    assert_eq!(u(&up["sender"]["packets"]), total, "the FIN counts as a datagram on both ends");
+    assert_eq!(up["packets_accounted"], true);
+}
+
+#[test]
+fn refusals_come_before_any_traffic() {
+    let r = netchar(&["rr", "127.0.0.1", "-p", "1", "--proto", "iperf2"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = netchar(&["udp", "127.0.0.1", "-p", "1", "--proto", "lwiperf"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("TCP only"), "{}", r.stderr);
+    let r = netchar(&["tcp", "127.0.0.1", "-p", "1", "--proto", "lwiperf", "-R"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("dial-back"), "{}", r.stderr);
+}
+
+// ---------------------------------------------------------------- netchar server --iperf2
+
+/// A netchar server answering iperf2 on its own port, logging JSON lines.
+fn server() -> (Server, u16) {
+    let port = free_port();
+    let s = Server::start(&["--iperf2", "--iperf2-port", &port.to_string(), "--json"]);
+    let line = s.log_lines(Duration::from_secs(5)).join("\n");
+    assert!(line.contains("answering iperf2 clients"), "{line}");
+    (s, port)
+}
+
+/// `iperf -c 127.0.0.1 -p port` with `args`: its stdout.
+fn iperf(port: u16, args: &[&str]) -> String {
+    let out = Command::new("iperf").args(["-c", "127.0.0.1", "-p", &port.to_string()]).args(args).output().unwrap();
+    assert!(out.status.success(), "iperf -c {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The CSV lines of an `iperf -c -y C` run.
+fn csv(text: &str) -> Vec<Vec<String>> {
+    text.lines().filter(|l| l.matches(',').count() >= 8).map(|l| l.split(',').map(str::to_string).collect()).collect()
+}
+
+/// The server's log lines of the next `n` tests.
+fn logged_tests(s: &Server, n: usize) -> Vec<Value> {
+    let mut tests = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while tests.len() < n && Instant::now() < deadline {
+        for line in s.log_lines(Duration::from_millis(200)) {
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v["event"] == "test" {
+                tests.push(v);
+            }
+        }
+    }
+    assert_eq!(tests.len(), n, "tests logged: {tests:?}");
+    tests
+}
+
+fn logged_bytes(log: &Value) -> u64 {
+    assert_eq!(log["protocol"], "iperf2");
+    log["flows"].as_array().unwrap().iter().map(|f| u(&f["bytes"])).sum()
+}
+
+#[test]
+fn iperf_tcp_clients_bytes_equal_the_servers_count() {
+    if !iperf_installed() {
+        return;
+    }
+    let (s, port) = server();
+    let line = &csv(&iperf(port, &["-t", "1", "-y", "C"]))[0];
+    assert_eq!(csv_u64(line, 7), logged_bytes(&logged_tests(&s, 1)[0]));
+
+    let line = &csv(&iperf(port, &["-n", "10M", "-y", "C"]))[0];
+    assert_eq!(csv_u64(line, 7), 10 * 1024 * 1024);
+    assert_eq!(logged_bytes(&logged_tests(&s, 1)[0]), 10 * 1024 * 1024);
+
+    // -P 2: a line per stream on the client, a test log per connection on the server.
+    let lines = csv(&iperf(port, &["-t", "1", "-P", "2", "-y", "C"]));
+    let mut theirs: Vec<u64> = lines.iter().map(|l| csv_u64(l, 7)).collect();
+    let mut ours: Vec<u64> = logged_tests(&s, 2).iter().map(logged_bytes).collect();
+    theirs.sort_unstable();
+    ours.sort_unstable();
+    assert_eq!(theirs, ours);
+
+    // -R (iperf 2.1): netchar's server sends on the client's connection.
+    let line = &csv(&iperf(port, &["-t", "1", "-R", "-y", "C"]))[0];
+    let log = &logged_tests(&s, 1)[0];
+    assert_eq!(log["direction"], "down");
+    assert_eq!(csv_u64(line, 7), logged_bytes(log));
+}
+
+#[test]
+fn iperf_udp_clients_read_the_servers_report() {
+    if !iperf_installed() {
+        return;
+    }
+    let (s, port) = server();
+    let line = &csv(&iperf(port, &["-u", "-b", "5M", "-t", "1", "-y", "C"]))[0];
+    assert_eq!(csv_u64(line, 7), logged_bytes(&logged_tests(&s, 1)[0]));
+
+    // The text output prints the report netchar's server sent back after the FIN.
+    let text = iperf(port, &["-u", "-b", "5M", "-t", "1", "-l", "1000"]);
+    let log = &logged_tests(&s, 1)[0];
+    let report = text.lines().skip_while(|l| !l.contains("Server Report")).nth(2).unwrap_or_else(|| panic!("{text}"));
+    // "[  1] 0.0000-1.0031 sec   645 KBytes  5.26 Mbits/sec   0.011 ms 0/448 (0%)"
+    let counts = report.split_whitespace().find(|w| w.contains('/') && !w.contains("sec")).unwrap();
+    let (lost, total) = counts.split_once('/').unwrap();
+    let (lost, total): (u64, u64) = (lost.parse().unwrap(), total.parse().unwrap());
+    assert_eq!(lost, 0, "{report}");
+    assert_eq!(total * 1000, logged_bytes(log), "the report's datagrams (the FIN's included) are the logged bytes");
+}

@@ -1,0 +1,184 @@
+//! eCos nc_test end to end on loopback: netchar as the master (`--proto nc-test`) against
+//! netchar as the slave (`netchar server --nc-test`), over IPv4 and IPv6, with exact buffer
+//! and byte counts checked on both ends (the master's own counts, the slave's results record,
+//! and the slave's log). The stock eCos programs are checked in memory by the golden
+//! transcripts of crates/wire/tests/nc_test_golden.rs (they need a 32-bit build of the eCos
+//! sources, which CI does not fetch).
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use netchar_wire::nc_test::{Kind, Reply, Request, REPLY_LEN};
+use serde_json::Value;
+use std::net::UdpSocket;
+use std::time::Duration;
+
+/// A netchar server answering nc_test on ephemeral ports: (server, control port, data port).
+fn slave(bind: &str) -> (Server, u16, u16) {
+    let server = Server::start_on(bind, &["--nc-test", "--nc-test-port", "0", "--nc-test-data-port", "0"]);
+    let line = server.stderr.recv_timeout(Duration::from_secs(10)).expect("the nc_test start-up line");
+    // "answering eCos nc_test masters on UDP [::]:PORT (data on port N), ..."
+    let ctrl = line
+        .split(" (data")
+        .next()
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no control port in {line:?}"));
+    let data = line
+        .split("data on port ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no data port in {line:?}"));
+    (server, ctrl, data)
+}
+
+fn master(host: &str, ctrl: u16, data: u16, args: &[&str]) -> Run {
+    let (c, d) = (ctrl.to_string(), data.to_string());
+    let mut v = vec![args[0], host, "--proto", "nc-test", "-p", &c, "--nc-test-data-port", &d];
+    v.extend_from_slice(&args[1..]);
+    netchar(&v)
+}
+
+fn json(run: &Run) -> Value {
+    assert_eq!(run.code, 0, "netchar failed: {}\n{}", run.stderr, run.stdout);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout))
+}
+
+/// The slave's log line for the test that just ended.
+fn slave_log(server: &Server) -> String {
+    let lines = server.log_lines(Duration::from_secs(10));
+    lines.into_iter().find(|l| l.starts_with("nc-test test")).expect("the slave logged the test")
+}
+
+#[test]
+fn udp_echo_counts_every_buffer_both_ways() {
+    let (server, ctrl, data) = slave("127.0.0.1");
+    let run = master("127.0.0.1", ctrl, data, &["echo", "--udp", "--pattern", "300x1024"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The stock master's lines, then netchar's figures.
+    assert!(run.stdout.contains("Start UDP echo [300,1024] - no delays"), "{}", run.stdout);
+    assert!(run.stdout.contains("UDP echo - 600 bufs of 1024 bytes in "), "{}", run.stdout);
+    assert!(run.stdout.contains("   slave sent 300, recvd 300"), "{}", run.stdout);
+    assert!(run.stdout.contains("netchar: rtt us min"), "{}", run.stdout);
+    let log = slave_log(&server);
+    assert!(log.contains(&format!("received {} bytes", 300 * 1040)), "{log}");
+
+    let r = json(&master("127.0.0.1", ctrl, data, &["echo", "--udp", "--pattern", "300x1024", "--json"]));
+    assert_eq!(r["test"]["protocol"], "nc-test");
+    let rr = &r["streams"][0]["rr"];
+    assert_eq!(u(&rr["transactions"]), 300);
+    assert_eq!(u(&rr["lost"]), 0);
+    assert!(f(&rr["latency_us"]["p99"]) >= f(&rr["latency_us"]["p50"]));
+    assert_eq!(u(&r["streams"][0]["bytes"]), 300 * 1040);
+    assert_eq!(r["summary"]["rr"], *rr, "the summary carries the echo figures");
+    assert!(r["error"].is_null(), "{}", r["error"]);
+}
+
+#[test]
+fn tcp_send_and_recv_match_the_slaves_results_exactly() {
+    let (server, ctrl, data) = slave("127.0.0.1");
+    // TCP recv: netchar (the master) sends 100 buffers of 1024 (+16 header).
+    let r = json(&master("127.0.0.1", ctrl, data, &["tcp", "-l", "1024", "-n", "102400", "--json"]));
+    let up = &r["summary"]["up"];
+    assert_eq!(u(&up["sender"]["bytes"]), 100 * 1040);
+    assert_eq!(u(&up["receiver"]["bytes"]), 100 * 1040, "the slave's results record");
+    assert_eq!(up["bytes_match"], true);
+    assert!(slave_log(&server).contains(&format!("received {} bytes", 100 * 1040)));
+    // TCP send (-R): the slave sends.
+    let r = json(&master("127.0.0.1", ctrl, data, &["tcp", "-l", "1024", "-n", "102400", "-R", "--json"]));
+    let down = &r["summary"]["down"];
+    assert_eq!(u(&down["sender"]["bytes"]), 100 * 1040, "the slave's results record");
+    assert_eq!(u(&down["receiver"]["bytes"]), 100 * 1040);
+    assert!(slave_log(&server).contains(&format!("sent {} bytes", 100 * 1040)));
+}
+
+#[test]
+fn udp_send_and_recv_over_ipv6_account_for_every_datagram() {
+    let Ok(probe) = UdpSocket::bind("[::1]:0") else {
+        eprintln!("skipping the IPv6 nc_test test: no IPv6 loopback here");
+        return;
+    };
+    drop(probe);
+    let (server, ctrl, data) = slave("::1");
+    for (extra, flow) in [(None, "up"), (Some("-R"), "down")] {
+        let mut args = vec!["udp", "--pattern", "200x512", "--json"];
+        args.extend(extra);
+        let r = json(&master("::1", ctrl, data, &args));
+        assert_eq!(r["test"]["family"], "ipv6");
+        let s = &r["summary"][flow];
+        let sent = u(&s["sender"]["packets"]);
+        let received = u(&s["receiver"]["packets"]);
+        assert_eq!(sent, 200, "{flow}");
+        // nc_test's UDP senders do not wait for the receiver (the stock master blasts, the
+        // slave is paced): a loopback may drop some. Every datagram is accounted for, on the
+        // counts of both ends: the receiver's count, the loss, and the slave's own log.
+        assert!(received > 0 && received <= 200, "{flow}: {s}");
+        assert_eq!(u(&s["receiver"]["lost"]), sent - received, "{flow}: {s}");
+        let log = slave_log(&server);
+        let (word, n) = if flow == "up" { ("received", received) } else { ("sent", sent) };
+        assert!(log.contains(&format!("{word} {} bytes", n * 528)), "{flow}: {log}");
+    }
+}
+
+/// SET_LOAD and START_IDLE/STOP_IDLE as a stock master sends them (seq reused, other fields
+/// garbage): ACKed, and STOP_IDLE carries elapsed ticks and a count.
+#[test]
+fn set_load_and_idle_are_acked_with_figures() {
+    let (_server, ctrl, _data) = slave("127.0.0.1");
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let ask = |kind: Kind, nbufs: u32| -> Reply {
+        let mut req = Request::new(kind, 7, nbufs, 0xdead_beef);
+        req.timeout = 0x1234_5678;
+        sock.send_to(&req.encode(), ("127.0.0.1", ctrl)).unwrap();
+        let mut b = [0u8; 64];
+        let (n, _) = sock.recv_from(&mut b).expect("a reply");
+        assert_eq!(n, REPLY_LEN);
+        Reply::decode(&b[..n]).unwrap()
+    };
+    let r = ask(Kind::SetLoad, 20);
+    assert!(r.is_ack() && r.seq == 7, "{r:?}");
+    let r = ask(Kind::StartIdle, 0);
+    assert!(r.is_ack(), "{r:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    let r = ask(Kind::StopIdle, 0);
+    assert!(r.is_ack(), "{r:?}");
+    assert!((25..=200).contains(&r.elapsed_ticks), "{} ticks for 300 ms", r.elapsed_ticks);
+    assert!(r.idle_count() > 0);
+    assert!(ask(Kind::SetLoad, 0).is_ack());
+    // An unknown request is refused with reason 1, as stock slaves do.
+    let mut req = Request::new(Kind::SetLoad, 8, 0, 0);
+    req.code = 0x4242;
+    sock.send_to(&req.encode(), ("127.0.0.1", ctrl)).unwrap();
+    let mut b = [0u8; 64];
+    let (n, _) = sock.recv_from(&mut b).unwrap();
+    let r = Reply::decode(&b[..n]).unwrap();
+    assert_eq!((r.response, r.reason), (0, 1));
+}
+
+#[test]
+fn no_slave_is_one_line_and_a_nonzero_exit() {
+    // A port nobody answers on: the master says so after its 10 s reply wait.
+    let free = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let run = master("127.0.0.1", free, 8770, &["echo", "--udp", "--pattern", "10x64"]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("no nc_test slave answered"), "{}", run.stderr);
+}
+
+#[test]
+fn flags_nc_test_cannot_honour_are_refused_before_any_traffic() {
+    for args in [
+        vec!["udp", "127.0.0.1", "--proto", "nc-test", "-b", "10M"],
+        vec!["tcp", "127.0.0.1", "--proto", "nc-test", "-t", "5"],
+        vec!["echo", "127.0.0.1", "--proto", "nc-test", "--pattern", "10x64,20x128"],
+        vec!["echo", "127.0.0.1", "--proto", "nc-test", "--expect", "rr.latency_us.p99 <= 5"],
+        vec!["suite", "bwsweep", "127.0.0.1", "--proto", "nc-test"],
+    ] {
+        let run = netchar(&args);
+        assert_ne!(run.code, 0, "{args:?}");
+        assert!(run.stderr.contains("nc"), "{args:?}: {}", run.stderr);
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{args:?}: one line: {}", run.stderr);
+    }
+}

@@ -1,0 +1,202 @@
+//! Ground truth through the iperf2 adapter, on the namespace test bed of `netns_tbf.rs` and
+//! `netns_udp.rs`, against a real `iperf -s` / `iperf -s -u` in namespace a and netchar
+//! `--proto iperf2` in b:
+//!
+//! * TCP goodput through a 200 Mbit/s tbf is 200 × 1448 / 1514 = 191.28 Mbit/s (see
+//!   `netns_tbf.rs` for why), within ±2%: up as the iperf server's own CSV figure (iperf2 sends
+//!   nothing back over TCP; its byte count is also checked against netchar's), `-R` as
+//!   netchar's count of what the iperf server sent (checked against the server's CSV);
+//! * UDP up: an nft rule in a drops data datagrams at random and counts them; the loss in the
+//!   server report netchar brings back after the FIN equals that counter.
+//!
+//! Needs root, `ip`, `tc`, `nft`, `ss` and iperf; otherwise it prints "skipping netns test:
+//! <reason>" and passes, unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+
+#[path = "support/netns.rs"]
+mod netns;
+
+use netns::{Link, Server, DEV_A, DEV_B};
+use serde_json::Value;
+use std::time::Duration;
+
+const TBF: &[&str] = &["tbf", "rate", "200mbit", "burst", "256kb", "latency", "50ms"];
+const EXPECTED_BPS: f64 = 200e6 * 1448.0 / 1514.0;
+/// iperf2 servers count each TCP stream's settings header after its 4-byte flags word.
+const HEADER_COUNTED: u64 = 20;
+
+fn iperf_available() -> bool {
+    if std::process::Command::new("iperf").arg("-v").output().is_ok() {
+        return true;
+    }
+    netns::skip_or_fail("iperf (2.x) is not installed (apt-get install iperf)");
+    false
+}
+
+/// `iperf -s [-u] -y C` in namespace a on `port`, its CSV lines on the captured stderr. The
+/// shell says "ready pid=N" once the port is bound (iperf prints nothing at start with -y C);
+/// the pid is killed on drop (the shell alone would leave iperf behind).
+struct IperfServer {
+    server: Server,
+    pid: Option<u32>,
+}
+
+impl IperfServer {
+    fn start(link: &Link, port: u16, udp: bool) -> Self {
+        let (u, ss) = if udp { ("-u", "-Hlun") } else { ("", "-Hltn") };
+        let script = format!(
+            "iperf -s {u} -p {port} -y C 1>&2 & P=$!; \
+             until ss {ss} 'sport = :{port}' | grep -q .; do sleep 0.05; done; echo \"ready pid=$P\" 1>&2; wait $P"
+        );
+        let mut cmd = link.a.command("sh");
+        cmd.args(["-c", &script]);
+        let server = Server::spawn(cmd, "ready pid=", Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("iperf -s did not start in {}: {e}", link.a.name()));
+        let pid = server.stderr().split("ready pid=").nth(1).and_then(|r| r.split_whitespace().next()?.parse().ok());
+        Self { server, pid }
+    }
+
+    /// The CSV lines so far, waiting up to 10 s for `n`.
+    fn lines(&self, n: usize) -> Vec<Vec<String>> {
+        for _ in 0..200 {
+            let lines: Vec<Vec<String>> = self
+                .server
+                .stderr()
+                .lines()
+                .filter(|l| l.matches(',').count() >= 8)
+                .map(|l| l.split(',').map(str::to_string).collect())
+                .collect();
+            if lines.len() >= n {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("iperf -s wrote fewer than {n} CSV lines: {}", self.server.stderr());
+    }
+}
+
+impl Drop for IperfServer {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+fn csv_u64(line: &[String], i: usize) -> u64 {
+    line[i].trim().parse().unwrap_or_else(|_| panic!("CSV field {i} of {line:?}"))
+}
+
+/// `netchar KIND --proto iperf2` from namespace b; its JSON.
+fn netchar(link: &Link, server: &IperfServer, kind: &str, port: u16, args: &[&str]) -> Value {
+    let mut cmd = link.b.command(env!("CARGO_BIN_EXE_netchar"));
+    let port = port.to_string();
+    cmd.args([kind, &link.a_ip.to_string(), "-p", &port, "--proto", "iperf2", "--json", "-i", "0"]).args(args);
+    let shown = format!("{cmd:?}");
+    let run = netns::run_with_timeout(cmd, Duration::from_secs(40)).unwrap_or_else(|e| panic!("{e}"));
+    let context = netns::failure_context(&shown, &run, &server.server, link);
+    assert!(run.status.is_some_and(|s| s.success()), "{context}\nstdout:\n{}", run.stdout);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not JSON ({e})\n{context}"))
+}
+
+#[test]
+fn tcp_goodput_through_the_iperf2_adapter_matches_tbf() {
+    if !iperf_available() {
+        return;
+    }
+    let Some(link) = Link::shaped(TBF) else { return };
+    let pin = (|| -> Result<(), String> {
+        link.a.ip(&["link", "set", DEV_A, "mtu", "1500"])?;
+        link.b.ip(&["link", "set", DEV_B, "mtu", "1500"])?;
+        link.a.sysctl("net.ipv4.tcp_timestamps", "1")?;
+        link.b.sysctl("net.ipv4.tcp_timestamps", "1")
+    })();
+    if let Err(e) = pin {
+        netns::skip_or_fail(&format!("cannot configure the namespaces: {e}"));
+        return;
+    }
+    let port = 5011u16;
+    let server = IperfServer::start(&link, port, false);
+    let mut bad = Vec::new();
+    let mut check = |what: &str, bps: f64| {
+        eprintln!(
+            "netns_iperf2 tcp {what}: {:.3} Mbit/s ({:+.3}% vs {:.3})",
+            bps / 1e6,
+            (bps / EXPECTED_BPS - 1.0) * 100.0,
+            EXPECTED_BPS / 1e6
+        );
+        if (bps / EXPECTED_BPS - 1.0).abs() > 0.02 {
+            bad.push(format!("{what} {:.3} Mbit/s", bps / 1e6));
+        }
+    };
+
+    let v = netchar(&link, &server, "tcp", port, &["-t", "5"]);
+    let sent = v["summary"]["up"]["sender"]["total_bytes"].as_u64().unwrap();
+    let line = &server.lines(1)[0];
+    assert_eq!(csv_u64(line, 7), sent + HEADER_COUNTED, "the iperf server counted every byte netchar wrote");
+    check("up (the iperf server's CSV)", csv_u64(line, 8) as f64);
+
+    let v = netchar(&link, &server, "tcp", port, &["-t", "5", "-R"]);
+    let r = &v["summary"]["down"]["receiver"];
+    let line = &server.lines(2)[1];
+    assert_eq!(csv_u64(line, 7), r["total_bytes"].as_u64().unwrap(), "netchar read every byte iperf sent");
+    check("down (netchar's receiver)", r["bits_per_second"].as_f64().unwrap());
+    eprintln!("netns_iperf2 tcp down: the iperf server's CSV says {:.3} Mbit/s sent", csv_u64(line, 8) as f64 / 1e6);
+    assert!(bad.is_empty(), "outside ±2% of {:.3} Mbit/s: {}", EXPECTED_BPS / 1e6, bad.join(", "));
+}
+
+#[test]
+fn udp_loss_through_the_iperf2_adapter_equals_the_nft_drop_counter() {
+    if !iperf_available() {
+        return;
+    }
+    let Some(link) = Link::shaped(TBF) else { return };
+    let port = 5013u16;
+    // Datagrams to the server (1200-byte payloads: UDP length 1208). A dropped FIN counts too,
+    // and so does it in iperf2's report: its retry carries the next number.
+    let rules = (|| -> Result<(), String> {
+        link.a.nft(&["add", "table", "inet", "iperf2loss"])?;
+        link.a.nft(&["add", "chain", "inet", "iperf2loss", "input", "{ type filter hook input priority 0; }"])?;
+        link.a.nft(&[
+            "add",
+            "rule",
+            "inet",
+            "iperf2loss",
+            "input",
+            "udp",
+            "dport",
+            &port.to_string(),
+            "udp",
+            "length",
+            "1208",
+            "numgen",
+            "random",
+            "mod",
+            "1000",
+            "<",
+            "20",
+            "counter",
+            "drop",
+        ])?;
+        Ok(())
+    })();
+    if let Err(e) = rules {
+        netns::skip_or_fail(&format!("cannot install the nftables drop rule: {e}"));
+        return;
+    }
+    let server = IperfServer::start(&link, port, true);
+    let v = netchar(&link, &server, "udp", port, &["-t", "3", "-b", "50M", "-l", "1200"]);
+    let dropped = link.a.nft_counters("inet", "iperf2loss", "input").unwrap()[0].0;
+    let up = &v["summary"]["up"];
+    let lost = up["receiver"]["lost"].as_u64().unwrap();
+    let received = up["receiver"]["packets"].as_u64().unwrap();
+    let sent = up["sender"]["packets"].as_u64().unwrap();
+    let line = &server.lines(1)[0];
+    eprintln!(
+        "netns_iperf2 udp: netchar sent {sent}, the iperf server's report: received {received}, lost {lost}; \
+         nft dropped {dropped}; server CSV {line:?}"
+    );
+    assert!(dropped > 0, "the drop rule matched nothing: the test proves nothing");
+    assert_eq!(lost, dropped, "the iperf server's loss (its report, through netchar) is the nft drop counter");
+    assert_eq!(lost, csv_u64(line, 10), "the report netchar read is the server's own CSV line");
+    assert_eq!(received + lost, csv_u64(line, 11));
+}

@@ -1,0 +1,791 @@
+//! iperf2 and lwIP's lwiperf, both roles. The codecs are netchar_wire::iperf2.
+//!
+//! Client ([`Iperf2Control`]): iperf2 has no control connection (`ControlConnection::None`);
+//! each data stream carries the test's settings itself:
+//! - TCP up: a 24-byte 2.0.5-style header with flags 0 (no dial-back, no version ack to
+//!   read), then netchar's data; the server counts every byte, the header's included. iperf2
+//!   sends no TCP report back, so every figure is netchar's;
+//! - TCP down (`-R`): 2.1's header with VERSION2 and the REVERSE flag (iperf 2.1+ servers):
+//!   the server sends on the client's connection for `-t` and closes;
+//! - UDP up: every datagram carries iperf2's 16-byte header (64-bit sequence numbers, wall
+//!   clock stamps) and 2.1's UDP client header; the sender ends with the FIN, repeated until the
+//!   server's report comes back on the same socket (the sender's end exchange,
+//!   netchar_wire::datagram::DatagramFormat::end_datagram). The report's bytes, loss,
+//!   out-of-order count and jitter are the far end's figures;
+//! - lwiperf (`--proto lwiperf`): TCP up only, the 24-byte header twice as lwiperf's own client
+//!   sends it; lwiperf reports nothing back.
+//!
+//! Server ([`Iperf2Listener`]): `netchar server --iperf2` answers `iperf -c` over TCP (each
+//! connection a stream, its header read and counted as iperf2 counts it) and UDP (a socket per
+//! client source, the FIN answered with the server report built from netchar's own counters).
+
+use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
+use crate::dataplane::DatagramFormatKind;
+use netchar_model::{
+    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpReceived,
+};
+use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, Extension, Layout, ServerReport};
+use netchar_wire::ProtocolError;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// How long after a `-R` test's time a silent server is given before the receivers stop.
+const DOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Which of the two peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// iperf 2.0.5 to 2.2 (`iperf -s`, `iperf -s -u`).
+    Iperf2,
+    /// lwIP's lwiperf (TCP server, receive only).
+    Lwiperf,
+}
+
+impl Flavour {
+    fn flag(self) -> &'static str {
+        match self {
+            Self::Iperf2 => "--proto iperf2",
+            Self::Lwiperf => "--proto lwiperf",
+        }
+    }
+}
+
+/// The spec an iperf2 or lwiperf test runs with, or the one line saying what the peer cannot do.
+pub fn check_spec(flavour: Flavour, spec: &TestSpec) -> Result<(), String> {
+    let flag = flavour.flag();
+    let no = |what: &str| Err(format!("{flag}: {what}"));
+    if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
+        return no("--server-load, --idle and a server CPU in -A are netchar server features");
+    }
+    if spec.tcp.zerocopy {
+        return no("--zerocopy is not supported here; drop it");
+    }
+    match (flavour, spec.kind, spec.direction) {
+        (_, TestKind::Rr, _) => no("iperf2 has no request/response test (use tcp or udp)"),
+        (Flavour::Lwiperf, TestKind::Udp, _) => no("lwiperf speaks TCP only (lwIP has no UDP iperf yet)"),
+        (Flavour::Lwiperf, _, Direction::Down | Direction::Bidir) => {
+            no("an lwiperf server only receives; its -d/-r dial-back tests are not supported (the board would \
+             connect back to this host)")
+        }
+        (_, _, Direction::Bidir) => no("--bidir is not supported with iperf2 (its --full-duplex is not implemented)"),
+        (_, TestKind::Udp, Direction::Down) => no("UDP -R is not supported with iperf2 yet; run the UDP test up"),
+        (_, TestKind::Tcp, Direction::Down) if matches!(spec.end, EndCondition::Bytes(_)) => {
+            no("-n with -R: an iperf2 server sends for a time; use -t")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// No UDP setup: an iperf2 server takes the first datagram as the test's start.
+struct NoSetup;
+
+impl UdpHandshake for NoSetup {
+    fn datagram(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn on_datagram(&mut self, _bytes: &[u8]) -> bool {
+        false
+    }
+    fn answered(&self) -> bool {
+        true
+    }
+}
+
+/// netchar as the client of an iperf2 server or an lwiperf server.
+pub struct Iperf2Control {
+    flavour: Flavour,
+    spec: TestSpec,
+    port: u16,
+    events: VecDeque<ControlEvent>,
+    admitted: bool,
+    reported: bool,
+    /// `-R`: when the receivers stop if the server has not closed by then.
+    down_deadline: Option<Instant>,
+    /// UDP: the servers' reports by stream id.
+    reports: Vec<(u32, ServerReport)>,
+}
+
+impl Iperf2Control {
+    /// A session for `spec` against a server on `port`, or why the peer cannot run it.
+    pub fn new(now: Instant, flavour: Flavour, spec: &TestSpec, port: u16) -> Result<Self, String> {
+        check_spec(flavour, spec)?;
+        let down_deadline = match (spec.direction, spec.end) {
+            (Direction::Down, EndCondition::Seconds(s)) => Some(now + Duration::from_secs_f64(s) + DOWN_GRACE),
+            _ => None,
+        };
+        Ok(Self {
+            flavour,
+            spec: spec.clone(),
+            port,
+            events: VecDeque::new(),
+            admitted: false,
+            reported: false,
+            down_deadline,
+            reports: Vec::new(),
+        })
+    }
+
+    fn amount(&self) -> Amount {
+        match self.spec.end {
+            EndCondition::Seconds(s) => Amount::Seconds(s),
+            EndCondition::Bytes(b) => Amount::Bytes(b / u64::from(self.spec.streams.max(1))),
+        }
+    }
+
+    /// The bytes a TCP stream starts with.
+    fn tcp_preamble(&self) -> Vec<u8> {
+        match (self.flavour, self.spec.direction) {
+            (Flavour::Lwiperf, _) => wire::lwiperf::client_preamble(self.amount(), self.port),
+            (Flavour::Iperf2, Direction::Down) => {
+                let mut h = ClientHeader::new(self.amount(), self.spec.block_bytes as u32, self.port);
+                h.flags = wire::HEADER_VERSION2;
+                h.num_threads = self.spec.streams as i32;
+                let (version_u, version_l) = (0x0002_0001, 0x0008_0003);
+                h.ext =
+                    Some(Extension { upper_flags: wire::UPPER_REVERSE, version_u, version_l, ..Default::default() });
+                h.encode(Layout::V21)
+            }
+            (Flavour::Iperf2, _) => {
+                // flags 0: the server reads the flags word and counts the rest as data.
+                let mut h = ClientHeader::new(self.amount(), self.spec.block_bytes as u32, self.port);
+                h.num_threads = self.spec.streams as i32;
+                h.encode(Layout::V205)
+            }
+        }
+    }
+
+    fn streams(&self) -> Vec<OpenStream> {
+        let flow = if self.spec.direction == Direction::Down { Flow::Down } else { Flow::Up };
+        self.spec
+            .stream_ids(flow)
+            .map(|id| {
+                let transport = if self.spec.uses_udp() {
+                    Transport::Udp { handshake: Box::new(NoSetup) }
+                } else {
+                    Transport::Tcp { preamble: self.tcp_preamble() }
+                };
+                OpenStream { id, flow, transport }
+            })
+            .collect()
+    }
+
+    /// The servers' reports as netchar's records of the server's end of each stream.
+    fn report_records(&self) -> Vec<StreamRecord> {
+        self.reports
+            .iter()
+            .map(|(id, r)| {
+                let mut record =
+                    StreamRecord::bare(*id, Flow::Up, Role::Receiver, Endpoint::Server, r.bytes, r.seconds());
+                let received = r.datagrams.saturating_sub(r.lost);
+                let mut u = UdpReceived {
+                    packets: received,
+                    out_of_order: r.out_of_order,
+                    jitter_ms: r.jitter_seconds() * 1000.0,
+                    ..UdpReceived::default()
+                };
+                u.set_lost(r.lost);
+                record.udp_received = Some(u);
+                record
+            })
+            .collect()
+    }
+
+    fn report(&mut self, error: Option<String>) {
+        if !self.reported {
+            self.reported = true;
+            let streams = self.report_records();
+            self.events.push_back(ControlEvent::PeerReport { streams, cpu: CpuUsage::default(), error });
+        }
+    }
+}
+
+impl ClientControl for Iperf2Control {
+    fn handle_input(&mut self, _now: Instant, _bytes: &[u8]) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+    fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+    fn poll_output(&mut self, _out: &mut Vec<u8>) {}
+    fn poll_event(&mut self) -> Option<ControlEvent> {
+        if !self.admitted {
+            self.admitted = true;
+            self.events.push_back(ControlEvent::Admitted {
+                streams: self.streams(),
+                peer: PeerInfo { concurrent_tests: 1, ..PeerInfo::default() },
+                cookie: None,
+            });
+            self.events.push_back(ControlEvent::Start);
+            if self.spec.direction == Direction::Down {
+                // Nothing comes back but the data; the receivers end at the server's close.
+                self.report(None);
+            }
+        }
+        self.events.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.down_deadline
+    }
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        if self.down_deadline.is_some_and(|d| now >= d) {
+            self.down_deadline = None;
+            self.events.push_back(ControlEvent::EndReceivers);
+        }
+        Ok(())
+    }
+    fn end_replies(&mut self, _now: Instant, replies: Vec<(u32, Vec<u8>)>) {
+        for (id, bytes) in replies {
+            if let Some((r, _)) = ServerReport::parse_reply(&bytes) {
+                self.reports.push((id, r));
+            }
+        }
+    }
+    fn local_senders_done(&mut self, _now: Instant, totals: Vec<StreamTotal>) {
+        let missing = self.spec.uses_udp() && self.reports.len() < totals.len();
+        let error = missing.then(|| {
+            format!(
+                "{} of {} iperf2 server reports did not come back within 2 s of the FIN (is the server \
+                 running with -u? a firewall in the way?); the far end's figures are missing",
+                totals.len() - self.reports.len(),
+                totals.len()
+            )
+        });
+        self.report(error);
+    }
+    fn stop(&mut self, _now: Instant, _reason: &str) {
+        if !self.reported {
+            self.events.push_back(ControlEvent::EndReceivers);
+        }
+        self.report(None);
+    }
+    fn is_done(&self) -> bool {
+        self.reported
+    }
+    fn datagrams(&self) -> DatagramFormatKind {
+        DatagramFormatKind::Iperf2(Layout::V21)
+    }
+    fn connection(&self) -> ControlConnection {
+        ControlConnection::None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_what_the_peers_cannot_run() {
+        let now = Instant::now();
+        let mut udp_down = TestSpec::udp_default();
+        udp_down.direction = Direction::Down;
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001).err().unwrap().contains("UDP -R"));
+        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001)
+            .err()
+            .unwrap()
+            .contains("TCP only"));
+        let mut down = TestSpec::tcp_default();
+        down.direction = Direction::Down;
+        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001).err().unwrap().contains("dial-back"));
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &down, 5001).is_ok());
+    }
+
+    #[test]
+    fn tcp_preambles() {
+        let now = Instant::now();
+        let up = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001).unwrap();
+        let p = up.tcp_preamble();
+        assert_eq!(p.len(), 24);
+        assert_eq!(&p[..4], &[0, 0, 0, 0]);
+        let mut spec = TestSpec::tcp_default();
+        spec.direction = Direction::Down;
+        let down = Iperf2Control::new(now, Flavour::Iperf2, &spec, 5001).unwrap();
+        let (h, len) = ClientHeader::decode(&down.tcp_preamble()).unwrap().unwrap();
+        assert_eq!(len, 60);
+        assert!(h.reverse());
+        let lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001).unwrap();
+        assert_eq!(lw.tcp_preamble().len(), 48);
+    }
+}
+
+// ---------------------------------------------------------------- server role
+
+use crate::peers::{PeerContext, PeerListener, PeerTest};
+use crate::server::{bind_udp, ServerLog, TestLog};
+use netchar_model::{UdpOptions, UdpRate};
+use netchar_wire::iperf2::UdpHeader;
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::{Arc, Mutex};
+
+/// The longest wait before the stop flag is checked again.
+const POLL: Duration = Duration::from_millis(100);
+/// A TCP connection must send its header within this.
+const HEADER_WAIT: Duration = Duration::from_secs(5);
+/// A UDP source's test ends after this much silence without a FIN.
+const UDP_IDLE: Duration = Duration::from_secs(5);
+/// After the report, how long the source is kept to answer repeated FINs (iperf2 2.1: until
+/// 250 ms pass in silence).
+const FIN_LINGER: Duration = Duration::from_millis(500);
+/// UDP sources served at once.
+const MAX_UDP_SOURCES: usize = 64;
+
+/// `netchar server --iperf2`: iperf2's TCP and UDP on one port.
+pub struct Iperf2Listener {
+    tcp: TcpListener,
+    udp: UdpSocket,
+}
+
+impl Iperf2Listener {
+    /// Binds TCP and UDP on `addr` (`[::]` also takes IPv4); a busy port fails here.
+    pub fn bind(addr: SocketAddr) -> io::Result<Self> {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+        socket.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            socket.set_only_v6(false)?;
+        }
+        socket.bind(&addr.into())?;
+        socket.listen(128)?;
+        let tcp: TcpListener = socket.into();
+        let udp = bind_udp(tcp.local_addr()?)?;
+        Ok(Self { tcp, udp })
+    }
+}
+
+impl PeerListener for Iperf2Listener {
+    fn name(&self) -> &'static str {
+        "iperf2"
+    }
+    fn local_addr(&self) -> SocketAddr {
+        self.tcp.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+    fn run(self: Box<Self>, ctx: PeerContext) {
+        let tests = Tests::default();
+        let (c2, t2) = (ctx.clone(), tests.clone());
+        let Self { tcp, udp } = *self;
+        let udp_thread = std::thread::spawn(move || serve_udp(udp, c2, t2));
+        serve_tcp(tcp, ctx, tests);
+        let _ = udp_thread.join();
+    }
+}
+
+/// The tests running per client address: the `-P` connections (or UDP sources) of one
+/// address are one test under the shared admission.
+#[derive(Clone, Default)]
+struct Tests(Arc<Mutex<HashMap<IpAddr, Shares>>>);
+
+/// An address's test and how many connections or UDP sources share it.
+type Shares = (Arc<PeerTest>, usize);
+
+/// One connection's or UDP source's share of its address's test.
+struct Joined {
+    tests: Tests,
+    ip: IpAddr,
+    test: Arc<PeerTest>,
+}
+
+impl Tests {
+    fn join(&self, ctx: &PeerContext, spec: &TestSpec, peer: SocketAddr) -> Result<Joined, String> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let ip = peer.ip();
+        if let Some((test, n)) = map.get_mut(&ip) {
+            *n += 1;
+            return Ok(Joined { tests: self.clone(), ip, test: test.clone() });
+        }
+        let test = Arc::new(ctx.admit(spec, peer).map_err(|r| r.reason)?);
+        map.insert(ip, (test.clone(), 1));
+        Ok(Joined { tests: self.clone(), ip, test })
+    }
+}
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        let mut map = self.tests.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, n)) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// The netchar test an iperf2 client header asks for.
+pub fn to_spec(h: &ClientHeader, udp: bool, ctx_limits: &crate::admission::Limits) -> TestSpec {
+    let mut spec = if udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
+    spec.direction = if h.reverse() { Direction::Down } else { Direction::Up };
+    spec.end = match h.amount() {
+        Amount::Seconds(s) if s > 0.0 => EndCondition::Seconds(s),
+        Amount::Bytes(b) if b > 0 => EndCondition::Bytes(b),
+        // A header of the flags word alone (2.0.5 without -d/-r) says nothing: as long as the
+        // client sends.
+        _ => EndCondition::Seconds(ctx_limits.max_duration.map_or(10.0, |d| d.as_secs_f64())),
+    };
+    if h.buf_len > 0 {
+        spec.block_bytes = h.buf_len as u64;
+    } else if udp {
+        spec.block_bytes = 1470;
+    }
+    if udp {
+        let rate = h.ext.map(|e| e.rate()).filter(|&r| r > 0).or((h.win_band > 0).then_some(h.win_band as u64));
+        spec.udp = Some(UdpOptions {
+            rate: rate.map_or(UdpRate::Unlimited, UdpRate::BitsPerSecond),
+            per_stream: true,
+            ..UdpOptions::default()
+        });
+    }
+    spec
+}
+
+fn serve_tcp(listener: TcpListener, ctx: PeerContext, tests: Tests) {
+    let _ = listener.set_nonblocking(true);
+    loop {
+        if ctx.stop().is_raised() {
+            return;
+        }
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let slot = match ctx.connection(peer.ip()) {
+                    Ok(s) => s,
+                    Err(reason) => {
+                        ctx.log(ServerLog::Rejected { peer, reason });
+                        continue;
+                    }
+                };
+                let (ctx, tests) = (ctx.clone(), tests.clone());
+                let _ = std::thread::Builder::new().name("netchar-iperf2".into()).spawn(move || {
+                    let _slot = slot;
+                    tcp_connection(stream, peer, &ctx, &tests);
+                });
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Reads the client header: every byte read (the header and any data after it in the same
+/// reads) and the header, or why not.
+fn read_header(stream: &mut TcpStream, ctx: &PeerContext) -> Result<(Vec<u8>, ClientHeader), String> {
+    let _ = stream.set_read_timeout(Some(POLL));
+    let deadline = Instant::now() + HEADER_WAIT;
+    let mut head = Vec::with_capacity(wire::MAX_HEADER_LEN);
+    let mut buf = [0u8; wire::MAX_HEADER_LEN];
+    loop {
+        match ClientHeader::decode(&head) {
+            Ok(Some((h, _))) => return Ok((head, h)),
+            Ok(None) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        if Instant::now() >= deadline || ctx.stop().is_raised() {
+            return Err("no iperf2 header within 5 s".into());
+        }
+        // Never more than the longest header: the rest stays for the data loop.
+        let want = (wire::MAX_HEADER_LEN - head.len()).max(1);
+        match stream.read(&mut buf[..want]) {
+            Ok(0) => return Err("closed before its iperf2 header".into()),
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) if retry(&e) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+fn retry(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
+}
+
+fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, tests: &Tests) {
+    let (head, header) = match read_header(&mut stream, ctx) {
+        Ok(x) => x,
+        Err(reason) => {
+            ctx.log(ServerLog::Rejected { peer, reason: format!("iperf2: {reason}") });
+            return;
+        }
+    };
+    let spec = to_spec(&header, false, ctx.limits());
+    let joined = match tests.join(ctx, &spec, peer) {
+        Ok(j) => j,
+        Err(reason) => {
+            ctx.log(ServerLog::Rejected { peer, reason: format!("iperf2: {reason}") });
+            return;
+        }
+    };
+    let mut error = header.dial_back().map(|_| {
+        "the client asked for -d/-r (the server dialing back): not supported, only its own direction ran".to_string()
+    });
+    if header.full_duplex() {
+        error = Some("--full-duplex is not supported: only the client's sending ran".into());
+    }
+    let started = Instant::now();
+    let record = if spec.direction == Direction::Down {
+        let (bytes, end) = tcp_send(&mut stream, &spec, ctx, started);
+        StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, bytes, end)
+    } else {
+        // iperf2 clients count every byte they write, the header's included: so does this end.
+        let (bytes, end, e) = tcp_receive(&mut stream, ctx, started);
+        error = error.or(e);
+        StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, head.len() as u64 + bytes, end)
+    };
+    // Closed at once (iperf2 clients wait for the server's close after their shutdown).
+    drop(stream);
+    let mut spec = spec;
+    spec.streams = 1;
+    ctx.log(ServerLog::Test(Box::new(TestLog {
+        protocol: "iperf2",
+        peer,
+        data_paths: vec![(1, peer)],
+        user: None,
+        spec,
+        streams: vec![record],
+        concurrent_tests: joined.test.concurrent_tests(),
+        refused_data: 0,
+        error,
+    })));
+}
+
+/// Reads until EOF: bytes, seconds to the last byte, and why it ended early.
+fn tcp_receive(stream: &mut TcpStream, ctx: &PeerContext, started: Instant) -> (u64, f64, Option<String>) {
+    let limits = ctx.limits();
+    let mut buf = vec![0u8; 128 * 1024];
+    let (mut bytes, mut end) = (0u64, 0.0);
+    let mut last = Instant::now();
+    let error = loop {
+        if ctx.stop().is_raised() {
+            break Some("the server is stopping".to_string());
+        }
+        if limits.max_duration.is_some_and(|d| started.elapsed() > d + Duration::from_secs(2)) {
+            break Some("the server's --max-duration was reached".to_string());
+        }
+        if last.elapsed() >= limits.idle_timeout {
+            break Some(format!("idle for {:.0} s (the server's --idle-timeout)", limits.idle_timeout.as_secs_f64()));
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => break None,
+            Ok(n) => {
+                bytes += n as u64;
+                last = Instant::now();
+                end = started.elapsed().as_secs_f64();
+            }
+            Err(e) if retry(&e) => {}
+            Err(e) => break Some(e.to_string()),
+        }
+    };
+    (bytes, end, error)
+}
+
+/// Sends for the test's time or bytes (2.1 `-R`), capped by the server's limits.
+fn tcp_send(stream: &mut TcpStream, spec: &TestSpec, ctx: &PeerContext, started: Instant) -> (u64, f64) {
+    let _ = stream.set_write_timeout(Some(POLL));
+    let limits = ctx.limits();
+    let buf: Vec<u8> = (0..spec.block_bytes.clamp(1, 1 << 20) as usize).map(|i| b"0123456789"[i % 10]).collect();
+    let mut until = match spec.end {
+        EndCondition::Seconds(s) => Some(started + Duration::from_secs_f64(s)),
+        EndCondition::Bytes(_) => None,
+    };
+    if let Some(d) = limits.max_duration {
+        until = Some(until.map_or(started + d, |u| u.min(started + d)));
+    }
+    let budget = match spec.end {
+        EndCondition::Bytes(b) => Some(b),
+        EndCondition::Seconds(_) => None,
+    };
+    let (mut sent, mut end) = (0u64, 0.0);
+    while !ctx.stop().is_raised() && until.map_or(true, |u| Instant::now() < u) && budget.map_or(true, |b| sent < b) {
+        if let Some(r) = limits.max_rate {
+            let due = started + Duration::from_secs_f64(sent as f64 * 8.0 / r as f64);
+            if due > Instant::now() {
+                std::thread::sleep(due.saturating_duration_since(Instant::now()).min(POLL));
+                continue;
+            }
+        }
+        let len = budget.map_or(buf.len(), |b| buf.len().min((b - sent) as usize));
+        match stream.write(&buf[..len]) {
+            Ok(0) => break,
+            Ok(n) => {
+                sent += n as u64;
+                end = started.elapsed().as_secs_f64();
+            }
+            Err(e) if retry(&e) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    (sent, end)
+}
+
+/// One UDP source's test: iperf2's receive accounting (the highest sequence number, lost as
+/// the gaps, out of order as the late ones, RFC 3550 jitter on the sender's stamps).
+struct UdpSource {
+    joined: Joined,
+    spec: TestSpec,
+    layout: Layout,
+    started: Instant,
+    last: Instant,
+    bytes: u64,
+    /// Distinct datagrams counted (data; the FIN is added at the end as iperf2 counts it).
+    packets: u64,
+    /// Highest sequence number seen (iperf2's numbering).
+    max_seq: i64,
+    out_of_order: u64,
+    jitter: netchar_stats::jitter::JitterMeter,
+    /// The report, once a FIN came: re-sent to every further FIN.
+    report: Option<ServerReport>,
+    fin_at: Option<Instant>,
+}
+
+impl UdpSource {
+    fn record(&self) -> StreamRecord {
+        let r = self.report.unwrap_or_else(|| self.report_now(self.last));
+        let mut rec = StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, r.bytes, r.seconds());
+        let mut u = UdpReceived {
+            packets: r.datagrams - r.lost,
+            out_of_order: r.out_of_order,
+            jitter_ms: r.jitter_seconds() * 1000.0,
+            ..UdpReceived::default()
+        };
+        u.set_lost(r.lost);
+        rec.udp_received = Some(u);
+        rec
+    }
+
+    /// The report as of `at`: datagrams counted up to the highest number (the FIN's included
+    /// once it came), lost = that minus the distinct datagrams received.
+    fn report_now(&self, at: Instant) -> ServerReport {
+        let first = if self.layout == Layout::V205 { 0 } else { 1 };
+        let datagrams = (self.max_seq + 1 - first).max(0) as u64;
+        let d = at.saturating_duration_since(self.started);
+        let jitter = self.jitter.jitter_ns().max(0.0) as u64;
+        ServerReport {
+            flags: wire::HEADER_VERSION1,
+            bytes: self.bytes,
+            stop_sec: d.as_secs() as u32,
+            stop_usec: d.subsec_micros(),
+            lost: datagrams.saturating_sub(self.packets),
+            out_of_order: self.out_of_order,
+            datagrams,
+            jitter_sec: (jitter / 1_000_000_000) as u32,
+            jitter_usec: ((jitter % 1_000_000_000) / 1000) as u32,
+        }
+    }
+}
+
+fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: Tests) {
+    let _ = socket.set_read_timeout(Some(POLL));
+    crate::tcp_setup::size_udp_buffers(&socket);
+    let mut sources: HashMap<SocketAddr, UdpSource> = HashMap::new();
+    let mut buf = vec![0u8; 65_536];
+    let mut refused: HashMap<IpAddr, Instant> = HashMap::new();
+    let epoch = std::time::SystemTime::now();
+    loop {
+        let now = Instant::now();
+        let stopping = ctx.stop().is_raised();
+        let over: Vec<SocketAddr> = sources
+            .iter()
+            .filter(|(_, s)| {
+                stopping
+                    || s.fin_at
+                        .map_or(now - s.last >= UDP_IDLE, |f| now - f >= FIN_LINGER && now - s.last >= FIN_LINGER)
+            })
+            .map(|(a, _)| *a)
+            .collect();
+        for a in over {
+            if let Some(s) = sources.remove(&a) {
+                let error = s.report.is_none().then(|| "no FIN came: the client stopped without ending".to_string());
+                let record = s.record();
+                ctx.log(ServerLog::Test(Box::new(TestLog {
+                    protocol: "iperf2",
+                    peer: a,
+                    data_paths: vec![(1, a)],
+                    user: None,
+                    spec: s.spec.clone(),
+                    streams: vec![record],
+                    concurrent_tests: s.joined.test.concurrent_tests(),
+                    refused_data: 0,
+                    error,
+                })));
+            }
+        }
+        if stopping {
+            return;
+        }
+        refused.retain(|_, t| now - *t < Duration::from_secs(10));
+        let (n, from) = match socket.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(_) => continue,
+        };
+        let now = Instant::now();
+        let d = &buf[..n];
+        if !sources.contains_key(&from) {
+            let layout = UdpHeader::sniff_layout(d);
+            let Some(h) = UdpHeader::parse(d, layout) else { continue };
+            // A FIN of a test already over, or a stray datagram: nothing to answer.
+            if h.seq < 0 || sources.len() >= MAX_UDP_SOURCES {
+                continue;
+            }
+            let hl = layout.datagram_header_len();
+            let header = ClientHeader::decode(&d[hl.min(d.len())..]).ok().flatten().map(|x| x.0).unwrap_or_default();
+            let spec = to_spec(&header, true, ctx.limits());
+            match tests.join(&ctx, &spec, from) {
+                Ok(joined) => {
+                    let source = UdpSource {
+                        joined,
+                        spec,
+                        layout,
+                        started: now,
+                        last: now,
+                        bytes: 0,
+                        packets: 0,
+                        max_seq: if layout == Layout::V205 { -1 } else { 0 },
+                        out_of_order: 0,
+                        jitter: netchar_stats::jitter::JitterMeter::new(),
+                        report: None,
+                        fin_at: None,
+                    };
+                    sources.insert(from, source);
+                }
+                Err(reason) => {
+                    if refused.insert(from.ip(), now).is_none() {
+                        ctx.log(ServerLog::Rejected { peer: from, reason: format!("iperf2 (UDP): {reason}") });
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some(s) = sources.get_mut(&from) else { continue };
+        let Some(h) = UdpHeader::parse(d, s.layout) else { continue };
+        s.last = now;
+        if h.seq < 0 {
+            if s.report.is_none() {
+                // The FIN: counted as iperf2 counts it, a datagram with data whose number is
+                // −seq (the last data datagram's plus one).
+                s.bytes += n as u64;
+                s.packets += 1;
+                s.max_seq = s.max_seq.max(h.seq.saturating_neg());
+                s.report = Some(s.report_now(now));
+                s.fin_at = Some(now);
+            }
+            if let Some(r) = s.report {
+                let _ = socket.send_to(&r.reply(s.layout, d), from);
+            }
+            continue;
+        }
+        if s.report.is_some() {
+            continue;
+        }
+        if ctx.limits().max_duration.is_some_and(|m| now - s.started > m + Duration::from_secs(2)) {
+            continue;
+        }
+        s.bytes += n as u64;
+        s.packets += 1;
+        if h.seq < s.max_seq {
+            s.out_of_order += 1;
+        } else {
+            s.max_seq = h.seq;
+        }
+        let sent_ns = u64::from(h.sec) * 1_000_000_000 + u64::from(h.usec) * 1000;
+        let at_ns = epoch.elapsed().unwrap_or_default().as_nanos() as u64
+            + epoch.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
+        s.jitter.record(sent_ns, at_ns);
+    }
+}

@@ -1,0 +1,893 @@
+//! eCos nc_test over real sockets, both roles: netchar as the master of an unmodified
+//! `nc_test_slave` / `nc6_test_slave` ([`run_master`]), and as a slave answering an unmodified
+//! `nc_test_master` / `nc6_test_master` ([`NcTestListener`]). The protocol itself, and every
+//! decision in it, is the sans-IO `netchar_wire::nc_test`; this module only moves its bytes.
+//!
+//! Why a dedicated runner rather than the client control seam ([`crate::control`]) and the
+//! data plane's streaming workers: nc_test's control is UDP (request/reply datagrams on 7777),
+//! not a TCP control connection, and its data is lock-step (one buffer, then one answer, with
+//! per-buffer timeouts and the master's pauses), so every buffer is a transaction whose
+//! outcome the state machine must see before the next one goes out. The figures are the state
+//! machine's exact buffer counts (what was sent, received, lost, out of sequence, and the
+//! slave's own results record), mapped into the one result model by [`master_result`].
+//!
+//! Deviations from the stock programs, all compatible with them: the master binds its UDP data
+//! port before it sends a UDP request (the stock master binds after the ACK, so a stock slave's
+//! first datagrams of a "UDP send" can be lost); the slave binds its data sockets once at start
+//! and drains stale datagrams before each ACK; TCP reads time out (21 s) where the stock ones
+//! block forever; the slave accepts data only from its master's address (or
+//! `--allow-data-from`).
+
+use super::{PeerContext, PeerListener, PeerTest};
+use crate::load::{BackgroundLoad, IdleMeter};
+use crate::server::{ServerLog, TestLog};
+use crate::StopFlag;
+use netchar_model::{
+    Direction, EndCondition, Endpoint, Flow, HostInfo, LatencyUs, Role, RrFigures, RrOptions, StreamRecord, TestInfo,
+    TestResult, TestSpec, UdpOptions, UdpReceived, UdpSent,
+};
+use netchar_stats::distribution::Distribution;
+use netchar_wire::nc_test::{
+    self as wire, Kind, MasterReport, MasterSuite, Pause, Request, SlaveAction, SlaveTest, Step, SuiteStep,
+};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// How often blocking waits look at the stop flag.
+const POLL: Duration = Duration::from_millis(200);
+/// TCP buffer reads: the stock programs block forever; this gives up after the results wait.
+const TCP_READ_TIMEOUT: Duration = wire::RESULTS_TIMEOUT;
+/// The slave waits this long for the master's TCP connection after an ACK (the stock master
+/// waits 3 s, then retries 5 times 1 s apart).
+const ACCEPT_WAIT: Duration = Duration::from_secs(15);
+/// In a UDP_SEND test, the slave's first datagram waits this long after the ACK.
+const UDP_SEND_HEAD_START: Duration = Duration::from_millis(100);
+/// The slave's UDP sends are paced at one datagram per this (10,000/s, about the 100 Mbit/s
+/// wire of the boards a slave stands in for): a stock master reads one datagram per loop and
+/// waits 3 s for every one it lost, so an unpaced sender turns a test into minutes.
+const UDP_SEND_INTERVAL: Duration = Duration::from_micros(100);
+/// A background load left running by a master that went away stops after this long without
+/// requests.
+const LOAD_IDLE_OFF: Duration = Duration::from_secs(120);
+
+/// What the master runs.
+#[derive(Debug, Clone)]
+pub enum MasterPlan {
+    /// A stock master's whole sequence.
+    Suite(wire::Sequence),
+    /// One test.
+    Single {
+        /// The test.
+        kind: Kind,
+        /// Buffers.
+        nbufs: u32,
+        /// Payload bytes per buffer.
+        buflen: u32,
+        /// Pause after a number of received buffers.
+        pause: Pause,
+    },
+}
+
+/// The master's settings.
+#[derive(Debug, Clone)]
+pub struct MasterConfig {
+    /// The slave's control address (port 7777 by default).
+    pub slave: SocketAddr,
+    /// The slave's data port (8770), sent in every test request.
+    pub slave_data_port: u16,
+    /// This end's UDP data port (8771; another one when that is taken), sent in every test
+    /// request: the slave sends there.
+    pub master_data_port: u16,
+    /// What to run.
+    pub plan: MasterPlan,
+}
+
+/// What the master did.
+#[derive(Debug, Default)]
+pub struct MasterRun {
+    /// One report per test (denied ones included).
+    pub reports: Vec<MasterReport>,
+    /// The IDLE lines of the master-load section.
+    pub idle_lines: Vec<String>,
+    /// Why the run stopped early, if it did.
+    pub error: Option<String>,
+    /// When it started (RFC 3339).
+    pub started_at: String,
+}
+
+fn unspecified(v6: bool, port: u16) -> SocketAddr {
+    if v6 {
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)
+    } else {
+        SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), port)
+    }
+}
+
+fn same_ip(a: IpAddr, b: IpAddr) -> bool {
+    crate::admission::canonical(a) == crate::admission::canonical(b)
+}
+
+fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
+    // No SO_REUSEADDR: on UDP it would let a second master or slave bind the same port and
+    // take some of this one's datagrams.
+    // Room for a burst: nc_test senders never wait for their receiver (capped by rmem_max).
+    let _ = s.set_recv_buffer_size(4 << 20);
+    if addr.is_ipv6() {
+        s.set_only_v6(false)?;
+    }
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
+
+/// Waits up to `timeout` for a datagram from `from` (any port), looking at `stop` every
+/// [`POLL`]; datagrams from elsewhere are dropped. Returns the bytes (truncated to `len`).
+fn recv_from_ip(
+    sock: &UdpSocket,
+    from: IpAddr,
+    len: usize,
+    timeout: Duration,
+    stop: &StopFlag,
+    buf: &mut [u8],
+) -> io::Result<Option<Vec<u8>>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let now = Instant::now();
+        if now >= deadline || stop.is_raised() {
+            return Ok(None);
+        }
+        sock.set_read_timeout(Some((deadline - now).min(POLL)))?;
+        match sock.recv_from(buf) {
+            Ok((n, src)) if same_ip(src.ip(), from) => return Ok(Some(buf[..n.min(len)].to_vec())),
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn sleep_unless_stopped(d: Duration, stop: &StopFlag) {
+    let end = Instant::now() + d;
+    while !stop.is_raised() {
+        let now = Instant::now();
+        if now >= end {
+            return;
+        }
+        std::thread::sleep((end - now).min(POLL));
+    }
+}
+
+/// Reads exactly `len` bytes within `timeout`; `None` on timeout, EOF or error.
+fn read_buffer(s: &mut TcpStream, len: usize, timeout: Duration, stop: &StopFlag) -> Option<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut buf = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        let now = Instant::now();
+        if now >= deadline || stop.is_raised() {
+            return None;
+        }
+        s.set_read_timeout(Some((deadline - now).min(POLL))).ok()?;
+        match s.read(&mut buf[got..]) {
+            Ok(0) => return None,
+            Ok(n) => got += n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+    Some(buf)
+}
+
+enum DataChannel {
+    Udp(UdpSocket, SocketAddr),
+    Tcp(TcpStream, bool),
+}
+
+/// Runs the master: `on_line` gets every line the stock master would print (and netchar's
+/// notes, starting with [`wire::NOTE_PREFIX`]) as it happens, `on_report` each test's report
+/// as it ends.
+pub fn run_master(
+    cfg: &MasterConfig,
+    stop: &StopFlag,
+    on_line: &mut dyn FnMut(&str),
+    on_report: &mut dyn FnMut(&MasterReport),
+) -> MasterRun {
+    let mut run = MasterRun { started_at: crate::measure::now_rfc3339(), ..Default::default() };
+    let v6 = cfg.slave.is_ipv6();
+    let ctrl = match UdpSocket::bind(unspecified(v6, 0)) {
+        Ok(s) => s,
+        Err(e) => {
+            run.error = Some(format!("cannot open a UDP socket for nc_test's control: {e}"));
+            return run;
+        }
+    };
+    let mut suite = match &cfg.plan {
+        MasterPlan::Suite(seq) => MasterSuite::new(*seq),
+        MasterPlan::Single { kind, nbufs, buflen, pause } => MasterSuite::single(*kind, *nbufs, *buflen, *pause),
+    };
+    let mut buf = vec![0u8; 70_000];
+    let mut replied_once = false;
+    let mut udp_data: Option<UdpSocket> = None;
+    while !stop.is_raised() {
+        match suite.next_step() {
+            SuiteStep::Done => break,
+            SuiteStep::Print(l) => on_line(&l),
+            SuiteStep::Sleep(d) => sleep_unless_stopped(d, stop),
+            SuiteStep::RunTest(_) => {}
+            SuiteStep::Request(mut req) => {
+                if req.kind().is_some_and(Kind::is_test) {
+                    req.slave_port = u32::from(cfg.slave_data_port);
+                    req.master_port = u32::from(cfg.master_data_port);
+                }
+                // UDP data: bound before the request, so that none of the slave's first
+                // datagrams meets a closed port; on the stock 8771 unless that is taken (the
+                // request tells the slave which port).
+                if req.kind().is_some_and(Kind::is_udp) {
+                    let bound = bind_udp(unspecified(v6, cfg.master_data_port))
+                        .or_else(|_| bind_udp(unspecified(v6, 0)))
+                        .and_then(|s| s.local_addr().map(|a| (s, a.port())));
+                    udp_data = match bound {
+                        Ok((s, port)) => {
+                            req.master_port = u32::from(port);
+                            Some(s)
+                        }
+                        Err(e) => {
+                            run.error = Some(format!("cannot bind a UDP data port for nc_test: {e}"));
+                            break;
+                        }
+                    };
+                }
+                let reply = ctrl
+                    .send_to(&req.encode(), cfg.slave)
+                    .and_then(|_| recv_from_ip(&ctrl, cfg.slave.ip(), 64, wire::REPLY_TIMEOUT, stop, &mut buf));
+                let reply = match reply {
+                    Ok(r) => r,
+                    Err(e) => {
+                        run.error = Some(format!("nc_test control to {}: {e}", cfg.slave));
+                        break;
+                    }
+                };
+                if stop.is_raised() {
+                    break;
+                }
+                if reply.is_none() && !replied_once {
+                    // Nothing answers there: the rest of a sequence would wait 10 s per request.
+                    for l in suite.reply(None).0 {
+                        on_line(&l);
+                    }
+                    run.error = Some(format!(
+                        "no nc_test slave answered at {} within {} s: is nc_test_slave (or netchar server --nc-test) running there?",
+                        cfg.slave,
+                        wire::REPLY_TIMEOUT.as_secs()
+                    ));
+                    break;
+                }
+                replied_once |= reply.is_some();
+                let (lines, step) = suite.reply(reply.as_deref());
+                for l in &lines {
+                    on_line(l);
+                }
+                if let Some(SuiteStep::RunTest(test)) = step {
+                    let kind = test.report().kind;
+                    let channel = if kind.is_udp() {
+                        udp_data
+                            .take()
+                            .map(|s| DataChannel::Udp(s, SocketAddr::new(cfg.slave.ip(), cfg.slave_data_port)))
+                    } else {
+                        connect_tcp(SocketAddr::new(cfg.slave.ip(), cfg.slave_data_port), stop, on_line)
+                    };
+                    let report = channel.map(|ch| run_master_test(test, ch, cfg.slave.ip(), stop, on_line));
+                    if let Some(r) = &report {
+                        on_report(r);
+                    }
+                    suite.test_done(report);
+                }
+                udp_data = None;
+            }
+        }
+    }
+    if stop.is_raised() && run.error.is_none() {
+        run.error = Some("interrupted".into());
+    }
+    run.reports = suite.reports().to_vec();
+    run.idle_lines = suite.idle_lines().to_vec();
+    run
+}
+
+/// The stock master's connect: 3 s after the ACK, then up to 5 retries 1 s apart on refusal.
+fn connect_tcp(to: SocketAddr, stop: &StopFlag, on_line: &mut dyn FnMut(&str)) -> Option<DataChannel> {
+    sleep_unless_stopped(wire::TCP_CONNECT_DELAY, stop);
+    let mut failures = 0;
+    loop {
+        if stop.is_raised() {
+            return None;
+        }
+        match TcpStream::connect_timeout(&to, Duration::from_secs(5)) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Some(DataChannel::Tcp(s, false));
+            }
+            Err(e) => {
+                on_line(&format!("Can't connect to slave: {e}"));
+                failures += 1;
+                if failures > wire::MAX_ERRORS {
+                    on_line("Too many connection failures - giving up");
+                    return None;
+                }
+                if e.kind() != io::ErrorKind::ConnectionRefused {
+                    return None;
+                }
+                sleep_unless_stopped(Duration::from_secs(1), stop);
+            }
+        }
+    }
+}
+
+fn run_master_test(
+    mut test: Box<wire::MasterTest>,
+    mut ch: DataChannel,
+    slave_ip: IpAddr,
+    stop: &StopFlag,
+    on_line: &mut dyn FnMut(&str),
+) -> MasterReport {
+    let mut buf = vec![0u8; 70_000];
+    loop {
+        if stop.is_raised() {
+            break;
+        }
+        match test.next_step(Instant::now()) {
+            Step::Done => break,
+            Step::Print(l) => on_line(&l),
+            Step::Pause(d) => sleep_unless_stopped(d, stop),
+            Step::Send(bytes) => match &mut ch {
+                DataChannel::Udp(s, to) => {
+                    // ENOBUFS and the like: the buffer is lost, as for the stock master's
+                    // receiver; the loop goes on.
+                    let _ = s.send_to(&bytes, *to);
+                }
+                DataChannel::Tcp(s, dead) => {
+                    if !*dead && s.write_all(&bytes).is_err() {
+                        on_line("Slave connection broken");
+                        *dead = true;
+                    }
+                }
+            },
+            Step::Recv { len, timeout } => {
+                let got = match &mut ch {
+                    DataChannel::Udp(s, _) => recv_from_ip(s, slave_ip, len, timeout, stop, &mut buf).ok().flatten(),
+                    DataChannel::Tcp(s, dead) => {
+                        if *dead {
+                            None
+                        } else {
+                            let r = read_buffer(s, len, TCP_READ_TIMEOUT.max(timeout), stop);
+                            *dead = r.is_none();
+                            r
+                        }
+                    }
+                };
+                test.received(got.as_deref(), Instant::now());
+            }
+        }
+    }
+    (*test).into_report()
+}
+
+/// The netchar spec a test maps to (for the result file and the server's admission).
+pub fn spec_for(kind: Kind, nbufs: u32, buflen: u32, pause: Pause) -> TestSpec {
+    let (nbufs, buflen) = (u64::from(nbufs), u64::from(buflen));
+    let mut spec = match kind {
+        Kind::UdpEcho | Kind::TcpEcho => {
+            let mut s = TestSpec::rr_default();
+            s.block_bytes = buflen.max(1);
+            s.rr = Some(RrOptions {
+                udp: kind == Kind::UdpEcho,
+                request_bytes: buflen + wire::DATA_HEADER_LEN as u64,
+                response_bytes: buflen + wire::DATA_HEADER_LEN as u64,
+                inflight: 1,
+                timeout_seconds: wire::TEST_TIMEOUT.as_secs_f64(),
+                busy_poll: false,
+                connect_per_transaction: false,
+                pause_every: (pause.ticks > 0).then_some(u64::from(pause.threshold)),
+                pause_seconds: (wire::TICK * pause.ticks).as_secs_f64(),
+            });
+            s.end = EndCondition::Bytes(nbufs);
+            s
+        }
+        Kind::UdpSend | Kind::UdpRecv => {
+            let mut s = TestSpec::udp_default();
+            s.udp = Some(UdpOptions::default());
+            s
+        }
+        _ => TestSpec::tcp_default(),
+    };
+    if matches!(kind, Kind::UdpSend | Kind::UdpRecv | Kind::TcpSend | Kind::TcpRecv) {
+        spec.block_bytes = buflen + wire::DATA_HEADER_LEN as u64;
+        spec.end = EndCondition::Bytes(nbufs * (buflen + wire::DATA_HEADER_LEN as u64));
+        // Named from the slave's side: in "recv" the master (netchar) sends, up.
+        spec.direction = if matches!(kind, Kind::UdpRecv | Kind::TcpRecv) { Direction::Up } else { Direction::Down };
+    }
+    spec.interval_seconds = 0.0;
+    spec
+}
+
+fn latency(rtts: &[Duration]) -> LatencyUs {
+    let mut d = Distribution::new();
+    for r in rtts {
+        d.record((r.as_nanos() as u64).max(1));
+    }
+    if rtts.is_empty() {
+        return LatencyUs::default();
+    }
+    let us = |ns: u64| ns as f64 / 1e3;
+    LatencyUs {
+        min: us(d.min()),
+        mean: d.mean() / 1e3,
+        stddev: d.stddev() / 1e3,
+        p50: us(d.quantile(0.5)),
+        p90: us(d.quantile(0.9)),
+        p99: us(d.quantile(0.99)),
+        p999: us(d.quantile(0.999)),
+        max: us(d.max()),
+    }
+}
+
+fn record(id: u32, flow: Flow, role: Role, by: Endpoint, buffers: u64, bytes_per: u64, secs: f64) -> StreamRecord {
+    StreamRecord {
+        id,
+        flow,
+        role,
+        measured_by: by,
+        bytes: buffers * bytes_per,
+        seconds: secs,
+        omitted_bytes: 0,
+        retransmits: None,
+        omitted_retransmits: None,
+        omitted_seconds: None,
+        udp_sent: None,
+        udp_received: None,
+        rr: None,
+        cpu: None,
+        zerocopy: None,
+        intervals: Vec::new(),
+    }
+}
+
+/// One test of the master as a netchar result: `test.protocol` is "nc-test"; the master's
+/// figures are netchar's own (measured here); the far side's are the slave's results record
+/// (buffers it sent and received, counted by the slave). Bytes count whole buffers, the 16-byte
+/// header included (the stock master's printed KB/s excludes it: see `lines`).
+pub fn master_result(cfg: &MasterConfig, r: &MasterReport, started_at: &str, error: Option<String>) -> TestResult {
+    let spec = spec_for(r.kind, r.nbufs, r.buflen, r.pause);
+    let td = u64::from(r.buflen) + wire::DATA_HEADER_LEN as u64;
+    let secs = r.elapsed.as_secs_f64();
+    let mut streams = Vec::new();
+    let slave = r.results;
+    match r.kind {
+        Kind::UdpEcho | Kind::TcpEcho => {
+            let mut s = record(1, Flow::Up, Role::Sender, Endpoint::Client, u64::from(r.sent), td, secs);
+            s.rr = Some(RrFigures {
+                transactions: u64::from(r.received),
+                transactions_per_second: if secs > 0.0 { f64::from(r.received) / secs } else { 0.0 },
+                lost: u64::from(r.lost),
+                late: u64::from(r.late),
+                latency_us: latency(&r.rtts),
+                connect_latency_us: None,
+                receive_wakeup_us: None,
+            });
+            streams.push(s);
+        }
+        k => {
+            let up = matches!(k, Kind::UdpRecv | Kind::TcpRecv);
+            let flow = if up { Flow::Up } else { Flow::Down };
+            let (mine, theirs) = if up {
+                (u64::from(r.sent), slave.map(|x| u64::from(x.nrecvd)))
+            } else {
+                (u64::from(r.received), slave.map(|x| u64::from(x.nsent)))
+            };
+            let (my_role, their_role) =
+                if up { (Role::Sender, Role::Receiver) } else { (Role::Receiver, Role::Sender) };
+            let mut me = record(1, flow, my_role, Endpoint::Client, mine, td, secs);
+            let mut them = record(1, flow, their_role, Endpoint::Server, theirs.unwrap_or(0), td, secs);
+            if k.is_udp() {
+                let (sent, recvd) = if up { (mine, theirs.unwrap_or(0)) } else { (theirs.unwrap_or(0), mine) };
+                let sent_fig = UdpSent { packets: sent, ..Default::default() };
+                let lost = sent.saturating_sub(recvd);
+                let recv_fig = UdpReceived {
+                    packets: recvd,
+                    lost,
+                    loss_percent: if sent > 0 { 100.0 * lost as f64 / sent as f64 } else { 0.0 },
+                    out_of_order: if up { 0 } else { u64::from(r.seq_errors) },
+                    ..Default::default()
+                };
+                let (snd, rcv) = if up { (&mut me, &mut them) } else { (&mut them, &mut me) };
+                snd.udp_sent = Some(sent_fig);
+                rcv.udp_received = Some(recv_fig);
+            }
+            streams.push(me);
+            if theirs.is_some() {
+                streams.push(them);
+            }
+        }
+    }
+    let test = TestInfo {
+        spec,
+        remote: cfg.slave.to_string(),
+        family: if cfg.slave.is_ipv6() { "ipv6" } else { "ipv4" }.into(),
+        title: None,
+        client_cpu: None,
+        concurrent_tests: 1,
+        protocol: "nc-test".into(),
+        // nc_test carries no software name or version.
+        peer_software: None,
+    };
+    let header = netchar_model::ResultHeader {
+        test,
+        started_at: started_at.to_string(),
+        host: crate::measure::host_info(),
+        remote_host: None::<HostInfo>,
+    };
+    let error = error.or_else(|| {
+        if r.denied {
+            Some(format!("the nc_test slave denied {} [{},{}]", r.kind.name(), r.nbufs, r.buflen))
+        } else if r.results.is_none() {
+            Some("the nc_test slave sent no results record".into())
+        } else {
+            None
+        }
+    });
+    let mut result = TestResult::assemble(header, streams, Default::default(), error);
+    // Echo tests are request/response: their figures are the summary's, as for netchar's echo.
+    result.summary.rr = result.streams.iter().find_map(|s| s.rr.clone());
+    result
+}
+
+// ------------------------------------------------------------------------------------------
+// Slave
+
+/// `netchar server --nc-test`: the UDP control socket (7777) and the data sockets (8770, TCP
+/// listener and UDP), all bound at start, dual-stack.
+pub struct NcTestListener {
+    ctrl: UdpSocket,
+    udp: UdpSocket,
+    tcp: TcpListener,
+    data_port: u16,
+}
+
+impl NcTestListener {
+    /// Binds control on `control` and data on the same address with `data_port`.
+    pub fn bind(control: SocketAddr, data_port: u16) -> io::Result<Self> {
+        use socket2::{Domain, Socket, Type};
+        let ctrl = bind_udp(control)?;
+        let data_addr = SocketAddr::new(control.ip(), data_port);
+        let udp = bind_udp(data_addr)?;
+        let data_port = udp.local_addr()?.port();
+        let data_addr = SocketAddr::new(control.ip(), data_port);
+        let s = Socket::new(Domain::for_address(data_addr), Type::STREAM, None)?;
+        s.set_reuse_address(true)?;
+        if data_addr.is_ipv6() {
+            s.set_only_v6(false)?;
+        }
+        s.bind(&data_addr.into())?;
+        s.listen(16)?;
+        let tcp: TcpListener = s.into();
+        tcp.set_nonblocking(true)?;
+        Ok(Self { ctrl, udp, tcp, data_port })
+    }
+
+    /// The data port (the one bound, when 0 was asked for).
+    pub fn data_port(&self) -> u16 {
+        self.data_port
+    }
+}
+
+impl PeerListener for NcTestListener {
+    fn name(&self) -> &'static str {
+        "nc-test"
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.ctrl.local_addr().unwrap_or_else(|_| unspecified(true, wire::SLAVE_PORT))
+    }
+
+    fn run(self: Box<Self>, ctx: PeerContext) {
+        let mut slave = SlaveState {
+            wire: wire::Slave { data_port: self.data_port, ..wire::Slave::default() },
+            load: None,
+            idle: None,
+            last_request: Instant::now(),
+        };
+        let mut buf = vec![0u8; 2048];
+        let _ = self.ctrl.set_read_timeout(Some(POLL));
+        while !ctx.stop().is_raised() {
+            if (slave.load.is_some() || slave.idle.is_some()) && slave.last_request.elapsed() > LOAD_IDLE_OFF {
+                slave.set_load(0);
+                slave.idle = None;
+            }
+            let (n, master) = match self.ctrl.recv_from(&mut buf) {
+                Ok(x) => x,
+                Err(_) => continue,
+            };
+            slave.last_request = Instant::now();
+            let Some(mut d) = slave.wire.handle(&buf[..n]) else {
+                ctx.log(ServerLog::Rejected {
+                    peer: master,
+                    reason: format!("nc-test: a {n}-byte datagram is not a request"),
+                });
+                continue;
+            };
+            let mut admitted: Option<(PeerTest, TestSpec)> = None;
+            match &d.action {
+                SlaveAction::Test(req) => {
+                    let kind = req.kind().unwrap_or(Kind::UdpEcho);
+                    let spec = spec_for(kind, req.nbufs, req.buflen, Pause::default());
+                    match ctx.admit(&spec, master) {
+                        Ok(t) => admitted = Some((t, spec)),
+                        Err(refusal) => {
+                            ctx.log(ServerLog::Rejected {
+                                peer: master,
+                                reason: format!("nc-test: {}", refusal.reason),
+                            });
+                            d.reply = wire::Reply::nak(req.seq, wire::NAK_BAD_REQUEST);
+                            d.action = SlaveAction::None;
+                        }
+                    }
+                    // Stale datagrams and connections of an earlier test must not count in
+                    // this one.
+                    drain(&self.udp);
+                    while self.tcp.accept().is_ok() {}
+                }
+                SlaveAction::SetLoad(l) => slave.set_load(*l),
+                SlaveAction::StartIdle => slave.start_idle(),
+                SlaveAction::StopIdle => slave.stop_idle(&mut d.reply),
+                SlaveAction::Disconnect => {
+                    slave.set_load(0);
+                    slave.idle = None;
+                }
+                SlaveAction::None => {
+                    if !d.reply.is_ack() {
+                        if let Some(l) = &d.line {
+                            ctx.log(ServerLog::Rejected { peer: master, reason: format!("nc-test: {l}") });
+                        }
+                    }
+                }
+            }
+            let _ = self.ctrl.send_to(&d.reply.encode(), master);
+            if let (SlaveAction::Test(req), Some((guard, spec))) = (d.action, admitted) {
+                let log = self.serve_test(req, master, &ctx);
+                ctx.log(ServerLog::Test(Box::new(TestLog {
+                    protocol: "nc-test",
+                    peer: master,
+                    data_paths: log.data_path.into_iter().map(|p| (1, p)).collect(),
+                    user: None,
+                    spec,
+                    streams: log.streams,
+                    concurrent_tests: guard.concurrent_tests(),
+                    refused_data: log.refused,
+                    error: log.error,
+                })));
+                drop(guard);
+            }
+            if ctx.one_off_done() {
+                break;
+            }
+        }
+        slave.set_load(0);
+    }
+}
+
+struct SlaveState {
+    wire: wire::Slave,
+    load: Option<BackgroundLoad>,
+    idle: Option<(IdleMeter, (u64, Instant))>,
+    last_request: Instant,
+}
+
+impl SlaveState {
+    /// eCos's load threads each take about 10% of the CPU, `load/10` of them run: here one
+    /// duty-cycled thread at `load`% of a CPU.
+    fn set_load(&mut self, load: u32) {
+        if let Some(l) = self.load.take() {
+            let _ = l.finish();
+        }
+        if load > 0 {
+            self.load = Some(BackgroundLoad::start(f64::from(load.min(100)), 1));
+        }
+    }
+
+    /// The idle counters start at the first START_IDLE and keep running (at idle priority)
+    /// until DISCONNECT or a quiet spell, so that every run counts with the same threads.
+    fn start_idle(&mut self) {
+        let meter = match self.idle.take() {
+            Some((m, _)) => m,
+            None => IdleMeter::start(Duration::from_millis(50)),
+        };
+        let mark = meter.mark();
+        self.idle = Some((meter, mark));
+    }
+
+    fn stop_idle(&mut self, reply: &mut wire::Reply) {
+        if let Some((meter, (count0, t0))) = &self.idle {
+            let (count0, t0) = (*count0, *t0);
+            let (count1, _) = meter.mark();
+            let ticks = (t0.elapsed().as_millis() / wire::TICK.as_millis()) as u32;
+            let count = count1.saturating_sub(count0);
+            reply.elapsed_ticks = ticks;
+            reply.count_hi = (count >> 32) as u32;
+            reply.count_lo = count as u32;
+        }
+    }
+}
+
+fn stopped(ctx: &PeerContext) -> String {
+    if ctx.stop().is_raised() {
+        "the server stopped".into()
+    } else {
+        "stopped at the server's --max-duration".into()
+    }
+}
+
+fn drain(udp: &UdpSocket) {
+    let _ = udp.set_nonblocking(true);
+    let mut b = [0u8; 2048];
+    while udp.recv_from(&mut b).is_ok() {}
+    let _ = udp.set_nonblocking(false);
+}
+
+struct SlaveLog {
+    streams: Vec<StreamRecord>,
+    data_path: Option<SocketAddr>,
+    refused: u64,
+    error: Option<String>,
+}
+
+impl NcTestListener {
+    fn serve_test(&self, req: Request, master: SocketAddr, ctx: &PeerContext) -> SlaveLog {
+        let Some(mut test) = SlaveTest::new(req) else {
+            return SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: Some("not a test".into()) };
+        };
+        let kind = req.kind().unwrap_or(Kind::UdpEcho);
+        let td = u64::from(req.buflen) + wire::DATA_HEADER_LEN as u64;
+        let mut log = SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: None };
+        let start = Instant::now();
+        // The server's --max-duration holds for nc_test too (its requests count buffers).
+        let deadline = ctx.limits().max_duration.map(|d| start + d);
+        let over = || deadline.is_some_and(|d| Instant::now() >= d);
+        let recv_from_ok = |ip: IpAddr| same_ip(ip, master.ip()) || ctx.data_allowed(master.ip(), ip);
+        if kind.is_udp() {
+            let to = SocketAddr::new(master.ip(), req.master_port as u16);
+            log.data_path = Some(to);
+            let mut buf = vec![0u8; 70_000];
+            let _ = self.udp.set_read_timeout(Some(POLL));
+            if kind == Kind::UdpSend {
+                // The stock master binds its data port only once it has the ACK: datagrams
+                // sent at once meet a closed port (all of them, from a fast slave; the stock
+                // master then waits 3 s for each of the buffers it never gets).
+                std::thread::sleep(UDP_SEND_HEAD_START);
+            }
+            let (paced_from, mut sent) = (Instant::now(), 0u32);
+            loop {
+                if ctx.stop().is_raised() || over() {
+                    log.error = Some(stopped(ctx));
+                    // The master gets the counts so far rather than a 21 s wait for nothing.
+                    let _ = self.udp.send_to(&test.results().encode(), to);
+                    break;
+                }
+                match test.next_step() {
+                    Step::Done => break,
+                    Step::Print(_) | Step::Pause(_) => {}
+                    Step::Send(b) => {
+                        if b.len() != wire::RESULTS_LEN {
+                            sent += 1;
+                            if sent % 10 == 0 {
+                                let due = paced_from + UDP_SEND_INTERVAL * sent;
+                                let now = Instant::now();
+                                if due > now {
+                                    std::thread::sleep(due - now);
+                                }
+                            }
+                        }
+                        if self.udp.send_to(&b, to).is_err() {
+                            test.send_failed();
+                        }
+                    }
+                    Step::Recv { len, timeout } => {
+                        let deadline = Instant::now() + timeout;
+                        let mut got = None;
+                        while Instant::now() < deadline && !ctx.stop().is_raised() {
+                            match self.udp.recv_from(&mut buf) {
+                                Ok((n, src)) if recv_from_ok(src.ip()) => {
+                                    got = Some(buf[..n.min(len)].to_vec());
+                                    break;
+                                }
+                                Ok(_) => log.refused += 1,
+                                Err(_) => {}
+                            }
+                        }
+                        test.received(got.as_deref());
+                    }
+                }
+            }
+        } else {
+            // The master connects 3 s after the ACK.
+            let deadline = Instant::now() + ACCEPT_WAIT;
+            let mut conn = None;
+            while Instant::now() < deadline && !ctx.stop().is_raised() {
+                match self.tcp.accept() {
+                    Ok((s, peer)) if recv_from_ok(peer.ip()) => match ctx.connection(peer.ip()) {
+                        Ok(slot) => {
+                            conn = Some((s, peer, slot));
+                            break;
+                        }
+                        Err(reason) => {
+                            ctx.log(ServerLog::Rejected { peer, reason });
+                            log.refused += 1;
+                        }
+                    },
+                    Ok(_) => log.refused += 1,
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+            let Some((mut s, peer, _slot)) = conn else {
+                log.error =
+                    Some(format!("the master did not connect to the data port within {} s", ACCEPT_WAIT.as_secs()));
+                return log;
+            };
+            log.data_path = Some(peer);
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_nodelay(true);
+            let mut dead = false;
+            loop {
+                if ctx.stop().is_raised() || over() {
+                    log.error = Some(stopped(ctx));
+                    if !dead {
+                        let _ = s.write_all(&test.results().encode());
+                    }
+                    break;
+                }
+                match test.next_step() {
+                    Step::Done => break,
+                    Step::Print(_) | Step::Pause(_) => {}
+                    Step::Send(b) => {
+                        if dead || s.write_all(&b).is_err() {
+                            dead = true;
+                            test.send_failed();
+                        }
+                    }
+                    Step::Recv { len, timeout } => {
+                        let got = if dead { None } else { read_buffer(&mut s, len, timeout, ctx.stop()) };
+                        dead |= got.is_none();
+                        test.received(got.as_deref());
+                    }
+                }
+            }
+        }
+        let r = test.results();
+        let secs = start.elapsed().as_secs_f64();
+        if kind.slave_receives() {
+            let mut rec = record(1, Flow::Up, Role::Receiver, Endpoint::Server, u64::from(r.nrecvd), td, secs);
+            if kind.is_udp() {
+                rec.udp_received = Some(UdpReceived {
+                    packets: u64::from(r.nrecvd),
+                    out_of_order: u64::from(test.seq_errors()),
+                    ..Default::default()
+                });
+            }
+            log.streams.push(rec);
+        }
+        if kind.slave_sends() {
+            let mut rec = record(2, Flow::Down, Role::Sender, Endpoint::Server, u64::from(r.nsent), td, secs);
+            if kind.is_udp() {
+                rec.udp_sent = Some(UdpSent { packets: u64::from(r.nsent), ..Default::default() });
+            }
+            log.streams.push(rec);
+        }
+        if test.lost() > wire::MAX_ERRORS && log.error.is_none() {
+            log.error = Some(format!("gave up after {} receive timeouts", test.lost()));
+        }
+        log
+    }
+}
