@@ -886,6 +886,9 @@ static void on_hello(int i, uint64_t now)
             refuse_conn(i, "{\"type\":\"busy\",\"running\":1,\"max\":1}", now);
             return;
         }
+        int one = 1;
+        /* Control messages are small and each one is awaited: no Nagle delay on them. */
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, (const char *)&one, sizeof one);
         S.ctrl = i;
         c->state = CS_CONTROL;
         S.ts = T_AWAIT_REQUEST;
