@@ -15,8 +15,9 @@
 #define NS_PER_S 1000000000ull
 #define NONE UINT64_MAX
 
-/* A peer that resets must not raise SIGPIPE where the stack has it. */
-#ifdef MSG_NOSIGNAL
+/* A peer that resets must not raise SIGPIPE where the stack has it. lwIP's sockets.h defines
+ * MSG_NOSIGNAL but marks it unimplemented (there are no signals): not passed there. */
+#if defined(MSG_NOSIGNAL) && !defined(NC_PLATFORM_LWIP)
 #define NC_SEND_FLAGS MSG_NOSIGNAL
 #else
 #define NC_SEND_FLAGS 0
