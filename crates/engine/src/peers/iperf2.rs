@@ -333,14 +333,13 @@ mod tests {
 
 // ---------------------------------------------------------------- server role
 
-use crate::peers::{PeerContext, PeerListener, PeerTest};
+use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
 use crate::server::{bind_udp, ServerLog, TestLog};
 use netchar_model::{UdpOptions, UdpRate};
 use netchar_wire::iperf2::UdpHeader;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::{Arc, Mutex};
 
 /// The longest wait before the stop flag is checked again.
 const POLL: Duration = Duration::from_millis(100);
@@ -363,15 +362,7 @@ pub struct Iperf2Listener {
 impl Iperf2Listener {
     /// Binds TCP and UDP on `addr` (`[::]` also takes IPv4); a busy port fails here.
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
-        use socket2::{Domain, Socket, Type};
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-        socket.set_reuse_address(true)?;
-        if addr.is_ipv6() {
-            socket.set_only_v6(false)?;
-        }
-        socket.bind(&addr.into())?;
-        socket.listen(128)?;
-        let tcp: TcpListener = socket.into();
+        let tcp = super::bind_tcp_listener(addr)?;
         let udp = bind_udp(tcp.local_addr()?)?;
         Ok(Self { tcp, udp })
     }
@@ -385,53 +376,12 @@ impl PeerListener for Iperf2Listener {
         self.tcp.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
     fn run(self: Box<Self>, ctx: PeerContext) {
-        let tests = Tests::default();
+        let tests = AddressTests::default();
         let (c2, t2) = (ctx.clone(), tests.clone());
         let Self { tcp, udp } = *self;
         let udp_thread = std::thread::spawn(move || serve_udp(udp, c2, t2));
         serve_tcp(tcp, ctx, tests);
         let _ = udp_thread.join();
-    }
-}
-
-/// The tests running per client address: the `-P` connections (or UDP sources) of one
-/// address are one test under the shared admission.
-#[derive(Clone, Default)]
-struct Tests(Arc<Mutex<HashMap<IpAddr, Shares>>>);
-
-/// An address's test and how many connections or UDP sources share it.
-type Shares = (Arc<PeerTest>, usize);
-
-/// One connection's or UDP source's share of its address's test.
-struct Joined {
-    tests: Tests,
-    ip: IpAddr,
-    test: Arc<PeerTest>,
-}
-
-impl Tests {
-    fn join(&self, ctx: &PeerContext, spec: &TestSpec, peer: SocketAddr) -> Result<Joined, String> {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let ip = peer.ip();
-        if let Some((test, n)) = map.get_mut(&ip) {
-            *n += 1;
-            return Ok(Joined { tests: self.clone(), ip, test: test.clone() });
-        }
-        let test = Arc::new(ctx.admit(spec, peer).map_err(|r| r.reason)?);
-        map.insert(ip, (test.clone(), 1));
-        Ok(Joined { tests: self.clone(), ip, test })
-    }
-}
-
-impl Drop for Joined {
-    fn drop(&mut self) {
-        let mut map = self.tests.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, n)) = map.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.ip);
-            }
-        }
     }
 }
 
@@ -462,7 +412,7 @@ pub fn to_spec(h: &ClientHeader, udp: bool, ctx_limits: &crate::admission::Limit
     spec
 }
 
-fn serve_tcp(listener: TcpListener, ctx: PeerContext, tests: Tests) {
+fn serve_tcp(listener: TcpListener, ctx: PeerContext, tests: AddressTests) {
     let _ = listener.set_nonblocking(true);
     loop {
         if ctx.stop().is_raised() {
@@ -519,7 +469,7 @@ fn retry(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
 }
 
-fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, tests: &Tests) {
+fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, tests: &AddressTests) {
     let (head, header) = match read_header(&mut stream, ctx) {
         Ok(x) => x,
         Err(reason) => {
@@ -699,7 +649,7 @@ impl UdpSource {
     }
 }
 
-fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: Tests) {
+fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
     let _ = socket.set_read_timeout(Some(POLL));
     crate::tcp_setup::size_udp_buffers(&socket);
     let mut sources: HashMap<SocketAddr, UdpSource> = HashMap::new();

@@ -66,15 +66,7 @@ pub struct Iperf3Listener {
 impl Iperf3Listener {
     /// Binds TCP and UDP on `addr` (`[::]` also takes IPv4).
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
-        use socket2::{Domain, Socket, Type};
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-        socket.set_reuse_address(true)?;
-        if addr.is_ipv6() {
-            socket.set_only_v6(false)?;
-        }
-        socket.bind(&addr.into())?;
-        socket.listen(128)?;
-        let tcp: TcpListener = socket.into();
+        let tcp = super::bind_tcp_listener(addr)?;
         let local = tcp.local_addr()?;
         let udp = bind_udp(local)?;
         Ok(Self { tcp, udp })

@@ -71,6 +71,12 @@ pub struct PeerRefusal {
     pub reason: String,
 }
 
+impl std::fmt::Display for PeerRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
 /// A connection's place under the per-source and total connection caps; given back on drop.
 pub struct ConnectionSlot(#[allow(dead_code)] SourceSlot);
 
@@ -130,5 +136,63 @@ impl PeerContext {
     pub fn one_off_done(&self) -> bool {
         let r = &self.shared.registry;
         self.shared.cfg.one_off && r.admitted_total.load(Ordering::SeqCst) > 0 && r.running.load(Ordering::SeqCst) == 0
+    }
+}
+
+/// A TCP listener on `addr` (`[::]` also takes IPv4), as every peer protocol's server binds
+/// one: a port in use fails here, at start.
+pub(crate) fn bind_tcp_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(false)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(128)?;
+    Ok(socket.into())
+}
+
+/// The tests running per client address, for protocols without a control connection (iperf2,
+/// echo/discard/chargen): every connection and UDP source of one address is one test under
+/// the shared admission, so a client's `-P` streams are one test, not one each.
+#[derive(Clone, Default)]
+pub(crate) struct AddressTests(Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, Shares>>>);
+
+/// An address's test and how many connections or UDP sources share it.
+type Shares = (Arc<PeerTest>, usize);
+
+/// A connection's or UDP source's share of its address's test; the last one out frees it.
+pub(crate) struct Joined {
+    tests: AddressTests,
+    ip: IpAddr,
+    /// The address's test.
+    pub(crate) test: Arc<PeerTest>,
+}
+
+impl AddressTests {
+    /// Joins the test of `peer`'s address, admitting `spec` for it when it has none.
+    pub(crate) fn join(&self, ctx: &PeerContext, spec: &TestSpec, peer: SocketAddr) -> Result<Joined, PeerRefusal> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let ip = peer.ip();
+        if let Some((test, n)) = map.get_mut(&ip) {
+            *n += 1;
+            return Ok(Joined { tests: self.clone(), ip, test: test.clone() });
+        }
+        let test = Arc::new(ctx.admit(spec, peer)?);
+        map.insert(ip, (test.clone(), 1));
+        Ok(Joined { tests: self.clone(), ip, test })
+    }
+}
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        let mut map = self.tests.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, n)) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
     }
 }

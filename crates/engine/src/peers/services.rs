@@ -19,7 +19,7 @@
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
 use crate::dataplane::DatagramFormatKind;
-use crate::peers::{PeerContext, PeerListener, PeerRefusal, PeerTest};
+use crate::peers::{AddressTests, Joined, PeerContext, PeerListener, PeerTest};
 use crate::server::{ServerLog, TestLog};
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec,
@@ -29,7 +29,6 @@ use netchar_wire::ProtocolError;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a UDP test of a source lasts after its last datagram, on the server.
@@ -258,48 +257,6 @@ impl Default for ServicePorts {
     }
 }
 
-/// The tests running per client address: every connection and UDP source of one address
-/// (across the three services) is one test, so `-P` streams are one test under the shared
-/// admission, not one each.
-#[derive(Clone, Default)]
-struct Tests(Arc<Mutex<HashMap<IpAddr, Shares>>>);
-
-/// An address's test and how many connections or UDP sources share it.
-type Shares = (Arc<PeerTest>, usize);
-
-/// A connection's or UDP source's share of its address's test; the last one out frees it.
-struct Joined {
-    tests: Tests,
-    ip: IpAddr,
-    test: Arc<PeerTest>,
-}
-
-impl Tests {
-    fn join(&self, ctx: &PeerContext, spec: &TestSpec, peer: SocketAddr) -> Result<Joined, PeerRefusal> {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let ip = peer.ip();
-        if let Some((test, n)) = map.get_mut(&ip) {
-            *n += 1;
-            return Ok(Joined { tests: self.clone(), ip, test: test.clone() });
-        }
-        let test = Arc::new(ctx.admit(spec, peer)?);
-        map.insert(ip, (test.clone(), 1));
-        Ok(Joined { tests: self.clone(), ip, test })
-    }
-}
-
-impl Drop for Joined {
-    fn drop(&mut self) {
-        let mut map = self.tests.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, n)) = map.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.ip);
-            }
-        }
-    }
-}
-
 /// The bound sockets of one service.
 struct Bound {
     service: Service,
@@ -323,7 +280,7 @@ impl ServicesListener {
             let addr = SocketAddr::new(ip, port);
             let err =
                 |what: &str, e: io::Error| io::Error::new(e.kind(), format!("{} {what} {addr}: {e}", service.name()));
-            let tcp = bind_tcp(addr).map_err(|e| err("TCP", e))?;
+            let tcp = super::bind_tcp_listener(addr).map_err(|e| err("TCP", e))?;
             // Port 0 picks a port for TCP; UDP takes the same number.
             let udp_addr = SocketAddr::new(ip, tcp.local_addr()?.port());
             let udp = bind_udp(udp_addr).map_err(|e| err("UDP", e))?;
@@ -351,7 +308,7 @@ impl PeerListener for ServicesListener {
     }
     fn run(self: Box<Self>, ctx: PeerContext) {
         let mut threads = Vec::new();
-        let tests = Tests::default();
+        let tests = AddressTests::default();
         for b in self.bound {
             let (c1, c2) = (ctx.clone(), ctx.clone());
             let (t1, t2) = (tests.clone(), tests.clone());
@@ -388,7 +345,7 @@ fn admitted_spec(service: Service, kind: TestKind, ctx: &PeerContext) -> TestSpe
     spec
 }
 
-fn serve_tcp(service: Service, listener: TcpListener, ctx: PeerContext, tests: Tests) {
+fn serve_tcp(service: Service, listener: TcpListener, ctx: PeerContext, tests: AddressTests) {
     let _ = listener.set_nonblocking(true);
     loop {
         if ctx.stop().is_raised() {
@@ -551,19 +508,6 @@ fn tcp_session(
     (records, error)
 }
 
-/// A listening TCP socket on `addr` (dual-stack on `::`).
-fn bind_tcp(addr: SocketAddr) -> io::Result<TcpListener> {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(false)?;
-    }
-    socket.bind(&addr.into())?;
-    socket.listen(128)?;
-    Ok(socket.into())
-}
-
 /// A UDP socket on `addr` (dual-stack on `::`); a port in use fails.
 fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     use socket2::{Domain, Socket, Type};
@@ -594,7 +538,7 @@ struct UdpSource {
     chargen: ChargenSource,
 }
 
-fn serve_udp(service: Service, socket: UdpSocket, ctx: PeerContext, tests: Tests) {
+fn serve_udp(service: Service, socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
     let _ = socket.set_read_timeout(Some(POLL));
     let mut sources: HashMap<SocketAddr, UdpSource> = HashMap::new();
     let mut buf = vec![0u8; 65_536];
