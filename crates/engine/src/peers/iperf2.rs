@@ -275,62 +275,6 @@ impl ClientControl for Iperf2Control {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn refuses_what_the_peers_cannot_run() {
-        let now = Instant::now();
-        let mut udp_down = TestSpec::udp_default();
-        udp_down.direction = Direction::Down;
-        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001).err().unwrap().contains("UDP -R"));
-        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001)
-            .err()
-            .unwrap()
-            .contains("TCP only"));
-        let mut down = TestSpec::tcp_default();
-        down.direction = Direction::Down;
-        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001).err().unwrap().contains("dial-back"));
-        assert!(Iperf2Control::new(now, Flavour::Iperf2, &down, 5001).is_ok());
-    }
-
-    #[test]
-    fn server_reports_become_the_far_end_of_each_layout() {
-        let now = Instant::now();
-        let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::udp_default(), 5001).unwrap();
-        // 2.1: 448 data datagrams and the FIN, 2 lost: the report counts the FIN.
-        let r21 = ServerReport { bytes: 447 * 1470, datagrams: 449, lost: 2, ..ServerReport::default() };
-        // 2.0.5: netchar's 426 data datagrams (numbered from 1) and the FIN: the server counts
-        // the 0 it expected as lost and leaves the FIN out.
-        let r205 = ServerReport { bytes: 426 * 1470, datagrams: 427, lost: 1, ..ServerReport::default() };
-        c.end_replies(now, vec![(1, r21.reply(Layout::V21, &[])), (2, r205.reply(Layout::V205, &[0xFF; 12]))]);
-        c.local_senders_done(now, Vec::new());
-        let records = c.report_records();
-        let u1 = records[0].udp_received.as_ref().unwrap();
-        assert_eq!((u1.packets, u1.lost), (447, 2), "sent 449 = 447 received + 2 lost");
-        let u2 = records[1].udp_received.as_ref().unwrap();
-        assert_eq!((u2.packets, u2.lost), (427, 0), "sent 427 (the FIN included) = 427 received");
-    }
-
-    #[test]
-    fn tcp_preambles() {
-        let now = Instant::now();
-        let up = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001).unwrap();
-        let p = up.tcp_preamble();
-        assert_eq!(p.len(), 24);
-        assert_eq!(&p[..4], &[0, 0, 0, 0]);
-        let mut spec = TestSpec::tcp_default();
-        spec.direction = Direction::Down;
-        let down = Iperf2Control::new(now, Flavour::Iperf2, &spec, 5001).unwrap();
-        let (h, len) = ClientHeader::decode(&down.tcp_preamble()).unwrap().unwrap();
-        assert_eq!(len, 60);
-        assert!(h.reverse());
-        let lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001).unwrap();
-        assert_eq!(lw.tcp_preamble().len(), 48);
-    }
-}
-
 // ---------------------------------------------------------------- server role
 
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
@@ -771,5 +715,61 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
         let at_ns = epoch.elapsed().unwrap_or_default().as_nanos() as u64
             + epoch.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
         s.jitter.record(sent_ns, at_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_what_the_peers_cannot_run() {
+        let now = Instant::now();
+        let mut udp_down = TestSpec::udp_default();
+        udp_down.direction = Direction::Down;
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001).err().unwrap().contains("UDP -R"));
+        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001)
+            .err()
+            .unwrap()
+            .contains("TCP only"));
+        let mut down = TestSpec::tcp_default();
+        down.direction = Direction::Down;
+        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001).err().unwrap().contains("dial-back"));
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &down, 5001).is_ok());
+    }
+
+    #[test]
+    fn server_reports_become_the_far_end_of_each_layout() {
+        let now = Instant::now();
+        let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::udp_default(), 5001).unwrap();
+        // 2.1: 448 data datagrams and the FIN, 2 lost: the report counts the FIN.
+        let r21 = ServerReport { bytes: 447 * 1470, datagrams: 449, lost: 2, ..ServerReport::default() };
+        // 2.0.5: netchar's 426 data datagrams (numbered from 1) and the FIN: the server counts
+        // the 0 it expected as lost and leaves the FIN out.
+        let r205 = ServerReport { bytes: 426 * 1470, datagrams: 427, lost: 1, ..ServerReport::default() };
+        c.end_replies(now, vec![(1, r21.reply(Layout::V21, &[])), (2, r205.reply(Layout::V205, &[0xFF; 12]))]);
+        c.local_senders_done(now, Vec::new());
+        let records = c.report_records();
+        let u1 = records[0].udp_received.as_ref().unwrap();
+        assert_eq!((u1.packets, u1.lost), (447, 2), "sent 449 = 447 received + 2 lost");
+        let u2 = records[1].udp_received.as_ref().unwrap();
+        assert_eq!((u2.packets, u2.lost), (427, 0), "sent 427 (the FIN included) = 427 received");
+    }
+
+    #[test]
+    fn tcp_preambles() {
+        let now = Instant::now();
+        let up = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001).unwrap();
+        let p = up.tcp_preamble();
+        assert_eq!(p.len(), 24);
+        assert_eq!(&p[..4], &[0, 0, 0, 0]);
+        let mut spec = TestSpec::tcp_default();
+        spec.direction = Direction::Down;
+        let down = Iperf2Control::new(now, Flavour::Iperf2, &spec, 5001).unwrap();
+        let (h, len) = ClientHeader::decode(&down.tcp_preamble()).unwrap().unwrap();
+        assert_eq!(len, 60);
+        assert!(h.reverse());
+        let lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001).unwrap();
+        assert_eq!(lw.tcp_preamble().len(), 48);
     }
 }
