@@ -543,6 +543,28 @@ fn route_data_connection(stream: TcpStream, peer: SocketAddr, hello: &Hello, sha
     (shared.log)(ServerLog::Rejected { peer, reason: reason.into() });
 }
 
+/// Closes a control connection gently: this side first, then whatever the client still sends
+/// is read until it closes (2 s at most). Closing with unread bytes would send a reset, and a
+/// reset makes the client's kernel drop the answers it has not read yet.
+pub(crate) fn linger(stream: &mut TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut buf = [0u8; 4096];
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    while Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return,
+        }
+    }
+}
+
 fn describe_client_bytes(b: &[u8]) -> String {
     if b.is_empty() {
         return "it sent nothing".into();
@@ -922,22 +944,7 @@ impl<'a> ControlSession<'a> {
     /// sends is read until it closes. Closing with unread bytes would send a reset, and a
     /// reset makes the client's kernel drop the results it has not read yet.
     fn linger(&mut self) {
-        let _ = self.stream.shutdown(std::net::Shutdown::Write);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let mut buf = [0u8; 4096];
-        let _ = self.stream.set_read_timeout(Some(Duration::from_millis(100)));
-        while Instant::now() < deadline {
-            match self.stream.read(&mut buf) {
-                Ok(0) => return,
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(_) => return,
-            }
-        }
+        linger(&mut self.stream);
     }
 
     /// Frees the test's slot, rate and routes. Called before the results go out: a client

@@ -274,7 +274,7 @@ impl<'a> ControlSession<'a> {
         // The slot goes back before the log line: a client that starts its next test at once
         // must not find this one still counted.
         me.test = None;
-        me.linger();
+        crate::server::linger(&mut me.stream);
         match me.spec.take() {
             Some(spec) if concurrent_tests > 0 => me.ctx.log(ServerLog::Test(Box::new(TestLog {
                 protocol: "iperf3",
@@ -575,22 +575,6 @@ impl<'a> ControlSession<'a> {
             text.push('\n');
         }
         text
-    }
-
-    /// Closes the control connection gently: a reset would drop the results unread.
-    fn linger(&mut self) {
-        let _ = self.stream.shutdown(std::net::Shutdown::Write);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let mut buf = [0u8; 4096];
-        let _ = self.stream.set_read_timeout(Some(Duration::from_millis(100)));
-        while Instant::now() < deadline {
-            match self.stream.read(&mut buf) {
-                Ok(0) => return,
-                Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
-                Err(_) => return,
-            }
-        }
     }
 }
 
