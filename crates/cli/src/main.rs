@@ -8,6 +8,7 @@ mod nc_test;
 mod plan;
 mod plans;
 mod quick;
+mod report;
 mod serve;
 mod suites;
 
@@ -163,6 +164,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(args::Command::Suite(a)) => run_suite(&a, &stop),
         Some(args::Command::Run(a)) => run_plan(&a, &stop),
         Some(args::Command::Compare(a)) => run_compare(&a),
+        Some(args::Command::Report(a)) => report::run(&a),
         Some(args::Command::Echo(a)) => {
             let plans = plan::TcpPlan::from_echo_args(&a)?;
             run_echo(&plans, &stop)
