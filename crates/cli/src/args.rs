@@ -44,6 +44,10 @@ pub(crate) enum Command {
     Run(RunArgs),
     /// Tables or CSV of saved results: `--json` files, `--repeat` arrays, `--save` directories.
     Report(ReportArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff): netchar(1), or with COMMAND that command's page.
+    Man(ManArgs),
 }
 
 /// `netchar server`. Every setting may also come from `--config FILE` (TOML, the same names
@@ -398,6 +402,20 @@ pub(crate) struct ReportArgs {
     /// a: a prefix picked per value). CSV is always bit/s.
     #[arg(long = "unit", default_value = "a")]
     pub(crate) rate: String,
+}
+
+/// `netchar completions`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    pub(crate) shell: clap_complete::Shell,
+}
+
+/// `netchar man`.
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// A command (tcp, udp, report, ...) for its own page with all its options.
+    pub(crate) command: Option<String>,
 }
 
 /// `netchar suite`.
