@@ -163,9 +163,9 @@ fn udp_paced_carries_the_iperf_servers_report() {
     assert_eq!(u(&up["receiver"]["total_bytes"]), bytes, "the report's bytes are the server's CSV bytes");
     assert_eq!(u(&up["receiver"]["lost"]), lost);
     assert_eq!(u(&up["receiver"]["packets"]) + lost, total);
-    // And netchar's own sender count is what the server counted (loopback at 5 Mbit/s: no loss).
-    assert_eq!(lost, 0, "{line:?}");
-    assert_eq!(u(&up["sender"]["total_bytes"]), bytes);
+    // And netchar's own sender count is what the server counted plus what it lost (none on
+    // an idle loopback; a starved iperf -s overflows its socket buffer on a loaded machine).
+    assert_eq!(u(&up["sender"]["total_bytes"]), bytes + lost * 1470, "{line:?}");
     assert_eq!(u(&up["sender"]["packets"]), total, "the FIN counts as a datagram on both ends");
     assert_eq!(up["packets_accounted"], true);
 }
@@ -273,4 +273,61 @@ fn iperf_udp_clients_read_the_servers_report() {
     let (lost, total): (u64, u64) = (lost.parse().unwrap(), total.parse().unwrap());
     assert_eq!(lost, 0, "{report}");
     assert_eq!(total * 1000, logged_bytes(log), "the report's datagrams (the FIN's included) are the logged bytes");
+}
+
+/// lwIP lwiperf's client as lwiperf.c writes it (see crates/wire/tests/lwiperf_transcript.rs):
+/// the 24-byte settings twice (flags, 1 thread, port 5001, 0, 0, amount −1000), then
+/// "0123456789" from offset 48. netchar's server counts every byte but the first header (as
+/// it counts an iperf 2.0.5 client's; lwiperf's own count takes in both headers: 24 more).
+#[test]
+fn an_lwiperf_client_transcript_replayed_against_the_server() {
+    use std::io::Write;
+    let (s, port) = server();
+    for (flags, dial_back) in [(0u32, false), (0x8000_0000, true)] {
+        let mut settings = Vec::new();
+        for w in [flags, 1, 5001, 0, 0, (-1000i32) as u32] {
+            settings.extend_from_slice(&w.to_be_bytes());
+        }
+        let mut transcript = [settings.clone(), settings].concat();
+        transcript.extend((48..48 + 100_000).map(|i| b"0123456789"[i % 10]));
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(&transcript).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        // The server closes at once after EOF.
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut c, &mut rest);
+        let log = &logged_tests(&s, 1)[0];
+        assert_eq!(logged_bytes(log), transcript.len() as u64 - 24);
+        assert_eq!(log["error"].as_str().is_some_and(|e| e.contains("-d/-r")), dial_back, "{log}");
+    }
+}
+
+/// Garbage on the iperf2 port (a header that claims more than 256 bytes, a silent connection,
+/// short and foreign UDP datagrams, a FIN of no test) is refused or ignored, and the server
+/// keeps serving.
+#[test]
+fn hostile_iperf2_input_leaves_the_server_serving() {
+    use std::io::Write;
+    let (s, port) = server();
+    // LEN_BIT with the length bits all set: 0x1FE >> 1 = 255 bytes is within the cap; 0xFFFF
+    // flags are not (a 2.1 permit-key length is masked off by iperf2 itself).
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(&[0x00, 0x01, 0x01, 0xFE, 1, 2, 3]).unwrap();
+    drop(c);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.connect(("127.0.0.1", port)).unwrap();
+    for d in [&b"x"[..], &[0xFF; 16][..], &[0u8; 11][..]] {
+        udp.send(d).unwrap();
+    }
+    // The server still answers a real test.
+    let r = netchar(&["tcp", "127.0.0.1", "-p", &port.to_string(), "--proto", "iperf2", "-n", "1M", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let logs: Vec<Value> = (0..3)
+        .flat_map(|_| s.log_lines(Duration::from_millis(500)))
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect();
+    let test = logs.iter().find(|v| v["event"] == "test" && v["error"].is_null()).expect("the real test ran");
+    // netchar's server counts as the client counts: netchar's client (as iperf 2.0.5's) does
+    // not count its 24-byte header, written before the data.
+    assert_eq!(logged_bytes(test), 1_000_000);
 }

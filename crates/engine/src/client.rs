@@ -287,12 +287,13 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
                 if cfg.protocol == Protocol::Auto && !driver.plane_started && what.contains("said nothing") =>
             {
                 let hint = match cfg.port {
-                    9 => Some("discard"),
-                    5001 => Some("iperf2"),
+                    9 => Some(("discard", "add --proto discard".to_string())),
+                    5001 => Some(("iperf2", "add --proto iperf2 (or --proto lwiperf for lwIP's)".to_string())),
+                    18767 => Some(("netio", format!("run `netchar suite netio {} --proto netio`", cfg.host))),
                     _ => None,
                 };
                 let what = match hint {
-                    Some(p) => format!("{what}; port {} is {p}'s: if {p} runs there, add --proto {p}", cfg.port),
+                    Some((p, how)) => format!("{what}; port {} is {p}'s: if {p} runs there, {how}", cfg.port),
                     None => what,
                 };
                 return ClientRun { result: None, error: Some(ClientError::Protocol(ProtocolError::NotNetchar(what))) };

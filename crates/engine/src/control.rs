@@ -233,11 +233,7 @@ impl ClientControl for NativeClient {
                 cookie, concurrent_tests, host, data_port, session_key, server_version, ..
             } => ControlEvent::Admitted {
                 streams: self.streams(cookie, data_port, session_key),
-                peer: PeerInfo {
-                    concurrent_tests,
-                    host: Some(host),
-                    software: Some(format!("netchar {server_version}")),
-                },
+                peer: PeerInfo { concurrent_tests, host: Some(host), software: Some(peer_software(&server_version)) },
                 cookie: Some(cookie),
             },
             ClientEvent::Busy { running, max, reason } => ControlEvent::Busy { running, max, reason },
@@ -298,6 +294,17 @@ impl UdpHandshake for NativeUdpSetup {
     }
 }
 
+/// The far end's software as a result names it: a netchar server says its version
+/// (`0.1.0` reads `netchar 0.1.0`); another program speaking the native protocol names itself
+/// (`netchar-responder 0.1`, the C responder of responder/) and is taken as it says.
+pub(crate) fn peer_software(server_version: &str) -> String {
+    if server_version.starts_with("netchar") {
+        server_version.to_string()
+    } else {
+        format!("netchar {server_version}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,5 +334,11 @@ mod tests {
         assert!(!h.on_datagram(&DatagramHeader::challenge(2, &[9; 16])), "the same token again");
         let confirm = DatagramHeader::parse_setup(&h.datagram()).unwrap();
         assert_eq!(confirm.confirm, Some(([9; 16], [0; 8])));
+    }
+
+    #[test]
+    fn peer_software_names_a_netchar_server_and_takes_another_programs_own_name() {
+        assert_eq!(super::peer_software("0.1.0"), "netchar 0.1.0");
+        assert_eq!(super::peer_software("netchar-responder 0.1"), "netchar-responder 0.1");
     }
 }

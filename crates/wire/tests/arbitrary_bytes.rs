@@ -27,6 +27,7 @@ const BYTE_BODIES: &[(&str, Body)] = &[
     ("spec", bodies::spec),
     ("key_file", bodies::key_file),
     ("iperf3_client", bodies::iperf3_client),
+    ("iperf2", bodies::iperf2),
     ("iperf3_server", bodies::iperf3_server),
     ("netio_server", bodies::netio_server),
     ("netio_client", bodies::netio_client),

@@ -497,6 +497,55 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             b"# lab keys\nlab:0123456789abcdef\n\nci@build-1:e3b0c44298fc1c149afbf4c8996fb924\n".to_vec(),
             b"lab:short\n".to_vec(),
         ],
+        "iperf2" => {
+            use netchar_wire::iperf2::{Amount, ClientHeader, Layout, ServerReport};
+            let mut report = ServerReport { bytes: 131_800, datagrams: 659, lost: 3, ..ServerReport::default() };
+            let mut out = vec![
+                ClientHeader::new(Amount::Bytes(1_000_000), 0, 5001).encode(Layout::V21),
+                ClientHeader::new(Amount::Seconds(10.0), 0, 5001).encode(Layout::V22),
+                ClientHeader::udp_settings(Layout::V21, Amount::Seconds(1.0), 1470, 1 << 20, 5001),
+                report.reply(Layout::V21, &[]),
+            ];
+            report.out_of_order = 1;
+            out.push(report.reply(Layout::V205, &[0xFF; 12]));
+            out
+        }
         _ => Vec::new(),
+    }
+}
+
+/// iperf2's decoders (netchar_wire::iperf2): a decoded client header takes no more than it was
+/// given nor more than iperf2's 256-byte cap, and re-decodes the same from its own bytes; a
+/// parsed server report re-encodes to a report that parses the same; the UDP format never calls
+/// a negative sequence number data, and re-emits data it classified.
+pub fn iperf2(data: &[u8]) {
+    use netchar_wire::iperf2::{ClientHeader, Layout, ServerReport, UdpFormat, UdpHeader, MAX_HEADER_LEN};
+    if let Ok(Some((h, len))) = ClientHeader::decode(data) {
+        assert!(len <= data.len() && len <= MAX_HEADER_LEN, "a header took {len} of {} bytes", data.len());
+        assert_eq!(ClientHeader::decode(&data[..len]).ok().flatten(), Some((h, len)), "a header needs bytes after it");
+    }
+    if let Some((r, layout)) = ServerReport::parse_reply(data) {
+        let again = r.reply(layout, data);
+        let (back, l2) = ServerReport::parse_reply(&again).expect("a re-encoded report parses");
+        assert_eq!(l2, layout);
+        assert_eq!(
+            (back.bytes, back.datagrams & 0xFFFF_FFFF, back.lost & 0xFFFF_FFFF),
+            (r.bytes, r.datagrams & 0xFFFF_FFFF, r.lost & 0xFFFF_FFFF)
+        );
+    }
+    for layout in [Layout::V205, Layout::V21] {
+        let f = UdpFormat::new(layout, 1_000_000_000, Vec::new());
+        let h = UdpHeader::parse(data, layout);
+        match f.classify(data) {
+            Received::Data { sequence, sent_ns, .. } => {
+                let h = h.expect("data has a header");
+                assert!(h.seq > 0 || (layout == Layout::V205 && h.seq == 0), "seq {} called data", h.seq);
+                let mut b = vec![0u8; layout.datagram_header_len()];
+                f.emit(&mut b, 1, sequence, sent_ns);
+                assert_eq!(UdpHeader::parse(&b, layout).map(|x| x.seq), Some(h.seq), "data re-emits to another number");
+            }
+            Received::Control => assert!(h.is_some_and(|h| h.seq <= 0), "a positive number called control"),
+            Received::Foreign => assert!(h.is_none(), "a whole header called foreign"),
+        }
     }
 }

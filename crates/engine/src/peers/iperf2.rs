@@ -102,7 +102,7 @@ pub struct Iperf2Control {
     /// `-R`: when the receivers stop if the server has not closed by then.
     down_deadline: Option<Instant>,
     /// UDP: the servers' reports by stream id.
-    reports: Vec<(u32, ServerReport)>,
+    reports: Vec<(u32, ServerReport, Layout)>,
 }
 
 impl Iperf2Control {
@@ -173,17 +173,23 @@ impl Iperf2Control {
     fn report_records(&self) -> Vec<StreamRecord> {
         self.reports
             .iter()
-            .map(|(id, r)| {
+            .map(|(id, r, layout)| {
                 let mut record =
                     StreamRecord::bare(*id, Flow::Up, Role::Receiver, Endpoint::Server, r.bytes, r.seconds());
-                let received = r.datagrams.saturating_sub(r.lost);
+                let (received, lost) = if *layout == Layout::V205 {
+                    // A 2.0.5 server numbers from 0: it counts netchar's never-sent 0 as lost,
+                    // and leaves the FIN (which it answered, so received) out of its datagrams.
+                    (r.datagrams.saturating_sub(r.lost) + 1, r.lost.saturating_sub(1))
+                } else {
+                    (r.datagrams.saturating_sub(r.lost), r.lost)
+                };
                 let mut u = UdpReceived {
                     packets: received,
                     out_of_order: r.out_of_order,
                     jitter_ms: r.jitter_seconds() * 1000.0,
                     ..UdpReceived::default()
                 };
-                u.set_lost(r.lost);
+                u.set_lost(lost);
                 record.udp_received = Some(u);
                 record
             })
@@ -235,8 +241,8 @@ impl ClientControl for Iperf2Control {
     }
     fn end_replies(&mut self, _now: Instant, replies: Vec<(u32, Vec<u8>)>) {
         for (id, bytes) in replies {
-            if let Some((r, _)) = ServerReport::parse_reply(&bytes) {
-                self.reports.push((id, r));
+            if let Some((r, layout)) = ServerReport::parse_reply(&bytes) {
+                self.reports.push((id, r, layout));
             }
         }
     }
@@ -287,6 +293,24 @@ mod tests {
         down.direction = Direction::Down;
         assert!(Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001).err().unwrap().contains("dial-back"));
         assert!(Iperf2Control::new(now, Flavour::Iperf2, &down, 5001).is_ok());
+    }
+
+    #[test]
+    fn server_reports_become_the_far_end_of_each_layout() {
+        let now = Instant::now();
+        let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::udp_default(), 5001).unwrap();
+        // 2.1: 448 data datagrams and the FIN, 2 lost: the report counts the FIN.
+        let r21 = ServerReport { bytes: 447 * 1470, datagrams: 449, lost: 2, ..ServerReport::default() };
+        // 2.0.5: netchar's 426 data datagrams (numbered from 1) and the FIN: the server counts
+        // the 0 it expected as lost and leaves the FIN out.
+        let r205 = ServerReport { bytes: 426 * 1470, datagrams: 427, lost: 1, ..ServerReport::default() };
+        c.end_replies(now, vec![(1, r21.reply(Layout::V21, &[])), (2, r205.reply(Layout::V205, &[0xFF; 12]))]);
+        c.local_senders_done(now, Vec::new());
+        let records = c.report_records();
+        let u1 = records[0].udp_received.as_ref().unwrap();
+        assert_eq!((u1.packets, u1.lost), (447, 2), "sent 449 = 447 received + 2 lost");
+        let u2 = records[1].udp_received.as_ref().unwrap();
+        assert_eq!((u2.packets, u2.lost), (427, 0), "sent 427 (the FIN included) = 427 received");
     }
 
     #[test]
@@ -522,10 +546,15 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
         let (bytes, end) = tcp_send(&mut stream, &spec, ctx, started);
         StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, bytes, end)
     } else {
-        // iperf2 clients count every byte they write, the header's included: so does this end.
+        // Counted as the client counts: a 2.1+ client (EXTEND) its header too, a 2.0.5 client
+        // (and netchar's, and lwiperf's flags) not its 24-byte header, written on its own.
         let (bytes, end, e) = tcp_receive(&mut stream, ctx, started);
         error = error.or(e);
-        StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, head.len() as u64 + bytes, end)
+        let mut total = head.len() as u64 + bytes;
+        if header.flags & wire::HEADER_EXTEND == 0 {
+            total = total.saturating_sub(wire::V1_LEN as u64);
+        }
+        StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, total, end)
     };
     // Closed at once (iperf2 clients wait for the server's close after their shutdown).
     drop(stream);
@@ -757,11 +786,16 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: Tests) {
         s.last = now;
         if h.seq < 0 {
             if s.report.is_none() {
-                // The FIN: counted as iperf2 counts it, a datagram with data whose number is
-                // −seq (the last data datagram's plus one).
-                s.bytes += n as u64;
-                s.packets += 1;
-                s.max_seq = s.max_seq.max(h.seq.saturating_neg());
+                // The FIN, counted as each generation's server counts it: 2.1+ as a datagram
+                // with data whose number is −seq; 2.0.5 not at all (−seq is the number of
+                // data datagrams, numbered from 0).
+                if s.layout == Layout::V205 {
+                    s.max_seq = s.max_seq.max(h.seq.saturating_neg() - 1);
+                } else {
+                    s.bytes += n as u64;
+                    s.packets += 1;
+                    s.max_seq = s.max_seq.max(h.seq.saturating_neg());
+                }
                 s.report = Some(s.report_now(now));
                 s.fin_at = Some(now);
             }

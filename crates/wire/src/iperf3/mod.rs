@@ -694,6 +694,28 @@ mod tests {
         assert!(matches!(c.handle_input(now, &u32::MAX.to_be_bytes()), Err(ProtocolError::Oversize { .. })));
     }
 
+    proptest::proptest! {
+        /// iperf3's UDP header carries sequence + 1 and the send time to the microsecond; any
+        /// shorter datagram is setup, never data.
+        #[test]
+        fn udp_headers_round_trip(wide: bool, seq in 0u64..u32::MAX as u64 - 1, sent_ns in 0u64..(u32::MAX as u64) * 1_000_000_000, short in 0usize..12) {
+            use crate::datagram::{DatagramFormat, Received};
+            let f = Iperf3Datagrams { wide };
+            let mut buf = [0u8; 64];
+            f.emit(&mut buf, 9, seq, sent_ns);
+            let wire = if wide { u64::from_be_bytes(buf[8..16].try_into().unwrap()) } else { u64::from(u32::from_be_bytes(buf[8..12].try_into().unwrap())) };
+            proptest::prop_assert_eq!(wire, seq + 1);
+            match f.classify(&buf[..f.header_len()]) {
+                Received::Data { sequence, sent_ns: t, .. } => {
+                    proptest::prop_assert_eq!(sequence, seq);
+                    proptest::prop_assert_eq!(t, sent_ns / 1000 * 1000);
+                }
+                other => proptest::prop_assert!(false, "{:?}", other),
+            }
+            proptest::prop_assert_eq!(f.classify(&buf[..short.min(f.header_len() - 1)]), Received::Control);
+        }
+    }
+
     #[test]
     fn wire_ids_skip_two() {
         assert_eq!((1..=4).map(wire_stream_id).collect::<Vec<_>>(), [1, 3, 4, 5]);

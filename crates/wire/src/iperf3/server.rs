@@ -544,6 +544,35 @@ mod tests {
         assert!(s.is_done());
     }
 
+    proptest::proptest! {
+        /// What netchar's iperf3 client asks for, netchar's iperf3 server reads back exactly.
+        #[test]
+        fn client_params_read_back_on_the_server(
+            udp: bool, seconds in 1u32..86_400, bytes in proptest::option::of(1u64..1 << 40),
+            parallel in 1u32..128, len in 1u64..1 << 20, way in 0u8..3,
+            bandwidth in proptest::option::of(0u64..1 << 40), window in proptest::option::of(1u64..1 << 30),
+            mss in proptest::option::of(88u32..9000), nodelay: bool,
+        ) {
+            let p = super::super::Params {
+                udp, seconds: f64::from(seconds), bytes: bytes.unwrap_or(0), parallel, len,
+                reverse: way == 1, bidirectional: way == 2, omit: 0.0, bandwidth, window, mss: if udp { None } else { mss },
+                nodelay: nodelay && !udp, congestion: None,
+            };
+            let back = ClientParams::parse(&p.to_json()).unwrap();
+            proptest::prop_assert_eq!(back.transport, if udp { Transport::Udp } else { Transport::Tcp });
+            proptest::prop_assert_eq!(back.seconds, u64::from(seconds));
+            proptest::prop_assert_eq!(back.bytes, p.bytes);
+            proptest::prop_assert_eq!((back.parallel, back.len), (parallel, len));
+            proptest::prop_assert_eq!((back.reverse, back.bidirectional), (way == 1, way == 2));
+            proptest::prop_assert_eq!(back.bandwidth, bandwidth.unwrap_or(0));
+            proptest::prop_assert_eq!(back.window, window);
+            proptest::prop_assert_eq!(back.mss, p.mss);
+            proptest::prop_assert_eq!(back.nodelay, p.nodelay);
+            proptest::prop_assert_eq!(back.udp_counters_64bit, udp);
+            proptest::prop_assert!(back.unsupported.is_empty());
+        }
+    }
+
     #[test]
     fn a_silent_client_times_out_but_a_running_test_does_not() {
         let now = Instant::now();

@@ -1,0 +1,141 @@
+//! Ground truth for the C responder (responder/, docs/embedded.md): two network namespaces
+//! joined by a veth pair, the responder (its ASan/UBSan build) in one, the netchar client in
+//! the other, and an nftables rule in the receiving namespace that drops ≈2% of netchar data
+//! datagrams at random. The loss netchar reports must equal the rule's drop counter, up (the
+//! responder's own accounting from the 24-byte headers) and down (`-R`: the responder paces,
+//! the client accounts).
+//!
+//! The rule matches only data datagrams (first payload bytes `4E 43 01 00`: setup datagrams
+//! are retried and must not be counted). nft counts skbs: a GSO batch from the client crosses
+//! the veth whole, so the datagram count is `(bytes − 28 × skbs) / 1472`, checked exact (as
+//! netns_udp.rs does).
+//!
+//! Needs root, `ip`, `nft`, make and gcc; otherwise it prints why and passes, unless
+//! NETCHAR_REQUIRE_NETNS=1 (CI), in which case a missing namespace fails it.
+
+#[path = "support/netns.rs"]
+mod netns;
+
+use netns::{Link, Netns, Server, DEV_A, DEV_B};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const PAYLOAD: u64 = 1472;
+const IP_UDP_HEADERS: u64 = 28;
+const DATA_PREFIX: &str = "0x4e430100";
+const TABLE: &str = "ncresp";
+const CHAIN: &str = "in";
+
+/// `make -C responder asan`; None (after saying why) without make or gcc.
+fn responder_binary() -> Option<PathBuf> {
+    for tool in ["make", "gcc"] {
+        if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+            eprintln!("SKIP: `{tool}` is not installed; the C responder tests need make and gcc");
+            return None;
+        }
+    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../responder");
+    let out = Command::new("make").arg("-C").arg(&dir).arg("asan").output().expect("run make -C responder asan");
+    assert!(
+        out.status.success(),
+        "make -C responder asan failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(dir.join("build/netchar-responder-asan"))
+}
+
+fn add_drop_rule(ns: &Netns, port_match: &str, port: u16) -> Result<(), String> {
+    let port_s = port.to_string();
+    ns.nft(&["add", "table", "inet", TABLE])?;
+    ns.nft(&["add", "chain", "inet", TABLE, CHAIN, "{ type filter hook input priority 0; }"])?;
+    ns.nft(&[
+        "add",
+        "rule",
+        "inet",
+        TABLE,
+        CHAIN,
+        "udp",
+        port_match,
+        &port_s,
+        "@th,64,32",
+        DATA_PREFIX,
+        "numgen",
+        "random",
+        "mod",
+        "1000",
+        "<",
+        "20",
+        "counter",
+        "drop",
+    ])?;
+    Ok(())
+}
+
+/// Datagrams the rule dropped.
+fn dropped(ns: &Netns) -> Result<u64, String> {
+    let counters = ns.nft_counters("inet", TABLE, CHAIN)?;
+    let &[(skbs, bytes)] = counters.as_slice() else {
+        return Err(format!("expected one counter in {} inet {TABLE} {CHAIN}, found {counters:?}", ns.name()));
+    };
+    let payload = bytes.checked_sub(IP_UDP_HEADERS * skbs).ok_or("counter smaller than its headers")?;
+    if payload % PAYLOAD != 0 {
+        return Err(format!("nft counter {skbs} skbs / {bytes} bytes is not whole {PAYLOAD}-byte datagrams"));
+    }
+    Ok(payload / PAYLOAD)
+}
+
+fn loss_direction(link: &Link, bin: &PathBuf, port: u16, reverse: bool) -> Result<(), String> {
+    let (receiver_ns, port_match) = if reverse { (&link.b, "sport") } else { (&link.a, "dport") };
+    add_drop_rule(receiver_ns, port_match, port)?;
+    let port_s = port.to_string();
+    let mut cmd = link.a.command(bin);
+    cmd.args(["--port", &port_s]);
+    let server = Server::spawn(cmd, "listening on", Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("the responder did not start in {}: {e}", link.a.name()));
+    let mut client = link.b.command(env!("CARGO_BIN_EXE_netchar"));
+    let a_ip = link.a_ip.to_string();
+    client.args(["udp", &a_ip, "-p", &port_s, "-t", "3", "-b", "50M", "-l", "1472", "--json"]);
+    if reverse {
+        client.arg("-R");
+    }
+    let shown = format!("{client:?}");
+    let run = netns::run_with_timeout(client, Duration::from_secs(40)).unwrap_or_else(|e| panic!("{e}"));
+    let context = netns::failure_context(&shown, &run, &server, link);
+    assert!(run.status.is_some_and(|s| s.success()), "netchar udp failed\n{context}\nstdout:\n{}", run.stdout);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not JSON: {e}\n{context}"));
+    assert!(doc["error"].is_null(), "{}\n{context}", doc["error"]);
+    assert_eq!(doc["test"]["peer_software"], "netchar-responder 0.1", "{}", doc["test"]);
+    let dir = if reverse { "down" } else { "up" };
+    let s = &doc["summary"][dir];
+    let n = |side: &str, k: &str| s[side][k].as_u64().unwrap_or_else(|| panic!("{side}.{k} missing: {s}"));
+    let (sent, got, lost) = (n("sender", "packets"), n("receiver", "packets"), n("receiver", "lost"));
+    let nft = dropped(receiver_ns).unwrap_or_else(|e| panic!("{e}\n{context}"));
+    eprintln!("netns_responder {dir}: sent {sent}, received {got}, lost {lost}, nft dropped {nft}");
+    assert!(nft > 0, "({dir}) the rule dropped nothing: the test proves nothing\n{context}");
+    assert_eq!(lost, nft, "({dir}) netchar reports {lost} lost, nft dropped {nft}\n{context}\n{s}");
+    assert_eq!(sent, got + lost, "({dir}) sent != received + lost\n{s}");
+    assert_eq!(s["packets_accounted"], true, "{s}");
+    Ok(())
+}
+
+#[test]
+fn responder_udp_loss_equals_nft_drop_counter_both_directions() {
+    let link = match Link::create() {
+        Ok(l) => l,
+        Err(reason) => return netns::skip_or_fail(&reason),
+    };
+    let Some(bin) = responder_binary() else { return };
+    for (ns, dev) in [(&link.a, DEV_A), (&link.b, DEV_B)] {
+        if let Err(e) = ns.ip(&["link", "set", dev, "mtu", "1500"]) {
+            return netns::skip_or_fail(&format!("cannot configure the namespaces: {e}"));
+        }
+    }
+    for (port, reverse) in [(5321, false), (5322, true)] {
+        if let Err(e) = loss_direction(&link, &bin, port, reverse) {
+            return netns::skip_or_fail(&format!("cannot install the nftables drop rule: {e}"));
+        }
+    }
+}

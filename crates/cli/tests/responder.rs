@@ -1,0 +1,410 @@
+//! The netchar client against the C responder (responder/, docs/embedded.md), built by `make`
+//! under AddressSanitizer and UBSan: TCP up and down with sender bytes == receiver bytes, paced
+//! UDP up and down with every datagram accounted for, rr over TCP and UDP, options it cannot
+//! honour refused by name before any traffic, and hostile input (a garbage hello, an oversized
+//! frame, truncated or invalid JSON, stray datagrams) dropping only that connection.
+//!
+//! Skips with a message when make or gcc is missing (CI has both).
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The responder's version as `accepted.server_version` says it (responder/nc_config.h).
+const RESPONDER: &str = "netchar-responder 0.1";
+
+fn responder_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../responder")
+}
+
+/// Builds `make -C responder asan` once per test binary; None (after saying why) without make
+/// or a C compiler.
+fn asan_binary() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            for tool in ["make", "gcc"] {
+                if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+                    eprintln!("SKIP: `{tool}` is not installed; the C responder tests need make and gcc");
+                    return None;
+                }
+            }
+            let out = Command::new("make")
+                .arg("-C")
+                .arg(responder_dir())
+                .arg("asan")
+                .output()
+                .expect("run make -C responder asan");
+            assert!(
+                out.status.success(),
+                "make -C responder asan failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Some(responder_dir().join("build/netchar-responder-asan"))
+        })
+        .clone()
+}
+
+/// A responder on a free port, killed on drop; its log checked for sanitizer reports then.
+struct Responder {
+    child: Child,
+    port: u16,
+    log: mpsc::Receiver<String>,
+    seen: Mutex<Vec<String>>,
+}
+
+impl Responder {
+    fn start() -> Option<Self> {
+        let bin = asan_binary()?;
+        let mut child = Command::new(bin)
+            .args(["--port", "0"])
+            // A report ends the process with a distinct code, and says where.
+            .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=86")
+            .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the responder");
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = rx.recv_timeout(Duration::from_secs(10)).expect("the responder's start line");
+        let port = first
+            .rsplit(' ')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in the responder's start line {first:?}"));
+        Some(Self { child, port, log: rx, seen: Mutex::new(vec![first]) })
+    }
+
+    fn port(&self) -> String {
+        self.port.to_string()
+    }
+
+    /// The responder is still running (no sanitizer report, no crash).
+    fn assert_alive(&mut self) {
+        if let Some(status) = self.child.try_wait().expect("wait") {
+            let mut seen = self.seen.lock().unwrap();
+            seen.extend(self.log.try_iter());
+            panic!("the responder exited ({status}); its log:\n{}", seen.join("\n"));
+        }
+    }
+
+    /// `netchar KIND 127.0.0.1 -p PORT --json EXTRA...`, which must succeed.
+    fn run(&mut self, kind: &str, extra: &[&str]) -> Value {
+        let port = self.port();
+        let mut args = vec![kind, "127.0.0.1", "-p", &port, "--json"];
+        args.extend_from_slice(extra);
+        let run = netchar(&args);
+        self.assert_alive();
+        assert_eq!(run.code, 0, "netchar {args:?} failed: {}", run.stderr);
+        let r: Value =
+            serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout));
+        // `netchar echo` prints one result per pattern element, in an array.
+        let r = match r {
+            Value::Array(mut all) => {
+                assert_eq!(all.len(), 1, "one result per pattern: {all:?}");
+                all.remove(0)
+            }
+            one => one,
+        };
+        assert!(r["error"].is_null(), "error: {}", r["error"]);
+        assert_eq!(r["test"]["peer_software"], RESPONDER, "results name the responder: {}", r["test"]);
+        r
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut seen = self.seen.lock().unwrap();
+        seen.extend(self.log.try_iter());
+        let report = seen.iter().any(|l| l.contains("AddressSanitizer") || l.contains("runtime error"));
+        if report && !std::thread::panicking() {
+            panic!("the responder's sanitizers reported:\n{}", seen.join("\n"));
+        }
+    }
+}
+
+fn udp_accounted(r: &Value, flow: &str) -> (u64, u64, u64) {
+    let s = &r["summary"][flow];
+    assert_eq!(s["packets_accounted"], true, "{s}");
+    let (tx, rx) = (&s["sender"], &s["receiver"]);
+    let (sent, got, lost) = (u(&tx["packets"]), u(&rx["packets"]), u(&rx["lost"]));
+    assert_eq!(sent, got + lost, "sent = received + lost: {s}");
+    assert!(sent > 0, "{s}");
+    // The per-stream records of both ends say the same.
+    for rec in r["streams"].as_array().unwrap().iter().filter(|x| x["flow"] == flow && x["role"] == "sender") {
+        let rx_rec = r["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["flow"] == flow && x["role"] == "receiver" && x["id"] == rec["id"])
+            .unwrap();
+        let sent = u(&rec["udp_sent"]["packets"]);
+        let (got, lost) = (u(&rx_rec["udp_received"]["packets"]), u(&rx_rec["udp_received"]["lost"]));
+        assert_eq!(sent, got + lost, "stream {}: {rec} vs {rx_rec}", rec["id"]);
+        // Each datagram is -l bytes: the receiver's bytes are its datagrams (no duplicates here).
+        if u(&rx_rec["udp_received"]["duplicates"]) == 0 {
+            assert_eq!(u(&rx_rec["bytes"]), got * 1000, "{rx_rec}");
+        }
+    }
+    (sent, got, lost)
+}
+
+/// Sender bytes == receiver bytes on `flow`, in the summary and in the per-stream records of both
+/// ends (the responder reports no TCP_INFO figures: it has none on lwIP). Returns (sent, read).
+fn check_tcp(r: &Value, flow: &str, streams: u64) -> (u64, u64) {
+    let s = &r["summary"][flow];
+    assert_eq!(s["bytes_match"], true, "{flow}: {s}");
+    let (tx, rx) = (u(&s["sender"]["total_bytes"]), u(&s["receiver"]["total_bytes"]));
+    assert_eq!(tx, rx, "{flow}: receiver bytes must equal sender bytes");
+    let records: Vec<&Value> = r["streams"].as_array().unwrap().iter().filter(|x| x["flow"] == flow).collect();
+    assert_eq!(records.len() as u64, 2 * streams, "one record per stream and end");
+    for rec in records.iter().filter(|x| x["role"] == "sender") {
+        let other = records.iter().find(|x| x["role"] == "receiver" && x["id"] == rec["id"]).unwrap();
+        assert_eq!(u(&rec["bytes"]), u(&other["bytes"]), "stream {}", rec["id"]);
+        assert_ne!(rec["measured_by"], other["measured_by"], "one record from each end");
+    }
+    (tx, rx)
+}
+
+#[test]
+fn tcp_up_and_down_every_byte_arrives() {
+    let Some(mut r) = Responder::start() else { return };
+    for dir in [&[][..], &["-R"][..]] {
+        let mut extra = vec!["-t", "2"];
+        extra.extend_from_slice(dir);
+        let res = r.run("tcp", &extra);
+        let flow = if dir.is_empty() { "up" } else { "down" };
+        let (tx, rx) = check_tcp(&res, flow, 1);
+        assert_eq!(tx, rx);
+        assert!(tx > 1_000_000, "{flow}: {tx} bytes in 2 s on loopback");
+        let far = res["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "server").unwrap();
+        assert_eq!(far["role"], if dir.is_empty() { "receiver" } else { "sender" }, "{far}");
+    }
+    // -n is exact, split across streams; --bidir runs both flows.
+    let res = r.run("tcp", &["-n", "10000001", "-P", "3"]);
+    assert_eq!(check_tcp(&res, "up", 3), (10_000_001, 10_000_001));
+    let res = r.run("tcp", &["-n", "3000000", "-R", "-P", "2"]);
+    assert_eq!(check_tcp(&res, "down", 2), (3_000_000, 3_000_000));
+    let res = r.run("tcp", &["-t", "1", "--bidir"]);
+    check_tcp(&res, "up", 1);
+    check_tcp(&res, "down", 1);
+}
+
+#[test]
+fn udp_paced_up_and_down_account_for_every_datagram() {
+    let Some(mut r) = Responder::start() else { return };
+    // Up: the responder counts what arrived from the 24-byte headers; the client's exact total
+    // settles the loss.
+    let res = r.run("udp", &["-b", "8M", "-t", "2", "-l", "1000"]);
+    let (sent, _, lost) = udp_accounted(&res, "up");
+    assert!(sent > 100, "8 Mbit/s of 1000-byte datagrams for 2 s: {sent}");
+    assert_eq!(lost, 0, "loopback at 8 Mbit/s loses nothing");
+    // Down: the responder paces; the client accounts.
+    let res = r.run("udp", &["-b", "8M", "-t", "2", "-l", "1000", "-R"]);
+    let (sent, _, lost) = udp_accounted(&res, "down");
+    assert!(sent > 100, "8 Mbit/s of 1000-byte datagrams for 2 s: {sent}");
+    assert_eq!(lost, 0, "loopback at 8 Mbit/s loses nothing");
+    // Two streams each way, -n exact.
+    let res = r.run("udp", &["-b", "20M", "-n", "400000", "-l", "1000", "-P", "2", "-R"]);
+    let (sent, _, _) = udp_accounted(&res, "down");
+    assert_eq!(sent, 400);
+    let res = r.run("udp", &["-b", "20M", "-n", "400000", "-l", "1000", "-P", "2"]);
+    let (sent, _, _) = udp_accounted(&res, "up");
+    assert_eq!(sent, 400);
+}
+
+#[test]
+fn rr_and_echo_over_tcp_and_udp_answer_every_request() {
+    let Some(mut r) = Responder::start() else { return };
+    for extra in [&["-n", "1001", "-l", "32", "--response", "64"][..], &["--udp", "-n", "2000", "-l", "32"][..]] {
+        let res = r.run("rr", extra);
+        let rr = &res["summary"]["rr"];
+        let want = if extra.contains(&"--udp") { 2000 } else { 1001 };
+        assert_eq!(u(&rr["transactions"]), want, "{extra:?}: {rr}");
+        assert_eq!(u(&rr["lost"]), 0, "{rr}");
+        // The responder read every request: its byte count is the requests' bytes.
+        let far = res["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "server").unwrap();
+        assert_eq!(u(&far["bytes"]), want * 32, "{extra:?}: {far}");
+    }
+    // The eCos nc_test echo pattern runs as rr with pauses: 64 buffers of 1024 bytes, 1 ms
+    // after every 10.
+    let res = r.run("echo", &["--pattern", "64x1024,10@1ms"]);
+    assert_eq!(u(&res["summary"]["rr"]["transactions"]), 64, "{}", res["summary"]["rr"]);
+    let far = res["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "server").unwrap();
+    assert_eq!(u(&far["bytes"]), 64 * 1024, "{far}");
+    let res = r.run("rr", &["-t", "1", "-P", "2", "--inflight", "4"]);
+    assert!(u(&res["summary"]["rr"]["transactions"]) > 100, "{}", res["summary"]["rr"]);
+}
+
+#[test]
+fn options_it_cannot_honour_are_refused_by_name_before_any_traffic() {
+    let Some(mut r) = Responder::start() else { return };
+    let port = r.port();
+    for (extra, flag) in [
+        (&["tcp", "--zerocopy"][..], "--zerocopy"),
+        (&["tcp", "-w", "256K"][..], "-w"),
+        (&["tcp", "-P", "9"][..], "-P 9"),
+        (&["udp", "--pattern", "10x100"][..], "--pattern"),
+        (&["crr"][..], "crr"),
+        (&["tcp", "--server-load", "50"][..], "--server-load"),
+        (&["tcp", "-O", "0.5"][..], "-O"),
+    ] {
+        let mut args = vec![extra[0], "127.0.0.1", "-p", &port, "-t", "1"];
+        args.extend_from_slice(&extra[1..]);
+        let run = netchar(&args);
+        assert_ne!(run.code, 0, "{args:?} must fail: {}", run.stdout);
+        assert!(run.stderr.contains("rejected") && run.stderr.contains(flag), "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains("netchar-responder"), "{args:?}: {}", run.stderr);
+        r.assert_alive();
+    }
+    // And a test right after runs.
+    let res = r.run("tcp", &["-t", "1"]);
+    check_tcp(&res, "up", 1);
+}
+
+/// A control connection that has had its server hello.
+fn control(port: u16) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut hello = [0u8; 40];
+    hello[..8].copy_from_slice(b"netchar\0");
+    hello[9] = 2;
+    s.write_all(&hello).unwrap();
+    let mut answer = [0u8; 40];
+    s.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer[..8], b"netchar\0");
+    assert_eq!(answer[10], 2, "a server hello");
+    s
+}
+
+/// Reads until the responder closes; returns what came (an `error` frame, maybe).
+fn read_to_close(mut s: TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("the responder kept a hostile connection open: {e}"),
+        }
+    }
+}
+
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn hostile_input_drops_that_connection_and_the_next_test_runs() {
+    let Some(mut r) = Responder::start() else { return };
+    let port = r.port;
+    // A garbage hello: closed without an answer.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&[b'x'; 40]).unwrap();
+    let got = read_to_close(s);
+    assert!(got.is_empty(), "garbage hello answered with {got:?}");
+    // An oversized frame: the length alone ends the session.
+    let mut s = control(port);
+    s.write_all(&0x7fff_ffffu32.to_be_bytes()).unwrap();
+    let got = read_to_close(s);
+    assert!(String::from_utf8_lossy(&got).contains("larger"), "{:?}", String::from_utf8_lossy(&got));
+    // Truncated JSON (the frame says more than comes, then the client closes).
+    let mut s = control(port);
+    let mut f = frame(br#"{"type":"request","spec":{"kind":"tcp","direction":"up","streams":1}}"#);
+    f.truncate(30);
+    s.write_all(&f).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(s);
+    // Complete frames of malformed or hostile JSON: each gets an error and a close.
+    let deep = "[".repeat(5000);
+    let huge_number = format!(r#"{{"type":"sender_done","totals":[{{"id":1,"bytes":{}}}]}}"#, "9".repeat(900));
+    let many_totals = format!(r#"{{"type":"sender_done","totals":[{}]}}"#, vec![r#"{"id":1}"#; 100].join(","));
+    for bad in [
+        &br#"{"type":"request","spec":{"kind":"tcp""#[..],
+        br#"{"type":"launch"}"#,
+        br#"{"type":"request","spec":{"kind":"tcp","direction":"up"}}"#,
+        br#"{"type":"request","spec":{"kind":"tcp","direction":"up","streams":-1,"end":{"seconds":1},"block_bytes":1}}"#,
+        br#"{"type":"start"}"#,
+        br#"{"type":"start"} trailing"#,
+        b"\"\\u12\"",
+        b"\xff\xfe{}",
+        deep.as_bytes(),
+        huge_number.as_bytes(),
+        many_totals.as_bytes(),
+        b"",
+    ] {
+        let mut s = control(port);
+        s.write_all(&frame(bad)).unwrap();
+        let got = read_to_close(s);
+        assert!(
+            String::from_utf8_lossy(&got).contains("\"type\":\"error\""),
+            "{:?} answered {:?}",
+            String::from_utf8_lossy(bad),
+            String::from_utf8_lossy(&got)
+        );
+        r.assert_alive();
+    }
+    // Stray datagrams on the UDP port: garbage, a truncated header, a setup for no test.
+    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for d in [&b"garbage"[..], &[0x4e, 0x43, 1, 1, 0, 0][..], &[0x4e, 0x43, 1, 1, 0, 0, 0, 1][..]] {
+        u.send_to(d, ("127.0.0.1", port)).unwrap();
+    }
+    let mut setup = vec![0u8; 64];
+    setup[..4].copy_from_slice(&[0x4e, 0x43, 1, 5]);
+    setup[7] = 1;
+    u.send_to(&setup, ("127.0.0.1", port)).unwrap();
+    // More silent connections than the responder has slots (24 on a host): the oldest silent
+    // ones give way to new connections, so the tests below still run, each exact.
+    let _silent: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+    r.assert_alive();
+    let res = r.run("tcp", &["-t", "1"]);
+    check_tcp(&res, "up", 1);
+    let res = r.run("udp", &["-b", "8M", "-t", "1", "-l", "1000"]);
+    udp_accounted(&res, "up");
+}
+
+#[test]
+fn a_second_client_while_one_holds_the_responder_is_told_busy() {
+    let Some(mut r) = Responder::start() else { return };
+    let port = r.port();
+    // A control connection that has had its hello holds the responder's one test slot.
+    let held = control(r.port);
+    let run = netchar(&["tcp", "127.0.0.1", "-p", &port, "-t", "1"]);
+    assert_ne!(run.code, 0, "a second client must be turned away: {}", run.stdout);
+    assert!(run.stderr.contains("busy"), "answered busy, not silence: {}", run.stderr);
+    r.assert_alive();
+    drop(held);
+    // The slot is free again once the responder has seen the holder close.
+    for _ in 0..100 {
+        let probe = netchar(&["tcp", "127.0.0.1", "-p", &port, "-n", "1000"]);
+        if probe.code == 0 {
+            break;
+        }
+        assert!(probe.stderr.contains("busy"), "{}", probe.stderr);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let res = r.run("tcp", &["-t", "1"]);
+    check_tcp(&res, "up", 1);
+}

@@ -1,0 +1,107 @@
+/* netchar-responder: the one configuration header.
+ *
+ * Every buffer the responder uses is a static array sized here; nothing is allocated after
+ * start. Override any value with -D on the compiler's command line or by editing this file.
+ * docs/embedded.md explains each one and what it costs in RAM.
+ */
+#ifndef NC_CONFIG_H
+#define NC_CONFIG_H
+
+/* The version the responder reports in `accepted.server_version` ("netchar-responder X.Y"). */
+#define NC_RESPONDER_VERSION "0.1"
+
+/* TCP and UDP port (the native protocol uses one number for both). --port overrides it on
+ * hosted builds. */
+#ifndef NC_DEFAULT_PORT
+#define NC_DEFAULT_PORT 5300
+#endif
+
+/* Two profiles: a small target on lwIP (NC_PLATFORM_LWIP: about 10 KiB of RAM in all) and
+ * a host (Linux, BSD: buffers as large as the Rust server's default block). Any value can
+ * still be set with -D. */
+#if defined(NC_PLATFORM_LWIP)
+#define NC_PROFILE_SMALL 1
+#else
+#define NC_PROFILE_SMALL 0
+#endif
+
+/* Streams in one test, both directions counted (-P N, and 2N with --bidir). */
+#ifndef NC_MAX_STREAMS
+#define NC_MAX_STREAMS (NC_PROFILE_SMALL ? 2 : 8)
+#endif
+
+/* TCP connections open at once: the control connection, the data connections, and
+ * connections still presenting their hello or being turned away. */
+#ifndef NC_MAX_CONNS
+#define NC_MAX_CONNS (NC_PROFILE_SMALL ? 6 : 24)
+#endif
+
+/* Control frames from the client: the largest a request may be. A request of the Rust
+ * client is about 500 bytes; a bigger frame drops the connection. */
+#ifndef NC_CTRL_RX
+#define NC_CTRL_RX (NC_PROFILE_SMALL ? 1024 : 4096)
+#endif
+
+/* Control frames to the client: the results of NC_MAX_STREAMS streams fit in this (about
+ * 650 bytes per UDP stream, 200 per TCP stream, 400 for the rest). */
+#ifndef NC_CTRL_TX
+#define NC_CTRL_TX (NC_PROFILE_SMALL ? 2048 : 8192)
+#endif
+
+/* The data buffer: TCP reads and writes and UDP datagrams go through it. Its size is the
+ * largest TCP read or write the responder makes (the Rust server's default block is
+ * 128 KiB). */
+#ifndef NC_IO_BUF
+#define NC_IO_BUF (NC_PROFILE_SMALL ? 4096 : 131072)
+#endif
+
+/* Largest UDP payload (-l) for UDP and UDP rr tests; at most NC_IO_BUF. */
+#ifndef NC_UDP_MAX
+#define NC_UDP_MAX (NC_PROFILE_SMALL ? 1472 : 65507)
+#endif
+
+/* Sequence numbers remembered per receiving UDP stream to tell a late datagram from a
+ * duplicate (bits; a multiple of 32). A datagram older than this is counted foreign. */
+#ifndef NC_SEQ_WINDOW
+#define NC_SEQ_WINDOW (NC_PROFILE_SMALL ? 1024 : 8192)
+#endif
+
+/* Datagrams sent per UDP sender per loop turn (bounds one turn's work). */
+#ifndef NC_UDP_BATCH
+#define NC_UDP_BATCH 32
+#endif
+
+/* Limits. */
+#ifndef NC_MAX_DURATION_S
+#define NC_MAX_DURATION_S 3600 /* longest -t accepted */
+#endif
+#define NC_HELLO_TIMEOUT_MS 5000    /* the hello must arrive within this of the connect */
+#define NC_REQUEST_TIMEOUT_MS 10000 /* the request too */
+#define NC_PHASE_TIMEOUT_MS 10000   /* data connections, start, drain */
+#define NC_SILENCE_TIMEOUT_MS 10000 /* a running test with a silent client ends */
+#define NC_KEEPALIVE_MS 1000        /* keepalive after this much quiet */
+#define NC_LINGER_MS 2000           /* a closing connection is read until EOF this long */
+#define NC_MAX_CHALLENGES 200       /* UDP challenges per stream */
+
+/* Optional platform hooks (see nc_platform.h). 1 = the platform provides them. */
+#ifndef NC_HAVE_CPU_TIMES
+#define NC_HAVE_CPU_TIMES 0
+#endif
+#ifndef NC_HAVE_HOST_CPU
+#define NC_HAVE_HOST_CPU 0
+#endif
+#ifndef NC_HAVE_IDLE_COUNTER
+#define NC_HAVE_IDLE_COUNTER 0
+#endif
+#ifndef NC_HAVE_BACKGROUND_LOAD
+#define NC_HAVE_BACKGROUND_LOAD 0
+#endif
+
+#if NC_UDP_MAX > NC_IO_BUF
+#error "NC_UDP_MAX must not exceed NC_IO_BUF"
+#endif
+#if NC_SEQ_WINDOW % 32 != 0
+#error "NC_SEQ_WINDOW must be a multiple of 32"
+#endif
+
+#endif

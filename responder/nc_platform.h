@@ -1,0 +1,87 @@
+/* netchar-responder: the platform layer, chosen at compile time.
+ *
+ * A port provides the functions below (platform/posix.c is the hosted one) and a socket
+ * header that declares the BSD socket calls the responder uses: socket, bind, listen,
+ * accept, recv, send, recvfrom, sendto, shutdown, close, select, setsockopt (SO_REUSEADDR,
+ * TCP_NODELAY only), and non-blocking mode through nc_plat_set_nonblocking. lwIP's
+ * <lwip/sockets.h> with LWIP_COMPAT_SOCKETS offers all of them.
+ */
+#ifndef NC_PLATFORM_H
+#define NC_PLATFORM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nc_config.h"
+
+#if defined(NC_PLATFORM_LWIP)
+#include "lwip/sockets.h"
+#include "lwip/errno.h"
+#define NC_HAVE_SIN_LEN 1
+#define nc_close lwip_close
+#else
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#define nc_close close
+#if defined(__APPLE__) || defined(__FreeBSD__) || defined(__NetBSD__) || defined(__OpenBSD__)
+#define NC_HAVE_SIN_LEN 1
+#else
+#define NC_HAVE_SIN_LEN 0
+#endif
+#endif
+
+/* Monotonic time in nanoseconds since any fixed point. Required. */
+uint64_t nc_plat_now_ns(void);
+
+/* Fills buf with n unpredictable bytes (cookies, the UDP challenge key). Required. A target
+ * without a hardware RNG mixes what it has (a free-running timer, ADC noise). */
+void nc_plat_random(uint8_t *buf, size_t n);
+
+/* Puts a socket in non-blocking mode; 0 on success. Required. */
+int nc_plat_set_nonblocking(int fd);
+
+/* Describes the machine for `accepted.host`: writes NUL-terminated strings of at most
+ * `cap` bytes each. Required (constant strings are fine). */
+void nc_plat_host_info(char *hostname, char *kernel, char *cpu_model, size_t cap, uint32_t *cores);
+
+/* Called once for the UDP socket after it is bound: a host may enlarge its buffers here (a
+ * receive queue of a few datagrams loses test traffic whenever the responder is not
+ * scheduled). Required (may do nothing; lwIP sizes its queues in lwipopts.h). */
+void nc_plat_tune_udp(int fd);
+
+/* One line to the operator's log (a UART, stderr). Required (may do nothing). */
+void nc_plat_log(const char *line);
+
+#if NC_HAVE_CPU_TIMES
+/* CPU time the responder used so far, user and system, in microseconds. Optional: without
+ * it the server's CPU figures are reported as 0. */
+void nc_plat_cpu_times(uint64_t *user_us, uint64_t *system_us);
+#endif
+
+#if NC_HAVE_HOST_CPU
+/* The whole machine's CPU time so far, in any unit (Linux: /proc/stat jiffies): busy (user,
+ * nice, system, irq, softirq, steal), softirq alone, and all of it. Optional: without it the
+ * host_busy_pct and host_softirq_pct figures are 0. */
+void nc_plat_host_cpu(uint64_t *busy, uint64_t *softirq, uint64_t *total);
+#endif
+
+#if NC_HAVE_IDLE_COUNTER
+/* The eCos way of measuring idle headroom: a counter the idle task increments. The
+ * responder reads it at the start and end of a test; `nc_plat_idle_per_second` is the
+ * count per second of an unloaded CPU (calibrated by the port). Optional: without it
+ * --idle is refused. */
+uint64_t nc_plat_idle_count(void);
+uint64_t nc_plat_idle_per_second(void);
+#endif
+
+#if NC_HAVE_BACKGROUND_LOAD
+/* Starts (pct > 0) or stops (pct == 0) a background load of `pct` percent of the CPU, the
+ * eCos nc_test way; returns the load achieved when stopping. Optional: without it
+ * --server-load is refused. */
+double nc_plat_background_load(double pct);
+#endif
+
+#endif

@@ -1,0 +1,132 @@
+/* netchar-responder: the platform layer on Linux and other POSIX systems. */
+#define _POSIX_C_SOURCE 200809L
+#include "../nc_platform.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t nc_plat_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void nc_plat_random(uint8_t *buf, size_t n)
+{
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = 0;
+    if (f) {
+        got = fread(buf, 1, n, f);
+        fclose(f);
+    }
+    if (got < n) {
+        /* No /dev/urandom: a clock mix, still unique per test. */
+        uint64_t x = nc_plat_now_ns() ^ ((uint64_t)getpid() << 32);
+        size_t i;
+        for (i = got; i < n; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            buf[i] = (uint8_t)x;
+        }
+    }
+}
+
+int nc_plat_set_nonblocking(int fd)
+{
+    int fl = fcntl(fd, F_GETFL, 0);
+    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void copy(char *dst, const char *src, size_t cap)
+{
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+void nc_plat_host_info(char *hostname, char *kernel, char *cpu_model, size_t cap, uint32_t *cores)
+{
+    struct utsname u;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *f;
+    char line[256];
+    copy(hostname, "unknown", cap);
+    copy(kernel, "unknown", cap);
+    copy(cpu_model, "unknown", cap);
+    if (uname(&u) == 0) {
+        char k[160];
+        copy(hostname, u.nodename, cap);
+        snprintf(k, sizeof k, "%s %s", u.sysname, u.release);
+        copy(kernel, k, cap);
+    }
+    f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            char *colon = strchr(line, ':');
+            if (strncmp(line, "model name", 10) == 0 && colon) {
+                char *v = colon + 1, *nl;
+                while (*v == ' ')
+                    v++;
+                nl = strchr(v, '\n');
+                if (nl)
+                    *nl = 0;
+                copy(cpu_model, v, cap);
+                break;
+            }
+        }
+        fclose(f);
+    }
+    *cores = n > 0 ? (uint32_t)n : 1;
+}
+
+void nc_plat_tune_udp(int fd)
+{
+    /* As the Rust server: up to 4 MiB (net.core.rmem_max caps it) so a responder that is
+     * not scheduled for a while on a busy host still has every datagram queued. */
+    int size = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+}
+
+void nc_plat_log(const char *line)
+{
+    fprintf(stderr, "netchar-responder: %s\n", line);
+}
+
+#if NC_HAVE_HOST_CPU
+void nc_plat_host_cpu(uint64_t *busy, uint64_t *softirq, uint64_t *total)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    *busy = *softirq = *total = 0;
+    if (!f)
+        return;
+    /* cpu  user nice system idle iowait irq softirq steal */
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+               &v[7]) >= 7) {
+        *busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        *softirq = v[6];
+        *total = *busy + v[3] + v[4];
+    }
+    fclose(f);
+}
+#endif
+
+#if NC_HAVE_CPU_TIMES
+void nc_plat_cpu_times(uint64_t *user_us, uint64_t *system_us)
+{
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    *user_us = (uint64_t)r.ru_utime.tv_sec * 1000000u + (uint64_t)r.ru_utime.tv_usec;
+    *system_us = (uint64_t)r.ru_stime.tv_sec * 1000000u + (uint64_t)r.ru_stime.tv_usec;
+}
+#endif
