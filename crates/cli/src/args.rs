@@ -42,7 +42,7 @@ pub(crate) enum Command {
     Suite(SuiteArgs),
     /// Run a test plan (TOML, docs/plans.md) against HOST.
     Run(RunArgs),
-    /// Tables or CSV of saved results: `--json` files, `--repeat` arrays, `--save` directories.
+    /// Tables, CSV or SVG plots of saved results: `--json` files, `--repeat` arrays, `--save` directories.
     Report(ReportArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     Completions(CompletionsArgs),
@@ -390,12 +390,13 @@ pub(crate) struct ReportArgs {
     #[arg(required = true, num_args = 1..)]
     pub(crate) files: Vec<std::path::PathBuf>,
     /// Output format.
-    #[arg(long, default_value = "text", value_parser = ["text", "markdown", "csv", "json"])]
+    /// svg writes one throughput-over-time plot per result into the directory -o names.
+    #[arg(long, default_value = "text", value_parser = ["text", "markdown", "csv", "json", "svg"])]
     pub(crate) format: String,
     /// CSV: one row per stream, end and interval instead of the summaries.
     #[arg(long)]
     pub(crate) intervals: bool,
-    /// Write to FILE instead of standard output (atomically).
+    /// Write to FILE instead of standard output (atomically); with --format svg, the directory.
     #[arg(short = 'o', long = "output")]
     pub(crate) output: Option<std::path::PathBuf>,
     /// Text and markdown: rate unit, the letters of a test's -f (k m g: bit/s; K M G: bytes/s;

@@ -12,7 +12,7 @@ use std::path::Path;
 /// Runs `netchar report`.
 pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
     let format = netchar_report::Format::parse(&a.format)
-        .ok_or_else(|| anyhow!("--format {}: one of text, markdown, csv, json", a.format))?;
+        .ok_or_else(|| anyhow!("--format {}: one of text, markdown, csv, json, svg", a.format))?;
     let rate = RateFormat::from_letter(&a.rate).ok_or_else(|| anyhow!("--unit {}: one of k m g K M G a", a.rate))?;
     if a.intervals && format != netchar_report::Format::Csv {
         bail!("--intervals: only with --format csv");
@@ -21,16 +21,31 @@ pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
     for path in &a.files {
         load(path, &mut saved)?;
     }
-    let text = format.reporter(rate, a.intervals).on_results(&saved);
+    let mut reporter = format.reporter(rate, a.intervals);
+    if let Some(files) = reporter.on_results_files(&saved) {
+        let Some(dir) = &a.output else { bail!("--format {}: give the directory to write into with -o DIR", a.format) };
+        std::fs::create_dir_all(dir).with_context(|| format!("-o: cannot create {}", dir.display()))?;
+        for (name, text) in files {
+            write_atomically(&dir.join(name), &text)?;
+        }
+        return Ok(crate::EXIT_OK);
+    }
+    let text = reporter.on_results(&saved);
     match &a.output {
         None => std::io::stdout().lock().write_all(text.as_bytes())?,
-        Some(out) => {
-            let tmp = out.with_extension("tmp");
-            std::fs::write(&tmp, text).with_context(|| format!("-o: cannot write {}", tmp.display()))?;
-            std::fs::rename(&tmp, out).with_context(|| format!("-o: cannot rename to {}", out.display()))?;
-        }
+        Some(out) => write_atomically(out, &text)?,
     }
     Ok(crate::EXIT_OK)
+}
+
+/// A temporary file beside `path`, then a rename: a reader never sees half a report.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, text).with_context(|| format!("-o: cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("-o: cannot rename to {}", path.display()))?;
+    Ok(())
 }
 
 /// Appends the results in `path` (a file, or a directory of `*.json` files read in name order).

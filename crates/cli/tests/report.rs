@@ -22,8 +22,10 @@ fn all_args() -> Vec<&'static str> {
         "saved",
         "suite-bwsweep.json",
         "tcp-bidir-p2.json",
+        "tcp-p2-intervals.json",
         "tcp-reverse-repeat3.json",
         "tcp.json",
+        "udp-reverse-intervals.json",
         "udp.json",
     ]
 }
@@ -90,6 +92,7 @@ fn bad_inputs_fail_with_one_line() {
         (vec![empty.to_str().unwrap()], "holds no *.json results"),
         (vec!["/dev/zero"], "a device, not a regular file"),
         (vec!["tcp.json", "--intervals"], "--intervals: only with --format csv"),
+        (vec!["tcp.json", "--format", "svg"], "-o DIR"),
     ] {
         let out = netchar().arg("report").args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -97,5 +100,27 @@ fn bad_inputs_fail_with_one_line() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn svg_writes_one_plot_per_result_into_the_directory() {
+    let dir = std::env::temp_dir().join(format!("netchar-report-svg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    netchar().args(["report", "tcp-p2-intervals.json", "saved", "--format", "svg", "-o"]).arg(&dir).assert().success();
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "001-tcp-p2-intervals_json.svg",
+            "002-20261123T081245Z-tcp-001_json.svg",
+            "003-20261123T081246Z-tcp-002_json.svg"
+        ]
+    );
+    let svg = std::fs::read_to_string(dir.join(&names[0])).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains("up sum") && svg.contains("throughput (Gbit/s)"));
     let _ = std::fs::remove_dir_all(dir);
 }

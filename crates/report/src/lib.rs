@@ -3,7 +3,7 @@
 //! text; they never measure and never touch a socket.
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
-//! [`markdown`], [`csv`]. A running test calls `on_start`, `on_interval`, `on_finish`;
+//! [`markdown`], [`csv`], [`svg`]. A running test calls `on_start`, `on_interval`, `on_finish`;
 //! `netchar report` hands saved results to `on_results`.
 //!
 //! ```
@@ -17,6 +17,7 @@ pub mod csv;
 pub mod json;
 pub mod markdown;
 mod rows;
+pub mod svg;
 pub mod text;
 
 /// A saved result and where it came from, as `netchar report` read it.
@@ -58,6 +59,11 @@ pub trait Reporter {
     fn on_finish(&mut self, result: &netchar_model::TestResult) -> String;
     /// Saved results, all at once (`netchar report`): the whole document.
     fn on_results(&mut self, results: &[Saved]) -> String;
+    /// Saved results as separate named files (`-o DIR`), for formats that write one file per
+    /// result (plots); None for formats that write one document.
+    fn on_results_files(&mut self, _results: &[Saved]) -> Option<Vec<(String, String)>> {
+        None
+    }
 }
 
 /// The formats `netchar report` writes.
@@ -71,6 +77,8 @@ pub enum Format {
     Csv,
     /// The results as one JSON array.
     Json,
+    /// Throughput-over-time plots, one SVG per result.
+    Svg,
 }
 
 impl Format {
@@ -81,6 +89,7 @@ impl Format {
             "markdown" | "md" => Self::Markdown,
             "csv" => Self::Csv,
             "json" => Self::Json,
+            "svg" => Self::Svg,
             _ => return None,
         })
     }
@@ -93,6 +102,7 @@ impl Format {
             Self::Markdown => Box::new(markdown::MarkdownReporter::new(rate)),
             Self::Csv => Box::new(csv::CsvReporter::new(intervals)),
             Self::Json => Box::new(json::JsonReporter),
+            Self::Svg => Box::new(svg::SvgReporter),
         }
     }
 }
