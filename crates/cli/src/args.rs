@@ -42,6 +42,12 @@ pub(crate) enum Command {
     Suite(SuiteArgs),
     /// Run a test plan (TOML, docs/plans.md) against HOST.
     Run(RunArgs),
+    /// Tables, CSV or SVG plots of saved results: `--json` files, `--repeat` arrays, `--save` directories.
+    Report(ReportArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff): netchar(1), or with COMMAND that command's page.
+    Man(ManArgs),
 }
 
 /// `netchar server`. Every setting may also come from `--config FILE` (TOML, the same names
@@ -374,6 +380,43 @@ pub(crate) struct CompareArgs {
     /// Welch's t test (unequal variances) instead of Student's pooled t.
     #[arg(long)]
     pub(crate) welch: bool,
+}
+
+/// `netchar report`.
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Saved results: a test's `--json` output, a `--repeat` or suite array, or a `--save`
+    /// directory (every *.json in it).
+    #[arg(required = true, num_args = 1..)]
+    pub(crate) files: Vec<std::path::PathBuf>,
+    /// Output format.
+    /// svg writes one throughput-over-time plot per result into the directory -o names.
+    #[arg(long, default_value = "text", value_parser = ["text", "markdown", "csv", "json", "svg"])]
+    pub(crate) format: String,
+    /// CSV: one row per stream, end and interval instead of the summaries.
+    #[arg(long)]
+    pub(crate) intervals: bool,
+    /// Write to FILE instead of standard output (atomically); with --format svg, the directory.
+    #[arg(short = 'o', long = "output")]
+    pub(crate) output: Option<std::path::PathBuf>,
+    /// Text and markdown: rate unit, the letters of a test's -f (k m g: bit/s; K M G: bytes/s;
+    /// a: a prefix picked per value). CSV is always bit/s.
+    #[arg(long = "unit", default_value = "a")]
+    pub(crate) rate: String,
+}
+
+/// `netchar completions`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    pub(crate) shell: clap_complete::Shell,
+}
+
+/// `netchar man`.
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// A command (tcp, udp, report, ...) for its own page with all its options.
+    pub(crate) command: Option<String>,
 }
 
 /// `netchar suite`.

@@ -3,11 +3,13 @@
 
 mod args;
 mod files;
+mod generate;
 mod metrics;
 mod nc_test;
 mod plan;
 mod plans;
 mod quick;
+mod report;
 mod serve;
 mod suites;
 
@@ -163,6 +165,9 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(args::Command::Suite(a)) => run_suite(&a, &stop),
         Some(args::Command::Run(a)) => run_plan(&a, &stop),
         Some(args::Command::Compare(a)) => run_compare(&a),
+        Some(args::Command::Report(a)) => report::run(&a),
+        Some(args::Command::Completions(a)) => generate::completions(&a),
+        Some(args::Command::Man(a)) => generate::man(&a),
         Some(args::Command::Echo(a)) => {
             let plans = plan::TcpPlan::from_echo_args(&a)?;
             run_echo(&plans, &stop)

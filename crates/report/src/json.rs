@@ -31,4 +31,8 @@ impl crate::Reporter for JsonReporter {
     fn on_finish(&mut self, result: &TestResult) -> String {
         to_json(result)
     }
+    fn on_results(&mut self, results: &[crate::Saved]) -> String {
+        let all: Vec<TestResult> = results.iter().map(|s| s.result.clone()).collect();
+        many_to_json(&all)
+    }
 }

@@ -2,6 +2,10 @@
 //! ([`netchar_model::TestResult`] and its live [`netchar_model::IntervalRecord`]s) and return
 //! text; they never measure and never touch a socket.
 //!
+//! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
+//! [`markdown`], [`csv`], [`svg`]. A running test calls `on_start`, `on_interval`, `on_finish`;
+//! `netchar report` hands saved results to `on_results`.
+//!
 //! ```
 //! use netchar_model::units::RateFormat;
 //! assert_eq!(RateFormat::Mbits.format(191.3e6), "191.30 Mbit/s");
@@ -9,10 +13,43 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod csv;
 pub mod json;
+pub mod markdown;
+mod rows;
+pub mod svg;
 pub mod text;
 
-/// Something that shows a test as it runs and when it ends.
+/// A saved result and where it came from, as `netchar report` read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Saved {
+    /// The file, or `file#N` for the N-th result (from 1) of an array.
+    pub label: String,
+    /// The result.
+    pub result: netchar_model::TestResult,
+}
+
+/// The results in one saved JSON document: a test's `--json` output (one object) or an array
+/// of them (`--repeat`, suites, plans). Labels are `label`, or `label#N` from 1 in an array.
+/// The error is one line naming `label`.
+pub fn parse_saved(text: &str, label: &str) -> Result<Vec<Saved>, String> {
+    let doc: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("{label}: not JSON ({e}); give netchar --json output"))?;
+    let one = |v: serde_json::Value, label: String| -> Result<Saved, String> {
+        serde_json::from_value::<netchar_model::TestResult>(v)
+            .map(|result| Saved { label: label.clone(), result })
+            .map_err(|e| format!("{label}: not a netchar result ({e}); give netchar --json output"))
+    };
+    match doc {
+        serde_json::Value::Array(items) if items.is_empty() => Err(format!("{label}: an empty array, no results")),
+        serde_json::Value::Array(items) => {
+            items.into_iter().enumerate().map(|(i, v)| one(v, format!("{label}#{}", i + 1))).collect()
+        }
+        v => Ok(vec![one(v, label.to_string())?]),
+    }
+}
+
+/// Something that shows a test as it runs and when it ends, or saved results afterwards.
 pub trait Reporter {
     /// Once, before data flows.
     fn on_start(&mut self, info: &netchar_model::TestInfo) -> String;
@@ -20,4 +57,52 @@ pub trait Reporter {
     fn on_interval(&mut self, interval: &netchar_model::IntervalRecord) -> String;
     /// Once, with the whole result (also a partial one after an error).
     fn on_finish(&mut self, result: &netchar_model::TestResult) -> String;
+    /// Saved results, all at once (`netchar report`): the whole document.
+    fn on_results(&mut self, results: &[Saved]) -> String;
+    /// Saved results as separate named files (`-o DIR`), for formats that write one file per
+    /// result (plots); None for formats that write one document.
+    fn on_results_files(&mut self, _results: &[Saved]) -> Option<Vec<(String, String)>> {
+        None
+    }
+}
+
+/// The formats `netchar report` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned text tables.
+    Text,
+    /// GitHub-flavoured markdown tables.
+    Markdown,
+    /// Comma-separated values, SI base units.
+    Csv,
+    /// The results as one JSON array.
+    Json,
+    /// Throughput-over-time plots, one SVG per result.
+    Svg,
+}
+
+impl Format {
+    /// Parses a `--format` value.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "text" => Self::Text,
+            "markdown" | "md" => Self::Markdown,
+            "csv" => Self::Csv,
+            "json" => Self::Json,
+            "svg" => Self::Svg,
+            _ => return None,
+        })
+    }
+
+    /// The reporter for this format; `intervals` asks for per-interval rows where the format
+    /// has them (CSV).
+    pub fn reporter(self, rate: netchar_model::units::RateFormat, intervals: bool) -> Box<dyn Reporter> {
+        match self {
+            Self::Text => Box::new(text::TextReporter::new(rate)),
+            Self::Markdown => Box::new(markdown::MarkdownReporter::new(rate)),
+            Self::Csv => Box::new(csv::CsvReporter::new(intervals)),
+            Self::Json => Box::new(json::JsonReporter),
+            Self::Svg => Box::new(svg::SvgReporter),
+        }
+    }
 }

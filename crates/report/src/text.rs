@@ -240,6 +240,50 @@ impl crate::Reporter for TextReporter {
     fn on_finish(&mut self, r: &TestResult) -> String {
         summary(r, self.format)
     }
+
+    fn on_results(&mut self, results: &[crate::Saved]) -> String {
+        table(results, self.format)
+    }
+}
+
+/// The summary table of saved results: one row per test and flow, columns aligned, errors
+/// under it.
+pub fn table(results: &[crate::Saved], format: RateFormat) -> String {
+    let t = crate::rows::human_table(results, format);
+    let mut widths: Vec<usize> = t.headers.iter().map(|h| h.chars().count()).collect();
+    for row in &t.cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: &[String], out: &mut String| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i > 0 {
+                l.push_str("  ");
+            }
+            let pad = widths[i] - c.chars().count();
+            if t.numeric[i] {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(c);
+            } else {
+                l.push_str(c);
+                l.push_str(&" ".repeat(pad));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    let headers: Vec<String> = t.headers.iter().map(|h| h.to_string()).collect();
+    line(&headers, &mut out);
+    for row in &t.cells {
+        line(row, &mut out);
+    }
+    for (source, e) in &t.errors {
+        let _ = writeln!(out, "{source}: error: {e}");
+    }
+    out
 }
 
 /// The summary block of one test.

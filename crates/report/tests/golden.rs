@@ -1,0 +1,118 @@
+//! Golden tests: the text, markdown and CSV reports of the result files in tests/fixtures
+//! (written once by the real binary on loopback) must equal the files in tests/expected.
+//! After a deliberate change of a format, `UPDATE_GOLDEN=1 cargo test -p netchar-report --test
+//! golden` rewrites them; review the diff before committing it.
+
+use netchar_model::units::RateFormat;
+use netchar_report::{parse_saved, Format, Saved};
+use std::path::{Path, PathBuf};
+
+fn dir(sub: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(sub)
+}
+
+/// Every fixture, as `netchar report` reads them: files in name order, then the --save
+/// directory's files; labels are paths relative to tests/fixtures.
+fn fixtures() -> Vec<Saved> {
+    let root = dir("fixtures");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut all = Vec::new();
+    for f in files {
+        let mut inner = if f.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(&f).unwrap().map(|e| e.unwrap().path()).collect();
+            v.sort();
+            v
+        } else {
+            vec![f]
+        };
+        for p in inner.drain(..) {
+            let label = p.strip_prefix(&root).unwrap().display().to_string();
+            all.extend(parse_saved(&std::fs::read_to_string(&p).unwrap(), &label).unwrap());
+        }
+    }
+    all
+}
+
+fn check(name: &str, got: &str) {
+    let path = dir("expected").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    if got != want {
+        for (i, (g, w)) in got.lines().zip(want.lines()).enumerate() {
+            if g != w {
+                panic!("{name} differs at line {}:\n got: {g}\nwant: {w}", i + 1);
+            }
+        }
+        panic!("{name} differs in length: {} lines, expected {}", got.lines().count(), want.lines().count());
+    }
+}
+
+fn render(format: Format, intervals: bool) -> String {
+    format.reporter(RateFormat::AutoBits, intervals).on_results(&fixtures())
+}
+
+#[test]
+fn text_table() {
+    check("report.txt", &render(Format::Text, false));
+}
+
+#[test]
+fn markdown_table() {
+    check("report.md", &render(Format::Markdown, false));
+}
+
+#[test]
+fn csv_summaries() {
+    check("summaries.csv", &render(Format::Csv, false));
+}
+
+#[test]
+fn csv_intervals() {
+    check("intervals.csv", &render(Format::Csv, true));
+}
+
+#[test]
+fn text_table_in_fixed_units() {
+    let got = Format::Text.reporter(RateFormat::Mbits, false).on_results(&fixtures());
+    check("report-mbits.txt", &got);
+}
+
+/// The CSV carries the result's own counters: each summary row's bytes are the sum of the
+/// stream records of that flow and end after the warm-up, as the JSON holds them.
+#[test]
+fn csv_bytes_are_the_stream_records_totals() {
+    let saved = fixtures();
+    let csv = Format::Csv.reporter(RateFormat::AutoBits, false).on_results(&saved);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut checked = 0;
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        let s = saved.iter().find(|s| s.label == cells[col("source")]).unwrap();
+        let flow = match cells[col("flow")] {
+            "up" => netchar_model::Flow::Up,
+            "down" => netchar_model::Flow::Down,
+            _ => continue,
+        };
+        for (role, name) in
+            [(netchar_model::Role::Sender, "sender_bytes"), (netchar_model::Role::Receiver, "receiver_bytes")]
+        {
+            let want: u64 = s
+                .result
+                .streams
+                .iter()
+                .filter(|r| r.flow == flow && r.role == role)
+                .map(|r| r.bytes - r.omitted_bytes)
+                .sum();
+            assert_eq!(cells[col(name)], want.to_string(), "{} {name}", s.label);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} figures checked");
+}
