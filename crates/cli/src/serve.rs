@@ -330,7 +330,7 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
                     .iter()
                     .map(|(id, a)| serde_json::json!({"stream": id, "address": a.to_string()}))
                     .collect();
-                serde_json::json!({"event": "test", "protocol": t.protocol, "peer": t.peer.to_string(), "user": t.user, "data_paths": data,
+                serde_json::json!({"event": "test", "protocol": t.protocol, "peer_software": t.peer_software, "peer": t.peer.to_string(), "user": t.user, "data_paths": data,
                     "refused_data": t.refused_data, "kind": t.spec.kind, "direction": t.spec.direction,
                     "streams": t.spec.streams, "concurrent_tests": t.concurrent_tests, "flows": f, "error": t.error})
                 .to_string()

@@ -75,6 +75,8 @@ fn tcp_up_down_bidir_and_parallel_match_the_servers_count() {
     let v = iperf3(port, &["-t", "1", "-P", "2"]);
     let log = logged_test(&s);
     assert_eq!((log["protocol"].as_str(), log["kind"].as_str(), u(&log["streams"])), (Some("iperf3"), Some("tcp"), 2));
+    // The client told its version in its parameters.
+    assert!(log["peer_software"].as_str().is_some_and(|s| s.starts_with("iperf3 3.")), "{}", log["peer_software"]);
     let (sent, received) = (u(&v["end"]["sum_sent"]["bytes"]), u(&v["end"]["sum_received"]["bytes"]));
     assert_eq!(received, server_bytes(&log, "up"));
     assert_eq!(sent, received, "the server settles on the client's total: nothing in flight is lost");

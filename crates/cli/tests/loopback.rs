@@ -127,6 +127,7 @@ fn server_logs_one_line_per_test_and_json_lines_with_json() {
     let line = lines.iter().find(|l| l.contains("\"event\":\"test\"")).unwrap_or_else(|| panic!("{lines:?}"));
     let v: Value = serde_json::from_str(line).unwrap();
     assert_eq!(v["flows"][0]["bytes"], 1_000_000);
+    assert_eq!(v["peer_software"], format!("netchar {}", env!("CARGO_PKG_VERSION")));
     assert!(v["error"].is_null());
 }
 

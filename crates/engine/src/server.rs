@@ -92,6 +92,8 @@ pub enum ServerLog {
 pub struct TestLog {
     /// The protocol the client spoke: "netchar", or a peer protocol's name ("iperf3", ...).
     pub protocol: &'static str,
+    /// The client's software and version as it told them (`netchar 0.1.0`, `iperf3 3.12`).
+    pub peer_software: Option<String>,
     /// The client's control connection.
     pub peer: SocketAddr,
     /// Where each data stream came from (TCP) or was sent to (UDP), by stream id.
@@ -584,6 +586,8 @@ struct ControlSession<'a> {
     /// The test must have been asked for by then (`--idle-timeout`, from accept).
     request_deadline: Instant,
     spec: Option<TestSpec>,
+    /// The client's software and version, as it told them.
+    peer_software: Option<String>,
     user: Option<String>,
     data_paths: Vec<(u32, SocketAddr)>,
     refused_data: u64,
@@ -648,6 +652,7 @@ impl<'a> ControlSession<'a> {
             shared,
             request_deadline,
             spec: None,
+            peer_software: None,
             user: None,
             data_paths: Vec::new(),
             refused_data: 0,
@@ -672,6 +677,7 @@ impl<'a> ControlSession<'a> {
         match me.spec.take() {
             Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(Box::new(TestLog {
                 protocol: "netchar",
+                peer_software: me.peer_software.clone(),
                 peer,
                 data_paths: std::mem::take(&mut me.data_paths),
                 user: me.user.clone(),
@@ -785,7 +791,8 @@ impl<'a> ControlSession<'a> {
     fn on_event(&mut self, ev: ServerEvent) -> Result<(), String> {
         let now = Instant::now();
         match ev {
-            ServerEvent::Requested { spec, companion, auth } => {
+            ServerEvent::Requested { spec, companion, auth, client_version } => {
+                self.peer_software = Some(format!("netchar {client_version}"));
                 let (tx, rx) = mpsc::sync_channel(ROUTE_QUEUE);
                 let req = Request {
                     spec: &spec,

@@ -455,6 +455,7 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
     let mut spec = spec;
     spec.streams = 1;
     ctx.log(ServerLog::Test(Box::new(TestLog {
+        peer_software: None,
         protocol: "iperf2",
         peer,
         data_paths: vec![(1, peer)],
@@ -617,6 +618,7 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
                 let error = s.report.is_none().then(|| "no FIN came: the client stopped without ending".to_string());
                 let record = s.record();
                 ctx.log(ServerLog::Test(Box::new(TestLog {
+                    peer_software: None,
                     protocol: "iperf2",
                     peer: a,
                     data_paths: vec![(1, a)],

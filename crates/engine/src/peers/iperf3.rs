@@ -277,6 +277,11 @@ impl<'a> ControlSession<'a> {
         crate::server::linger(&mut me.stream);
         match me.spec.take() {
             Some(spec) if concurrent_tests > 0 => me.ctx.log(ServerLog::Test(Box::new(TestLog {
+                peer_software: me
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.client_version.as_ref())
+                    .map(|v| format!("iperf3 {v}")),
                 protocol: "iperf3",
                 peer,
                 data_paths: std::mem::take(&mut me.data_paths),

@@ -659,6 +659,7 @@ impl PeerListener for NcTestListener {
             if let (SlaveAction::Test(req), Some((guard, spec))) = (d.action, admitted) {
                 let log = self.serve_test(req, master, &ctx);
                 ctx.log(ServerLog::Test(Box::new(TestLog {
+                    peer_software: None,
                     protocol: "nc-test",
                     peer: master,
                     data_paths: log.data_path.into_iter().map(|p| (1, p)).collect(),

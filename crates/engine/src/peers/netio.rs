@@ -482,6 +482,7 @@ fn accept_loop(listener: TcpListener, is_udp: bool, ctx: &PeerContext, udp: &Arc
                 StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, sent, secs.1),
             ];
             ctx.log(ServerLog::Test(Box::new(TestLog {
+                peer_software: None,
                 protocol: "netio",
                 peer,
                 data_paths: vec![(1, peer)],

@@ -391,6 +391,7 @@ fn log_test(
     test: &PeerTest,
 ) {
     ctx.log(ServerLog::Test(Box::new(TestLog {
+        peer_software: None,
         protocol: service.name(),
         peer,
         data_paths: vec![(1, peer)],

@@ -26,6 +26,8 @@ pub enum ServerEvent {
         /// The authenticated user and the key that tags this test's data streams; `None`
         /// when the server does not require authentication.
         auth: Option<(String, [u8; 32])>,
+        /// The client's version as it told it (64 characters at most).
+        client_version: String,
     },
     /// The client said start: start the clocks and workers.
     Start,
@@ -142,7 +144,7 @@ impl ServerSession {
     fn on_message(&mut self, now: Instant, msg: ClientMessage) -> Result<(), ProtocolError> {
         match (self.state, msg) {
             (_, ClientMessage::Keepalive) => {}
-            (State::AwaitRequest, ClientMessage::Request { spec, companion, auth, .. }) => {
+            (State::AwaitRequest, ClientMessage::Request { spec, companion, auth, client_version }) => {
                 let auth = match self.authenticate(auth.as_ref()) {
                     Ok(a) => a,
                     Err(reason) => {
@@ -161,7 +163,8 @@ impl ServerSession {
                     Some(Err(e)) => return self.fail(now, e),
                     None => None,
                 };
-                self.events.push_back(ServerEvent::Requested { spec: Box::new(spec), companion, auth });
+                let client_version = client_version.chars().filter(|c| !c.is_control()).take(64).collect();
+                self.events.push_back(ServerEvent::Requested { spec: Box::new(spec), companion, auth, client_version });
                 self.state = State::AwaitAdmission;
             }
             (State::AwaitStart, ClientMessage::Start) => {

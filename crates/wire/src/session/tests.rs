@@ -60,7 +60,12 @@ fn a_whole_test_runs_from_hello_to_results() {
     p.drive();
     assert_eq!(
         p.server().poll_event(),
-        Some(ServerEvent::Requested { spec: Box::new(TestSpec::tcp_default()), companion: None, auth: None })
+        Some(ServerEvent::Requested {
+            spec: Box::new(TestSpec::tcp_default()),
+            companion: None,
+            auth: None,
+            client_version: env!("CARGO_PKG_VERSION").into()
+        })
     );
     let now = p.now;
     p.server().admit(now, &[9; 16], 1, HostInfo::default(), None);
