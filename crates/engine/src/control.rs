@@ -129,6 +129,22 @@ pub trait UdpHandshake: Send {
     }
 }
 
+/// No UDP setup at all (iperf2, echo/discard/chargen): the peer takes whatever comes, so the
+/// stream is ready at once and its socket is left to the worker.
+pub struct NoUdpSetup;
+
+impl UdpHandshake for NoUdpSetup {
+    fn datagram(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn on_datagram(&mut self, _bytes: &[u8]) -> bool {
+        false
+    }
+    fn answered(&self) -> bool {
+        true
+    }
+}
+
 /// A client's control protocol, sans-IO. Every method's contract is that of
 /// `netchar_wire::session::ClientSession`, whose shape this is.
 pub trait ClientControl: Send {

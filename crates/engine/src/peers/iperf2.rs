@@ -19,7 +19,7 @@
 //! connection a stream, its header read and counted as iperf2 counts it) and UDP (a socket per
 //! client source, the FIN answered with the server report built from netchar's own counters).
 
-use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
+use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
 use crate::dataplane::DatagramFormatKind;
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpReceived,
@@ -73,21 +73,6 @@ pub fn check_spec(flavour: Flavour, spec: &TestSpec) -> Result<(), String> {
             no("-n with -R: an iperf2 server sends for a time; use -t")
         }
         _ => Ok(()),
-    }
-}
-
-/// No UDP setup: an iperf2 server takes the first datagram as the test's start.
-struct NoSetup;
-
-impl UdpHandshake for NoSetup {
-    fn datagram(&self) -> Vec<u8> {
-        Vec::new()
-    }
-    fn on_datagram(&mut self, _bytes: &[u8]) -> bool {
-        false
-    }
-    fn answered(&self) -> bool {
-        true
     }
 }
 
@@ -160,7 +145,7 @@ impl Iperf2Control {
             .stream_ids(flow)
             .map(|id| {
                 let transport = if self.spec.uses_udp() {
-                    Transport::Udp { handshake: Box::new(NoSetup) }
+                    Transport::Udp { handshake: Box::new(NoUdpSetup) }
                 } else {
                     Transport::Tcp { preamble: self.tcp_preamble() }
                 };

@@ -17,7 +17,7 @@
 //! connections closed, and no UDP answer longer than its request
 //! (netchar_wire::services::udp_reply_len).
 
-use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
+use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
 use crate::dataplane::DatagramFormatKind;
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener, PeerTest};
 use crate::server::{ServerLog, TestLog};
@@ -89,21 +89,6 @@ pub fn service_spec(service: Service, spec: &TestSpec) -> Result<TestSpec, Strin
     Ok(s)
 }
 
-/// No UDP setup: the services answer whatever comes.
-struct NoSetup;
-
-impl UdpHandshake for NoSetup {
-    fn datagram(&self) -> Vec<u8> {
-        Vec::new()
-    }
-    fn on_datagram(&mut self, _bytes: &[u8]) -> bool {
-        false
-    }
-    fn answered(&self) -> bool {
-        true
-    }
-}
-
 /// netchar as the client of an echo, discard or chargen server.
 pub struct ServiceControl {
     service: Service,
@@ -144,7 +129,7 @@ impl ServiceControl {
         let mut out = Vec::new();
         let fresh = || {
             if spec.uses_udp() {
-                Transport::Udp { handshake: Box::new(NoSetup) }
+                Transport::Udp { handshake: Box::new(NoUdpSetup) }
             } else {
                 Transport::Tcp { preamble: Vec::new() }
             }

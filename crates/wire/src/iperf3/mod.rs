@@ -136,6 +136,25 @@ impl crate::datagram::DatagramFormat for Iperf3Datagrams {
 /// The alphabet current iperf3 clients draw their cookie from (`make_cookie`).
 const COOKIE_ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 
+/// Takes one length-prefixed JSON document (u32 big-endian length, then the JSON) off the
+/// front of `input` when it is all there; a length over `cap` is refused before buffering.
+pub(crate) fn take_json_frame(input: &mut Vec<u8>, cap: u32) -> Result<Option<Vec<u8>>, ProtocolError> {
+    if input.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes(input[..4].try_into().expect("4 bytes"));
+    if len > cap {
+        return Err(ProtocolError::Oversize { len, max: cap });
+    }
+    let end = 4 + len as usize;
+    if input.len() < end {
+        return Ok(None);
+    }
+    let json = input[4..end].to_vec();
+    input.drain(..end);
+    Ok(Some(json))
+}
+
 /// A cookie from 36 random bytes.
 pub fn make_cookie(random: &[u8; 36]) -> [u8; COOKIE_LEN] {
     let mut c = [0u8; COOKIE_LEN];
@@ -414,20 +433,7 @@ impl Client {
     }
 
     fn take_json(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
-        if self.input.len() < 4 {
-            return Ok(None);
-        }
-        let len = u32::from_be_bytes(self.input[..4].try_into().expect("4 bytes"));
-        if len > MAX_RESULTS_JSON {
-            return Err(self.fail(ProtocolError::Oversize { len, max: MAX_RESULTS_JSON }));
-        }
-        let end = 4 + len as usize;
-        if self.input.len() < end {
-            return Ok(None);
-        }
-        let json = self.input[4..end].to_vec();
-        self.input.drain(..end);
-        Ok(Some(json))
+        take_json_frame(&mut self.input, MAX_RESULTS_JSON).map_err(|e| self.fail(e))
     }
 
     fn on_state_byte(&mut self, now: Instant, byte: u8) -> Result<(), ProtocolError> {

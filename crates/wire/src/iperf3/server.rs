@@ -265,20 +265,7 @@ impl Server {
     }
 
     fn take_json(&mut self, cap: u32) -> Result<Option<Vec<u8>>, ProtocolError> {
-        if self.input.len() < 4 {
-            return Ok(None);
-        }
-        let len = u32::from_be_bytes(self.input[..4].try_into().expect("4 bytes"));
-        if len > cap {
-            return Err(self.fail(ProtocolError::Oversize { len, max: cap }));
-        }
-        let end = 4 + len as usize;
-        if self.input.len() < end {
-            return Ok(None);
-        }
-        let json = self.input[4..end].to_vec();
-        self.input.drain(..end);
-        Ok(Some(json))
+        super::take_json_frame(&mut self.input, cap).map_err(|e| self.fail(e))
     }
 
     /// The test is admitted: the client may open its data connections.
