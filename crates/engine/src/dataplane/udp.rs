@@ -442,7 +442,7 @@ pub(super) fn realtime_at(at: Instant) -> u64 {
         let span = after - before;
         let mid = before + span / 2;
         let real_at = real.saturating_sub(mid.saturating_duration_since(at).as_nanos() as u64);
-        if best.map_or(true, |(s, _)| span < s) {
+        if best.is_none_or(|(s, _)| span < s) {
             best = Some((span, real_at));
         }
         if span < Duration::from_micros(1) {

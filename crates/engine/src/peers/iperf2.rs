@@ -500,7 +500,7 @@ fn tcp_send(stream: &mut TcpStream, spec: &TestSpec, ctx: &PeerContext, started:
         EndCondition::Seconds(_) => None,
     };
     let (mut sent, mut end) = (0u64, 0.0);
-    while !ctx.stop().is_raised() && until.map_or(true, |u| Instant::now() < u) && budget.map_or(true, |b| sent < b) {
+    while !ctx.stop().is_raised() && until.is_none_or(|u| Instant::now() < u) && budget.is_none_or(|b| sent < b) {
         if let Some(r) = limits.max_rate {
             let due = started + Duration::from_secs_f64(sent as f64 * 8.0 / r as f64);
             if due > Instant::now() {

@@ -819,7 +819,7 @@ impl UdpHandshake for Iperf3UdpHello {
 
     fn due(&mut self, now: Instant) -> bool {
         let my_turn = self.answered_streams.load(std::sync::atomic::Ordering::SeqCst) == self.index;
-        let due = my_turn && self.sent.map_or(true, |t| now.duration_since(t) >= IPERF3_HELLO_REPEAT);
+        let due = my_turn && self.sent.is_none_or(|t| now.duration_since(t) >= IPERF3_HELLO_REPEAT);
         if due {
             self.sent = Some(now);
         }
