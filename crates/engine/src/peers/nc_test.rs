@@ -436,24 +436,7 @@ fn latency(rtts: &[Duration]) -> LatencyUs {
 }
 
 fn record(id: u32, flow: Flow, role: Role, by: Endpoint, buffers: u64, bytes_per: u64, secs: f64) -> StreamRecord {
-    StreamRecord {
-        id,
-        flow,
-        role,
-        measured_by: by,
-        bytes: buffers * bytes_per,
-        seconds: secs,
-        omitted_bytes: 0,
-        retransmits: None,
-        omitted_retransmits: None,
-        omitted_seconds: None,
-        udp_sent: None,
-        udp_received: None,
-        rr: None,
-        cpu: None,
-        zerocopy: None,
-        intervals: Vec::new(),
-    }
+    StreamRecord::bare(id, flow, role, by, buffers * bytes_per, secs)
 }
 
 /// One test of the master as a netchar result: `test.protocol` is "nc-test"; the master's
