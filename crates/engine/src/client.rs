@@ -545,14 +545,7 @@ impl<'a> Driver<'a> {
                 Ok(())
             }
             Ok(n) => Ok(self.session.handle_input(Instant::now(), &buf[..n])?),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(())
-            }
+            Err(e) if crate::is_retry(&e) => Ok(()),
             Err(e) if self.session.is_done() => {
                 let _ = e;
                 Ok(())

@@ -29,6 +29,13 @@ pub mod under_load;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// True when a read or write on a socket with a timeout found nothing to do yet (timed out,
+/// would block, interrupted): try again, the connection is fine.
+pub(crate) fn is_retry(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted)
+}
+
 /// A flag that asks a running test or server to stop: set by SIGINT/SIGTERM handlers.
 #[derive(Debug, Clone, Default)]
 pub struct StopFlag(Arc<AtomicBool>);

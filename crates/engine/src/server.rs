@@ -482,11 +482,7 @@ fn read_hello(stream: &mut TcpStream, deadline: Instant, stop: &StopFlag) -> (us
                     break;
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if crate::is_retry(&e) => {}
             Err(_) => break,
         }
     }
@@ -557,11 +553,7 @@ pub(crate) fn linger(stream: &mut TcpStream) {
         match stream.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if crate::is_retry(&e) => {}
             Err(_) => return,
         }
     }
@@ -776,14 +768,7 @@ impl<'a> ControlSession<'a> {
         match self.stream.read(buf) {
             Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),
             Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string()),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(())
-            }
+            Err(e) if crate::is_retry(&e) => Ok(()),
             Err(e) => Err(format!("control connection failed: {e}")),
         }
     }

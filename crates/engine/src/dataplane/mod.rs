@@ -601,7 +601,7 @@ impl Worker {
                     self.shared.bytes.store(sent, Ordering::Release);
                     end = Instant::now();
                 }
-                Err(e) if is_retry(&e) => {}
+                Err(e) if crate::is_retry(&e) => {}
                 Err(e) => break Err(e),
             }
         };
@@ -647,7 +647,7 @@ impl Worker {
                         break Ok(());
                     }
                 }
-                Err(e) if is_retry(&e) => {
+                Err(e) if crate::is_retry(&e) => {
                     if self.controls.abort.load(Ordering::Relaxed) {
                         break Ok(());
                     }
@@ -658,10 +658,6 @@ impl Worker {
         self.shared.end_ns.store(last.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
         outcome
     }
-}
-
-fn is_retry(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
 }
 
 /// Builds the records of one test end from the shared counters.

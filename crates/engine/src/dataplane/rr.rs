@@ -7,9 +7,9 @@
 //! non-blocking receives: on a VM most of a blocking round trip between cores is the halted
 //! vCPU waking up (reference/perf.md, technique 8).
 
-use super::is_retry;
 use super::udp::realtime_at;
 use super::{Controls, StreamShared, POLL};
+use crate::is_retry;
 use netchar_model::{EndCondition, LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
 use netchar_sys::udp;

@@ -511,12 +511,7 @@ pub(super) fn receive<F: DatagramFormat>(
                 shared.bytes.store(rx.bytes, Ordering::Release);
                 shared.packets.store(rx.tracker.unique(), Ordering::Release);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) =>
-            {
+            Err(e) if crate::is_retry(&e) => {
                 let offset = realtime_ns().saturating_sub(started_real);
                 if rx.interval_ends_before(offset) {
                     rx.drops.read(fd);

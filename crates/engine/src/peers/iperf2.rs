@@ -388,14 +388,10 @@ fn read_header(stream: &mut TcpStream, ctx: &PeerContext) -> Result<(Vec<u8>, Cl
         match stream.read(&mut buf[..want]) {
             Ok(0) => return Err("closed before its iperf2 header".into()),
             Ok(n) => head.extend_from_slice(&buf[..n]),
-            Err(e) if retry(&e) => {}
+            Err(e) if crate::is_retry(&e) => {}
             Err(e) => return Err(e.to_string()),
         }
     }
-}
-
-fn retry(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
 }
 
 fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, tests: &AddressTests) {
@@ -476,7 +472,7 @@ fn tcp_receive(stream: &mut TcpStream, ctx: &PeerContext, started: Instant) -> (
                 last = Instant::now();
                 end = started.elapsed().as_secs_f64();
             }
-            Err(e) if retry(&e) => {}
+            Err(e) if crate::is_retry(&e) => {}
             Err(e) => break Some(e.to_string()),
         }
     };
@@ -515,7 +511,7 @@ fn tcp_send(stream: &mut TcpStream, spec: &TestSpec, ctx: &PeerContext, started:
                 sent += n as u64;
                 end = started.elapsed().as_secs_f64();
             }
-            Err(e) if retry(&e) => {}
+            Err(e) if crate::is_retry(&e) => {}
             Err(_) => break,
         }
     }

@@ -354,14 +354,7 @@ impl<'a> ControlSession<'a> {
         match self.stream.read(buf) {
             Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),
             Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string()),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(())
-            }
+            Err(e) if crate::is_retry(&e) => Ok(()),
             Err(e) => Err(format!("control connection failed: {e}")),
         }
     }

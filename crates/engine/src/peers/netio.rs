@@ -51,10 +51,6 @@ fn tune(s: &TcpStream) {
     let _ = s.set_nodelay(true);
 }
 
-fn retry(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
-}
-
 /// Writes all of `data`, checking `stop` while blocked.
 fn write_all(s: &mut &TcpStream, mut data: &[u8], stop: &crate::StopFlag) -> io::Result<()> {
     while !data.is_empty() {
@@ -64,7 +60,7 @@ fn write_all(s: &mut &TcpStream, mut data: &[u8], stop: &crate::StopFlag) -> io:
         match s.write(data) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "the peer stopped reading")),
             Ok(n) => data = &data[n..],
-            Err(e) if retry(&e) => {}
+            Err(e) if crate::is_retry(&e) => {}
             Err(e) => return Err(e),
         }
     }
@@ -201,7 +197,7 @@ fn drive(
                             while Instant::now() < until && !stop.is_raised() {
                                 match s.send(&buf[..size as usize]) {
                                     Ok(_) => sent += 1,
-                                    Err(e) if e.raw_os_error() == Some(105) || retry(&e) => {}
+                                    Err(e) if e.raw_os_error() == Some(105) || crate::is_retry(&e) => {}
                                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
                                     Err(e) => return Err(format!("netio UDP Tx: {e}")),
                                 }
@@ -235,7 +231,7 @@ fn drive(
                                 }
                                 held.extend_from_slice(&buf[..n]);
                             }
-                            Err(e) if retry(&e) => {
+                            Err(e) if crate::is_retry(&e) => {
                                 if since.elapsed() >= cfg.rx_timeout
                                     && matches!(client.step(Instant::now()), ClientStep::Receive { .. })
                                 {
@@ -611,7 +607,7 @@ fn serve(
                     break Some(e.to_string());
                 }
             }
-            Err(e) if retry(&e) => {}
+            Err(e) if crate::is_retry(&e) => {}
             Err(e) => break Some(e.to_string()),
         }
     };
@@ -636,7 +632,7 @@ fn blast(udp: &UdpSocket, to: SocketAddr, size: u32, stop: &crate::StopFlag, rat
         match udp.send_to(dgram, to) {
             Ok(_) => n += 1,
             // ENOBUFS: retried, as netio 1.34 does.
-            Err(e) if e.raw_os_error() == Some(105) || retry(&e) => {}
+            Err(e) if e.raw_os_error() == Some(105) || crate::is_retry(&e) => {}
             Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
     }

@@ -444,7 +444,7 @@ fn tcp_session(
                         s_end = started.elapsed().as_secs_f64();
                         last_progress = Instant::now();
                     }
-                    Err(e) if retry(&e) => {}
+                    Err(e) if crate::is_retry(&e) => {}
                     Err(e) if closed(&e) => break None,
                     Err(e) => break Some(e.to_string()),
                 }
@@ -459,7 +459,7 @@ fn tcp_session(
                             s_end = started.elapsed().as_secs_f64();
                             last_progress = Instant::now();
                         }
-                        Err(e) if retry(&e) => {}
+                        Err(e) if crate::is_retry(&e) => {}
                         Err(e) if closed(&e) => break None,
                         Err(e) => break Some(e.to_string()),
                     }
@@ -475,7 +475,7 @@ fn tcp_session(
                             pending = (0, n);
                         }
                     }
-                    Err(e) if retry(&e) => {}
+                    Err(e) if crate::is_retry(&e) => {}
                     Err(e) if closed(&e) => break None,
                     Err(e) => break Some(e.to_string()),
                 }
@@ -503,10 +503,6 @@ fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     }
     socket.bind(&addr.into())?;
     Ok(socket.into())
-}
-
-fn retry(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
 }
 
 fn closed(e: &io::Error) -> bool {
