@@ -153,32 +153,8 @@ fn udp_loss_through_the_iperf2_adapter_equals_the_nft_drop_counter() {
     let port = 5013u16;
     // Datagrams to the server (1200-byte payloads: UDP length 1208). A dropped FIN counts too,
     // and so does it in iperf2's report: its retry carries the next number.
-    let rules = (|| -> Result<(), String> {
-        link.a.nft(&["add", "table", "inet", "iperf2loss"])?;
-        link.a.nft(&["add", "chain", "inet", "iperf2loss", "input", "{ type filter hook input priority 0; }"])?;
-        link.a.nft(&[
-            "add",
-            "rule",
-            "inet",
-            "iperf2loss",
-            "input",
-            "udp",
-            "dport",
-            &port.to_string(),
-            "udp",
-            "length",
-            "1208",
-            "numgen",
-            "random",
-            "mod",
-            "1000",
-            "<",
-            "20",
-            "counter",
-            "drop",
-        ])?;
-        Ok(())
-    })();
+    let port_s = port.to_string();
+    let rules = link.a.drop_at_random("iperf2loss", "input", &["udp", "dport", &port_s, "udp", "length", "1208"]);
     if let Err(e) = rules {
         netns::skip_or_fail(&format!("cannot install the nftables drop rule: {e}"));
         return;

@@ -98,32 +98,8 @@ fn udp_loss_through_the_iperf3_adapter_equals_the_nft_drop_counter() {
     let Some(link) = Link::shaped(TBF) else { return };
     let port = 5213u16;
     // Data datagrams only (1200-byte payloads: UDP length 1208), not the 4-byte hello's answer.
-    let rules = (|| -> Result<(), String> {
-        link.b.nft(&["add", "table", "inet", "iperf3loss"])?;
-        link.b.nft(&["add", "chain", "inet", "iperf3loss", "input", "{ type filter hook input priority 0; }"])?;
-        link.b.nft(&[
-            "add",
-            "rule",
-            "inet",
-            "iperf3loss",
-            "input",
-            "udp",
-            "sport",
-            &port.to_string(),
-            "udp",
-            "length",
-            "1208",
-            "numgen",
-            "random",
-            "mod",
-            "1000",
-            "<",
-            "20",
-            "counter",
-            "drop",
-        ])?;
-        Ok(())
-    })();
+    let port_s = port.to_string();
+    let rules = link.b.drop_at_random("iperf3loss", "input", &["udp", "sport", &port_s, "udp", "length", "1208"]);
     if let Err(e) = rules {
         netns::skip_or_fail(&format!("cannot install the nftables drop rule: {e}"));
         return;

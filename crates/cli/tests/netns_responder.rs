@@ -48,30 +48,7 @@ fn responder_binary() -> Option<PathBuf> {
 }
 
 fn add_drop_rule(ns: &Netns, port_match: &str, port: u16) -> Result<(), String> {
-    let port_s = port.to_string();
-    ns.nft(&["add", "table", "inet", TABLE])?;
-    ns.nft(&["add", "chain", "inet", TABLE, CHAIN, "{ type filter hook input priority 0; }"])?;
-    ns.nft(&[
-        "add",
-        "rule",
-        "inet",
-        TABLE,
-        CHAIN,
-        "udp",
-        port_match,
-        &port_s,
-        "@th,64,32",
-        DATA_PREFIX,
-        "numgen",
-        "random",
-        "mod",
-        "1000",
-        "<",
-        "20",
-        "counter",
-        "drop",
-    ])?;
-    Ok(())
+    ns.drop_at_random(TABLE, CHAIN, &["udp", port_match, &port.to_string(), "@th,64,32", DATA_PREFIX])
 }
 
 /// Datagrams the rule dropped.

@@ -142,6 +142,18 @@ impl Netns {
         run_checked(self.command("nft").args(args))
     }
 
+    /// A table `inet TABLE` with an input chain `CHAIN` whose one rule drops 2% of the packets
+    /// that `matcher` selects (nft words, e.g. `["udp", "dport", "5001"]`) at random and counts
+    /// what it dropped: the ground truth of the loss tests.
+    pub fn drop_at_random(&self, table: &str, chain: &str, matcher: &[&str]) -> Result<(), String> {
+        self.nft(&["add", "table", "inet", table])?;
+        self.nft(&["add", "chain", "inet", table, chain, "{ type filter hook input priority 0; }"])?;
+        let mut rule = vec!["add", "rule", "inet", table, chain];
+        rule.extend_from_slice(matcher);
+        rule.extend_from_slice(&["numgen", "random", "mod", "1000", "<", "20", "counter", "drop"]);
+        self.nft(&rule).map(|_| ())
+    }
+
     /// The `(packets, bytes)` of every `counter` statement in chain `FAMILY TABLE CHAIN`, in rule
     /// order (`nft list chain ...` prints them as `counter packets N bytes M`).
     ///
