@@ -186,10 +186,10 @@ fn refusals_come_before_any_traffic() {
 
 /// A netchar server answering iperf2 on its own port, logging JSON lines.
 fn server() -> (Server, u16) {
-    let port = free_port();
-    let s = Server::start(&["--iperf2", "--iperf2-port", &port.to_string(), "--json"]);
-    let line = s.log_lines(Duration::from_secs(5)).join("\n");
-    assert!(line.contains("answering iperf2 clients"), "{line}");
+    // Port 0: a port found free beforehand could be taken by a parallel test.
+    let s = Server::start(&["--iperf2", "--iperf2-port", "0", "--json"]);
+    let lines = [s.startup.clone(), s.log_lines(Duration::from_secs(5))].concat();
+    let port = announced_port(&lines, "answering iperf2 clients on ").unwrap_or_else(|| panic!("{lines:?}"));
     (s, port)
 }
 

@@ -23,16 +23,12 @@ fn iperf3_installed() -> bool {
     false
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// A netchar server answering iperf3 on its own port, logging JSON lines.
 fn server() -> (Server, u16) {
-    let port = free_port();
-    let s = Server::start(&["--iperf3", "--iperf3-port", &port.to_string(), "--json"]);
-    let line = s.log_lines(Duration::from_secs(5)).join("\n");
-    assert!(line.contains("answering iperf3 clients"), "{line}");
+    // Port 0: a port found free beforehand could be taken by a parallel test.
+    let s = Server::start(&["--iperf3", "--iperf3-port", "0", "--json"]);
+    let lines = [s.startup.clone(), s.log_lines(Duration::from_secs(5))].concat();
+    let port = announced_port(&lines, "answering iperf3 clients on ").unwrap_or_else(|| panic!("{lines:?}"));
     (s, port)
 }
 
@@ -165,8 +161,9 @@ fn one_test_at_a_time_across_protocols_and_limits_apply() {
     if !iperf3_installed() {
         return;
     }
-    let port = free_port();
-    let s = Server::start(&["--iperf3", "--iperf3-port", &port.to_string(), "--json", "--max-duration", "5"]);
+    let s = Server::start(&["--iperf3", "--iperf3-port", "0", "--json", "--max-duration", "5"]);
+    let lines = [s.startup.clone(), s.log_lines(Duration::from_secs(5))].concat();
+    let port = announced_port(&lines, "answering iperf3 clients on ").unwrap_or_else(|| panic!("{lines:?}"));
     // A native test holds the one slot: an iperf3 client is told the server is busy.
     let native = std::process::Command::new(BIN)
         .args(["tcp", "127.0.0.1", "-p", &s.port.to_string(), "-t", "3", "-b", "10M"])

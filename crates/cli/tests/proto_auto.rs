@@ -8,22 +8,14 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 #[test]
 fn echo_and_chargen_servers_are_found_and_used() {
-    let (echo, discard, chargen) = (free_port(), free_port(), free_port());
-    let _s = Server::start(&[
-        "--services",
-        "--echo-port",
-        &echo.to_string(),
-        "--discard-port",
-        &discard.to_string(),
-        "--chargen-port",
-        &chargen.to_string(),
-    ]);
+    // Port 0 for each: ports found free beforehand could be taken by a parallel test.
+    let s = Server::start(&["--services", "--echo-port", "0", "--discard-port", "0", "--chargen-port", "0"]);
+    let lines = s.startup.clone();
+    let line = lines.iter().find(|l| l.starts_with("services: ")).unwrap_or_else(|| panic!("{lines:?}"));
+    let ports: Vec<u16> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    let (echo, discard, chargen) = (ports[0], ports[1], ports[2]);
     // An echo server sends netchar's hello back: the test runs through it.
     let r = netchar(&["tcp", "127.0.0.1", "-p", &echo.to_string(), "-t", "1", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);

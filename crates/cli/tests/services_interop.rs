@@ -119,11 +119,26 @@ fn tcp_echo_exact(ns: Option<&Netns>, host: &str, port: u16, streams: &str) {
 
 #[test]
 fn against_netchars_own_services() {
-    let (e, d, c) = (free_port(), free_port(), free_port());
-    let mut cmd = Command::new(BIN);
-    cmd.args(["server", "-B", "127.0.0.1", "-p", "0", "--json", "--services"]);
-    cmd.args(["--echo-port", &e.to_string(), "--discard-port", &d.to_string(), "--chargen-port", &c.to_string()]);
-    let server = Server::spawn(cmd, "services:", Duration::from_secs(10)).expect("netchar server --services starts");
+    // A port found free can be taken by a parallel test before the server binds it: then the
+    // server refuses to start (as it should) and three fresh ports are tried.
+    let mut last_error = String::new();
+    let (server, (e, d, c)) = (0..5)
+        .find_map(|_| {
+            let ports = (free_port(), free_port(), free_port());
+            let (e, d, c) = ports;
+            if e == d || d == c || e == c {
+                return None;
+            }
+            let mut cmd = Command::new(BIN);
+            cmd.args(["server", "-B", "127.0.0.1", "-p", "0", "--json", "--services"]);
+            cmd.args(["--echo-port", &e.to_string(), "--discard-port", &d.to_string()]);
+            cmd.args(["--chargen-port", &c.to_string()]);
+            Server::spawn(cmd, "services:", Duration::from_secs(10))
+                .map_err(|err| last_error = err)
+                .ok()
+                .map(|s| (s, ports))
+        })
+        .unwrap_or_else(|| panic!("netchar server --services starts: {last_error}"));
     assert_eq!(ports_of(&server), (e, d, c));
     let host = "127.0.0.1";
 

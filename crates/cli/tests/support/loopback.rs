@@ -16,6 +16,8 @@ pub struct Server {
     pub stderr: std::sync::mpsc::Receiver<String>,
     /// The start-up line after "listening": who may run tests, and the limits.
     pub banner: String,
+    /// Start-up lines before the banner (peer listeners announcing their ports).
+    pub startup: Vec<String>,
 }
 
 impl Server {
@@ -43,8 +45,17 @@ impl Server {
         let first = rx.recv_timeout(Duration::from_secs(10)).expect("server start line");
         let port =
             first.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {first:?}"));
-        let banner = rx.recv_timeout(Duration::from_secs(10)).expect("server banner line");
-        Self { child, port, stderr: rx, banner }
+        // Peer listeners announce themselves before or after the banner, depending on when
+        // they bind: the lines up to the banner are kept, the ones after it come from stderr.
+        let mut startup = Vec::new();
+        let banner = loop {
+            let line = rx.recv_timeout(Duration::from_secs(10)).expect("server banner line");
+            if line.contains("limits:") {
+                break line;
+            }
+            startup.push(line);
+        };
+        Self { child, port, stderr: rx, banner, startup }
     }
 
     /// Server log lines seen so far (waits up to `wait` for at least one more).
@@ -69,6 +80,14 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The port in the line of `lines` that starts with `announce` followed by `ADDR:PORT` (how
+/// the server names where a peer listener bound, port 0 included).
+pub fn announced_port(lines: &[String], announce: &str) -> Option<u16> {
+    let rest = lines.iter().find_map(|l| l.strip_prefix(announce))?;
+    let addr = rest.split_whitespace().next()?;
+    addr.rsplit(':').next()?.parse().ok()
 }
 
 pub struct Run {

@@ -291,8 +291,7 @@ pub struct Iperf2Listener {
 impl Iperf2Listener {
     /// Binds TCP and UDP on `addr` (`[::]` also takes IPv4); a busy port fails here.
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
-        let tcp = super::bind_tcp_listener(addr)?;
-        let udp = bind_udp(tcp.local_addr()?)?;
+        let (tcp, udp) = super::bind_tcp_and_udp(addr, bind_udp)?;
         Ok(Self { tcp, udp })
     }
 }

@@ -66,9 +66,7 @@ pub struct Iperf3Listener {
 impl Iperf3Listener {
     /// Binds TCP and UDP on `addr` (`[::]` also takes IPv4).
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
-        let tcp = super::bind_tcp_listener(addr)?;
-        let local = tcp.local_addr()?;
-        let udp = bind_udp(local)?;
+        let (tcp, udp) = super::bind_tcp_and_udp(addr, bind_udp)?;
         Ok(Self { tcp, udp })
     }
 }

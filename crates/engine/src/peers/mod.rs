@@ -153,6 +153,24 @@ pub(crate) fn bind_tcp_listener(addr: SocketAddr) -> std::io::Result<std::net::T
     Ok(socket.into())
 }
 
+/// Binds a TCP listener on `addr` and, with `bind_udp`, a UDP socket on the same port number.
+/// With port 0 the kernel picks the TCP port, which another program's UDP socket may already
+/// hold: then a fresh number is tried, a few times.
+pub(crate) fn bind_tcp_and_udp<U>(
+    addr: SocketAddr,
+    bind_udp: impl Fn(SocketAddr) -> std::io::Result<U>,
+) -> std::io::Result<(std::net::TcpListener, U)> {
+    let mut attempts = if addr.port() == 0 { 16 } else { 1 };
+    loop {
+        let tcp = bind_tcp_listener(addr)?;
+        match bind_udp(tcp.local_addr()?) {
+            Ok(udp) => return Ok((tcp, udp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts > 1 => attempts -= 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// The tests running per client address, for protocols without a control connection (iperf2,
 /// echo/discard/chargen): every connection and UDP source of one address is one test under
 /// the shared admission, so a client's `-P` streams are one test, not one each.

@@ -543,21 +543,10 @@ pub struct NcTestListener {
 impl NcTestListener {
     /// Binds control on `control` and data on the same address with `data_port`.
     pub fn bind(control: SocketAddr, data_port: u16) -> io::Result<Self> {
-        use socket2::{Domain, Socket, Type};
         let ctrl = bind_udp(control)?;
-        let data_addr = SocketAddr::new(control.ip(), data_port);
-        let udp = bind_udp(data_addr)?;
-        let data_port = udp.local_addr()?.port();
-        let data_addr = SocketAddr::new(control.ip(), data_port);
-        let s = Socket::new(Domain::for_address(data_addr), Type::STREAM, None)?;
-        s.set_reuse_address(true)?;
-        if data_addr.is_ipv6() {
-            s.set_only_v6(false)?;
-        }
-        s.bind(&data_addr.into())?;
-        s.listen(16)?;
-        let tcp: TcpListener = s.into();
+        let (tcp, udp) = super::bind_tcp_and_udp(SocketAddr::new(control.ip(), data_port), bind_udp)?;
         tcp.set_nonblocking(true)?;
+        let data_port = tcp.local_addr()?.port();
         Ok(Self { ctrl, udp, tcp, data_port })
     }
 

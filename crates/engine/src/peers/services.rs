@@ -265,10 +265,8 @@ impl ServicesListener {
             let addr = SocketAddr::new(ip, port);
             let err =
                 |what: &str, e: io::Error| io::Error::new(e.kind(), format!("{} {what} {addr}: {e}", service.name()));
-            let tcp = super::bind_tcp_listener(addr).map_err(|e| err("TCP", e))?;
             // Port 0 picks a port for TCP; UDP takes the same number.
-            let udp_addr = SocketAddr::new(ip, tcp.local_addr()?.port());
-            let udp = bind_udp(udp_addr).map_err(|e| err("UDP", e))?;
+            let (tcp, udp) = super::bind_tcp_and_udp(addr, bind_udp).map_err(|e| err("TCP and UDP", e))?;
             bound.push(Bound { service, tcp, udp });
         }
         let first = bound[0].tcp.local_addr()?;
