@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/tcp.sh — side-by-side loopback TCP throughput of netchar, iperf3 and iperf2.
 #
-# Cases: 1 stream up, -P 2, -P 4, reverse (-R, 1 stream), and netchar --zerocopy (1 stream,
-# compared with the peers' plain 1-stream figures).  Every case runs ROUNDS times per tool;
+# Cases: 1 stream up, -P 2, -P 4, reverse (-R, 1 stream), netchar --zerocopy (1 stream,
+# compared with the peers' plain 1-stream figures) and --skip-rx-copy (1 stream; iperf3 runs it
+# with its own --skip-rx-copy where it has one, 3.19 and later, else it is compared with
+# iperf3's plain 1-stream figure).  Every case runs ROUNDS times per tool;
 # within a round the tools run back to back (starting tool rotated each round) so that they
 # see the same machine state, and the median over rounds is reported.
 #
@@ -89,6 +91,7 @@ stop_servers_on_exit
 # sets ROW to "round case tool status gbps bytes cpu_self cpu_acct other% retrans notes"
 # (a results.tsv line; the caller decides whether to keep it) and OTHER to other%.  other% = CPU time of the whole machine during the run that neither the client
 # nor the server was charged for (other processes; also ksoftirqd), in % of all CPUs.
+# ZC is the case's mode: 0 plain, 1 --zerocopy, skip --skip-rx-copy.
 run_one() {
   local r=$1 c=$2 t=$3 P=$4 rev=$5 zc=$6
   local base="$WORK/r$r.$c.$t${ATTEMPT:-}" dir=up line s0 s1 m0 m1 n0=0 i args=()
@@ -97,8 +100,10 @@ run_one() {
     { ROW=$(printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\tserver down' "$r" "$c" "$t"); OTHER=0; return; }
   case $t in
     netchar) args=("$NC" tcp "$H" -p "$P_NC" -t "$DUR" -P "$P" -i 0 --json)
-             [ "$rev" = 1 ] && args+=(-R); [ "$zc" = 1 ] && args+=(--zerocopy) ;;
-    iperf3)  args=(iperf3 -c "$H" -p "$P_I3" -t "$DUR" -P "$P" -J); [ "$rev" = 1 ] && args+=(-R) ;;
+             [ "$rev" = 1 ] && args+=(-R); [ "$zc" = 1 ] && args+=(--zerocopy)
+             [ "$zc" = skip ] && args+=(--skip-rx-copy) ;;
+    iperf3)  args=(iperf3 -c "$H" -p "$P_I3" -t "$DUR" -P "$P" -J); [ "$rev" = 1 ] && args+=(-R)
+             [ "$zc" = skip ] && args+=(--skip-rx-copy) ;;
     iperf2)  args=(iperf -c "$H" -p "$P_I2" -t "$DUR" -P "$P" -y C); [ "$rev" = 1 ] && args+=(-R)
              n0=$(wc -l < "$WORK/srv.iperf2.out") ;;
   esac
@@ -139,17 +144,21 @@ run_one() {
 # ------------------------------------------------------------------ main
 # Case table: id, label, streams, reverse, zerocopy.  zc1 is netchar only; the report compares
 # it with the peers' up1 figures.  zc1 runs right after up1 so both see a similar machine.
-CASES=(up1 zc1 up2 up4 rev1)
-declare -A C_LABEL=([up1]="TCP 1 stream" [zc1]="TCP 1 --zerocopy" [up2]="TCP -P 2" [up4]="TCP -P 4" [rev1]="TCP -R 1 stream")
-declare -A C_P=([up1]=1 [zc1]=1 [up2]=2 [up4]=4 [rev1]=1)
-declare -A C_REV=([up1]=0 [zc1]=0 [up2]=0 [up4]=0 [rev1]=1)
-declare -A C_ZC=([up1]=0 [zc1]=1 [up2]=0 [up4]=0 [rev1]=0)
+CASES=(up1 zc1 skip1 up2 up4 rev1)
+declare -A C_LABEL=([up1]="TCP 1 stream" [zc1]="TCP 1 --zerocopy" [skip1]="TCP 1 skip-rx-copy" [up2]="TCP -P 2" [up4]="TCP -P 4" [rev1]="TCP -R 1 stream")
+declare -A C_P=([up1]=1 [zc1]=1 [skip1]=1 [up2]=2 [up4]=4 [rev1]=1)
+declare -A C_REV=([up1]=0 [zc1]=0 [skip1]=0 [up2]=0 [up4]=0 [rev1]=1)
+declare -A C_ZC=([up1]=0 [zc1]=1 [skip1]=skip [up2]=0 [up4]=0 [rev1]=0)
+# iperf3 has --skip-rx-copy from 3.19 (Debian 12 ships 3.12, which lacks it); iperf2 has none.
+SKIP_PEERS=""
+if have iperf3 && iperf3 --help 2>&1 | grep -q -- --skip-rx-copy; then SKIP_PEERS=iperf3
+else echo "note: this iperf3 has no --skip-rx-copy (3.19+); the --skip-rx-copy row compares with its plain 1-stream run"; fi
 
 for t in "${TOOLS[@]}"; do start_server "$t" || { FAILED=1; exit 1; }; done
 
 VERS=$(netchar_version)
 for t in "${TOOLS[@]:1}"; do VERS="$VERS, $(iperf_version "$t")"; done
-nruns=$(( (${#CASES[@]} - 1) * ${#TOOLS[@]} + 1 ))
+nruns=$(( (${#CASES[@]} - 2) * ${#TOOLS[@]} + 2 ))
 echo "tcp.sh: ${#CASES[@]} cases x ${#TOOLS[@]} tools x $ROUNDS rounds of ${DUR}s on $H (~$(( nruns * ROUNDS * (DUR + 1) ))s); logs in $WORK"
 
 T0=$(date +%s)
@@ -159,6 +168,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for c in "${CASES[@]}"; do
     for t in "${ORDER[@]}"; do
       [ "$c" = zc1 ] && [ "$t" != netchar ] && continue
+      [ "$c" = skip1 ] && [ "$t" != netchar ] && [[ " $SKIP_PEERS " != *" $t "* ]] && continue
       # progress on a terminal only, so logs/pipes get just the report
       [ -t 2 ] && printf '\r  round %d/%d  %-18s %-8s' "$r" "$ROUNDS" "${C_LABEL[$c]}" "$t" >&2
       # A run during which other work took more than BUSY_RETRY % is measured again; the
@@ -173,6 +183,6 @@ note_dead_servers "${TOOLS[@]}"
 
 # ------------------------------------------------------------------ report
 REPORT=$WORK/report.txt
-bench_py tcp_report "$RES" "$NOTES" "$DUR" "$ROUNDS" "$VERS" "$(( $(date +%s) - T0 ))" "$(uname -r)" "$(nproc)" "${TOOLS[*]}" > "$REPORT"
+bench_py tcp_report "$RES" "$NOTES" "$DUR" "$ROUNDS" "$VERS" "$(( $(date +%s) - T0 ))" "$(uname -r)" "$(nproc)" "${TOOLS[*]}" "$SKIP_PEERS" > "$REPORT"
 
 finish                            # print, save if BENCH_SAVE=1, exit with FAILED

@@ -80,7 +80,7 @@ def _netchar_cpu(d, notes):
 
 
 @_guarded("netchar JSON")
-def tcp_netchar(text, direction, dur, zerocopy):
+def tcp_netchar(text, direction, dur, zerocopy, skip_rx_copy=False):
     notes = []
     d = _json_object(text)
     _error_note(d, notes)
@@ -104,6 +104,18 @@ def tcp_netchar(text, direction, dur, zerocopy):
         notes.append("receiver-interval-vs-sender:%+.1f%%" % (100 * (rcv["seconds"] / snd["seconds"] - 1)))
     if zerocopy and not d.get("test", {}).get("tcp", {}).get("zerocopy"):
         notes.append("zerocopy-not-recorded-in-test-spec")
+    if zerocopy:
+        # Which method the probe kept, and what each measured (Gbit/s), for the notes.
+        for st in d.get("streams") or []:
+            z = st.get("zerocopy") or {}
+            if z.get("method"):
+                tried = ",".join("%s=%.1f" % (t["method"], t["bits_per_second"] / 1e9) for t in z.get("tried") or [])
+                notes.append("zc-method=%s%s" % (z["method"], "(" + tried + ")" if tried else ""))
+                break
+    if skip_rx_copy:
+        methods = {st.get("receive_method") for st in d.get("streams") or [] if st.get("role") == "receiver"}
+        if methods != {"msg_trunc"}:
+            notes.append("receive-method=%s(not-msg_trunc)" % ",".join(sorted(str(m) for m in methods)))
     cpu = _netchar_cpu(d, notes)
     return dict(bps=rcv["bits_per_second"], bytes=rcv["bytes"], cpu=cpu,
                 retransmits=snd.get("retransmits"), notes=notes)
@@ -427,9 +439,10 @@ def _read(path):
 
 
 def _tcp_line(tool, path, direction, dur, zc):
+    # zc: the case's mode, "0" plain, "1" --zerocopy, "skip" --skip-rx-copy.
     text = _read(path)
     if tool == "netchar":
-        r = tcp_netchar(text, direction, float(dur), zc == "1")
+        r = tcp_netchar(text, direction, float(dur), zc == "1", zc == "skip")
     elif tool == "iperf3":
         r = tcp_iperf3(text)
     elif tool == "iperf2":

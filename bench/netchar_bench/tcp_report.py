@@ -21,13 +21,21 @@ def read_lines(path):
 
 
 def main(argv):
-    res, notes_path, dur, rounds, vers, wall, kernel, ncpu, tools = argv
+    res, notes_path, dur, rounds, vers, wall, kernel, ncpu, tools = argv[:9]
+    # Peers that ran the skip1 case with their own --skip-rx-copy (iperf3 >= 3.19); for the
+    # others the row compares with their plain 1-stream runs.
+    skip_peers = argv[9].split() if len(argv) > 9 else []
     tools = tools.split()
     peers = [t for t in tools if t != "netchar"]
     cases = [("up1", "TCP 1 stream"), ("up2", "TCP -P 2"), ("up4", "TCP -P 4"),
-             ("rev1", "TCP -R 1 stream"), ("zc1", "TCP 1 --zerocopy")]
+             ("rev1", "TCP -R 1 stream"), ("zc1", "TCP 1 --zerocopy"), ("skip1", "TCP 1 skip-rx-copy")]
     label = dict(cases)
     PEER_CASE = {"zc1": "up1"}      # zerocopy is netchar-only: compare with the peers' 1-stream runs
+
+    def peer_case(case, peer):
+        if case == "skip1" and peer not in skip_peers:
+            return "up1"
+        return PEER_CASE.get(case, case)
 
     # results.tsv: round case tool status gbps bytes cpu_self cpu_acct other% retrans notes
     runs = collections.defaultdict(list)
@@ -35,6 +43,9 @@ def main(argv):
         f = line.rstrip("\n").split("\t")
         f += [""] * (11 - len(f))
         runs[(f[1], f[2])].append(f)
+
+    # A case no tool ran (results from before it existed) is left out of the tables.
+    cases = [(c, lab) for c, lab in cases if any(k[0] == c for k in runs)]
 
     def num(x):
         return None if x in ("", "-") else float(x)
@@ -58,7 +69,7 @@ def main(argv):
     S = {(c, t): stats(c, t) for c, _ in cases for t in tools}
 
     def ratio(case, peer):
-        a, b = S.get((case, "netchar")), S.get((PEER_CASE.get(case, case), peer))
+        a, b = S.get((case, "netchar")), S.get((peer_case(case, peer), peer))
         return a["gbps"] / b["gbps"] if a and b and b["gbps"] else None
 
     def fx(x, f="%.3f"):
@@ -78,8 +89,8 @@ def main(argv):
         row = f"{lab:<18}"
         for t in tools:
             s = S[(c, t)]
-            if c in PEER_CASE and t != "netchar":
-                cellt = f"{'(' + PEER_CASE[c] + ')':>7}"
+            if t != "netchar" and peer_case(c, t) != c:
+                cellt = f"{'(' + peer_case(c, t) + ')':>7}"
             elif s is None:
                 cellt = f"{'FAIL' if runs.get((c, t)) else '-':>7}"
             else:
@@ -91,6 +102,10 @@ def main(argv):
         print(row.rstrip())
     if "zc1" in dict(cases) and peers:
         print("  (--zerocopy row: ratios are against the peers' 'TCP 1 stream' medians)")
+    plain_skip = [p for p in peers if p not in skip_peers]
+    if "skip1" in dict(cases) and plain_skip:
+        print("  (--skip-rx-copy row: " + ", ".join(plain_skip) + " have no --skip-rx-copy here;"
+              " ratios are against their 'TCP 1 stream' medians)")
 
     # ---- CPU cross-check: the same formula from process accounting for every tool
     # (client: rusage of the waited-for process; server: /proc/PID/stat delta).  "other" is the
@@ -170,6 +185,14 @@ def main(argv):
     r = ratio("zc1", "iperf3")
     line(None if r is None else r >= 1.5,
          "--zerocopy >= 1.5x iperf3 1 stream: " + (f"{r:.2f}x" if r is not None else "not measured"))
+    zc, plain = get("zc1", "netchar", "gbps"), get("up1", "netchar", "gbps")
+    r = zc / plain if zc and plain else None
+    line(None if r is None else r >= 1.0,
+         "--zerocopy >= 1.00x netchar plain 1 stream: " + (f"{r:.2f}x" if r is not None else "not measured"))
+    r = ratio("skip1", "iperf3")
+    how = "iperf3 --skip-rx-copy" if "iperf3" in skip_peers else "iperf3 plain 1 stream"
+    line(None if r is None else r >= 1.3,
+         f"--skip-rx-copy >= 1.3x {how}: " + (f"{r:.2f}x" if r is not None else "not measured"))
 
 
 if __name__ == "__main__":

@@ -272,6 +272,10 @@ pub(crate) struct TcpArgs {
     /// Send with MSG_ZEROCOPY (falls back to copying sends where unsupported).
     #[arg(long)]
     pub(crate) zerocopy: bool,
+    /// TCP receivers discard the payload in the kernel (recv with MSG_TRUNC) instead of
+    /// copying it out; byte counts stay exact.
+    #[arg(long)]
+    pub(crate) skip_rx_copy: bool,
     /// Cap each stream's send rate, bits per second (e.g. 100M).
     #[arg(short = 'b', long = "bitrate", allow_negative_numbers = true)]
     pub(crate) bitrate: Option<String>,

@@ -33,6 +33,7 @@ const KEYS: &[(&str, &str)] = &[
     ("nodelay", "-N"),
     ("congestion", "-C"),
     ("zerocopy", "--zerocopy"),
+    ("skip_rx_copy", "--skip-rx-copy"),
     ("affinity", "-A"),
     ("interval", "-i"),
     ("omit", "-O"),

@@ -98,6 +98,27 @@ pub struct ZeroCopyReport {
     pub splice_sends: u64,
     /// Plain copying sends after falling back.
     pub copy_sends: u64,
+    /// Every method the sender measured before choosing, in the order tried, with its rate;
+    /// the chosen one is `method`. Empty when the test was too short to measure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<MethodRate>,
+}
+
+/// One send method a `--zerocopy` sender measured, and how fast it went.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MethodRate {
+    /// `zerocopy`, `splice` or `copy`.
+    pub method: String,
+    /// Bytes the socket took during the measurement.
+    pub bytes: u64,
+    /// Seconds the measurement took.
+    pub seconds: f64,
+    /// `bytes` over `seconds`, bits per second.
+    pub bits_per_second: f64,
+    /// MSG_ZEROCOPY only: of the sends confirmed during the measurement, those the kernel
+    /// reported it copied anyway (SO_EE_CODE_ZEROCOPY_COPIED).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_share: Option<f64>,
 }
 
 /// What a UDP sender counted, over a stream or an interval.
@@ -263,6 +284,10 @@ pub struct StreamRecord {
     /// `--zerocopy` TCP senders: how the data was actually sent.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub zerocopy: Option<ZeroCopyReport>,
+    /// TCP receivers: how the payload left the socket, `read` (copied out to a buffer) or
+    /// `msg_trunc` (`--skip-rx-copy`: discarded in the kernel, bytes still counted).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub receive_method: Option<String>,
     /// Interval samples in time order.
     pub intervals: Vec<StreamInterval>,
 }
@@ -287,6 +312,7 @@ impl StreamRecord {
             rr: None,
             cpu: None,
             zerocopy: None,
+            receive_method: None,
             intervals: Vec::new(),
         }
     }
@@ -885,6 +911,7 @@ mod tests {
             rr: None,
             cpu: None,
             zerocopy: None,
+            receive_method: None,
             intervals: vec![StreamInterval {
                 start: 0.0,
                 end: 1.0,

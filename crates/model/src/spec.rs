@@ -253,6 +253,11 @@ pub struct TcpOptions {
     pub congestion: Option<String>,
     /// Send with MSG_ZEROCOPY (`--zerocopy`).
     pub zerocopy: bool,
+    /// TCP receivers discard the payload in the kernel (`recv` with `MSG_TRUNC`) instead of
+    /// copying it out (`--skip-rx-copy`). Left out of the JSON when off, so peers built before
+    /// it read the spec as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_rx_copy: bool,
     /// Cap of each stream's send rate in bits per second (`-b`); None = as fast as possible.
     pub rate_bps_per_stream: Option<u64>,
 }

@@ -155,6 +155,9 @@ fn describe_options(s: &TestSpec, line: &mut String) {
     if o.zerocopy {
         line.push_str(", MSG_ZEROCOPY");
     }
+    if o.skip_rx_copy {
+        line.push_str(", receive without copy (MSG_TRUNC)");
+    }
 }
 
 impl crate::Reporter for TextReporter {
@@ -368,14 +371,25 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     }
     for s in r.streams.iter().filter(|s| s.zerocopy.is_some()).take(1) {
         let z = s.zerocopy.as_ref().expect("filtered");
-        let how = match z.method.as_str() {
-            "splice" => format!(
-                "the kernel copied {} of {} MSG_ZEROCOPY sends anyway, so the sender switched to vmsplice/splice of its pages ({} splice calls)",
-                z.copied, z.completed, z.splice_sends
+        let mut how = match z.method.as_str() {
+            "splice" => format!("vmsplice/splice of the payload's pages ({} splice calls)", z.splice_sends),
+            "copy" => format!("plain copying sends ({} calls)", z.copy_sends),
+            _ => format!(
+                "MSG_ZEROCOPY: {} sends, {} of {} completions copied by the kernel",
+                z.zerocopy_sends, z.copied, z.completed
             ),
-            "copy" => "zero-copy sends were not possible; plain copying sends were used".to_string(),
-            _ => format!("MSG_ZEROCOPY: {} sends, {} of {} completions copied by the kernel", z.zerocopy_sends, z.copied, z.completed),
         };
+        if !z.tried.is_empty() {
+            let rates: Vec<String> = z
+                .tried
+                .iter()
+                .map(|t| {
+                    let copied = t.copied_share.map_or(String::new(), |c| format!(", {:.0}% copied", c * 100.0));
+                    format!("{} {:.2} Gbit/s{copied}", t.method, t.bits_per_second / 1e9)
+                })
+                .collect();
+            how = format!("{how}; chosen by measurement: {}", rates.join(", "));
+        }
         let _ = writeln!(out, "--zerocopy (stream {}): {how}", s.id);
     }
     if let (Some(idle), Some(loaded)) = (&r.summary.rr_idle, &r.summary.rr_loaded) {

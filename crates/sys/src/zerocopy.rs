@@ -220,6 +220,16 @@ impl ZeroCopySender {
         self.stats
     }
 
+    /// Sends with `method` from now on (a caller that chooses by measurement, with
+    /// [`OnCopy::KeepZeroCopy`] so the sender does not switch by itself). Payload bytes still
+    /// in the splice pipe are dropped with it: they were never counted as sent.
+    pub fn set_method(&mut self, method: SendMethod) {
+        if method != SendMethod::Splice {
+            self.pipe = None;
+        }
+        self.stats.method = method;
+    }
+
     /// Sends up to `len` bytes of the payload (`len` is capped at its length); returns the
     /// bytes the socket took. Errors are the socket's: `WouldBlock`/`TimedOut` when a send
     /// timeout expired, to be retried.
@@ -386,6 +396,44 @@ impl Drop for ZeroCopySender {
     }
 }
 
+/// One send method as measured by a short probe.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// The method.
+    pub method: SendMethod,
+    /// Bytes the socket took over the probe's time, bits per second.
+    pub bits_per_second: f64,
+    /// `MSG_ZEROCOPY`: share of the probe's confirmed sends the kernel copied anyway (None:
+    /// none confirmed yet, which the chooser takes as copied).
+    pub copied_share: Option<f64>,
+}
+
+/// Rates within this share of the fastest count as equal: a probe of tens of milliseconds
+/// cannot tell them apart, and the method that copies less then saves CPU at the same rate.
+pub const RATE_TIE: f64 = 0.03;
+
+/// Chooses the send method from probes: the fastest measured, except that among those within
+/// [`RATE_TIE`] of it the one that copies least wins — `MSG_ZEROCOPY` the kernel did not copy
+/// (a real NIC), then splicing, then plain sends, then `MSG_ZEROCOPY` the kernel copied.
+/// None when nothing was measured.
+pub fn choose_method(tried: &[Measured]) -> Option<SendMethod> {
+    let fastest = tried.iter().map(|m| m.bits_per_second).fold(f64::NAN, f64::max);
+    if fastest.is_nan() {
+        return None;
+    }
+    let copies = |m: &Measured| match m.method {
+        SendMethod::ZeroCopy if m.copied_share.is_some_and(|c| c < 0.25) => 0,
+        SendMethod::Splice => 1,
+        SendMethod::Copy => 2,
+        SendMethod::ZeroCopy => 3,
+    };
+    tried
+        .iter()
+        .filter(|m| m.bits_per_second >= fastest * (1.0 - RATE_TIE))
+        .min_by(|a, b| copies(a).cmp(&copies(b)).then(b.bits_per_second.total_cmp(&a.bits_per_second)))
+        .map(|m| m.method)
+}
+
 fn is_retry(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
 }
@@ -458,6 +506,69 @@ mod tests {
             at += n;
         }
         assert_eq!(at, got.len());
+    }
+
+    fn m(method: SendMethod, gbps: f64, copied: Option<f64>) -> Measured {
+        Measured { method, bits_per_second: gbps * 1e9, copied_share: copied }
+    }
+
+    #[test]
+    fn the_fastest_method_is_chosen() {
+        // Loopback on the machine of issue 13: splicing slower than plain sends.
+        let tried = [
+            m(SendMethod::Copy, 16.0, None),
+            m(SendMethod::ZeroCopy, 11.0, Some(1.0)),
+            m(SendMethod::Splice, 10.0, None),
+        ];
+        assert_eq!(choose_method(&tried), Some(SendMethod::Copy));
+        // The machine where splicing pays.
+        let tried = [
+            m(SendMethod::Copy, 29.0, None),
+            m(SendMethod::ZeroCopy, 24.0, Some(1.0)),
+            m(SendMethod::Splice, 57.0, None),
+        ];
+        assert_eq!(choose_method(&tried), Some(SendMethod::Splice));
+        // Copied MSG_ZEROCOPY is still taken when it really is the fastest.
+        let tried = [m(SendMethod::Copy, 10.0, None), m(SendMethod::ZeroCopy, 12.0, Some(1.0))];
+        assert_eq!(choose_method(&tried), Some(SendMethod::ZeroCopy));
+        assert_eq!(choose_method(&[]), None);
+    }
+
+    #[test]
+    fn a_tie_goes_to_the_method_that_copies_least() {
+        // A NIC at line rate: every method runs at 9.4 Gbit/s; MSG_ZEROCOPY was not copied.
+        let tried = [
+            m(SendMethod::Copy, 9.41, None),
+            m(SendMethod::ZeroCopy, 9.39, Some(0.0)),
+            m(SendMethod::Splice, 9.40, None),
+        ];
+        assert_eq!(choose_method(&tried), Some(SendMethod::ZeroCopy));
+        // Copied MSG_ZEROCOPY loses a tie to plain sends.
+        let tried = [m(SendMethod::Copy, 9.40, None), m(SendMethod::ZeroCopy, 9.41, Some(0.9))];
+        assert_eq!(choose_method(&tried), Some(SendMethod::Copy));
+        // Outside the tie band the rate decides, whatever copies.
+        let tried = [m(SendMethod::Copy, 10.0, None), m(SendMethod::ZeroCopy, 9.0, Some(0.0))];
+        assert_eq!(choose_method(&tried), Some(SendMethod::Copy));
+    }
+
+    #[test]
+    fn the_choice_is_never_slower_than_the_tie_band() {
+        let methods = [SendMethod::Copy, SendMethod::ZeroCopy, SendMethod::Splice];
+        for seed in 0u64..500 {
+            let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let mut next = || {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 33) as f64 / (1u64 << 31) as f64
+            };
+            let tried: Vec<Measured> = methods
+                .iter()
+                .map(|&meth| m(meth, 1.0 + 40.0 * next(), (meth == SendMethod::ZeroCopy).then(|| next())))
+                .collect();
+            let chosen = choose_method(&tried).unwrap();
+            let rate = tried.iter().find(|t| t.method == chosen).unwrap().bits_per_second;
+            let fastest = tried.iter().map(|t| t.bits_per_second).fold(0.0, f64::max);
+            assert!(rate >= fastest * (1.0 - RATE_TIE), "{tried:?} chose {chosen:?}");
+        }
     }
 
     #[test]

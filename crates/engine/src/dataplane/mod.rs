@@ -23,7 +23,7 @@ use netchar_model::{
     TestKind, TestResult, TestSpec, UdpReceived, UdpSent,
 };
 use netchar_stats::distribution::Distribution;
-use netchar_sys::zerocopy::ZeroCopySender;
+use netchar_sys::zerocopy::{choose_method, Measured, SendMethod, ZeroCopySender};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
@@ -170,6 +170,8 @@ struct StreamShared {
     zerocopy: Mutex<Option<netchar_model::ZeroCopyReport>>,
     /// UDP and rr: the worker's final counts and intervals.
     udp_final: Mutex<Option<WorkerFinal>>,
+    /// TCP receiver: how the payload left the socket (`read` or `msg_trunc`).
+    receive_method: Mutex<Option<&'static str>>,
 }
 
 /// The final figures of a worker that keeps its own intervals (UDP, rr).
@@ -207,6 +209,7 @@ impl StreamShared {
             zerocopy: Mutex::new(None),
             fresh_intervals: Mutex::new(Vec::new()),
             udp_final: Mutex::new(None),
+            receive_method: Mutex::new(None),
         }
     }
 
@@ -555,15 +558,17 @@ impl Worker {
         let budget = spec.byte_budget(self.shared.id);
         let rate = spec.tcp.rate_bps_per_stream.filter(|&r| r > 0);
         // Zero-copy sends use the sender's own page-aligned copy of `buf`, never changed; where
-        // SO_ZEROCOPY is unsupported this stays None and the plain path below runs. Where the
-        // kernel copies MSG_ZEROCOPY data anyway (loopback, veth, a packet tap) the sender moves
-        // after its first completions to splicing the payload's pages, which loopback does not
-        // copy, or to plain sends where splicing fails (netchar_sys::zerocopy).
+        // SO_ZEROCOPY is unsupported this stays None and the plain path below runs. Which way
+        // it sends is chosen by measurement: a short probe of plain sends, MSG_ZEROCOPY and
+        // splicing at the start, then the fastest ([`MethodProbe`]), so `--zerocopy` is never
+        // knowingly slower than plain sends (the kernel copies MSG_ZEROCOPY data on loopback
+        // and veth, and splicing is slower than copying on some machines).
         let mut zerocopy = if spec.tcp.zerocopy {
-            ZeroCopySender::new(socket.as_fd(), &buf, netchar_sys::zerocopy::OnCopy::FallBack).ok()
+            ZeroCopySender::new(socket.as_fd(), &buf, netchar_sys::zerocopy::OnCopy::KeepZeroCopy).ok()
         } else {
             None
         };
+        let mut probe = zerocopy.as_mut().map(|zc| MethodProbe::start(zc, spec, Instant::now()));
         let mut sent: u64 = 0;
         let mut end = Instant::now();
         let mut writer = socket;
@@ -600,6 +605,9 @@ impl Worker {
                     sent += n as u64;
                     self.shared.bytes.store(sent, Ordering::Release);
                     end = Instant::now();
+                    if let (Some(p), Some(zc)) = (probe.as_mut(), zerocopy.as_mut()) {
+                        p.sent(n as u64, end, zc);
+                    }
                 }
                 Err(e) if crate::is_retry(&e) => {}
                 Err(e) => break Err(e),
@@ -611,17 +619,13 @@ impl Worker {
             .map(|zc| zc.finish(socket.as_fd(), Duration::from_secs(5)).unwrap_or_else(|_| zc.stats()));
         if let (Some(st), Ok(mut slot)) = (stats, self.shared.zerocopy.lock()) {
             *slot = Some(netchar_model::ZeroCopyReport {
-                method: match st.method {
-                    netchar_sys::zerocopy::SendMethod::ZeroCopy => "zerocopy",
-                    netchar_sys::zerocopy::SendMethod::Splice => "splice",
-                    netchar_sys::zerocopy::SendMethod::Copy => "copy",
-                }
-                .to_string(),
+                method: method_name(st.method).to_string(),
                 zerocopy_sends: st.sends,
                 completed: st.completed,
                 copied: st.copied,
                 splice_sends: st.splice_sends,
                 copy_sends: st.copy_sends,
+                tried: probe.as_ref().map(MethodProbe::report).unwrap_or_default(),
             });
         }
         self.shared.end_ns.store(end.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
@@ -635,8 +639,26 @@ impl Worker {
         let mut received: u64 = 0;
         let mut last = self.started;
         let mut reader = socket;
+        // --skip-rx-copy: MSG_TRUNC discards the payload in the kernel; where a kernel refuses
+        // the flag on its first use, reads copy as usual and the record says so.
+        let mut discard = self.cfg.spec.tcp.skip_rx_copy;
+        let mut discarded_once = false;
         let outcome = loop {
-            match reader.read(&mut buf) {
+            let got = if discard {
+                match netchar_sys::tcp::recv_discard(socket.as_fd(), &mut buf) {
+                    Err(e) if !discarded_once && e.kind() == io::ErrorKind::Unsupported => {
+                        discard = false;
+                        continue;
+                    }
+                    r => {
+                        discarded_once |= r.is_ok();
+                        r
+                    }
+                }
+            } else {
+                reader.read(&mut buf)
+            };
+            match got {
                 Ok(0) => break Ok(()),
                 Ok(n) => {
                     received += n as u64;
@@ -655,8 +677,109 @@ impl Worker {
                 Err(e) => break Err(e),
             }
         };
+        if let Ok(mut slot) = self.shared.receive_method.lock() {
+            *slot = Some(if discard { "msg_trunc" } else { "read" });
+        }
         self.shared.end_ns.store(last.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
         outcome
+    }
+}
+
+/// The `--zerocopy` sender's choice of method: after a warm-up of plain sends (slow start must
+/// not count against the first method measured), each candidate sends for one phase and the
+/// fastest, by bytes the socket took over the phase's time, sends for the rest of the test
+/// (netchar_sys::zerocopy::choose_method). Costs one comparison per send once over.
+struct MethodProbe {
+    /// Methods still to measure, next last.
+    queue: Vec<SendMethod>,
+    /// The phase running now; None once the choice is made.
+    current: Option<Phase>,
+    phase_len: Duration,
+    tried: Vec<(Measured, u64, f64)>,
+}
+
+struct Phase {
+    /// None: the warm-up, not measured.
+    method: Option<SendMethod>,
+    started: Instant,
+    bytes: u64,
+    at_start: netchar_sys::zerocopy::ZeroCopyStats,
+}
+
+/// Longest probe phase; four phases (warm-up and three methods) take 0.2 s of a long test.
+const PROBE_PHASE: Duration = Duration::from_millis(50);
+
+impl MethodProbe {
+    fn start(zc: &mut ZeroCopySender, spec: &TestSpec, now: Instant) -> Self {
+        // A short test gets short phases: the probe takes at most a tenth of it.
+        let phase_len = match spec.end {
+            netchar_model::EndCondition::Seconds(s) => PROBE_PHASE.min(Duration::from_secs_f64(s / 40.0)),
+            netchar_model::EndCondition::Bytes(_) => PROBE_PHASE,
+        };
+        zc.set_method(SendMethod::Copy);
+        Self {
+            queue: vec![SendMethod::Splice, SendMethod::ZeroCopy, SendMethod::Copy],
+            current: Some(Phase { method: None, started: now, bytes: 0, at_start: zc.stats() }),
+            phase_len,
+            tried: Vec::new(),
+        }
+    }
+
+    /// Counts `n` bytes the socket took at `now`; at the end of a phase records it and moves on.
+    fn sent(&mut self, n: u64, now: Instant, zc: &mut ZeroCopySender) {
+        let Some(phase) = self.current.as_mut() else { return };
+        phase.bytes += n;
+        let seconds = now.saturating_duration_since(phase.started);
+        if seconds < self.phase_len {
+            return;
+        }
+        let seconds = seconds.as_secs_f64();
+        let stats = zc.stats();
+        if let Some(method) = phase.method {
+            let completed = stats.completed - phase.at_start.completed;
+            let copied = stats.copied - phase.at_start.copied;
+            // A phase whose splice failed ran plain sends: it counts as what really ran.
+            let ran = stats.method;
+            let measured = Measured {
+                method: ran,
+                bits_per_second: bits_per_second(phase.bytes, seconds),
+                copied_share: (method == SendMethod::ZeroCopy && completed > 0)
+                    .then(|| copied as f64 / completed as f64),
+            };
+            self.tried.push((measured, phase.bytes, seconds));
+        }
+        match self.queue.pop() {
+            Some(next) => {
+                zc.set_method(next);
+                self.current = Some(Phase { method: Some(next), started: now, bytes: 0, at_start: zc.stats() });
+            }
+            None => {
+                let measured: Vec<Measured> = self.tried.iter().map(|t| t.0).collect();
+                zc.set_method(choose_method(&measured).unwrap_or(SendMethod::Copy));
+                self.current = None;
+            }
+        }
+    }
+
+    fn report(&self) -> Vec<netchar_model::MethodRate> {
+        self.tried
+            .iter()
+            .map(|(m, bytes, seconds)| netchar_model::MethodRate {
+                method: method_name(m.method).to_string(),
+                bytes: *bytes,
+                seconds: *seconds,
+                bits_per_second: m.bits_per_second,
+                copied_share: m.copied_share,
+            })
+            .collect()
+    }
+}
+
+fn method_name(m: SendMethod) -> &'static str {
+    match m {
+        SendMethod::ZeroCopy => "zerocopy",
+        SendMethod::Splice => "splice",
+        SendMethod::Copy => "copy",
     }
 }
 
@@ -843,6 +966,8 @@ impl Collector {
             t.record.retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
             t.record.cpu = self.shared[i].cpu.load(Ordering::Acquire).checked_sub(1).map(|c| c as usize);
             t.record.zerocopy = self.shared[i].zerocopy.lock().ok().and_then(|mut z| z.take());
+            t.record.receive_method =
+                self.shared[i].receive_method.lock().ok().and_then(|mut m| m.take()).map(str::to_string);
             if let Some(f) = self.shared[i].udp_final.lock().ok().and_then(|mut g| g.take()) {
                 t.record.udp_sent = f.sent;
                 t.record.udp_received = f.received;

@@ -60,6 +60,9 @@ pub fn check_spec(flavour: Flavour, spec: &TestSpec) -> Result<(), String> {
     if spec.tcp.zerocopy {
         return no("--zerocopy is not supported here; drop it");
     }
+    if spec.tcp.skip_rx_copy {
+        return no("--skip-rx-copy is not supported here; drop it");
+    }
     match (flavour, spec.kind, spec.direction) {
         (_, TestKind::Rr, _) => no("iperf2 has no request/response test (use tcp or udp)"),
         (Flavour::Lwiperf, TestKind::Udp, _) => no("lwiperf speaks TCP only (lwIP has no UDP iperf yet)"),

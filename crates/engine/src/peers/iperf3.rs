@@ -733,6 +733,9 @@ fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String
     if spec.tcp.zerocopy {
         return no("--zerocopy is netchar's sender; run it without --proto iperf3 or drop --zerocopy");
     }
+    if spec.tcp.skip_rx_copy && spec.direction != Direction::Down {
+        return no("--skip-rx-copy is netchar's receiver, so it needs -R here (the iperf3 server receives the rest)");
+    }
     let (seconds, bytes) = match spec.end {
         EndCondition::Seconds(s) => (s, 0),
         EndCondition::Bytes(_) if spec.direction != Direction::Up => {
