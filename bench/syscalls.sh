@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# bench/syscalls.sh — load-independent cost counts: system calls per request/response
+# transaction (netchar rr vs sockperf ping-pong, TCP and UDP, one CPU) and per GB of a single
+# TCP stream (netchar vs iperf3), counted with `strace -c -f` on both ends.  The absolute rates
+# under strace mean nothing; calls per transaction and per GB do not depend on machine load.
+#
+#   bash bench/syscalls.sh                 # the netchar in target/release (built if missing)
+#   NC=/path/to/netchar bash bench/syscalls.sh
+#   DUR=2 PORT_BASE=15340 bash bench/syscalls.sh
+# Needs strace, taskset, python3; sockperf and iperf3 are optional (skipped with a message).
+set -u -o pipefail
+DUR=${DUR:-2}
+PORT_BASE=${PORT_BASE:-15340}
+H=127.0.0.1
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+NC=${NC:-$ROOT/target/release/netchar}
+if [ ! -x "$NC" ]; then
+  (cd "$ROOT" && cargo build --release -q -p netchar) || { echo "syscalls.sh: build failed" >&2; exit 1; }
+fi
+for t in strace taskset python3; do
+  command -v "$t" >/dev/null || { echo "syscalls.sh: $t is required" >&2; exit 2; }
+done
+WORK=$(mktemp -d /tmp/netchar-syscalls.XXXXXX)
+
+# per UNIT COUNT FILE -> the calls of FILE divided by COUNT, the five commonest.
+per() { python3 - "$1" "$2" "$3" <<'PY'
+import sys
+unit, count, path = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+rows = {}
+for line in open(path):
+    f = line.split()
+    if len(f) >= 5 and f[0][0].isdigit() and f[-1] != "total":
+        try:
+            rows[f[-1]] = int(f[3])
+        except ValueError:
+            pass
+total = sum(rows.values())
+top = sorted(rows.items(), key=lambda kv: -kv[1])[:6]
+print("%8.2f calls per %s (%s)" % (total / count, unit, ", ".join("%s %.2f" % (k, v / count) for k, v in top)))
+PY
+}
+
+# Servers run in their own session: sockperf signals its whole process group when it stops.
+server_pid=""
+# Stops the traced server itself (strace's child), so strace writes its summary and exits.
+stop_server() {
+  [ -n "$server_pid" ] || return 0
+  local child
+  child=$(pgrep -P "$server_pid" | head -1)
+  kill "${child:-$server_pid}" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+  server_pid=""
+}
+trap stop_server EXIT
+
+echo "# netchar: $("$NC" --version 2>/dev/null | head -1); Linux $(uname -r); $DUR s per run under strace"
+echo "## request/response, 1 transaction in flight, client and server on CPU 0"
+for proto in tcp udp; do
+  P=$PORT_BASE
+  setsid taskset -c 0 strace -c -f -o "$WORK/nc-srv-$proto.txt" "$NC" server -B $H -p $P --one-off > "$WORK/nc-srv-$proto.log" 2>&1 &
+  server_pid=$!
+  sleep 1.5
+  udp=(); [ $proto = udp ] && udp=(--udp)
+  taskset -c 0 strace -c -f -o "$WORK/nc-cli-$proto.txt" "$NC" rr $H -p $P -t "$DUR" -A 0,0 -i 0 "${udp[@]}" --json > "$WORK/nc-cli-$proto.json" 2> "$WORK/nc-cli-$proto.err"
+  n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum((s.get("rr") or {}).get("transactions",0) for s in d["streams"]))' "$WORK/nc-cli-$proto.json")
+  sleep 0.5; stop_server
+  echo "netchar rr $proto: $n transactions"
+  echo "  client $(per transaction "$n" "$WORK/nc-cli-$proto.txt")"
+  echo "  server $(per transaction "$n" "$WORK/nc-srv-$proto.txt")"
+  if command -v sockperf >/dev/null; then
+    sp=(); [ $proto = tcp ] && sp=(--tcp)
+    setsid taskset -c 0 strace -c -f -o "$WORK/sp-srv-$proto.txt" sockperf server -i $H -p $((P + 1)) "${sp[@]}" > "$WORK/sp-srv-$proto.log" 2>&1 &
+    server_pid=$!
+    sleep 1.5
+    taskset -c 0 strace -c -f -o "$WORK/sp-cli-$proto.txt" sockperf ping-pong -i $H -p $((P + 1)) "${sp[@]}" -t "$DUR" --full-rtt > "$WORK/sp-cli-$proto.log" 2>&1
+    # Every message of the run, warm-up included: strace counted those calls too.
+    n=$(sed -n 's/.*\[Total Run\].*SentMessages=\([0-9]*\).*/\1/p' "$WORK/sp-cli-$proto.log" | tail -1)
+    sleep 0.5; stop_server
+    echo "sockperf ping-pong $proto: ${n:-?} messages"
+    [ -n "$n" ] && echo "  client $(per transaction "$n" "$WORK/sp-cli-$proto.txt")"
+    [ -n "$n" ] && echo "  server $(per transaction "$n" "$WORK/sp-srv-$proto.txt")"
+  else
+    echo "sockperf not installed: skipped"
+  fi
+done
+
+echo "## TCP, 1 stream up, default block"
+P=$((PORT_BASE + 2))
+setsid strace -c -f -o "$WORK/nc-srv-tcp1.txt" "$NC" server -B $H -p $P --one-off > "$WORK/nc-srv-tcp1.log" 2>&1 &
+server_pid=$!
+sleep 1.5
+strace -c -f -o "$WORK/nc-cli-tcp1.txt" "$NC" tcp $H -p $P -t "$DUR" -i 1 --json > "$WORK/nc-cli-tcp1.json" 2> "$WORK/nc-cli-tcp1.err"
+sleep 0.5; stop_server
+gb=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["summary"]["up"]["receiver"]["total_bytes"]/1e9)' "$WORK/nc-cli-tcp1.json")
+echo "netchar tcp -i 1: $gb GB"
+echo "  sender   $(per GB "$gb" "$WORK/nc-cli-tcp1.txt")"
+echo "  receiver $(per GB "$gb" "$WORK/nc-srv-tcp1.txt")"
+if command -v iperf3 >/dev/null; then
+  setsid strace -c -f -o "$WORK/i3-srv-tcp1.txt" iperf3 -s -B $H -p $((P + 1)) -1 > "$WORK/i3-srv.log" 2>&1 &
+  server_pid=$!
+  sleep 1.5
+  strace -c -f -o "$WORK/i3-cli-tcp1.txt" iperf3 -c $H -p $((P + 1)) -t "$DUR" -J > "$WORK/i3-cli-tcp1.json" 2>&1
+  sleep 0.5; stop_server
+  gb=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["end"]["sum_received"]["bytes"]/1e9)' "$WORK/i3-cli-tcp1.json")
+  echo "iperf3: $gb GB"
+  echo "  sender   $(per GB "$gb" "$WORK/i3-cli-tcp1.txt")"
+  echo "  receiver $(per GB "$gb" "$WORK/i3-srv-tcp1.txt")"
+fi
+echo "raw strace summaries in $WORK"
