@@ -562,7 +562,7 @@ mod tests {
             };
             let tried: Vec<Measured> = methods
                 .iter()
-                .map(|&meth| m(meth, 1.0 + 40.0 * next(), (meth == SendMethod::ZeroCopy).then(|| next())))
+                .map(|&meth| m(meth, 1.0 + 40.0 * next(), (meth == SendMethod::ZeroCopy).then(&mut next)))
                 .collect();
             let chosen = choose_method(&tried).unwrap();
             let rate = tried.iter().find(|t| t.method == chosen).unwrap().bits_per_second;
