@@ -516,6 +516,10 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
     } else if (strcmp(path, "tcp.zerocopy") == 0) {
         if (present(v))
             refuse(m, "--zerocopy is not supported by netchar-responder");
+    } else if (strcmp(path, "tcp.skip_rx_copy") == 0) {
+        /* Sent only when set: the responder's receiver always copies, so it says so first. */
+        if (v->type == NC_J_BOOL && v->boolean)
+            refuse(m, "--skip-rx-copy is not supported by netchar-responder");
     } else if (strcmp(path, "tcp.rate_bps_per_stream") == 0) {
         if (present(v))
             refuse(m, "-b on a TCP test (a paced TCP sender) is not supported by netchar-responder");

@@ -261,6 +261,7 @@ fn options_it_cannot_honour_are_refused_by_name_before_any_traffic() {
     let port = r.port();
     for (extra, flag) in [
         (&["tcp", "--zerocopy"][..], "--zerocopy"),
+        (&["tcp", "--skip-rx-copy"][..], "--skip-rx-copy"),
         (&["tcp", "-w", "256K"][..], "-w"),
         (&["tcp", "-P", "9"][..], "-P 9"),
         (&["udp", "--pattern", "10x100"][..], "--pattern"),
