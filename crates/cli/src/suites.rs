@@ -11,6 +11,42 @@ use netchar_model::units::format_si;
 use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
 use std::io::Write;
 
+/// `netchar suite NAME HOST ...`.
+pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
+    use netchar_model::units::parse_bit_rate;
+    match a.suite.as_str() {
+        "bwsweep" => {
+            let rate = |flag: &str, v: &str| parse_bit_rate(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"));
+            let (from, to, step) = (rate("--from", &a.from)?, rate("--to", &a.to)?, rate("--step", &a.step)?);
+            let secs = crate::plan::seconds("--duration", &a.duration)?;
+            let udp = crate::args::UdpArgs::for_suite(&a.host, a.port, secs);
+            let plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
+            bwsweep(&plan, from, to, step, a.json, stop)
+        }
+        "netio" if a.proto == "netio" => netio_peer(a, stop),
+        "netio" if !matches!(a.proto.as_str(), "auto" | "netchar") => {
+            anyhow::bail!("suite netio --proto {}: one of auto, netchar, netio", a.proto)
+        }
+        "netio" | "sizes" => {
+            let secs = crate::plan::seconds("--duration", &a.duration)?;
+            let udp = crate::plan::TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&a.host, a.port, secs))?;
+            let mut tcp = udp.clone();
+            tcp.client.spec = netchar_model::TestSpec {
+                end: udp.client.spec.end,
+                interval_seconds: 0.0,
+                ..netchar_model::TestSpec::tcp_default()
+            };
+            if a.suite == "netio" {
+                netio(&tcp, &udp, a.json, stop)
+            } else {
+                sizes(&tcp, &udp, a.json, stop)
+            }
+        }
+        "ecos" => crate::ecos::run(a, stop),
+        other => anyhow::bail!("suite {other:?}: known suites: ecos, bwsweep, netio, sizes"),
+    }
+}
+
 /// A trial's receive rate must reach this share of the offered rate to pass.
 const KEEP_PACE: f64 = 0.995;
 /// Trials of a search at most; the search also stops once the bracket is within 1%.
