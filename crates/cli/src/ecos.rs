@@ -1,6 +1,7 @@
 //! `netchar suite ecos`: the eCos nc6_test_master sequence over netchar's own protocol,
 //! printed as the master printed it.
 
+use crate::progress::Progress;
 use anyhow::Result;
 use clap::Parser;
 use netchar_engine::client;
@@ -20,6 +21,8 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     // The buffer counts of nc6_test_master; --quick divides them by 10.
     let scale = |n: u64| if a.quick { (n / 10).max(10) } else { n };
     let (small, big) = (scale(640), scale(2048));
+    // Untimed: the tests run counts of buffers.
+    let progress = Progress::start(a.json, true, None);
     let mut out = std::io::stdout().lock();
     let mut results: Vec<netchar_model::TestResult> = Vec::new();
     let argv =
@@ -33,6 +36,7 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             Some(crate::args::Command::Udp(x)) => vec![crate::plan::TcpPlan::from_udp_args(&x)?],
             _ => anyhow::bail!("internal: not a test"),
         };
+        progress.set_current(label);
         for mut p in plans {
             p.client.busy_wait = std::time::Duration::from_secs(5);
             let run = client::run(&p.client, stop, &mut |_| {});
@@ -41,6 +45,7 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             }
             let r = run.result.ok_or_else(|| anyhow::anyhow!("{label}: no result"))?;
             if !a.json {
+                let _erased = progress.erase();
                 let line = if r.summary.rr.is_some() {
                     netchar_report::text::echo_line(&r)
                 } else {
@@ -61,6 +66,7 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     };
     let pat = |n: u64, size: u64| format!("{n}x{size}");
     if !a.json {
+        let _erased = progress.erase();
         writeln!(out, "================== No load, master at 100% ========================")?;
     }
     let p640 = pat(small, 1024);
@@ -73,17 +79,20 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     run(argv(&["tcp", &host, "-n", &bytes640, "-l", "1024", "-i", "0", "-R"]), "TCP recv", &mut out)?;
     run(argv(&["echo", &host, "--pattern", &pat(scale(64), 10240)]), "TCP echo", &mut out)?;
     if !a.json {
+        let _erased = progress.erase();
         writeln!(out, "====================== Various slave compute loads ===================")?;
     }
     let p2048 = pat(big, 1024);
     for load in ["0", "10", "20", "30", "40", "50"] {
         if !a.json {
+            let _erased = progress.erase();
             writeln!(out, ">>>>>>>>>>>> slave processing load at {load}%")?;
         }
         run(argv(&["echo", &host, "--udp", "--pattern", &p2048, "--server-load", load]), "UDP echo", &mut out)?;
         run(argv(&["echo", &host, "--pattern", &p2048, "--server-load", load]), "TCP echo", &mut out)?;
     }
     if !a.json {
+        let _erased = progress.erase();
         writeln!(out, "====================== Various master loads ===================")?;
     }
     for delay in ["", ",10@10ms", ",10@50ms", ",10@100ms", ",1@10ms"] {
@@ -92,6 +101,7 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
         run(argv(&["echo", &host, "--udp", "--pattern", &p, "--idle"]), "UDP echo", &mut out)?;
         run(argv(&["echo", &host, "--pattern", &p, "--idle"]), "TCP echo", &mut out)?;
     }
+    drop(progress);
     if a.json {
         out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
     }

@@ -13,6 +13,7 @@ mod metrics;
 mod nc_test;
 mod plan;
 mod plans;
+mod progress;
 mod quick;
 mod repeat;
 mod report;

@@ -5,10 +5,12 @@
 //! the command line cannot, and every bad value is reported (with its line and field) before
 //! any traffic.
 
+use crate::progress::Progress;
 use anyhow::{bail, Result};
 use clap::Parser;
 use netchar_engine::StopFlag;
 use std::io::Write;
+use std::time::Duration;
 use toml::Value;
 
 /// `netchar run PLAN [HOST]`: every test of the plan validated first, then run in order.
@@ -40,6 +42,8 @@ pub(crate) fn run(a: &crate::args::RunArgs, stop: &StopFlag) -> Result<u8> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", where_()))?;
         planned.extend(plans.into_iter().map(|p| (t, p)));
     }
+    let expected = planned.iter().map(|(_, p)| crate::repeat::expected_length(p)).sum::<Option<Duration>>();
+    let progress = Progress::start(a.json, true, expected);
     let mut results = Vec::new();
     let mut worst = crate::EXIT_OK;
     for (i, (t, plan)) in planned.iter().enumerate() {
@@ -48,9 +52,11 @@ pub(crate) fn run(a: &crate::args::RunArgs, stop: &StopFlag) -> Result<u8> {
             break;
         }
         if !a.json {
-            println!("=== {} of {}: {}", i + 1, planned.len(), t.name);
+            let what = format!("{} of {}: {}", i + 1, planned.len(), t.name);
+            progress.set_current(what.clone());
+            progress.suspend(|| println!("=== {what}"));
         }
-        let code = crate::repeat::run_collecting(plan, stop, Some(&mut results))?;
+        let code = crate::repeat::run_collecting(plan, stop, Some(&mut results), &progress)?;
         if code == crate::EXIT_INTERRUPTED {
             worst = code;
             break;

@@ -2,15 +2,32 @@
 //! finishes (so nothing measured is lost if a later run fails), then the mean and its
 //! confidence interval over the counted runs, then the gates (`--expect`, `--baseline`).
 
+use crate::progress::{Progress, LONG_TEST};
 use anyhow::Result;
 use netchar_engine::StopFlag;
 use std::io::Write;
+use std::time::Duration;
 
 /// Runs a client test: `--warmup` uncounted runs, `--repeat` counted ones (each printed and
 /// saved as it finishes, so nothing measured is lost if a later run fails), then the
 /// statistics and the gates.
 pub(crate) fn run(plan: &crate::plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
-    run_collecting(plan, stop, None)
+    let out = &plan.output;
+    let expected = expected_length(plan);
+    let long = out.warmup + out.repeat > 1 || expected.is_some_and(|s| s >= LONG_TEST);
+    let progress = Progress::start(out.json, long, expected);
+    progress.set_current(format!("{} to {}", plan.client.spec.kind.name(), plan.client.host));
+    run_collecting(plan, stop, None, &progress)
+}
+
+/// How long the runs of `plan` take if timed (`-t`), for the progress line; None if they
+/// end on a count (`-n`).
+pub(crate) fn expected_length(plan: &crate::plan::TcpPlan) -> Option<Duration> {
+    let runs = plan.output.warmup + plan.output.repeat;
+    match plan.client.spec.end {
+        netchar_model::EndCondition::Seconds(s) => Some(Duration::from_secs_f64(s) * runs),
+        netchar_model::EndCondition::Bytes(_) => None,
+    }
 }
 
 /// [`run`], handing the counted results to `sink` instead of printing JSON (plans print
@@ -19,6 +36,7 @@ pub(crate) fn run_collecting(
     plan: &crate::plan::TcpPlan,
     stop: &StopFlag,
     mut sink: Option<&mut Vec<netchar_model::TestResult>>,
+    progress: &Progress,
 ) -> Result<u8> {
     let out = &plan.output;
     let total = out.warmup + out.repeat;
@@ -44,9 +62,10 @@ pub(crate) fn run_collecting(
             } else {
                 format!("run {} of {}", i + 1 - out.warmup, out.repeat)
             };
-            println!("=== {what}");
+            progress.set_current(what.clone());
+            progress.suspend(|| println!("=== {what}"));
         }
-        let (result, run_code) = crate::single_run::run(plan, stop, sink.is_none())?;
+        let (result, run_code) = crate::single_run::run(plan, stop, sink.is_none(), progress)?;
         if let Some(r) = result {
             if i >= out.warmup {
                 if let Some(dir) = &out.save {
@@ -60,22 +79,25 @@ pub(crate) fn run_collecting(
             break;
         }
     }
-    let mut stdout = std::io::stdout().lock();
-    if out.json && total > 1 && sink.is_none() {
-        stdout.write_all(netchar_report::json::many_to_json(&kept).as_bytes())?;
-    }
-    let docs: Vec<serde_json::Value> = kept.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
-    if let Some(sink) = sink.as_mut() {
-        sink.extend(kept.iter().cloned());
-    }
-    if out.repeat > 1 && !out.json && !docs.is_empty() {
-        stdout.write_all(repeat_statistics(&docs).as_bytes())?;
-    }
-    stdout.flush()?;
-    if code == crate::EXIT_OK && !docs.is_empty() && !crate::gate::gates_hold(out, &docs)? {
-        code = crate::EXIT_GATE;
-    }
-    Ok(code)
+    // The tail prints under the progress line of this job (or of the plan around it).
+    progress.suspend(|| {
+        let mut stdout = std::io::stdout().lock();
+        if out.json && total > 1 && sink.is_none() {
+            stdout.write_all(netchar_report::json::many_to_json(&kept).as_bytes())?;
+        }
+        let docs: Vec<serde_json::Value> = kept.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
+        if let Some(sink) = sink.as_mut() {
+            sink.extend(kept.iter().cloned());
+        }
+        if out.repeat > 1 && !out.json && !docs.is_empty() {
+            stdout.write_all(repeat_statistics(&docs).as_bytes())?;
+        }
+        stdout.flush()?;
+        if code == crate::EXIT_OK && !docs.is_empty() && !crate::gate::gates_hold(out, &docs)? {
+            code = crate::EXIT_GATE;
+        }
+        Ok(code)
+    })
 }
 
 /// Mean ± 95% confidence interval (Student's t) of the headline figures over the counted runs.

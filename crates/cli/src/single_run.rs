@@ -13,6 +13,7 @@ pub(crate) fn run(
     plan: &crate::plan::TcpPlan,
     stop: &StopFlag,
     print_json: bool,
+    progress: &crate::progress::Progress,
 ) -> Result<(Option<netchar_model::TestResult>, u8)> {
     let out = &plan.output;
     let single = out.warmup + out.repeat == 1 && print_json;
@@ -39,13 +40,13 @@ pub(crate) fn run(
             protocol: plan.client.protocol.name().to_string(),
             peer_software: None,
         };
-        stdout.write_all(text.on_start(&info).as_bytes())?;
-        stdout.flush()?;
+        progress.suspend(|| stdout.write_all(text.on_start(&info).as_bytes()).and_then(|_| stdout.flush()))?;
     }
     let mut print_error = None;
     let mut on_interval = |iv: &netchar_model::IntervalRecord| {
         if !out.json && print_error.is_none() {
-            if let Err(e) = stdout.write_all(text.on_interval(iv).as_bytes()).and_then(|_| stdout.flush()) {
+            let line = text.on_interval(iv);
+            if let Err(e) = progress.suspend(|| stdout.write_all(line.as_bytes()).and_then(|_| stdout.flush())) {
                 print_error = Some(e);
             }
         }
@@ -57,35 +58,39 @@ pub(crate) fn run(
     if let Some(e) = print_error {
         return Err(e.into());
     }
-    if let Some(r) = run.result.as_ref().filter(|r| r.test.protocol != plan.client.protocol.name()) {
-        eprintln!(
-            "netchar: {}:{} answered as an {} server, not netchar: the test ran with --proto {}",
-            plan.client.host, plan.client.port, r.test.protocol, r.test.protocol
-        );
-    }
-    if let Some(result) = &run.result {
-        crate::save::save_json(out, result)?;
-        if out.json && single {
-            stdout.write_all(netchar_report::json::to_json(result).as_bytes())?;
-        } else if !out.json {
-            stdout.write_all(text.on_finish(result).as_bytes())?;
+    // What ends the run prints under the progress line of the job around it.
+    let code = progress.suspend(|| -> Result<u8> {
+        if let Some(r) = run.result.as_ref().filter(|r| r.test.protocol != plan.client.protocol.name()) {
+            eprintln!(
+                "netchar: {}:{} answered as an {} server, not netchar: the test ran with --proto {}",
+                plan.client.host, plan.client.port, r.test.protocol, r.test.protocol
+            );
         }
-    } else if out.json && print_json {
-        // Valid JSON even when no test ran: the error inside it.
-        let doc = serde_json::json!({ "schema_version": netchar_model::SCHEMA_VERSION, "error": run.error.as_ref().map(|e| e.to_string()) });
-        writeln!(stdout, "{doc:#}")?;
-    }
-    stdout.flush()?;
-    let code = match &run.error {
-        None => crate::EXIT_OK,
-        Some(ClientError::Interrupted) => {
-            eprintln!("netchar: interrupted; partial figures reported above");
-            crate::EXIT_INTERRUPTED
+        if let Some(result) = &run.result {
+            crate::save::save_json(out, result)?;
+            if out.json && single {
+                stdout.write_all(netchar_report::json::to_json(result).as_bytes())?;
+            } else if !out.json {
+                stdout.write_all(text.on_finish(result).as_bytes())?;
+            }
+        } else if out.json && print_json {
+            // Valid JSON even when no test ran: the error inside it.
+            let doc = serde_json::json!({ "schema_version": netchar_model::SCHEMA_VERSION, "error": run.error.as_ref().map(|e| e.to_string()) });
+            writeln!(stdout, "{doc:#}")?;
         }
-        Some(e) => {
-            eprintln!("netchar: error: {e}");
-            crate::EXIT_ERROR
-        }
-    };
+        stdout.flush()?;
+        let code = match &run.error {
+            None => crate::EXIT_OK,
+            Some(ClientError::Interrupted) => {
+                eprintln!("netchar: interrupted; partial figures reported above");
+                crate::EXIT_INTERRUPTED
+            }
+            Some(e) => {
+                eprintln!("netchar: error: {e}");
+                crate::EXIT_ERROR
+            }
+        };
+        Ok(code)
+    })?;
     Ok((run.result, code))
 }
