@@ -1,9 +1,10 @@
 /* A TAP device as an lwIP ethernet netif, written against lwIP's netif API.
  *
- * Frames go into PBUF_RAM pbufs, never PBUF_POOL: in Debian's liblwip (MEMP_MEM_MALLOC) a
- * PBUF_POOL pbuf of a full frame reports len 1514 over a 616-byte allocation, and pbuf_take
- * then writes past it (AddressSanitizer: heap-buffer-overflow in pbuf_take). That is the
- * overrun liblwip's own tapif driver hits on the first frames from a Linux TAP device.
+ * Frames go into PBUF_RAM pbufs, never PBUF_POOL: in Debian's liblwip 2.1.3 a PBUF_POOL pbuf
+ * of a full frame reports len 1514 over a 616-byte allocation (apparently the pool's element
+ * is sized for lwIP's default TCP_MSS of 536, pbuf_alloc for the library's 1460), and
+ * pbuf_take then writes past it (AddressSanitizer: heap-buffer-overflow in pbuf_take). That is
+ * the overrun liblwip's own tapif driver hits on the first frames from a Linux TAP device.
  *
  * Output: lwIP calls linkoutput with the core locked (from the tcpip thread, or from a socket
  * call under LWIP_TCPIP_CORE_LOCKING); one write() per frame. Input: one thread reads whole
