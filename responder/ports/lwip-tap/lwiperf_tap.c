@@ -3,7 +3,9 @@
  * liblwip does not contain lwiperf, so `make lwiperf-tap LWIPERF_C=path/to/lwiperf.c` compiles
  * it from an lwIP 2.1.3 source tree (src/apps/lwiperf/lwiperf.c; never committed here).
  * `lwiperf-tap --tap DEV --ip ADDR/PREFIX` serves `iperf -c ADDR` on port 5001. */
+#ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +72,7 @@ int main(int argc, char **argv)
     tcpip_init(ready, &sem);
     sys_sem_wait(&sem);
     LOCK_TCPIP_CORE();
-    netif_add(&netif, &addr, &mask, &gw, &tap, nc_tap_netif_init, tcpip_input);
+    netif_add(&netif, &addr, &mask, &gw, &tap, nc_tap_netif_init, NC_TAP_INPUT);
     netif_set_default(&netif);
     netif_set_link_up(&netif);
     netif_set_up(&netif);

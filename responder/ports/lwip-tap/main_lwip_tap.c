@@ -2,7 +2,9 @@
  * `netchar-responder-lwip --tap DEV --ip ADDR/PREFIX [--gw ADDR] [--mac MAC] [--port PORT]`.
  * The kernel side of DEV is an ordinary interface (give it an address in the same subnet);
  * every frame between it and ADDR goes through lwIP: ARP, IPv4, TCP, UDP, sockets. */
+#ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,7 +133,7 @@ int main(int argc, char **argv)
     sys_sem_free(&ready);
 
     LOCK_TCPIP_CORE();
-    if (!netif_add(&netif, &addr, &mask, &gateway, &tap, nc_tap_netif_init, tcpip_input)) {
+    if (!netif_add(&netif, &addr, &mask, &gateway, &tap, nc_tap_netif_init, NC_TAP_INPUT)) {
         UNLOCK_TCPIP_CORE();
         fprintf(stderr, "netchar-responder-lwip: lwIP refused the netif for %s\n", dev);
         return 1;

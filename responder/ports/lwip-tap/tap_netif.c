@@ -9,10 +9,12 @@
  * Output: lwIP calls linkoutput with the core locked (from the tcpip thread, or from a socket
  * call under LWIP_TCPIP_CORE_LOCKING); one write() per frame. Input: one thread reads whole
  * frames into a buffer larger than any frame the device can deliver, copies each into a pbuf
- * and queues it for the tcpip thread. When that queue is full it waits and retries rather than
- * drop: the frame then waits in the device's own queue, as it would in a NIC's ring, and the
- * only drops are the ones the kernel counts. */
+ * and runs the stack on it under the core lock (or, built with NC_TAP_QUEUED_INPUT, queues it
+ * for the tcpip thread; when that queue is full it waits and retries rather than drop: the
+ * frame then waits in the device's own queue, as it would in a NIC's ring). */
+#ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE
+#endif
 #include "tap_netif.h"
 
 #include <errno.h>
@@ -138,8 +140,19 @@ static void input_thread(void *arg)
             tap->rx_dropped++;
             continue;
         }
-        while (netif->input(p, netif) != ERR_OK)
-            pause_briefly();
+        if (netif->input == ethernet_input) {
+            /* Direct input (LWIP_TCPIP_CORE_LOCKING_INPUT done by the driver): this thread
+             * runs the stack on the frame under the core lock, one thread hop fewer. */
+            err_t err;
+            LOCK_TCPIP_CORE();
+            err = ethernet_input(p, netif);
+            UNLOCK_TCPIP_CORE();
+            if (err != ERR_OK)
+                pbuf_free(p);
+        } else {
+            while (netif->input(p, netif) != ERR_OK)
+                pause_briefly();
+        }
         tap->rx_frames++;
     }
 }
