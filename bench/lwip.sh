@@ -17,7 +17,9 @@
 # Knobs: DUR=3 (seconds per run), ROUNDS=3 (medians), PIN=1 (the responder's threads on CPU
 # RESP_CPU=1, the client on CLIENT_CPU=0; 0 = unpinned), NETCHAR=PATH (a prebuilt client;
 # else cargo build --release), NO_BUILD=0, BENCH_SAVE=0 (1: also write
-# bench/results/<date>-lwip-<machine>.txt).
+# bench/results/<date>-lwip-<machine>.txt), INPUT=direct (frames run through lwIP by the
+# driver's input thread under the core lock; queued: handed to lwIP's tcpip thread, for the
+# responder and lwiperf alike).
 set -u -o pipefail
 BENCH=lwip
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,6 +33,12 @@ CLIENT_CPU=${CLIENT_CPU:-0}
 NO_BUILD=${NO_BUILD:-0}
 BENCH_SAVE=${BENCH_SAVE:-0}
 LWIPERF_C=${LWIPERF_C:-}
+INPUT=${INPUT:-direct}
+case $INPUT in
+  direct) TAP_INPUT= ;;
+  queued) TAP_INPUT=-DNC_TAP_QUEUED_INPUT ;;
+  *) echo "lwip.sh: INPUT must be direct or queued (got '$INPUT')" >&2; exit 2 ;;
+esac
 need_posint DUR ROUNDS
 need_uint PIN RESP_CPU CLIENT_CPU
 [ "$(id -u)" = 0 ] || { echo "lwip.sh: needs root (a network namespace with a TAP device)"; exit 2; }
@@ -39,11 +47,11 @@ have python3 || { echo "lwip.sh: python3 is needed" >&2; exit 2; }
 bench_init
 REPORT=$WORK/report.txt
 build_netchar
-make -s -C "$ROOT/responder" lwip-tap || { echo "lwip.sh: make -C responder lwip-tap failed" >&2; exit 1; }
+make -s -B -C "$ROOT/responder" lwip-tap TAP_INPUT="$TAP_INPUT" || { echo "lwip.sh: make -C responder lwip-tap failed" >&2; exit 1; }
 RESP=$ROOT/responder/build/netchar-responder-lwip
 LWIPERF=
 if [ -n "$LWIPERF_C" ] && have iperf; then
-  make -s -C "$ROOT/responder" lwiperf-tap LWIPERF_C="$(realpath "$LWIPERF_C")" && LWIPERF=$ROOT/responder/build/lwiperf-tap
+  make -s -B -C "$ROOT/responder" lwiperf-tap TAP_INPUT="$TAP_INPUT" LWIPERF_C="$(realpath "$LWIPERF_C")" && LWIPERF=$ROOT/responder/build/lwiperf-tap
 else
   echo "lwiperf rows skipped: give LWIPERF_C=path/to/lwip-2.1.3/src/apps/lwiperf/lwiperf.c and install iperf"
 fi
@@ -53,7 +61,7 @@ TAP=ncbtap0
 KERNEL_IP=10.203.0.1
 LWIP_IP=10.203.0.2
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; ip netns del $NS 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; ip netns del $NS 2>/dev/null' EXIT
 LWIPERF_TAP=ncbtap1
 LWIPERF_IP=10.203.1.2
 ip netns add $NS && ip -n $NS link set lo up || { echo "lwip.sh: cannot create namespace $NS" >&2; exit 1; }
@@ -88,7 +96,7 @@ client() { # CASE ROUND CMD...: one client run, its stdout kept
   local c=$1 r=$2; shift 2
   local out=$WORK/$c.$r.out
   timeout $((DUR + 30)) "${RUN_CLIENT[@]}" "$@" > "$out" 2> "$out.err" || { note "$c round $r failed: $(tail -1 "$out.err")"; FAILED=1; }
-  printf '%s\t%s\t%s\n' "$c" "$r" "$out" >> "$RES"
+  printf '%s\t%s\t%s\n' "$c" "$r" "${out##*/}" >> "$RES"
 }
 lwiperf_client() { # CASE ROUND CMD...: the figure is lwiperf's report line for this run
   local c=$1 r=$2 n0; shift 2
@@ -96,7 +104,7 @@ lwiperf_client() { # CASE ROUND CMD...: the figure is lwiperf's report line for 
   client "$c" "$r" "$@"
   sleep 0.5
   grep "report" "$WORK/lwiperf.err" | tail -n +$((n0 + 1)) | tail -1 > "$WORK/$c.$r.lwiperf"
-  printf '%s\t%s\t%s\n' "$c.lwiperf" "$r" "$WORK/$c.$r.lwiperf" >> "$RES"
+  printf '%s\t%s\t%s\n' "$c.lwiperf" "$r" "$c.$r.lwiperf" >> "$RES"
 }
 for ((r = 1; r <= ROUNDS; r++)); do
   echo "round $r/$ROUNDS"
@@ -112,72 +120,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 kill -0 "${PIDS[0]}" 2>/dev/null || { note "the responder died: $(tail -3 "$WORK/responder.err")"; FAILED=1; }
 
-python3 - "$RES" > "$REPORT" <<'PY'
-import json, re, statistics, sys
-runs = {}
-for line in open(sys.argv[1]):
-    case, _, path = line.rstrip("\n").split("\t")
-    runs.setdefault(case, []).append(path)
-def load(path):
-    try:
-        d = json.load(open(path))
-        return d[0] if isinstance(d, list) else d
-    except Exception:
-        return None
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-def f(x, nd=1):
-    return "-" if x is None else f"{x:.{nd}f}"
-def tcp(case, flow):
-    vals = []
-    for p in runs.get(case, []):
-        d = load(p)
-        vals.append(d["summary"][flow]["receiver"]["bits_per_second"] / 1e6 if d and not d.get("error") else None)
-    return med(vals), len([v for v in vals if v is not None])
-def lwiperf(case):
-    vals = []
-    for p in runs.get(case + ".lwiperf", []):
-        m = re.search(r"(\d+) bytes in (\d+) ms", open(p).read())
-        vals.append(int(m.group(1)) * 8 / int(m.group(2)) / 1e3 if m and int(m.group(2)) else None)
-    return med(vals), len([v for v in vals if v is not None])
-print("TCP, Mbit/s (median of rounds; the receiving end's count)")
-up, n = tcp("tcp-up", "up")
-print(f"  netchar tcp      -> responder on lwIP   up   {f(up):>9}  ({n} runs)")
-down, n = tcp("tcp-down", "down")
-print(f"  netchar tcp -R   <- responder on lwIP   down {f(down):>9}  ({n} runs)")
-ref, n = lwiperf("iperf-lwiperf")
-if n:
-    print(f"  iperf -c         -> lwiperf on lwIP     up   {f(ref):>9}  ({n} runs, lwiperf's own count)")
-    nl, n2 = lwiperf("netchar-lwiperf")
-    print(f"  netchar --proto lwiperf -> lwiperf      up   {f(nl):>9}  ({n2} runs, lwiperf's own count)")
-    if up and ref:
-        print(f"  responder / lwiperf (iperf -c): {up / ref:.3f}  target >= 0.95: {'PASS' if up / ref >= 0.95 else 'MISS'}")
-print()
-print("UDP, 64-byte datagrams, unpaced (-b 0): received per second, lost (lwIP's socket queue: 128)")
-for case, flow in (("udp-up", "up"), ("udp-down", "down")):
-    pps, loss = [], []
-    for p in runs.get(case, []):
-        d = load(p)
-        if d and not d.get("error"):
-            rx = d["summary"][flow]["receiver"]
-            pps.append(rx["packets"] / rx["seconds"] if rx["seconds"] else None)
-            loss.append(rx["loss_percent"])
-    print(f"  {flow:<5} {f(med(pps), 0):>9} datagrams/s received, {f(med(loss))}% lost  ({len(pps)} runs)")
-print()
-print("rr over TCP, 1-byte request and response")
-tps, p50, p99, place = [], [], [], ""
-for p in runs.get("rr", []):
-    d = load(p)
-    if d and not d.get("error"):
-        rr = d["summary"]["rr"]
-        tps.append(rr["transactions_per_second"]); p50.append(rr["latency_us"]["p50"]); p99.append(rr["latency_us"]["p99"])
-        place = d["summary"].get("placement", "")
-print(f"  {f(med(tps), 0)} transactions/s, round trip p50 {f(med(p50))} us, p99 {f(med(p99))} us  ({len(tps)} runs)")
-print(f"  netchar's placement line: {place}")
-PY
+bench_py lwip_report "$RES" > "$REPORT"
 {
-  echo "# bench/lwip.sh DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN; $(netchar_version); lwIP $(pkg-config --modversion lwip 2>/dev/null) (Debian liblwip)"
+  echo "# bench/lwip.sh DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN INPUT=$INPUT; $(netchar_version); lwIP $(pkg-config --modversion lwip 2>/dev/null) (Debian liblwip)"
   echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# placement: $PLACEMENT"
   cat "$REPORT"
@@ -185,8 +130,10 @@ PY
 cat "$WORK/full.txt"
 [ -s "$NOTES" ] && { echo; echo "notes:"; cat "$NOTES"; }
 if [ "$BENCH_SAVE" = 1 ]; then
-  dest="$ROOT/bench/results/$(date +%F)-lwip-$(uname -r)-$(nproc)cpu.txt"
-  cp "$WORK/full.txt" "$dest"
-  echo "saved $dest"
+  mkdir -p "$BENCH_DIR/results"
+  dest="$BENCH_DIR/results/$(date +%F)-$BENCH-$(uname -r)-$(nproc)cpu"
+  [ -e "$dest.txt" ] && dest="$dest-$(date +%H%M%S)"
+  cp "$WORK/full.txt" "$dest.txt" && echo "saved: $dest.txt"
 fi
+echo "raw outputs: $WORK"
 exit "$FAILED"
