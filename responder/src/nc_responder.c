@@ -10,6 +10,9 @@
 
 #include "../nc_platform.h"
 #include "nc_proto.h"
+#include "nc_roles.h"
+
+#if NC_ROLE_NATIVE
 
 #define NS_PER_MS 1000000ull
 #define NS_PER_S 1000000000ull
@@ -105,9 +108,17 @@ static struct {
     uint64_t host_busy0, host_softirq0, host_total0;
 } S;
 
-static uint8_t iobuf[NC_IO_BUF];
+/* Shared with the other roles (nc_roles.h): nothing stays in it across turns but the
+ * senders' pattern, which nc_iobuf_used() marks for refilling. */
+uint8_t nc_iobuf[NC_IO_BUF];
+#define iobuf nc_iobuf
 static char host_name[64], host_kernel[64], host_cpu[64];
 static uint32_t host_cores;
+
+void nc_iobuf_used(void)
+{
+    S.iobuf_dirty = 1;
+}
 
 static void logf1(const char *a, const char *b)
 {
@@ -1397,6 +1408,9 @@ int nc_responder_init(uint16_t port)
         logf1("cannot open the listening sockets (is the port in use?)", NULL);
         return -1;
     }
+#if NC_ROLES_EXTRA
+    nc_roles_init();
+#endif
     return 0;
 }
 
@@ -1539,6 +1553,9 @@ void nc_responder_poll(uint32_t max_wait_ms)
         if (S.ts == T_RUNNING && (!s->up || s->owed > 0))
             FD_SET(S.conns[s->conn].fd, &wr);
     }
+#if NC_ROLES_EXTRA
+    nc_roles_fdset(&rd, &wr, &maxfd, now, &wait_ns);
+#endif
     if (wait_ns > 50 * NS_PER_MS)
         wait_ns = 50 * NS_PER_MS;
     tv.tv_sec = 0;
@@ -1596,6 +1613,9 @@ void nc_responder_poll(uint32_t max_wait_ms)
                 break;
     }
     check_deadlines(now);
+#if NC_ROLES_EXTRA
+    nc_roles_io(&rd, &wr, now);
+#endif
 }
 
 uint16_t nc_responder_port(void)
@@ -1608,3 +1628,5 @@ void nc_responder_run(void)
     for (;;)
         nc_responder_poll(50);
 }
+
+#endif /* NC_ROLE_NATIVE */

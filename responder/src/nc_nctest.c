@@ -1,0 +1,1 @@
+#include "nc_roles_impl.h"

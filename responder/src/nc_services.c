@@ -1,0 +1,242 @@
+/* netchar-responder: RFC 862 echo and RFC 863 discard, over TCP and UDP (NC_ROLE_ECHO).
+ *
+ * TCP echo returns every byte it reads on that connection; a connection's unsent bytes wait
+ * in its own buffer (NC_SVC_BUF) and it is not read again until they are out, so a client
+ * that does not read stalls only itself. UDP echo answers each datagram with one of the same
+ * bytes to its source, never more (no amplification), and never to a well-known port (below
+ * 1024: two UDP services cannot be set talking to each other). Each TCP connection, and each
+ * spell of datagrams from one source, is logged with its byte counts when it ends.
+ */
+#include "nc_roles_impl.h"
+
+#if NC_ROLE_ECHO
+
+#include <string.h>
+
+#if defined(MSG_NOSIGNAL) && !defined(NC_PLATFORM_LWIP)
+#define SEND_FLAGS MSG_NOSIGNAL
+#else
+#define SEND_FLAGS 0
+#endif
+
+enum { K_FREE, K_ECHO, K_DISCARD };
+
+struct svc_conn {
+    int fd;
+    uint8_t kind;
+    uint8_t eof;
+    uint16_t len, off; /* echo: bytes read and not yet written back */
+    uint64_t in, out, last;
+    struct sockaddr_in peer;
+    uint8_t buf[NC_SVC_BUF];
+};
+
+/* Datagrams from one source, until it has been quiet for NC_SVC_UDP_QUIET_MS. */
+struct svc_spell {
+    int active;
+    struct sockaddr_in peer;
+    uint64_t dgrams, in, out, last;
+};
+
+static struct {
+    int tfd[2], ufd[2]; /* [0] echo, [1] discard */
+    struct svc_conn conns[NC_SVC_CONNS];
+    struct svc_spell spell[2];
+} V;
+
+static const char *const tcp_names[2] = {"echo tcp", "discard tcp"};
+static const char *const udp_names[2] = {"echo udp", "discard udp"};
+
+void nc_svc_init(void)
+{
+    int s, i;
+    for (i = 0; i < NC_SVC_CONNS; i++)
+        V.conns[i].fd = -1;
+    for (s = 0; s < 2; s++) {
+        enum nc_service svc = s == 0 ? NC_SVC_ECHO : NC_SVC_DISCARD;
+        uint16_t port = nc_roles_wanted(svc);
+        V.tfd[s] = V.ufd[s] = -1;
+        if (!nc_roles_enabled(svc))
+            continue;
+        if (nc_role_listen(&port, &V.tfd[s], &V.ufd[s]) == 0) {
+            nc_roles_bound(svc, port);
+        } else {
+            uint64_t p = nc_roles_wanted(svc);
+            nc_role_log(s == 0 ? "echo" : "discard", NULL, "cannot listen on port #; the service is off", &p, 1);
+        }
+    }
+}
+
+static void conn_end(struct svc_conn *c)
+{
+    uint64_t n[2];
+    n[0] = c->in;
+    n[1] = c->out;
+    if (c->kind == K_ECHO)
+        nc_role_log(tcp_names[0], &c->peer, "# bytes in, # bytes out", n, 2);
+    else
+        nc_role_log(tcp_names[1], &c->peer, "# bytes", n, 1);
+    nc_close(c->fd);
+    c->fd = -1;
+    c->kind = K_FREE;
+}
+
+static void spell_end(int s)
+{
+    struct svc_spell *sp = &V.spell[s];
+    uint64_t n[3];
+    n[0] = sp->dgrams;
+    n[1] = sp->in;
+    n[2] = sp->out;
+    if (s == 0)
+        nc_role_log(udp_names[0], &sp->peer, "# datagrams, # bytes in, # bytes out", n, 3);
+    else
+        nc_role_log(udp_names[1], &sp->peer, "# datagrams, # bytes", n, 2);
+    sp->active = 0;
+}
+
+void nc_svc_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns)
+{
+    int s, i;
+    for (s = 0; s < 2; s++) {
+        struct svc_spell *sp = &V.spell[s];
+        nc_role_watch(V.tfd[s], rd, maxfd);
+        nc_role_watch(V.ufd[s], rd, maxfd);
+        if (sp->active) {
+            uint64_t end = sp->last + NC_SVC_UDP_QUIET_MS * NC_MS;
+            if (now >= end)
+                spell_end(s);
+            else if (end - now < *wait_ns)
+                *wait_ns = end - now;
+        }
+    }
+    for (i = 0; i < NC_SVC_CONNS; i++) {
+        struct svc_conn *c = &V.conns[i];
+        if (c->kind == K_FREE)
+            continue;
+        if (now - c->last > NC_SVC_IDLE_MS * NC_MS) {
+            conn_end(c);
+            continue;
+        }
+        if (c->off < c->len)
+            nc_role_watch(c->fd, wr, maxfd);
+        else if (!c->eof)
+            nc_role_watch(c->fd, rd, maxfd);
+    }
+}
+
+static void svc_accept(int s, uint64_t now)
+{
+    struct sockaddr_in peer;
+    socklen_t len = sizeof peer;
+    int i, fd = (int)accept(V.tfd[s], (struct sockaddr *)&peer, &len);
+    if (fd < 0)
+        return;
+    for (i = 0; i < NC_SVC_CONNS; i++)
+        if (V.conns[i].kind == K_FREE)
+            break;
+    if (i == NC_SVC_CONNS || fd >= FD_SETSIZE) {
+        nc_role_log(tcp_names[s], &peer, "refused: all NC_SVC_CONNS connections in use", NULL, 0);
+        nc_close(fd);
+        return;
+    }
+    nc_plat_set_nonblocking(fd);
+    memset(&V.conns[i], 0, sizeof V.conns[i] - sizeof V.conns[i].buf);
+    V.conns[i].fd = fd;
+    V.conns[i].kind = (uint8_t)(s == 0 ? K_ECHO : K_DISCARD);
+    V.conns[i].peer = peer;
+    V.conns[i].last = now;
+}
+
+static void conn_write(struct svc_conn *c, uint64_t now)
+{
+    int w = (int)send(c->fd, (const char *)c->buf + c->off, (size_t)(c->len - c->off), SEND_FLAGS);
+    if (w > 0) {
+        c->off = (uint16_t)(c->off + w);
+        c->out += (uint64_t)w;
+        c->last = now;
+        if (c->off == c->len)
+            c->off = c->len = 0;
+    } else if (w < 0 && !nc_role_would_block()) {
+        conn_end(c);
+    }
+}
+
+static void conn_read(struct svc_conn *c, uint64_t now)
+{
+    int n;
+    if (c->kind == K_ECHO) {
+        n = (int)recv(c->fd, (char *)c->buf, sizeof c->buf, 0);
+    } else {
+        n = (int)recv(c->fd, (char *)nc_iobuf, NC_IO_BUF, 0);
+        nc_iobuf_used();
+    }
+    if (n > 0) {
+        c->in += (uint64_t)n;
+        c->last = now;
+        if (c->kind == K_ECHO) {
+            c->len = (uint16_t)n;
+            c->off = 0;
+            conn_write(c, now);
+        }
+    } else if (n == 0) {
+        c->eof = 1;
+    } else if (!nc_role_would_block()) {
+        conn_end(c);
+    }
+}
+
+static void udp_read(int s, uint64_t now)
+{
+    int k;
+    for (k = 0; k < 64; k++) {
+        struct svc_spell *sp = &V.spell[s];
+        struct sockaddr_in from;
+        socklen_t flen = sizeof from;
+        int n = (int)recvfrom(V.ufd[s], (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
+        if (n < 0)
+            return;
+        nc_iobuf_used();
+        if (flen < (socklen_t)sizeof from || from.sin_family != AF_INET || ntohs(from.sin_port) < 1024)
+            continue;
+        if (sp->active && (sp->peer.sin_addr.s_addr != from.sin_addr.s_addr || sp->peer.sin_port != from.sin_port))
+            spell_end(s);
+        if (!sp->active) {
+            memset(sp, 0, sizeof *sp);
+            sp->active = 1;
+            sp->peer = from;
+        }
+        sp->dgrams++;
+        sp->in += (uint64_t)n;
+        sp->last = now;
+        if (s == 0 && sendto(V.ufd[s], (const char *)nc_iobuf, (size_t)n, 0, (const struct sockaddr *)&from,
+                             sizeof from) == n)
+            sp->out += (uint64_t)n;
+    }
+}
+
+void nc_svc_io(fd_set *rd, fd_set *wr, uint64_t now)
+{
+    int s, i;
+    for (i = 0; i < NC_SVC_CONNS; i++) {
+        struct svc_conn *c = &V.conns[i];
+        if (c->kind == K_FREE)
+            continue;
+        if (c->off < c->len) {
+            if (FD_ISSET(c->fd, wr))
+                conn_write(c, now);
+        } else if (!c->eof && FD_ISSET(c->fd, rd)) {
+            conn_read(c, now);
+        }
+        if (c->kind != K_FREE && c->eof && c->off == c->len)
+            conn_end(c);
+    }
+    for (s = 0; s < 2; s++) {
+        if (V.ufd[s] >= 0 && FD_ISSET(V.ufd[s], rd))
+            udp_read(s, now);
+        if (V.tfd[s] >= 0 && FD_ISSET(V.tfd[s], rd))
+            svc_accept(s, now);
+    }
+}
+
+#endif
