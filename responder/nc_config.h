@@ -98,20 +98,22 @@
 #endif
 
 /* Roles, each built in when 1 (docs/embedded.md): the native netchar protocol, the eCos
- * nc_test slave, the netio server, and RFC 862 echo with RFC 863 discard. The small profile
- * builds the native protocol only (its size budget); the others cost what docs/embedded.md's
- * footprint table says. */
+ * nc_test slave, the netio server, and RFC 862 echo with RFC 863 discard. By default only the
+ * native protocol (the small profile's size budget); a build that wants the others sets them
+ * with -D, as the host Makefile targets do (their sources: src/nc_roles.c, nc_peer_proto.c,
+ * nc_nctest.c, nc_netio.c, nc_services.c). Each costs what docs/embedded.md's footprint table
+ * says. */
 #ifndef NC_ROLE_NATIVE
 #define NC_ROLE_NATIVE 1
 #endif
 #ifndef NC_ROLE_NC_TEST
-#define NC_ROLE_NC_TEST (NC_PROFILE_SMALL ? 0 : 1)
+#define NC_ROLE_NC_TEST 0
 #endif
 #ifndef NC_ROLE_NETIO
-#define NC_ROLE_NETIO (NC_PROFILE_SMALL ? 0 : 1)
+#define NC_ROLE_NETIO 0
 #endif
 #ifndef NC_ROLE_ECHO
-#define NC_ROLE_ECHO (NC_PROFILE_SMALL ? 0 : 1)
+#define NC_ROLE_ECHO 0
 #endif
 #define NC_ROLES_EXTRA (NC_ROLE_NC_TEST || NC_ROLE_NETIO || NC_ROLE_ECHO)
 

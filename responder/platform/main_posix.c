@@ -15,11 +15,11 @@ static const char *const role_flags[NC_SVC_COUNT] = {"--nc-test-port", "--nc-tes
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: netchar-responder [--port PORT]   (default %d; TCP and UDP)\n"
-            "  roles built in besides the native protocol, each on when its port is given (0 picks a\n"
-            "  free one; the default is the classic port, e.g. 7777 for nc_test):\n",
-            NC_DEFAULT_PORT);
+    fprintf(f, "usage: netchar-responder [--port PORT]   (default %d; TCP and UDP)\n", NC_DEFAULT_PORT);
+#if NC_ROLES_EXTRA
+    fprintf(f, "  roles built in besides the native protocol, each on when its port is given (0 picks a\n"
+               "  free one; the default is the classic port, e.g. 7777 for nc_test):\n");
+#endif
 #if NC_ROLE_NC_TEST
     fprintf(f, "  --nc-test-port PORT       eCos nc_test slave, UDP control (default %d)\n"
                "  --nc-test-data-port PORT  its data, TCP and UDP (default %d)\n",
@@ -51,14 +51,18 @@ int main(int argc, char **argv)
 {
     long port = NC_DEFAULT_PORT;
     int i, s;
+#if NC_ROLES_EXTRA
     /* On a host the other roles are opt-in (their classic ports may be taken, or privileged). */
     for (s = 0; s < NC_SVC_COUNT; s++)
         nc_roles_disable((enum nc_service)s);
+#endif
     for (i = 1; i < argc; i++) {
         int role = -1;
+#if NC_ROLES_EXTRA
         for (s = 0; s < NC_SVC_COUNT; s++)
             if (strcmp(argv[i], role_flags[s]) == 0)
                 role = s;
+#endif
         if ((strcmp(argv[i], "--port") == 0 || strcmp(argv[i], "-p") == 0) && i + 1 < argc) {
             if (parse_port(argv[i], argv[i + 1], &port) != 0)
                 return 2;
