@@ -9,9 +9,11 @@
 #include "../src/nc_responder.h"
 #include "../src/nc_roles.h"
 
+#if NC_ROLES_EXTRA
 /* The other roles' port options, in enum nc_service order. */
 static const char *const role_flags[NC_SVC_COUNT] = {"--nc-test-port", "--nc-test-data-port", "--netio-port",
                                                       "--echo-port", "--discard-port"};
+#endif
 
 static void usage(FILE *f)
 {
@@ -50,8 +52,9 @@ static int parse_port(const char *flag, const char *text, long *port)
 int main(int argc, char **argv)
 {
     long port = NC_DEFAULT_PORT;
-    int i, s;
+    int i;
 #if NC_ROLES_EXTRA
+    int s;
     /* On a host the other roles are opt-in (their classic ports may be taken, or privileged). */
     for (s = 0; s < NC_SVC_COUNT; s++)
         nc_roles_disable((enum nc_service)s);
