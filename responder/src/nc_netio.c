@@ -299,8 +299,9 @@ static void udp_count(void)
         if (n < 0)
             return;
         nc_iobuf_used();
-        /* Counted only from the address of a UDP test's control connection. */
-        if (s->state != S_FREE && from.sin_addr.s_addr == s->peer.sin_addr.s_addr) {
+        /* Counted only from the address of a UDP test's control connection, and not while
+         * this end sends (its count is then of what it sent). */
+        if (s->state != S_FREE && s->state != S_BLAST && from.sin_addr.s_addr == s->peer.sin_addr.s_addr) {
             s->count++;
             s->count_bytes += (uint64_t)n;
         }
