@@ -41,7 +41,7 @@ static struct {
     uint16_t data_port;
     uint8_t phase;
     struct nct_request req;
-    struct sockaddr_in master, to;
+    nc_addr master, to;
     uint32_t td, i, seq, nsent, nrecvd, lost, seq_errors, refused;
     uint32_t pos; /* TCP: bytes of the current buffer (or results record) done */
     uint8_t hdr[NCT_HEADER_LEN];
@@ -172,10 +172,10 @@ static void start_test(uint64_t now)
     T.i = T.seq = T.nsent = T.nrecvd = T.lost = T.seq_errors = T.refused = 0;
     T.bytes_in = T.bytes_out = 0;
     T.to = T.master;
-    T.to.sin_port = htons((uint16_t)T.req.master_port);
+    NC_ADDR_PORT(&T.to) = htons((uint16_t)T.req.master_port);
     if (nct_is_udp(T.req.code)) {
         /* Stale datagrams of an earlier test must not count in this one. */
-        struct sockaddr_in from;
+        nc_addr from;
         socklen_t flen = sizeof from;
         while (recvfrom(T.ufd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen) >= 0)
             flen = sizeof from;
@@ -190,7 +190,7 @@ static void start_test(uint64_t now)
 
 static void control_read(uint64_t now)
 {
-    struct sockaddr_in from;
+    nc_addr from;
     socklen_t flen = sizeof from;
     struct nct_request r;
     struct nct_limits lim;
@@ -199,7 +199,7 @@ static void control_read(uint64_t now)
     uint64_t count = 0;
     int n = (int)recvfrom(T.cfd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
     nc_iobuf_used();
-    if (n < 0 || flen < (socklen_t)sizeof from || from.sin_family != AF_INET)
+    if (n < 0 || !NC_ADDR_OK(&from, flen))
         return;
     if (nct_request_decode(nc_iobuf, (size_t)n, &r) != 0) {
         uint64_t k = (uint64_t)n;
@@ -301,12 +301,12 @@ void nc_nctest_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t 
 
 static void accept_data(uint64_t now)
 {
-    struct sockaddr_in peer;
+    nc_addr peer;
     socklen_t len = sizeof peer;
     int fd = (int)accept(T.tfd, (struct sockaddr *)&peer, &len);
     if (fd < 0)
         return;
-    if (T.phase != P_ACCEPT || fd >= FD_SETSIZE || peer.sin_addr.s_addr != T.master.sin_addr.s_addr) {
+    if (T.phase != P_ACCEPT || fd >= FD_SETSIZE || !NC_SAME_IP(&peer, &T.master)) {
         /* Not this test's master, or no TCP test waiting: a stale or stray connection. */
         nc_close(fd);
         return;
@@ -325,13 +325,13 @@ static void udp_io(fd_set *rd, uint64_t now)
     int k;
     if (T.phase == P_RECV && FD_ISSET(T.ufd, rd)) {
         for (k = 0; k < 64 && T.phase == P_RECV; k++) {
-            struct sockaddr_in from;
+            nc_addr from;
             socklen_t flen = sizeof from;
             int n = (int)recvfrom(T.ufd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
             if (n < 0)
                 break;
             nc_iobuf_used();
-            if (from.sin_addr.s_addr != T.master.sin_addr.s_addr) {
+            if (!NC_SAME_IP(&from, &T.master)) {
                 T.refused++;
                 continue;
             }

@@ -34,7 +34,7 @@ struct sess {
     uint8_t reply[NETIO_CONTROL_LEN];
     uint32_t block, pos;
     uint64_t in, out, until, last, count, count_bytes;
-    struct sockaddr_in peer;
+    nc_addr peer;
 };
 
 static struct {
@@ -210,7 +210,7 @@ void nc_netio_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *
 
 static void accept_one(int k, uint64_t now)
 {
-    struct sockaddr_in peer;
+    nc_addr peer;
     socklen_t len = sizeof peer;
     int one = 1, fd = (int)accept(N.lfd[k], (struct sockaddr *)&peer, &len);
     if (fd < 0)
@@ -266,9 +266,9 @@ static void send_blocks(int k, uint64_t now)
 static void blast(int k, uint64_t now)
 {
     struct sess *s = &N.s[k];
-    struct sockaddr_in to = s->peer;
+    nc_addr to = s->peer;
     int i;
-    to.sin_port = htons((uint16_t)(N.port + 1));
+    NC_ADDR_PORT(&to) = htons((uint16_t)(N.port + 1));
     if (now >= s->until) {
         uint64_t c[2];
         c[0] = s->count;
@@ -292,7 +292,7 @@ static void udp_count(void)
 {
     int k;
     for (k = 0; k < 64; k++) {
-        struct sockaddr_in from;
+        nc_addr from;
         socklen_t flen = sizeof from;
         struct sess *s = &N.s[1];
         int n = (int)recvfrom(N.ufd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
@@ -301,7 +301,7 @@ static void udp_count(void)
         nc_iobuf_used();
         /* Counted only from the address of a UDP test's control connection, and not while
          * this end sends (its count is then of what it sent). */
-        if (s->state != S_FREE && s->state != S_BLAST && from.sin_addr.s_addr == s->peer.sin_addr.s_addr) {
+        if (s->state != S_FREE && s->state != S_BLAST && NC_SAME_IP(&from, &s->peer)) {
             s->count++;
             s->count_bytes += (uint64_t)n;
         }

@@ -91,11 +91,12 @@ void nc_roles_io(fd_set *rd, fd_set *wr, uint64_t now)
 #endif
 }
 
-static int bind_one(int type, struct sockaddr_in *a)
+static int bind_one(int type, nc_addr *a)
 {
-    int one = 1, fd = (int)socket(AF_INET, type, 0);
+    int one = 1, fd = (int)socket(NC_AF, type, 0);
     if (fd < 0)
         return -1;
+    NC_DUAL_STACK(fd);
     if (type == SOCK_STREAM)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, (const char *)&one, sizeof one);
     if (fd >= FD_SETSIZE || bind(fd, (struct sockaddr *)a, sizeof *a) != 0 ||
@@ -113,16 +114,12 @@ int nc_role_listen(uint16_t *port, int *tfd, int *ufd)
     /* Port 0: TCP picks the number and UDP takes the same; another process may hold that UDP
      * port, so a few numbers are tried. */
     for (attempt = 0; attempt < 8; attempt++) {
-        struct sockaddr_in a;
+        nc_addr a;
         socklen_t len = sizeof a;
         int t = -1, u = -1;
         memset(&a, 0, sizeof a);
-#if NC_HAVE_SIN_LEN
-        a.sin_len = sizeof a;
-#endif
-        a.sin_family = AF_INET;
-        a.sin_port = htons(*port);
-        a.sin_addr.s_addr = htonl(INADDR_ANY);
+        NC_ADDR_SET_LEN(&a);
+        NC_ADDR_ANY(&a, *port);
         if (tfd) {
             t = bind_one(SOCK_STREAM, &a);
             if (t < 0)
@@ -151,7 +148,7 @@ int nc_role_listen(uint16_t *port, int *tfd, int *ufd)
             *tfd = t;
         if (ufd)
             *ufd = u;
-        *port = ntohs(a.sin_port);
+        *port = ntohs(NC_ADDR_PORT(&a));
         return 0;
     }
     return -1;
@@ -191,21 +188,39 @@ static char *put_str(char *p, char *end, const char *s)
     return p;
 }
 
-void nc_role_log(const char *what, const struct sockaddr_in *peer, const char *text, const uint64_t *nums,
+void nc_role_log(const char *what, const nc_addr *peer, const char *text, const uint64_t *nums,
                  int nnums)
 {
     char line[200], *p = line, *end = line + sizeof line - 1;
     int k = 0;
     p = put_str(p, end, what);
     if (peer) {
-        const uint8_t *ip = (const uint8_t *)&peer->sin_addr.s_addr;
-        int i;
+        const uint8_t *ip = (const uint8_t *)NC_ADDR_IP(peer);
+        int i, at = 0;
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
         p = put_str(p, end, " from ");
-        for (i = 0; i < 4; i++) {
-            p = put_u64(p, end, ip[i]);
-            p = put_str(p, end, i < 3 ? "." : ":");
+        if (NC_ADDR_IP_LEN == 16 && memcmp(ip, mapped, 12) != 0) {
+            /* IPv6: [eight groups]:port, in hex, uncompressed. */
+            static const char hex[] = "0123456789abcdef";
+            p = put_str(p, end, "[");
+            for (i = 0; i < 16 && p + 3 < end; i += 2) {
+                int v = ip[i] << 8 | ip[i + 1], shift, started = 0;
+                for (shift = 12; shift >= 0; shift -= 4)
+                    if ((v >> shift & 15) || started || shift == 0) {
+                        *p++ = hex[v >> shift & 15];
+                        started = 1;
+                    }
+                p = put_str(p, end, i < 14 ? ":" : "]:");
+            }
+        } else {
+            /* IPv4, or an IPv4-mapped address: dotted. */
+            at = NC_ADDR_IP_LEN - 4;
+            for (i = 0; i < 4; i++) {
+                p = put_u64(p, end, ip[at + i]);
+                p = put_str(p, end, i < 3 ? "." : ":");
+            }
         }
-        p = put_u64(p, end, ntohs(peer->sin_port));
+        p = put_u64(p, end, ntohs(NC_ADDR_PORT(peer)));
     }
     p = put_str(p, end, ": ");
     for (; *text && p < end; text++) {

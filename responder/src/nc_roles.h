@@ -46,7 +46,7 @@ void nc_role_watch(int fd, fd_set *set, int *maxfd);
 int nc_role_would_block(void);
 /* "WHAT from A.B.C.D:PORT: TEXT" with up to three numbers in TEXT (%u, %lu not available on
  * every target's printf: the numbers are formatted here). */
-void nc_role_log(const char *what, const struct sockaddr_in *peer, const char *text, const uint64_t *nums,
+void nc_role_log(const char *what, const nc_addr *peer, const char *text, const uint64_t *nums,
                  int nnums);
 
 #endif

@@ -27,14 +27,14 @@ struct svc_conn {
     uint8_t eof;
     uint16_t len, off; /* echo: bytes read and not yet written back */
     uint64_t in, out, last;
-    struct sockaddr_in peer;
+    nc_addr peer;
     uint8_t buf[NC_SVC_BUF];
 };
 
 /* Datagrams from one source, until it has been quiet for NC_SVC_UDP_QUIET_MS. */
 struct svc_spell {
     int active;
-    struct sockaddr_in peer;
+    nc_addr peer;
     uint64_t dgrams, in, out, last;
 };
 
@@ -127,7 +127,7 @@ void nc_svc_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wa
 
 static void svc_accept(int s, uint64_t now)
 {
-    struct sockaddr_in peer;
+    nc_addr peer;
     socklen_t len = sizeof peer;
     int i, fd = (int)accept(V.tfd[s], (struct sockaddr *)&peer, &len);
     if (fd < 0)
@@ -191,15 +191,15 @@ static void udp_read(int s, uint64_t now)
     int k;
     for (k = 0; k < 64; k++) {
         struct svc_spell *sp = &V.spell[s];
-        struct sockaddr_in from;
+        nc_addr from;
         socklen_t flen = sizeof from;
         int n = (int)recvfrom(V.ufd[s], (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
         if (n < 0)
             return;
         nc_iobuf_used();
-        if (flen < (socklen_t)sizeof from || from.sin_family != AF_INET || ntohs(from.sin_port) < 1024)
+        if (!NC_ADDR_OK(&from, flen) || ntohs(NC_ADDR_PORT(&from)) < 1024)
             continue;
-        if (sp->active && (sp->peer.sin_addr.s_addr != from.sin_addr.s_addr || sp->peer.sin_port != from.sin_port))
+        if (sp->active && !NC_SAME_ADDR(&sp->peer, &from))
             spell_end(s);
         if (!sp->active) {
             memset(sp, 0, sizeof *sp);

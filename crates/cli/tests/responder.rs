@@ -612,3 +612,51 @@ fn echo_and_discard_roles_return_or_count_exactly_what_was_sent() {
     assert_eq!(n[2], n[1], "bytes out == bytes in: no amplification");
     r.assert_alive();
 }
+
+#[test]
+fn ipv6_clients_are_served_on_the_same_dual_stack_ports() {
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("SKIP: no IPv6 loopback (::1) on this machine");
+        return;
+    }
+    let Some(mut r) = Responder::start_with(&["--nc-test-port", "0", "--nc-test-data-port", "0", "--echo-port", "0"])
+    else {
+        return;
+    };
+    let port = r.port();
+    // The native protocol: TCP exact, UDP every datagram accounted for (the setup tokens are
+    // bound to the 16-byte address).
+    let res = run_json(&mut r, &["tcp", "::1", "-p", &port, "-n", "3000000"]);
+    assert_eq!(res["test"]["family"], "ipv6", "{}", res["test"]);
+    assert_eq!(check_tcp(&res, "up", 1), (3_000_000, 3_000_000));
+    let res = run_json(&mut r, &["udp", "::1", "-p", &port, "-b", "8M", "-t", "1", "-l", "1000", "-R"]);
+    udp_accounted(&res, "down");
+    let res = run_json(&mut r, &["udp", "::1", "-p", &port, "-b", "8M", "-t", "1", "-l", "1000"]);
+    udp_accounted(&res, "up");
+    // nc_test (nc6_test_master's family) and echo on the same sockets as their IPv4 clients.
+    let ctrl = r.role_port("nc-test slave on UDP port", "UDP port ");
+    let data = r.role_port("nc-test slave on UDP port", "data on port ");
+    let res = run_json(
+        &mut r,
+        &[
+            "echo",
+            "::1",
+            "--udp",
+            "--pattern",
+            "100x1024",
+            "--proto",
+            "nc-test",
+            "-p",
+            &ctrl,
+            "--nc-test-data-port",
+            &data,
+        ],
+    );
+    assert_eq!(u(&res["streams"][0]["rr"]["transactions"]), 100, "{}", res["streams"][0]);
+    assert_eq!(r.log_numbers("nc-test UDP echo from [")[..4], [100, 100, 100 * 1040, 100 * 1040]);
+    let echo = r.role_port("echo on TCP and UDP port", "port ");
+    let res = run_json(&mut r, &["tcp", "::1", "--proto", "echo", "-p", &echo, "-t", "1", "-i", "0"]);
+    let sent = u(&res["summary"]["up"]["sender"]["total_bytes"]);
+    assert_eq!(u(&res["summary"]["down"]["receiver"]["total_bytes"]), sent);
+    assert_eq!(r.log_numbers("echo tcp from ["), [sent, sent]);
+}
