@@ -143,6 +143,14 @@
 #define NC_SVC_BUF (NC_PROFILE_SMALL ? 1024 : 16384)
 #endif
 #define NC_SVC_IDLE_MS 30000   /* a silent echo or discard connection is closed */
+
+/* The task-per-connection build: each echo and discard TCP connection is served by a task of
+ * its own (nc_plat_task_start: a pthread on POSIX, a task of the RTOS on a target) with its own
+ * slot and buffer, instead of by the poll loop; everything else stays in the loop. 0: one loop,
+ * no tasks (the default). */
+#ifndef NC_TASK_PER_CONNECTION
+#define NC_TASK_PER_CONNECTION 0
+#endif
 #define NC_SVC_UDP_QUIET_MS 1000 /* a source quiet this long has its datagrams logged */
 
 /* netio: how long the server sends after S2C (netio's INTERVAL, 6 s). */

@@ -133,4 +133,11 @@ typedef struct sockaddr_in nc_addr;
 #define NC_SAME_ADDR(a, b) (NC_SAME_IP(a, b) && NC_ADDR_PORT(a) == NC_ADDR_PORT(b))
 
 
+#if NC_TASK_PER_CONNECTION
+/* Starts fn(arg) as a task (thread) of its own, which returns (NULL) when done and is not
+ * waited for; 0 on success. Required by the task-per-connection build only; nothing is
+ * allocated by the responder for it (the task's state is a static slot). */
+int nc_plat_task_start(void *(*fn)(void *), void *arg);
+#endif
+
 #endif

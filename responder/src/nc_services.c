@@ -23,7 +23,10 @@ enum { K_FREE, K_ECHO, K_DISCARD };
 
 struct svc_conn {
     int fd;
-    uint8_t kind;
+    /* With NC_TASK_PER_CONNECTION the connection's task frees the slot by setting K_FREE as
+     * its last act, and the loop only ever claims a free slot: a byte that one side writes
+     * and the other reads, no other state shared. */
+    volatile uint8_t kind;
     uint8_t eof;
     uint16_t len, off; /* echo: bytes read and not yet written back */
     uint64_t in, out, last;
@@ -110,6 +113,7 @@ void nc_svc_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wa
                 *wait_ns = end - now;
         }
     }
+#if !NC_TASK_PER_CONNECTION
     for (i = 0; i < NC_SVC_CONNS; i++) {
         struct svc_conn *c = &V.conns[i];
         if (c->kind == K_FREE)
@@ -123,7 +127,58 @@ void nc_svc_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wa
         else if (!c->eof)
             nc_role_watch(c->fd, rd, maxfd);
     }
+#else
+    (void)i, (void)wr;
+#endif
 }
+
+#if NC_TASK_PER_CONNECTION
+/* Waits up to NC_SVC_IDLE_MS for fd to be readable (or writable); 1 when it is. */
+static int task_wait(int fd, int for_write)
+{
+    fd_set set;
+    struct timeval tv;
+    FD_ZERO(&set);
+    FD_SET(fd, &set);
+    tv.tv_sec = NC_SVC_IDLE_MS / 1000;
+    tv.tv_usec = 0;
+    return select(fd + 1, for_write ? NULL : &set, for_write ? &set : NULL, NULL, &tv) > 0;
+}
+
+/* One connection's task: its own slot and buffer, the loop's non-blocking socket waited on
+ * with select(). */
+static void *conn_task(void *arg)
+{
+    struct svc_conn *c = arg;
+    for (;;) {
+        int n;
+        if (!task_wait(c->fd, 0))
+            break; /* silent for NC_SVC_IDLE_MS */
+        n = (int)recv(c->fd, (char *)c->buf, sizeof c->buf, 0);
+        if (n == 0 || (n < 0 && !nc_role_would_block()))
+            break;
+        if (n < 0)
+            continue;
+        c->in += (uint64_t)n;
+        if (c->kind == K_ECHO) {
+            int off = 0;
+            while (off < n) {
+                int w = (int)send(c->fd, (const char *)c->buf + off, (size_t)(n - off), SEND_FLAGS);
+                if (w > 0) {
+                    off += w;
+                    c->out += (uint64_t)w;
+                } else if (!(w < 0 && nc_role_would_block()) || !task_wait(c->fd, 1)) {
+                    break;
+                }
+            }
+            if (off < n)
+                break;
+        }
+    }
+    conn_end(c);
+    return NULL;
+}
+#endif
 
 static void svc_accept(int s, uint64_t now)
 {
@@ -143,11 +198,19 @@ static void svc_accept(int s, uint64_t now)
     nc_plat_set_nonblocking(fd);
     memset(&V.conns[i], 0, sizeof V.conns[i] - sizeof V.conns[i].buf);
     V.conns[i].fd = fd;
-    V.conns[i].kind = (uint8_t)(s == 0 ? K_ECHO : K_DISCARD);
     V.conns[i].peer = peer;
     V.conns[i].last = now;
+    V.conns[i].kind = (uint8_t)(s == 0 ? K_ECHO : K_DISCARD);
+#if NC_TASK_PER_CONNECTION
+    if (nc_plat_task_start(conn_task, &V.conns[i]) != 0) {
+        nc_role_log(tcp_names[s], &peer, "refused: no task could be started for it", NULL, 0);
+        nc_close(fd);
+        V.conns[i].kind = K_FREE;
+    }
+#endif
 }
 
+#if !NC_TASK_PER_CONNECTION
 static void conn_write(struct svc_conn *c, uint64_t now)
 {
     int w = (int)send(c->fd, (const char *)c->buf + c->off, (size_t)(c->len - c->off), SEND_FLAGS);
@@ -186,6 +249,8 @@ static void conn_read(struct svc_conn *c, uint64_t now)
     }
 }
 
+#endif
+
 static void udp_read(int s, uint64_t now)
 {
     int k;
@@ -218,6 +283,9 @@ static void udp_read(int s, uint64_t now)
 void nc_svc_io(fd_set *rd, fd_set *wr, uint64_t now)
 {
     int s, i;
+#if NC_TASK_PER_CONNECTION
+    (void)i, (void)wr;
+#else
     for (i = 0; i < NC_SVC_CONNS; i++) {
         struct svc_conn *c = &V.conns[i];
         if (c->kind == K_FREE)
@@ -231,6 +299,7 @@ void nc_svc_io(fd_set *rd, fd_set *wr, uint64_t now)
         if (c->kind != K_FREE && c->eof && c->off == c->len)
             conn_end(c);
     }
+#endif
     for (s = 0; s < 2; s++) {
         if (V.ufd[s] >= 0 && FD_ISSET(V.ufd[s], rd))
             udp_read(s, now);

@@ -29,29 +29,38 @@ fn responder_dir() -> PathBuf {
 /// or a C compiler.
 fn asan_binary() -> Option<PathBuf> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            for tool in ["make", "gcc"] {
-                if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-                    eprintln!("SKIP: `{tool}` is not installed; the C responder tests need make and gcc");
-                    return None;
-                }
+    make_binary(&BUILT, "asan", "build/netchar-responder-asan")
+}
+
+/// The task-per-connection build under ASan/UBSan (`make -C responder tasks`).
+fn tasks_binary() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    make_binary(&BUILT, "tasks", "build/netchar-responder-tasks-asan")
+}
+
+fn make_binary(cell: &'static OnceLock<Option<PathBuf>>, target: &str, file: &str) -> Option<PathBuf> {
+    cell.get_or_init(|| {
+        for tool in ["make", "gcc"] {
+            if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+                eprintln!("SKIP: `{tool}` is not installed; the C responder tests need make and gcc");
+                return None;
             }
-            let out = Command::new("make")
-                .arg("-C")
-                .arg(responder_dir())
-                .arg("asan")
-                .output()
-                .expect("run make -C responder asan");
-            assert!(
-                out.status.success(),
-                "make -C responder asan failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Some(responder_dir().join("build/netchar-responder-asan"))
-        })
-        .clone()
+        }
+        let out = Command::new("make")
+            .arg("-C")
+            .arg(responder_dir())
+            .arg(target)
+            .output()
+            .unwrap_or_else(|e| panic!("run make -C responder {target}: {e}"));
+        assert!(
+            out.status.success(),
+            "make -C responder {target} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(responder_dir().join(file))
+    })
+    .clone()
 }
 
 /// A responder on a free port, killed on drop; its log checked for sanitizer reports then.
@@ -69,7 +78,10 @@ impl Responder {
 
     /// With the other roles given by `roles` (e.g. `["--echo-port", "0"]`) on as well.
     fn start_with(roles: &[&str]) -> Option<Self> {
-        let bin = asan_binary()?;
+        Self::spawn(asan_binary()?, roles)
+    }
+
+    fn spawn(bin: PathBuf, roles: &[&str]) -> Option<Self> {
         let mut child = Command::new(bin)
             .args(["--port", "0"])
             .args(roles)
@@ -659,4 +671,29 @@ fn ipv6_clients_are_served_on_the_same_dual_stack_ports() {
     let sent = u(&res["summary"]["up"]["sender"]["total_bytes"]);
     assert_eq!(u(&res["summary"]["down"]["receiver"]["total_bytes"]), sent);
     assert_eq!(r.log_numbers("echo tcp from ["), [sent, sent]);
+}
+
+#[test]
+fn task_per_connection_build_serves_each_echo_and_discard_connection_exactly() {
+    let Some(bin) = tasks_binary() else { return };
+    let Some(mut r) = Responder::spawn(bin, &["--echo-port", "0", "--discard-port", "0"]) else { return };
+    let echo = r.role_port("echo on TCP and UDP port", "port ");
+    let discard = r.role_port("discard on TCP and UDP port", "port ");
+    // Four echo connections at once, each on a task of its own: every byte back, and the
+    // tasks' counts add up to what the client sent.
+    let res = run_json(&mut r, &["tcp", "127.0.0.1", "--proto", "echo", "-p", &echo, "-t", "1", "-i", "0", "-P", "4"]);
+    let sent = u(&res["summary"]["up"]["sender"]["total_bytes"]);
+    assert!(sent > 0);
+    assert_eq!(u(&res["summary"]["down"]["receiver"]["total_bytes"]), sent);
+    let lines = r.log_lines("echo tcp", 4);
+    let (read, wrote) = lines.iter().map(|l| counts(l)).fold((0, 0), |(a, b), n| (a + n[0], b + n[1]));
+    assert_eq!((read, wrote), (sent, sent), "{lines:?}");
+    let res =
+        run_json(&mut r, &["tcp", "127.0.0.1", "--proto", "discard", "-p", &discard, "-t", "1", "-i", "0", "-P", "2"]);
+    let sent = u(&res["summary"]["up"]["sender"]["total_bytes"]);
+    let lines = r.log_lines("discard tcp", 2);
+    assert_eq!(lines.iter().map(|l| counts(l)[0]).sum::<u64>(), sent, "{lines:?}");
+    // The loop still serves the native protocol beside the tasks.
+    let res = r.run("tcp", &["-n", "1000000"]);
+    check_tcp(&res, "up", 1);
 }
