@@ -143,6 +143,7 @@
 #define NC_SVC_BUF (NC_PROFILE_SMALL ? 1024 : 16384)
 #endif
 #define NC_SVC_IDLE_MS 30000   /* a silent echo or discard connection is closed */
+#define NC_SVC_EVICT_MS 2000   /* ... or when all slots are taken, after this much quiet */
 
 /* The task-per-connection build: each echo and discard TCP connection is served by a task of
  * its own (nc_plat_task_start: a pthread on POSIX, a task of the RTOS on a target) with its own

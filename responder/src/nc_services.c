@@ -190,6 +190,23 @@ static void svc_accept(int s, uint64_t now)
     for (i = 0; i < NC_SVC_CONNS; i++)
         if (V.conns[i].kind == K_FREE)
             break;
+#if !NC_TASK_PER_CONNECTION
+    if (i == NC_SVC_CONNS) {
+        /* Every slot taken: the connection quiet the longest gives way if it has been quiet
+         * for a while, so that connections that say nothing cannot lock the service out for
+         * NC_SVC_IDLE_MS. */
+        int oldest = 0, k;
+        for (k = 1; k < NC_SVC_CONNS; k++)
+            if (V.conns[k].last < V.conns[oldest].last)
+                oldest = k;
+        if (now - V.conns[oldest].last >= NC_SVC_EVICT_MS * NC_MS) {
+            nc_role_log(V.conns[oldest].kind == K_ECHO ? tcp_names[0] : tcp_names[1], &V.conns[oldest].peer,
+                        "closed, quiet while all NC_SVC_CONNS connections were in use", NULL, 0);
+            conn_end(&V.conns[oldest]);
+            i = oldest;
+        }
+    }
+#endif
     if (i == NC_SVC_CONNS || fd >= FD_SETSIZE) {
         nc_role_log(tcp_names[s], &peer, "refused: all NC_SVC_CONNS connections in use", NULL, 0);
         nc_close(fd);
