@@ -21,12 +21,21 @@
 
 enum { K_FREE, K_ECHO, K_DISCARD };
 
+#if NC_TASK_PER_CONNECTION
+/* GCC and clang builtins (arm-none-eabi-gcc too): C99 has no atomics. */
+#define SLOT_IS_FREE(c) (__atomic_load_n(&(c)->kind, __ATOMIC_ACQUIRE) == K_FREE)
+#define SLOT_RELEASE(c) __atomic_store_n(&(c)->kind, (uint8_t)K_FREE, __ATOMIC_RELEASE)
+#else
+#define SLOT_IS_FREE(c) ((c)->kind == K_FREE)
+#define SLOT_RELEASE(c) ((c)->kind = K_FREE)
+#endif
+
 struct svc_conn {
     int fd;
     /* With NC_TASK_PER_CONNECTION the connection's task frees the slot by setting K_FREE as
-     * its last act, and the loop only ever claims a free slot: a byte that one side writes
-     * and the other reads, no other state shared. */
-    volatile uint8_t kind;
+     * its last act (a release store), and the loop only ever claims a slot it reads free (an
+     * acquire load): the one byte both sides touch. */
+    uint8_t kind;
     uint8_t eof;
     uint16_t len, off; /* echo: bytes read and not yet written back */
     uint64_t in, out, last;
@@ -81,7 +90,7 @@ static void conn_end(struct svc_conn *c)
         nc_role_log(tcp_names[1], &c->peer, "# bytes", n, 1);
     nc_close(c->fd);
     c->fd = -1;
-    c->kind = K_FREE;
+    SLOT_RELEASE(c);
 }
 
 static void spell_end(int s)
@@ -188,7 +197,7 @@ static void svc_accept(int s, uint64_t now)
     if (fd < 0)
         return;
     for (i = 0; i < NC_SVC_CONNS; i++)
-        if (V.conns[i].kind == K_FREE)
+        if (SLOT_IS_FREE(&V.conns[i]))
             break;
 #if !NC_TASK_PER_CONNECTION
     if (i == NC_SVC_CONNS) {
