@@ -390,13 +390,15 @@ pub(crate) struct ReportArgs {
     #[arg(required = true, num_args = 1..)]
     pub(crate) files: Vec<std::path::PathBuf>,
     /// Output format.
-    /// svg writes one throughput-over-time plot per result into the directory -o names.
-    #[arg(long, default_value = "text", value_parser = ["text", "markdown", "csv", "json", "svg"])]
+    /// svg and png write every plot (throughput over time, sweeps, latency, block sizes,
+    /// compare sets) into the directory -o names; html writes one self-contained report.
+    #[arg(long, default_value = "text", value_parser = ["text", "markdown", "csv", "json", "svg", "png", "html"])]
     pub(crate) format: String,
     /// CSV: one row per stream, end and interval instead of the summaries.
     #[arg(long)]
     pub(crate) intervals: bool,
-    /// Write to FILE instead of standard output (atomically); with --format svg, the directory.
+    /// Write to FILE instead of standard output (atomically); with --format svg or png, the
+    /// directory.
     #[arg(short = 'o', long = "output")]
     pub(crate) output: Option<std::path::PathBuf>,
     /// Text and markdown: rate unit, the letters of a test's -f (k m g: bit/s; K M G: bytes/s;

@@ -12,7 +12,7 @@ use std::path::Path;
 /// Runs `netchar report`.
 pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
     let format = netchar_report::Format::parse(&a.format)
-        .ok_or_else(|| anyhow!("--format {}: one of text, markdown, csv, json, svg", a.format))?;
+        .ok_or_else(|| anyhow!("--format {}: one of text, markdown, csv, json, svg, png, html", a.format))?;
     let rate = RateFormat::from_letter(&a.rate).ok_or_else(|| anyhow!("--unit {}: one of k m g K M G a", a.rate))?;
     if a.intervals && format != netchar_report::Format::Csv {
         bail!("--intervals: only with --format csv");
@@ -22,11 +22,12 @@ pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
         load(path, &mut saved)?;
     }
     let mut reporter = format.reporter(rate, a.intervals);
-    if let Some(files) = reporter.on_results_files(&saved) {
+    if let Some(files) = reporter.on_results_binary_files(&saved) {
         let Some(dir) = &a.output else { bail!("--format {}: give the directory to write into with -o DIR", a.format) };
+        let files = files.map_err(|e| anyhow!("--format {}: {e}", a.format))?;
         std::fs::create_dir_all(dir).with_context(|| format!("-o: cannot create {}", dir.display()))?;
-        for (name, text) in files {
-            write_atomically(&dir.join(name), &text)?;
+        for (name, bytes) in files {
+            write_atomically(&dir.join(name), &bytes)?;
         }
         return Ok(crate::EXIT_OK);
     }
@@ -39,7 +40,7 @@ pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
 }
 
 /// A temporary file beside `path`, then a rename: a reader never sees half a report.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_atomically(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
