@@ -54,7 +54,8 @@ impl Series {
 pub struct Axis {
     /// `time (s)`, `throughput (Mbit/s)`, ...
     pub label: String,
-    /// Base-10 logarithmic (values must be > 0).
+    /// Logarithmic, base 2 (values must be > 0): the ticks fall on powers of two, as block
+    /// sizes do.
     pub log: bool,
     /// Names for the values 0, 1, 2, ... (an x axis of categories, not numbers).
     pub categories: Vec<String>,
@@ -140,7 +141,7 @@ fn range(values: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> (f64,
         return if log { (0.0, 1.0) } else { (0.0, 1.0) };
     }
     if log {
-        let (l, h) = (lo.log10(), hi.log10());
+        let (l, h) = (lo.log2(), hi.log2());
         let pad = ((h - l) * 0.05).max(0.1);
         return (l - pad, h + pad);
     }
@@ -188,8 +189,8 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
     if !c.boxes.is_empty() {
         return draw_boxes(area, c);
     }
-    let lx = |v: f64| if c.x.log { v.log10() } else { v };
-    let ly = |v: f64| if c.y.log { v.log10() } else { v };
+    let lx = |v: f64| if c.x.log { v.log2() } else { v };
+    let ly = |v: f64| if c.y.log { v.log2() } else { v };
     let left = c.series.iter().filter(|s| !s.right_axis);
     let (x0, x1) = if c.x.categories.is_empty() {
         range(c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), c.x.log, false)
@@ -216,8 +217,8 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
     let ylog = c.y.log;
     let cats = c.x.categories.clone();
     let fx =
-        move |v: &f64| if cats.is_empty() { tick(if xlog { 10f64.powf(*v) } else { *v }) } else { category(&cats, *v) };
-    let fy = move |v: &f64| tick(if ylog { 10f64.powf(*v) } else { *v });
+        move |v: &f64| if cats.is_empty() { tick(if xlog { 2f64.powf(*v) } else { *v }) } else { category(&cats, *v) };
+    let fy = move |v: &f64| tick(if ylog { 2f64.powf(*v) } else { *v });
     let mut mesh = chart.configure_mesh();
     if !c.x.categories.is_empty() {
         // One label per category and one between each: the ones between stay blank.
@@ -420,7 +421,7 @@ mod tests {
     fn ticks_are_short() {
         assert_eq!(tick(0.0), "0");
         assert_eq!(tick(2.5), "2.5");
-        assert_eq!(tick(12.25), "12.3");
+        assert_eq!(tick(12.75), "12.8");
         assert_eq!(tick(1500.0), "1500");
         assert_eq!(tick(0.0125), "0.013");
     }

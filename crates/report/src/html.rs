@@ -48,12 +48,18 @@ th{background:#eee}figure{margin:1em 0}figcaption{font-size:.85em;color:#555}\
 svg{max-width:100%;height:auto}pre{background:#f6f6f6;padding:.5em;max-height:24em;overflow:auto;font-size:.8em}\
 .error{color:#a00}";
 
-/// Sets the download link to a blob of the embedded JSON, then marks the page ready (the
-/// browser test waits for that mark).
+/// Sets the download link to a blob of the embedded JSON, then records on `<body>` what the
+/// browser laid out: `data-plots`, the plots drawn at a visible size with their lines, and
+/// `data-tables`, the tables with rows (the browser test reads these, and `data-ready`).
 const SCRIPT: &str = "(function(){var raw=document.getElementById('raw-json').textContent;\
 var a=document.getElementById('download');\
 a.href=URL.createObjectURL(new Blob([raw],{type:'application/json'}));\
-document.body.setAttribute('data-ready','1');})();";
+var plots=0;document.querySelectorAll('figure.plot svg').forEach(function(s){var r=s.getBoundingClientRect();\
+if(r.width>100&&r.height>50&&s.querySelector('polyline,path,rect,circle'))plots++;});\
+var tables=0;document.querySelectorAll('table').forEach(function(t){var r=t.getBoundingClientRect();\
+if(r.height>0&&t.querySelectorAll('tbody tr').length>0)tables++;});\
+var b=document.body;b.setAttribute('data-plots',plots);b.setAttribute('data-tables',tables);\
+b.setAttribute('data-ready','1');})();";
 
 fn table(out: &mut String, id: &str, headers: &[impl AsRef<str>], numeric: &[bool], rows: &[Vec<String>]) {
     let _ = write!(out, "<table id=\"{id}\"><thead><tr>");

@@ -354,7 +354,7 @@ pub fn latency_charts(index: usize, s: &Saved) -> Vec<Chart> {
         stem: format!("{stem}-latency"),
         title: format!("{}: round-trip latency percentiles", s.label),
         x: Axis::categories("percentile", &names),
-        y: Axis::linear("round-trip latency (µs)"),
+        y: Axis::log("round-trip latency (µs)"),
         y2: None,
         series: series(false),
         markers: vec![],

@@ -15,12 +15,22 @@ pub struct SvgReporter {
     pub png: bool,
 }
 
-/// The charts as SVG documents, stacked into one (for a running test's `on_finish`).
+/// Every chart of `results` in one SVG document, one below the other (each a nested `<svg>`).
 pub fn plot(results: &[Saved]) -> Result<String, String> {
-    let mut out = String::new();
-    for c in plots::charts(results) {
-        out.push_str(&chart::to_svg(&c)?);
+    let charts = plots::charts(results);
+    let (w, h) = CHART_SIZE;
+    let total = h * charts.len().max(1) as u32;
+    let mut out = format!(
+        "<svg width=\"{w}\" height=\"{total}\" viewBox=\"0 0 {w} {total}\" xmlns=\"http://www.w3.org/2000/svg\">\n"
+    );
+    for (i, c) in charts.iter().enumerate() {
+        let one = chart::to_svg(c)?;
+        let one = one.trim_start_matches(|c: char| c != '<');
+        // Placed by its y offset; the inner document keeps its own size and view box.
+        out.push_str(&one.replacen("<svg ", &format!("<svg y=\"{}\" ", h * i as u32), 1));
+        out.push('\n');
     }
+    out.push_str("</svg>\n");
     Ok(out)
 }
 

@@ -102,7 +102,8 @@ fn several_results_stack_in_one_document_and_get_a_file_each() {
             "001-tcp-reverse-repeat3_json_1.svg",
             "002-tcp-reverse-repeat3_json_2.svg",
             "003-tcp-reverse-repeat3_json_3.svg",
-            "004-udp_json.svg"
+            "004-udp_json.svg",
+            "compare-tcp.svg"
         ]
     );
     for (_, svg) in &files {
