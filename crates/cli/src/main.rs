@@ -144,6 +144,33 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn run(cli: args::Cli) -> Result<u8> {
     let stop = install_signal_handlers()?;
+    // --plot and --report: the command's results are kept as they finish and written at the
+    // end, also after an error (the figures so far).
+    if let Some((label, finish)) = finish_args(&cli.command) {
+        report::keep_for(&label, finish);
+    }
+    let code = run_command(cli, &stop);
+    report::write_kept()?;
+    code
+}
+
+/// A test, suite or plan's `--plot` and `--report`, and the name its results go by.
+fn finish_args(command: &Option<args::Command>) -> Option<(String, &args::FinishArgs)> {
+    use args::Command as C;
+    Some(match command.as_ref()? {
+        C::Tcp(a) => ("tcp".into(), &a.common.finish),
+        C::Udp(a) => ("udp".into(), &a.common.finish),
+        C::Rr(a) => ("rr".into(), &a.common.finish),
+        C::Crr(a) => ("crr".into(), &a.common.finish),
+        C::Echo(a) => ("echo".into(), &a.common.finish),
+        C::Suite(a) => (a.suite.clone(), &a.finish),
+        C::Run(a) => (a.plan.file_stem().map_or("plan".into(), |s| s.to_string_lossy().into_owned()), &a.finish),
+        _ => return None,
+    })
+}
+
+fn run_command(cli: args::Cli, stop: &StopFlag) -> Result<u8> {
+    let stop = stop.clone();
     match cli.command {
         None => quick::run(&cli.time, cli.json, &stop),
         Some(args::Command::Server(a)) => serve::run(&a, &stop),
@@ -242,6 +269,7 @@ fn run_collecting(
                 if let Some(dir) = &out.save {
                     save_run(dir, &r, i + 1 - out.warmup)?;
                 }
+                report::keep(&r);
                 kept.push(r);
             }
         }
@@ -548,6 +576,7 @@ fn run_echo(plans: &[plan::TcpPlan], stop: &StopFlag) -> Result<u8> {
                 stdout.write_all(netchar_report::text::echo_line(r).as_bytes())?;
                 stdout.flush()?;
             }
+            report::keep(r);
             results.push(r.clone());
         }
         if let Some(e) = run.error {
@@ -698,6 +727,7 @@ fn ecos_suite(a: &args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
                 }
                 out.flush()?;
             }
+            report::keep(&r);
             results.push(r);
         }
         Ok(())

@@ -39,6 +39,60 @@ pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
     Ok(crate::EXIT_OK)
 }
 
+/// The results a command keeps for `--plot DIR` and `--report FILE` while it runs: set up
+/// when the command has either flag, filled as each test finishes, written once at the end.
+static KEPT: std::sync::Mutex<Option<Kept>> = std::sync::Mutex::new(None);
+
+struct Kept {
+    /// The command's name: the results' set (`bwsweep#1`, `bwsweep#2`, ...).
+    label: String,
+    outputs: crate::args::FinishArgs,
+    results: Vec<netchar_model::TestResult>,
+}
+
+/// Starts keeping results for the command's `--plot` and `--report` (nothing without them).
+pub(crate) fn keep_for(label: &str, outputs: &crate::args::FinishArgs) {
+    if outputs.plot.is_some() || outputs.report.is_some() {
+        let kept = Kept { label: label.to_string(), outputs: outputs.clone(), results: Vec::new() };
+        *KEPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
+    }
+}
+
+/// Keeps a finished test's result, if the command writes plots or a report.
+pub(crate) fn keep(result: &netchar_model::TestResult) {
+    if let Some(k) = KEPT.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        k.results.push(result.clone());
+    }
+}
+
+/// Writes the plots and the report of the kept results (also after a failed or interrupted
+/// command: the figures so far).
+pub(crate) fn write_kept() -> Result<()> {
+    let Some(k) = KEPT.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(()) };
+    if k.results.is_empty() {
+        // No test finished: the command has said why, and there is nothing to draw.
+        return Ok(());
+    }
+    let saved: Vec<Saved> = k
+        .results
+        .into_iter()
+        .enumerate()
+        .map(|(i, result)| Saved { label: format!("{}#{}", k.label, i + 1), result })
+        .collect();
+    if let Some(dir) = &k.outputs.plot {
+        std::fs::create_dir_all(dir).with_context(|| format!("--plot: cannot create {}", dir.display()))?;
+        for png in [false, true] {
+            for (name, bytes) in netchar_report::svg::files(&saved, png).map_err(|e| anyhow!("--plot: {e}"))? {
+                write_atomically(&dir.join(name), &bytes)?;
+            }
+        }
+    }
+    if let Some(file) = &k.outputs.report {
+        write_atomically(file, netchar_report::html::document(&saved, RateFormat::AutoBits))?;
+    }
+    Ok(())
+}
+
 /// A temporary file beside `path`, then a rename: a reader never sees half a report.
 pub(crate) fn write_atomically(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();

@@ -5,6 +5,9 @@
 //! console and request nothing from the network. A page that does both is checked too, so
 //! that the checks are known to catch them.
 
+#[path = "support/loopback.rs"]
+mod loopback;
+
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -286,5 +289,73 @@ fn html_report_renders_in_chromium_without_errors_or_requests() {
     assert!(seen.console.iter().any(|l| l.contains("boom")), "{:?}", seen.console);
     assert!(seen.console.iter().any(|l| l.contains("Uncaught")), "{:?}", seen.console);
     assert_eq!(seen.requests, ["http://netchar-test.invalid/x"]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--plot DIR` and `--report FILE` on a test and on a suite: written when it finishes, with
+/// the plots its results make and the report of all of them.
+#[test]
+fn plot_and_report_flags_write_when_a_test_or_suite_finishes() {
+    let server = loopback::Server::start(&[]);
+    let port = server.port.to_string();
+    let dir = scratch("finish");
+    let (plots, report) = (dir.join("tcp-plots"), dir.join("tcp.html"));
+    let run = loopback::netchar(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "-i",
+        "0.25",
+        "-P",
+        "2",
+        "--plot",
+        plots.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut names: Vec<String> =
+        std::fs::read_dir(&plots).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["001-tcp_1.png", "001-tcp_1.svg"]);
+    let svg = std::fs::read_to_string(plots.join("001-tcp_1.svg")).unwrap();
+    assert!(svg.contains("\nup stream 2\n") && svg.contains("\nup sum\n"), "both streams and their sum");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert_eq!(count(&html, "<figure class=\"plot\""), 1);
+    assert!(html.contains("<table id=\"summary\">"));
+
+    let (plots, report) = (dir.join("sweep-plots"), dir.join("sweep.html"));
+    let run = loopback::netchar(&[
+        "suite",
+        "bwsweep",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--from",
+        "10M",
+        "--to",
+        "30M",
+        "--step",
+        "10M",
+        "--duration",
+        "0.5",
+        "--plot",
+        plots.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let svg = std::fs::read_to_string(plots.join("sweep-bwsweep.svg")).expect("the sweep's plot");
+    for label in ["\nup received\n", "\ndown loss %\n", "\noffered rate (Mbit/s)\n"] {
+        assert!(svg.contains(label), "no {label}");
+    }
+    assert!(plots.join("sweep-bwsweep.png").is_file());
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("id=\"plot-sweep-bwsweep\""));
+    let raw: serde_json::Value = serde_json::from_str(&element_text(&html, "<pre id=\"raw-json\">", "</pre>")).unwrap();
+    assert_eq!(raw.as_array().unwrap().len(), 6, "three rates, both directions");
     let _ = std::fs::remove_dir_all(dir);
 }
