@@ -138,7 +138,7 @@ fn range(values: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> (f64,
         hi = hi.max(v);
     }
     if !lo.is_finite() {
-        return if log { (0.0, 1.0) } else { (0.0, 1.0) };
+        return (0.0, 1.0);
     }
     if log {
         let (l, h) = (lo.log2(), hi.log2());

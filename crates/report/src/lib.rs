@@ -53,6 +53,9 @@ pub fn parse_saved(text: &str, label: &str) -> Result<Vec<Saved>, String> {
     }
 }
 
+/// Files a reporter writes into a directory: (file name, contents).
+pub type NamedFiles = Vec<(String, Vec<u8>)>;
+
 /// Something that shows a test as it runs and when it ends, or saved results afterwards.
 pub trait Reporter {
     /// Once, before data flows.
@@ -70,7 +73,7 @@ pub trait Reporter {
     }
     /// As [`Reporter::on_results_files`], as bytes (PNG images are not text); the error is one
     /// line.
-    fn on_results_binary_files(&mut self, results: &[Saved]) -> Option<Result<Vec<(String, Vec<u8>)>, String>> {
+    fn on_results_binary_files(&mut self, results: &[Saved]) -> Option<Result<NamedFiles, String>> {
         self.on_results_files(results).map(|f| Ok(f.into_iter().map(|(n, t)| (n, t.into_bytes())).collect()))
     }
 }

@@ -161,9 +161,12 @@ fn offered_bps(r: &TestResult) -> Option<f64> {
     }
 }
 
-/// One sweep point: (offered, received, loss %) of one flow.
-fn sweep_points(set: &[&Saved], flow: Flow) -> Vec<(f64, f64, f64)> {
-    let mut pts: Vec<(f64, f64, f64)> = set
+/// One sweep point of one flow: (offered bit/s, received bit/s, loss %).
+pub type SweepPoint = (f64, f64, f64);
+
+/// The sweep points of one flow, by offered rate.
+fn sweep_points(set: &[&Saved], flow: Flow) -> Vec<SweepPoint> {
+    let mut pts: Vec<SweepPoint> = set
         .iter()
         .filter_map(|s| {
             let offered = offered_bps(&s.result)?;
@@ -177,13 +180,13 @@ fn sweep_points(set: &[&Saved], flow: Flow) -> Vec<(f64, f64, f64)> {
 }
 
 /// The knee of a sweep: the lowest offered rate that lost datagrams.
-pub fn knee(points: &[(f64, f64, f64)]) -> Option<f64> {
+pub fn knee(points: &[SweepPoint]) -> Option<f64> {
     points.iter().find(|p| p.2 > 0.0).map(|p| p.0)
 }
 
 /// The sweep chart of a set, when it holds UDP results at two or more offered rates.
 pub fn sweep_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
-    let flows: Vec<(Flow, Vec<(f64, f64, f64)>)> = [Flow::Up, Flow::Down]
+    let flows: Vec<(Flow, Vec<SweepPoint>)> = [Flow::Up, Flow::Down]
         .into_iter()
         .map(|f| (f, sweep_points(set, f)))
         .filter(|(_, p)| {

@@ -35,7 +35,7 @@ pub fn plot(results: &[Saved]) -> Result<String, String> {
 }
 
 /// Every chart of `results` as (file name, bytes): `NAME.svg` or `NAME.png`.
-pub fn files(results: &[Saved], png: bool) -> Result<Vec<(String, Vec<u8>)>, String> {
+pub fn files(results: &[Saved], png: bool) -> Result<crate::NamedFiles, String> {
     plots::charts(results).iter().map(|c| render(c, png)).collect()
 }
 
@@ -71,7 +71,7 @@ impl crate::Reporter for SvgReporter {
         let files = files(results, false).unwrap_or_default();
         Some(files.into_iter().map(|(n, b)| (n, String::from_utf8(b).unwrap_or_default())).collect())
     }
-    fn on_results_binary_files(&mut self, results: &[Saved]) -> Option<Result<Vec<(String, Vec<u8>)>, String>> {
+    fn on_results_binary_files(&mut self, results: &[Saved]) -> Option<Result<crate::NamedFiles, String>> {
         Some(files(results, self.png))
     }
 }
