@@ -140,7 +140,6 @@ fn png_plots_have_the_chart_size() {
         [
             "013-rr-under-load_json-latency-cdf.png",
             "013-rr-under-load_json-latency.png",
-            "013-rr-under-load_json.png",
             "sweep-suite-bwsweep-knee_json.png"
         ]
     );

@@ -407,6 +407,8 @@ pub fn to_png(c: &Chart) -> Result<Vec<u8>, String> {
         let mut enc = png::Encoder::new(&mut out, w, h);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
+        // Mostly white with few colours: the strongest compression is several times smaller.
+        enc.set_compression(png::Compression::Best);
         let mut writer = enc.write_header().map_err(|e| e.to_string())?;
         writer.write_image_data(&rgb).map_err(|e| e.to_string())?;
     }

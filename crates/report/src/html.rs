@@ -40,10 +40,11 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:1.5em auto;max-width:980px;color:#222}\
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}\
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}\
 table{border-collapse:collapse;margin:.5em 0;font-size:.85em}\
-th,td{border:1px solid #bbb;padding:.2em .5em;text-align:left}td.n{text-align:right}\
+th,td{border:1px solid #bbb;padding:.2em .5em;text-align:left;white-space:nowrap}td.n{text-align:right}\
+.wide{overflow-x:auto}\
 th{background:#eee}figure{margin:1em 0}figcaption{font-size:.85em;color:#555}\
 svg{max-width:100%;height:auto}pre{background:#f6f6f6;padding:.5em;max-height:24em;overflow:auto;font-size:.8em}\
 .error{color:#a00}";
@@ -62,7 +63,7 @@ var b=document.body;b.setAttribute('data-plots',plots);b.setAttribute('data-tabl
 b.setAttribute('data-ready','1');})();";
 
 fn table(out: &mut String, id: &str, headers: &[impl AsRef<str>], numeric: &[bool], rows: &[Vec<String>]) {
-    let _ = write!(out, "<table id=\"{id}\"><thead><tr>");
+    let _ = write!(out, "<div class=\"wide\"><table id=\"{id}\"><thead><tr>");
     for h in headers {
         let _ = write!(out, "<th>{}</th>", escape(h.as_ref()));
     }
@@ -75,7 +76,7 @@ fn table(out: &mut String, id: &str, headers: &[impl AsRef<str>], numeric: &[boo
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str("</tbody></table></div>\n");
 }
 
 fn host_rows(h: &HostInfo) -> Vec<(String, String)> {

@@ -128,8 +128,12 @@ fn max_y(series: &[Series]) -> f64 {
     series.iter().filter(|s| !s.right_axis).flat_map(|s| &s.points).map(|p| p.1).fold(0.0, f64::max)
 }
 
-/// The throughput-over-time chart of one result (None without intervals).
+/// The throughput-over-time chart of one TCP or UDP result (None without intervals).
 pub fn throughput_chart(index: usize, s: &Saved) -> Option<Chart> {
+    // A request/response test's bytes are its requests: its plots are the latency ones.
+    if s.result.test.spec.kind == TestKind::Rr {
+        return None;
+    }
     let mut series = throughput_series(&s.result);
     if series.is_empty() {
         return None;
