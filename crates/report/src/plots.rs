@@ -254,7 +254,12 @@ pub fn sweep_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
 
 /// The block-size chart of a set, when it holds results at two or more block sizes.
 pub fn block_size_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
-    let mut sizes: Vec<u64> = set.iter().map(|s| s.result.test.spec.block_bytes).collect();
+    // Request/response tests' block is their request: not a block-size point.
+    let mut sizes: Vec<u64> = set
+        .iter()
+        .filter(|s| s.result.test.spec.kind != TestKind::Rr)
+        .map(|s| s.result.test.spec.block_bytes)
+        .collect();
     sizes.sort_unstable();
     sizes.dedup();
     if sizes.len() < 2 {
