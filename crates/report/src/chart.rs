@@ -242,14 +242,15 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
             .draw()
             .map_err(e)?;
     }
-    for m in &c.markers {
+    for (i, m) in c.markers.iter().enumerate() {
         let x = lx(m.x);
         let style = RGBColor(200, 0, 0).stroke_width(2);
         chart.draw_series(std::iter::once(PathElement::new(vec![(x, y0), (x, y1)], style))).map_err(e)?;
         chart
             .draw_series(std::iter::once(Text::new(
                 m.label.clone(),
-                (x, y1 - (y1 - y0) * 0.02),
+                // One below the other, so that knees close together stay readable.
+                (x, y1 - (y1 - y0) * (0.02 + 0.06 * i as f64)),
                 ("sans-serif", 13).into_font().color(&RGBColor(200, 0, 0)),
             )))
             .map_err(e)?;

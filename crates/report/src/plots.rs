@@ -3,7 +3,8 @@
 //! - per result with intervals: throughput over time, per stream and summed per flow;
 //! - per UDP rate sweep (`suite bwsweep`, `--find-max-rate`: one set of UDP results at two or
 //!   more offered rates): received rate and loss % against offered rate, both directions, the
-//!   knee (the lowest offered rate that lost datagrams) marked;
+//!   knee (the lowest offered rate that lost datagrams) marked; with two or more sweeps, also
+//!   all of them in one chart, named by set;
 //! - per request/response result: latency percentiles and their CDF, idle against under load
 //!   where the result has both (`rr --under-load`);
 //! - per set at two or more block sizes (`suite netio`, `suite sizes`): received rate
@@ -190,24 +191,50 @@ pub fn knee(points: &[SweepPoint]) -> Option<f64> {
 
 /// The sweep chart of a set, when it holds UDP results at two or more offered rates.
 pub fn sweep_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
-    let flows: Vec<(Flow, Vec<SweepPoint>)> = [Flow::Up, Flow::Down]
-        .into_iter()
-        .map(|f| (f, sweep_points(set, f)))
-        .filter(|(_, p)| {
-            let mut rates: Vec<u64> = p.iter().map(|x| x.0 as u64).collect();
-            rates.dedup();
-            rates.len() >= 2
-        })
-        .collect();
-    if flows.is_empty() {
+    sweeps_chart(
+        format!("sweep-{}", slug(name)),
+        format!("{name}: UDP rate sweep, received rate and loss against offered rate"),
+        &[(name.to_string(), set.to_vec())],
+    )
+}
+
+/// The sweeps of several sets in one chart (before and after a change, as the i.MX6 study
+/// compares kernel settings), when two or more sets are sweeps; lines named by set.
+pub fn sweeps_compared_chart(results: &[Saved]) -> Option<Chart> {
+    let all = sets(results);
+    let sweeps: Vec<(String, Vec<&Saved>)> =
+        all.into_iter().filter(|(name, set)| sweep_chart(name, set).is_some()).collect();
+    if sweeps.len() < 2 {
         return None;
     }
-    let top = flows.iter().flat_map(|(_, p)| p).map(|p| p.0.max(p.1)).fold(0.0, f64::max);
+    let names: Vec<&str> = sweeps.iter().map(|(n, _)| n.as_str()).collect();
+    sweeps_chart("sweeps-compared".into(), format!("UDP rate sweeps compared: {}", names.join(", ")), &sweeps)
+}
+
+/// One sweep chart over `sets`: per set and direction with two or more offered rates, the
+/// received rate (left axis) and loss % (right axis), and the knee marked.
+fn sweeps_chart(stem: String, title: String, sets: &[(String, Vec<&Saved>)]) -> Option<Chart> {
+    let mut lines: Vec<(String, Vec<SweepPoint>)> = Vec::new();
+    for (name, set) in sets {
+        for flow in [Flow::Up, Flow::Down] {
+            let p = sweep_points(set, flow);
+            let mut rates: Vec<u64> = p.iter().map(|x| x.0 as u64).collect();
+            rates.dedup();
+            if rates.len() >= 2 {
+                let label = if sets.len() > 1 { format!("{} {}", slug(name), flow.name()) } else { flow.name().into() };
+                lines.push((label, p));
+            }
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let top = lines.iter().flat_map(|(_, p)| p).map(|p| p.0.max(p.1)).fold(0.0, f64::max);
     let (div, unit) = rate_unit(top);
     let mut series = Vec::new();
     let mut markers = Vec::new();
     let (lo, hi) =
-        flows.iter().flat_map(|(_, p)| p).fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+        lines.iter().flat_map(|(_, p)| p).fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
     series.push(Series {
         name: "received = offered".into(),
         points: vec![(lo / div, lo / div), (hi / div, hi / div)],
@@ -216,9 +243,9 @@ pub fn sweep_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
         emphasis: false,
         colour: None,
     });
-    for (n, (flow, p)) in flows.iter().enumerate() {
+    for (n, (label, p)) in lines.iter().enumerate() {
         series.push(Series {
-            name: format!("{} received", flow.name()),
+            name: format!("{label} received"),
             points: p.iter().map(|x| (x.0 / div, x.1 / div)).collect(),
             shape: Shape::LineAndPoints,
             right_axis: false,
@@ -226,7 +253,7 @@ pub fn sweep_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
             colour: Some(n),
         });
         series.push(Series {
-            name: format!("{} loss %", flow.name()),
+            name: format!("{label} loss %"),
             points: p.iter().map(|x| (x.0 / div, x.2)).collect(),
             shape: Shape::LineAndPoints,
             right_axis: true,
@@ -234,15 +261,12 @@ pub fn sweep_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
             colour: Some(n),
         });
         if let Some(k) = knee(p) {
-            markers.push(Marker {
-                x: k / div,
-                label: format!("{} knee {} {unit}", flow.name(), crate::chart::tick(k / div)),
-            });
+            markers.push(Marker { x: k / div, label: format!("{label} knee {} {unit}", crate::chart::tick(k / div)) });
         }
     }
     Some(Chart {
-        stem: format!("sweep-{}", slug(name)),
-        title: format!("{name}: UDP rate sweep, received rate and loss against offered rate"),
+        stem,
+        title,
         x: Axis::linear(format!("offered rate ({unit})")),
         y: Axis::linear(format!("received rate ({unit})")),
         y2: Some(Axis::linear("loss (%)")),
@@ -471,6 +495,7 @@ pub fn charts(results: &[Saved]) -> Vec<Chart> {
         out.extend(sweep_chart(&name, &set));
         out.extend(block_size_chart(&name, &set));
     }
+    out.extend(sweeps_compared_chart(results));
     out.extend(compare_charts(results));
     out
 }

@@ -208,3 +208,34 @@ fn every_chart_of_every_fixture_is_a_valid_svg_and_png() {
         assert!(dark > 2000, "{}: {dark} dark pixels", c.stem);
     }
 }
+
+#[test]
+fn two_sweeps_are_also_drawn_in_one_chart_named_by_set() {
+    let mut saved = load("suite-bwsweep-knee.json");
+    saved.extend(load("../fixtures/suite-bwsweep.json"));
+    let all = charts(&saved);
+    let c = the_chart(&all, "sweeps-compared");
+    let names: Vec<&str> = c.series.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "received = offered",
+            "suite-bwsweep-knee_json up received",
+            "suite-bwsweep-knee_json up loss %",
+            "suite-bwsweep-knee_json down received",
+            "suite-bwsweep-knee_json down loss %",
+            "suite-bwsweep_json up received",
+            "suite-bwsweep_json up loss %",
+            "suite-bwsweep_json down received",
+            "suite-bwsweep_json down loss %",
+        ]
+    );
+    // The lossless sweep has no knee; the other keeps both of its own.
+    let marks: Vec<&str> = c.markers.iter().map(|m| m.label.as_str()).collect();
+    assert_eq!(marks.len(), 2, "{marks:?}");
+    assert!(marks.iter().all(|m| m.starts_with("suite-bwsweep-knee_json ")));
+    // Each sweep keeps its own chart too.
+    the_chart(&all, "sweep-suite-bwsweep-knee_json");
+    the_chart(&all, "sweep-suite-bwsweep_json");
+    assert_texts(&c, &["suite-bwsweep_json down received", "offered rate (Gbit/s)", "loss (%)"]);
+}
