@@ -113,7 +113,18 @@ fn hosts(out: &mut String, results: &[Saved]) {
         }
     }
     for (i, (local, remote, labels)) in pairs.iter().enumerate() {
-        let _ = writeln!(out, "<p>Results: {}</p>", escape(&labels.join(", ")));
+        // Named by set ("runs.json: 12 results"), not one by one: a suite has dozens.
+        let mut by_set: Vec<(String, usize)> = Vec::new();
+        for l in labels {
+            let set = plots::set_of(l);
+            match by_set.iter_mut().find(|(s, _)| *s == set) {
+                Some((_, n)) => *n += 1,
+                None => by_set.push((set, 1)),
+            }
+        }
+        let named: Vec<String> =
+            by_set.iter().map(|(s, n)| if *n == 1 { s.clone() } else { format!("{s} ({n} results)") }).collect();
+        let _ = writeln!(out, "<p>Results: {}</p>", escape(&named.join(", ")));
         let l = host_rows(local);
         let r = remote.map(host_rows).unwrap_or_default();
         let mut keys: Vec<String> = l.iter().map(|x| x.0.clone()).collect();
