@@ -50,8 +50,25 @@ struct Kept {
     results: Vec<netchar_model::TestResult>,
 }
 
-/// Starts keeping results for the command's `--plot` and `--report` (nothing without them).
-pub(crate) fn keep_for(label: &str, outputs: &crate::args::FinishArgs) {
+/// Starts keeping results for a test, suite or plan's `--plot` and `--report`, named after
+/// the command (a plan after its file).
+pub(crate) fn keep_for_command(command: &Option<crate::args::Command>) {
+    use crate::args::Command as C;
+    let (label, finish) = match command {
+        Some(C::Tcp(a)) => ("tcp".to_string(), &a.common.finish),
+        Some(C::Udp(a)) => ("udp".into(), &a.common.finish),
+        Some(C::Rr(a)) => ("rr".into(), &a.common.finish),
+        Some(C::Crr(a)) => ("crr".into(), &a.common.finish),
+        Some(C::Echo(a)) => ("echo".into(), &a.common.finish),
+        Some(C::Suite(a)) => (a.suite.clone(), &a.finish),
+        Some(C::Run(a)) => (a.plan.file_stem().map_or("plan".into(), |s| s.to_string_lossy().into_owned()), &a.finish),
+        _ => return,
+    };
+    keep_for(&label, finish);
+}
+
+/// Starts keeping results for `--plot` and `--report` (nothing without them).
+fn keep_for(label: &str, outputs: &crate::args::FinishArgs) {
     if outputs.plot.is_some() || outputs.report.is_some() {
         let kept = Kept { label: label.to_string(), outputs: outputs.clone(), results: Vec::new() };
         *KEPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
