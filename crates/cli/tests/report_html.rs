@@ -197,20 +197,35 @@ fn visit(browser: &str, page: &Path, work: &Path, screenshot: Option<&Path>) -> 
         Some(png) => cmd.arg(format!("--screenshot={}", png.display())),
         None => cmd.arg("--dump-dom"),
     };
-    let child = cmd.arg(format!("file://{}", page.display())).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
-    let child = child.unwrap_or_else(|e| panic!("cannot start {browser}: {e}"));
+    let mut child = cmd
+        .arg(format!("file://{}", page.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {browser}: {e}"));
+    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = pipe.read_to_end(&mut text);
+            text
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().unwrap()));
+    let stderr = read(Box::new(child.stderr.take().unwrap()));
     // A browser that hangs must not hang the test run: killed after a minute (a safety net,
     // not a measurement).
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let guard = std::thread::spawn(move || {
-        if rx.recv_timeout(std::time::Duration::from_secs(60)).is_err() {
-            let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
         }
-    });
-    let out = child.wait_with_output().unwrap();
-    let _ = tx.send(());
-    let _ = guard.join();
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("{browser} did not finish within a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = std::process::Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{browser} failed: {stderr}");
     let console = stderr.lines().filter(|l| l.contains(":CONSOLE")).map(str::to_string).collect();
