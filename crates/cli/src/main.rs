@@ -57,7 +57,9 @@ fn main() -> ExitCode {
 fn run(cli: args::Cli) -> Result<u8> {
     use args::Command as C;
     let stop = install_signal_handlers()?;
-    match cli.command {
+    // --plot DIR, --report FILE: results kept as tests finish, written when the command ends.
+    report::keep_for_command(&cli.command);
+    let code = match cli.command {
         None => quick::run(&cli.time, cli.json, &stop),
         Some(C::Server(a)) => serve::run(&a, &stop),
         Some(C::Tcp(a)) if nc_test::wanted(&a.common.proto) => nc_test::tcp(&a, &stop),
@@ -76,7 +78,9 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Report(a)) => report::run(&a),
         Some(C::Completions(a)) => generate::completions(&a),
         Some(C::Man(a)) => generate::man(&a),
-    }
+    };
+    report::write_kept()?;
+    code
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -162,6 +162,7 @@ pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) 
         } else {
             hi = rate;
         }
+        crate::report::keep(&t.result);
         results.push(t.result.clone());
         if pass {
             best = Some(t);
@@ -228,6 +229,7 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
                 )?;
                 out.flush()?;
             }
+            crate::report::keep(&t.result);
             results.push(t.result);
             rate += step;
         }
@@ -304,6 +306,7 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                 stop,
             )?;
             cells.push(format!("{:>6.1} MB/s", receiver_rate(&r) / 8.0 / 1048576.0));
+            crate::report::keep(&r);
             results.push(r);
         }
         if !json {
@@ -376,6 +379,7 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                 )?;
                 out.flush()?;
             }
+            crate::report::keep(&r);
             results.push(r);
         }
     }
@@ -440,8 +444,10 @@ pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<
             let _ = writeln!(std::io::stdout().lock(), "{}{note}", r.line());
         }
     });
+    let finished = to_results(&cfg, &results, error.as_deref());
+    finished.iter().for_each(crate::report::keep);
     if json {
-        out.write_all(netchar_report::json::many_to_json(&to_results(&cfg, &results, error.as_deref())).as_bytes())?;
+        out.write_all(netchar_report::json::many_to_json(&finished).as_bytes())?;
     } else if error.is_none() {
         writeln!(out, "Done.")?;
     }
