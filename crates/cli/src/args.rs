@@ -48,6 +48,8 @@ pub(crate) enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff): netchar(1), or with COMMAND that command's page.
     Man(ManArgs),
+    /// perfSONAR pScheduler tool methods (JSON on stdin and stdout), for pscheduler-tool-netchar.
+    Pscheduler(crate::pscheduler::PschedulerArgs),
 }
 
 /// `netchar server`. Every setting may also come from `--config FILE` (TOML, the same names

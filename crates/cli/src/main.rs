@@ -8,6 +8,7 @@ mod metrics;
 mod nc_test;
 mod plan;
 mod plans;
+mod pscheduler;
 mod quick;
 mod report;
 mod serve;
@@ -168,6 +169,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(args::Command::Report(a)) => report::run(&a),
         Some(args::Command::Completions(a)) => generate::completions(&a),
         Some(args::Command::Man(a)) => generate::man(&a),
+        Some(args::Command::Pscheduler(a)) => pscheduler::run(a.method),
         Some(args::Command::Echo(a)) => {
             let plans = plan::TcpPlan::from_echo_args(&a)?;
             run_echo(&plans, &stop)
