@@ -50,6 +50,8 @@ pub(crate) enum Command {
     Man(ManArgs),
     /// perfSONAR pScheduler tool methods (JSON on stdin and stdout), for pscheduler-tool-netchar.
     Pscheduler(crate::pscheduler::PschedulerArgs),
+    /// Prometheus exporter: /probe?target=HOST:PORT&proto=tcp|udp|rr runs a test, /metrics.
+    Exporter(crate::exporter::ExporterArgs),
 }
 
 /// `netchar server`. Every setting may also come from `--config FILE` (TOML, the same names

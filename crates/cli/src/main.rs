@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod exporter;
 mod files;
 mod generate;
 mod metrics;
@@ -170,6 +171,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(args::Command::Completions(a)) => generate::completions(&a),
         Some(args::Command::Man(a)) => generate::man(&a),
         Some(args::Command::Pscheduler(a)) => pscheduler::run(a.method),
+        Some(args::Command::Exporter(a)) => exporter::run(a, &stop),
         Some(args::Command::Echo(a)) => {
             let plans = plan::TcpPlan::from_echo_args(&a)?;
             run_echo(&plans, &stop)

@@ -613,15 +613,16 @@ fn show_command(cmd: &Path, args: &[String]) -> String {
     std::iter::once(cmd.display().to_string()).chain(args.iter().cloned()).collect::<Vec<_>>().join(" ")
 }
 
-struct ChildOutput {
-    stdout: String,
-    stderr: String,
-    status: String,
-    timed_out: bool,
+/// What a child printed, how it ended, and whether it was killed at its time limit.
+pub(crate) struct ChildOutput {
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) status: String,
+    pub(crate) timed_out: bool,
 }
 
 /// Runs `cmd args`, killing it at `limit`; what it printed so far is kept either way.
-fn run_with_limit(cmd: &Path, args: &[String], limit: Duration) -> Result<ChildOutput> {
+pub(crate) fn run_with_limit(cmd: &Path, args: &[String], limit: Duration) -> Result<ChildOutput> {
     let mut child = Command::new(cmd)
         .args(args)
         .stdin(Stdio::null())
