@@ -5,6 +5,7 @@ mod args;
 mod exporter;
 mod files;
 mod generate;
+mod mesh;
 mod metrics;
 mod nc_test;
 mod plan;
@@ -172,6 +173,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(args::Command::Man(a)) => generate::man(&a),
         Some(args::Command::Pscheduler(a)) => pscheduler::run(a.method),
         Some(args::Command::Exporter(a)) => exporter::run(a, &stop),
+        Some(args::Command::Mesh(a)) => mesh::run(a),
         Some(args::Command::Echo(a)) => {
             let plans = plan::TcpPlan::from_echo_args(&a)?;
             run_echo(&plans, &stop)
