@@ -606,6 +606,25 @@ mod tests {
     }
 
     #[test]
+    fn matrix_cells_take_each_pairs_figure_and_leave_failures_empty() {
+        let ok = |s: &str, d: &str, bps: f64| json!({"source": s, "destination": d, "result": {"error": null, "summary": {"up": {"receiver": {"bits_per_second": bps}}}}});
+        let lines = vec![
+            ok("b", "a", 2e9),
+            ok("a", "b", 1e9),
+            json!({"source": "a", "destination": "c", "error": "stopped at the end of its slot"}),
+            json!({"source": "c", "destination": "a", "result": {"error": "busy", "summary": {}}}),
+        ];
+        let (names, cells) = matrix_cells(&lines, "throughput");
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(cells[0][1], Some(1000.0));
+        assert_eq!(cells[1][0], Some(2000.0));
+        assert_eq!((cells[0][2], cells[2][0]), (None, None));
+        assert_eq!(matrix_csv(&names, &cells), "source,a,b,c\na,,1000,\nb,2000,,\nc,,,\n");
+        let rr = json!({"source": "a", "destination": "b", "result": {"error": null, "summary": {"rr": {"latency_us": {"p50": 17.5}}}}});
+        assert_eq!(matrix_cells(&[rr], "latency").1[0][1], Some(17.5));
+    }
+
+    #[test]
     fn node_lists() {
         let nodes = parse_nodes(&["a".into(), "b.example=10.0.0.2:5400".into(), "c=[fd00::3]:5300".into()]).unwrap();
         assert_eq!(nodes[1], Node { name: "b.example".into(), host: "10.0.0.2".into(), port: Some(5400) });
