@@ -188,6 +188,19 @@ fn four_nodes_measure_every_ordered_pair_once_and_never_two_tests_on_a_node() {
         assert_eq!(received, l["result"]["summary"]["up"]["sender"]["bytes"].as_u64().unwrap());
     }
     assert_eq!(per_round.len(), 6, "2(N-1) rounds");
+    // As the tests ran: the tests a node took part in (either end) never overlapped in time.
+    for name in names {
+        let mut spans: Vec<(f64, f64)> = lines
+            .iter()
+            .filter(|l| l["source"] == name || l["destination"] == name)
+            .map(|l| (l["started_unix"].as_f64().unwrap(), l["ended_unix"].as_f64().unwrap()))
+            .collect();
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert_eq!(spans.len(), 6, "{name}: 3 tests as source, 3 as destination");
+        for w in spans.windows(2) {
+            assert!(w[0].1 <= w[1].0, "{name} was in two tests at once: {spans:?}");
+        }
+    }
     for (round, busy) in &per_round {
         let unique: HashSet<&&str> = busy.iter().collect();
         assert_eq!(unique.len(), busy.len(), "a node in two tests in round {round}: {busy:?}");
