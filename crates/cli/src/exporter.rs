@@ -230,13 +230,15 @@ impl Exporter {
                 "another probe is running; one at a time so that they do not measure each other\n",
             );
         }
-        let body = self.run_probe(&probe, timeout, test_secs);
+        // The client gets the address checked here, not the name: a second lookup could answer
+        // with an address outside the allow list.
+        let body = self.run_probe(&probe, addrs[0], timeout, test_secs);
         self.probing.store(false, Ordering::SeqCst);
         exposition_response(body)
     }
 
-    fn run_probe(&self, probe: &Probe, timeout: f64, test_secs: f64) -> String {
-        let mut args: Vec<String> = vec![probe.proto.into(), probe.host.clone()];
+    fn run_probe(&self, probe: &Probe, addr: IpAddr, timeout: f64, test_secs: f64) -> String {
+        let mut args: Vec<String> = vec![probe.proto.into(), addr.to_string()];
         args.extend(["-p".into(), probe.port.to_string(), "-t".into(), format!("{test_secs:.3}")]);
         args.extend(["--json".into(), "--connect-timeout".into(), format!("{:.3}", (timeout / 2.0).max(0.1))]);
         if probe.reverse {
