@@ -33,6 +33,13 @@
 #endif
 #endif
 
+/* A hosted port on another TCP/IP stack (ports/lwip-tap: lwIP in user space) names a header
+ * that maps the socket calls above onto that stack's; it comes after the system headers so
+ * their declarations keep their own names. */
+#if defined(NC_PORT_SOCKETS_HEADER)
+#include NC_PORT_SOCKETS_HEADER
+#endif
+
 /* Monotonic time in nanoseconds since any fixed point. Required. */
 uint64_t nc_plat_now_ns(void);
 
