@@ -48,6 +48,12 @@ pub(crate) enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff): netchar(1), or with COMMAND that command's page.
     Man(ManArgs),
+    /// perfSONAR pScheduler tool methods (JSON on stdin and stdout), for pscheduler-tool-netchar.
+    Pscheduler(crate::pscheduler::PschedulerArgs),
+    /// Prometheus exporter: /probe?target=HOST:PORT&proto=tcp|udp|rr runs a test, /metrics.
+    Exporter(crate::exporter::ExporterArgs),
+    /// Every ordered pair of a set of nodes, round by round: render Kubernetes manifests, run a node's tests, build the matrix.
+    Mesh(crate::mesh::MeshArgs),
 }
 
 /// `netchar server`. Every setting may also come from `--config FILE` (TOML, the same names

@@ -6,14 +6,17 @@ mod args;
 mod compare;
 mod echo;
 mod ecos;
+mod exporter;
 mod files;
 mod gate;
 mod generate;
+mod mesh;
 mod metrics;
 mod nc_test;
 mod plan;
 mod plans;
 mod progress;
+mod pscheduler;
 mod quick;
 mod repeat;
 mod report;
@@ -78,6 +81,9 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Report(a)) => report::run(&a),
         Some(C::Completions(a)) => generate::completions(&a),
         Some(C::Man(a)) => generate::man(&a),
+        Some(C::Pscheduler(a)) => pscheduler::run(a.method),
+        Some(C::Exporter(a)) => exporter::run(a, &stop),
+        Some(C::Mesh(a)) => mesh::run(a),
     };
     report::write_kept()?;
     code
