@@ -3,7 +3,7 @@
 //! text; they never measure and never touch a socket.
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
-//! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`]. [`plots`] decides which
+//! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`] (and a mesh's [`heatmap`]). [`plots`] decides which
 //! charts results make, [`chart`] draws one. A running test calls `on_start`, `on_interval`, `on_finish`;
 //! `netchar report` hands saved results to `on_results`.
 //!
@@ -16,6 +16,7 @@
 
 pub mod chart;
 pub mod csv;
+pub mod heatmap;
 pub mod html;
 pub mod json;
 pub mod markdown;
