@@ -61,10 +61,19 @@ pub fn svg(m: &Matrix) -> String {
     let n = m.names.len() as u32;
     let left = label_width(&m.names);
     let top = left + 24; // the column labels are turned upright; room for the axis title above
-    let (width, height) = (left + n * CELL + 8, top + n * CELL + 28);
     let figures: Vec<f64> = m.cells.iter().flatten().flatten().copied().filter(|v| v.is_finite()).collect();
     let lo = figures.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = figures.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let scale = if figures.is_empty() {
+        "no figures".to_string()
+    } else {
+        let (dark_end, pale_end) = if m.higher_is_better { (hi, lo) } else { (lo, hi) };
+        format!("{} {unit} (pale) to {} {unit} (dark)", short(pale_end), short(dark_end), unit = m.unit)
+    };
+    let scale = format!("{} ({}): {scale}", m.metric, m.unit);
+    // Wide enough for the grid and for the scale's line below it (about 0.62 em a character).
+    let scale_width = left + scale.chars().count() as u32 * FONT_SIZE * 62 / 100 + 8;
+    let (width, height) = ((left + n * CELL + 8).max(scale_width), top + n * CELL + 28);
     let mut out = String::new();
     let _ = write!(
         out,
@@ -132,18 +141,10 @@ pub fn svg(m: &Matrix) -> String {
             );
         }
     }
-    let scale = if figures.is_empty() {
-        "no figures".to_string()
-    } else {
-        let (dark_end, pale_end) = if m.higher_is_better { (hi, lo) } else { (lo, hi) };
-        format!("{} {unit} (pale) to {} {unit} (dark)", short(pale_end), short(dark_end), unit = m.unit)
-    };
     let _ = write!(
         out,
-        "<text class=\"scale\" x=\"{left}\" y=\"{}\">{} ({}): {}</text>\n</svg>",
+        "<text class=\"scale\" x=\"{left}\" y=\"{}\">{}</text>\n</svg>",
         top + n * CELL + 18,
-        escape(&m.metric),
-        escape(&m.unit),
         escape(&scale)
     );
     out
