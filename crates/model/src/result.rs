@@ -248,6 +248,10 @@ pub struct StreamRecord {
     /// When the warm-up counts were taken, seconds since the start (at or just after `-O`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub omitted_seconds: Option<f64>,
+    /// When the stream's first connection came in, seconds since the start, for a stream that
+    /// began later than the test (an iperf2 `-r` dial-back); absent: at the start.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub started_seconds: Option<f64>,
     /// UDP sender counts over the whole stream.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_sent: Option<UdpSent>,
@@ -282,6 +286,7 @@ impl StreamRecord {
             retransmits: None,
             omitted_retransmits: None,
             omitted_seconds: None,
+            started_seconds: None,
             udp_sent: None,
             udp_received: None,
             rr: None,
@@ -698,7 +703,11 @@ fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> S
     let mut t = SideTotals::default();
     let mut longest: f64 = 0.0;
     let mut warm_up_end = omit;
+    // A side whose streams all began late (a dial-back after the other direction) is timed
+    // from its first stream's start.
+    let mut first_start = f64::INFINITY;
     for s in mine {
+        first_start = first_start.min(s.started_seconds.unwrap_or(0.0));
         if let Some(at) = s.omitted_seconds {
             warm_up_end = warm_up_end.max(at);
         }
@@ -709,6 +718,9 @@ fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> S
             let before = s.omitted_retransmits.unwrap_or(0);
             *t.retransmits.get_or_insert(0) += r.saturating_sub(before);
         }
+    }
+    if first_start.is_finite() {
+        warm_up_end = warm_up_end.max(first_start);
     }
     t.seconds = (longest - warm_up_end).max(0.0);
     t.bits_per_second = bits_per_second(t.bytes, t.seconds);
@@ -880,6 +892,7 @@ mod tests {
             retransmits: (role == Role::Sender).then_some(7),
             omitted_retransmits: (role == Role::Sender).then_some(2),
             omitted_seconds: None,
+            started_seconds: None,
             udp_sent: None,
             udp_received: None,
             rr: None,

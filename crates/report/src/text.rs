@@ -1,7 +1,7 @@
 //! The human-readable report: a header, one line per interval and stream, a summary.
 
 use netchar_model::units::{format_bytes, format_si, RateFormat};
-use netchar_model::{
+use netchar_model::{Direction, 
     CpuUsage, EndCondition, Flow, FlowSummary, IntervalRecord, Role, RrFigures, TestInfo, TestKind, TestResult,
     TestSpec, UdpOptions, UdpRate,
 };
@@ -334,7 +334,10 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
                 out,
                 "     {} reports nothing back over TCP: these are netchar's figures; the server's own count is in its output{}",
                 r.test.protocol,
-                if r.test.protocol == "iperf2" && flow == Flow::Up {
+                if r.test.protocol == "iperf2" && flow == Flow::Up && r.test.spec.direction == Direction::Bidir {
+                    // Both ways with iperf2 is its -d/-r: a 24-byte header with VERSION1, all counted.
+                    " (iperf2 counts 24 bytes more: the settings header that asked for the dial-back)"
+                } else if r.test.protocol == "iperf2" && flow == Flow::Up {
                     " (iperf2 counts 20 bytes more per stream: the settings header after its flags word)"
                 } else {
                     ""

@@ -24,7 +24,7 @@ use crate::dataplane::DatagramFormatKind;
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpReceived,
 };
-use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, Extension, Layout, ServerReport};
+use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, DialBack, Extension, Layout, ServerReport};
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -51,9 +51,25 @@ impl Flavour {
 }
 
 /// The spec an iperf2 or lwiperf test runs with, or the one line saying what the peer cannot do.
-pub fn check_spec(flavour: Flavour, spec: &TestSpec) -> Result<(), String> {
+pub fn check_spec(flavour: Flavour, spec: &TestSpec, dial_back: Option<DialBack>) -> Result<(), String> {
     let flag = flavour.flag();
     let no = |what: &str| Err(format!("{flag}: {what}"));
+    if let Some(d) = dial_back {
+        let opt = if d == DialBack::Dual { "-d" } else { "-r" };
+        return if flavour == Flavour::Lwiperf {
+            no(&format!("{opt}: lwiperf's dial-back is not supported (its server re-checks the header every 128 KiB)"))
+        } else if spec.kind != TestKind::Tcp {
+            no(&format!("{opt}: the dial-back runs over TCP only here (UDP dial-back is not implemented)"))
+        } else if spec.streams != 1 {
+            no(&format!("{opt}: the dial-back runs with one stream each way (drop -P)"))
+        } else if !matches!(spec.end, EndCondition::Seconds(_)) {
+            no(&format!("{opt}: the server's direction ends by time only here; use -t"))
+        } else if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() || spec.tcp.zerocopy {
+            no(&format!("{opt}: --server-load, --idle, a server CPU in -A and --zerocopy do not apply"))
+        } else {
+            Ok(())
+        };
+    }
     if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
         return no("--server-load, --idle and a server CPU in -A are netchar server features");
     }
@@ -67,7 +83,10 @@ pub fn check_spec(flavour: Flavour, spec: &TestSpec) -> Result<(), String> {
             no("an lwiperf server only receives; its -d/-r dial-back tests are not supported (the board would \
              connect back to this host)")
         }
-        (_, _, Direction::Bidir) => no("--bidir is not supported with iperf2 (its --full-duplex is not implemented)"),
+        (_, _, Direction::Bidir) => no(
+            "--bidir is not supported with iperf2 (its --full-duplex is not implemented); -d runs both ways at once \
+             with the server connecting back to this host",
+        ),
         (_, TestKind::Udp, Direction::Down) => no("UDP -R is not supported with iperf2 yet; run the UDP test up"),
         (_, TestKind::Tcp, Direction::Down) if matches!(spec.end, EndCondition::Bytes(_)) => {
             no("-n with -R: an iperf2 server sends for a time; use -t")
@@ -88,25 +107,45 @@ pub struct Iperf2Control {
     down_deadline: Option<Instant>,
     /// UDP: the servers' reports by stream id.
     reports: Vec<(u32, ServerReport, Layout)>,
+    /// `-d`/`-r`: the server connects back to this port of ours (None until it is open).
+    dial_back: Option<(DialBack, Option<u16>)>,
+    listen_asked: bool,
 }
 
 impl Iperf2Control {
     /// A session for `spec` against a server on `port`, or why the peer cannot run it.
-    pub fn new(now: Instant, flavour: Flavour, spec: &TestSpec, port: u16) -> Result<Self, String> {
-        check_spec(flavour, spec)?;
-        let down_deadline = match (spec.direction, spec.end) {
-            (Direction::Down, EndCondition::Seconds(s)) => Some(now + Duration::from_secs_f64(s) + DOWN_GRACE),
+    /// `dial_back`: iperf2's `-d`/`-r` (the spec's direction is then both ways).
+    pub fn new(
+        now: Instant,
+        flavour: Flavour,
+        spec: &TestSpec,
+        port: u16,
+        dial_back: Option<DialBack>,
+    ) -> Result<Self, String> {
+        check_spec(flavour, spec, dial_back)?;
+        let mut spec = spec.clone();
+        if dial_back.is_some() {
+            spec.direction = Direction::Bidir;
+        }
+        // The server's sending (-R, or -d's at once) ends by its own clock; -r's deadline is set
+        // when this end's sending is over.
+        let down_deadline = match (spec.direction, spec.end, dial_back) {
+            (Direction::Down, EndCondition::Seconds(s), _) | (_, EndCondition::Seconds(s), Some(DialBack::Dual)) => {
+                Some(now + Duration::from_secs_f64(s) + DOWN_GRACE)
+            }
             _ => None,
         };
         Ok(Self {
             flavour,
-            spec: spec.clone(),
+            spec,
             port,
             events: VecDeque::new(),
             admitted: false,
             reported: false,
             down_deadline,
             reports: Vec::new(),
+            dial_back: dial_back.map(|d| (d, None)),
+            listen_asked: false,
         })
     }
 
@@ -119,6 +158,14 @@ impl Iperf2Control {
 
     /// The bytes a TCP stream starts with.
     fn tcp_preamble(&self) -> Vec<u8> {
+        if let Some((d, listen_port)) = self.dial_back {
+            // 2.0.5's 24-byte header with VERSION1 (and RUN_NOW for -d), the port to dial back
+            // in mPort: what iperf 2.0.5 to 2.1.x clients send for -d/-r (2.1 adds an extension
+            // a server does not need for it). Every iperf2 server takes all 24 bytes.
+            let mut h = ClientHeader::new(self.amount(), self.spec.block_bytes as u32, listen_port.unwrap_or(0));
+            h.flags = wire::HEADER_VERSION1 | if d == DialBack::Dual { wire::RUN_NOW } else { 0 };
+            return h.encode(Layout::V205);
+        }
         match (self.flavour, self.spec.direction) {
             (Flavour::Lwiperf, _) => wire::lwiperf::client_preamble(self.amount(), self.port),
             (Flavour::Iperf2, Direction::Down) => {
@@ -140,6 +187,12 @@ impl Iperf2Control {
     }
 
     fn streams(&self) -> Vec<OpenStream> {
+        if self.dial_back.is_some() {
+            return vec![
+                OpenStream { id: 1, flow: Flow::Up, transport: Transport::Tcp { preamble: self.tcp_preamble() } },
+                OpenStream { id: 2, flow: Flow::Down, transport: Transport::DialBack },
+            ];
+        }
         let flow = if self.spec.direction == Direction::Down { Flow::Down } else { Flow::Up };
         self.spec
             .stream_ids(flow)
@@ -199,6 +252,14 @@ impl ClientControl for Iperf2Control {
     }
     fn poll_output(&mut self, _out: &mut Vec<u8>) {}
     fn poll_event(&mut self) -> Option<ControlEvent> {
+        if let Some((_, None)) = self.dial_back {
+            // The header carries the port the server dials back to: listen first.
+            if !self.listen_asked {
+                self.listen_asked = true;
+                return Some(ControlEvent::Listen);
+            }
+            return None;
+        }
         if !self.admitted {
             self.admitted = true;
             self.events.push_back(ControlEvent::Admitted {
@@ -231,7 +292,16 @@ impl ClientControl for Iperf2Control {
             }
         }
     }
-    fn local_senders_done(&mut self, _now: Instant, totals: Vec<StreamTotal>) {
+    fn listening(&mut self, _now: Instant, port: u16) {
+        if let Some((d, _)) = self.dial_back {
+            self.dial_back = Some((d, Some(port)));
+        }
+    }
+    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
+        if let (Some((DialBack::Tradeoff, _)), EndCondition::Seconds(s)) = (self.dial_back, self.spec.end) {
+            // -r: the server dials back once this end's stream closed, and sends for the time.
+            self.down_deadline = Some(now + Duration::from_secs_f64(s) + DOWN_GRACE);
+        }
         let missing = self.spec.uses_udp() && self.reports.len() < totals.len();
         let error = missing.then(|| {
             format!(
@@ -709,21 +779,21 @@ mod tests {
         let now = Instant::now();
         let mut udp_down = TestSpec::udp_default();
         udp_down.direction = Direction::Down;
-        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001).err().unwrap().contains("UDP -R"));
-        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001)
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001, None).err().unwrap().contains("UDP -R"));
+        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001, None)
             .err()
             .unwrap()
             .contains("TCP only"));
         let mut down = TestSpec::tcp_default();
         down.direction = Direction::Down;
-        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001).err().unwrap().contains("dial-back"));
-        assert!(Iperf2Control::new(now, Flavour::Iperf2, &down, 5001).is_ok());
+        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001, None).err().unwrap().contains("dial-back"));
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &down, 5001, None).is_ok());
     }
 
     #[test]
     fn server_reports_become_the_far_end_of_each_layout() {
         let now = Instant::now();
-        let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::udp_default(), 5001).unwrap();
+        let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::udp_default(), 5001, None).unwrap();
         // 2.1: 448 data datagrams and the FIN, 2 lost: the report counts the FIN.
         let r21 = ServerReport { bytes: 447 * 1470, datagrams: 449, lost: 2, ..ServerReport::default() };
         // 2.0.5: netchar's 426 data datagrams (numbered from 1) and the FIN: the server counts
@@ -741,17 +811,17 @@ mod tests {
     #[test]
     fn tcp_preambles() {
         let now = Instant::now();
-        let up = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001).unwrap();
+        let up = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001, None).unwrap();
         let p = up.tcp_preamble();
         assert_eq!(p.len(), 24);
         assert_eq!(&p[..4], &[0, 0, 0, 0]);
         let mut spec = TestSpec::tcp_default();
         spec.direction = Direction::Down;
-        let down = Iperf2Control::new(now, Flavour::Iperf2, &spec, 5001).unwrap();
+        let down = Iperf2Control::new(now, Flavour::Iperf2, &spec, 5001, None).unwrap();
         let (h, len) = ClientHeader::decode(&down.tcp_preamble()).unwrap().unwrap();
         assert_eq!(len, 60);
         assert!(h.reverse());
-        let lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001).unwrap();
+        let lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001, None).unwrap();
         assert_eq!(lw.tcp_preamble().len(), 48);
     }
 }
