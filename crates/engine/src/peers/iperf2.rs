@@ -471,7 +471,11 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
             return;
         }
     };
-    let spec = to_spec(&header, false, ctx.limits());
+    let mut spec = to_spec(&header, false, ctx.limits());
+    let dial_back = header.dial_back();
+    if dial_back.is_some() {
+        spec.direction = Direction::Bidir;
+    }
     let joined = match tests.join(ctx, &spec, peer) {
         Ok(j) => j,
         Err(reason) => {
@@ -479,43 +483,107 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
             return;
         }
     };
-    let mut error = header.dial_back().map(|_| {
-        "the client asked for -d/-r (the server dialing back): not supported, only its own direction ran".to_string()
-    });
+    // -d/-r: the server connects back to the client's own address only, at the port the
+    // header names, and sends for the same time or bytes (as iperf2's server: no header on
+    // that connection, as Debian's 2.1.8 sends none).
+    let back_to = dial_back.and_then(|_| u16::try_from(header.port).ok().filter(|&p| p != 0)).map(|p| SocketAddr::new(peer.ip(), p));
+    let mut error = None;
+    if dial_back.is_some() && back_to.is_none() {
+        error = Some(format!("the client asked for -d/-r with port {}: nothing to connect back to", header.port));
+    }
     if header.full_duplex() {
         error = Some("--full-duplex is not supported: only the client's sending ran".into());
     }
     let started = Instant::now();
-    let record = if spec.direction == Direction::Down {
-        let (bytes, end) = tcp_send(&mut stream, &spec, ctx, started);
-        StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, bytes, end)
-    } else {
-        // Counted as the client counts: a 2.1+ client (EXTEND) its header too, a 2.0.5 client
-        // (and netchar's, and lwiperf's flags) not its 24-byte header, written on its own.
-        let (bytes, end, e) = tcp_receive(&mut stream, ctx, started);
-        error = error.or(e);
-        let mut total = head.len() as u64 + bytes;
-        if header.flags & wire::HEADER_EXTEND == 0 {
-            total = total.saturating_sub(wire::V1_LEN as u64);
-        }
-        StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, total, end)
+    let send_back = |spec: &TestSpec| -> (StreamRecord, Option<String>) {
+        let at = started.elapsed().as_secs_f64();
+        let (bytes, end, e) = match back_to {
+            Some(to) => match TcpStream::connect_timeout(&to, HEADER_WAIT) {
+                Ok(mut s) => {
+                    let _ = s.set_nodelay(false);
+                    let (b, end) = tcp_send(&mut s, spec, ctx, Instant::now());
+                    (b, at + end, None)
+                }
+                Err(e) => (0, 0.0, Some(format!("cannot connect back to {to} for the -d/-r test: {e}"))),
+            },
+            None => (0, 0.0, None),
+        };
+        let mut r = StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, bytes, end);
+        r.started_seconds = Some(at.max(1e-9));
+        (r, e)
     };
+    let mut records = Vec::new();
+    if spec.direction == Direction::Down {
+        let (bytes, end) = tcp_send(&mut stream, &spec, ctx, started);
+        records.push(StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, bytes, end));
+    } else {
+        // -d: the server's direction runs beside the client's.
+        let dual = (dial_back == Some(DialBack::Dual)).then(|| {
+            let send_back = &send_back;
+            let spec = &spec;
+            std::thread::scope(|scope| {
+                let back = scope.spawn(move || send_back(spec));
+                let up = receive_up(&mut stream, &head, &header, ctx, started);
+                (up, back.join().unwrap_or_else(|_| (StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0), Some("the dial-back sender failed".into()))))
+            })
+        });
+        let ((up, e), back) = match dual {
+            Some((up, back)) => (up, Some(back)),
+            None => (receive_up(&mut stream, &head, &header, ctx, started), None),
+        };
+        error = error.or(e);
+        records.push(up);
+        // -r: the server's direction once the client's is over; iperf2 clients wait for the
+        // server's close of their connection first.
+        let back = back.or_else(|| {
+            (dial_back == Some(DialBack::Tradeoff)).then(|| {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                send_back(&spec)
+            })
+        });
+        if let Some((r, e)) = back {
+            records.push(r);
+            error = error.or(e);
+        }
+    }
     // Closed at once (iperf2 clients wait for the server's close after their shutdown).
     drop(stream);
     let mut spec = spec;
     spec.streams = 1;
+    let mut data_paths = vec![(1, peer)];
+    if let Some(to) = back_to {
+        data_paths.push((2, to));
+    }
     ctx.log(ServerLog::Test(Box::new(TestLog {
         peer_software: None,
         protocol: "iperf2",
         peer,
-        data_paths: vec![(1, peer)],
+        data_paths,
         user: None,
         spec,
-        streams: vec![record],
+        streams: records,
         concurrent_tests: joined.test.concurrent_tests(),
         refused_data: 0,
         error,
     })));
+}
+
+/// The client's direction: its bytes counted as the client counts them (a 2.1+ client,
+/// EXTEND, its header too; a 2.0.5 client (and netchar's, and lwiperf's flags) not its
+/// 24-byte header, written on its own).
+fn receive_up(
+    stream: &mut TcpStream,
+    head: &[u8],
+    header: &ClientHeader,
+    ctx: &PeerContext,
+    started: Instant,
+) -> (StreamRecord, Option<String>) {
+    let (bytes, end, e) = tcp_receive(stream, ctx, started);
+    let mut total = head.len() as u64 + bytes;
+    if header.flags & wire::HEADER_EXTEND == 0 {
+        total = total.saturating_sub(wire::V1_LEN as u64);
+    }
+    (StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, total, end), e)
 }
 
 /// Reads until EOF: bytes, seconds to the last byte, and why it ended early.
