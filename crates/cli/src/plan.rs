@@ -445,6 +445,30 @@ impl TcpPlan {
     }
 }
 
+/// `--proto`, with iperf2's `-d`/`-r` folded in (they exist only there).
+fn dial_back_protocol(a: &CommonArgs) -> Result<netchar_engine::client::Protocol, UsageError> {
+    use netchar_engine::client::Protocol;
+    use netchar_wire::iperf2::DialBack;
+    let protocol = Protocol::parse(&a.proto).map_err(UsageError)?;
+    let dial_back = match (a.dualtest, a.tradeoff) {
+        (true, _) => DialBack::Dual,
+        (_, true) => DialBack::Tradeoff,
+        _ => return Ok(protocol),
+    };
+    let opt = if dial_back == DialBack::Dual { "-d" } else { "-r" };
+    match protocol {
+        Protocol::Iperf2 => Ok(Protocol::Iperf2DialBack(dial_back)),
+        Protocol::Lwiperf => Err(UsageError(format!(
+            "{opt}: lwiperf's dial-back is not supported (its server would check netchar's header again every \
+             128 KiB); run the test up with --proto lwiperf"
+        ))),
+        _ => Err(UsageError(format!(
+            "{opt}: iperf2's dial-back test, with --proto iperf2 only; against netchar use --bidir{}",
+            if dial_back == DialBack::Dual { "" } else { ", or one run up and one with -R" }
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -476,25 +500,5 @@ mod tests {
         assert!(split_host("fe80::1%eth0:80").unwrap_err().0.contains("write [fe80::1%eth0]:80"));
         assert!(split_host("::1:99999").unwrap_err().0.contains("99999 is not a port number"));
         assert!(split_host("foo:bar:80").unwrap_err().0.contains("write [IPV6]:PORT for a port, or -p PORT"));
-    }
-}
-
-/// `--proto`, with iperf2's `-d`/`-r` folded in (they exist only there).
-fn dial_back_protocol(a: &CommonArgs) -> Result<netchar_engine::client::Protocol, UsageError> {
-    use netchar_engine::client::Protocol;
-    use netchar_wire::iperf2::DialBack;
-    let protocol = Protocol::parse(&a.proto).map_err(UsageError)?;
-    let dial_back = match (a.dualtest, a.tradeoff) {
-        (true, _) => DialBack::Dual,
-        (_, true) => DialBack::Tradeoff,
-        _ => return Ok(protocol),
-    };
-    let opt = if dial_back == DialBack::Dual { "-d" } else { "-r" };
-    match protocol {
-        Protocol::Iperf2 => Ok(Protocol::Iperf2DialBack(dial_back)),
-        _ => Err(UsageError(format!(
-            "{opt}: iperf2's dial-back test, with --proto iperf2 only; against netchar use --bidir{}",
-            if dial_back == DialBack::Dual { "" } else { ", or one run up and one with -R" }
-        ))),
     }
 }

@@ -170,6 +170,44 @@ fn udp_paced_carries_the_iperf_servers_report() {
     assert_eq!(up["packets_accounted"], true);
 }
 
+/// With `-d`/`-r` netchar sends 2.0.5's 24-byte header with VERSION1, and iperf2 counts all of it.
+const DIAL_BACK_HEADER_COUNTED: u64 = 24;
+
+/// The CSV line of the server's receiving and of its dial-back: iperf2 puts the listening
+/// side's port in field 4 (the server's `port` for the first, netchar's listener for the other).
+fn split_dial_back(lines: &[Vec<String>], port: u16) -> (Vec<String>, Vec<String>) {
+    let port = port.to_string();
+    let forward = lines.iter().find(|l| l[4] == port).unwrap_or_else(|| panic!("{lines:?}")).clone();
+    let back = lines.iter().find(|l| l[4] != port).unwrap_or_else(|| panic!("{lines:?}")).clone();
+    (forward, back)
+}
+
+#[test]
+fn dual_and_tradeoff_dial_backs_match_the_iperf_servers_csv() {
+    if !iperf_installed() {
+        return;
+    }
+    let s = IperfServer::start(false);
+    for (flag, seen) in [("-d", 0), ("-r", 2)] {
+        let v = run("tcp", s.port, &["-t", "1", flag]);
+        assert_eq!(v["test"]["protocol"], "iperf2");
+        let sent = u(&v["summary"]["up"]["sender"]["total_bytes"]);
+        let received = u(&v["summary"]["down"]["receiver"]["total_bytes"]);
+        assert!(sent > 0 && received > 0, "{flag}: {v}");
+        let lines = s.lines(seen + 2);
+        let (forward, back) = split_dial_back(&lines[seen..], s.port);
+        assert_eq!(csv_u64(&forward, 7), sent + DIAL_BACK_HEADER_COUNTED, "{flag}: the server's receive count");
+        assert_eq!(csv_u64(&back, 7), received, "{flag}: every byte the server sent back was read");
+        let down = v["streams"].as_array().unwrap().iter().find(|r| r["flow"] == "down").unwrap();
+        let started = down["started_seconds"].as_f64().unwrap_or_else(|| panic!("{down}"));
+        if flag == "-r" {
+            // The server connects back only once netchar's stream is closed.
+            let up = v["streams"].as_array().unwrap().iter().find(|r| r["flow"] == "up").unwrap();
+            assert!(started >= up["seconds"].as_f64().unwrap(), "{v}");
+        }
+    }
+}
+
 #[test]
 fn refusals_come_before_any_traffic() {
     let r = netchar(&["rr", "127.0.0.1", "-p", "1", "--proto", "iperf2"]);
@@ -180,6 +218,20 @@ fn refusals_come_before_any_traffic() {
     let r = netchar(&["tcp", "127.0.0.1", "-p", "1", "--proto", "lwiperf", "-R"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("dial-back"), "{}", r.stderr);
+    let r = netchar(&["tcp", "127.0.0.1", "-p", "1", "--proto", "lwiperf", "-d"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("lwiperf's dial-back is not supported"), "{}", r.stderr);
+    // -d/-r run over TCP, one stream each way, for a time.
+    for args in [&["udp", "-d"][..], &["tcp", "-r", "-P", "2"], &["tcp", "-d", "-n", "1M"]] {
+        let mut all = vec![args[0], "127.0.0.1", "-p", "1", "--proto", "iperf2"];
+        all.extend_from_slice(&args[1..]);
+        let r = netchar(&all);
+        assert_eq!(r.code, 2, "{all:?}: {}", r.stderr);
+    }
+    // They are iperf2's only.
+    let r = netchar(&["tcp", "127.0.0.1", "-p", "1", "-d"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("--proto iperf2"), "{}", r.stderr);
 }
 
 // ---------------------------------------------------------------- netchar server --iperf2
@@ -275,6 +327,36 @@ fn iperf_udp_clients_read_the_servers_report() {
     assert_eq!(total * 1000, logged_bytes(log), "the report's datagrams (the FIN's included) are the logged bytes");
 }
 
+/// `iperf -c -d` and `-r` (2.1.8 still dials back, VERSION1 with or without RUN_NOW): netchar's
+/// server connects back to the client's `-L` port and sends; both directions' bytes in the
+/// client's CSV equal what netchar's server logged.
+#[test]
+fn iperf_dual_and_tradeoff_clients_are_dialed_back() {
+    if !iperf_installed() {
+        return;
+    }
+    let (s, port) = server();
+    for flag in ["-d", "-r"] {
+        // iperf's -L defaults to the server's port, which netchar's server holds here.
+        let listen = free_port().to_string();
+        let lines = csv(&iperf(port, &["-t", "1", flag, "-L", &listen, "-y", "C"]));
+        assert_eq!(lines.len(), 2, "{flag}: {lines:?}");
+        // Field 4 is the listening side's port: netchar's server, or the client's -L.
+        let up = lines.iter().find(|l| l[4] == port.to_string()).unwrap();
+        let down = lines.iter().find(|l| l[4] == listen).unwrap_or_else(|| panic!("{lines:?}"));
+        let log = &logged_tests(&s, 1)[0];
+        assert_eq!(log["direction"], "bidir", "{log}");
+        assert!(log["error"].is_null(), "{log}");
+        let flow = |name: &str| {
+            let f = log["flows"].as_array().unwrap().iter().find(|f| f["flow"] == name).unwrap();
+            u(&f["bytes"])
+        };
+        assert_eq!(csv_u64(up, 7), flow("up"), "{flag}: the client's bytes = netchar's server's count");
+        assert_eq!(csv_u64(down, 7), flow("down"), "{flag}: netchar's server's bytes = the client's count");
+        assert!(flow("down") > 0);
+    }
+}
+
 /// lwIP lwiperf's client as lwiperf.c writes it (see crates/wire/tests/lwiperf_transcript.rs):
 /// the 24-byte settings twice (flags, 1 thread, port 5001, 0, 0, amount −1000), then
 /// "0123456789" from offset 48. netchar's server counts every byte but the first header (as
@@ -283,9 +365,10 @@ fn iperf_udp_clients_read_the_servers_report() {
 fn an_lwiperf_client_transcript_replayed_against_the_server() {
     use std::io::Write;
     let (s, port) = server();
+    // Port 0 in the header: a -r that names nothing to connect back to.
     for (flags, dial_back) in [(0u32, false), (0x8000_0000, true)] {
         let mut settings = Vec::new();
-        for w in [flags, 1, 5001, 0, 0, (-1000i32) as u32] {
+        for w in [flags, 1, if dial_back { 0 } else { 5001 }, 0, 0, (-1000i32) as u32] {
             settings.extend_from_slice(&w.to_be_bytes());
         }
         let mut transcript = [settings.clone(), settings].concat();
@@ -298,7 +381,7 @@ fn an_lwiperf_client_transcript_replayed_against_the_server() {
         let _ = std::io::Read::read_to_end(&mut c, &mut rest);
         let log = &logged_tests(&s, 1)[0];
         assert_eq!(logged_bytes(log), transcript.len() as u64 - 24);
-        assert_eq!(log["error"].as_str().is_some_and(|e| e.contains("-d/-r")), dial_back, "{log}");
+        assert_eq!(log["error"].as_str().is_some_and(|e| e.contains("-d/-r with port 0")), dial_back, "{log}");
     }
 }
 

@@ -616,9 +616,8 @@ impl<'a> Driver<'a> {
             ControlEvent::Listen => {
                 // Every address of this host, in the server's family: the server connects to
                 // the address it sees this client at.
-                let any: SocketAddr = if self.addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
-                    .parse()
-                    .expect("literal addresses parse");
+                let any: SocketAddr =
+                    if self.addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal addresses parse");
                 let listener = std::net::TcpListener::bind(any)
                     .and_then(|l| l.local_addr().map(|a| (l, a.port())))
                     .map_err(|e| ClientError::Stream(format!("cannot open a listener for the dial-back: {e}")))?;
@@ -637,11 +636,10 @@ impl<'a> Driver<'a> {
             let socket = match transport {
                 Transport::PerTransaction { port } => DataSocket::CrrTarget(SocketAddr::new(self.addr.ip(), port)),
                 Transport::DialBack => {
-                    let listener = self
-                        .dial_back
-                        .as_ref()
-                        .and_then(|l| l.try_clone().ok())
-                        .ok_or_else(|| ClientError::Stream(format!("stream {id}: no listener for the dial-back")))?;
+                    let listener =
+                        self.dial_back.as_ref().and_then(|l| l.try_clone().ok()).ok_or_else(|| {
+                            ClientError::Stream(format!("stream {id}: no listener for the dial-back"))
+                        })?;
                     DataSocket::DialBack(listener, self.addr.ip())
                 }
                 Transport::SameAs { id: other } => {

@@ -961,6 +961,25 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_that_starts_late_is_timed_from_its_start() {
+        // iperf2 -r: 2 s up, then the server's dial-back from 2.1 s to 4.1 s.
+        let spec = TestSpec::tcp_default();
+        let mut late = record(2, Role::Receiver, 8_000, 4.1, 0);
+        late.flow = Flow::Down;
+        late.started_seconds = Some(2.1);
+        let streams = vec![record(1, Role::Sender, 10_000, 2.0, 0), late];
+        let mut h = header(spec);
+        h.test.spec.direction = Direction::Bidir;
+        let r = TestResult::assemble(h, streams, CpuReport::default(), None);
+        assert_eq!(r.summary.up.as_ref().unwrap().sender.seconds, 2.0);
+        let down = r.summary.down.as_ref().unwrap();
+        assert!((down.receiver.seconds - 2.0).abs() < 1e-9, "{}", down.receiver.seconds);
+        let json = serde_json::to_string(&r.streams[1]).unwrap();
+        assert!(json.contains("\"started_seconds\":2.1"), "{json}");
+        assert!(!serde_json::to_string(&r.streams[0]).unwrap().contains("started_seconds"));
+    }
+
+    #[test]
     fn a_short_receiver_is_flagged() {
         let mut spec = TestSpec::tcp_default();
         spec.direction = Direction::Up;

@@ -1,9 +1,9 @@
 //! The human-readable report: a header, one line per interval and stream, a summary.
 
 use netchar_model::units::{format_bytes, format_si, RateFormat};
-use netchar_model::{Direction, 
-    CpuUsage, EndCondition, Flow, FlowSummary, IntervalRecord, Role, RrFigures, TestInfo, TestKind, TestResult,
-    TestSpec, UdpOptions, UdpRate,
+use netchar_model::{
+    CpuUsage, Direction, EndCondition, Flow, FlowSummary, IntervalRecord, Role, RrFigures, TestInfo, TestKind,
+    TestResult, TestSpec, UdpOptions, UdpRate,
 };
 use std::fmt::Write;
 

@@ -486,7 +486,9 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
     // -d/-r: the server connects back to the client's own address only, at the port the
     // header names, and sends for the same time or bytes (as iperf2's server: no header on
     // that connection, as Debian's 2.1.8 sends none).
-    let back_to = dial_back.and_then(|_| u16::try_from(header.port).ok().filter(|&p| p != 0)).map(|p| SocketAddr::new(peer.ip(), p));
+    let back_to = dial_back
+        .and_then(|_| u16::try_from(header.port).ok().filter(|&p| p != 0))
+        .map(|p| SocketAddr::new(peer.ip(), p));
     let mut error = None;
     if dial_back.is_some() && back_to.is_none() {
         error = Some(format!("the client asked for -d/-r with port {}: nothing to connect back to", header.port));
@@ -524,7 +526,15 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
             std::thread::scope(|scope| {
                 let back = scope.spawn(move || send_back(spec));
                 let up = receive_up(&mut stream, &head, &header, ctx, started);
-                (up, back.join().unwrap_or_else(|_| (StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0), Some("the dial-back sender failed".into()))))
+                (
+                    up,
+                    back.join().unwrap_or_else(|_| {
+                        (
+                            StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0),
+                            Some("the dial-back sender failed".into()),
+                        )
+                    }),
+                )
             })
         });
         let ((up, e), back) = match dual {
@@ -548,7 +558,6 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
     }
     // Closed at once (iperf2 clients wait for the server's close after their shutdown).
     drop(stream);
-    let mut spec = spec;
     spec.streams = 1;
     let mut data_paths = vec![(1, peer)];
     if let Some(to) = back_to {
@@ -891,5 +900,26 @@ mod tests {
         assert!(h.reverse());
         let lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001, None).unwrap();
         assert_eq!(lw.tcp_preamble().len(), 48);
+    }
+
+    #[test]
+    fn a_dial_back_listens_first_and_names_its_port() {
+        let now = Instant::now();
+        for (d, flags) in [(DialBack::Dual, 0x8000_0001u32), (DialBack::Tradeoff, 0x8000_0000)] {
+            let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001, Some(d)).unwrap();
+            assert!(matches!(c.poll_event(), Some(ControlEvent::Listen)));
+            assert!(c.poll_event().is_none(), "nothing opens before the listener's port is known");
+            c.listening(now, 40_123);
+            let Some(ControlEvent::Admitted { streams, .. }) = c.poll_event() else { panic!("admitted expected") };
+            assert_eq!(streams.len(), 2);
+            assert!(matches!(streams[1].transport, Transport::DialBack));
+            let Transport::Tcp { preamble } = &streams[0].transport else { panic!("TCP expected") };
+            let (h, len) = ClientHeader::decode(preamble).unwrap().unwrap();
+            assert_eq!((len, h.flags, h.port), (24, flags, 40_123));
+            assert_eq!(h.dial_back(), Some(d));
+        }
+        let mut udp = TestSpec::udp_default();
+        udp.direction = Direction::Bidir;
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp, 5001, Some(DialBack::Dual)).is_err());
     }
 }
