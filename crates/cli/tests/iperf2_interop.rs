@@ -1,9 +1,11 @@
 //! iperf2 (Debian's 2.1.8 in CI), both roles:
 //! - netchar as the client of a real `iperf -s` / `iperf -s -u` on a free loopback port: TCP
-//!   up, `-P 2`, `-R`, UDP paced. netchar's byte counts are checked against the iperf server's
-//!   own `-y C` report; for UDP the far end of netchar's result is the server report iperf2
-//!   sends back after the FIN, checked against the same server's CSV line.
-//! - real `iperf -c` against `netchar server --iperf2`: TCP (`-t`, `-n`, `-P 2`, `-R`) and UDP
+//!   up, `-P 2`, `-R`, `-d`, `-r`, UDP paced and UDP `-R`. netchar's byte counts are checked
+//!   against the iperf server's own `-y C` report; for UDP the far end of netchar's result is
+//!   the server report iperf2 sends back after the FIN, checked against the same server's CSV
+//!   line.
+//! - real `iperf -c` against `netchar server --iperf2`: TCP (`-t`, `-n`, `-P 2`, `-R`, `-d`,
+//!   `-r`) and UDP
 //!   (`-u -b`): the client's `-y C` bytes equal what netchar's server logged (`--json`), and the
 //!   client's "Server Report" (the report netchar's server sent back) parses and agrees.
 //!
@@ -206,6 +208,23 @@ fn dual_and_tradeoff_dial_backs_match_the_iperf_servers_csv() {
             assert!(started >= up["seconds"].as_f64().unwrap(), "{v}");
         }
     }
+}
+
+/// UDP -R (iperf 2.1+): one request datagram, then the server sends and ends with a FIN that
+/// carries its count. netchar's datagrams + its lost + the FIN are the server's CSV bytes.
+#[test]
+fn udp_reverse_settles_against_the_servers_fin() {
+    if !iperf_installed() {
+        return;
+    }
+    let s = IperfServer::start(true);
+    let v = run("udp", s.port, &["-t", "1", "-b", "2M", "-l", "1000", "-R"]);
+    let down = &v["summary"]["down"]["receiver"];
+    let (received, lost) = (u(&down["packets"]), u(&down["lost"]));
+    assert!(received > 0, "{v}");
+    assert_eq!(u(&down["total_bytes"]), received * 1000);
+    let line = s.lines(1).last().unwrap().clone();
+    assert_eq!(csv_u64(&line, 7), (received + lost + 1) * 1000, "{line:?}: sent = received + lost + the FIN");
 }
 
 #[test]

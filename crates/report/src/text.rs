@@ -308,7 +308,9 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             Flow::Down => ("server", "client"),
         };
         // iperf2 and lwiperf send no report over TCP: the server's side is unknown here.
-        let far_unknown = matches!(r.test.protocol.as_str(), "iperf2" | "lwiperf") && r.test.spec.kind == TestKind::Tcp;
+        // Nor does an iperf2 server sending UDP (-R): its FIN carries only its datagram count.
+        let far_unknown = matches!(r.test.protocol.as_str(), "iperf2" | "lwiperf")
+            && (r.test.spec.kind == TestKind::Tcp || flow == Flow::Down);
         for (role, side, end) in [("sender", &f.sender, send_end), ("receiver", &f.receiver, recv_end)] {
             if far_unknown && end == "server" {
                 continue;
@@ -327,7 +329,12 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             out.push('\n');
         }
         udp_summary(f, &r.test.protocol, &mut out);
-        if f.packets_accounted.is_some() {
+        if far_unknown && r.test.spec.kind == TestKind::Udp {
+            let _ = writeln!(
+                out,
+                "     iperf2 reports nothing back for what it sent: these are netchar's figures, the loss counted against the total its FIN datagram gives (iperf2 counts the FIN as one more datagram)"
+            );
+        } else if f.packets_accounted.is_some() {
             // UDP may lose bytes by design; the datagram identity above is the check.
         } else if far_unknown {
             let _ = writeln!(

@@ -24,8 +24,8 @@ pub mod session;
 pub mod test_spec;
 
 pub use decoders::{
-    control_messages, datagram, frame, hello, iperf2, iperf3_client, iperf3_server, key_file, nc_test,
-    netio_client, netio_server, seeds, FrameInput,
+    control_messages, datagram, frame, hello, iperf2, iperf3_client, iperf3_server, key_file, nc_test, netio_client,
+    netio_server, seeds, FrameInput,
 };
 pub use session::{client_session, server_session};
 pub use test_spec::{spec, spec_fields};

@@ -505,6 +505,16 @@ pub(super) fn receive<F: DatagramFormat>(
                     let data = &bufs.slot(i)[..m.len];
                     let stride = m.stride.max(1);
                     for seg in data.chunks(stride) {
+                        if let Some(total) = format.end_of_stream(seg) {
+                            // The sender's own end with its total (iperf2's FIN): settle as
+                            // when a control connection brings the total, once.
+                            if shared.peer_packets.load(Ordering::Acquire) == u64::MAX {
+                                shared.peer_packets.store(total, Ordering::Release);
+                                let until = started.elapsed() + Duration::from_secs_f64(spec.receive_grace_seconds());
+                                shared.receive_until_ns.store(until.as_nanos() as u64, Ordering::Release);
+                            }
+                            continue;
+                        }
                         rx.on_datagram(format, shared.id, seg, at);
                     }
                 }

@@ -87,8 +87,7 @@ pub fn check_spec(flavour: Flavour, spec: &TestSpec, dial_back: Option<DialBack>
             "--bidir is not supported with iperf2 (its --full-duplex is not implemented); -d runs both ways at once \
              with the server connecting back to this host",
         ),
-        (_, TestKind::Udp, Direction::Down) => no("UDP -R is not supported with iperf2 yet; run the UDP test up"),
-        (_, TestKind::Tcp, Direction::Down) if matches!(spec.end, EndCondition::Bytes(_)) => {
+        (_, _, Direction::Down) if matches!(spec.end, EndCondition::Bytes(_)) => {
             no("-n with -R: an iperf2 server sends for a time; use -t")
         }
         _ => Ok(()),
@@ -186,6 +185,20 @@ impl Iperf2Control {
         }
     }
 
+    /// UDP `-R` (iperf 2.1+ servers): the one datagram that asks the server to send.
+    fn udp_reverse_request(&self) -> ReverseRequest {
+        let rate = self.spec.udp_pps_per_stream().map_or(0, |pps| (pps * self.spec.block_bytes as f64 * 8.0) as u64);
+        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let datagram = ClientHeader::udp_reverse_request(
+            self.amount(),
+            self.spec.block_bytes as u32,
+            rate,
+            self.port,
+            wall.as_nanos() as u64,
+        );
+        ReverseRequest { datagram }
+    }
+
     fn streams(&self) -> Vec<OpenStream> {
         if self.dial_back.is_some() {
             return vec![
@@ -197,7 +210,9 @@ impl Iperf2Control {
         self.spec
             .stream_ids(flow)
             .map(|id| {
-                let transport = if self.spec.uses_udp() {
+                let transport = if self.spec.uses_udp() && flow == Flow::Down {
+                    Transport::Udp { handshake: Box::new(self.udp_reverse_request()) }
+                } else if self.spec.uses_udp() {
                     Transport::Udp { handshake: Box::new(NoUdpSetup) }
                 } else {
                     Transport::Tcp { preamble: self.tcp_preamble() }
@@ -240,6 +255,22 @@ impl Iperf2Control {
             let streams = self.report_records();
             self.events.push_back(ControlEvent::PeerReport { streams, cpu: CpuUsage::default(), error });
         }
+    }
+}
+
+/// UDP `-R`'s request datagram, sent as the stream's setup. The test starts at once, so it goes
+/// out once (Debian's 2.1.8 re-sends it until data comes): a lost request leaves the stream
+/// empty until the server's time is over.
+struct ReverseRequest {
+    datagram: Vec<u8>,
+}
+
+impl crate::control::UdpHandshake for ReverseRequest {
+    fn datagram(&self) -> Vec<u8> {
+        self.datagram.clone()
+    }
+    fn on_datagram(&mut self, _bytes: &[u8]) -> bool {
+        false
     }
 }
 
@@ -856,7 +887,9 @@ mod tests {
         let now = Instant::now();
         let mut udp_down = TestSpec::udp_default();
         udp_down.direction = Direction::Down;
-        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001, None).err().unwrap().contains("UDP -R"));
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001, None).is_ok());
+        udp_down.end = EndCondition::Bytes(1000);
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001, None).err().unwrap().contains("-n with -R"));
         assert!(Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001, None)
             .err()
             .unwrap()
