@@ -5,8 +5,7 @@
 //!   the server report iperf2 sends back after the FIN, checked against the same server's CSV
 //!   line.
 //! - real `iperf -c` against `netchar server --iperf2`: TCP (`-t`, `-n`, `-P 2`, `-R`, `-d`,
-//!   `-r`) and UDP
-//!   (`-u -b`): the client's `-y C` bytes equal what netchar's server logged (`--json`), and the
+//!   `-r`) and UDP (`-u -b`, `-u -R`): the client's `-y C` bytes equal what netchar's server logged (`--json`), and the
 //!   client's "Server Report" (the report netchar's server sent back) parses and agrees.
 //!
 //! Skips (with a line saying so) where iperf is not installed; CI installs it.
@@ -374,6 +373,23 @@ fn iperf_dual_and_tradeoff_clients_are_dialed_back() {
         assert_eq!(csv_u64(down, 7), flow("down"), "{flag}: netchar's server's bytes = the client's count");
         assert!(flow("down") > 0);
     }
+}
+
+/// `iperf -c -u -R` (2.1): netchar's server sends from its port, paced, and ends with a FIN;
+/// the client's CSV (which counts the FIN as a datagram) agrees with what the server logged.
+#[test]
+fn iperf_udp_reverse_clients_get_the_servers_datagrams() {
+    if !iperf_installed() {
+        return;
+    }
+    let (s, port) = server();
+    let line = &csv(&iperf(port, &["-u", "-R", "-b", "2M", "-t", "1", "-l", "1000", "-y", "C"]))[0];
+    let log = &logged_tests(&s, 1)[0];
+    assert_eq!(log["direction"], "down", "{log}");
+    let (bytes, lost, total) = (csv_u64(line, 7), csv_u64(line, 10), csv_u64(line, 11));
+    assert!(total > 1, "{line:?}");
+    assert_eq!(total * 1000, logged_bytes(log), "{line:?}: every datagram sent, the FIN included, is counted");
+    assert_eq!(bytes + lost * 1000, logged_bytes(log), "{line:?}");
 }
 
 /// lwIP lwiperf's client as lwiperf.c writes it (see crates/wire/tests/lwiperf_transcript.rs):

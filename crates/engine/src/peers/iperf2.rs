@@ -759,6 +759,8 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
     let mut buf = vec![0u8; 65_536];
     let mut refused: HashMap<IpAddr, Instant> = HashMap::new();
     let epoch = std::time::SystemTime::now();
+    // Sources this server is sending to (UDP -R), each on its own thread.
+    let sending: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<SocketAddr>>> = Default::default();
     loop {
         let now = Instant::now();
         let stopping = ctx.stop().is_raised();
@@ -809,6 +811,37 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
             let hl = layout.datagram_header_len();
             let header = ClientHeader::decode(&d[hl.min(d.len())..]).ok().flatten().map(|x| x.0).unwrap_or_default();
             let spec = to_spec(&header, true, ctx.limits());
+            if spec.direction == Direction::Down {
+                // 2.1 `-R`: the client re-sends its request until data comes; one test per
+                // source at a time, the sending on its own thread from this socket's port.
+                let busy = sending.lock().map(|m| m.contains(&from)).unwrap_or(true);
+                if busy || sending.lock().map_or(0, |m| m.len()) >= MAX_UDP_SOURCES {
+                    continue;
+                }
+                match (tests.join(&ctx, &spec, from), socket.try_clone()) {
+                    (Ok(joined), Ok(out)) => {
+                        if let Ok(mut m) = sending.lock() {
+                            m.insert(from);
+                        }
+                        let (ctx, sending) = (ctx.clone(), sending.clone());
+                        let _ = std::thread::Builder::new().name("netchar-iperf2-udp".into()).spawn(move || {
+                            udp_reverse(&out, from, spec, joined, &ctx);
+                            // The client's late re-sent requests must not start a second test.
+                            std::thread::sleep(FIN_LINGER);
+                            if let Ok(mut m) = sending.lock() {
+                                m.remove(&from);
+                            }
+                        });
+                    }
+                    (Err(reason), _) => {
+                        if refused.insert(from.ip(), now).is_none() {
+                            ctx.log(ServerLog::Rejected { peer: from, reason: format!("iperf2 (UDP): {reason}") });
+                        }
+                    }
+                    (_, Err(_)) => {}
+                }
+                continue;
+            }
             match tests.join(&ctx, &spec, from) {
                 Ok(joined) => {
                     let source = UdpSource {
@@ -876,6 +909,75 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
             + epoch.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
         s.jitter.record(sent_ns, at_ns);
     }
+}
+
+/// iperf 2.1's UDP `-R`, the server's side: datagrams of `-l` bytes numbered from 1 with the
+/// wall clock stamp, paced at the header's rate (iperf2's 1 Mbit/s without one) under the
+/// server's limits, for the header's time, then one FIN, −(last + 1), as Debian's 2.1.8 ends.
+/// The client counts the FIN as a datagram with data; so does the log.
+fn udp_reverse(socket: &UdpSocket, to: SocketAddr, spec: TestSpec, joined: Joined, ctx: &PeerContext) {
+    const DEFAULT_RATE: u64 = 1 << 20;
+    let limits = ctx.limits();
+    let len = (spec.block_bytes as usize).clamp(Layout::V21.datagram_header_len(), 65_507);
+    let mut rate = match spec.udp.as_ref().map(|u| u.rate) {
+        Some(UdpRate::BitsPerSecond(r)) if r > 0 => r,
+        _ => DEFAULT_RATE,
+    };
+    if let Some(max) = limits.max_rate {
+        rate = rate.min(max.max(1));
+    }
+    let mut duration = match spec.end {
+        EndCondition::Seconds(s) => Duration::from_secs_f64(s),
+        EndCondition::Bytes(_) => Duration::from_secs(10),
+    };
+    if let Some(max) = limits.max_duration {
+        duration = duration.min(max);
+    }
+    let mut buf: Vec<u8> = (0..len).map(|i| b"0123456789"[i % 10]).collect();
+    let gap = Duration::from_secs_f64(len as f64 * 8.0 / rate as f64);
+    let started = Instant::now();
+    let wall = |buf: &mut [u8], seq: i64| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        UdpHeader { seq, sec: t.as_secs() as u32, usec: t.subsec_micros() }.emit(buf, Layout::V21);
+    };
+    let (mut sent, mut errors) = (0u64, 0u64);
+    while !ctx.stop().is_raised() && started.elapsed() < duration {
+        let due = started + gap.mul_f64(sent as f64);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep((due - now).min(POLL));
+            continue;
+        }
+        wall(&mut buf, sent as i64 + 1);
+        match socket.send_to(&buf, to) {
+            Ok(_) => sent += 1,
+            Err(_) => {
+                errors += 1;
+                if errors > 1000 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    let end = started.elapsed().as_secs_f64();
+    wall(&mut buf, -(sent as i64 + 1));
+    let fin = socket.send_to(&buf, to).is_ok();
+    let datagrams = sent + u64::from(fin);
+    let mut record = StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, datagrams * len as u64, end);
+    record.udp_sent = Some(netchar_model::UdpSent { packets: datagrams, send_errors: errors, ..Default::default() });
+    ctx.log(ServerLog::Test(Box::new(TestLog {
+        peer_software: None,
+        protocol: "iperf2",
+        peer: to,
+        data_paths: vec![(1, to)],
+        user: None,
+        spec,
+        streams: vec![record],
+        concurrent_tests: joined.test.concurrent_tests(),
+        refused_data: 0,
+        error: (!fin).then(|| "the FIN could not be sent".to_string()),
+    })));
 }
 
 #[cfg(test)]
