@@ -257,6 +257,27 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
     loop {
         let mut driver = match Driver::connect(cfg, &addrs) {
             Ok(d) => d,
+            // Nothing takes TCP there: an eCos nc_test slave listens on UDP only.
+            Err(e @ ClientError::Refused { .. }) if cfg.protocol == Protocol::Auto => {
+                let slave =
+                    addrs.iter().find(|a| crate::peers::nc_test::slave_answers(**a, Duration::from_millis(600)));
+                let e = match slave {
+                    Some(a) => ClientError::Unsupported(format!(
+                        "nothing takes TCP at {a}, but an eCos nc_test slave answered on UDP port {port}: run \
+                         `netchar suite ecos {host} --proto nc-test{p}` for the master's sequence, or add \
+                         --proto nc-test to tcp, udp or echo",
+                        port = a.port(),
+                        host = cfg.host,
+                        p = if a.port() == netchar_wire::nc_test::SLAVE_PORT {
+                            String::new()
+                        } else {
+                            format!(" -p {}", a.port())
+                        }
+                    )),
+                    None => e,
+                };
+                return ClientRun { result: None, error: Some(e) };
+            }
             Err(e) => return ClientRun { result: None, error: Some(e) },
         };
         match driver.run(stop, on_interval) {
