@@ -714,6 +714,8 @@ struct UdpSource {
     /// The report, once a FIN came: re-sent to every further FIN.
     report: Option<ServerReport>,
     fin_at: Option<Instant>,
+    /// What the client asked for that this server does not run (UDP `-d`/`-r`).
+    unserved: Option<String>,
 }
 
 impl UdpSource {
@@ -775,7 +777,9 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
             .collect();
         for a in over {
             if let Some(s) = sources.remove(&a) {
-                let error = s.report.is_none().then(|| "no FIN came: the client stopped without ending".to_string());
+                let error = s.unserved.clone().or_else(|| {
+                    s.report.is_none().then(|| "no FIN came: the client stopped without ending".to_string())
+                });
                 let record = s.record();
                 ctx.log(ServerLog::Test(Box::new(TestLog {
                     peer_software: None,
@@ -857,6 +861,12 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
                         jitter: netchar_stats::jitter::JitterMeter::new(),
                         report: None,
                         fin_at: None,
+                        // The server would dial back over UDP: not done here (TCP only).
+                        unserved: header.dial_back().map(|_| {
+                            "the client asked for UDP -d/-r (the server dialing back): not supported, only its own \
+                             direction ran"
+                                .to_string()
+                        }),
                     };
                     sources.insert(from, source);
                 }
