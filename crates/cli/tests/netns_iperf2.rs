@@ -5,7 +5,8 @@
 //! * TCP goodput through a 200 Mbit/s tbf is 200 × 1448 / 1514 = 191.28 Mbit/s (see
 //!   `netns_tbf.rs` for why), within ±2%: up as the iperf server's own CSV figure (iperf2 sends
 //!   nothing back over TCP; its byte count is also checked against netchar's), `-R` as
-//!   netchar's count of what the iperf server sent (checked against the server's CSV);
+//!   netchar's count of what the iperf server sent (checked against the server's CSV), and
+//!   `-r`'s dial-back half the same way, timed from its own connection;
 //! * UDP up: an nft rule in a drops data datagrams at random and counts them; the loss in the
 //!   server report netchar brings back after the FIN equals that counter.
 //!
@@ -168,6 +169,29 @@ fn tcp_goodput_through_the_iperf2_adapter_matches_tbf() {
              netchar's receiver is checked against it, not against the link",
             sent_bps / 1e6
         );
+    }
+
+    // -r: netchar's 3 s up, then the iperf server dials back into namespace b and sends 3 s.
+    // The down half is timed from its own connection: its rate is the link's, not half of it.
+    let v = netchar(&link, &server, "tcp", port, &["-t", "3", "-r"]);
+    let lines = server.lines(4);
+    let back = lines[2..].iter().find(|l| l[4] != port.to_string()).unwrap_or_else(|| panic!("{lines:?}"));
+    let r = &v["summary"]["down"]["receiver"];
+    assert_eq!(csv_u64(back, 7), r["total_bytes"].as_u64().unwrap(), "netchar read every byte of the dial-back");
+    let (received_bps, sent_bps) = (r["bits_per_second"].as_f64().unwrap(), csv_u64(back, 8) as f64);
+    eprintln!(
+        "netns_iperf2 tcp -r down: netchar {:.3} Mbit/s, the iperf server's CSV {:.3} Mbit/s",
+        received_bps / 1e6,
+        sent_bps / 1e6
+    );
+    assert!(
+        (received_bps / sent_bps - 1.0).abs() <= 0.02,
+        "-r: netchar received {:.3} Mbit/s where the iperf server sent {:.3}",
+        received_bps / 1e6,
+        sent_bps / 1e6
+    );
+    if sent_bps >= EXPECTED_BPS * 0.98 {
+        check("-r down (netchar's receiver, timed from the dial-back)", received_bps);
     }
     assert!(bad.is_empty(), "outside ±2% of {:.3} Mbit/s: {}", EXPECTED_BPS / 1e6, bad.join(", "));
 }
