@@ -8,7 +8,9 @@
 //!   netchar's count of what the iperf server sent (checked against the server's CSV), and
 //!   `-r`'s dial-back half the same way, timed from its own connection;
 //! * UDP up: an nft rule in a drops data datagrams at random and counts them; the loss in the
-//!   server report netchar brings back after the FIN equals that counter.
+//!   server report netchar brings back after the FIN equals that counter;
+//! * UDP `-R`: the same rule in b, on the iperf server's datagrams; netchar's loss, settled
+//!   against the count in the server's FIN, equals it.
 //!
 //! Needs root, `ip`, `tc`, `nft`, `ss` and iperf; otherwise it prints "skipping netns test:
 //! <reason>" and passes, unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
@@ -235,4 +237,42 @@ fn udp_loss_through_the_iperf2_adapter_equals_the_nft_drop_counter() {
     );
     assert_eq!(lost, csv_u64(line, 10), "the report netchar read is the server's own CSV line");
     assert_eq!(received + lost, csv_u64(line, 11));
+}
+
+/// UDP `-R`: the iperf server in a sends to netchar in b; an nft rule in b drops data datagrams
+/// at random (a positive sequence number: the first payload bit 0, so never the FIN, which
+/// carries the count), and netchar's loss, settled against the FIN's count, equals the counter
+/// (plus b's socket overflows on a busy machine).
+#[test]
+fn udp_reverse_loss_through_the_iperf2_adapter_equals_the_nft_drop_counter() {
+    if !iperf_available() {
+        return;
+    }
+    let Some(link) = Link::shaped(TBF) else { return };
+    let port = 5015u16;
+    let port_s = port.to_string();
+    let rules = link.b.drop_at_random(
+        "iperf2rloss",
+        "input",
+        &["udp", "sport", &port_s, "udp", "length", "1208", "@th,64,1", "0"],
+    );
+    if let Err(e) = rules {
+        netns::skip_or_fail(&format!("cannot install the nftables drop rule: {e}"));
+        return;
+    }
+    let server = IperfServer::start(&link, port, true);
+    let overflowed_before = link.b.udp_receive_buffer_drops().unwrap();
+    let v = netchar(&link, &server, "udp", port, &["-t", "3", "-b", "50M", "-l", "1200", "-R"]);
+    let dropped = link.b.nft_counters("inet", "iperf2rloss", "input").unwrap()[0].0;
+    let overflowed = link.b.udp_receive_buffer_drops().unwrap() - overflowed_before;
+    let down = &v["summary"]["down"]["receiver"];
+    let (received, lost) = (down["packets"].as_u64().unwrap(), down["lost"].as_u64().unwrap());
+    let line = server.lines(1).last().unwrap().clone();
+    eprintln!(
+        "netns_iperf2 udp -R: netchar received {received}, lost {lost}; nft dropped {dropped}, b's receive buffer \
+         overflowed {overflowed}; server CSV {line:?}"
+    );
+    assert!(dropped > 0, "the drop rule matched nothing: the test proves nothing");
+    assert_eq!(lost, dropped + overflowed, "netchar's loss is the nft drop counter plus the socket overflows");
+    assert_eq!((received + lost + 1) * 1200, csv_u64(&line, 7), "the server sent these and the FIN");
 }

@@ -95,6 +95,11 @@ pub trait DatagramFormat {
     fn end_of_stream(&self, _buf: &[u8]) -> Option<u64> {
         None
     }
+    /// For a receiver: the datagram that asks the peer to start sending (iperf2's UDP `-R`
+    /// request), re-sent until the first datagram arrives. The default: none.
+    fn start_request(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// netchar's own 24-byte header (this module's table).

@@ -564,12 +564,21 @@ pub struct UdpFormat {
     pub epoch_ns: u64,
     /// The client header carried after the datagram header (a sender's; empty for none).
     pub settings: Vec<u8>,
+    /// A UDP `-R` receiver's request to the server (empty for none).
+    pub request: Vec<u8>,
 }
 
 impl UdpFormat {
     /// The format of `layout` with `settings` after the datagram header.
     pub fn new(layout: Layout, epoch_ns: u64, settings: Vec<u8>) -> Self {
-        Self { layout, epoch_ns, settings }
+        Self { layout, epoch_ns, settings, request: Vec::new() }
+    }
+
+    /// A receiver's format that asks the server to send with `request`
+    /// ([`ClientHeader::udp_reverse_request`]) until data comes.
+    pub fn with_request(mut self, request: Vec<u8>) -> Self {
+        self.request = request;
+        self
     }
 
     fn first_seq(&self) -> u64 {
@@ -619,6 +628,10 @@ impl DatagramFormat for UdpFormat {
 
     fn is_end_reply(&self, reply: &[u8]) -> bool {
         ServerReport::parse_reply(reply).is_some()
+    }
+
+    fn start_request(&self) -> Option<&[u8]> {
+        (!self.request.is_empty()).then_some(&self.request[..])
     }
 
     fn end_of_stream(&self, buf: &[u8]) -> Option<u64> {

@@ -140,7 +140,25 @@ fn iperf2_format(
     } else {
         Vec::new()
     };
-    UdpFormat::new(layout, udp::realtime_at(t0), settings)
+    let format = UdpFormat::new(layout, udp::realtime_at(t0), settings);
+    if sender || spec.direction != netchar_model::Direction::Down {
+        return format;
+    }
+    // UDP -R (iperf 2.1+): the receiver asks the server to send, until data comes.
+    let amount = match spec.end {
+        netchar_model::EndCondition::Seconds(s) => Amount::Seconds(s),
+        netchar_model::EndCondition::Bytes(b) => Amount::Bytes(b),
+    };
+    let rate = spec.udp_pps_per_stream().map_or(0, |pps| (pps * spec.block_bytes as f64 * 8.0) as u64);
+    let port = socket.peer_addr().map_or(netchar_wire::iperf2::DEFAULT_PORT, |a| a.port());
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    format.with_request(ClientHeader::udp_reverse_request(
+        amount,
+        spec.block_bytes as u32,
+        rate,
+        port,
+        wall.as_nanos() as u64,
+    ))
 }
 
 /// Per-stream state shared between a worker and the collector.

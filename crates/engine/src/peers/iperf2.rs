@@ -185,20 +185,6 @@ impl Iperf2Control {
         }
     }
 
-    /// UDP `-R` (iperf 2.1+ servers): the one datagram that asks the server to send.
-    fn udp_reverse_request(&self) -> ReverseRequest {
-        let rate = self.spec.udp_pps_per_stream().map_or(0, |pps| (pps * self.spec.block_bytes as f64 * 8.0) as u64);
-        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let datagram = ClientHeader::udp_reverse_request(
-            self.amount(),
-            self.spec.block_bytes as u32,
-            rate,
-            self.port,
-            wall.as_nanos() as u64,
-        );
-        ReverseRequest { datagram }
-    }
-
     fn streams(&self) -> Vec<OpenStream> {
         if self.dial_back.is_some() {
             return vec![
@@ -210,9 +196,9 @@ impl Iperf2Control {
         self.spec
             .stream_ids(flow)
             .map(|id| {
-                let transport = if self.spec.uses_udp() && flow == Flow::Down {
-                    Transport::Udp { handshake: Box::new(self.udp_reverse_request()) }
-                } else if self.spec.uses_udp() {
+                // UDP -R: the receiving worker sends the request itself until data comes
+                // (netchar_wire::iperf2::UdpFormat::with_request).
+                let transport = if self.spec.uses_udp() {
                     Transport::Udp { handshake: Box::new(NoUdpSetup) }
                 } else {
                     Transport::Tcp { preamble: self.tcp_preamble() }
@@ -255,22 +241,6 @@ impl Iperf2Control {
             let streams = self.report_records();
             self.events.push_back(ControlEvent::PeerReport { streams, cpu: CpuUsage::default(), error });
         }
-    }
-}
-
-/// UDP `-R`'s request datagram, sent as the stream's setup. The test starts at once, so it goes
-/// out once (Debian's 2.1.8 re-sends it until data comes): a lost request leaves the stream
-/// empty until the server's time is over.
-struct ReverseRequest {
-    datagram: Vec<u8>,
-}
-
-impl crate::control::UdpHandshake for ReverseRequest {
-    fn datagram(&self) -> Vec<u8> {
-        self.datagram.clone()
-    }
-    fn on_datagram(&mut self, _bytes: &[u8]) -> bool {
-        false
     }
 }
 
