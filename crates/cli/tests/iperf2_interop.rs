@@ -209,6 +209,25 @@ fn dual_and_tradeoff_dial_backs_match_the_iperf_servers_csv() {
     }
 }
 
+/// A server that takes `-d`'s header but never connects back (a firewall, NAT): after the
+/// server's time and a grace the down stream ends with a line saying so; the up figures stay.
+#[test]
+fn a_dial_back_that_never_comes_is_an_error_with_the_figures_kept() {
+    let sink = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let reader = std::thread::spawn(move || {
+        let (mut c, _) = sink.accept().unwrap();
+        let _ = std::io::copy(&mut c, &mut std::io::sink());
+    });
+    let r = netchar(&["tcp", "127.0.0.1", "-p", &port.to_string(), "--proto", "iperf2", "-d", "-t", "0.2", "--json"]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("never connected back"), "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+    assert!(u(&v["summary"]["up"]["sender"]["total_bytes"]) > 0, "{v}");
+    assert_eq!(u(&v["summary"]["down"]["receiver"]["total_bytes"]), 0);
+    reader.join().unwrap();
+}
+
 /// UDP -R (iperf 2.1+): one request datagram, then the server sends and ends with a FIN that
 /// carries its count. netchar's datagrams + its lost + the FIN are the server's CSV bytes.
 #[test]
