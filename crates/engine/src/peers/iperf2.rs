@@ -503,7 +503,6 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
         let (bytes, end, e) = match back_to {
             Some(to) => match TcpStream::connect_timeout(&to, HEADER_WAIT) {
                 Ok(mut s) => {
-                    let _ = s.set_nodelay(false);
                     let (b, end) = tcp_send(&mut s, spec, ctx, Instant::now());
                     (b, at + end, None)
                 }
