@@ -5,9 +5,12 @@
 //! * TCP goodput through a 200 Mbit/s tbf is 200 × 1448 / 1514 = 191.28 Mbit/s (see
 //!   `netns_tbf.rs` for why), within ±2%: up as the iperf server's own CSV figure (iperf2 sends
 //!   nothing back over TCP; its byte count is also checked against netchar's), `-R` as
-//!   netchar's count of what the iperf server sent (checked against the server's CSV);
+//!   netchar's count of what the iperf server sent (checked against the server's CSV), and
+//!   `-r`'s dial-back half the same way, timed from its own connection;
 //! * UDP up: an nft rule in a drops data datagrams at random and counts them; the loss in the
-//!   server report netchar brings back after the FIN equals that counter.
+//!   server report netchar brings back after the FIN equals that counter;
+//! * UDP `-R`: the same rule in b, on the iperf server's datagrams; netchar's loss, settled
+//!   against the count in the server's FIN, equals it.
 //!
 //! Needs root, `ip`, `tc`, `nft`, `ss` and iperf; otherwise it prints "skipping netns test:
 //! <reason>" and passes, unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
@@ -169,6 +172,29 @@ fn tcp_goodput_through_the_iperf2_adapter_matches_tbf() {
             sent_bps / 1e6
         );
     }
+
+    // -r: netchar's 3 s up, then the iperf server dials back into namespace b and sends 3 s.
+    // The down half is timed from its own connection: its rate is the link's, not half of it.
+    let v = netchar(&link, &server, "tcp", port, &["-t", "3", "-r"]);
+    let lines = server.lines(4);
+    let back = lines[2..].iter().find(|l| l[4] != port.to_string()).unwrap_or_else(|| panic!("{lines:?}"));
+    let r = &v["summary"]["down"]["receiver"];
+    assert_eq!(csv_u64(back, 7), r["total_bytes"].as_u64().unwrap(), "netchar read every byte of the dial-back");
+    let (received_bps, sent_bps) = (r["bits_per_second"].as_f64().unwrap(), csv_u64(back, 8) as f64);
+    eprintln!(
+        "netns_iperf2 tcp -r down: netchar {:.3} Mbit/s, the iperf server's CSV {:.3} Mbit/s",
+        received_bps / 1e6,
+        sent_bps / 1e6
+    );
+    assert!(
+        (received_bps / sent_bps - 1.0).abs() <= 0.02,
+        "-r: netchar received {:.3} Mbit/s where the iperf server sent {:.3}",
+        received_bps / 1e6,
+        sent_bps / 1e6
+    );
+    if sent_bps >= EXPECTED_BPS * 0.98 {
+        check("-r down (netchar's receiver, timed from the dial-back)", received_bps);
+    }
     assert!(bad.is_empty(), "outside ±2% of {:.3} Mbit/s: {}", EXPECTED_BPS / 1e6, bad.join(", "));
 }
 
@@ -211,4 +237,42 @@ fn udp_loss_through_the_iperf2_adapter_equals_the_nft_drop_counter() {
     );
     assert_eq!(lost, csv_u64(line, 10), "the report netchar read is the server's own CSV line");
     assert_eq!(received + lost, csv_u64(line, 11));
+}
+
+/// UDP `-R`: the iperf server in a sends to netchar in b; an nft rule in b drops data datagrams
+/// at random (a positive sequence number: the first payload bit 0, so never the FIN, which
+/// carries the count), and netchar's loss, settled against the FIN's count, equals the counter
+/// (plus b's socket overflows on a busy machine).
+#[test]
+fn udp_reverse_loss_through_the_iperf2_adapter_equals_the_nft_drop_counter() {
+    if !iperf_available() {
+        return;
+    }
+    let Some(link) = Link::shaped(TBF) else { return };
+    let port = 5015u16;
+    let port_s = port.to_string();
+    let rules = link.b.drop_at_random(
+        "iperf2rloss",
+        "input",
+        &["udp", "sport", &port_s, "udp", "length", "1208", "@th,64,1", "0"],
+    );
+    if let Err(e) = rules {
+        netns::skip_or_fail(&format!("cannot install the nftables drop rule: {e}"));
+        return;
+    }
+    let server = IperfServer::start(&link, port, true);
+    let overflowed_before = link.b.udp_receive_buffer_drops().unwrap();
+    let v = netchar(&link, &server, "udp", port, &["-t", "3", "-b", "50M", "-l", "1200", "-R"]);
+    let dropped = link.b.nft_counters("inet", "iperf2rloss", "input").unwrap()[0].0;
+    let overflowed = link.b.udp_receive_buffer_drops().unwrap() - overflowed_before;
+    let down = &v["summary"]["down"]["receiver"];
+    let (received, lost) = (down["packets"].as_u64().unwrap(), down["lost"].as_u64().unwrap());
+    let line = server.lines(1).last().unwrap().clone();
+    eprintln!(
+        "netns_iperf2 udp -R: netchar received {received}, lost {lost}; nft dropped {dropped}, b's receive buffer \
+         overflowed {overflowed}; server CSV {line:?}"
+    );
+    assert!(dropped > 0, "the drop rule matched nothing: the test proves nothing");
+    assert_eq!(lost, dropped + overflowed, "netchar's loss is the nft drop counter plus the socket overflows");
+    assert_eq!((received + lost + 1) * 1200, csv_u64(&line, 7), "the server sent these and the FIN");
 }
