@@ -3,7 +3,8 @@
 //! Job's `mesh run` command exactly as `mesh render` wrote them (the node name and the key's
 //! path substituted, the slot shortened). Every ordered pair must be measured exactly once,
 //! every server must see one test from each other node and never two at once (its own log),
-//! no node may be in two tests at once, and the Jobs' lines must make a complete matrix.
+//! no node may be in two tests at once, and the Jobs' lines must make a complete matrix (and
+//! heat map).
 //!
 //! Needs root and `ip`; otherwise it prints "skipping netns test: <reason>" and passes, unless
 //! NETCHAR_REQUIRE_NETNS=1, in which case it fails.
@@ -191,4 +192,17 @@ fn four_namespaces_on_a_bridge_measure_every_ordered_pair_once_from_the_rendered
             }
         }
     }
+    // And its heat map: every pair but a node with itself is a cell with the CSV's figure.
+    let out = Command::new(BIN).args(["mesh", "matrix", "--format", "html"]).arg(&log).output().unwrap();
+    let html = String::from_utf8(out.stdout).unwrap();
+    let start = html.find("<svg class=\"heatmap\"").expect("a heat map");
+    let end = start + html[start..].find("</svg>").unwrap() + "</svg>".len();
+    let svg = roxmltree::Document::parse(&html[start..end]).unwrap();
+    let values: Vec<&str> = svg
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("class") == Some("cell"))
+        .map(|n| n.attribute("data-value").unwrap_or(""))
+        .collect();
+    let from_csv: Vec<&str> = rows[1..].iter().flat_map(|r| r[1..].iter().copied()).collect();
+    assert_eq!(values, from_csv, "4 × 4 cells, row by row");
 }
