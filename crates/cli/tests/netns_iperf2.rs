@@ -120,15 +120,20 @@ fn tcp_goodput_through_the_iperf2_adapter_matches_tbf() {
     let port = 5011u16;
     let server = IperfServer::start(&link, port, false);
     let mut bad = Vec::new();
-    let mut check = |what: &str, bps: f64| {
+    // The link's rate is the truth when the sender kept it full; a machine kept busy by other
+    // work can hold the sender off the CPU for a good part of a second, and then the sender's
+    // own figure (what it put on the link) is. Never above the link's rate.
+    let mut check = |what: &str, bps: f64, sender_bps: f64| {
+        let truth = EXPECTED_BPS.min(sender_bps);
         eprintln!(
-            "netns_iperf2 tcp {what}: {:.3} Mbit/s ({:+.3}% vs {:.3})",
+            "netns_iperf2 tcp {what}: {:.3} Mbit/s ({:+.3}% vs {:.3}; the sender's figure {:.3})",
             bps / 1e6,
-            (bps / EXPECTED_BPS - 1.0) * 100.0,
-            EXPECTED_BPS / 1e6
+            (bps / truth - 1.0) * 100.0,
+            truth / 1e6,
+            sender_bps / 1e6
         );
-        if (bps / EXPECTED_BPS - 1.0).abs() > 0.02 {
-            bad.push(format!("{what} {:.3} Mbit/s", bps / 1e6));
+        if (bps / truth - 1.0).abs() > 0.02 {
+            bad.push(format!("{what} {:.3} Mbit/s (truth {:.3})", bps / 1e6, truth / 1e6));
         }
     };
 
@@ -137,41 +142,14 @@ fn tcp_goodput_through_the_iperf2_adapter_matches_tbf() {
     let line = &server.lines(1)[0];
     assert_eq!(csv_u64(line, 7), sent + HEADER_COUNTED, "the iperf server counted every byte netchar wrote");
     let sender_bps = v["summary"]["up"]["sender"]["bits_per_second"].as_f64().unwrap();
-    if sender_bps >= EXPECTED_BPS * 0.98 {
-        check("up (the iperf server's CSV)", csv_u64(line, 8) as f64);
-    } else {
-        // The same rule as below, with netchar the sender held off the CPU by a busy machine.
-        eprintln!(
-            "netns_iperf2 tcp up: netchar's sender reached only {:.3} Mbit/s (the machine is busy)",
-            sender_bps / 1e6
-        );
-        assert!((csv_u64(line, 8) as f64 / sender_bps - 1.0).abs() <= 0.02, "the iperf server's CSV {line:?}");
-    }
+    check("up (the iperf server's CSV)", csv_u64(line, 8) as f64, sender_bps);
 
     let v = netchar(&link, &server, "tcp", port, &["-t", "5", "-R"]);
     let r = &v["summary"]["down"]["receiver"];
     let line = &server.lines(2)[1];
     assert_eq!(csv_u64(line, 7), r["total_bytes"].as_u64().unwrap(), "netchar read every byte iperf sent");
     let (received_bps, sent_bps) = (r["bits_per_second"].as_f64().unwrap(), csv_u64(line, 8) as f64);
-    eprintln!("netns_iperf2 tcp down: the iperf server's CSV says {:.3} Mbit/s sent", sent_bps / 1e6);
-    // netchar's receiver measures what iperf sent over the same seconds...
-    assert!(
-        (received_bps / sent_bps - 1.0).abs() <= 0.02,
-        "netchar received {:.3} Mbit/s where the iperf server sent {:.3}",
-        received_bps / 1e6,
-        sent_bps / 1e6
-    );
-    // ...and that is the link's rate unless the iperf sender (not netchar) fell short of it: a
-    // machine kept busy by other work can hold it off the CPU for a good part of a second.
-    if sent_bps >= EXPECTED_BPS * 0.98 {
-        check("down (netchar's receiver)", received_bps);
-    } else {
-        eprintln!(
-            "netns_iperf2 tcp down: the iperf sender reached only {:.3} Mbit/s (the machine is busy); \
-             netchar's receiver is checked against it, not against the link",
-            sent_bps / 1e6
-        );
-    }
+    check("down (netchar's receiver)", received_bps, sent_bps);
 
     // -r: netchar's 3 s up, then the iperf server dials back into namespace b and sends 3 s.
     // The down half is timed from its own connection: its rate is the link's, not half of it.
@@ -181,21 +159,13 @@ fn tcp_goodput_through_the_iperf2_adapter_matches_tbf() {
     let r = &v["summary"]["down"]["receiver"];
     assert_eq!(csv_u64(back, 7), r["total_bytes"].as_u64().unwrap(), "netchar read every byte of the dial-back");
     let (received_bps, sent_bps) = (r["bits_per_second"].as_f64().unwrap(), csv_u64(back, 8) as f64);
-    eprintln!(
-        "netns_iperf2 tcp -r down: netchar {:.3} Mbit/s, the iperf server's CSV {:.3} Mbit/s",
-        received_bps / 1e6,
-        sent_bps / 1e6
-    );
+    check("-r down (netchar's receiver, timed from the dial-back)", received_bps, sent_bps);
     assert!(
-        (received_bps / sent_bps - 1.0).abs() <= 0.02,
-        "-r: netchar received {:.3} Mbit/s where the iperf server sent {:.3}",
-        received_bps / 1e6,
-        sent_bps / 1e6
+        bad.is_empty(),
+        "outside ±2% of min({:.3} Mbit/s, the sender's figure): {}",
+        EXPECTED_BPS / 1e6,
+        bad.join(", ")
     );
-    if sent_bps >= EXPECTED_BPS * 0.98 {
-        check("-r down (netchar's receiver, timed from the dial-back)", received_bps);
-    }
-    assert!(bad.is_empty(), "outside ±2% of {:.3} Mbit/s: {}", EXPECTED_BPS / 1e6, bad.join(", "));
 }
 
 #[test]
