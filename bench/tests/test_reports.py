@@ -116,3 +116,31 @@ class Soak(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LwipReport(unittest.TestCase):
+    """bench/lwip.sh's report from one real round (bench/results/raw/lwip/)."""
+
+    def test_lwip(self):
+        from netchar_bench import lwip_report
+
+        text = printed(lwip_report.main, RAW / "lwip" / "results.tsv")
+        self.assertEqual(text, raw("lwip/report.txt"))
+        # the figures read by hand from the raw files: tcp-up's receiver bits_per_second / 1e6,
+        # lwiperf's "N bytes in M ms" as N * 8 / M / 1e3
+        self.assertIn("up      1019.7  (1 runs)", text)
+        self.assertIn("target >= 0.95: PASS", text)
+
+    def test_lwip_without_lwiperf_or_usable_runs(self):
+        from netchar_bench import lwip_report
+
+        with tempfile.TemporaryDirectory() as d:
+            res = os.path.join(d, "results.tsv")
+            with open(os.path.join(d, "tcp-up.1.out"), "w") as f:
+                f.write('{"error": "the server went silent"}')
+            with open(res, "w") as f:
+                f.write("tcp-up\t1\ttcp-up.1.out\nrr\t1\tmissing.out\n")
+            text = printed(lwip_report.main, res)
+        self.assertIn("up           -  (0 runs)", text)
+        self.assertIn("no lwiperf runs", text)
+        self.assertIn("- transactions/s", text)

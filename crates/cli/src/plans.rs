@@ -5,8 +5,72 @@
 //! the command line cannot, and every bad value is reported (with its line and field) before
 //! any traffic.
 
+use crate::progress::Progress;
 use anyhow::{bail, Result};
+use clap::Parser;
+use netchar_engine::StopFlag;
+use std::io::Write;
+use std::time::Duration;
 use toml::Value;
+
+/// `netchar run PLAN [HOST]`: every test of the plan validated first, then run in order.
+pub(crate) fn run(a: &crate::args::RunArgs, stop: &StopFlag) -> Result<u8> {
+    let file = a.plan.display().to_string();
+    let text = crate::files::read_text(&a.plan, crate::files::SMALL_FILE_CAP)
+        .map_err(|e| anyhow::anyhow!("the plan {file}: {e}"))?;
+    let tests = expand(&text, &file, a.host.as_deref())?;
+    // Validate every test before any traffic.
+    let mut planned = Vec::new();
+    for t in &tests {
+        let mut argv = t.argv.clone();
+        if a.json {
+            argv.push("--json".into());
+        }
+        let where_ = || format!("{file}:{}: {}", t.line, t.name);
+        let cli = crate::args::Cli::try_parse_from(&argv).map_err(|e| {
+            let first = e.to_string().lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
+            anyhow::anyhow!("{}: {first}", where_())
+        })?;
+        let plans = match cli.command {
+            Some(crate::args::Command::Tcp(x)) => crate::plan::TcpPlan::from_args(&x).map(|p| vec![p]),
+            Some(crate::args::Command::Udp(x)) => crate::plan::TcpPlan::from_udp_args(&x).map(|p| vec![p]),
+            Some(crate::args::Command::Rr(x)) => crate::plan::TcpPlan::from_rr_args(&x).map(|p| vec![p]),
+            Some(crate::args::Command::Crr(x)) => crate::plan::TcpPlan::from_crr_args(&x).map(|p| vec![p]),
+            Some(crate::args::Command::Echo(x)) => crate::plan::TcpPlan::from_echo_args(&x),
+            _ => anyhow::bail!("{}: not a test", where_()),
+        }
+        .map_err(|e| anyhow::anyhow!("{}: {e}", where_()))?;
+        planned.extend(plans.into_iter().map(|p| (t, p)));
+    }
+    let expected = planned.iter().map(|(_, p)| crate::repeat::expected_length(p)).sum::<Option<Duration>>();
+    let progress = Progress::start(a.json, true, expected);
+    let mut results = Vec::new();
+    let mut worst = crate::EXIT_OK;
+    for (i, (t, plan)) in planned.iter().enumerate() {
+        if stop.is_raised() {
+            worst = crate::EXIT_INTERRUPTED;
+            break;
+        }
+        if !a.json {
+            let what = format!("{} of {}: {}", i + 1, planned.len(), t.name);
+            progress.set_current(what.clone());
+            progress.suspend(|| println!("=== {what}"));
+        }
+        let code = crate::repeat::run_collecting(plan, stop, Some(&mut results), &progress)?;
+        if code == crate::EXIT_INTERRUPTED {
+            worst = code;
+            break;
+        }
+        worst = worst.max(code);
+        if t.pause_seconds > 0.0 && i + 1 < planned.len() {
+            std::thread::sleep(std::time::Duration::from_secs_f64(t.pause_seconds));
+        }
+    }
+    if a.json {
+        std::io::stdout().lock().write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    }
+    Ok(worst)
+}
 
 /// The keys a `[[test]]` may have, and the flag each becomes (`""`: handled specially).
 const KEYS: &[(&str, &str)] = &[

@@ -4,12 +4,49 @@
 //! Each trial is an ordinary test; its result is kept whole.
 
 use crate::plan::TcpPlan;
+use crate::progress::Progress;
 use anyhow::Result;
 use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
 use netchar_model::units::format_si;
 use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
 use std::io::Write;
+
+/// `netchar suite NAME HOST ...`.
+pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
+    use netchar_model::units::parse_bit_rate;
+    match a.suite.as_str() {
+        "bwsweep" => {
+            let rate = |flag: &str, v: &str| parse_bit_rate(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"));
+            let (from, to, step) = (rate("--from", &a.from)?, rate("--to", &a.to)?, rate("--step", &a.step)?);
+            let secs = crate::plan::seconds("--duration", &a.duration)?;
+            let udp = crate::args::UdpArgs::for_suite(&a.host, a.port, secs);
+            let plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
+            bwsweep(&plan, from, to, step, a.json, stop)
+        }
+        "netio" if a.proto == "netio" => netio_peer(a, stop),
+        "netio" if !matches!(a.proto.as_str(), "auto" | "netchar") => {
+            anyhow::bail!("suite netio --proto {}: one of auto, netchar, netio", a.proto)
+        }
+        "netio" | "sizes" => {
+            let secs = crate::plan::seconds("--duration", &a.duration)?;
+            let udp = crate::plan::TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&a.host, a.port, secs))?;
+            let mut tcp = udp.clone();
+            tcp.client.spec = netchar_model::TestSpec {
+                end: udp.client.spec.end,
+                interval_seconds: 0.0,
+                ..netchar_model::TestSpec::tcp_default()
+            };
+            if a.suite == "netio" {
+                netio(&tcp, &udp, a.json, stop)
+            } else {
+                sizes(&tcp, &udp, a.json, stop)
+            }
+        }
+        "ecos" => crate::ecos::run(a, stop),
+        other => anyhow::bail!("suite {other:?}: known suites: ecos, bwsweep, netio, sizes"),
+    }
+}
 
 /// A trial's receive rate must reach this share of the offered rate to pass.
 const KEEP_PACE: f64 = 0.995;
@@ -56,6 +93,9 @@ fn trial(plan: &TcpPlan, rate: u64, stop: &StopFlag) -> Result<Trial> {
 /// `netchar udp --find-max-rate`: binary search between 0 and the rate an unlimited trial
 /// reaches (or -b), for the highest rate with loss ≤ `loss_percent`.
 pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) -> Result<u8> {
+    // Untimed: how many trials the search takes is what it finds out.
+    let progress = Progress::start(plan.output.json, true, None);
+    progress.set_current("probing the highest rate");
     let mut out = std::io::stdout().lock();
     let trial_secs = match plan.client.spec.end {
         EndCondition::Seconds(s) => s,
@@ -78,43 +118,51 @@ pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) 
                 .as_ref()
                 .or(r.summary.down.as_ref())
                 .ok_or_else(|| anyhow::anyhow!("no flow in the probe"))?;
-            writeln!(out, "probe: as fast as possible, received {}", format_si(f.receiver.bits_per_second, "bit/s"))?;
+            progress.suspend(|| {
+                writeln!(out, "probe: as fast as possible, received {}", format_si(f.receiver.bits_per_second, "bit/s"))
+            })?;
             f.receiver.bits_per_second.max(1e3) as u64
         }
     };
-    writeln!(
-        out,
-        "searching 0 .. {} for the highest rate with loss <= {loss_percent}% ({trial_secs} s trials)",
-        format_si(ceiling as f64, "bit/s")
-    )?;
-    writeln!(out, "{:>6} {:>16} {:>16} {:>10}  verdict", "trial", "offered", "received", "loss %")?;
+    progress.suspend(|| {
+        writeln!(
+            out,
+            "searching 0 .. {} for the highest rate with loss <= {loss_percent}% ({trial_secs} s trials)",
+            format_si(ceiling as f64, "bit/s")
+        )?;
+        writeln!(out, "{:>6} {:>16} {:>16} {:>10}  verdict", "trial", "offered", "received", "loss %")
+    })?;
     let (mut lo, mut hi) = (0u64, ceiling);
     let mut best: Option<Trial> = None;
     let mut rate = ceiling;
     let mut results = Vec::new();
     for n in 1..=MAX_TRIALS {
+        progress.set_current(format!("trial {n}: {}", format_si(rate as f64, "bit/s")));
         let t = trial(plan, rate, stop)?;
         // A deep queue can swallow a short overload without loss (the datagrams drain after
         // the trial): a rate passes only if the receiver also kept pace with it.
         let kept_pace = t.received_bps() >= KEEP_PACE * rate as f64;
         let pass = t.loss_percent() <= loss_percent && kept_pace;
-        writeln!(
-            out,
-            "{n:>6} {:>16} {:>16} {:>10.4}  {}",
-            format_si(rate as f64, "bit/s"),
-            format_si(t.received_bps(), "bit/s"),
-            t.loss_percent(),
-            match (pass, kept_pace) {
-                (true, _) => "pass",
-                (false, true) => "fail: loss",
-                (false, false) => "fail: the receiver fell behind (queueing)",
-            }
-        )?;
+        progress.suspend(|| {
+            writeln!(
+                out,
+                "{n:>6} {:>16} {:>16} {:>10.4}  {}",
+                format_si(rate as f64, "bit/s"),
+                format_si(t.received_bps(), "bit/s"),
+                t.loss_percent(),
+                match (pass, kept_pace) {
+                    (true, _) => "pass",
+                    (false, true) => "fail: loss",
+                    (false, false) => "fail: the receiver fell behind (queueing)",
+                }
+            )
+        })?;
         if pass {
             lo = rate;
         } else {
             hi = rate;
         }
+        crate::report::keep(&t.result);
         results.push(t.result.clone());
         if pass {
             best = Some(t);
@@ -124,6 +172,7 @@ pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) 
         }
         rate = lo + (hi - lo) / 2;
     }
+    drop(progress);
     match &best {
         Some(b) => writeln!(
             out,
@@ -144,10 +193,13 @@ pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) 
 /// the achieved rate, loss and jitter, and the knee: the first rate that loses datagrams.
 pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool, stop: &StopFlag) -> Result<u8> {
     anyhow::ensure!(step > 0 && from > 0 && from <= to, "--from, --to, --step: need 0 < from <= to and step > 0");
+    let trials = 2 * ((to - from) / step + 1);
+    let progress = Progress::start(json, true, trial_length(plan).map(|t| t * trials as u32));
     let mut out = std::io::stdout().lock();
     let mut results = Vec::new();
     for (direction, name) in [(Direction::Up, "up (client sends)"), (Direction::Down, "down (server sends)")] {
         if !json {
+            let _erased = progress.erase();
             writeln!(out, "UDP rate sweep, {name}")?;
             writeln!(out, "{:>16} {:>16} {:>10} {:>11}", "offered", "received", "loss %", "jitter ms")?;
         }
@@ -159,11 +211,13 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
             if stop.is_raised() {
                 anyhow::bail!("interrupted");
             }
+            progress.set_current(format!("{name}: {}", format_si(rate as f64, "bit/s")));
             let t = trial(&p, rate, stop)?;
             if knee.is_none() && t.loss_percent() > 0.0 {
                 knee = Some(rate);
             }
             if !json {
+                let _erased = progress.erase();
                 writeln!(
                     out,
                     "{:>16} {:>16} {:>10.4} {:>11.4}{}",
@@ -175,10 +229,12 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
                 )?;
                 out.flush()?;
             }
+            crate::report::keep(&t.result);
             results.push(t.result);
             rate += step;
         }
         if !json && knee.is_none() {
+            let _erased = progress.erase();
             writeln!(out, "no loss up to {}", format_si(to as f64, "bit/s"))?;
         }
     }
@@ -186,6 +242,14 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
         out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
     }
     Ok(0)
+}
+
+/// One trial's length, if timed: the progress line's estimate of what is left.
+fn trial_length(plan: &TcpPlan) -> Option<std::time::Duration> {
+    match plan.client.spec.end {
+        EndCondition::Seconds(s) => Some(std::time::Duration::from_secs_f64(s)),
+        EndCondition::Bytes(_) => None,
+    }
 }
 
 /// Runs one variant of `base` (a TCP or UDP plan), returning its result.
@@ -215,9 +279,11 @@ fn receiver_rate(r: &TestResult) -> f64 {
 /// client (rx), in netio's table: the receiving end's rate in MB/s (2^20 bytes, as netio).
 pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
     const SIZES: [u64; 6] = [1024, 2048, 4096, 8192, 16384, 32767];
+    let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 4 * SIZES.len() as u32));
     let mut out = std::io::stdout().lock();
     let mut results = Vec::new();
     if !json {
+        let _erased = progress.erase();
         writeln!(out, "| Packet size |   TCP-tx    |   TCP-rx    |   UDP-tx    |   UDP-rx    |")?;
         writeln!(out, "| ----------- | ----------- | ----------- | ----------- | ----------- |")?;
     }
@@ -226,6 +292,8 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
         for (plan, direction) in
             [(tcp, Direction::Up), (tcp, Direction::Down), (udp, Direction::Up), (udp, Direction::Down)]
         {
+            let way = if direction == Direction::Up { "tx" } else { "rx" };
+            progress.set_current(format!("{size} bytes, {}-{way}", plan.client.spec.kind.name().to_uppercase()));
             let r = run_variant(
                 plan,
                 |s| {
@@ -238,13 +306,16 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                 stop,
             )?;
             cells.push(format!("{:>6.1} MB/s", receiver_rate(&r) / 8.0 / 1048576.0));
+            crate::report::keep(&r);
             results.push(r);
         }
         if !json {
+            let _erased = progress.erase();
             writeln!(out, "| {size:>5} bytes | {} |", cells.join(" | "))?;
             out.flush()?;
         }
     }
+    drop(progress);
     if json {
         out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
     } else {
@@ -260,9 +331,11 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
 /// real and system time, MB/s (2^20), Mbit/s (10^6) and frames/s.
 pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
     const SIZES: [u64; 9] = [64, 256, 512, 1024, 1448, 1472, 4096, 16384, 65507];
+    let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 2 * SIZES.len() as u32));
     let mut out = std::io::stdout().lock();
     let mut results = Vec::new();
     if !json {
+        let _erased = progress.erase();
         writeln!(
             out,
             "{:<5} {:>7} {:>9} {:>9} {:>12} {:>13} {:>13}",
@@ -271,6 +344,7 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
     }
     for (name, plan) in [("TCP", tcp), ("UDP", udp)] {
         for size in SIZES {
+            progress.set_current(format!("{name}, {size} bytes"));
             let r = run_variant(
                 plan,
                 |s| {
@@ -293,6 +367,7 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
             };
             let sys = r.cpu.local.as_ref().map_or(0.0, |c| c.system_seconds);
             if !json {
+                let _erased = progress.erase();
                 writeln!(
                     out,
                     "{name:<5} {size:>7} {:>9.3} {:>9.3} {:>12.3} {:>13.3} {:>13.0}",
@@ -304,6 +379,7 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                 )?;
                 out.flush()?;
             }
+            crate::report::keep(&r);
             results.push(r);
         }
     }
@@ -368,8 +444,10 @@ pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<
             let _ = writeln!(std::io::stdout().lock(), "{}{note}", r.line());
         }
     });
+    let finished = to_results(&cfg, &results, error.as_deref());
+    finished.iter().for_each(crate::report::keep);
     if json {
-        out.write_all(netchar_report::json::many_to_json(&to_results(&cfg, &results, error.as_deref())).as_bytes())?;
+        out.write_all(netchar_report::json::many_to_json(&finished).as_bytes())?;
     } else if error.is_none() {
         writeln!(out, "Done.")?;
     }

@@ -3,7 +3,8 @@
 //! text; they never measure and never touch a socket.
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
-//! [`markdown`], [`csv`], [`svg`]. A running test calls `on_start`, `on_interval`, `on_finish`;
+//! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`] (and a mesh's [`heatmap`]). [`plots`] decides which
+//! charts results make, [`chart`] draws one. A running test calls `on_start`, `on_interval`, `on_finish`;
 //! `netchar report` hands saved results to `on_results`.
 //!
 //! ```
@@ -13,9 +14,13 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod chart;
 pub mod csv;
+pub mod heatmap;
+pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod plots;
 mod rows;
 pub mod svg;
 pub mod text;
@@ -49,6 +54,9 @@ pub fn parse_saved(text: &str, label: &str) -> Result<Vec<Saved>, String> {
     }
 }
 
+/// Files a reporter writes into a directory: (file name, contents).
+pub type NamedFiles = Vec<(String, Vec<u8>)>;
+
 /// Something that shows a test as it runs and when it ends, or saved results afterwards.
 pub trait Reporter {
     /// Once, before data flows.
@@ -64,6 +72,11 @@ pub trait Reporter {
     fn on_results_files(&mut self, _results: &[Saved]) -> Option<Vec<(String, String)>> {
         None
     }
+    /// As [`Reporter::on_results_files`], as bytes (PNG images are not text); the error is one
+    /// line.
+    fn on_results_binary_files(&mut self, results: &[Saved]) -> Option<Result<NamedFiles, String>> {
+        self.on_results_files(results).map(|f| Ok(f.into_iter().map(|(n, t)| (n, t.into_bytes())).collect()))
+    }
 }
 
 /// The formats `netchar report` writes.
@@ -77,8 +90,12 @@ pub enum Format {
     Csv,
     /// The results as one JSON array.
     Json,
-    /// Throughput-over-time plots, one SVG per result.
+    /// Plots, one SVG per chart.
     Svg,
+    /// Plots, one PNG per chart.
+    Png,
+    /// One self-contained HTML report: tables, plots, hosts and the raw JSON.
+    Html,
 }
 
 impl Format {
@@ -90,6 +107,8 @@ impl Format {
             "csv" => Self::Csv,
             "json" => Self::Json,
             "svg" => Self::Svg,
+            "png" => Self::Png,
+            "html" => Self::Html,
             _ => return None,
         })
     }
@@ -102,7 +121,9 @@ impl Format {
             Self::Markdown => Box::new(markdown::MarkdownReporter::new(rate)),
             Self::Csv => Box::new(csv::CsvReporter::new(intervals)),
             Self::Json => Box::new(json::JsonReporter),
-            Self::Svg => Box::new(svg::SvgReporter),
+            Self::Svg => Box::new(svg::SvgReporter { png: false }),
+            Self::Png => Box::new(svg::SvgReporter { png: true }),
+            Self::Html => Box::new(html::HtmlReporter::new(rate)),
         }
     }
 }

@@ -1,0 +1,110 @@
+//! `netchar suite ecos`: the eCos nc6_test_master sequence over netchar's own protocol,
+//! printed as the master printed it.
+
+use crate::progress::Progress;
+use anyhow::Result;
+use clap::Parser;
+use netchar_engine::client;
+use netchar_engine::StopFlag;
+use std::io::Write;
+
+/// `netchar suite ecos`: the eCos nc6_test_master sequence, printed as it printed it: no load
+/// (UDP and TCP echo, send, receive), then the server ("slave") under 0-50% compute load, then
+/// the client's ("master") idle share during echo tests with delay patterns.
+pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
+    let host = match a.port {
+        Some(p) => {
+            format!("{}:{p}", crate::plan::split_host(&a.host).map(|(h, _)| h).unwrap_or_else(|_| a.host.clone()))
+        }
+        None => a.host.clone(),
+    };
+    // The buffer counts of nc6_test_master; --quick divides them by 10.
+    let scale = |n: u64| if a.quick { (n / 10).max(10) } else { n };
+    let (small, big) = (scale(640), scale(2048));
+    // Untimed: the tests run counts of buffers.
+    let progress = Progress::start(a.json, true, None);
+    let mut out = std::io::stdout().lock();
+    let mut results: Vec<netchar_model::TestResult> = Vec::new();
+    let argv =
+        |v: &[&str]| -> Vec<String> { std::iter::once("netchar").chain(v.iter().copied()).map(String::from).collect() };
+    let mut run = |v: Vec<String>, label: &str, out: &mut std::io::StdoutLock<'_>| -> Result<()> {
+        let cli = crate::args::Cli::try_parse_from(&v)
+            .map_err(|e| anyhow::anyhow!("{}", e.to_string().lines().next().unwrap_or("")))?;
+        let plans = match cli.command {
+            Some(crate::args::Command::Echo(x)) => crate::plan::TcpPlan::from_echo_args(&x)?,
+            Some(crate::args::Command::Tcp(x)) => vec![crate::plan::TcpPlan::from_args(&x)?],
+            Some(crate::args::Command::Udp(x)) => vec![crate::plan::TcpPlan::from_udp_args(&x)?],
+            _ => anyhow::bail!("internal: not a test"),
+        };
+        progress.set_current(label);
+        for mut p in plans {
+            p.client.busy_wait = std::time::Duration::from_secs(5);
+            let run = client::run(&p.client, stop, &mut |_| {});
+            if let Some(e) = run.error {
+                anyhow::bail!("{label}: {e}");
+            }
+            let r = run.result.ok_or_else(|| anyhow::anyhow!("{label}: no result"))?;
+            if !a.json {
+                let _erased = progress.erase();
+                let line = if r.summary.rr.is_some() {
+                    netchar_report::text::echo_line(&r)
+                } else {
+                    netchar_report::text::transfer_line(&r, label)
+                };
+                out.write_all(line.as_bytes())?;
+                if let Some(i) = r.cpu.local.as_ref().and_then(|c| c.idle_pct) {
+                    writeln!(out, "    master {i:.0}% idle")?;
+                }
+                if let Some(l) = r.cpu.remote.as_ref().and_then(|c| c.background_load_pct) {
+                    writeln!(out, "    slave background load achieved {l:.0}%")?;
+                }
+                out.flush()?;
+            }
+            crate::report::keep(&r);
+            results.push(r);
+        }
+        Ok(())
+    };
+    let pat = |n: u64, size: u64| format!("{n}x{size}");
+    if !a.json {
+        let _erased = progress.erase();
+        writeln!(out, "================== No load, master at 100% ========================")?;
+    }
+    let p640 = pat(small, 1024);
+    let bytes640 = (small * 1024).to_string();
+    run(argv(&["echo", &host, "--udp", "--pattern", &p640]), "UDP echo", &mut out)?;
+    run(argv(&["udp", &host, "--pattern", &p640, "-b", "0", "-i", "0"]), "UDP send", &mut out)?;
+    run(argv(&["udp", &host, "--pattern", &p640, "-b", "0", "-i", "0", "-R"]), "UDP recv", &mut out)?;
+    run(argv(&["echo", &host, "--pattern", &p640]), "TCP echo", &mut out)?;
+    run(argv(&["tcp", &host, "-n", &bytes640, "-l", "1024", "-i", "0"]), "TCP send", &mut out)?;
+    run(argv(&["tcp", &host, "-n", &bytes640, "-l", "1024", "-i", "0", "-R"]), "TCP recv", &mut out)?;
+    run(argv(&["echo", &host, "--pattern", &pat(scale(64), 10240)]), "TCP echo", &mut out)?;
+    if !a.json {
+        let _erased = progress.erase();
+        writeln!(out, "====================== Various slave compute loads ===================")?;
+    }
+    let p2048 = pat(big, 1024);
+    for load in ["0", "10", "20", "30", "40", "50"] {
+        if !a.json {
+            let _erased = progress.erase();
+            writeln!(out, ">>>>>>>>>>>> slave processing load at {load}%")?;
+        }
+        run(argv(&["echo", &host, "--udp", "--pattern", &p2048, "--server-load", load]), "UDP echo", &mut out)?;
+        run(argv(&["echo", &host, "--pattern", &p2048, "--server-load", load]), "TCP echo", &mut out)?;
+    }
+    if !a.json {
+        let _erased = progress.erase();
+        writeln!(out, "====================== Various master loads ===================")?;
+    }
+    for delay in ["", ",10@10ms", ",10@50ms", ",10@100ms", ",1@10ms"] {
+        let delay = if a.quick { delay.replace("100ms", "20ms").replace("50ms", "20ms") } else { delay.to_string() };
+        let p = format!("{p2048}{delay}");
+        run(argv(&["echo", &host, "--udp", "--pattern", &p, "--idle"]), "UDP echo", &mut out)?;
+        run(argv(&["echo", &host, "--pattern", &p, "--idle"]), "TCP echo", &mut out)?;
+    }
+    drop(progress);
+    if a.json {
+        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    }
+    Ok(crate::EXIT_OK)
+}

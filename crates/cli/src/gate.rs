@@ -1,0 +1,56 @@
+//! The gates of a test: `--expect` on the mean of the counted runs and `--baseline` against a
+//! saved result. A miss is one line on stderr with the measured value; the exit status is 1.
+
+use anyhow::Result;
+
+/// Checks `--expect` (on the mean of the counted runs) and `--baseline`; prints one line per
+/// miss with the measured value. Returns whether every gate held.
+pub(crate) fn gates_hold(out: &crate::plan::Output, docs: &[serde_json::Value]) -> Result<bool> {
+    let mean = |path: &str| {
+        let v = crate::metrics::collect(docs, path);
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let mut ok = true;
+    for e in &out.expect {
+        match mean(&e.path) {
+            Some(m) if e.holds(m) => {}
+            Some(m) => {
+                eprintln!(
+                    "netchar: expectation not met: {} (measured {})",
+                    e.text,
+                    netchar_stats::compare::format_g(m, 8)
+                );
+                ok = false;
+            }
+            None => {
+                eprintln!("netchar: expectation not met: {} ({} is not in the result)", e.text, e.path);
+                ok = false;
+            }
+        }
+    }
+    if let Some((file, max_pct)) = &out.baseline {
+        use anyhow::Context;
+        let text = crate::files::read_text(file, crate::files::RESULT_FILE_CAP)
+            .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", file.display()))?;
+        let base: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("--baseline: {} is not a netchar JSON result", file.display()))?;
+        let path = crate::metrics::headline(&docs[0]);
+        let old = crate::metrics::collect(std::slice::from_ref(&base), path);
+        let (Some(now), false) = (mean(path), old.is_empty()) else {
+            anyhow::bail!("--baseline: {} has no {path}", file.display());
+        };
+        let was = old.iter().sum::<f64>() / old.len() as f64;
+        let change = if was != 0.0 { 100.0 * (now - was) / was.abs() } else { 0.0 };
+        let regression = if crate::metrics::higher_is_better(path) { -change } else { change };
+        if regression > *max_pct {
+            eprintln!(
+                "netchar: regression beyond {max_pct}%: {path} {} now, {} in {} ({change:+.2}%)",
+                netchar_stats::compare::format_g(now, 8),
+                netchar_stats::compare::format_g(was, 8),
+                file.display()
+            );
+            ok = false;
+        }
+    }
+    Ok(ok)
+}

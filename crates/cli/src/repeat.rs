@@ -1,0 +1,129 @@
+//! `--warmup` and `--repeat`: a test run several times, each run printed and saved as it
+//! finishes (so nothing measured is lost if a later run fails), then the mean and its
+//! confidence interval over the counted runs, then the gates (`--expect`, `--baseline`).
+
+use crate::progress::{Progress, LONG_TEST};
+use anyhow::Result;
+use netchar_engine::StopFlag;
+use std::io::Write;
+use std::time::Duration;
+
+/// Runs a client test: `--warmup` uncounted runs, `--repeat` counted ones (each printed and
+/// saved as it finishes, so nothing measured is lost if a later run fails), then the
+/// statistics and the gates.
+pub(crate) fn run(plan: &crate::plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
+    let out = &plan.output;
+    let expected = expected_length(plan);
+    let long = out.warmup + out.repeat > 1 || expected.is_some_and(|s| s >= LONG_TEST);
+    let progress = Progress::start(out.json, long, expected);
+    progress.set_current(format!("{} to {}", plan.client.spec.kind.name(), plan.client.host));
+    run_collecting(plan, stop, None, &progress)
+}
+
+/// How long the runs of `plan` take if timed (`-t`), for the progress line; None if they
+/// end on a count (`-n`).
+pub(crate) fn expected_length(plan: &crate::plan::TcpPlan) -> Option<Duration> {
+    let runs = plan.output.warmup + plan.output.repeat;
+    match plan.client.spec.end {
+        netchar_model::EndCondition::Seconds(s) => Some(Duration::from_secs_f64(s) * runs),
+        netchar_model::EndCondition::Bytes(_) => None,
+    }
+}
+
+/// [`run`], handing the counted results to `sink` instead of printing JSON (plans print
+/// every test's results as one array at the end).
+pub(crate) fn run_collecting(
+    plan: &crate::plan::TcpPlan,
+    stop: &StopFlag,
+    mut sink: Option<&mut Vec<netchar_model::TestResult>>,
+    progress: &Progress,
+) -> Result<u8> {
+    let out = &plan.output;
+    let total = out.warmup + out.repeat;
+    let mut plan_owned;
+    let plan = if total > 1 && plan.client.busy_wait.is_zero() {
+        // Back to back runs: the server may still be closing the previous one.
+        plan_owned = plan.clone();
+        plan_owned.client.busy_wait = std::time::Duration::from_secs(5);
+        &plan_owned
+    } else {
+        plan
+    };
+    let mut kept = Vec::new();
+    let mut code = crate::EXIT_OK;
+    for i in 0..total {
+        if stop.is_raised() {
+            code = crate::EXIT_INTERRUPTED;
+            break;
+        }
+        if total > 1 && !out.json {
+            let what = if i < out.warmup {
+                format!("warm-up run {} of {}", i + 1, out.warmup)
+            } else {
+                format!("run {} of {}", i + 1 - out.warmup, out.repeat)
+            };
+            progress.set_current(what.clone());
+            progress.suspend(|| println!("=== {what}"));
+        }
+        let (result, run_code) = crate::single_run::run(plan, stop, sink.is_none(), progress)?;
+        if let Some(r) = result {
+            if i >= out.warmup {
+                if let Some(dir) = &out.save {
+                    crate::save::save_run(dir, &r, i + 1 - out.warmup)?;
+                }
+                crate::report::keep(&r);
+                kept.push(r);
+            }
+        }
+        if run_code != crate::EXIT_OK {
+            code = run_code;
+            break;
+        }
+    }
+    // The tail prints under the progress line of this job (or of the plan around it).
+    progress.suspend(|| {
+        let mut stdout = std::io::stdout().lock();
+        if out.json && total > 1 && sink.is_none() {
+            stdout.write_all(netchar_report::json::many_to_json(&kept).as_bytes())?;
+        }
+        let docs: Vec<serde_json::Value> = kept.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
+        if let Some(sink) = sink.as_mut() {
+            sink.extend(kept.iter().cloned());
+        }
+        if out.repeat > 1 && !out.json && !docs.is_empty() {
+            stdout.write_all(repeat_statistics(&docs).as_bytes())?;
+        }
+        stdout.flush()?;
+        if code == crate::EXIT_OK && !docs.is_empty() && !crate::gate::gates_hold(out, &docs)? {
+            code = crate::EXIT_GATE;
+        }
+        Ok(code)
+    })
+}
+
+/// Mean ± 95% confidence interval (Student's t) of the headline figures over the counted runs.
+fn repeat_statistics(docs: &[serde_json::Value]) -> String {
+    use netchar_stats::compare::{format_g, mean_interval, SetStats};
+    let mut paths = vec![crate::metrics::headline(&docs[0])];
+    if paths[0].starts_with("rr.") {
+        paths.push("rr.latency_us.p50");
+        paths.push("rr.latency_us.p99");
+    }
+    let mut out = format!("=== {} runs: mean ± 95% confidence interval (Student's t)\n", docs.len());
+    for path in paths {
+        let values = crate::metrics::collect(docs, path);
+        if let Some(s) = SetStats::of(&values) {
+            let ci = mean_interval(&s, 95.0);
+            let pct = if s.mean != 0.0 { 100.0 * ci / s.mean.abs() } else { 0.0 };
+            out.push_str(&format!(
+                "{path}: {} ± {} ({pct:.2}%), min {}, max {}, stddev {}\n",
+                format_g(s.mean, 6),
+                format_g(ci, 6),
+                format_g(s.min, 6),
+                format_g(s.max, 6),
+                format_g(s.stddev, 6)
+            ));
+        }
+    }
+    out
+}
