@@ -17,6 +17,7 @@ mod progress;
 mod quick;
 mod repeat;
 mod report;
+mod reporters;
 mod save;
 mod serve;
 mod single_run;

@@ -57,6 +57,17 @@ pub trait Reporter {
     fn on_interval(&mut self, interval: &netchar_model::IntervalRecord) -> String;
     /// Once, with the whole result (also a partial one after an error).
     fn on_finish(&mut self, result: &netchar_model::TestResult) -> String;
+    /// A test that ended without any result (it never started), with its error: what stands
+    /// in for the result. Nothing, unless the format must stay a valid document (JSON).
+    fn on_no_result(&mut self, _error: Option<&str>) -> String {
+        String::new()
+    }
+    /// Once after the last test of a job of several (`--repeat`, suites, plans), with the
+    /// job's counted results: what closes the job. Nothing, unless the format shows the
+    /// job as one document (a JSON array).
+    fn on_job_end(&mut self, _results: &[netchar_model::TestResult]) -> String {
+        String::new()
+    }
     /// Saved results, all at once (`netchar report`): the whole document.
     fn on_results(&mut self, results: &[Saved]) -> String;
     /// Saved results as separate named files (`-o DIR`), for formats that write one file per
