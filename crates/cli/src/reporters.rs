@@ -1,4 +1,4 @@
-//! The reporters of a client job (one test, or its `--warmup`/`--repeat` runs), chosen once
+//! The reporters of a job (one test, its `--warmup`/`--repeat` runs, a suite), chosen once
 //! from the flags, and their output written to stdout under the progress line. Each format is
 //! one reporter in crates/report; this file only picks them and writes what they return.
 
@@ -36,6 +36,11 @@ impl Reporters {
             (true, JsonShape::Gathered) => {}
         }
         Self { list }
+    }
+
+    /// Just these reporters (a suite's table, or its JSON).
+    pub(crate) fn of(reporter: Box<dyn Reporter>) -> Self {
+        Self { list: vec![reporter] }
     }
 
     /// Asks every reporter (`event` calls one of the [`Reporter`] methods) and writes what

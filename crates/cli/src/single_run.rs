@@ -65,7 +65,7 @@ pub(crate) fn run(
 }
 
 /// What the text header says before the test connects.
-fn test_info(plan: &crate::plan::TcpPlan) -> netchar_model::TestInfo {
+pub(crate) fn test_info(plan: &crate::plan::TcpPlan) -> netchar_model::TestInfo {
     netchar_model::TestInfo {
         spec: plan.client.spec.clone(),
         // Brackets around an IPv6 literal, so "::1" and port 1 do not read as "::1:1".

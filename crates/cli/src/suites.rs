@@ -5,11 +5,14 @@
 
 use crate::plan::TcpPlan;
 use crate::progress::Progress;
+use crate::reporters::Reporters;
 use anyhow::Result;
 use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
 use netchar_model::units::format_si;
 use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
+use netchar_report::json::JobJsonReporter;
+use netchar_report::sweep::SweepTableReporter;
 use std::io::Write;
 
 /// `netchar suite NAME HOST ...`.
@@ -65,9 +68,6 @@ impl Trial {
     }
     fn loss_percent(&self) -> f64 {
         self.flow().and_then(|f| f.receiver.udp_received.as_ref()).map_or(100.0, |u| u.loss_percent)
-    }
-    fn jitter_ms(&self) -> f64 {
-        self.flow().and_then(|f| f.receiver.udp_received.as_ref()).map_or(0.0, |u| u.jitter_ms)
     }
     fn flow(&self) -> Option<&netchar_model::FlowSummary> {
         self.result.summary.up.as_ref().or(self.result.summary.down.as_ref())
@@ -194,51 +194,29 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
     anyhow::ensure!(step > 0 && from > 0 && from <= to, "--from, --to, --step: need 0 < from <= to and step > 0");
     let trials = 2 * ((to - from) / step + 1);
     let progress = Progress::start(json, true, trial_length(plan).map(|t| t * trials as u32));
-    let mut out = std::io::stdout().lock();
+    let mut reporters = if json {
+        Reporters::of(Box::new(JobJsonReporter))
+    } else {
+        Reporters::of(Box::new(SweepTableReporter::new(to)))
+    };
     let mut results = Vec::new();
     for (direction, name) in [(Direction::Up, "up (client sends)"), (Direction::Down, "down (server sends)")] {
-        if !json {
-            let _erased = progress.erase();
-            writeln!(out, "UDP rate sweep, {name}")?;
-            writeln!(out, "{:>16} {:>16} {:>10} {:>11}", "offered", "received", "loss %", "jitter ms")?;
-        }
         let mut p = plan.clone();
         p.client.spec.direction = direction;
-        let mut knee = None;
         let mut rate = from;
         while rate <= to {
             if stop.is_raised() {
                 anyhow::bail!("interrupted");
             }
             progress.set_current(format!("{name}: {}", format_si(rate as f64, "bit/s")));
+            reporters.emit(&progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
             let t = trial(&p, rate, stop)?;
-            if knee.is_none() && t.loss_percent() > 0.0 {
-                knee = Some(rate);
-            }
-            if !json {
-                let _erased = progress.erase();
-                writeln!(
-                    out,
-                    "{:>16} {:>16} {:>10.4} {:>11.4}{}",
-                    format_si(rate as f64, "bit/s"),
-                    format_si(t.received_bps(), "bit/s"),
-                    t.loss_percent(),
-                    t.jitter_ms(),
-                    if knee == Some(rate) { "  <- knee: loss starts" } else { "" }
-                )?;
-                out.flush()?;
-            }
+            reporters.emit(&progress, |r| r.on_finish(&t.result))?;
             results.push(t.result);
             rate += step;
         }
-        if !json && knee.is_none() {
-            let _erased = progress.erase();
-            writeln!(out, "no loss up to {}", format_si(to as f64, "bit/s"))?;
-        }
     }
-    if json {
-        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    }
+    reporters.emit(&progress, |r| r.on_job_end(&results))?;
     Ok(0)
 }
 

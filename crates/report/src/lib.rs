@@ -3,8 +3,9 @@
 //! text; they never measure and never touch a socket.
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
-//! [`markdown`], [`csv`], [`svg`]. A running test calls `on_start`, `on_interval`, `on_finish`;
-//! `netchar report` hands saved results to `on_results`.
+//! [`markdown`], [`csv`], [`svg`], and the suites' classic tables ([`sweep`]). A running test
+//! calls `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests
+//! then `on_job_end`; `netchar report` hands saved results to `on_results`.
 //!
 //! ```
 //! use netchar_model::units::RateFormat;
@@ -18,6 +19,7 @@ pub mod json;
 pub mod markdown;
 mod rows;
 pub mod svg;
+pub mod sweep;
 pub mod text;
 
 /// A saved result and where it came from, as `netchar report` read it.
