@@ -11,6 +11,7 @@ use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
 use netchar_model::units::format_si;
 use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
+use netchar_report::block_sizes::{NetioTableReporter, SizesTableReporter};
 use netchar_report::json::JobJsonReporter;
 use netchar_report::sweep::SweepTableReporter;
 use std::io::Write;
@@ -233,22 +234,23 @@ fn run_variant(
     base: &TcpPlan,
     adjust: impl FnOnce(&mut netchar_model::TestSpec),
     stop: &StopFlag,
+    reporters: &mut Reporters,
+    progress: &Progress,
 ) -> Result<TestResult> {
     let mut p = base.clone();
     p.client.spec.interval_seconds = 0.0;
     p.client.busy_wait = p.client.busy_wait.max(std::time::Duration::from_secs(5));
     adjust(&mut p.client.spec);
     p.client.spec.validate()?;
+    reporters.emit(progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
     let run = client::run(&p.client, stop, &mut |_| {});
-    match (run.result, run.error) {
-        (Some(r), None) => Ok(r),
-        (_, Some(e)) => Err(e.into()),
+    let r = match (run.result, run.error) {
+        (Some(r), None) => r,
+        (_, Some(e)) => return Err(e.into()),
         (None, None) => anyhow::bail!("the test produced no result"),
-    }
-}
-
-fn receiver_rate(r: &TestResult) -> f64 {
-    r.summary.up.as_ref().or(r.summary.down.as_ref()).map_or(0.0, |f| f.receiver.bits_per_second)
+    };
+    reporters.emit(progress, |rep| rep.on_finish(&r))?;
+    Ok(r)
 }
 
 /// `netchar suite netio`: TCP and UDP, each block size, client to server (tx) and server to
@@ -256,15 +258,9 @@ fn receiver_rate(r: &TestResult) -> f64 {
 pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
     const SIZES: [u64; 6] = [1024, 2048, 4096, 8192, 16384, 32767];
     let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 4 * SIZES.len() as u32));
-    let mut out = std::io::stdout().lock();
+    let mut reporters = suite_reporters(json, Box::<NetioTableReporter>::default());
     let mut results = Vec::new();
-    if !json {
-        let _erased = progress.erase();
-        writeln!(out, "| Packet size |   TCP-tx    |   TCP-rx    |   UDP-tx    |   UDP-rx    |")?;
-        writeln!(out, "| ----------- | ----------- | ----------- | ----------- | ----------- |")?;
-    }
     for size in SIZES {
-        let mut cells = Vec::new();
         for (plan, direction) in
             [(tcp, Direction::Up), (tcp, Direction::Down), (udp, Direction::Up), (udp, Direction::Down)]
         {
@@ -280,25 +276,13 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                     }
                 },
                 stop,
+                &mut reporters,
+                &progress,
             )?;
-            cells.push(format!("{:>6.1} MB/s", receiver_rate(&r) / 8.0 / 1048576.0));
             results.push(r);
         }
-        if !json {
-            let _erased = progress.erase();
-            writeln!(out, "| {size:>5} bytes | {} |", cells.join(" | "))?;
-            out.flush()?;
-        }
     }
-    drop(progress);
-    if json {
-        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    } else {
-        writeln!(
-            out,
-            "(receiving end's rate; UDP at maximum rate, so UDP figures include what the receiver could take)"
-        )?;
-    }
+    reporters.emit(&progress, |r| r.on_job_end(&results))?;
     Ok(0)
 }
 
@@ -307,16 +291,8 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
 pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
     const SIZES: [u64; 9] = [64, 256, 512, 1024, 1448, 1472, 4096, 16384, 65507];
     let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 2 * SIZES.len() as u32));
-    let mut out = std::io::stdout().lock();
+    let mut reporters = suite_reporters(json, Box::<SizesTableReporter>::default());
     let mut results = Vec::new();
-    if !json {
-        let _erased = progress.erase();
-        writeln!(
-            out,
-            "{:<5} {:>7} {:>9} {:>9} {:>12} {:>13} {:>13}",
-            "proto", "block", "real s", "sys s", "MB/s (2^20)", "Mbit/s (10^6)", "frames/s"
-        )?;
-    }
     for (name, plan) in [("TCP", tcp), ("UDP", udp)] {
         for size in SIZES {
             progress.set_current(format!("{name}, {size} bytes"));
@@ -330,37 +306,24 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                     }
                 },
                 stop,
+                &mut reporters,
+                &progress,
             )?;
-            let f = r.summary.up.as_ref().ok_or_else(|| anyhow::anyhow!("no up flow"))?;
-            let bps = f.receiver.bits_per_second;
-            let frames = match &f.receiver.udp_received {
-                // UDP: one datagram per frame (payloads above the MTU are fragmented).
-                Some(u) => u.packets as f64 / f.receiver.seconds.max(1e-9),
-                // TCP: an estimate, as stackthru's: one frame per block, at most a full
-                // segment of 1448 payload bytes (MTU 1500 with timestamps) each.
-                None => bps / 8.0 / size.min(1448) as f64,
-            };
-            let sys = r.cpu.local.as_ref().map_or(0.0, |c| c.system_seconds);
-            if !json {
-                let _erased = progress.erase();
-                writeln!(
-                    out,
-                    "{name:<5} {size:>7} {:>9.3} {:>9.3} {:>12.3} {:>13.3} {:>13.0}",
-                    f.receiver.seconds,
-                    sys,
-                    bps / 8.0 / 1048576.0,
-                    bps / 1e6,
-                    frames
-                )?;
-                out.flush()?;
-            }
+            anyhow::ensure!(r.summary.up.is_some(), "no up flow");
             results.push(r);
         }
     }
-    if json {
-        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    }
+    reporters.emit(&progress, |r| r.on_job_end(&results))?;
     Ok(0)
+}
+
+/// A suite's reporters: its classic `table`, or with `--json` one array of every result.
+fn suite_reporters(json: bool, table: Box<dyn netchar_report::Reporter>) -> Reporters {
+    if json {
+        Reporters::of(Box::new(JobJsonReporter))
+    } else {
+        Reporters::of(table)
+    }
 }
 
 /// `netchar suite netio --proto netio HOST`: netchar as the client of a netio server, netio's

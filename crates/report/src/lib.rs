@@ -3,7 +3,7 @@
 //! text; they never measure and never touch a socket.
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
-//! [`markdown`], [`csv`], [`svg`], and the suites' classic tables ([`sweep`]). A running test
+//! [`markdown`], [`csv`], [`svg`], and the suites' classic tables ([`sweep`], [`block_sizes`]). A running test
 //! calls `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests
 //! then `on_job_end`; `netchar report` hands saved results to `on_results`.
 //!
@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod block_sizes;
 pub mod csv;
 pub mod json;
 pub mod markdown;
