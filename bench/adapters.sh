@@ -43,17 +43,7 @@ sleep 1
 
 # receiver bit/s from a JSON file: iperf3 -J (end.sum_received) or netchar --json (summary.up).
 bps() {
-  python3 - "$1" <<'EOF'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception:
-    print("nan"); sys.exit()
-if "end" in d:
-    print(d["end"].get("sum_received", {}).get("bits_per_second", "nan"))
-else:
-    print(d.get("summary", {}).get("up", {}).get("receiver", {}).get("bits_per_second", "nan"))
-EOF
+  bench_py peers bps "$1"
 }
 
 # run CASE TOOL ARGS...: one run, its figure appended to $RES as "CASE TOOL BPS".
@@ -78,25 +68,7 @@ for r in $(seq "$ROUNDS"); do
 done
 
 REPORT=$WORK/report.txt
-python3 - "$RES" "$ROUNDS" > "$REPORT" <<'EOF'
-import sys, statistics as st
-rows = {}
-for line in open(sys.argv[1]):
-    case, tool, v = line.split()
-    rows.setdefault(case, {}).setdefault(tool, []).append(float(v))
-print(f"{'case':<12} {'peer tool Gbit/s':>17} {'netchar Gbit/s':>15} {'ratio':>7} {'spread':>14}  verdict (>= 0.95)")
-for case in sorted(rows):
-    t = rows[case]
-    a, b = st.median(t.get("iperf3", [float("nan")])), st.median(t.get("netchar", [float("nan")]))
-    spread = lambda xs: (max(xs) - min(xs)) / st.median(xs) if xs else float("nan")
-    ratio = b / a if a else float("nan")
-    print(f"{case:<12} {a/1e9:>17.2f} {b/1e9:>15.2f} {ratio:>7.3f} "
-          f"{spread(t['iperf3'])*100:>6.1f}%/{spread(t['netchar'])*100:>5.1f}%  {'PASS' if ratio >= 0.95 else 'MISS'}")
-print()
-print("client-*: iperf3 -c vs netchar tcp --proto iperf3, both against iperf3 -s (the server's count)")
-print("server-*: iperf3 -c against iperf3 -s vs against netchar server --iperf3 (the client's receiver line)")
-print("spread: (max-min)/median over the rounds, peer tool / netchar")
-EOF
+bench_py adapter_report adapters "$RES" > "$REPORT"
 cat "$REPORT"
 [ -s "$NOTES" ] && { echo; echo "notes:"; cat "$NOTES"; }
 if [ "$BENCH_SAVE" = 1 ]; then

@@ -19,7 +19,7 @@
 #                                         crash (libFuzzer -fork=1 -ignore_crashes=1), keeping
 #                                         every crashing input
 #   CARGO_TARGET_DIR=DIR bench/fuzz.sh    build in DIR (default fuzz/target)
-#   BENCH_SAVE=1 bench/fuzz.sh            also write bench/results/fuzz-DATE-HOST.txt
+#   BENCH_SAVE=1 bench/fuzz.sh            also write bench/results/DATE-fuzz-MACHINE.txt
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -97,7 +97,12 @@ fi
 cat "$REPORT"
 if [ "$BENCH_SAVE" = 1 ]; then
     mkdir -p "$BENCH_DIR/results"
-    dest="$BENCH_DIR/results/fuzz-$(date +%Y%m%d-%H%M%S)-$(hostname -s).txt"
-    cp "$REPORT" "$dest" && echo "saved: $dest"
+    # Named by date and machine (kernel, CPU count; the CPU model on the first line), like the
+    # other benchmarks' saved reports.
+    dest="$BENCH_DIR/results/$(date +%F)-fuzz-$(uname -r)-$(nproc)cpu"
+    [ -e "$dest.txt" ] && dest="$dest-$(date +%H%M%S)"
+    dest="$dest.txt"
+    { echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
+      cat "$REPORT"; } > "$dest" && echo "saved: $dest"
 fi
 exit "$failed"

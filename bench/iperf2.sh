@@ -40,19 +40,7 @@ iperf -s -B $H -p $P_IPERF -y C > "$SRV_CSV" 2>/dev/null & PIDS+=($!)
 sleep 1
 
 # bit/s of CSV lines: the sum of their bytes over the longest interval (field 7 "a-b").
-csv_bps() {
-  python3 -c '
-import sys
-total, secs = 0, 0.0
-for line in sys.stdin:
-    f = line.strip().split(",")
-    if len(f) < 9 or f[5] == "-1":
-        continue
-    total += int(f[7])
-    a, b = f[6].split("-")
-    secs = max(secs, float(b) - float(a))
-print(total * 8 / secs if secs > 0 else "nan")'
-}
+csv_bps() { bench_py peers csv-bps; }
 
 # run CASE TOOL ARGS...: one run, its figure appended to $RES as "CASE TOOL BPS".
 run() {
@@ -82,21 +70,6 @@ for r in $(seq "$ROUNDS"); do
   echo "round $r of $ROUNDS done"
 done
 
-python3 - "$RES" <<'EOF'
-import sys, statistics as st
-rows = {}
-for line in open(sys.argv[1]):
-    case, tool, v = line.split()
-    rows.setdefault(case, {}).setdefault(tool, []).append(float(v))
-print(f"{'case':<12} {'iperf Gbit/s':>13} {'netchar Gbit/s':>15} {'ratio':>7}  verdict (>= 0.95)")
-for case in sorted(rows):
-    t = rows[case]
-    a, b = st.median(t.get("iperf", [float("nan")])), st.median(t.get("netchar", [float("nan")]))
-    ratio = b / a if a else float("nan")
-    print(f"{case:<12} {a/1e9:>13.2f} {b/1e9:>15.2f} {ratio:>7.3f}  {'PASS' if ratio >= 0.95 else 'MISS'}")
-print()
-print("client-*: iperf -c vs netchar tcp --proto iperf2, both against iperf -s (the server's CSV)")
-print("server-*: iperf -c against iperf -s vs against netchar server --iperf2 (the client's CSV)")
-EOF
+bench_py adapter_report iperf2 "$RES"
 [ -s "$NOTES" ] && { echo; echo "notes:"; cat "$NOTES"; }
 exit "$FAILED"

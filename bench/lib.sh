@@ -4,11 +4,13 @@
 #   BENCH=tcp                                   # its name: messages, /tmp dir, results file
 #   BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 #   . "$BENCH_DIR/lib.sh" || exit 2
-# Sourcing only defines functions and the server tables; nothing runs until a script calls it.
+# Sourcing only defines functions, the server tables and BENCH_PY_PATH; nothing runs until a
+# script calls it.
 #
 # What stays in the scripts is what differs between them: the knobs and their defaults, the
-# tools and their command lines, which servers exist and on which ports, run_one (what one run
-# measures and how "other" CPU is computed), the parsers and the report.
+# tools and their command lines, which servers exist and on which ports, and run_one (what one
+# run measures and how "other" CPU is computed).  The parsers of every tool's output and the
+# reports are Python, in bench/netchar_bench/ (tested by bench/tests/), run through bench_py.
 #
 # Globals the helpers read, set by the script: BENCH, BENCH_DIR, DUR, IDLE_WAIT, BUSY_RETRY,
 # NO_BUILD, BENCH_SAVE, CLIENT_TO (client watchdog, s), SERVER_TO (server watchdog, s),
@@ -17,6 +19,12 @@
 # ------------------------------------------------------------------ basics
 # have CMD: true if CMD is on PATH (optional peers are skipped, not required).
 have() { command -v "$1" >/dev/null 2>&1; }
+
+# bench_py MODULE ARG...: python3 -m netchar_bench.MODULE ARG... with bench/ on PYTHONPATH (the
+# parsers and report generators, bench/netchar_bench/*.py; each module's docstring says its
+# arguments and output).
+BENCH_PY_PATH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bench_py() { PYTHONPATH="$BENCH_PY_PATH${PYTHONPATH:+:$PYTHONPATH}" python3 -m "netchar_bench.$1" "${@:2}"; }
 
 # note TEXT...: add a line to the report's notes (failures, crashes, re-measurements).
 note() { echo "$*" >> "$NOTES"; }
@@ -323,15 +331,20 @@ measure() {
 }
 
 # ------------------------------------------------------------------ end
-# finish: print the report ($REPORT), keep a copy in bench/results/BENCH-<date>.txt when
-# BENCH_SAVE=1, say where the raw outputs are, and exit with FAILED.
+# finish: print the report ($REPORT), keep a copy in bench/results/DATE-BENCH-MACHINE.txt when
+# BENCH_SAVE=1 (MACHINE: kernel release and CPU count, with the CPU model on the copy's first
+# line; a second run on the same day adds the time), say where the raw outputs are, and exit
+# with FAILED.
 finish() {
   local dest
   cat "$REPORT"
   if [ "$BENCH_SAVE" = 1 ]; then
     mkdir -p "$BENCH_DIR/results"
-    dest="$BENCH_DIR/results/$BENCH-$(date +%Y%m%d-%H%M%S).txt"
-    cp "$REPORT" "$dest" && echo "saved: $dest"
+    dest="$BENCH_DIR/results/$(date +%F)-$BENCH-$(uname -r)-$(nproc)cpu"
+    [ -e "$dest.txt" ] && dest="$dest-$(date +%H%M%S)"
+    dest="$dest.txt"
+    { echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
+      cat "$REPORT"; } > "$dest" && echo "saved: $dest"
   fi
   echo "raw outputs: $WORK"
   exit "$FAILED"

@@ -23,7 +23,7 @@
 #   NETPERF_BIN=     directory holding netperf and netserver (not packaged by Debian); unset = skip
 #   SERVER_CPU_CROSS=1  the cross-core placement's server CPU (client and same-core server: CLIENT_CPU)
 #   CLIENT_CPU=0
-#   BENCH_SAVE=0     1 = also write the report to bench/results/rr-<date>.txt
+#   BENCH_SAVE=0     1 = also write the report to bench/results/<date>-rr-<machine>.txt
 #   NO_BUILD=0       1 = skip `cargo build` (use the binary already in target/release)
 #   IDLE_WAIT=0      seconds to wait, before each round, for the machine to drop below 15% busy
 #   BUSY_RETRY=25    re-measure a run once when other processes took more than this % of the
@@ -121,104 +121,9 @@ server_who() { echo "server $1"; }       # messages say "server sp.udp.cross"
 stop_servers_on_exit
 
 # ------------------------------------------------------------------ result parser
-# parse.py TOOL FILE PROTO LEN CCPU SCPU BUSYPOLL DUR
-#   -> "tps mean_us p50_us p99_us p999_us|- note..."  (notes: space-separated tokens;
-#   exit status 1 = no usable result)
-cat > "$WORK/parse.py" <<'EOF'
-import json, re, sys
-tool, path, proto, length, ccpu, scpu, busy, dur = sys.argv[1:9]
-length, ccpu, scpu, dur = int(length), int(ccpu), int(scpu), float(dur)
-notes = []
-def out(tps, mean, p50, p99, p999):
-    f = lambda x: "-" if x is None else "%.3f" % x
-    print("%.1f %s %s %s %s %s" % (tps, f(mean), f(p50), f(p99), f(p999), " ".join(notes)))
-
-if tool == "netchar":
-    d = json.load(open(path))
-    if d.get("error"):
-        notes.append(("error=%r" % d["error"]).replace(" ", "_"))
-    summ = d.get("summary") or {}
-    s = summ.get("rr")
-    if not s or not s.get("latency_us"):
-        sys.exit("no summary.rr in netchar JSON (error=%r)" % d.get("error"))
-    lat = s["latency_us"]
-    tps, mean = s["transactions_per_second"], lat["mean"]
-    # Percentiles must be ordered, the mean inside [min, max].
-    keys = [k for k in ("min", "p50", "p90", "p99", "p999", "max") if lat.get(k) is not None]
-    vals = [lat[k] for k in keys]
-    if any(a > b for a, b in zip(vals, vals[1:])):
-        notes.append("percentiles-out-of-order(" + ",".join("%s=%g" % kv for kv in zip(keys, vals)) + ")")
-    if lat.get("min") is not None and not (lat["min"] <= mean <= lat["max"]):
-        notes.append("mean-outside-min..max(%g)" % mean)
-    # One transaction in flight: back-to-back transactions fill the interval, so
-    # tps * mean ~= 1 (a bit below: time between transactions is not in any latency).
-    # Above 1 is impossible with one in flight; well below 1 means unmeasured gaps.
-    fill = tps * mean / 1e6
-    if fill > 1.01 or fill < 0.90:
-        notes.append("tps*mean=%.3f(expect~0.95-1.0)" % fill)
-    if s.get("transactions") and tps > 0 and abs(s["transactions"] / tps - dur) > 0.05 * dur:
-        notes.append("transactions/tps=%.3fs(expected~%g)" % (s["transactions"] / tps, dur))
-    if s.get("lost"):
-        notes.append("lost=%d" % s["lost"])
-    if s.get("late"):
-        notes.append("late=%d" % s["late"])
-    # The test record must say what was asked for.
-    t = d.get("test") or {}
-    rr = t.get("rr") or {}
-    want = {"udp": proto == "udp", "request_bytes": length, "response_bytes": length,
-            "inflight": 1, "busy_poll": busy == "1"}
-    for k, v in want.items():
-        if k in rr and rr[k] != v:
-            notes.append("test.rr.%s=%r(asked:%r)" % (k, rr[k], v))
-    if t.get("client_cpu") != ccpu or t.get("server_cpu") != scpu:
-        notes.append("pinning-recorded-as-client=%s,server=%s" % (t.get("client_cpu"), t.get("server_cpu")))
-    pl = summ.get("placement")
-    if not pl:
-        notes.append("no-summary.placement")
-    elif not re.search(r"\bCPU %d\b" % ccpu, pl) or not re.search(r"\bCPU %d\b" % scpu, pl):
-        notes.append(("placement=%r" % pl).replace(" ", "_"))
-    # The sender stream counts request bytes: transactions x request size.
-    for st in d.get("streams") or []:
-        if st.get("role") == "sender" and st.get("bytes") is not None and s.get("transactions"):
-            if st["bytes"] != s["transactions"] * length:
-                notes.append("sender-bytes=%d!=transactions*%d=%d" % (st["bytes"], length, s["transactions"] * length))
-    out(tps, mean, lat.get("p50"), lat.get("p99"), lat.get("p999"))
-
-elif tool == "sockperf":
-    txt = re.sub(r"\x1b\[[0-9;]*m", "", open(path, errors="replace").read())
-    # Figures over sockperf's "valid duration" (after its 400 ms warm-up): transactions/s =
-    # replies received in that window / its length.  Every reply completes one round trip.
-    m = re.search(r"\[Valid Duration\] RunTime=([\d.]+) sec; SentMessages=(\d+); ReceivedMessages=(\d+)", txt)
-    a = re.search(r"avg-rtt=([\d.]+)", txt)
-    if not m or not a:
-        sys.exit("no sockperf summary")
-    secs, recv = float(m.group(1)), int(m.group(3))
-    p = lambda q: (lambda r: float(r.group(1)) if r else None)(re.search(r"percentile %s = *([\d.]+)" % q, txt))
-    avg = float(a.group(1))
-    tps = recv / secs if secs > 0 else 0.0
-    for what in ("dropped", "duplicated", "out-of-order"):
-        r = re.search(r"# %s messages = (\d+)" % what, txt)
-        if r and int(r.group(1)):
-            notes.append("%s=%s" % (what, r.group(1)))
-    if avg > 0 and abs(tps * avg / 1e6 - 1) > 0.05:
-        notes.append("count-rate-vs-1e6/avg=%.3f" % (tps * avg / 1e6))
-    out(tps, avg, p("50.000"), p("99.000"), p("99.900"))
-
-elif tool == "netperf":
-    # -P 0 -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY: one CSV line of values.
-    row = None
-    for line in open(path, errors="replace"):
-        f = line.strip().split(",")
-        try:
-            v = [float(x) for x in f[:4]]
-        except ValueError:
-            continue
-        if len(v) == 4:
-            row = v
-    if not row:
-        sys.exit("no netperf -o line")
-    out(row[0], row[1], row[2], row[3], None)
-EOF
+# bench_py peers rr TOOL FILE PROTO LEN CCPU SCPU BUSYPOLL DUR
+#   -> "tps mean_us p50_us p99_us p999_us|- note..."
+# (bench/netchar_bench/peers.py; notes are space-separated tokens; exit status 1 = no usable result)
 
 # ------------------------------------------------------------------ one run
 # run_one ROUND PROTO PLACEMENT VARIANT: runs one client and sets ROW (a results.tsv line:
@@ -267,12 +172,11 @@ run_one() {
   local src=$base.out
   [ "$tool" = sockperf ] && { cat "$base.out" "$base.err" > "$base.all"; src=$base.all; }
   note_client_failure "round $r $proto $pl $v" "$base.err"
-  if line=$(python3 "$WORK/parse.py" "$tool" "$src" "$proto" "$len" "$C" "$S" "$bp" "$DUR" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
+  if line=$(bench_py peers rr "$tool" "$src" "$proto" "$len" "$C" "$S" "$bp" "$DUR" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
     read -r tps mean p50 p99 p999 rest <<< "$line"
     ROW=$(printf '%s\t%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$r" "$proto" "$pl" "$v" "$tps" "$mean" "$p50" "$p99" "$p999" "$other" "${rest:-}")
     # netchar's own description of where it ran, printed in the report
-    [ "$tool" = netchar ] && python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("summary") or {}).get("placement"))' \
-      "$base.out" > "$base.placement" 2>/dev/null
+    [ "$tool" = netchar ] && bench_py peers placement "$base.out" > "$base.placement" 2>/dev/null
   else
     [ "$RC" -eq 0 ] && note_unusable "round $r $proto $pl $v" "$base.err"
     ROW=$(printf '%s\t%s\t%s\t%s\tFAIL\t\t\t\t\t\t%s\t' "$r" "$proto" "$pl" "$v" "$other")
@@ -326,162 +230,7 @@ done | sort -u > "$WORK/placements.tsv"
 
 # ------------------------------------------------------------------ report
 REPORT=$WORK/report.txt
-python3 - "$RES" "$NOTES" "$DUR" "$ROUNDS" "$VERS" "$(( $(date +%s) - T0 ))" "$(uname -r)" "$NCPU" \
-  "${PEERS[*]:-}" "$C" "$SERVER_CPU_CROSS" "$WORK/placements.tsv" > "$REPORT" <<'EOF'
-import collections, statistics, sys
-res, notes_path, dur, rounds, vers, wall, kernel, ncpu, peers, ccpu, xcpu, plpath = sys.argv[1:13]
-peers = peers.split()
-PL = [("same", "same core (%s,%s)" % (ccpu, ccpu)), ("cross", "cross core (%s,%s)" % (ccpu, xcpu))]
-VAR = [("nc", "netchar", "1 B"), ("nc14", "netchar -l 14", "14 B"), ("ncbp", "netchar --busy-poll", "1 B"),
-       ("sockperf", "sockperf pp", "14 B"), ("netperf", "netperf *_RR", "1 B")]
-VLABEL = {v: (l, b) for v, l, b in VAR}
-NCV = ("nc", "nc14", "ncbp")
-
-# results.tsv: round proto placement variant status tps mean p50 p99 p999 other% notes
-runs = collections.defaultdict(list)
-for line in open(res):
-    f = line.rstrip("\n").split("\t")
-    f += [""] * (12 - len(f))
-    runs[(f[1], f[2], f[3])].append(f)
-
-def num(x):
-    return None if x in ("", "-") else float(x)
-
-def col(ok, i):
-    v = [num(f[i]) for f in ok if num(f[i]) is not None]
-    if not v:
-        return None, None, v
-    m = statistics.median(v)
-    return m, (100 * (max(v) - min(v)) / m if m else 0.0), v
-
-def stats(key):
-    all_ = runs.get(key, [])
-    ok = [f for f in all_ if f[4] == "ok"]
-    if not ok:
-        return None
-    s = dict(n=len(ok), total=len(all_), other=[num(f[10]) for f in ok if num(f[10]) is not None],
-             notes=[f[11] for f in ok if f[11]])
-    for name, i in (("tps", 5), ("mean", 6), ("p50", 7), ("p99", 8), ("p999", 9)):
-        s[name], s[name + "_spread"], s[name + "_all"] = col(ok, i)
-    return s
-
-S = {k: stats(k) for k in runs}
-
-def best_peer(proto, pl, only=None):
-    c = [(S[(proto, pl, p)]["tps"], p) for p in peers if (only is None or p in only)
-         and S.get((proto, pl, p)) and S[(proto, pl, p)]["tps"]]
-    return max(c)[1] if c else None
-
-def fx(x, f="%.2f"):
-    return "-" if x is None else f % x
-
-print(f"# netchar loopback request/response benchmark: median of {rounds} rounds x {dur}s, 127.0.0.1, 1 transaction in flight")
-print(f"# {vers}; Linux {kernel}, {ncpu} CPUs; wall {wall}s")
-print("# trans/s: netchar .summary.rr.transactions_per_second; sockperf replies received in its valid window"
-      " (after 400 ms warm-up) / that window; netperf THROUGHPUT")
-print("# latency = full round trip in µs (sockperf --full-rtt); each column is the median over rounds;"
-      " spread = (max-min)/median of the rounds")
-print("# x-peer = netchar / best peer in the same protocol and placement (by trans/s; the 14 B row against"
-      " sockperf, the 14 B peer); for p99 lower is better")
-print()
-hdr = (f"{'proto':<5} {'placement':<16} {'tool':<20} {'msg':>4} {'trans/s':>9} {'sprd':>6} {'mean':>7} "
-       f"{'p50':>7} {'p99':>8} {'sprd':>6} {'p99.9':>8} {'sprd':>6}  {'x-peer trans/s':<22} {'x p99':>6}")
-print(hdr)
-print("-" * len(hdr))
-for proto in ("tcp", "udp"):
-    for pl, pll in PL:
-        for v, lab, size in VAR:
-            key = (proto, pl, v)
-            if key not in runs:
-                continue
-            s = S[key]
-            head = f"{proto.upper():<5} {pll:<16} {lab:<20} {size:>4} "
-            if s is None:
-                print(head + f"{'FAIL':>9}")
-                continue
-            row = head + (f"{s['tps']:9.0f} {fx(s['tps_spread'], '%.1f%%'):>6} {fx(s['mean']):>7} {fx(s['p50']):>7} "
-                          f"{fx(s['p99']):>8} {fx(s['p99_spread'], '%.0f%%'):>6} {fx(s['p999']):>8} "
-                          f"{fx(s['p999_spread'], '%.0f%%'):>6}")
-            if v in NCV:
-                bp = best_peer(proto, pl, ["sockperf"] if v == "nc14" else None)
-                if bp:
-                    b = S[(proto, pl, bp)]
-                    row += f"  {s['tps'] / b['tps']:5.2f}x {bp:<15}"
-                    row += f" {fx(s['p99'] / b['p99'] if s['p99'] and b['p99'] else None, '%5.2fx'):>6}"
-            if s["n"] < s["total"]:
-                row += f"  [{s['n']}/{s['total']} ok]"
-            print(row.rstrip())
-    print()
-
-# netchar's own placement strings
-try:
-    pls = [l.rstrip("\n").split("\t", 1) for l in open(plpath) if l.strip()]
-except OSError:
-    pls = []
-if pls:
-    print("Placement reported by netchar (.summary.placement):")
-    seen = collections.defaultdict(set)
-    for k, p in pls:
-        proto, pl, v = k.split(".")
-        seen[(pl, p)].add(f"{proto}/{v}")
-    for (pl, p), who in sorted(seen.items()):
-        print(f"  {dict(PL)[pl]:<17} \"{p}\"  ({', '.join(sorted(who))})")
-    print()
-
-# ---- notes
-out = []
-for key, s in sorted(S.items()):
-    if not s:
-        continue
-    proto, pl, v = key
-    lab = f"{proto.upper()} {dict(PL)[pl]} {VLABEL[v][0]}"
-    if s["tps_spread"] and s["tps_spread"] > 5:
-        out.append(f"trans/s spread {s['tps_spread']:.1f}% > 5%: {lab} (rounds: "
-                   + ", ".join(f"{x:.0f}" for x in s["tps_all"]) + ")")
-    if v in NCV and s["tps"] and s["mean"]:
-        fill = s["tps"] * s["mean"] / 1e6
-        if not 0.90 <= fill <= 1.01:
-            out.append(f"{lab}: median trans/s x mean latency = {fill:.3f}; with 1 in flight it should be ~0.95-1.0")
-    cnt = collections.Counter(n for ns in s["notes"] for n in ns.split())
-    if cnt:
-        out.append(f"{lab}: " + ", ".join(f"{k} (x{n})" if n > 1 else k for k, n in cnt.items()))
-busy = [statistics.median(s["other"]) for s in S.values() if s and s["other"]]
-if busy and max(busy) > 15:
-    out.append(f"other processes used up to {max(busy):.0f}% of the machine during the runs:"
-               " latency figures are unreliable; rerun on an idle machine (IDLE_WAIT=120 waits for one)")
-out += [l.rstrip() for l in open(notes_path) if l.strip()]
-if out:
-    print("Notes:")
-    for l in out:
-        print("  * " + l)
-    print()
-
-# ---- targets (informational)
-print("Targets (informational; perf.md goals 5 and 6):")
-def line(ok, text):
-    print(f"  {'n/a ' if ok is None else 'PASS' if ok else 'MISS'}  {text}")
-for proto in ("tcp", "udp"):
-    for pl, pll in PL:
-        s, bp = S.get((proto, pl, "nc")), best_peer(proto, pl)
-        lab = f"{proto.upper()} {pll}, blocking, 1 B"
-        if not s or not bp:
-            line(None, f"{lab}: >= 1.05x best peer trans/s, p99 no worse: not measured")
-            continue
-        b = S[(proto, pl, bp)]
-        r = s["tps"] / b["tps"]
-        p99ok = s["p99"] is not None and b["p99"] is not None and s["p99"] <= b["p99"]
-        line(r >= 1.05 and p99ok, f"{lab}: >= 1.05x best peer trans/s with p99 no worse: {r:.2f}x {bp}"
-             f" ({s['tps']:.0f} vs {b['tps']:.0f}/s), p99 {fx(s['p99'])} vs {fx(b['p99'])} µs")
-        if pl == "cross":
-            line(r >= 0.95, f"{lab}: parity >= 0.95x best peer (goal 6): {r:.2f}x")
-for proto in ("tcp", "udp"):
-    s, bp = S.get((proto, "cross", "ncbp")), best_peer(proto, "cross")
-    lab = f"{proto.upper()} {dict(PL)['cross']}, --busy-poll"
-    if not s or not bp:
-        line(None, f"{lab}: >= 10x the blocking peers: not measured")
-        continue
-    r = s["tps"] / S[(proto, "cross", bp)]["tps"]
-    line(r >= 10, f"{lab}: >= 10x the best blocking peer: {r:.1f}x {bp} ({s['tps']:.0f} vs {S[(proto, 'cross', bp)]['tps']:.0f}/s)")
-EOF
+bench_py rr_report "$RES" "$NOTES" "$DUR" "$ROUNDS" "$VERS" "$(( $(date +%s) - T0 ))" "$(uname -r)" "$NCPU" \
+  "${PEERS[*]:-}" "$C" "$SERVER_CPU_CROSS" "$WORK/placements.tsv" > "$REPORT"
 
 finish                            # print, save if BENCH_SAVE=1, exit with FAILED

@@ -64,75 +64,8 @@ if [ -z "$PORT" ]; then
     exit 2
 fi
 
-# check_result FILE: "ok", or the one reason the result is wrong (exit 1).
-CHECK_PY=$(cat <<'EOF'
-import json, sys
-from collections import defaultdict
-
-def fail(msg):
-    print(msg)
-    sys.exit(1)
-
-try:
-    doc = json.load(open(sys.argv[1]))
-except Exception as e:
-    fail(f"stdout is not one JSON document ({e})")
-if doc.get("error") is not None:
-    fail(f"error: {doc['error']}")
-test, summary, streams = doc["test"], doc["summary"], doc["streams"]
-kind = test["kind"]
-by_id = defaultdict(dict)
-for s in streams:
-    by_id[(s["id"], s["flow"])][s["role"]] = s
-if not by_id:
-    fail("no stream records")
-
-if kind == "tcp":
-    for (sid, flow), ends in sorted(by_id.items()):
-        if set(ends) != {"sender", "receiver"}:
-            fail(f"stream {sid} {flow}: records from {sorted(ends)} only")
-        tx, rx = ends["sender"]["bytes"], ends["receiver"]["bytes"]
-        if tx != rx:
-            fail(f"stream {sid} {flow}: sender wrote {tx} bytes, receiver read {rx}")
-    want = test["end"].get("bytes")
-    for flow, d in summary.items():
-        tx, rx = d["sender"]["total_bytes"], d["receiver"]["total_bytes"]
-        if tx != rx or not d["bytes_match"]:
-            fail(f"{flow}: sender {tx} bytes, receiver {rx} (bytes_match {d['bytes_match']})")
-        if want is not None and rx != want:
-            fail(f"{flow}: -n {want} but the receiver read {rx} bytes")
-elif kind == "udp":
-    for (sid, flow), ends in sorted(by_id.items()):
-        if set(ends) != {"sender", "receiver"}:
-            fail(f"stream {sid} {flow}: records from {sorted(ends)} only")
-        sent = ends["sender"]["udp_sent"]["packets"]
-        rx = ends["receiver"]["udp_received"]
-        if sent != rx["packets"] + rx["lost"]:
-            fail(f"stream {sid} {flow}: sent {sent} != received {rx['packets']} + lost {rx['lost']}")
-    for flow, d in summary.items():
-        if not d["packets_accounted"]:
-            fail(f"{flow}: packets_accounted is false")
-elif kind == "rr":
-    rr = summary["rr"]
-    spec = test["rr"]
-    n, lost, late = rr["transactions"], rr["lost"], rr["late"]
-    requests = sum(s["bytes"] for s in streams if s["measured_by"] == "server")
-    answers = sum(s["bytes"] for s in streams if s["measured_by"] == "client")
-    req_b, resp_b = spec["request_bytes"], spec["response_bytes"]
-    if n <= 0:
-        fail("no transactions")
-    if not spec["udp"] or (lost == 0 and late == 0):
-        if requests != n * req_b or answers != n * resp_b:
-            fail(f"{n} transactions but the responder read {requests} request bytes and the requester {answers} response bytes")
-        if lost or late:
-            fail(f"TCP rr with lost {lost}, late {late}")
-    elif not (n * req_b <= requests <= (n + lost + late) * req_b):
-        fail(f"{n} transactions, lost {lost}, late {late}, but the responder read {requests} request bytes")
-else:
-    fail(f"unexpected test kind {kind}")
-print("ok")
-EOF
-)
+# bench_py soak check FILE: "ok", or the one reason the result is wrong (exit 1)
+# (bench/netchar_bench/soak.py).
 
 # sample: append "elapsed_s rss_kib fds threads" of the server to SAMPLES.
 SAMPLES=()
@@ -175,7 +108,7 @@ while [ "$SECONDS" -lt $((MINUTES * 60)) ] && [ "$TESTS" -lt "$MAX_TESTS" ]; do
     timeout "$CLIENT_TIMEOUT_S" "$NC" "${args[0]}" "127.0.0.1:$PORT" "${args[@]:1}" --json --busy-wait 5 \
         >"$WORK/test.json" 2>"$WORK/test.err" || status=$?
     checked=0
-    verdict=$(python3 -c "$CHECK_PY" "$WORK/test.json" 2>&1) || checked=1
+    verdict=$(bench_py soak check "$WORK/test.json" 2>&1) || checked=1
     if [ "$status" -ne 0 ] || [ "$checked" -ne 0 ]; then
         if [ "$status" -eq 124 ]; then verdict="timed out after $CLIENT_TIMEOUT_S s"
         elif [ "$status" -ne 0 ]; then verdict="$verdict; stderr: $(tail -1 "$WORK/test.err")"
@@ -208,41 +141,11 @@ kill -TERM "$SERVER_PID" 2>/dev/null || true
 wait "$SERVER_PID" 2>/dev/null || server_status=$?
 SERVER_PID=
 
-# summarize: the figures and the verdict from SAMPLES (stdin: "elapsed_s rss_kib fds threads").
-SUMMARY_PY=$(cat <<'PYEOF'
-import os, sys
-env = os.environ
-rows = [list(map(int, l.split())) for l in sys.stdin if l.strip()]
-t = [r[0] for r in rows]; rss = [r[1] for r in rows]; fds = [r[2] for r in rows]; thr = [r[3] for r in rows]
-warm = next((i for i, s in enumerate(t) if s >= int(env["SOAK_WARMUP"])), len(rows) - 1)
-base = rss[warm]
-limit = base * 1.10 + 2048
-def mib(kib):
-    return f"{kib / 1024:.1f} MiB"
-tests, logged, failures = env["SOAK_TESTS"], env["SOAK_LOGGED"], env["SOAK_FAILURES"]
-print()
-print(f"tests run        {tests} ({logged} logged by the server), failures {failures}")
-print(f"samples          {len(rows)}, every 30 s over {t[-1]} s")
-print(f"RSS              first {mib(rss[0])}, after warm-up ({t[warm]} s) {mib(base)}, min {mib(min(rss))}, max {mib(max(rss))}, last {mib(rss[-1])}")
-print(f"open fds         first {fds[0]}, max {max(fds)}, last {fds[-1]}")
-print(f"threads          first {thr[0]}, max {max(thr)}, last {thr[-1]}")
-print(f"server exit      status {env['SOAK_SERVER_STATUS']} on SIGTERM")
-verdicts = []
-if rss[-1] > limit:
-    verdicts.append(f"RSS grew: last {mib(rss[-1])} > {mib(limit)} (10% + 2 MiB over {mib(base)})")
-if fds[-1] != fds[0]:
-    verdicts.append(f"fds not back: {fds[0]} -> {fds[-1]}")
-if thr[-1] != thr[0]:
-    verdicts.append(f"threads not back: {thr[0]} -> {thr[-1]}")
-if verdicts:
-    print("verdict          NOT FLAT: " + "; ".join(verdicts))
-    sys.exit(1)
-print(f"verdict          flat (last RSS at most {mib(limit)}; fds and threads back to their first values)")
-PYEOF
-)
+# bench_py soak summary: the figures and the verdict from SAMPLES (stdin: "elapsed_s rss_kib fds
+# threads"; bench/netchar_bench/soak.py).
 flat_failed=0
 printf '%s\n' "${SAMPLES[@]}" | SOAK_TESTS=$TESTS SOAK_FAILURES=${#FAILURES[@]} SOAK_WARMUP=$WARMUP_S \
-    SOAK_LOGGED=$logged SOAK_SERVER_STATUS=$server_status python3 -c "$SUMMARY_PY" || flat_failed=1
+    SOAK_LOGGED=$logged SOAK_SERVER_STATUS=$server_status bench_py soak summary || flat_failed=1
 
 if [ "${#FAILURES[@]}" -gt 0 ]; then
     echo "failures:"

@@ -15,7 +15,7 @@
 #   DUR=3          seconds per run
 #   ROUNDS=3       rounds (median over these)
 #   PORT_BASE=15300  netchar uses PORT_BASE, iperf3 PORT_BASE+1, iperf2 PORT_BASE+2 (all on 127.0.0.1)
-#   BENCH_SAVE=0   1 = also write the report to bench/results/tcp-<date>.txt
+#   BENCH_SAVE=0   1 = also write the report to bench/results/<date>-tcp-<machine>.txt
 #   NO_BUILD=0     1 = skip `cargo build` (use the binary already in target/release)
 #   IDLE_WAIT=0    seconds to wait, before each round, for the machine to drop below 15% busy
 #                  (other builds/tests on a 2-core box distort loopback figures badly)
@@ -81,64 +81,8 @@ server_cmd() { # TOOL -> sets CMD and READY (see start_server)
 stop_servers_on_exit
 
 # ------------------------------------------------------------------ result parser
-# parse.py TOOL FILE DIRECTION DUR ZC -> "gbps bytes cpu_seconds|- retransmits|- note..."
-# (notes are space-separated tokens; exit status 1 = no usable result)
-cat > "$WORK/parse.py" <<'EOF'
-import csv, json, sys
-tool, path, direction, dur, zc = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5] == "1"
-notes = []
-def out(bps, nbytes, cpu, retrans=None):
-    print("%.4f %d %s %s %s" % (bps / 1e9, nbytes, "-" if cpu is None else "%.4f" % cpu,
-                                "-" if retrans is None else retrans, " ".join(notes)))
-
-if tool == "netchar":
-    d = json.load(open(path))
-    if d.get("error"):
-        notes.append(("error=%r" % d["error"]).replace(" ", "_"))
-    s = (d.get("summary") or {}).get(direction)
-    if not s:
-        sys.exit("no summary.%s in netchar JSON (error=%r)" % (direction, d.get("error")))
-    snd, rcv = s["sender"], s["receiver"]
-    # Loopback TCP delivers everything that was sent; any mismatch is a netchar counting bug.
-    if s.get("bytes_match") is False or snd["bytes"] != rcv["bytes"]:
-        notes.append("bytes-mismatch(sent=%d,received=%d,bytes_match=%s)" % (snd["bytes"], rcv["bytes"], s.get("bytes_match")))
-    # The reported rate should be bytes*8/seconds; flag anything else.
-    if rcv["seconds"] > 0 and abs(rcv["bits_per_second"] - rcv["bytes"] * 8 / rcv["seconds"]) > 1e-3 * rcv["bits_per_second"]:
-        notes.append("rate!=bytes/seconds")
-    if abs(rcv["seconds"] - dur) > 0.05 * dur:
-        notes.append("receiver-seconds=%.3f(expected~%g)" % (rcv["seconds"], dur))
-    # Same bytes over a different interval biases the receiver rate against the sender's.
-    if snd["seconds"] > 0 and abs(rcv["seconds"] / snd["seconds"] - 1) > 0.01:
-        notes.append("receiver-interval-vs-sender:%+.1f%%" % (100 * (rcv["seconds"] / snd["seconds"] - 1)))
-    if zc and not d.get("test", {}).get("tcp", {}).get("zerocopy"):
-        notes.append("zerocopy-not-recorded-in-test-spec")
-    c = d.get("cpu") or {}
-    cpu = None
-    if "local" in c and "remote" in c:
-        cpu = sum(c[k]["user_seconds"] + c[k]["system_seconds"] for k in ("local", "remote"))
-    else:
-        notes.append("no-cpu-in-json")
-    out(rcv["bits_per_second"], rcv["bytes"], cpu, snd.get("retransmits"))
-
-elif tool == "iperf3":
-    d = json.load(open(path))
-    if d.get("error"):
-        sys.exit("iperf3 error: %s" % d["error"])
-    e = d["end"]; r = e["sum_received"]; c = e["cpu_utilization_percent"]
-    # host_total = client, remote_total = server; % of one core over the test.
-    cpu = (c["host_total"] + c["remote_total"]) / 100 * r["seconds"]
-    out(r["bits_per_second"], r["bytes"], cpu, e.get("sum_sent", {}).get("retransmits"))
-
-elif tool == "iperf2":
-    # CSV: date,local_ip,local_port,remote_ip,remote_port,id,interval,bytes,bits_per_second
-    # One line per stream (id -1 would be a sum line: not printed by 2.1.8 with -y C, but
-    # skipped if present).  iperf2 has no CPU report: the caller uses process accounting.
-    rows = [r for r in csv.reader(open(path)) if len(r) >= 9]
-    streams = [r for r in rows if r[5] != "-1"] or rows
-    if not streams:
-        sys.exit("no iperf2 CSV lines")
-    out(sum(float(r[8]) for r in streams), sum(int(r[7]) for r in streams), None)
-EOF
+# bench_py peers tcp TOOL FILE DIRECTION DUR ZC -> "gbps bytes cpu_seconds|- retransmits|- note..."
+# (bench/netchar_bench/peers.py; notes are space-separated tokens; exit status 1 = no usable result)
 
 # ------------------------------------------------------------------ one run
 # run_one ROUND CASE TOOL P REV(0/1) ZC(0/1): runs a client against the tool's server and
@@ -180,7 +124,7 @@ run_one() {
     split(m0, x, " "); split(m1, y, " "); tot = (y[2] - x[2]) / hz
     printf "%.1f", (tot > 0) ? 100 * ((y[1] - x[1]) / hz - acct) / tot : 0}')
   note_client_failure "round $r $c $t" "$base.err"
-  if line=$(python3 "$WORK/parse.py" "$t" "$src" "$dir" "$DUR" "$zc" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
+  if line=$(bench_py peers tcp "$t" "$src" "$dir" "$DUR" "$zc" 2>> "$base.err") && [ "$RC" -eq 0 ]; then
     read -r gbps bytes cpu retrans rest <<< "$line"
     [ "$t" = iperf2 ] && cpu=$acct          # no self-report: process accounting is the figure
     ROW=$(printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$r" "$c" "$t" "$gbps" "$bytes" "$cpu" "$acct" "$other" "$retrans" "${rest:-}")
@@ -229,157 +173,6 @@ note_dead_servers "${TOOLS[@]}"
 
 # ------------------------------------------------------------------ report
 REPORT=$WORK/report.txt
-python3 - "$RES" "$NOTES" "$DUR" "$ROUNDS" "$VERS" "$(( $(date +%s) - T0 ))" "$(uname -r)" "$(nproc)" "${TOOLS[*]}" > "$REPORT" <<'EOF'
-import collections, statistics, sys
-res, notes_path, dur, rounds, vers, wall, kernel, ncpu, tools = sys.argv[1:10]
-tools = tools.split()
-peers = [t for t in tools if t != "netchar"]
-cases = [("up1", "TCP 1 stream"), ("up2", "TCP -P 2"), ("up4", "TCP -P 4"),
-         ("rev1", "TCP -R 1 stream"), ("zc1", "TCP 1 --zerocopy")]
-label = dict(cases)
-PEER_CASE = {"zc1": "up1"}      # zerocopy is netchar-only: compare with the peers' 1-stream runs
-
-# results.tsv: round case tool status gbps bytes cpu_self cpu_acct other% retrans notes
-runs = collections.defaultdict(list)
-for line in open(res):
-    f = line.rstrip("\n").split("\t")
-    f += [""] * (11 - len(f))
-    runs[(f[1], f[2])].append(f)
-
-def num(x):
-    return None if x in ("", "-") else float(x)
-
-def stats(case, tool):
-    all_ = runs.get((case, tool), [])
-    ok = [f for f in all_ if f[3] == "ok"]
-    if not ok:
-        return None
-    g = [float(f[4]) for f in ok]
-    med = statistics.median(g)
-    per_gb = lambda col: [num(f[col]) / (int(f[5]) / 1e9) for f in ok if num(f[col]) is not None and int(f[5]) > 0]
-    med_or_none = lambda v: statistics.median(v) if v else None
-    return dict(gbps=med, rounds=g, n=len(ok), total=len(all_),
-                spread=100 * (max(g) - min(g)) / med if med else 0.0,
-                cpu=med_or_none(per_gb(6)), acct=med_or_none(per_gb(7)),
-                other=[num(f[8]) for f in ok if num(f[8]) is not None],
-                retrans=[f[9] for f in ok if f[9] not in ("", "-")],
-                notes=[f[10] for f in ok if f[10]])
-
-S = {(c, t): stats(c, t) for c, _ in cases for t in tools}
-
-def ratio(case, peer):
-    a, b = S.get((case, "netchar")), S.get((PEER_CASE.get(case, case), peer))
-    return a["gbps"] / b["gbps"] if a and b and b["gbps"] else None
-
-def fx(x, f="%.3f"):
-    return "-" if x is None else f % x
-
-# ---- main table
-print(f"# netchar loopback TCP benchmark: median of {rounds} rounds x {dur}s, 127.0.0.1")
-print(f"# {vers}; Linux {kernel}, {ncpu} CPUs; wall {wall}s")
-print("# Gbit/s = receiver rate; spread = (max-min)/median of the rounds;"
-      " CPU s/GB = client+server CPU seconds per 10^9 bytes received")
-print()
-W = 25
-print(f"{'':<18}" + "".join(f"{('-- ' + t + ' ').ljust(W - 1, '-')} " for t in tools) + " netchar/")
-print(f"{'case':<18}" + "".join(f"{'Gbit/s':>7} {'spread':>7} {'CPUs/GB':>8} " for _ in tools)
-      + " ".join(f"{p:>7}" for p in peers))
-for c, lab in cases:
-    row = f"{lab:<18}"
-    for t in tools:
-        s = S[(c, t)]
-        if c in PEER_CASE and t != "netchar":
-            cellt = f"{'(' + PEER_CASE[c] + ')':>7}"
-        elif s is None:
-            cellt = f"{'FAIL' if runs.get((c, t)) else '-':>7}"
-        else:
-            cellt = f"{s['gbps']:7.2f} {s['spread']:6.1f}% {fx(s['cpu']):>8}"
-            if s["n"] < s["total"]:
-                cellt += f" [{s['n']}/{s['total']} ok]"
-        row += f"{cellt:<{W}}"
-    row += " " + " ".join(f"{fx(ratio(c, p), '%5.2fx'):>7}" for p in peers)
-    print(row.rstrip())
-if "zc1" in dict(cases) and peers:
-    print("  (--zerocopy row: ratios are against the peers' 'TCP 1 stream' medians)")
-
-# ---- CPU cross-check: the same formula from process accounting for every tool
-# (client: rusage of the waited-for process; server: /proc/PID/stat delta).  "other" is the
-# machine's CPU during the runs not charged to either process, in % of all CPUs (median).
-print()
-print("Cross-check: CPU s/GB as reported (self) and from process accounting (acct);"
-      " other = machine CPU not charged to client or server, % of all CPUs")
-print(f"{'':<18}" + "".join(f"{('-- ' + t + ' ').ljust(W - 1, '-')} " for t in tools))
-print(f"{'case':<18}" + "".join(f"{'self':>7} {'acct':>7} {'other':>8} " for _ in tools))
-for c, lab in cases:
-    row = f"{lab:<18}"
-    for t in tools:
-        s = S[(c, t)]
-        txt = f"{'-':>7}" if s is None else (f"{fx(s['cpu']):>7} {fx(s['acct']):>7} "
-               + f"{fx(statistics.median(s['other']) if s['other'] else None, '%.0f%%'):>8}")
-        row += f"{txt:<{W}}"
-    print(row.rstrip())
-
-# ---- retransmits on loopback should be (almost) zero; list them per run for both tools that report them
-rt = [(c, t, S[(c, t)]["retrans"]) for c, _ in cases for t in tools if S[(c, t)] and S[(c, t)]["retrans"]]
-if any(any(x != "0" for x in v) for _, _, v in rt):
-    print()
-    print("Sender retransmits per run (loopback; iperf2 does not report them)")
-    print(f"{'case':<18}" + "".join(f"{t:>18}" for t in tools if t != "iperf2"))
-    for c, lab in cases:
-        row = f"{lab:<18}"
-        for t in tools:
-            if t == "iperf2":
-                continue
-            s = S[(c, t)]
-            row += f"{(','.join(s['retrans']) if s and s['retrans'] else '-'):>18}"
-        print(row)
-
-# ---- notes
-out = []
-for c, lab in cases:
-    for t in tools:
-        s = S[(c, t)]
-        if not s:
-            continue
-        if s["spread"] > 3:
-            out.append(f"spread {s['spread']:.1f}% > 3%: {lab}, {t} (rounds: "
-                       + ", ".join(f"{g:.2f}" for g in s["rounds"]) + " Gbit/s)")
-        if t != "iperf2" and s["cpu"] and s["acct"] and abs(s["acct"] / s["cpu"] - 1) > 0.15:
-            out.append(f"{t} {lab}: self-reported CPU differs from process accounting by "
-                       f"{100 * (s['acct'] / s['cpu'] - 1):+.0f}%")
-        cnt = collections.Counter(n for ns in s["notes"] for n in ns.split())
-        if cnt:
-            out.append(f"{t} {lab}: " + ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in cnt.items()))
-busy = [statistics.median(s["other"]) for s in S.values() if s and s["other"]]
-if busy and max(busy) > 15:
-    out.append(f"other processes used up to {max(busy):.0f}% of the machine during the runs ('other' column):"
-               " figures are unreliable; rerun on an idle machine (IDLE_WAIT=120 waits for one)")
-out += [l.rstrip() for l in open(notes_path) if l.strip()]
-if out:
-    print()
-    print("Notes:")
-    for l in out:
-        print("  * " + l)
-
-# ---- targets (informational)
-print()
-print("Targets (informational):")
-def line(ok, text):
-    print(f"  {'n/a ' if ok is None else 'PASS' if ok else 'MISS'}  {text}")
-def get(c, t, k):
-    s = S.get((c, t)); return s[k] if s else None
-r = ratio("up1", "iperf3"); nc, i3 = get("up1", "netchar", "cpu"), get("up1", "iperf3", "cpu")
-ok = None if None in (r, nc, i3) else (r >= 1.0 and nc <= i3)
-line(ok, "1 stream >= 1.00x iperf3 at no more CPU/GB: "
-     + (f"{r:.2f}x, CPU {nc:.3f} vs {i3:.3f} s/GB" if ok is not None else "not measured"))
-for c, lab in (("up2", "-P 2"), ("up4", "-P 4")):
-    r3, r2 = ratio(c, "iperf3"), ratio(c, "iperf2")
-    ok = None if None in (r3, r2) else (r3 >= 1.7 and r2 >= 0.95)
-    line(ok, f"{lab} >= 1.7x iperf3 and >= 0.95x iperf2: "
-         + (f"{r3:.2f}x / {r2:.2f}x" if ok is not None else "not measured"))
-r = ratio("zc1", "iperf3")
-line(None if r is None else r >= 1.5,
-     "--zerocopy >= 1.5x iperf3 1 stream: " + (f"{r:.2f}x" if r is not None else "not measured"))
-EOF
+bench_py tcp_report "$RES" "$NOTES" "$DUR" "$ROUNDS" "$VERS" "$(( $(date +%s) - T0 ))" "$(uname -r)" "$(nproc)" "${TOOLS[*]}" > "$REPORT"
 
 finish                            # print, save if BENCH_SAVE=1, exit with FAILED

@@ -97,6 +97,83 @@
 #define NC_HAVE_BACKGROUND_LOAD 0
 #endif
 
+/* Roles, each built in when 1 (docs/embedded.md): the native netchar protocol, the eCos
+ * nc_test slave, the netio server, and RFC 862 echo with RFC 863 discard. By default only the
+ * native protocol (the small profile's size budget); a build that wants the others sets them
+ * with -D, as the host Makefile targets do (their sources: src/nc_roles.c, nc_peer_proto.c,
+ * nc_nctest.c, nc_netio.c, nc_services.c). Each costs what docs/embedded.md's footprint table
+ * says. */
+#ifndef NC_ROLE_NATIVE
+#define NC_ROLE_NATIVE 1
+#endif
+#ifndef NC_ROLE_NC_TEST
+#define NC_ROLE_NC_TEST 0
+#endif
+#ifndef NC_ROLE_NETIO
+#define NC_ROLE_NETIO 0
+#endif
+#ifndef NC_ROLE_ECHO
+#define NC_ROLE_ECHO 0
+#endif
+#define NC_ROLES_EXTRA (NC_ROLE_NC_TEST || NC_ROLE_NETIO || NC_ROLE_ECHO)
+
+/* The roles' ports (hosted builds: --nc-test-port and so on; 0 picks a free one). */
+#ifndef NC_NCTEST_PORT
+#define NC_NCTEST_PORT 7777 /* nc_test control, UDP */
+#endif
+#ifndef NC_NCTEST_DATA_PORT
+#define NC_NCTEST_DATA_PORT 8770 /* nc_test data, TCP and UDP */
+#endif
+#ifndef NC_NETIO_PORT
+#define NC_NETIO_PORT 18767 /* netio TCP; its UDP test on this + 1, TCP and UDP */
+#endif
+#ifndef NC_ECHO_PORT
+#define NC_ECHO_PORT 7
+#endif
+#ifndef NC_DISCARD_PORT
+#define NC_DISCARD_PORT 9
+#endif
+
+/* echo and discard: TCP connections at once, and each echo connection's buffer (bytes read
+ * and not yet written back). */
+#ifndef NC_SVC_CONNS
+#define NC_SVC_CONNS (NC_PROFILE_SMALL ? 2 : 8)
+#endif
+#ifndef NC_SVC_BUF
+#define NC_SVC_BUF (NC_PROFILE_SMALL ? 1024 : 16384)
+#endif
+#define NC_SVC_IDLE_MS 30000   /* a silent echo or discard connection is closed */
+#define NC_SVC_EVICT_MS 2000   /* ... or when all slots are taken, after this much quiet */
+
+/* The task-per-connection build: each echo and discard TCP connection is served by a task of
+ * its own (nc_plat_task_start: a pthread on POSIX, a task of the RTOS on a target) with its own
+ * slot and buffer, instead of by the poll loop; everything else stays in the loop. 0: one loop,
+ * no tasks (the default). */
+#ifndef NC_TASK_PER_CONNECTION
+#define NC_TASK_PER_CONNECTION 0
+#endif
+#define NC_SVC_UDP_QUIET_MS 1000 /* a source quiet this long has its datagrams logged */
+
+/* netio: how long the server sends after S2C (netio's INTERVAL, 6 s). */
+#ifndef NC_NETIO_INTERVAL_MS
+#define NC_NETIO_INTERVAL_MS 6000
+#endif
+#define NC_NETIO_IDLE_MS 30000 /* a silent netio connection is closed */
+
+/* nc_test: the most bytes a UDP_SEND request may make the slave send (the request's source
+ * could be forged), and the pacing of its UDP sends (one datagram per this many
+ * microseconds: a stock master reads one per loop turn and waits 3 s for each it lost). */
+#ifndef NC_NCTEST_MAX_UDP_SEND
+#define NC_NCTEST_MAX_UDP_SEND (4ul << 20)
+#endif
+#ifndef NC_NCTEST_UDP_GAP_US
+#define NC_NCTEST_UDP_GAP_US 100
+#endif
+
+#if NC_SVC_BUF > 65535
+#error "NC_SVC_BUF must be below 64 KiB"
+#endif
+
 #if NC_UDP_MAX > NC_IO_BUF
 #error "NC_UDP_MAX must not exceed NC_IO_BUF"
 #endif

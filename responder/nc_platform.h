@@ -33,6 +33,13 @@
 #endif
 #endif
 
+/* A hosted port on another TCP/IP stack (ports/lwip-tap: lwIP in user space) names a header
+ * that maps the socket calls above onto that stack's; it comes after the system headers so
+ * their declarations keep their own names. */
+#if defined(NC_PORT_SOCKETS_HEADER)
+#include NC_PORT_SOCKETS_HEADER
+#endif
+
 /* Monotonic time in nanoseconds since any fixed point. Required. */
 uint64_t nc_plat_now_ns(void);
 
@@ -82,6 +89,62 @@ uint64_t nc_plat_idle_per_second(void);
  * eCos nc_test way; returns the load achieved when stopping. Optional: without it
  * --server-load is refused. */
 double nc_plat_background_load(double pct);
+#endif
+
+/* Addresses. NC_HAVE_IPV6 = 1 (hosted builds: the host Makefile targets set it): the
+ * responder listens on dual-stack sockets, one per protocol and port, and IPv4 peers appear as
+ * IPv4-mapped IPv6 addresses; 0 (the default, lwIP targets): IPv4 only. The code handles a
+ * peer through nc_addr and these macros only. */
+#ifndef NC_HAVE_IPV6
+#define NC_HAVE_IPV6 0
+#endif
+#if NC_HAVE_IPV6
+typedef struct sockaddr_in6 nc_addr;
+#define NC_AF AF_INET6
+#define NC_ADDR_PORT(a) ((a)->sin6_port)
+#define NC_ADDR_IP(a) ((const void *)&(a)->sin6_addr)
+#define NC_ADDR_IP_LEN 16
+#define NC_ADDR_OK(a, len) ((len) >= (socklen_t)sizeof(nc_addr) && (a)->sin6_family == AF_INET6)
+#define NC_ADDR_ANY(a, port) ((a)->sin6_family = AF_INET6, (a)->sin6_port = htons(port))
+#else
+typedef struct sockaddr_in nc_addr;
+#define NC_AF AF_INET
+#define NC_ADDR_PORT(a) ((a)->sin_port)
+#define NC_ADDR_IP(a) ((const void *)&(a)->sin_addr)
+#define NC_ADDR_IP_LEN 4
+#define NC_ADDR_OK(a, len) ((len) >= (socklen_t)sizeof(nc_addr) && (a)->sin_family == AF_INET)
+#define NC_ADDR_ANY(a, port) ((a)->sin_family = AF_INET, (a)->sin_port = htons(port), \
+                              (a)->sin_addr.s_addr = htonl(INADDR_ANY))
+#endif
+#if NC_HAVE_IPV6
+/* IPv4 clients too, on the one socket (Linux's default, not every system's). */
+#define NC_DUAL_STACK(fd)                                                                         \
+    do {                                                                                          \
+        int nc_off_ = 0;                                                                          \
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, (const char *)&nc_off_, sizeof nc_off_);        \
+    } while (0)
+#if NC_HAVE_SIN_LEN
+#define NC_ADDR_SET_LEN(a) ((a)->sin6_len = sizeof *(a))
+#endif
+#else
+#define NC_DUAL_STACK(fd) ((void)(fd))
+#if NC_HAVE_SIN_LEN
+#define NC_ADDR_SET_LEN(a) ((a)->sin_len = sizeof *(a))
+#endif
+#endif
+#if !NC_HAVE_SIN_LEN
+#define NC_ADDR_SET_LEN(a) ((void)(a))
+#endif
+/* The same host (any port), and the same host and port. */
+#define NC_SAME_IP(a, b) (memcmp(NC_ADDR_IP(a), NC_ADDR_IP(b), NC_ADDR_IP_LEN) == 0)
+#define NC_SAME_ADDR(a, b) (NC_SAME_IP(a, b) && NC_ADDR_PORT(a) == NC_ADDR_PORT(b))
+
+
+#if NC_TASK_PER_CONNECTION
+/* Starts fn(arg) as a task (thread) of its own, which returns (NULL) when done and is not
+ * waited for; 0 on success. Required by the task-per-connection build only; nothing is
+ * allocated by the responder for it (the task's state is a static slot). */
+int nc_plat_task_start(void *(*fn)(void *), void *arg);
 #endif
 
 #endif

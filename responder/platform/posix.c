@@ -130,3 +130,19 @@ void nc_plat_cpu_times(uint64_t *user_us, uint64_t *system_us)
     *system_us = (uint64_t)r.ru_stime.tv_sec * 1000000u + (uint64_t)r.ru_stime.tv_usec;
 }
 #endif
+
+#if NC_TASK_PER_CONNECTION
+#include <pthread.h>
+
+int nc_plat_task_start(void *(*fn)(void *), void *arg)
+{
+    pthread_t th;
+    pthread_attr_t attr;
+    int rc;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&th, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    return rc == 0 ? 0 : -1;
+}
+#endif

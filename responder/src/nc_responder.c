@@ -10,6 +10,9 @@
 
 #include "../nc_platform.h"
 #include "nc_proto.h"
+#include "nc_roles.h"
+
+#if NC_ROLE_NATIVE
 
 #define NS_PER_MS 1000000ull
 #define NS_PER_S 1000000000ull
@@ -33,7 +36,7 @@ struct conn {
     uint8_t got; /* hello bytes so far */
     uint8_t hello[NC_HELLO_LEN];
     uint64_t deadline;
-    struct sockaddr_in peer;
+    nc_addr peer;
 };
 
 enum test_state { T_NONE, T_AWAIT_REQUEST, T_AWAIT_STREAMS, T_AWAIT_START, T_RUNNING, T_CLOSING };
@@ -62,7 +65,7 @@ struct stream {
     uint8_t done;
     uint8_t have_addr;
     int conn; /* TCP: index into conns; -1 */
-    struct sockaddr_in addr;
+    nc_addr addr;
     uint16_t challenges;
     uint64_t bytes, packets, errors, sends;
     uint64_t last_ns; /* since the start: last byte or datagram */
@@ -105,9 +108,17 @@ static struct {
     uint64_t host_busy0, host_softirq0, host_total0;
 } S;
 
-static uint8_t iobuf[NC_IO_BUF];
+/* Shared with the other roles (nc_roles.h): nothing stays in it across turns but the
+ * senders' pattern, which nc_iobuf_used() marks for refilling. */
+uint8_t nc_iobuf[NC_IO_BUF];
+#define iobuf nc_iobuf
 static char host_name[64], host_kernel[64], host_cpu[64];
 static uint32_t host_cores;
+
+void nc_iobuf_used(void)
+{
+    S.iobuf_dirty = 1;
+}
 
 static void logf1(const char *a, const char *b)
 {
@@ -129,14 +140,14 @@ static int would_block(void)
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
-static int same_ip(const struct sockaddr_in *a, const struct sockaddr_in *b)
+static int same_ip(const nc_addr *a, const nc_addr *b)
 {
-    return a->sin_addr.s_addr == b->sin_addr.s_addr;
+    return NC_SAME_IP(a, b);
 }
 
-static int same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
+static int same_addr(const nc_addr *a, const nc_addr *b)
 {
-    return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+    return NC_SAME_ADDR(a, b);
 }
 
 /* ---------------------------------------------------------------- SipHash-2-4 (tokens) */
@@ -188,16 +199,16 @@ static uint64_t siphash(const uint8_t key[16], const uint8_t *m, size_t n)
 }
 
 /* The challenge token for a setup from `from`: stateless, bound to cookie, stream, address. */
-static void token_for(uint32_t id, const struct sockaddr_in *from, uint8_t out[16])
+static void token_for(uint32_t id, const nc_addr *from, uint8_t out[16])
 {
-    uint8_t m[27];
+    uint8_t m[23 + NC_ADDR_IP_LEN];
     memcpy(m, S.cookie, 16);
     nc_put32(m + 16, id);
-    memcpy(m + 20, &from->sin_addr.s_addr, 4);
-    memcpy(m + 24, &from->sin_port, 2);
-    m[26] = 0;
+    memcpy(m + 20, NC_ADDR_IP(from), NC_ADDR_IP_LEN);
+    memcpy(m + 20 + NC_ADDR_IP_LEN, &NC_ADDR_PORT(from), 2);
+    m[sizeof m - 1] = 0;
     nc_put64(out, siphash(S.key, m, sizeof m));
-    m[26] = 1;
+    m[sizeof m - 1] = 1;
     nc_put64(out + 8, siphash(S.key, m, sizeof m));
 }
 
@@ -939,7 +950,7 @@ static void hello_read(int i, uint64_t now)
 /* 1 when a connection was accepted (taken or refused), 0 when none was waiting. */
 static int do_accept(uint64_t now)
 {
-    struct sockaddr_in peer;
+    nc_addr peer;
     socklen_t len = sizeof peer;
     int i, fd = (int)accept(S.lfd, (struct sockaddr *)&peer, &len);
     if (fd < 0)
@@ -1200,7 +1211,7 @@ static uint64_t udp_send(struct stream *s, uint64_t now)
     return 0;
 }
 
-static struct stream *stream_by_addr(const struct sockaddr_in *from)
+static struct stream *stream_by_addr(const nc_addr *from)
 {
     uint32_t i;
     for (i = 0; i < S.nstreams; i++)
@@ -1209,7 +1220,7 @@ static struct stream *stream_by_addr(const struct sockaddr_in *from)
     return NULL;
 }
 
-static void udp_setup(const uint8_t *b, size_t n, const struct sockaddr_in *from, uint64_t now)
+static void udp_setup(const uint8_t *b, size_t n, const nc_addr *from, uint64_t now)
 {
     uint32_t id;
     struct stream *s;
@@ -1245,7 +1256,7 @@ static void udp_setup(const uint8_t *b, size_t n, const struct sockaddr_in *from
     }
 }
 
-static void udp_datagram(const uint8_t *b, size_t n, const struct sockaddr_in *from, uint64_t now)
+static void udp_datagram(const uint8_t *b, size_t n, const nc_addr *from, uint64_t now)
 {
     struct stream *s = stream_by_addr(from);
     int header = n >= NC_DGRAM_HEADER && nc_get32(b) >> 16 == NC_DGRAM_MAGIC && b[2] == NC_DGRAM_VERSION;
@@ -1297,13 +1308,13 @@ static void udp_read(uint64_t now)
 {
     int k;
     for (k = 0; k < 64; k++) {
-        struct sockaddr_in from;
+        nc_addr from;
         socklen_t flen = sizeof from;
         int n = (int)recvfrom(S.ufd, (char *)iobuf, sizeof iobuf, 0, (struct sockaddr *)&from, &flen);
         if (n < 0)
             return;
         S.iobuf_dirty = 1;
-        if (flen < (socklen_t)sizeof from || from.sin_family != AF_INET)
+        if (!NC_ADDR_OK(&from, flen))
             continue;
         udp_datagram(iobuf, (size_t)n, &from, now);
         /* udp_datagram may have sent from iobuf; the receive buffer is reused next turn. */
@@ -1351,18 +1362,15 @@ static int senders_done(void)
 
 static int open_sockets(uint16_t port)
 {
-    struct sockaddr_in a;
+    nc_addr a;
     int one = 1;
     memset(&a, 0, sizeof a);
-#if NC_HAVE_SIN_LEN
-    a.sin_len = sizeof a;
-#endif
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    S.lfd = (int)socket(AF_INET, SOCK_STREAM, 0);
+    NC_ADDR_SET_LEN(&a);
+    NC_ADDR_ANY(&a, port);
+    S.lfd = (int)socket(NC_AF, SOCK_STREAM, 0);
     if (S.lfd < 0)
         return -1;
+    NC_DUAL_STACK(S.lfd);
     setsockopt(S.lfd, SOL_SOCKET, SO_REUSEADDR, (const char *)&one, sizeof one);
     if (bind(S.lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(S.lfd, NC_MAX_CONNS) != 0)
         return -1;
@@ -1372,10 +1380,13 @@ static int open_sockets(uint16_t port)
         socklen_t len = sizeof a;
         if (getsockname(S.lfd, (struct sockaddr *)&a, &len) != 0)
             return -1;
-        S.port = ntohs(a.sin_port);
+        S.port = ntohs(NC_ADDR_PORT(&a));
     }
-    S.ufd = (int)socket(AF_INET, SOCK_DGRAM, 0);
-    if (S.ufd < 0 || bind(S.ufd, (struct sockaddr *)&a, sizeof a) != 0)
+    S.ufd = (int)socket(NC_AF, SOCK_DGRAM, 0);
+    if (S.ufd < 0)
+        return -1;
+    NC_DUAL_STACK(S.ufd);
+    if (bind(S.ufd, (struct sockaddr *)&a, sizeof a) != 0)
         return -1;
     nc_plat_set_nonblocking(S.ufd);
     nc_plat_tune_udp(S.ufd);
@@ -1397,6 +1408,9 @@ int nc_responder_init(uint16_t port)
         logf1("cannot open the listening sockets (is the port in use?)", NULL);
         return -1;
     }
+#if NC_ROLES_EXTRA
+    nc_roles_init();
+#endif
     return 0;
 }
 
@@ -1539,6 +1553,9 @@ void nc_responder_poll(uint32_t max_wait_ms)
         if (S.ts == T_RUNNING && (!s->up || s->owed > 0))
             FD_SET(S.conns[s->conn].fd, &wr);
     }
+#if NC_ROLES_EXTRA
+    nc_roles_fdset(&rd, &wr, &maxfd, now, &wait_ns);
+#endif
     if (wait_ns > 50 * NS_PER_MS)
         wait_ns = 50 * NS_PER_MS;
     tv.tv_sec = 0;
@@ -1596,6 +1613,9 @@ void nc_responder_poll(uint32_t max_wait_ms)
                 break;
     }
     check_deadlines(now);
+#if NC_ROLES_EXTRA
+    nc_roles_io(&rd, &wr, now);
+#endif
 }
 
 uint16_t nc_responder_port(void)
@@ -1608,3 +1628,5 @@ void nc_responder_run(void)
     for (;;)
         nc_responder_poll(50);
 }
+
+#endif /* NC_ROLE_NATIVE */

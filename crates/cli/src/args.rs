@@ -48,6 +48,12 @@ pub(crate) enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff): netchar(1), or with COMMAND that command's page.
     Man(ManArgs),
+    /// perfSONAR pScheduler tool methods (JSON on stdin and stdout), for pscheduler-tool-netchar.
+    Pscheduler(crate::pscheduler::PschedulerArgs),
+    /// Prometheus exporter: /probe?target=HOST:PORT&proto=tcp|udp|rr runs a test, /metrics.
+    Exporter(crate::exporter::ExporterArgs),
+    /// Every ordered pair of a set of nodes, round by round: render Kubernetes manifests, run a node's tests, build the matrix.
+    Mesh(crate::mesh::MeshArgs),
 }
 
 /// `netchar server`. Every setting may also come from `--config FILE` (TOML, the same names
@@ -144,9 +150,24 @@ pub(crate) struct ServerArgs {
     pub(crate) chargen_port: Option<u16>,
 }
 
+/// Plots and the HTML report of a test, suite or plan, written when it finishes.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct FinishArgs {
+    /// Write the plots (SVG and PNG, as `netchar report --format svg|png`) into DIR when the
+    /// test, suite or plan finishes.
+    #[arg(long = "plot", value_name = "DIR")]
+    pub(crate) plot: Option<std::path::PathBuf>,
+    /// Write the self-contained HTML report (as `netchar report --format html`) to FILE when
+    /// the test, suite or plan finishes.
+    #[arg(long = "report", value_name = "FILE")]
+    pub(crate) report: Option<std::path::PathBuf>,
+}
+
 /// Flags every client test shares.
 #[derive(Debug, Args)]
 pub(crate) struct CommonArgs {
+    #[command(flatten)]
+    pub(crate) finish: FinishArgs,
     /// Server as HOST, HOST:PORT, [IPV6]:PORT or a bare IPv6 address.
     pub(crate) host: String,
     /// Server port (overrides a port in HOST).
@@ -390,13 +411,15 @@ pub(crate) struct ReportArgs {
     #[arg(required = true, num_args = 1..)]
     pub(crate) files: Vec<std::path::PathBuf>,
     /// Output format.
-    /// svg writes one throughput-over-time plot per result into the directory -o names.
-    #[arg(long, default_value = "text", value_parser = ["text", "markdown", "csv", "json", "svg"])]
+    /// svg and png write every plot (throughput over time, sweeps, latency, block sizes,
+    /// compare sets) into the directory -o names; html writes one self-contained report.
+    #[arg(long, default_value = "text", value_parser = ["text", "markdown", "csv", "json", "svg", "png", "html"])]
     pub(crate) format: String,
     /// CSV: one row per stream, end and interval instead of the summaries.
     #[arg(long)]
     pub(crate) intervals: bool,
-    /// Write to FILE instead of standard output (atomically); with --format svg, the directory.
+    /// Write to FILE instead of standard output (atomically); with --format svg or png, the
+    /// directory.
     #[arg(short = 'o', long = "output")]
     pub(crate) output: Option<std::path::PathBuf>,
     /// Text and markdown: rate unit, the letters of a test's -f (k m g: bit/s; K M G: bytes/s;
@@ -428,6 +451,8 @@ pub(crate) struct SuiteArgs {
     pub(crate) suite: String,
     /// Server as HOST, HOST:PORT or [IPV6]:PORT.
     pub(crate) host: String,
+    #[command(flatten)]
+    pub(crate) finish: FinishArgs,
     /// Server port (overrides a port in HOST).
     #[arg(short = 'p', long)]
     pub(crate) port: Option<u16>,
@@ -504,4 +529,6 @@ pub(crate) struct RunArgs {
     /// Print every test's results as one JSON array at the end.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) finish: FinishArgs,
 }

@@ -24,6 +24,7 @@ pub(crate) fn run(plans: &[crate::plan::TcpPlan], stop: &StopFlag) -> Result<u8>
                 stdout.write_all(netchar_report::text::echo_line(r).as_bytes())?;
                 stdout.flush()?;
             }
+            crate::report::keep(r);
             results.push(r.clone());
         }
         if let Some(e) = run.error {

@@ -60,6 +60,7 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
                 }
                 out.flush()?;
             }
+            crate::report::keep(&r);
             results.push(r);
         }
         Ok(())

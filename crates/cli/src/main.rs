@@ -6,14 +6,17 @@ mod args;
 mod compare;
 mod echo;
 mod ecos;
+mod exporter;
 mod files;
 mod gate;
 mod generate;
+mod mesh;
 mod metrics;
 mod nc_test;
 mod plan;
 mod plans;
 mod progress;
+mod pscheduler;
 mod quick;
 mod repeat;
 mod report;
@@ -58,7 +61,9 @@ fn main() -> ExitCode {
 fn run(cli: args::Cli) -> Result<u8> {
     use args::Command as C;
     let stop = install_signal_handlers()?;
-    match cli.command {
+    // --plot DIR, --report FILE: results kept as tests finish, written when the command ends.
+    report::keep_for_command(&cli.command);
+    let code = match cli.command {
         None => quick::run(&cli.time, cli.json, &stop),
         Some(C::Server(a)) => serve::run(&a, &stop),
         Some(C::Tcp(a)) if nc_test::wanted(&a.common.proto) => nc_test::tcp(&a, &stop),
@@ -77,7 +82,12 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Report(a)) => report::run(&a),
         Some(C::Completions(a)) => generate::completions(&a),
         Some(C::Man(a)) => generate::man(&a),
-    }
+        Some(C::Pscheduler(a)) => pscheduler::run(a.method),
+        Some(C::Exporter(a)) => exporter::run(a, &stop),
+        Some(C::Mesh(a)) => mesh::run(a),
+    };
+    report::write_kept()?;
+    code
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -249,5 +249,6 @@ fn run(cfg: &MasterConfig, json: bool, stop: &StopFlag) -> Result<Vec<TestResult
             None => bail!("{e}"),
         }
     }
+    results.iter().for_each(crate::report::keep);
     Ok(results)
 }

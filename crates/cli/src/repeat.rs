@@ -78,6 +78,7 @@ pub(crate) fn run_collecting(
                 if let Some(dir) = &out.save {
                     crate::save::save_run(dir, &r, i + 1 - out.warmup)?;
                 }
+                crate::report::keep(&r);
                 kept.push(r);
             }
         }

@@ -12,7 +12,7 @@ use std::path::Path;
 /// Runs `netchar report`.
 pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
     let format = netchar_report::Format::parse(&a.format)
-        .ok_or_else(|| anyhow!("--format {}: one of text, markdown, csv, json, svg", a.format))?;
+        .ok_or_else(|| anyhow!("--format {}: one of text, markdown, csv, json, svg, png, html", a.format))?;
     let rate = RateFormat::from_letter(&a.rate).ok_or_else(|| anyhow!("--unit {}: one of k m g K M G a", a.rate))?;
     if a.intervals && format != netchar_report::Format::Csv {
         bail!("--intervals: only with --format csv");
@@ -22,11 +22,12 @@ pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
         load(path, &mut saved)?;
     }
     let mut reporter = format.reporter(rate, a.intervals);
-    if let Some(files) = reporter.on_results_files(&saved) {
+    if let Some(files) = reporter.on_results_binary_files(&saved) {
         let Some(dir) = &a.output else { bail!("--format {}: give the directory to write into with -o DIR", a.format) };
+        let files = files.map_err(|e| anyhow!("--format {}: {e}", a.format))?;
         std::fs::create_dir_all(dir).with_context(|| format!("-o: cannot create {}", dir.display()))?;
-        for (name, text) in files {
-            write_atomically(&dir.join(name), &text)?;
+        for (name, bytes) in files {
+            write_atomically(&dir.join(name), &bytes)?;
         }
         return Ok(crate::EXIT_OK);
     }
@@ -38,8 +39,79 @@ pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
     Ok(crate::EXIT_OK)
 }
 
+/// The results a command keeps for `--plot DIR` and `--report FILE` while it runs: set up
+/// when the command has either flag, filled as each test finishes, written once at the end.
+static KEPT: std::sync::Mutex<Option<Kept>> = std::sync::Mutex::new(None);
+
+struct Kept {
+    /// The command's name: the results' set (`bwsweep#1`, `bwsweep#2`, ...).
+    label: String,
+    outputs: crate::args::FinishArgs,
+    results: Vec<netchar_model::TestResult>,
+}
+
+/// Starts keeping results for a test, suite or plan's `--plot` and `--report`, named after
+/// the command (a plan after its file).
+pub(crate) fn keep_for_command(command: &Option<crate::args::Command>) {
+    use crate::args::Command as C;
+    let (label, finish) = match command {
+        Some(C::Tcp(a)) => ("tcp".to_string(), &a.common.finish),
+        Some(C::Udp(a)) => ("udp".into(), &a.common.finish),
+        Some(C::Rr(a)) => ("rr".into(), &a.common.finish),
+        Some(C::Crr(a)) => ("crr".into(), &a.common.finish),
+        Some(C::Echo(a)) => ("echo".into(), &a.common.finish),
+        Some(C::Suite(a)) => (a.suite.clone(), &a.finish),
+        Some(C::Run(a)) => (a.plan.file_stem().map_or("plan".into(), |s| s.to_string_lossy().into_owned()), &a.finish),
+        _ => return,
+    };
+    keep_for(&label, finish);
+}
+
+/// Starts keeping results for `--plot` and `--report` (nothing without them).
+fn keep_for(label: &str, outputs: &crate::args::FinishArgs) {
+    if outputs.plot.is_some() || outputs.report.is_some() {
+        let kept = Kept { label: label.to_string(), outputs: outputs.clone(), results: Vec::new() };
+        *KEPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
+    }
+}
+
+/// Keeps a finished test's result, if the command writes plots or a report.
+pub(crate) fn keep(result: &netchar_model::TestResult) {
+    if let Some(k) = KEPT.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        k.results.push(result.clone());
+    }
+}
+
+/// Writes the plots and the report of the kept results (also after a failed or interrupted
+/// command: the figures so far).
+pub(crate) fn write_kept() -> Result<()> {
+    let Some(k) = KEPT.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(()) };
+    if k.results.is_empty() {
+        // No test finished: the command has said why, and there is nothing to draw.
+        return Ok(());
+    }
+    let saved: Vec<Saved> = k
+        .results
+        .into_iter()
+        .enumerate()
+        .map(|(i, result)| Saved { label: format!("{}#{}", k.label, i + 1), result })
+        .collect();
+    if let Some(dir) = &k.outputs.plot {
+        std::fs::create_dir_all(dir).with_context(|| format!("--plot: cannot create {}", dir.display()))?;
+        for png in [false, true] {
+            for (name, bytes) in netchar_report::svg::files(&saved, png).map_err(|e| anyhow!("--plot: {e}"))? {
+                write_atomically(&dir.join(name), &bytes)?;
+            }
+        }
+    }
+    if let Some(file) = &k.outputs.report {
+        write_atomically(file, netchar_report::html::document(&saved, RateFormat::AutoBits))?;
+    }
+    Ok(())
+}
+
 /// A temporary file beside `path`, then a rename: a reader never sees half a report.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_atomically(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);

@@ -163,6 +163,7 @@ pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) 
         } else {
             hi = rate;
         }
+        crate::report::keep(&t.result);
         results.push(t.result.clone());
         if pass {
             best = Some(t);
@@ -213,6 +214,7 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
             reporters.emit(&progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
             let t = trial(&p, rate, stop)?;
             reporters.emit(&progress, |r| r.on_finish(&t.result))?;
+            crate::report::keep(&t.result);
             results.push(t.result);
             rate += step;
         }
@@ -279,6 +281,7 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                 &mut reporters,
                 &progress,
             )?;
+            crate::report::keep(&r);
             results.push(r);
         }
     }
@@ -310,6 +313,7 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                 &progress,
             )?;
             anyhow::ensure!(r.summary.up.is_some(), "no up flow");
+            crate::report::keep(&r);
             results.push(r);
         }
     }
@@ -381,8 +385,10 @@ pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<
             let _ = writeln!(std::io::stdout().lock(), "{}{note}", r.line());
         }
     });
+    let finished = to_results(&cfg, &results, error.as_deref());
+    finished.iter().for_each(crate::report::keep);
     if json {
-        out.write_all(netchar_report::json::many_to_json(&to_results(&cfg, &results, error.as_deref())).as_bytes())?;
+        out.write_all(netchar_report::json::many_to_json(&finished).as_bytes())?;
     } else if error.is_none() {
         writeln!(out, "Done.")?;
     }

@@ -83,8 +83,21 @@ fn tcp_goodput_through_the_iperf3_adapter_matches_tbf() {
             EXPECTED_BPS / 1e6
         );
         assert!(received > 0 && received <= sent, "{flow}: {sent} sent, {received} received");
-        if (bps / EXPECTED_BPS - 1.0).abs() > 0.02 {
-            bad.push(format!("{flow} {:.3} Mbit/s", bps / 1e6));
+        // The link's rate is the truth only when the sender kept it full: a machine kept busy
+        // by other work can hold the sender off the CPU for a good part of a second. Then the
+        // receiver is checked against what the sender says it sent over the same seconds.
+        let sender_bps = s["sender"]["bits_per_second"].as_f64().unwrap();
+        let truth = if sender_bps >= EXPECTED_BPS * 0.98 {
+            EXPECTED_BPS
+        } else {
+            eprintln!(
+                "netns_iperf3 tcp {flow:>4}: the sender reached only {:.3} Mbit/s (busy machine)",
+                sender_bps / 1e6
+            );
+            sender_bps
+        };
+        if (bps / truth - 1.0).abs() > 0.02 {
+            bad.push(format!("{flow} {:.3} Mbit/s (truth {:.3})", bps / 1e6, truth / 1e6));
         }
     }
     assert!(bad.is_empty(), "outside ±2% of {:.3} Mbit/s: {}", EXPECTED_BPS / 1e6, bad.join(", "));
@@ -105,17 +118,21 @@ fn udp_loss_through_the_iperf3_adapter_equals_the_nft_drop_counter() {
         return;
     }
     let server = iperf3_server(&link, port);
+    let overflowed_before = link.b.udp_receive_buffer_drops().unwrap();
     let v = netchar(&link, &server, "udp", port, &["-t", "3", "-b", "50M", "-l", "1200", "-R"]);
     let dropped = link.b.nft_counters("inet", "iperf3loss", "input").unwrap()[0].0;
+    // Datagrams a busy machine made netchar's socket buffer overflow with are lost too.
+    let overflowed = link.b.udp_receive_buffer_drops().unwrap() - overflowed_before;
     let mine = v["streams"].as_array().unwrap().iter().find(|s| s["role"] == "receiver").unwrap().clone();
     let far = v["streams"].as_array().unwrap().iter().find(|s| s["role"] == "sender").unwrap().clone();
     let lost = mine["udp_received"]["lost"].as_u64().unwrap();
     let received = mine["udp_received"]["packets"].as_u64().unwrap();
     let sent = far["udp_sent"]["packets"].as_u64().unwrap();
     eprintln!(
-        "netns_iperf3 udp -R: iperf3 sent {sent}, netchar received {received}, lost {lost}, nft dropped {dropped}"
+        "netns_iperf3 udp -R: iperf3 sent {sent}, netchar received {received}, lost {lost}, nft dropped {dropped}, \
+         socket overflows {overflowed}"
     );
     assert!(dropped > 0, "the drop rule matched nothing: the test proves nothing");
-    assert_eq!(lost, dropped, "netchar's loss is the nft drop counter");
+    assert_eq!(lost, dropped + overflowed, "netchar's loss is the nft drop counter (plus socket overflows)");
     assert_eq!(received + lost, sent, "every datagram the iperf3 server sent is accounted for");
 }

@@ -79,7 +79,10 @@ fn loss_direction(link: &Link, bin: &PathBuf, port: u16, reverse: bool) -> Resul
         client.arg("-R");
     }
     let shown = format!("{client:?}");
+    let overflowed_before = receiver_ns.udp_receive_buffer_drops()?;
     let run = netns::run_with_timeout(client, Duration::from_secs(40)).unwrap_or_else(|e| panic!("{e}"));
+    // Datagrams a busy machine made the receiving socket's buffer overflow with are lost too.
+    let overflowed = receiver_ns.udp_receive_buffer_drops()? - overflowed_before;
     let context = netns::failure_context(&shown, &run, &server, link);
     assert!(run.status.is_some_and(|s| s.success()), "netchar udp failed\n{context}\nstdout:\n{}", run.stdout);
     let doc: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not JSON: {e}\n{context}"));
@@ -90,9 +93,15 @@ fn loss_direction(link: &Link, bin: &PathBuf, port: u16, reverse: bool) -> Resul
     let n = |side: &str, k: &str| s[side][k].as_u64().unwrap_or_else(|| panic!("{side}.{k} missing: {s}"));
     let (sent, got, lost) = (n("sender", "packets"), n("receiver", "packets"), n("receiver", "lost"));
     let nft = dropped(receiver_ns).unwrap_or_else(|e| panic!("{e}\n{context}"));
-    eprintln!("netns_responder {dir}: sent {sent}, received {got}, lost {lost}, nft dropped {nft}");
+    eprintln!(
+        "netns_responder {dir}: sent {sent}, received {got}, lost {lost}, nft dropped {nft}, socket overflows {overflowed}"
+    );
     assert!(nft > 0, "({dir}) the rule dropped nothing: the test proves nothing\n{context}");
-    assert_eq!(lost, nft, "({dir}) netchar reports {lost} lost, nft dropped {nft}\n{context}\n{s}");
+    assert_eq!(
+        lost,
+        nft + overflowed,
+        "({dir}) netchar reports {lost} lost, nft dropped {nft}, sockets overflowed {overflowed}\n{context}\n{s}"
+    );
     assert_eq!(sent, got + lost, "({dir}) sent != received + lost\n{s}");
     assert_eq!(s["packets_accounted"], true, "{s}");
     Ok(())
@@ -115,4 +124,63 @@ fn responder_udp_loss_equals_nft_drop_counter_both_directions() {
             return netns::skip_or_fail(&format!("cannot install the nftables drop rule: {e}"));
         }
     }
+}
+
+/// The counts after the peer's address in the responder's first log line containing `needle`
+/// ("netio udp from A.B.C.D:PORT: received N datagrams (B bytes)"), waiting for it.
+fn logged_counts(server: &Server, needle: &str) -> Vec<u64> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let log = server.stderr();
+        if let Some(line) = log.lines().find(|l| l.contains(needle)) {
+            let tail = line.rsplit(": ").next().unwrap_or("");
+            return tail.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+        }
+        assert!(std::time::Instant::now() < deadline, "no {needle:?} in the responder's log:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// netio's UDP test uses the same port on both ends (the server sends to the client's address
+/// at port+1), so it runs across the namespaces: the responder's netio role in one, `netchar
+/// suite netio --proto netio -u` in the other. The counts the responder sent in its RES
+/// answers are the ones it logged, and no end received more than the other sent.
+#[test]
+fn responder_netio_udp_suite_across_namespaces() {
+    let link = match Link::create() {
+        Ok(l) => l,
+        Err(reason) => return netns::skip_or_fail(&reason),
+    };
+    let Some(bin) = responder_binary() else { return };
+    let mut cmd = link.a.command(&bin);
+    cmd.args(["--port", "5323", "--netio-port", "18767"]);
+    let server = Server::spawn(cmd, "netio server on", Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("the responder did not start in {}: {e}", link.a.name()));
+    let mut client = link.b.command(env!("CARGO_BIN_EXE_netchar"));
+    let a_ip = link.a_ip.to_string();
+    client.args(["suite", "netio", &a_ip, "--proto", "netio", "-u", "-b", "1k", "--netio-interval", "1", "--json"]);
+    let shown = format!("{client:?}");
+    let run = netns::run_with_timeout(client, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}"));
+    let context = netns::failure_context(&shown, &run, &server, &link);
+    assert!(run.status.is_some_and(|s| s.success()), "netchar suite netio -u failed\n{context}");
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not JSON: {e}\n{context}"));
+    let r = &doc[0];
+    assert!(r["error"].is_null(), "{}\n{context}", r["error"]);
+    let rec = |flow: &str, role: &str| {
+        r["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["flow"] == flow && s["role"] == role)
+            .map_or_else(|| panic!("no {flow} {role} record: {r}"), |s| s["bytes"].as_u64().unwrap())
+    };
+    let (sent, got_by_responder) = (rec("up", "sender"), rec("up", "receiver"));
+    let (responder_sent, got) = (rec("down", "sender"), rec("down", "receiver"));
+    assert!(sent > 0 && got > 0 && got_by_responder <= sent && got <= responder_sent, "{r}");
+    // The responder's own counts, as it logged them: 1024-byte datagrams, what its RES said.
+    let up = logged_counts(&server, "netio udp from");
+    assert_eq!((up[0] * 1024, up[1]), (got_by_responder, got_by_responder), "{up:?}\n{context}");
+    let down = logged_counts(&server, ": sent ");
+    eprintln!("netns_responder netio -u: client sent {sent} B, responder counted {got_by_responder} B; responder sent {responder_sent} B, client got {got} B");
+    assert_eq!((down[0] * 1024, down[1]), (responder_sent, responder_sent), "{down:?}\n{context}");
 }

@@ -116,7 +116,8 @@ fn svg_writes_one_plot_per_result_into_the_directory() {
         [
             "001-tcp-p2-intervals_json.svg",
             "002-20261123T081245Z-tcp-001_json.svg",
-            "003-20261123T081246Z-tcp-002_json.svg"
+            "003-20261123T081246Z-tcp-002_json.svg",
+            "compare-tcp.svg"
         ]
     );
     let svg = std::fs::read_to_string(dir.join(&names[0])).unwrap();

@@ -29,29 +29,38 @@ fn responder_dir() -> PathBuf {
 /// or a C compiler.
 fn asan_binary() -> Option<PathBuf> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            for tool in ["make", "gcc"] {
-                if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-                    eprintln!("SKIP: `{tool}` is not installed; the C responder tests need make and gcc");
-                    return None;
-                }
+    make_binary(&BUILT, "asan", "build/netchar-responder-asan")
+}
+
+/// The task-per-connection build under ASan/UBSan (`make -C responder tasks`).
+fn tasks_binary() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    make_binary(&BUILT, "tasks", "build/netchar-responder-tasks-asan")
+}
+
+fn make_binary(cell: &'static OnceLock<Option<PathBuf>>, target: &str, file: &str) -> Option<PathBuf> {
+    cell.get_or_init(|| {
+        for tool in ["make", "gcc"] {
+            if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+                eprintln!("SKIP: `{tool}` is not installed; the C responder tests need make and gcc");
+                return None;
             }
-            let out = Command::new("make")
-                .arg("-C")
-                .arg(responder_dir())
-                .arg("asan")
-                .output()
-                .expect("run make -C responder asan");
-            assert!(
-                out.status.success(),
-                "make -C responder asan failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Some(responder_dir().join("build/netchar-responder-asan"))
-        })
-        .clone()
+        }
+        let out = Command::new("make")
+            .arg("-C")
+            .arg(responder_dir())
+            .arg(target)
+            .output()
+            .unwrap_or_else(|e| panic!("run make -C responder {target}: {e}"));
+        assert!(
+            out.status.success(),
+            "make -C responder {target} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(responder_dir().join(file))
+    })
+    .clone()
 }
 
 /// A responder on a free port, killed on drop; its log checked for sanitizer reports then.
@@ -64,9 +73,18 @@ struct Responder {
 
 impl Responder {
     fn start() -> Option<Self> {
-        let bin = asan_binary()?;
+        Self::start_with(&[])
+    }
+
+    /// With the other roles given by `roles` (e.g. `["--echo-port", "0"]`) on as well.
+    fn start_with(roles: &[&str]) -> Option<Self> {
+        Self::spawn(asan_binary()?, roles)
+    }
+
+    fn spawn(bin: PathBuf, roles: &[&str]) -> Option<Self> {
         let mut child = Command::new(bin)
             .args(["--port", "0"])
+            .args(roles)
             // A report ends the process with a distinct code, and says where.
             .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=86")
             .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
@@ -94,6 +112,36 @@ impl Responder {
 
     fn port(&self) -> String {
         self.port.to_string()
+    }
+
+    /// The first `n` log lines containing `needle`, waiting for them (10 s at most per line).
+    fn log_lines(&self, needle: &str, n: usize) -> Vec<String> {
+        let mut seen = self.seen.lock().unwrap();
+        loop {
+            let found: Vec<String> = seen.iter().filter(|l| l.contains(needle)).take(n).cloned().collect();
+            if found.len() == n {
+                return found;
+            }
+            let line = self.log.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| {
+                panic!("not {n} lines with {needle:?} in the responder's log:\n{}", seen.join("\n"))
+            });
+            seen.push(line);
+        }
+    }
+
+    fn log_line(&self, needle: &str) -> String {
+        self.log_lines(needle, 1).remove(0)
+    }
+
+    /// The counts in the first log line containing `needle`.
+    fn log_numbers(&self, needle: &str) -> Vec<u64> {
+        counts(&self.log_line(needle))
+    }
+
+    /// The port a role's start line names (the number after `after`).
+    fn role_port(&self, line: &str, after: &str) -> String {
+        let l = self.log_line(line);
+        l.split(after).nth(1).and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()).unwrap().to_string()
     }
 
     /// The responder is still running (no sanitizer report, no crash).
@@ -406,5 +454,256 @@ fn a_second_client_while_one_holds_the_responder_is_told_busy() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let res = r.run("tcp", &["-t", "1"]);
+    check_tcp(&res, "up", 1);
+}
+
+/// The numbers after the peer's address in a role's log line ("WHAT from A.B.C.D:PORT: COUNTS").
+fn counts(line: &str) -> Vec<u64> {
+    let tail = line.rsplit(": ").next().unwrap_or("");
+    tail.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect()
+}
+
+/// `netchar ARGS --json` against the responder, which must succeed; the parsed result.
+fn run_json(r: &mut Responder, args: &[&str]) -> Value {
+    let mut v = args.to_vec();
+    v.push("--json");
+    let run = netchar(&v);
+    r.assert_alive();
+    assert_eq!(run.code, 0, "netchar {v:?} failed: {}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout))
+}
+
+#[test]
+fn nc_test_slave_role_answers_the_ecos_suite_and_each_test_kind() {
+    let Some(mut r) = Responder::start_with(&["--nc-test-port", "0", "--nc-test-data-port", "0"]) else { return };
+    let ctrl = r.role_port("nc-test slave on UDP port", "UDP port ");
+    let data = r.role_port("nc-test slave on UDP port", "data on port ");
+    let nc = ["--proto", "nc-test", "-p", &ctrl, "--nc-test-data-port", &data];
+    // nc_test_master's sequence: TCP echo 64 x 10240; the POSIX platform has no load or idle
+    // hooks, so SET_LOAD and START_IDLE are refused and those sections skipped.
+    let mut args = vec!["suite", "ecos", "127.0.0.1"];
+    args.extend_from_slice(&nc);
+    let run = netchar(&args);
+    r.assert_alive();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    assert!(run.stdout.contains("TCP echo - 128 bufs of 10240 bytes in "), "{}", run.stdout);
+    assert!(run.stdout.contains("   slave sent 64, recvd 64"), "{}", run.stdout);
+    assert!(run.stdout.contains("the slave refused SET_LOAD"), "{}", run.stdout);
+    assert!(run.stdout.contains("the slave refused START_IDLE"), "{}", run.stdout);
+    // The slave's own count: 64 buffers of 10240 + 16 each way.
+    let n = r.log_numbers("nc-test TCP echo");
+    assert_eq!(n[..4], [64, 64, 64 * 10256, 64 * 10256], "{n:?}");
+    r.log_line("the master disconnected");
+
+    // UDP echo: every buffer answered, the slave's bytes are the master's.
+    let mut args = vec!["echo", "127.0.0.1", "--udp", "--pattern", "300x1024"];
+    args.extend_from_slice(&nc);
+    let res = run_json(&mut r, &args);
+    let rr = &res["streams"][0]["rr"];
+    assert_eq!(u(&rr["transactions"]), 300, "{rr}");
+    assert_eq!(u(&rr["lost"]), 0, "{rr}");
+    assert_eq!(u(&res["streams"][0]["bytes"]), 300 * 1040);
+    assert_eq!(r.log_numbers("nc-test UDP echo")[..4], [300, 300, 300 * 1040, 300 * 1040]);
+    // One way each: the slave's results record and its log say what the master sent or got.
+    for (kind, rev, needle) in [
+        ("tcp", false, "nc-test TCP recv"),
+        ("tcp", true, "nc-test TCP send"),
+        ("udp", false, "nc-test UDP recv"),
+        ("udp", true, "nc-test UDP send"),
+    ] {
+        let mut args = vec![kind, "127.0.0.1"];
+        // UDP: a burst the size of a default socket buffer (the master does not pace), so a
+        // busy machine loses none of it.
+        let (nbufs, td) = if kind == "tcp" {
+            args.extend_from_slice(&["-l", "1024", "-n", "655360"]);
+            (640, 1040)
+        } else {
+            args.extend_from_slice(&["--pattern", "200x512"]);
+            (200, 528)
+        };
+        if rev {
+            args.push("-R");
+        }
+        args.extend_from_slice(&nc);
+        let res = run_json(&mut r, &args);
+        assert!(res["error"].is_null(), "{args:?}: {}", res["error"]);
+        let flow = if rev { "down" } else { "up" };
+        let mine = res["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "client").unwrap();
+        assert_eq!(u(&mine["bytes"]), nbufs * td, "{args:?}: {mine}");
+        assert_eq!(mine["flow"], flow);
+        let n = r.log_numbers(needle);
+        let (sent, got, bytes_in, bytes_out) = (n[0], n[1], n[2], n[3]);
+        if rev {
+            assert_eq!((sent, bytes_out, got), (nbufs, nbufs * td, 0), "{needle}: {n:?}");
+        } else {
+            assert_eq!((got, bytes_in, sent), (nbufs, nbufs * td, 0), "{needle}: {n:?}");
+        }
+    }
+    // A short or unknown request: ignored or refused, and the slave keeps serving.
+    let u_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    u_sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    u_sock.send_to(b"short", ("127.0.0.1", ctrl.parse::<u16>().unwrap())).unwrap();
+    let mut req = [0u8; 28];
+    req[..4].copy_from_slice(&0x7777u32.to_be_bytes());
+    req[4..8].copy_from_slice(&9u32.to_be_bytes());
+    u_sock.send_to(&req, ("127.0.0.1", ctrl.parse::<u16>().unwrap())).unwrap();
+    let mut reply = [0u8; 64];
+    let (n, _) = u_sock.recv_from(&mut reply).unwrap();
+    assert_eq!(n, 24, "the 32-bit reply layout");
+    assert_eq!(&reply[..12], &[0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1], "NAK, seq echoed, reason 1 (unknown)");
+    r.assert_alive();
+}
+
+#[test]
+fn netio_role_counts_every_block_both_ways() {
+    let Some(mut r) = Responder::start_with(&["--netio-port", "0"]) else { return };
+    let port = r.role_port("netio server on TCP port", "TCP port ");
+    let res = run_json(
+        &mut r,
+        &["suite", "netio", "127.0.0.1", "--proto", "netio", "-p", &port, "-b", "4k", "--netio-interval", "1"],
+    );
+    let res = &res.as_array().unwrap()[0];
+    assert_eq!(res["test"]["protocol"], "netio");
+    assert!(res["error"].is_null(), "{}", res["error"]);
+    let rec = |flow: &str, role: &str| {
+        let s = res["streams"].as_array().unwrap().iter().find(|s| s["flow"] == flow && s["role"] == role).unwrap();
+        u(&s["bytes"])
+    };
+    let (tx, rx) = (rec("up", "sender"), rec("down", "receiver"));
+    assert!(tx > 0 && rx > 0 && tx % 4096 == 0 && rx % 4096 == 0, "{tx} {rx}");
+    // The responder read every block the client wrote, and its end marker (which netio
+    // counts at the receiver only); the client read every block the responder wrote.
+    assert_eq!(r.log_numbers("netio tcp")[..2], [tx + 4096, 4096]);
+    assert_eq!(r.log_numbers("sent ")[..2], [rx, 4096]);
+    // Not netio: the connection is closed and the server keeps serving.
+    let mut s = TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&[0xff; 8]).unwrap();
+    assert!(read_to_close(s).is_empty());
+    let mut s = TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff]).unwrap();
+    assert!(read_to_close(s).is_empty(), "an oversized block closes the connection");
+    r.assert_alive();
+}
+
+#[test]
+fn echo_and_discard_roles_return_or_count_exactly_what_was_sent() {
+    let Some(mut r) = Responder::start_with(&["--echo-port", "0", "--discard-port", "0"]) else { return };
+    let echo = r.role_port("echo on TCP and UDP port", "port ");
+    let discard = r.role_port("discard on TCP and UDP port", "port ");
+    // TCP echo, two connections: every byte back, and the responder's per-connection counts
+    // add up to what the client sent.
+    let res = run_json(&mut r, &["tcp", "127.0.0.1", "--proto", "echo", "-p", &echo, "-t", "1", "-i", "0", "-P", "2"]);
+    let sent = u(&res["summary"]["up"]["sender"]["total_bytes"]);
+    assert!(sent > 0);
+    assert_eq!(u(&res["summary"]["down"]["receiver"]["total_bytes"]), sent, "every byte came back");
+    let lines = r.log_lines("echo tcp", 2);
+    let (a, b) = (counts(&lines[0]), counts(&lines[1]));
+    assert_eq!(a[0] + b[0], sent, "the responder read what the client sent: {a:?} {b:?}");
+    assert_eq!(a[1] + b[1], sent, "and wrote it back");
+    // TCP discard: the responder counted exactly what the client wrote.
+    let res = run_json(&mut r, &["tcp", "127.0.0.1", "--proto", "discard", "-p", &discard, "-t", "1", "-i", "0"]);
+    let sent = u(&res["summary"]["up"]["sender"]["total_bytes"]);
+    assert!(sent > 0);
+    assert_eq!(r.log_numbers("discard tcp"), [sent]);
+    // UDP discard, paced for loopback to lose nothing: datagrams and bytes as sent.
+    let res =
+        run_json(&mut r, &["udp", "127.0.0.1", "--proto", "discard", "-p", &discard, "-t", "1", "-i", "0", "-b", "5M"]);
+    let (pk, by) = (u(&res["summary"]["up"]["sender"]["packets"]), u(&res["summary"]["up"]["sender"]["total_bytes"]));
+    assert!(pk > 0);
+    assert_eq!(r.log_numbers("discard udp"), [pk, by]);
+    // UDP echo: one datagram back per datagram, never more; the responder's counts agree.
+    let res = run_json(&mut r, &["udp", "127.0.0.1", "--proto", "echo", "-p", &echo, "-t", "1", "-i", "0", "-b", "5M"]);
+    let s = &res["summary"];
+    let (sent, back) = (u(&s["up"]["sender"]["packets"]), u(&s["down"]["receiver"]["packets"]));
+    assert_eq!(sent, back + u(&s["down"]["receiver"]["lost"]));
+    assert_eq!(u(&s["down"]["receiver"]["duplicates"]), 0);
+    let n = r.log_numbers("echo udp");
+    assert_eq!((n[0], n[1]), (sent, u(&s["up"]["sender"]["total_bytes"])), "{n:?}");
+    assert_eq!(n[2], n[1], "bytes out == bytes in: no amplification");
+    // More silent connections than the responder has slots (8 on a host): once they have been
+    // quiet for 2 s, the quietest gives way to each new connection, so a test still runs exact.
+    let _silent: Vec<TcpStream> =
+        (0..12).map(|_| TcpStream::connect(("127.0.0.1", echo.parse::<u16>().unwrap())).unwrap()).collect();
+    r.log_line("refused: all NC_SVC_CONNS connections in use");
+    std::thread::sleep(Duration::from_millis(2100));
+    let res = run_json(&mut r, &["tcp", "127.0.0.1", "--proto", "echo", "-p", &echo, "-n", "1000000", "-i", "0"]);
+    assert_eq!(u(&res["summary"]["up"]["sender"]["total_bytes"]), 1_000_000);
+    assert_eq!(u(&res["summary"]["down"]["receiver"]["total_bytes"]), 1_000_000);
+    r.log_line("closed, quiet while all NC_SVC_CONNS connections were in use");
+    r.assert_alive();
+}
+
+#[test]
+fn ipv6_clients_are_served_on_the_same_dual_stack_ports() {
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("SKIP: no IPv6 loopback (::1) on this machine");
+        return;
+    }
+    let Some(mut r) = Responder::start_with(&["--nc-test-port", "0", "--nc-test-data-port", "0", "--echo-port", "0"])
+    else {
+        return;
+    };
+    let port = r.port();
+    // The native protocol: TCP exact, UDP every datagram accounted for (the setup tokens are
+    // bound to the 16-byte address).
+    let res = run_json(&mut r, &["tcp", "::1", "-p", &port, "-n", "3000000"]);
+    assert_eq!(res["test"]["family"], "ipv6", "{}", res["test"]);
+    assert_eq!(check_tcp(&res, "up", 1), (3_000_000, 3_000_000));
+    let res = run_json(&mut r, &["udp", "::1", "-p", &port, "-b", "8M", "-t", "1", "-l", "1000", "-R"]);
+    udp_accounted(&res, "down");
+    let res = run_json(&mut r, &["udp", "::1", "-p", &port, "-b", "8M", "-t", "1", "-l", "1000"]);
+    udp_accounted(&res, "up");
+    // nc_test (nc6_test_master's family) and echo on the same sockets as their IPv4 clients.
+    let ctrl = r.role_port("nc-test slave on UDP port", "UDP port ");
+    let data = r.role_port("nc-test slave on UDP port", "data on port ");
+    let res = run_json(
+        &mut r,
+        &[
+            "echo",
+            "::1",
+            "--udp",
+            "--pattern",
+            "100x1024",
+            "--proto",
+            "nc-test",
+            "-p",
+            &ctrl,
+            "--nc-test-data-port",
+            &data,
+        ],
+    );
+    assert_eq!(u(&res["streams"][0]["rr"]["transactions"]), 100, "{}", res["streams"][0]);
+    assert_eq!(r.log_numbers("nc-test UDP echo from [")[..4], [100, 100, 100 * 1040, 100 * 1040]);
+    let echo = r.role_port("echo on TCP and UDP port", "port ");
+    let res = run_json(&mut r, &["tcp", "::1", "--proto", "echo", "-p", &echo, "-t", "1", "-i", "0"]);
+    let sent = u(&res["summary"]["up"]["sender"]["total_bytes"]);
+    assert_eq!(u(&res["summary"]["down"]["receiver"]["total_bytes"]), sent);
+    assert_eq!(r.log_numbers("echo tcp from ["), [sent, sent]);
+}
+
+#[test]
+fn task_per_connection_build_serves_each_echo_and_discard_connection_exactly() {
+    let Some(bin) = tasks_binary() else { return };
+    let Some(mut r) = Responder::spawn(bin, &["--echo-port", "0", "--discard-port", "0"]) else { return };
+    let echo = r.role_port("echo on TCP and UDP port", "port ");
+    let discard = r.role_port("discard on TCP and UDP port", "port ");
+    // Four echo connections at once, each on a task of its own: every byte back, and the
+    // tasks' counts add up to what the client sent.
+    let res = run_json(&mut r, &["tcp", "127.0.0.1", "--proto", "echo", "-p", &echo, "-t", "1", "-i", "0", "-P", "4"]);
+    let sent = u(&res["summary"]["up"]["sender"]["total_bytes"]);
+    assert!(sent > 0);
+    assert_eq!(u(&res["summary"]["down"]["receiver"]["total_bytes"]), sent);
+    let lines = r.log_lines("echo tcp", 4);
+    let (read, wrote) = lines.iter().map(|l| counts(l)).fold((0, 0), |(a, b), n| (a + n[0], b + n[1]));
+    assert_eq!((read, wrote), (sent, sent), "{lines:?}");
+    let res =
+        run_json(&mut r, &["tcp", "127.0.0.1", "--proto", "discard", "-p", &discard, "-t", "1", "-i", "0", "-P", "2"]);
+    let sent = u(&res["summary"]["up"]["sender"]["total_bytes"]);
+    let lines = r.log_lines("discard tcp", 2);
+    assert_eq!(lines.iter().map(|l| counts(l)[0]).sum::<u64>(), sent, "{lines:?}");
+    // The loop still serves the native protocol beside the tasks.
+    let res = r.run("tcp", &["-n", "1000000"]);
     check_tcp(&res, "up", 1);
 }

@@ -50,7 +50,9 @@ fn paced_rates_hit_their_targets() {
         let (tx, rx) = check_udp_flow(&r, "up", 1);
         let sent = f(&tx["bits_per_second"]);
         assert!(rate_within(sent, target, 0.005), "-b {rate}: sent {sent} bit/s");
-        assert_eq!(u(&rx["lost"]), 0, "loopback at {rate} loses nothing: {rx}");
+        // Loopback drops nothing on the way; only a receiver held off the CPU (a busy machine)
+        // lets its socket buffer overflow, and the kernel counts each such datagram.
+        assert_eq!(u(&rx["lost"]), u(&rx["kernel_drops"]), "loopback at {rate}: every loss is a socket overflow: {rx}");
         // Each full one-second interval of the sender is on target too.
         let rec = r["streams"].as_array().unwrap().iter().find(|x| x["role"] == "sender").unwrap();
         for iv in rec["intervals"].as_array().unwrap() {
@@ -75,7 +77,7 @@ fn a_pacing_quantum_batches_sends_and_keeps_the_rate() {
     let batched = client_json("udp", &s, "127.0.0.1", &["-b", "200M", "-t", "2", "--pacing-quantum", "500us"]);
     let (tx, rx) = check_udp_flow(&batched, "up", 1);
     assert!(rate_within(f(&tx["bits_per_second"]), 200e6, 0.005), "{tx}");
-    assert_eq!(u(&rx["lost"]), 0, "{rx}");
+    assert_eq!(u(&rx["lost"]), u(&rx["kernel_drops"]), "every loss on loopback is a counted socket overflow: {rx}");
     let b = per_send(&batched);
     // At most what a quantum holds at the catch-up rate (twice the target: 17 datagrams), the
     // bound a sender that woke late on a busy machine still keeps (13.2 seen in CI under load).

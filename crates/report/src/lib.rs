@@ -3,9 +3,11 @@
 //! text; they never measure and never touch a socket.
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
-//! [`markdown`], [`csv`], [`svg`], and the suites' classic tables ([`sweep`], [`block_sizes`]). A running test
-//! calls `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests
-//! then `on_job_end`; `netchar report` hands saved results to `on_results`.
+//! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`], and the suites' classic
+//! tables ([`sweep`], [`block_sizes`]). [`plots`] decides which charts results make, [`chart`]
+//! draws one. A running test calls `on_start`, `on_interval`, `on_finish` (or
+//! `on_no_result`), a job of several tests then `on_job_end`; `netchar report` hands saved
+//! results to `on_results`.
 //!
 //! ```
 //! use netchar_model::units::RateFormat;
@@ -15,9 +17,12 @@
 #![deny(missing_docs)]
 
 pub mod block_sizes;
+pub mod chart;
 pub mod csv;
+pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod plots;
 mod rows;
 pub mod svg;
 pub mod sweep;
@@ -52,6 +57,9 @@ pub fn parse_saved(text: &str, label: &str) -> Result<Vec<Saved>, String> {
     }
 }
 
+/// Files a reporter writes into a directory: (file name, contents).
+pub type NamedFiles = Vec<(String, Vec<u8>)>;
+
 /// Something that shows a test as it runs and when it ends, or saved results afterwards.
 pub trait Reporter {
     /// Once, before data flows.
@@ -78,6 +86,11 @@ pub trait Reporter {
     fn on_results_files(&mut self, _results: &[Saved]) -> Option<Vec<(String, String)>> {
         None
     }
+    /// As [`Reporter::on_results_files`], as bytes (PNG images are not text); the error is one
+    /// line.
+    fn on_results_binary_files(&mut self, results: &[Saved]) -> Option<Result<NamedFiles, String>> {
+        self.on_results_files(results).map(|f| Ok(f.into_iter().map(|(n, t)| (n, t.into_bytes())).collect()))
+    }
 }
 
 /// The formats `netchar report` writes.
@@ -91,8 +104,12 @@ pub enum Format {
     Csv,
     /// The results as one JSON array.
     Json,
-    /// Throughput-over-time plots, one SVG per result.
+    /// Plots, one SVG per chart.
     Svg,
+    /// Plots, one PNG per chart.
+    Png,
+    /// One self-contained HTML report: tables, plots, hosts and the raw JSON.
+    Html,
 }
 
 impl Format {
@@ -104,6 +121,8 @@ impl Format {
             "csv" => Self::Csv,
             "json" => Self::Json,
             "svg" => Self::Svg,
+            "png" => Self::Png,
+            "html" => Self::Html,
             _ => return None,
         })
     }
@@ -116,7 +135,9 @@ impl Format {
             Self::Markdown => Box::new(markdown::MarkdownReporter::new(rate)),
             Self::Csv => Box::new(csv::CsvReporter::new(intervals)),
             Self::Json => Box::new(json::JsonReporter),
-            Self::Svg => Box::new(svg::SvgReporter),
+            Self::Svg => Box::new(svg::SvgReporter { png: false }),
+            Self::Png => Box::new(svg::SvgReporter { png: true }),
+            Self::Html => Box::new(html::HtmlReporter::new(rate)),
         }
     }
 }

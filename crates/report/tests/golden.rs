@@ -116,3 +116,12 @@ fn csv_bytes_are_the_stream_records_totals() {
     }
     assert!(checked >= 20, "only {checked} figures checked");
 }
+
+/// The HTML report of a TCP and a request/response result (tables, the two latency plots,
+/// hosts, the embedded JSON), as a whole: any change to the document shows in review.
+#[test]
+fn html_report() {
+    let saved: Vec<Saved> = fixtures().into_iter().filter(|s| s.label == "tcp.json" || s.label == "rr.json").collect();
+    assert_eq!(saved.len(), 2);
+    check("report.html", &Format::Html.reporter(RateFormat::AutoBits, false).on_results(&saved));
+}

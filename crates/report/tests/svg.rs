@@ -94,7 +94,7 @@ fn several_results_stack_in_one_document_and_get_a_file_each() {
     for label in ["tcp-reverse-repeat3.json#1", "tcp-reverse-repeat3.json#3", "udp.json"] {
         assert!(texts.iter().any(|t| t.starts_with(&format!("{label}:"))), "no chart for {label}");
     }
-    let files = netchar_report::svg::SvgReporter.on_results_files(&saved).unwrap();
+    let files = netchar_report::svg::SvgReporter::default().on_results_files(&saved).unwrap();
     let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(
         names,
@@ -102,7 +102,8 @@ fn several_results_stack_in_one_document_and_get_a_file_each() {
             "001-tcp-reverse-repeat3_json_1.svg",
             "002-tcp-reverse-repeat3_json_2.svg",
             "003-tcp-reverse-repeat3_json_3.svg",
-            "004-udp_json.svg"
+            "004-udp_json.svg",
+            "compare-tcp.svg"
         ]
     );
     for (_, svg) in &files {

@@ -195,6 +195,34 @@ impl Netns {
         let out = run_checked(self.command("cat").arg(&path))?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
+
+    /// UDP datagrams this namespace's stack dropped because a socket's receive buffer was
+    /// full (`Udp: RcvbufErrors` in its /proc/net/snmp, IPv4 and IPv6 summed): a receiver that
+    /// a busy machine keeps off the CPU loses datagrams there, not on the wire.
+    pub fn udp_receive_buffer_drops(&self) -> Result<u64, String> {
+        let mut total = 0;
+        for (file, prefix) in [("/proc/net/snmp", "Udp:"), ("/proc/net/snmp6", "Udp6RcvbufErrors")] {
+            let out = run_checked(self.command("cat").arg(file))?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            total += if prefix == "Udp:" {
+                // Two "Udp:" lines: the names, then the values.
+                let mut lines = text.lines().filter(|l| l.starts_with(prefix));
+                let (names, values) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+                names
+                    .split_whitespace()
+                    .zip(values.split_whitespace())
+                    .find(|(n, _)| *n == "RcvbufErrors")
+                    .and_then(|(_, v)| v.parse::<u64>().ok())
+                    .ok_or_else(|| format!("no Udp RcvbufErrors in {file} of {}", self.name))?
+            } else {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(prefix))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .ok_or_else(|| format!("no {prefix} in {file} of {}", self.name))?
+            };
+        }
+        Ok(total)
+    }
 }
 
 impl Drop for Netns {

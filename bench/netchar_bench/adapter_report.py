@@ -1,0 +1,67 @@
+"""The reports of bench/adapters.sh (iperf3 adapter) and bench/iperf2.sh (iperf2 adapter): per
+case, the peer tool's own median rate next to netchar's adapter in the same role, and their ratio
+against the 0.95 target.
+
+    python3 -m netchar_bench.adapter_report adapters RESULTS   # iperf3 rows, with the spread
+    python3 -m netchar_bench.adapter_report iperf2 RESULTS     # iperf2 rows
+
+RESULTS: one line per run, "CASE TOOL BIT/S" (TOOL: the peer's name or netchar; BIT/S may be nan).
+"""
+
+import statistics as st
+import sys
+
+NAN = float("nan")
+
+
+def read_runs(path):
+    """{case: {tool: [bit/s, ...]}} from RESULTS."""
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            case, tool, v = line.split()
+            rows.setdefault(case, {}).setdefault(tool, []).append(float(v))
+    return rows
+
+
+def spread(xs):
+    """(max - min) / median of the rounds."""
+    return (max(xs) - min(xs)) / st.median(xs) if xs else NAN
+
+
+def adapters(rows):
+    print(f"{'case':<12} {'peer tool Gbit/s':>17} {'netchar Gbit/s':>15} {'ratio':>7} {'spread':>14}  verdict (>= 0.95)")
+    for case in sorted(rows):
+        t = rows[case]
+        a, b = st.median(t.get("iperf3", [NAN])), st.median(t.get("netchar", [NAN]))
+        ratio = b / a if a else NAN
+        print(f"{case:<12} {a/1e9:>17.2f} {b/1e9:>15.2f} {ratio:>7.3f} "
+              f"{spread(t.get('iperf3', []))*100:>6.1f}%/{spread(t.get('netchar', []))*100:>5.1f}%  {'PASS' if ratio >= 0.95 else 'MISS'}")
+    print()
+    print("client-*: iperf3 -c vs netchar tcp --proto iperf3, both against iperf3 -s (the server's count)")
+    print("server-*: iperf3 -c against iperf3 -s vs against netchar server --iperf3 (the client's receiver line)")
+    print("spread: (max-min)/median over the rounds, peer tool / netchar")
+
+
+def iperf2(rows):
+    print(f"{'case':<12} {'iperf Gbit/s':>13} {'netchar Gbit/s':>15} {'ratio':>7}  verdict (>= 0.95)")
+    for case in sorted(rows):
+        t = rows[case]
+        a, b = st.median(t.get("iperf", [NAN])), st.median(t.get("netchar", [NAN]))
+        ratio = b / a if a else NAN
+        print(f"{case:<12} {a/1e9:>13.2f} {b/1e9:>15.2f} {ratio:>7.3f}  {'PASS' if ratio >= 0.95 else 'MISS'}")
+    print()
+    print("client-*: iperf -c vs netchar tcp --proto iperf2, both against iperf -s (the server's CSV)")
+    print("server-*: iperf -c against iperf -s vs against netchar server --iperf2 (the client's CSV)")
+
+
+def main(argv):
+    if len(argv) != 2 or argv[0] not in ("adapters", "iperf2"):
+        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+        return 2
+    {"adapters": adapters, "iperf2": iperf2}[argv[0]](read_runs(argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,257 @@
+//! One self-contained HTML report: the summary table, every plot inline as SVG, both ends'
+//! host metadata, and the raw JSON embedded, shown and downloadable. It loads nothing: no
+//! style sheet, font, script or image from anywhere, and its Content-Security-Policy forbids
+//! fetching (`default-src 'none'`), so it reads the same offline, attached to a mail or
+//! archived beside the results.
+
+use crate::rows::human_table;
+use crate::{chart, plots, Saved};
+use netchar_model::units::RateFormat;
+use netchar_model::{HostInfo, IntervalRecord, TestInfo, TestResult};
+use std::fmt::Write;
+
+/// The HTML reporter: silent while a test runs, the whole document at the end.
+#[derive(Debug, Default)]
+pub struct HtmlReporter {
+    /// How rates are printed in the tables.
+    pub format: RateFormat,
+}
+
+impl HtmlReporter {
+    /// A reporter printing rates in `format`.
+    pub fn new(format: RateFormat) -> Self {
+        Self { format }
+    }
+}
+
+/// `text` with the characters HTML gives a meaning escaped (for text and attribute values).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}\
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}\
+table{border-collapse:collapse;margin:.5em 0;font-size:.85em}\
+th,td{border:1px solid #bbb;padding:.2em .5em;text-align:left;white-space:nowrap}td.n{text-align:right}\
+.wide{overflow-x:auto}\
+th{background:#eee}figure{margin:1em 0}figcaption{font-size:.85em;color:#555}\
+svg{max-width:100%;height:auto}pre{background:#f6f6f6;padding:.5em;max-height:24em;overflow:auto;font-size:.8em}\
+.error{color:#a00}";
+
+/// Sets the download link to a blob of the embedded JSON, then records on `<body>` what the
+/// browser laid out: `data-plots`, the plots drawn at a visible size with their lines, and
+/// `data-tables`, the tables with rows (the browser test reads these, and `data-ready`).
+const SCRIPT: &str = "(function(){var raw=document.getElementById('raw-json').textContent;\
+var a=document.getElementById('download');\
+a.href=URL.createObjectURL(new Blob([raw],{type:'application/json'}));\
+var plots=0;document.querySelectorAll('figure.plot svg').forEach(function(s){var r=s.getBoundingClientRect();\
+if(r.width>100&&r.height>50&&s.querySelector('polyline,path,rect,circle'))plots++;});\
+var tables=0;document.querySelectorAll('table').forEach(function(t){var r=t.getBoundingClientRect();\
+if(r.height>0&&t.querySelectorAll('tbody tr').length>0)tables++;});\
+var b=document.body;b.setAttribute('data-plots',plots);b.setAttribute('data-tables',tables);\
+b.setAttribute('data-ready','1');})();";
+
+fn table(out: &mut String, id: &str, headers: &[impl AsRef<str>], numeric: &[bool], rows: &[Vec<String>]) {
+    let _ = write!(out, "<div class=\"wide\"><table id=\"{id}\"><thead><tr>");
+    for h in headers {
+        let _ = write!(out, "<th>{}</th>", escape(h.as_ref()));
+    }
+    out.push_str("</tr></thead><tbody>\n");
+    for row in rows {
+        out.push_str("<tr>");
+        for (i, c) in row.iter().enumerate() {
+            let class = if numeric.get(i).copied().unwrap_or(false) { " class=\"n\"" } else { "" };
+            let _ = write!(out, "<td{class}>{}</td>", escape(c));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody></table></div>\n");
+}
+
+fn host_rows(h: &HostInfo) -> Vec<(String, String)> {
+    let mut rows = vec![
+        ("host name".to_string(), h.hostname.clone()),
+        ("kernel".to_string(), h.kernel.clone()),
+        ("CPU".to_string(), h.cpu_model.clone()),
+        ("CPUs".to_string(), h.cores.to_string()),
+    ];
+    for n in &h.interfaces {
+        let mut v = n.driver.clone().unwrap_or_else(|| "driver unknown".into());
+        if let Some(s) = n.speed_mbps {
+            let _ = write!(v, ", {s} Mbit/s");
+        }
+        if let Some(m) = n.mtu {
+            let _ = write!(v, ", MTU {m}");
+        }
+        rows.push((format!("interface {}", n.name), v));
+    }
+    for (k, v) in &h.sysctls {
+        rows.push((k.clone(), v.clone()));
+    }
+    rows
+}
+
+/// The hosts section: one table per distinct pair of ends, naming the results that ran there.
+fn hosts(out: &mut String, results: &[Saved]) {
+    let mut pairs: Vec<(&HostInfo, Option<&HostInfo>, Vec<&str>)> = Vec::new();
+    for s in results {
+        let (l, r) = (&s.result.host, s.result.remote_host.as_ref());
+        match pairs.iter_mut().find(|p| p.0 == l && p.1 == r) {
+            Some(p) => p.2.push(&s.label),
+            None => pairs.push((l, r, vec![&s.label])),
+        }
+    }
+    for (i, (local, remote, labels)) in pairs.iter().enumerate() {
+        // Named by set ("runs.json: 12 results"), not one by one: a suite has dozens.
+        let mut by_set: Vec<(String, usize)> = Vec::new();
+        for l in labels {
+            let set = plots::set_of(l);
+            match by_set.iter_mut().find(|(s, _)| *s == set) {
+                Some((_, n)) => *n += 1,
+                None => by_set.push((set, 1)),
+            }
+        }
+        let named: Vec<String> =
+            by_set.iter().map(|(s, n)| if *n == 1 { s.clone() } else { format!("{s} ({n} results)") }).collect();
+        let _ = writeln!(out, "<p>Results: {}</p>", escape(&named.join(", ")));
+        let l = host_rows(local);
+        let r = remote.map(host_rows).unwrap_or_default();
+        let mut keys: Vec<String> = l.iter().map(|x| x.0.clone()).collect();
+        for (k, _) in &r {
+            if !keys.contains(k) {
+                keys.push(k.clone());
+            }
+        }
+        let find = |v: &[(String, String)], k: &str| v.iter().find(|x| x.0 == k).map(|x| x.1.clone());
+        let rows: Vec<Vec<String>> = keys
+            .iter()
+            .map(|k| {
+                vec![
+                    k.clone(),
+                    find(&l, k).unwrap_or_default(),
+                    if remote.is_some() { find(&r, k).unwrap_or_default() } else { "not reported".into() },
+                ]
+            })
+            .collect();
+        let headers = ["".to_string(), "client (this end)".to_string(), "server (far end)".to_string()];
+        table(out, &format!("hosts-{}", i + 1), &headers, &[false, false, false], &rows);
+    }
+}
+
+/// Latency percentiles of the request/response results, µs.
+fn latency_table(out: &mut String, results: &[Saved]) {
+    let mut rows = Vec::new();
+    for s in results {
+        for (name, f) in plots::latency_sets(&s.result) {
+            let l = &f.latency_us;
+            let mut row = vec![s.label.clone(), name];
+            row.extend([l.min, l.p50, l.p90, l.p99, l.p999, l.max].iter().map(|v| format!("{v:.1}")));
+            row.push(format!("{:.0}", f.transactions_per_second));
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Latency</h2>\n");
+    let headers: Vec<String> =
+        ["source", "load", "min µs", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "transactions/s"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    let numeric = [false, false, true, true, true, true, true, true, true];
+    table(out, "latency", &headers, &numeric, &rows);
+}
+
+/// The JSON of `results` for a `<script>`-free `<pre>`: escaped as HTML text.
+fn raw_json(results: &[Saved]) -> String {
+    let all: Vec<&TestResult> = results.iter().map(|s| &s.result).collect();
+    serde_json::to_string_pretty(&all).unwrap_or_else(|e| format!("\"cannot write the results: {e}\""))
+}
+
+/// The whole HTML document of `results`.
+pub fn document(results: &[Saved], format: RateFormat) -> String {
+    let mut out = String::new();
+    let title = match results {
+        [one] => format!("netchar report: {}", one.label),
+        _ => format!("netchar report: {} results", results.len()),
+    };
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; \
+         script-src 'unsafe-inline'; img-src data:\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style></head>\n<body>\n<h1>{}</h1>\n",
+        escape(&title),
+        escape(&title)
+    );
+    let _ = writeln!(
+        out,
+        "<p>Written by netchar {} from {} saved result{}.</p>",
+        env!("CARGO_PKG_VERSION"),
+        results.len(),
+        if results.len() == 1 { "" } else { "s" }
+    );
+    out.push_str("<h2>Summary</h2>\n");
+    let t = human_table(results, format);
+    table(&mut out, "summary", &t.headers, &t.numeric, &t.cells);
+    for (source, e) in &t.errors {
+        let _ = writeln!(out, "<p class=\"error\">{}: error: {}</p>", escape(source), escape(e));
+    }
+    latency_table(&mut out, results);
+    let charts = plots::charts(results);
+    if !charts.is_empty() {
+        out.push_str("<h2>Plots</h2>\n");
+    }
+    for c in &charts {
+        let _ = write!(out, "<figure class=\"plot\" id=\"plot-{}\">", escape(&c.stem));
+        match chart::to_svg(c) {
+            Ok(svg) => out.push_str(&svg),
+            Err(e) => {
+                let _ = write!(out, "<p class=\"error\">plot failed: {}</p>", escape(&e));
+            }
+        }
+        let _ = writeln!(out, "<figcaption>{}</figcaption></figure>", escape(&c.title));
+    }
+    out.push_str("<h2>Hosts</h2>\n");
+    hosts(&mut out, results);
+    out.push_str("<h2>Raw results</h2>\n");
+    out.push_str(
+        "<p><a id=\"download\" download=\"netchar-results.json\" href=\"#raw\">Download the results as JSON</a> \
+         (the array below; <code>netchar report</code> reads it back).</p>\n",
+    );
+    let _ = writeln!(
+        out,
+        "<details id=\"raw\"><summary>JSON</summary><pre id=\"raw-json\">{}</pre></details>",
+        escape(&raw_json(results))
+    );
+    let _ = write!(out, "<script>{SCRIPT}</script>\n</body></html>\n");
+    out
+}
+
+impl crate::Reporter for HtmlReporter {
+    fn on_start(&mut self, _: &TestInfo) -> String {
+        String::new()
+    }
+    fn on_interval(&mut self, _: &IntervalRecord) -> String {
+        String::new()
+    }
+    fn on_finish(&mut self, result: &TestResult) -> String {
+        document(&[Saved { label: "-".into(), result: result.clone() }], self.format)
+    }
+    fn on_results(&mut self, results: &[Saved]) -> String {
+        document(results, self.format)
+    }
+}

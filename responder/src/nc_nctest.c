@@ -1,0 +1,448 @@
+/* netchar-responder: the eCos nc_test slave (NC_ROLE_NC_TEST), as nc_test_slave answers
+ * nc_test_master (docs/embedded.md; the Rust slave is crates/engine/src/peers/nc_test.rs).
+ *
+ * Requests arrive on the UDP control port (7777) and are answered to their source; a test's
+ * data runs on the data port (8770): UDP datagrams to the master's address at the request's
+ * master_port, or the TCP connection the master opens 3 s after the ACK. Every buffer is a
+ * 16-byte header (keys, seq, length) and buflen bytes; the slave answers lock-step, as the
+ * stock one does, then sends its results record (buffers sent and received). The data socket
+ * takes data only from the master's address. SET_LOAD and START_IDLE/STOP_IDLE go to the
+ * platform's optional hooks; without them they are refused with reason 3 ("no background
+ * load or idle support"), which the master answers by skipping those sections.
+ *
+ * Unlike the stock slave the loop never blocks: the other roles keep being served while a
+ * test waits for its master, and control requests that come during a test wait in the socket
+ * until it ends.
+ */
+#include "nc_roles_impl.h"
+
+#if NC_ROLE_NC_TEST
+
+#include <string.h>
+
+#include "nc_peer_proto.h"
+
+#if defined(MSG_NOSIGNAL) && !defined(NC_PLATFORM_LWIP)
+#define SEND_FLAGS MSG_NOSIGNAL
+#else
+#define SEND_FLAGS 0
+#endif
+
+#define TEST_TIMEOUT_MS 3000     /* one buffer (NC_TEST_TIMEOUT) */
+#define ACCEPT_WAIT_MS 15000     /* the master connects 3 s after the ACK, retrying for 5 s */
+#define SEND_STALL_MS 21000      /* a TCP master that stops reading */
+#define UDP_HEAD_START_MS 100    /* a stock master binds its data port after the ACK */
+#define TICK_MS 10
+
+enum phase { P_IDLE, P_ACCEPT, P_RECV, P_SEND, P_RESULTS };
+
+static struct {
+    int cfd, tfd, ufd, conn;
+    uint16_t data_port;
+    uint8_t phase;
+    struct nct_request req;
+    nc_addr master, to;
+    uint32_t td, i, seq, nsent, nrecvd, lost, seq_errors, refused;
+    uint32_t pos; /* TCP: bytes of the current buffer (or results record) done */
+    uint8_t hdr[NCT_HEADER_LEN];
+    uint64_t deadline, next_send, bytes_in, bytes_out;
+#if NC_HAVE_IDLE_COUNTER
+    uint64_t idle0, idle_t0;
+#endif
+} T;
+
+static const char *test_name(uint32_t code)
+{
+    switch (code) {
+    case NCT_UDP_SEND:
+        return "nc-test UDP send";
+    case NCT_UDP_RECV:
+        return "nc-test UDP recv";
+    case NCT_UDP_ECHO:
+        return "nc-test UDP echo";
+    case NCT_TCP_SEND:
+        return "nc-test TCP send";
+    case NCT_TCP_RECV:
+        return "nc-test TCP recv";
+    default:
+        return "nc-test TCP echo";
+    }
+}
+
+void nc_nctest_init(void)
+{
+    uint16_t cport = nc_roles_wanted(NC_SVC_NCTEST), dport = nc_roles_wanted(NC_SVC_NCTEST_DATA);
+    T.cfd = T.tfd = T.ufd = T.conn = -1;
+    if (!nc_roles_enabled(NC_SVC_NCTEST))
+        return;
+    if (nc_role_listen(&dport, &T.tfd, &T.ufd) != 0 || nc_role_listen(&cport, NULL, &T.cfd) != 0) {
+        uint64_t p[2];
+        p[0] = nc_roles_wanted(NC_SVC_NCTEST);
+        p[1] = nc_roles_wanted(NC_SVC_NCTEST_DATA);
+        nc_role_log("nc-test", NULL, "cannot listen on UDP port # and data port #; the slave is off", p, 2);
+        if (T.tfd >= 0)
+            nc_close(T.tfd);
+        if (T.ufd >= 0)
+            nc_close(T.ufd);
+        T.tfd = T.ufd = -1;
+        return;
+    }
+    T.data_port = dport;
+    nc_roles_bound(NC_SVC_NCTEST, cport);
+    nc_roles_bound(NC_SVC_NCTEST_DATA, dport);
+}
+
+static void test_end(const char *why)
+{
+    uint64_t n[6];
+    n[0] = T.nsent;
+    n[1] = T.nrecvd;
+    n[2] = T.bytes_in;
+    n[3] = T.bytes_out;
+    n[4] = T.lost;
+    n[5] = T.seq_errors;
+    nc_role_log(test_name(T.req.code), &T.master,
+                why ? why : "sent # buffers, received # buffers (# bytes in, # bytes out), # timeouts", n, 5);
+    if (T.conn >= 0) {
+        shutdown(T.conn, SHUT_WR);
+        nc_close(T.conn);
+    }
+    T.conn = -1;
+    T.phase = P_IDLE;
+}
+
+/* The next step of the lock-step loop, after buffer T.i was received (or timed out). */
+static void next_buffer(uint64_t now)
+{
+    if (T.i >= T.req.nbufs) {
+        T.phase = P_RESULTS;
+        T.pos = 0;
+        T.deadline = now + SEND_STALL_MS * NC_MS;
+        return;
+    }
+    if (nct_slave_receives(T.req.code)) {
+        T.phase = P_RECV;
+        T.pos = 0;
+        T.deadline = now + TEST_TIMEOUT_MS * NC_MS;
+    } else {
+        T.phase = P_SEND;
+        T.pos = 0;
+        T.deadline = now + SEND_STALL_MS * NC_MS;
+    }
+}
+
+/* Buffer T.i is in (got) or timed out (!got). */
+static void received(int got, uint64_t now)
+{
+    if (got) {
+        uint32_t seq;
+        T.nrecvd++;
+        if (nct_header_decode(T.hdr, sizeof T.hdr, &seq) == 0 && seq != T.seq) {
+            /* The slave resynchronises to the master's numbering. */
+            T.seq = seq;
+            T.seq_errors++;
+        }
+    } else if (++T.lost > NCT_MAX_ERRORS) {
+        T.i = T.req.nbufs;
+        next_buffer(now);
+        return;
+    }
+    if (nct_slave_sends(T.req.code)) {
+        T.phase = P_SEND;
+        T.pos = 0;
+        T.deadline = now + SEND_STALL_MS * NC_MS;
+    } else {
+        T.seq++;
+        T.i++;
+        next_buffer(now);
+    }
+}
+
+static void sent_one(uint64_t now)
+{
+    T.nsent++;
+    T.seq++;
+    T.i++;
+    next_buffer(now);
+}
+
+static void start_test(uint64_t now)
+{
+    T.td = T.req.buflen + NCT_HEADER_LEN;
+    T.i = T.seq = T.nsent = T.nrecvd = T.lost = T.seq_errors = T.refused = 0;
+    T.bytes_in = T.bytes_out = 0;
+    T.to = T.master;
+    NC_ADDR_PORT(&T.to) = htons((uint16_t)T.req.master_port);
+    if (nct_is_udp(T.req.code)) {
+        /* Stale datagrams of an earlier test must not count in this one. */
+        nc_addr from;
+        socklen_t flen = sizeof from;
+        while (recvfrom(T.ufd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen) >= 0)
+            flen = sizeof from;
+        nc_iobuf_used();
+        T.next_send = T.req.code == NCT_UDP_SEND ? now + UDP_HEAD_START_MS * NC_MS : now;
+        next_buffer(now);
+    } else {
+        T.phase = P_ACCEPT;
+        T.deadline = now + ACCEPT_WAIT_MS * NC_MS;
+    }
+}
+
+static void control_read(uint64_t now)
+{
+    nc_addr from;
+    socklen_t flen = sizeof from;
+    struct nct_request r;
+    struct nct_limits lim;
+    uint8_t reply[NCT_REPLY_LEN];
+    uint32_t reason, ticks = 0;
+    uint64_t count = 0;
+    int n = (int)recvfrom(T.cfd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
+    nc_iobuf_used();
+    if (n < 0 || !NC_ADDR_OK(&from, flen))
+        return;
+    if (nct_request_decode(nc_iobuf, (size_t)n, &r) != 0) {
+        uint64_t k = (uint64_t)n;
+        nc_role_log("nc-test", &from, "a #-byte datagram is not a request", &k, 1);
+        return;
+    }
+    memset(&lim, 0, sizeof lim);
+    lim.data_port = T.data_port;
+    lim.udp_max = NC_UDP_MAX;
+    lim.max_nbufs = 1000000u;
+    lim.max_udp_send = NC_NCTEST_MAX_UDP_SEND;
+    lim.have_load = NC_HAVE_BACKGROUND_LOAD;
+    lim.have_idle = NC_HAVE_IDLE_COUNTER;
+    reason = nct_check(&r, &lim);
+    if (reason == 0) {
+        switch (r.code) {
+#if NC_HAVE_BACKGROUND_LOAD
+        case NCT_SET_LOAD:
+            (void)nc_plat_background_load((double)r.nbufs);
+            break;
+#endif
+#if NC_HAVE_IDLE_COUNTER
+        case NCT_START_IDLE:
+            T.idle0 = nc_plat_idle_count();
+            T.idle_t0 = now;
+            break;
+        case NCT_STOP_IDLE:
+            if (T.idle_t0) {
+                ticks = (uint32_t)((now - T.idle_t0) / (TICK_MS * NC_MS));
+                count = nc_plat_idle_count() - T.idle0;
+            }
+            break;
+#endif
+        case NCT_DISCONNECT:
+#if NC_HAVE_BACKGROUND_LOAD
+            (void)nc_plat_background_load(0);
+#endif
+            nc_role_log("nc-test", &from, "the master disconnected", NULL, 0);
+            break;
+        default:
+            break;
+        }
+    } else {
+        uint64_t k[2];
+        k[0] = r.code;
+        k[1] = reason;
+        nc_role_log("nc-test", &from, "refused request # (NAK reason #)", k, 2);
+    }
+    nct_reply_encode(reply, reason == 0, r.seq, reason, ticks, count);
+    if (reason == 0 && nct_is_test(r.code)) {
+        T.req = r;
+        T.master = from;
+        start_test(now);
+    }
+    sendto(T.cfd, (const char *)reply, sizeof reply, 0, (const struct sockaddr *)&from, sizeof from);
+}
+
+void nc_nctest_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns)
+{
+    uint64_t due = UINT64_MAX;
+    if (T.cfd < 0)
+        return;
+    if (T.phase == P_IDLE)
+        nc_role_watch(T.cfd, rd, maxfd);
+    nc_role_watch(T.tfd, rd, maxfd);
+    if (T.phase != P_IDLE && now >= T.deadline) {
+        if (T.phase == P_RECV && !nct_is_udp(T.req.code))
+            /* Part of a buffer may have come: the stream cannot be followed any more. */
+            test_end("the master sent nothing for 3 s: test abandoned after sending # buffers, receiving # "
+                     "buffers (# bytes in, # bytes out)");
+        else if (T.phase == P_RECV)
+            received(0, now);
+        else if (T.phase == P_ACCEPT)
+            test_end("the master did not connect to the data port in time");
+        else
+            test_end("the master stopped reading: test abandoned");
+    }
+    if (T.phase == P_IDLE)
+        return;
+    if (T.phase == P_RECV || T.phase == P_ACCEPT)
+        due = T.deadline;
+    if (nct_is_udp(T.req.code)) {
+        if (T.phase == P_RECV) {
+            nc_role_watch(T.ufd, rd, maxfd);
+        } else if (T.next_send > now) {
+            due = T.next_send;
+        } else {
+            nc_role_watch(T.ufd, wr, maxfd); /* due now: when the socket takes it */
+        }
+    } else if (T.conn >= 0) {
+        nc_role_watch(T.conn, T.phase == P_RECV ? rd : wr, maxfd);
+    }
+    if (due != UINT64_MAX) {
+        uint64_t w = due > now ? due - now : 0;
+        if (w < *wait_ns)
+            *wait_ns = w;
+    }
+}
+
+static void accept_data(uint64_t now)
+{
+    nc_addr peer;
+    socklen_t len = sizeof peer;
+    int fd = (int)accept(T.tfd, (struct sockaddr *)&peer, &len);
+    if (fd < 0)
+        return;
+    if (T.phase != P_ACCEPT || fd >= FD_SETSIZE || !NC_SAME_IP(&peer, &T.master)) {
+        /* Not this test's master, or no TCP test waiting: a stale or stray connection. */
+        nc_close(fd);
+        return;
+    }
+    nc_plat_set_nonblocking(fd);
+    {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, (const char *)&one, sizeof one);
+    }
+    T.conn = fd;
+    next_buffer(now);
+}
+
+static void udp_io(fd_set *rd, uint64_t now)
+{
+    int k;
+    if (T.phase == P_RECV && FD_ISSET(T.ufd, rd)) {
+        for (k = 0; k < 64 && T.phase == P_RECV; k++) {
+            nc_addr from;
+            socklen_t flen = sizeof from;
+            int n = (int)recvfrom(T.ufd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
+            if (n < 0)
+                break;
+            nc_iobuf_used();
+            if (!NC_SAME_IP(&from, &T.master)) {
+                T.refused++;
+                continue;
+            }
+            T.bytes_in += (uint64_t)n;
+            memset(T.hdr, 0, sizeof T.hdr);
+            memcpy(T.hdr, nc_iobuf, (size_t)n < sizeof T.hdr ? (size_t)n : sizeof T.hdr);
+            received(1, now);
+        }
+    }
+    /* Sends: one per turn for echo (lock-step), paced batches for UDP_SEND. */
+    for (k = 0; k < 32 && (T.phase == P_SEND || T.phase == P_RESULTS) && now >= T.next_send; k++) {
+        if (T.phase == P_RESULTS) {
+            nct_results_encode(nc_iobuf, T.req.seq, T.nsent, T.nrecvd);
+            nc_iobuf_used();
+            sendto(T.ufd, (const char *)nc_iobuf, NCT_RESULTS_LEN, 0, (const struct sockaddr *)&T.to, sizeof T.to);
+            test_end(NULL);
+            return;
+        }
+        memset(nc_iobuf, 0, T.td);
+        nct_header_encode(nc_iobuf, T.seq, T.td);
+        nc_iobuf_used();
+        if (sendto(T.ufd, (const char *)nc_iobuf, T.td, 0, (const struct sockaddr *)&T.to, sizeof T.to) ==
+            (int)T.td) {
+            T.bytes_out += T.td;
+            sent_one(now);
+        } else if (nc_role_would_block() || errno == ENOBUFS) {
+            break; /* retried on a later turn */
+        } else {
+            /* Refused (an ICMP error): the stock slave does not count it. */
+            T.seq++;
+            T.i++;
+            next_buffer(now);
+        }
+        if (T.req.code == NCT_UDP_SEND)
+            T.next_send += NC_NCTEST_UDP_GAP_US * 1000u;
+    }
+    if (T.req.code == NCT_UDP_SEND && T.next_send + 50 * NC_MS < now)
+        T.next_send = now; /* fell behind (a stall): no burst to catch up */
+}
+
+static void tcp_io(fd_set *rd, fd_set *wr, uint64_t now)
+{
+    if (T.conn < 0)
+        return;
+    if (T.phase == P_RECV && FD_ISSET(T.conn, rd)) {
+        uint32_t want = T.td - T.pos;
+        int n = (int)recv(T.conn, (char *)nc_iobuf, want < NC_IO_BUF ? want : NC_IO_BUF, 0);
+        nc_iobuf_used();
+        if (n > 0) {
+            if (T.pos < NCT_HEADER_LEN) {
+                uint32_t h = NCT_HEADER_LEN - T.pos;
+                memcpy(T.hdr + T.pos, nc_iobuf, (uint32_t)n < h ? (uint32_t)n : h);
+            }
+            T.pos += (uint32_t)n;
+            T.bytes_in += (uint64_t)n;
+            T.deadline = now + TEST_TIMEOUT_MS * NC_MS;
+            if (T.pos == T.td)
+                received(1, now);
+        } else if (n == 0 || !nc_role_would_block()) {
+            test_end("the master closed the data connection: sent # buffers, received # buffers (# bytes in, "
+                     "# bytes out), # timeouts");
+        }
+    } else if ((T.phase == P_SEND || T.phase == P_RESULTS) && FD_ISSET(T.conn, wr)) {
+        uint32_t total = T.phase == P_SEND ? T.td : NCT_RESULTS_LEN, chunk = total - T.pos;
+        uint8_t head[NCT_HEADER_LEN > NCT_RESULTS_LEN ? NCT_HEADER_LEN : NCT_RESULTS_LEN];
+        int w;
+        if (chunk > NC_IO_BUF)
+            chunk = NC_IO_BUF;
+        if (T.phase == P_SEND)
+            nct_header_encode(head, T.seq, T.td);
+        else
+            nct_results_encode(head, T.req.seq, T.nsent, T.nrecvd);
+        memset(nc_iobuf, 0, chunk);
+        if (T.pos < sizeof head) {
+            uint32_t h = (T.phase == P_SEND ? NCT_HEADER_LEN : NCT_RESULTS_LEN) - T.pos;
+            memcpy(nc_iobuf, head + T.pos, h < chunk ? h : chunk);
+        }
+        nc_iobuf_used();
+        w = (int)send(T.conn, (const char *)nc_iobuf, chunk, SEND_FLAGS);
+        if (w > 0) {
+            T.pos += (uint32_t)w;
+            T.deadline = now + SEND_STALL_MS * NC_MS;
+            if (T.phase == P_SEND)
+                T.bytes_out += (uint64_t)w;
+            if (T.pos == total) {
+                if (T.phase == P_SEND)
+                    sent_one(now);
+                else
+                    test_end(NULL);
+            }
+        } else if (w < 0 && !nc_role_would_block()) {
+            test_end("the data connection broke: sent # buffers, received # buffers (# bytes in, # bytes out), "
+                     "# timeouts");
+        }
+    }
+}
+
+void nc_nctest_io(fd_set *rd, fd_set *wr, uint64_t now)
+{
+    if (T.cfd < 0)
+        return;
+    if (FD_ISSET(T.tfd, rd))
+        accept_data(now);
+    if (T.phase != P_IDLE && T.phase != P_ACCEPT) {
+        if (nct_is_udp(T.req.code))
+            udp_io(rd, now);
+        else
+            tcp_io(rd, wr, now);
+    }
+    if (T.phase == P_IDLE && FD_ISSET(T.cfd, rd))
+        control_read(now);
+}
+
+#endif
