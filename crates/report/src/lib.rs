@@ -4,7 +4,8 @@
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
 //! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`], and the suites' classic
-//! tables ([`sweep`], [`block_sizes`]). [`plots`] decides which charts results make, [`chart`]
+//! tables and lines ([`sweep`], [`block_sizes`],
+//! [`ecos_lines`]). [`plots`] decides which charts results make, [`chart`]
 //! draws one. A running test calls `on_start`, `on_interval`, `on_finish` (or
 //! `on_no_result`), a job of several tests then `on_job_end`; `netchar report` hands saved
 //! results to `on_results`.
@@ -19,6 +20,7 @@
 pub mod block_sizes;
 pub mod chart;
 pub mod csv;
+pub mod ecos_lines;
 pub mod html;
 pub mod json;
 pub mod markdown;
