@@ -188,6 +188,14 @@ pub(crate) struct CommonArgs {
     /// Both directions at once.
     #[arg(long)]
     pub(crate) bidir: bool,
+    /// iperf2's dual test (`--proto iperf2`, TCP): both directions at once, the server
+    /// connecting back to a port this client opens for its direction.
+    #[arg(short = 'd', long = "dualtest", conflicts_with_all = ["reverse", "bidir", "tradeoff"])]
+    pub(crate) dualtest: bool,
+    /// iperf2's tradeoff test (`--proto iperf2`, TCP): this client's direction, then the
+    /// server connecting back to a port this client opens and sending for the same time.
+    #[arg(short = 'r', long = "tradeoff", conflicts_with_all = ["reverse", "bidir"])]
+    pub(crate) tradeoff: bool,
     /// Pin the client's workers to CPU, and the server's to SERVERCPU: -A CPU[,SERVERCPU].
     #[arg(short = 'A', long = "affinity")]
     pub(crate) affinity: Option<String>,

@@ -7,6 +7,7 @@
 
 use crate::pscheduler::run_with_limit;
 use anyhow::{anyhow, bail, Context, Result};
+use netchar_report::heatmap::Matrix;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::BufRead;
@@ -98,9 +99,19 @@ pub(crate) struct MatrixArgs {
     /// Files of `mesh run` lines (`kubectl logs --prefix` lines are fine); - for stdin.
     #[arg(required = true)]
     pub(crate) logs: Vec<PathBuf>,
-    /// CSV instead of a text table.
-    #[arg(long)]
+    /// CSV instead of a text table (as --format csv).
+    #[arg(long, conflicts_with_all = ["html", "format"])]
     pub(crate) csv: bool,
+    /// The HTML report's heat map, one self-contained page (as --format html).
+    #[arg(long, conflicts_with = "format")]
+    pub(crate) html: bool,
+    /// text (a table), csv, or html (heat maps of throughput, and of the latency with
+    /// --metric rtt|latency).
+    #[arg(long, value_parser = ["text", "csv", "html"])]
+    pub(crate) format: Option<String>,
+    /// Write to FILE instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
     /// The figure: throughput (receiver, Mbit/s), rtt (TCP sender's mean smoothed RTT, µs) or
     /// latency (rr median, µs).
     #[arg(long, default_value = "throughput", value_parser = ["throughput", "rtt", "latency"])]
@@ -467,6 +478,7 @@ fn run_node(a: &RunArgs) -> Result<u8> {
 /// is skipped) and prints the matrix: rows are sources, columns destinations.
 fn matrix(a: &MatrixArgs) -> Result<u8> {
     let mut lines = Vec::new();
+    let mut raw = String::new();
     for path in &a.logs {
         let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
             Box::new(std::io::stdin().lock())
@@ -478,6 +490,8 @@ fn matrix(a: &MatrixArgs) -> Result<u8> {
             let Some(pos) = line.find('{') else { continue };
             if let Ok(v) = serde_json::from_str::<Value>(&line[pos..]) {
                 if v["source"].is_string() && v["destination"].is_string() {
+                    raw.push_str(&line[pos..]);
+                    raw.push('\n');
                     lines.push(v);
                 }
             }
@@ -486,9 +500,54 @@ fn matrix(a: &MatrixArgs) -> Result<u8> {
     if lines.is_empty() {
         bail!("no mesh run lines in {}; give the Jobs' logs (kubectl logs -l app.kubernetes.io/component=mesh-client --prefix)", a.logs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
+    let format = match (&a.format, a.csv, a.html) {
+        (Some(f), _, _) => f.as_str(),
+        (None, true, _) => "csv",
+        (None, _, true) => "html",
+        _ => "text",
+    };
     let (names, cells) = matrix_cells(&lines, &a.metric);
-    print!("{}", if a.csv { matrix_csv(&names, &cells) } else { matrix_text(&names, &cells, &a.metric) });
+    let out = match format {
+        "csv" => matrix_csv(&names, &cells),
+        "html" => netchar_report::html::mesh_document(&heat_maps(&lines, &a.metric), &raw),
+        _ => matrix_text(&names, &cells, &a.metric),
+    };
+    match &a.output {
+        Some(path) => std::fs::write(path, out)
+            .with_context(|| format!("cannot write {}; give -o a writable file", path.display()))?,
+        None => print!("{out}"),
+    }
     Ok(0)
+}
+
+/// The matrices the HTML report draws: throughput (unless no pair has one, as request/response
+/// meshes), then the latency figure `metric` names.
+pub(crate) fn heat_maps(lines: &[Value], metric: &str) -> Vec<Matrix> {
+    let mut maps = Vec::new();
+    for m in ["throughput", metric] {
+        if maps.iter().any(|x: &Matrix| x.metric == m) {
+            continue;
+        }
+        let (names, cells) = matrix_cells(lines, m);
+        if m == "throughput" && metric != "throughput" && cells.iter().flatten().all(Option::is_none) {
+            continue;
+        }
+        maps.push(Matrix {
+            metric: m.to_string(),
+            unit: unit_of(m).to_string(),
+            higher_is_better: m == "throughput",
+            names,
+            cells,
+        });
+    }
+    maps
+}
+
+fn unit_of(metric: &str) -> &'static str {
+    match metric {
+        "throughput" => "Mbit/s",
+        _ => "µs",
+    }
 }
 
 /// Node names in order of appearance and the figure per (source, destination).
@@ -534,10 +593,7 @@ fn figure(r: &Value, metric: &str) -> Option<f64> {
 }
 
 fn matrix_text(names: &[String], cells: &[Vec<Option<f64>>], metric: &str) -> String {
-    let unit = match metric {
-        "throughput" => "Mbit/s",
-        _ => "µs",
-    };
+    let unit = unit_of(metric);
     let width = names.iter().map(|n| n.len()).max().unwrap_or(4).max(10);
     let mut out = format!("{metric} ({unit}), rows: source, columns: destination\n{:width$}", "");
     for n in names {
@@ -622,6 +678,23 @@ mod tests {
         assert_eq!(matrix_csv(&names, &cells), "source,a,b,c\na,,1000,\nb,2000,,\nc,,,\n");
         let rr = json!({"source": "a", "destination": "b", "result": {"error": null, "summary": {"rr": {"latency_us": {"p50": 17.5}}}}});
         assert_eq!(matrix_cells(&[rr], "latency").1[0][1], Some(17.5));
+    }
+
+    #[test]
+    fn heat_maps_draw_throughput_and_the_latency_figure_asked_for() {
+        let tcp = json!({"source": "a", "destination": "b", "result": {"error": null,
+            "summary": {"up": {"receiver": {"bits_per_second": 1e9}}},
+            "intervals": [{"streams": [{"rtt_us": 40.0}, {"rtt_us": 60.0}]}]}});
+        let metrics = |lines: &[Value], metric: &str| -> Vec<String> {
+            heat_maps(lines, metric).into_iter().map(|m| m.metric).collect()
+        };
+        assert_eq!(metrics(std::slice::from_ref(&tcp), "throughput"), ["throughput"]);
+        let maps = heat_maps(std::slice::from_ref(&tcp), "rtt");
+        assert_eq!(maps.iter().map(|m| m.metric.as_str()).collect::<Vec<_>>(), ["throughput", "rtt"]);
+        assert_eq!((maps[1].cells[0][1], maps[1].unit.as_str(), maps[1].higher_is_better), (Some(50.0), "µs", false));
+        // A request/response mesh has no throughput to draw.
+        let rr = json!({"source": "a", "destination": "b", "result": {"error": null, "summary": {"rr": {"latency_us": {"p50": 17.5}}}}});
+        assert_eq!(metrics(&[rr], "latency"), ["latency"]);
     }
 
     #[test]

@@ -345,7 +345,7 @@ impl TcpPlan {
         if port == 0 {
             return usage("-p 0: the server port must be between 1 and 65535".into());
         }
-        spec.direction = if a.bidir {
+        spec.direction = if a.bidir || a.dualtest || a.tradeoff {
             Direction::Bidir
         } else if a.reverse {
             Direction::Down
@@ -406,7 +406,7 @@ impl TcpPlan {
                 companion: None,
                 cookie_tx: None,
                 auth: client_key(a)?,
-                protocol: netchar_engine::client::Protocol::parse(&a.proto).map_err(UsageError)?,
+                protocol: dial_back_protocol(a)?,
             },
             output: Output {
                 json: a.json,
@@ -442,6 +442,30 @@ impl TcpPlan {
             under_load: None,
             explicit_rate: false,
         })
+    }
+}
+
+/// `--proto`, with iperf2's `-d`/`-r` folded in (they exist only there).
+fn dial_back_protocol(a: &CommonArgs) -> Result<netchar_engine::client::Protocol, UsageError> {
+    use netchar_engine::client::Protocol;
+    use netchar_wire::iperf2::DialBack;
+    let protocol = Protocol::parse(&a.proto).map_err(UsageError)?;
+    let dial_back = match (a.dualtest, a.tradeoff) {
+        (true, _) => DialBack::Dual,
+        (_, true) => DialBack::Tradeoff,
+        _ => return Ok(protocol),
+    };
+    let opt = if dial_back == DialBack::Dual { "-d" } else { "-r" };
+    match protocol {
+        Protocol::Iperf2 => Ok(Protocol::Iperf2DialBack(dial_back)),
+        Protocol::Lwiperf => Err(UsageError(format!(
+            "{opt}: lwiperf's dial-back is not supported (its server would check netchar's header again every \
+             128 KiB); run the test up with --proto lwiperf"
+        ))),
+        _ => Err(UsageError(format!(
+            "{opt}: iperf2's dial-back test, with --proto iperf2 only; against netchar use --bidir{}",
+            if dial_back == DialBack::Dual { "" } else { ", or one run up and one with -R" }
+        ))),
     }
 }
 

@@ -303,7 +303,10 @@ fn log_line(entry: &ServerLog, json: bool) -> String {
             for flow in t.spec.direction.flows() {
                 let mine: Vec<_> = t.streams.iter().filter(|s| s.flow == *flow).collect();
                 let bytes: u64 = mine.iter().map(|s| s.bytes).sum();
-                let seconds = mine.iter().map(|s| s.seconds).fold(0.0, f64::max);
+                // A flow that began late (an iperf2 -r dial-back) is timed from its start.
+                let start = mine.iter().map(|s| s.started_seconds.unwrap_or(0.0)).fold(f64::INFINITY, f64::min);
+                let end = mine.iter().map(|s| s.seconds).fold(0.0, f64::max);
+                let seconds = (end - if start.is_finite() { start } else { 0.0 }).max(0.0);
                 let role = if *flow == Flow::Up { Role::Receiver } else { Role::Sender };
                 flows.push((flow.name(), role, bytes, seconds, netchar_model::bits_per_second(bytes, seconds)));
             }

@@ -1,10 +1,11 @@
 //! iperf2 (Debian's 2.1.8 in CI), both roles:
 //! - netchar as the client of a real `iperf -s` / `iperf -s -u` on a free loopback port: TCP
-//!   up, `-P 2`, `-R`, UDP paced. netchar's byte counts are checked against the iperf server's
-//!   own `-y C` report; for UDP the far end of netchar's result is the server report iperf2
-//!   sends back after the FIN, checked against the same server's CSV line.
-//! - real `iperf -c` against `netchar server --iperf2`: TCP (`-t`, `-n`, `-P 2`, `-R`) and UDP
-//!   (`-u -b`): the client's `-y C` bytes equal what netchar's server logged (`--json`), and the
+//!   up, `-P 2`, `-R`, `-d`, `-r`, UDP paced and UDP `-R`. netchar's byte counts are checked
+//!   against the iperf server's own `-y C` report; for UDP the far end of netchar's result is
+//!   the server report iperf2 sends back after the FIN, checked against the same server's CSV
+//!   line.
+//! - real `iperf -c` against `netchar server --iperf2`: TCP (`-t`, `-n`, `-P 2`, `-R`, `-d`,
+//!   `-r`) and UDP (`-u -b`, `-u -R`): the client's `-y C` bytes equal what netchar's server logged (`--json`), and the
 //!   client's "Server Report" (the report netchar's server sent back) parses and agrees.
 //!
 //! Skips (with a line saying so) where iperf is not installed; CI installs it.
@@ -170,6 +171,80 @@ fn udp_paced_carries_the_iperf_servers_report() {
     assert_eq!(up["packets_accounted"], true);
 }
 
+/// With `-d`/`-r` netchar sends 2.0.5's 24-byte header with VERSION1, and iperf2 counts all of it.
+const DIAL_BACK_HEADER_COUNTED: u64 = 24;
+
+/// The CSV line of the server's receiving and of its dial-back: iperf2 puts the listening
+/// side's port in field 4 (the server's `port` for the first, netchar's listener for the other).
+fn split_dial_back(lines: &[Vec<String>], port: u16) -> (Vec<String>, Vec<String>) {
+    let port = port.to_string();
+    let forward = lines.iter().find(|l| l[4] == port).unwrap_or_else(|| panic!("{lines:?}")).clone();
+    let back = lines.iter().find(|l| l[4] != port).unwrap_or_else(|| panic!("{lines:?}")).clone();
+    (forward, back)
+}
+
+#[test]
+fn dual_and_tradeoff_dial_backs_match_the_iperf_servers_csv() {
+    if !iperf_installed() {
+        return;
+    }
+    let s = IperfServer::start(false);
+    for (flag, seen) in [("-d", 0), ("-r", 2)] {
+        let v = run("tcp", s.port, &["-t", "1", flag]);
+        assert_eq!(v["test"]["protocol"], "iperf2");
+        let sent = u(&v["summary"]["up"]["sender"]["total_bytes"]);
+        let received = u(&v["summary"]["down"]["receiver"]["total_bytes"]);
+        assert!(sent > 0 && received > 0, "{flag}: {v}");
+        let lines = s.lines(seen + 2);
+        let (forward, back) = split_dial_back(&lines[seen..], s.port);
+        assert_eq!(csv_u64(&forward, 7), sent + DIAL_BACK_HEADER_COUNTED, "{flag}: the server's receive count");
+        assert_eq!(csv_u64(&back, 7), received, "{flag}: every byte the server sent back was read");
+        let down = v["streams"].as_array().unwrap().iter().find(|r| r["flow"] == "down").unwrap();
+        let started = down["started_seconds"].as_f64().unwrap_or_else(|| panic!("{down}"));
+        if flag == "-r" {
+            // The server connects back only once netchar's stream is closed.
+            let up = v["streams"].as_array().unwrap().iter().find(|r| r["flow"] == "up").unwrap();
+            assert!(started >= up["seconds"].as_f64().unwrap(), "{v}");
+        }
+    }
+}
+
+/// A server that takes `-d`'s header but never connects back (a firewall, NAT): after the
+/// server's time and a grace the down stream ends with a line saying so; the up figures stay.
+#[test]
+fn a_dial_back_that_never_comes_is_an_error_with_the_figures_kept() {
+    let sink = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let reader = std::thread::spawn(move || {
+        let (mut c, _) = sink.accept().unwrap();
+        let _ = std::io::copy(&mut c, &mut std::io::sink());
+    });
+    let r = netchar(&["tcp", "127.0.0.1", "-p", &port.to_string(), "--proto", "iperf2", "-d", "-t", "0.2", "--json"]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("never connected back"), "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+    assert!(u(&v["summary"]["up"]["sender"]["total_bytes"]) > 0, "{v}");
+    assert_eq!(u(&v["summary"]["down"]["receiver"]["total_bytes"]), 0);
+    reader.join().unwrap();
+}
+
+/// UDP -R (iperf 2.1+): one request datagram, then the server sends and ends with a FIN that
+/// carries its count. netchar's datagrams + its lost + the FIN are the server's CSV bytes.
+#[test]
+fn udp_reverse_settles_against_the_servers_fin() {
+    if !iperf_installed() {
+        return;
+    }
+    let s = IperfServer::start(true);
+    let v = run("udp", s.port, &["-t", "1", "-b", "2M", "-l", "1000", "-R"]);
+    let down = &v["summary"]["down"]["receiver"];
+    let (received, lost) = (u(&down["packets"]), u(&down["lost"]));
+    assert!(received > 0, "{v}");
+    assert_eq!(u(&down["total_bytes"]), received * 1000);
+    let line = s.lines(1).last().unwrap().clone();
+    assert_eq!(csv_u64(&line, 7), (received + lost + 1) * 1000, "{line:?}: sent = received + lost + the FIN");
+}
+
 #[test]
 fn refusals_come_before_any_traffic() {
     let r = netchar(&["rr", "127.0.0.1", "-p", "1", "--proto", "iperf2"]);
@@ -180,6 +255,20 @@ fn refusals_come_before_any_traffic() {
     let r = netchar(&["tcp", "127.0.0.1", "-p", "1", "--proto", "lwiperf", "-R"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("dial-back"), "{}", r.stderr);
+    let r = netchar(&["tcp", "127.0.0.1", "-p", "1", "--proto", "lwiperf", "-d"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("lwiperf's dial-back is not supported"), "{}", r.stderr);
+    // -d/-r run over TCP, one stream each way, for a time.
+    for args in [&["udp", "-d"][..], &["tcp", "-r", "-P", "2"], &["tcp", "-d", "-n", "1M"]] {
+        let mut all = vec![args[0], "127.0.0.1", "-p", "1", "--proto", "iperf2"];
+        all.extend_from_slice(&args[1..]);
+        let r = netchar(&all);
+        assert_eq!(r.code, 2, "{all:?}: {}", r.stderr);
+    }
+    // They are iperf2's only.
+    let r = netchar(&["tcp", "127.0.0.1", "-p", "1", "-d"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("--proto iperf2"), "{}", r.stderr);
 }
 
 // ---------------------------------------------------------------- netchar server --iperf2
@@ -275,6 +364,53 @@ fn iperf_udp_clients_read_the_servers_report() {
     assert_eq!(total * 1000, logged_bytes(log), "the report's datagrams (the FIN's included) are the logged bytes");
 }
 
+/// `iperf -c -d` and `-r` (2.1.8 still dials back, VERSION1 with or without RUN_NOW): netchar's
+/// server connects back to the client's `-L` port and sends; both directions' bytes in the
+/// client's CSV equal what netchar's server logged.
+#[test]
+fn iperf_dual_and_tradeoff_clients_are_dialed_back() {
+    if !iperf_installed() {
+        return;
+    }
+    let (s, port) = server();
+    for flag in ["-d", "-r"] {
+        // iperf's -L defaults to the server's port, which netchar's server holds here.
+        let listen = free_port().to_string();
+        let lines = csv(&iperf(port, &["-t", "1", flag, "-L", &listen, "-y", "C"]));
+        assert_eq!(lines.len(), 2, "{flag}: {lines:?}");
+        // Field 4 is the listening side's port: netchar's server, or the client's -L.
+        let up = lines.iter().find(|l| l[4] == port.to_string()).unwrap();
+        let down = lines.iter().find(|l| l[4] == listen).unwrap_or_else(|| panic!("{lines:?}"));
+        let log = &logged_tests(&s, 1)[0];
+        assert_eq!(log["direction"], "bidir", "{log}");
+        assert!(log["error"].is_null(), "{log}");
+        let flow = |name: &str| {
+            let f = log["flows"].as_array().unwrap().iter().find(|f| f["flow"] == name).unwrap();
+            u(&f["bytes"])
+        };
+        assert_eq!(csv_u64(up, 7), flow("up"), "{flag}: the client's bytes = netchar's server's count");
+        assert_eq!(csv_u64(down, 7), flow("down"), "{flag}: netchar's server's bytes = the client's count");
+        assert!(flow("down") > 0);
+    }
+}
+
+/// `iperf -c -u -R` (2.1): netchar's server sends from its port, paced, and ends with a FIN;
+/// the client's CSV (which counts the FIN as a datagram) agrees with what the server logged.
+#[test]
+fn iperf_udp_reverse_clients_get_the_servers_datagrams() {
+    if !iperf_installed() {
+        return;
+    }
+    let (s, port) = server();
+    let line = &csv(&iperf(port, &["-u", "-R", "-b", "2M", "-t", "1", "-l", "1000", "-y", "C"]))[0];
+    let log = &logged_tests(&s, 1)[0];
+    assert_eq!(log["direction"], "down", "{log}");
+    let (bytes, lost, total) = (csv_u64(line, 7), csv_u64(line, 10), csv_u64(line, 11));
+    assert!(total > 1, "{line:?}");
+    assert_eq!(total * 1000, logged_bytes(log), "{line:?}: every datagram sent, the FIN included, is counted");
+    assert_eq!(bytes + lost * 1000, logged_bytes(log), "{line:?}");
+}
+
 /// lwIP lwiperf's client as lwiperf.c writes it (see crates/wire/tests/lwiperf_transcript.rs):
 /// the 24-byte settings twice (flags, 1 thread, port 5001, 0, 0, amount −1000), then
 /// "0123456789" from offset 48. netchar's server counts every byte but the first header (as
@@ -283,9 +419,10 @@ fn iperf_udp_clients_read_the_servers_report() {
 fn an_lwiperf_client_transcript_replayed_against_the_server() {
     use std::io::Write;
     let (s, port) = server();
+    // Port 0 in the header: a -r that names nothing to connect back to.
     for (flags, dial_back) in [(0u32, false), (0x8000_0000, true)] {
         let mut settings = Vec::new();
-        for w in [flags, 1, 5001, 0, 0, (-1000i32) as u32] {
+        for w in [flags, 1, if dial_back { 0 } else { 5001 }, 0, 0, (-1000i32) as u32] {
             settings.extend_from_slice(&w.to_be_bytes());
         }
         let mut transcript = [settings.clone(), settings].concat();
@@ -298,7 +435,7 @@ fn an_lwiperf_client_transcript_replayed_against_the_server() {
         let _ = std::io::Read::read_to_end(&mut c, &mut rest);
         let log = &logged_tests(&s, 1)[0];
         assert_eq!(logged_bytes(log), transcript.len() as u64 - 24);
-        assert_eq!(log["error"].as_str().is_some_and(|e| e.contains("-d/-r")), dial_back, "{log}");
+        assert_eq!(log["error"].as_str().is_some_and(|e| e.contains("-d/-r with port 0")), dial_back, "{log}");
     }
 }
 

@@ -232,4 +232,32 @@ fn four_nodes_measure_every_ordered_pair_once_and_never_two_tests_on_a_node() {
     }
     let text = Command::new(BIN).args(["mesh", "matrix"]).arg(&log).output().unwrap();
     assert!(!String::from_utf8(text.stdout).unwrap().contains("missing"));
+
+    // The HTML report's heat map: N×N cells, each pair's receiver rate from its line.
+    let html_file = dir.path().join("mesh.html");
+    let out = Command::new(BIN).args(["mesh", "matrix", "--html", "-o"]).arg(&html_file).arg(&log).output().unwrap();
+    assert!(out.status.success() && out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&html_file).unwrap();
+    let stdout = Command::new(BIN).args(["mesh", "matrix", "--format", "html"]).arg(&log).output().unwrap();
+    assert_eq!(String::from_utf8(stdout.stdout).unwrap(), html, "--format html is --html");
+    let start = html.find("<svg class=\"heatmap\"").expect("a heat map");
+    let end = start + html[start..].find("</svg>").unwrap() + "</svg>".len();
+    assert_eq!(html.matches("<svg class=\"heatmap\"").count(), 1, "throughput only");
+    let svg = roxmltree::Document::parse(&html[start..end]).unwrap();
+    let cells: Vec<roxmltree::Node> =
+        svg.descendants().filter(|n| n.has_tag_name("rect") && n.attribute("class") == Some("cell")).collect();
+    assert_eq!(cells.len(), 16, "4 × 4 cells");
+    for (k, cell) in cells.iter().enumerate() {
+        let (source, destination) = (names[k / 4], names[k % 4]);
+        assert_eq!(cell.attribute("data-source"), Some(source));
+        assert_eq!(cell.attribute("data-destination"), Some(destination));
+        let value = cell.attribute("data-value").map(|v| v.parse::<f64>().unwrap());
+        if source == destination {
+            assert_eq!(value, None);
+            continue;
+        }
+        let line = lines.iter().find(|l| l["source"] == source && l["destination"] == destination).unwrap();
+        let bits = line["result"]["summary"]["up"]["receiver"]["bits_per_second"].as_f64().unwrap();
+        assert_eq!(value, Some(bits / 1e6), "{source} → {destination}");
+    }
 }

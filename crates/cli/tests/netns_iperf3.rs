@@ -83,19 +83,11 @@ fn tcp_goodput_through_the_iperf3_adapter_matches_tbf() {
             EXPECTED_BPS / 1e6
         );
         assert!(received > 0 && received <= sent, "{flow}: {sent} sent, {received} received");
-        // The link's rate is the truth only when the sender kept it full: a machine kept busy
-        // by other work can hold the sender off the CPU for a good part of a second. Then the
-        // receiver is checked against what the sender says it sent over the same seconds.
+        // The link's rate is the truth when the sender kept it full; a machine kept busy by
+        // other work can hold the sender off the CPU for a good part of a second, and then the
+        // sender's own figure (what it put on the link) is. Never above the link's rate.
         let sender_bps = s["sender"]["bits_per_second"].as_f64().unwrap();
-        let truth = if sender_bps >= EXPECTED_BPS * 0.98 {
-            EXPECTED_BPS
-        } else {
-            eprintln!(
-                "netns_iperf3 tcp {flow:>4}: the sender reached only {:.3} Mbit/s (busy machine)",
-                sender_bps / 1e6
-            );
-            sender_bps
-        };
+        let truth = EXPECTED_BPS.min(sender_bps);
         if (bps / truth - 1.0).abs() > 0.02 {
             bad.push(format!("{flow} {:.3} Mbit/s (truth {:.3})", bps / 1e6, truth / 1e6));
         }

@@ -35,3 +35,20 @@ fn echo_and_chargen_servers_are_found_and_used() {
     let r = netchar(&["tcp", "127.0.0.1", "-p", &discard.to_string(), "-t", "1", "--proto", "discard"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+/// Nothing takes TCP on an nc_test slave's port; its UDP control port answers a probe of an
+/// unknown request (code 0) with a NAK. `--proto auto` says so and names the command.
+#[test]
+fn an_nc_test_slave_is_named_when_tcp_is_refused() {
+    let s = Server::start(&["--nc-test", "--nc-test-port", "0", "--nc-test-data-port", "0"]);
+    let lines = [s.startup.clone(), s.log_lines(std::time::Duration::from_secs(2))].concat();
+    let control = lines
+        .iter()
+        .find_map(|l| l.split("nc_test").nth(1).and_then(|r| r.split("UDP ").nth(1)))
+        .and_then(|r| r.split_whitespace().next()?.rsplit(':').next()?.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    let r = netchar(&["tcp", "127.0.0.1", "-p", &control.to_string(), "-t", "1"]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("an eCos nc_test slave answered"), "{}", r.stderr);
+    assert!(r.stderr.contains("--proto nc-test"), "{}", r.stderr);
+}

@@ -77,6 +77,9 @@ pub enum Protocol {
     Iperf2,
     /// lwIP's lwiperf: netchar as the client of an lwiperf TCP server.
     Lwiperf,
+    /// iperf2's `-d` (both ways at once) or `-r` (one way, then the other): the `iperf -s`
+    /// connects back to a listener of this client for its direction.
+    Iperf2DialBack(netchar_wire::iperf2::DialBack),
 }
 
 impl Protocol {
@@ -88,7 +91,7 @@ impl Protocol {
             Self::Auto | Self::Netchar => "netchar",
             Self::Iperf3 => "iperf3",
             Self::Service(s) => s.name(),
-            Self::Iperf2 => "iperf2",
+            Self::Iperf2 | Self::Iperf2DialBack(_) => "iperf2",
             Self::Lwiperf => "lwiperf",
         }
     }
@@ -137,13 +140,17 @@ impl Protocol {
                 }
                 Box::new(crate::peers::services::ServiceControl::new(now, s, spec)?)
             }
-            Self::Iperf2 | Self::Lwiperf => {
+            Self::Iperf2 | Self::Lwiperf | Self::Iperf2DialBack(_) => {
                 use crate::peers::iperf2::{Flavour, Iperf2Control};
-                let flavour = if self == Self::Iperf2 { Flavour::Iperf2 } else { Flavour::Lwiperf };
+                let flavour = if self == Self::Lwiperf { Flavour::Lwiperf } else { Flavour::Iperf2 };
                 if cfg.auth.is_some() {
                     return Err(format!("--proto {}: --psk-file is netchar's authentication", self.name()));
                 }
-                Box::new(Iperf2Control::new(now, flavour, spec, cfg.port)?)
+                let dial_back = match self {
+                    Self::Iperf2DialBack(d) => Some(d),
+                    _ => None,
+                };
+                Box::new(Iperf2Control::new(now, flavour, spec, cfg.port, dial_back)?)
             }
         })
     }
@@ -250,6 +257,27 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
     loop {
         let mut driver = match Driver::connect(cfg, &addrs) {
             Ok(d) => d,
+            // Nothing takes TCP there: an eCos nc_test slave listens on UDP only.
+            Err(e @ ClientError::Refused { .. }) if cfg.protocol == Protocol::Auto => {
+                let slave =
+                    addrs.iter().find(|a| crate::peers::nc_test::slave_answers(**a, Duration::from_millis(600)));
+                let e = match slave {
+                    Some(a) => ClientError::Unsupported(format!(
+                        "nothing takes TCP at {a}, but an eCos nc_test slave answered on UDP port {port}: run \
+                         `netchar suite ecos {host} --proto nc-test{p}` for the master's sequence, or add \
+                         --proto nc-test to tcp, udp or echo",
+                        port = a.port(),
+                        host = cfg.host,
+                        p = if a.port() == netchar_wire::nc_test::SLAVE_PORT {
+                            String::new()
+                        } else {
+                            format!(" -p {}", a.port())
+                        }
+                    )),
+                    None => e,
+                };
+                return ClientRun { result: None, error: Some(e) };
+            }
             Err(e) => return ClientRun { result: None, error: Some(e) },
         };
         match driver.run(stop, on_interval) {
@@ -351,6 +379,8 @@ struct Driver<'a> {
     /// UDP streams still setting up: repeated until the test starts.
     udp_setup: Vec<UdpSetup>,
     udp_setup_sent: Option<Instant>,
+    /// The listener the peer dials back to ([`ControlEvent::Listen`]).
+    dial_back: Option<std::net::TcpListener>,
     addr: SocketAddr,
     /// The control connection; `None` for protocols without one (ControlConnection::None).
     control: Option<TcpStream>,
@@ -390,7 +420,7 @@ impl<'a> Driver<'a> {
             let mut spec = cfg.spec.clone();
             if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
                 // The largest payload that fits a 1500-byte Ethernet frame.
-                spec.block_bytes = if matches!(cfg.protocol, Protocol::Iperf2) {
+                spec.block_bytes = if matches!(cfg.protocol, Protocol::Iperf2 | Protocol::Iperf2DialBack(_)) {
                     // iperf2's default -l: its servers read 1470 bytes, cutting longer datagrams.
                     1470
                 } else if addr.is_ipv4() {
@@ -428,6 +458,7 @@ impl<'a> Driver<'a> {
                 spec,
                 udp_setup: Vec::new(),
                 udp_setup_sent: None,
+                dial_back: None,
                 pending_streams: None,
                 plane: None,
                 plane_started: false,
@@ -603,6 +634,18 @@ impl<'a> Driver<'a> {
                 }
                 Ok(())
             }
+            ControlEvent::Listen => {
+                // Every address of this host, in the server's family: the server connects to
+                // the address it sees this client at.
+                let any: SocketAddr =
+                    if self.addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal addresses parse");
+                let listener = std::net::TcpListener::bind(any)
+                    .and_then(|l| l.local_addr().map(|a| (l, a.port())))
+                    .map_err(|e| ClientError::Stream(format!("cannot open a listener for the dial-back: {e}")))?;
+                self.session.listening(Instant::now(), listener.1);
+                self.dial_back = Some(listener.0);
+                Ok(())
+            }
         }
     }
 
@@ -613,6 +656,13 @@ impl<'a> Driver<'a> {
             let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
             let socket = match transport {
                 Transport::PerTransaction { port } => DataSocket::CrrTarget(SocketAddr::new(self.addr.ip(), port)),
+                Transport::DialBack => {
+                    let listener =
+                        self.dial_back.as_ref().and_then(|l| l.try_clone().ok()).ok_or_else(|| {
+                            ClientError::Stream(format!("stream {id}: no listener for the dial-back"))
+                        })?;
+                    DataSocket::DialBack(listener, self.addr.ip())
+                }
                 Transport::SameAs { id: other } => {
                     let failed =
                         |e: io::Error| ClientError::Stream(format!("stream {id}: cannot share stream {other}: {e}"));

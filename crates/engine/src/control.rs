@@ -60,6 +60,10 @@ pub enum ControlEvent {
     /// End this end's receivers now, keeping what they counted (a peer that sends until the
     /// client closes, such as chargen, has no end of its own).
     EndReceivers,
+    /// Open a TCP listener on this host for the peer to connect back to (iperf2's `-d`/`-r`)
+    /// and tell its port to [`ClientControl::listening`]; streams with
+    /// [`Transport::DialBack`] take their connection from it.
+    Listen,
 }
 
 /// What a peer says about itself when it admits a test.
@@ -107,6 +111,9 @@ pub enum Transport {
         /// The stream whose socket this one shares.
         id: u32,
     },
+    /// A connection the peer opens to this end's listener ([`ControlEvent::Listen`]) from the
+    /// peer's own address, taken when it comes (at once or after the other direction).
+    DialBack,
 }
 
 /// A protocol's UDP setup exchange for one stream, sans-IO: the driver sends
@@ -165,6 +172,8 @@ pub trait ClientControl: Send {
     /// What the peer answered on the data sockets to the UDP senders' end datagrams (iperf2's
     /// server reports), by stream id; given just before [`Self::local_senders_done`].
     fn end_replies(&mut self, _now: Instant, _replies: Vec<(u32, Vec<u8>)>) {}
+    /// The listener asked for by [`ControlEvent::Listen`] is open on `port`.
+    fn listening(&mut self, _now: Instant, _port: u16) {}
     /// End the test early (Ctrl-C, a failed worker): the peer should stop and report.
     fn stop(&mut self, now: Instant, reason: &str);
     /// True once the session is over.

@@ -248,6 +248,10 @@ pub struct StreamRecord {
     /// When the warm-up counts were taken, seconds since the start (at or just after `-O`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub omitted_seconds: Option<f64>,
+    /// When the stream's first connection came in, seconds since the start, for a stream that
+    /// began later than the test (an iperf2 `-r` dial-back); absent: at the start.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub started_seconds: Option<f64>,
     /// UDP sender counts over the whole stream.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_sent: Option<UdpSent>,
@@ -282,6 +286,7 @@ impl StreamRecord {
             retransmits: None,
             omitted_retransmits: None,
             omitted_seconds: None,
+            started_seconds: None,
             udp_sent: None,
             udp_received: None,
             rr: None,
@@ -698,7 +703,11 @@ fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> S
     let mut t = SideTotals::default();
     let mut longest: f64 = 0.0;
     let mut warm_up_end = omit;
+    // A side whose streams all began late (a dial-back after the other direction) is timed
+    // from its first stream's start.
+    let mut first_start = f64::INFINITY;
     for s in mine {
+        first_start = first_start.min(s.started_seconds.unwrap_or(0.0));
         if let Some(at) = s.omitted_seconds {
             warm_up_end = warm_up_end.max(at);
         }
@@ -709,6 +718,9 @@ fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> S
             let before = s.omitted_retransmits.unwrap_or(0);
             *t.retransmits.get_or_insert(0) += r.saturating_sub(before);
         }
+    }
+    if first_start.is_finite() {
+        warm_up_end = warm_up_end.max(first_start);
     }
     t.seconds = (longest - warm_up_end).max(0.0);
     t.bits_per_second = bits_per_second(t.bytes, t.seconds);
@@ -880,6 +892,7 @@ mod tests {
             retransmits: (role == Role::Sender).then_some(7),
             omitted_retransmits: (role == Role::Sender).then_some(2),
             omitted_seconds: None,
+            started_seconds: None,
             udp_sent: None,
             udp_received: None,
             rr: None,
@@ -945,6 +958,25 @@ mod tests {
         assert_eq!(r.intervals.len(), 1);
         assert_eq!(r.intervals[0].sum.len(), 2);
         assert_eq!(r.intervals[0].sum[0].bytes, 2000);
+    }
+
+    #[test]
+    fn a_stream_that_starts_late_is_timed_from_its_start() {
+        // iperf2 -r: 2 s up, then the server's dial-back from 2.1 s to 4.1 s.
+        let spec = TestSpec::tcp_default();
+        let mut late = record(2, Role::Receiver, 8_000, 4.1, 0);
+        late.flow = Flow::Down;
+        late.started_seconds = Some(2.1);
+        let streams = vec![record(1, Role::Sender, 10_000, 2.0, 0), late];
+        let mut h = header(spec);
+        h.test.spec.direction = Direction::Bidir;
+        let r = TestResult::assemble(h, streams, CpuReport::default(), None);
+        assert_eq!(r.summary.up.as_ref().unwrap().sender.seconds, 2.0);
+        let down = r.summary.down.as_ref().unwrap();
+        assert!((down.receiver.seconds - 2.0).abs() < 1e-9, "{}", down.receiver.seconds);
+        let json = serde_json::to_string(&r.streams[1]).unwrap();
+        assert!(json.contains("\"started_seconds\":2.1"), "{json}");
+        assert!(!serde_json::to_string(&r.streams[0]).unwrap().contains("started_seconds"));
     }
 
     #[test]

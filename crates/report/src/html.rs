@@ -187,16 +187,7 @@ pub fn document(results: &[Saved], format: RateFormat) -> String {
         [one] => format!("netchar report: {}", one.label),
         _ => format!("netchar report: {} results", results.len()),
     };
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; \
-         script-src 'unsafe-inline'; img-src data:\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style></head>\n<body>\n<h1>{}</h1>\n",
-        escape(&title),
-        escape(&title)
-    );
+    head(&mut out, &title);
     let _ = writeln!(
         out,
         "<p>Written by netchar {} from {} saved result{}.</p>",
@@ -238,6 +229,74 @@ pub fn document(results: &[Saved], format: RateFormat) -> String {
         escape(&raw_json(results))
     );
     let _ = write!(out, "<script>{SCRIPT}</script>\n</body></html>\n");
+    out
+}
+
+/// The head of a self-contained document titled `title`: the same policy and style as the report.
+fn head(out: &mut String, title: &str) {
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; \
+         script-src 'unsafe-inline'; img-src data:\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style></head>\n<body>\n<h1>{}</h1>\n",
+        escape(title),
+        escape(title)
+    );
+}
+
+/// The HTML report of a mesh (`netchar mesh matrix --format html`): per matrix its heat map
+/// and the same figures as a table, then the `mesh run` lines it was made of (`lines`, one JSON
+/// object a line). Self-contained as [`document`]; it needs no script.
+pub fn mesh_document(matrices: &[crate::heatmap::Matrix], lines: &str) -> String {
+    let mut out = String::new();
+    let nodes = matrices.first().map(|m| m.names.len()).unwrap_or(0);
+    head(&mut out, &format!("netchar mesh: {nodes} nodes"));
+    let _ = writeln!(
+        out,
+        "<p>Written by netchar {} from {} <code>mesh run</code> line{}. Rows are the sources, columns the destinations.</p>",
+        env!("CARGO_PKG_VERSION"),
+        lines.lines().count(),
+        if lines.lines().count() == 1 { "" } else { "s" }
+    );
+    for m in matrices {
+        let _ = writeln!(out, "<h2>{} ({})</h2>", escape(&m.metric), escape(&m.unit));
+        let _ = write!(out, "<figure class=\"plot heatmap\" id=\"heatmap-{}\">", escape(&m.metric));
+        out.push_str(&crate::heatmap::svg(m));
+        let _ = writeln!(
+            out,
+            "<figcaption>{} from each source (row) to each destination (column), {}.</figcaption></figure>",
+            escape(&m.metric),
+            escape(&m.unit)
+        );
+        let mut headers = vec!["source \\ destination".to_string()];
+        headers.extend(m.names.iter().cloned());
+        let rows: Vec<Vec<String>> = m
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut row = vec![n.clone()];
+                row.extend(m.names.iter().enumerate().map(|(j, _)| match m.cells[i][j] {
+                    _ if i == j => "–".to_string(),
+                    Some(v) => format!("{v:.1}"),
+                    None => "missing".to_string(),
+                }));
+                row
+            })
+            .collect();
+        let mut numeric = vec![false];
+        numeric.extend(m.names.iter().map(|_| true));
+        table(&mut out, &format!("matrix-{}", m.metric), &headers, &numeric, &rows);
+    }
+    out.push_str("<h2>Raw lines</h2>\n");
+    let _ = writeln!(
+        out,
+        "<details id=\"raw\"><summary>mesh run lines</summary><pre id=\"raw-lines\">{}</pre></details>",
+        escape(lines)
+    );
+    out.push_str("</body></html>\n");
     out
 }
 

@@ -3,12 +3,11 @@
 //! text; they never measure and never touch a socket.
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
-//! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`], and the suites' classic
-//! tables and lines ([`sweep`], [`block_sizes`],
-//! [`ecos_lines`]). [`plots`] decides which charts results make, [`chart`]
-//! draws one. A running test calls `on_start`, `on_interval`, `on_finish` (or
-//! `on_no_result`), a job of several tests then `on_job_end`; `netchar report` hands saved
-//! results to `on_results`.
+//! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`] (and a mesh's [`heatmap`]), and
+//! the suites' classic tables and lines ([`sweep`], [`block_sizes`], [`ecos_lines`]).
+//! [`plots`] decides which charts results make, [`chart`] draws one. A running test calls
+//! `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests then
+//! `on_job_end`; `netchar report` hands saved results to `on_results`.
 //!
 //! ```
 //! use netchar_model::units::RateFormat;
@@ -21,6 +20,7 @@ pub mod block_sizes;
 pub mod chart;
 pub mod csv;
 pub mod ecos_lines;
+pub mod heatmap;
 pub mod html;
 pub mod json;
 pub mod markdown;

@@ -2,8 +2,8 @@
 
 use netchar_model::units::{format_bytes, format_si, RateFormat};
 use netchar_model::{
-    CpuUsage, EndCondition, Flow, FlowSummary, IntervalRecord, Role, RrFigures, TestInfo, TestKind, TestResult,
-    TestSpec, UdpOptions, UdpRate,
+    CpuUsage, Direction, EndCondition, Flow, FlowSummary, IntervalRecord, Role, RrFigures, TestInfo, TestKind,
+    TestResult, TestSpec, UdpOptions, UdpRate,
 };
 use std::fmt::Write;
 
@@ -310,7 +310,9 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             Flow::Down => ("server", "client"),
         };
         // iperf2 and lwiperf send no report over TCP: the server's side is unknown here.
-        let far_unknown = matches!(r.test.protocol.as_str(), "iperf2" | "lwiperf") && r.test.spec.kind == TestKind::Tcp;
+        // Nor does an iperf2 server sending UDP (-R): its FIN carries only its datagram count.
+        let far_unknown = matches!(r.test.protocol.as_str(), "iperf2" | "lwiperf")
+            && (r.test.spec.kind == TestKind::Tcp || flow == Flow::Down);
         for (role, side, end) in [("sender", &f.sender, send_end), ("receiver", &f.receiver, recv_end)] {
             if far_unknown && end == "server" {
                 continue;
@@ -329,14 +331,22 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             out.push('\n');
         }
         udp_summary(f, &r.test.protocol, &mut out);
-        if f.packets_accounted.is_some() {
+        if far_unknown && r.test.spec.kind == TestKind::Udp {
+            let _ = writeln!(
+                out,
+                "     iperf2 reports nothing back for what it sent: these are netchar's figures, the loss counted against the total its FIN datagram gives (iperf2 counts the FIN as one more datagram)"
+            );
+        } else if f.packets_accounted.is_some() {
             // UDP may lose bytes by design; the datagram identity above is the check.
         } else if far_unknown {
             let _ = writeln!(
                 out,
                 "     {} reports nothing back over TCP: these are netchar's figures; the server's own count is in its output{}",
                 r.test.protocol,
-                if r.test.protocol == "iperf2" && flow == Flow::Up {
+                if r.test.protocol == "iperf2" && flow == Flow::Up && r.test.spec.direction == Direction::Bidir {
+                    // Both ways with iperf2 is its -d/-r: a 24-byte header with VERSION1, all counted.
+                    " (iperf2 counts 24 bytes more: the settings header that asked for the dial-back)"
+                } else if r.test.protocol == "iperf2" && flow == Flow::Up {
                     " (iperf2 counts 20 bytes more per stream: the settings header after its flags word)"
                 } else {
                     ""

@@ -89,6 +89,17 @@ pub trait DatagramFormat {
     fn is_end_reply(&self, _reply: &[u8]) -> bool {
         false
     }
+    /// For a receiver: when `buf` is the sender's end datagram (iperf2's FIN from a server
+    /// sending `-R`), the number of data datagrams the sender sent before it. The default, a
+    /// format whose sender tells its total otherwise, says None.
+    fn end_of_stream(&self, _buf: &[u8]) -> Option<u64> {
+        None
+    }
+    /// For a receiver: the datagram that asks the peer to start sending (iperf2's UDP `-R`
+    /// request), re-sent until the first datagram arrives. The default: none.
+    fn start_request(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// netchar's own 24-byte header (this module's table).

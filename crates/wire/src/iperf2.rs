@@ -295,6 +295,23 @@ impl ClientHeader {
         b
     }
 
+    /// The one datagram a 2.1+ client sends for UDP `-R` (re-sent until data comes): datagram
+    /// 1's header stamped `wall_ns`, then [`Self::udp_settings`] with VERSION2 and UDPTESTS
+    /// and the REVERSE upper flag, zero-padded to `buf_len` as Debian's 2.1.8 sends it (flags
+    /// `6c010098`). The server then sends for `amount` and ends with a FIN of its own.
+    pub fn udp_reverse_request(amount: Amount, buf_len: u32, rate_bps: u64, port: u16, wall_ns: u64) -> Vec<u8> {
+        let settings = Self::udp_settings(Layout::V21, amount, buf_len, rate_bps, port);
+        let hl = Layout::V21.datagram_header_len();
+        let mut b = vec![0u8; (hl + settings.len()).max(buf_len.min(65_507) as usize)];
+        UdpHeader { seq: 1, sec: (wall_ns / 1_000_000_000) as u32, usec: ((wall_ns % 1_000_000_000) / 1000) as u32 }
+            .emit(&mut b, Layout::V21);
+        b[hl..hl + settings.len()].copy_from_slice(&settings);
+        let flags = be32(&b, hl) | HEADER_VERSION2 | HEADER_UDPTESTS;
+        put32(&mut b, hl, flags);
+        put32(&mut b, hl + 32, u32::from(UPPER_REVERSE) << 16);
+        b
+    }
+
     /// How many bytes of header a server takes from the start of `bytes` (the rule of iperf2
     /// 2.1.8's `Settings.cpp`): the length field under [`HEADER_LEN_BIT`]; else 24 with
     /// VERSION1 or EXTEND, plus 36 with VERSION2 or EXTEND; else the flags word alone. None
@@ -547,12 +564,21 @@ pub struct UdpFormat {
     pub epoch_ns: u64,
     /// The client header carried after the datagram header (a sender's; empty for none).
     pub settings: Vec<u8>,
+    /// A UDP `-R` receiver's request to the server (empty for none).
+    pub request: Vec<u8>,
 }
 
 impl UdpFormat {
     /// The format of `layout` with `settings` after the datagram header.
     pub fn new(layout: Layout, epoch_ns: u64, settings: Vec<u8>) -> Self {
-        Self { layout, epoch_ns, settings }
+        Self { layout, epoch_ns, settings, request: Vec::new() }
+    }
+
+    /// A receiver's format that asks the server to send with `request`
+    /// ([`ClientHeader::udp_reverse_request`]) until data comes.
+    pub fn with_request(mut self, request: Vec<u8>) -> Self {
+        self.request = request;
+        self
     }
 
     fn first_seq(&self) -> u64 {
@@ -602,6 +628,16 @@ impl DatagramFormat for UdpFormat {
 
     fn is_end_reply(&self, reply: &[u8]) -> bool {
         ServerReport::parse_reply(reply).is_some()
+    }
+
+    fn start_request(&self) -> Option<&[u8]> {
+        (!self.request.is_empty()).then_some(&self.request[..])
+    }
+
+    fn end_of_stream(&self, buf: &[u8]) -> Option<u64> {
+        // The FIN is −(last + 1): 2.1 numbers data from 1 (last = the count), 2.0.5 from 0.
+        let h = UdpHeader::parse(buf, self.layout).filter(|h| h.seq < 0)?;
+        Some(h.seq.unsigned_abs().saturating_sub(self.first_seq()))
     }
 
     fn classify(&self, buf: &[u8]) -> Received {
@@ -748,6 +784,35 @@ mod tests {
         let mut b = [0u8; 12];
         old.fin(&mut b, 10, 0, 0);
         assert_eq!(UdpHeader::parse(&b, Layout::V205).unwrap().seq, -10);
+    }
+
+    /// The first 92 bytes of the one datagram `iperf -c 127.0.0.1 -u -p 25341 -R -t 1 -b 1M
+    /// -l 1000` sends (Debian iperf 2.1.8, tcpdump on loopback, 2026-11-23); the rest of its
+    /// 1000 bytes are zero. The server answered with data 1..=133 and the FIN ffffff7a (−134).
+    const UDP_REVERSE_21: &str = "00000001 6b041769 000bc55e 00000000 6c010098 00000001 000062fd 000003e8
+        00000000 ffffff9c 00000000 00000000 04000000 00020001 00080003 00000000 00100000 00000000 00000000
+        00000000 00000000 00000000 00000000";
+
+    #[test]
+    fn udp_reverse_request_matches_the_captured_client() {
+        let b = hex(UDP_REVERSE_21);
+        let wall = 0x6b041769u64 * 1_000_000_000 + 0x000bc55e * 1000;
+        let ours = ClientHeader::udp_reverse_request(Amount::Seconds(1.0), 1000, 1 << 20, 25341, wall);
+        assert_eq!(ours.len(), 1000);
+        assert_eq!(&ours[..b.len()], &b[..]);
+        assert!(ours[b.len()..].iter().all(|&x| x == 0));
+        let (h, _) = ClientHeader::decode(&ours[16..]).unwrap().unwrap();
+        assert!(h.reverse());
+        // The server's FIN after 133 data datagrams.
+        let f = UdpFormat::new(Layout::V21, 0, Vec::new());
+        let mut fin = [0u8; 16];
+        fin[..4].copy_from_slice(&hex("ffffff7a"));
+        fin[12..].copy_from_slice(&hex("ffffffff"));
+        assert_eq!(f.end_of_stream(&fin), Some(133));
+        assert_eq!(f.classify(&fin), Received::Control);
+        let mut data = [0u8; 16];
+        f.emit(&mut data, 1, 5, 0);
+        assert_eq!(f.end_of_stream(&data), None);
     }
 
     #[test]

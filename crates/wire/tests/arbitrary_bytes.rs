@@ -31,6 +31,7 @@ const BYTE_BODIES: &[(&str, Body)] = &[
     ("iperf3_server", bodies::iperf3_server),
     ("netio_server", bodies::netio_server),
     ("netio_client", bodies::netio_client),
+    ("nc_test", bodies::nc_test),
 ];
 fn config(cases: u32) -> ProptestConfig {
     let default = ProptestConfig::default();

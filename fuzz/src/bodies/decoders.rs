@@ -479,6 +479,25 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             script.extend(ctl(0, 0));
             vec![script]
         }
+        "nc_test" => {
+            // Each test kind as the stock master asks for it (4 buffers of 100 bytes), then
+            // the slave's buffers in 7-byte chunks as the body cuts them, and the other records.
+            use netchar_wire::nc_test::{data_buffer, Kind, Reply, Request, Results};
+            let mut out: Vec<Vec<u8>> = [Kind::UdpEcho, Kind::UdpSend, Kind::UdpRecv, Kind::TcpEcho, Kind::TcpRecv]
+                .iter()
+                .map(|&k| {
+                    let mut v = Request::new(k, 3, 4, 100).encode().to_vec();
+                    (0..4).for_each(|i| v.extend(data_buffer(i, 100)));
+                    v
+                })
+                .collect();
+            out.extend([
+                Request::new(Kind::SetLoad, 4, 50, 0).encode().to_vec(),
+                Reply::ack(3).encode().to_vec(),
+                Results { seq: 3, nsent: 4, nrecvd: 4 }.encode().to_vec(),
+            ]);
+            out
+        }
         "netio_client" => {
             // A TCP run's first size: the Tx phase ends (4), the server's two blocks and marker
             // come (103 takes sixteen bytes when n % 4 is 3).
@@ -548,4 +567,91 @@ pub fn iperf2(data: &[u8]) {
             Received::Foreign => assert!(h.is_none(), "a whole header called foreign"),
         }
     }
+}
+
+/// eCos nc_test (`netchar_wire::nc_test`): every record decodes from any bytes without a
+/// panic and a decoded record re-encodes to the bytes it came from; the slave's request
+/// handling answers the request's own seq and starts only tests inside its limits; the rest of
+/// the input then drives that test's loop, and a master's loop, as a peer would (any buffer,
+/// a timeout, a short read), and both loops end within a bounded number of steps.
+pub fn nc_test(data: &[u8]) {
+    use netchar_wire::nc_test::*;
+    use std::time::{Duration, Instant};
+    if let Ok(r) = Request::decode(data) {
+        assert_eq!(&r.encode()[..], &data[..REQUEST_LEN], "a request re-encodes to other bytes");
+    }
+    match Reply::decode(data) {
+        Ok(r) => assert_eq!(&r.encode()[..], &data[..REPLY_LEN], "a reply re-encodes to other bytes"),
+        Err(NcError::Lp64) => assert_eq!(data.len(), REPLY_LEN_LP64),
+        Err(_) => assert!(data.len() < REPLY_LEN),
+    }
+    if let Ok(h) = DataHeader::decode(data) {
+        assert_eq!(&h.encode()[..], &data[..DATA_HEADER_LEN], "a data header re-encodes to other bytes");
+    }
+    if let Ok(r) = Results::decode(data) {
+        assert_eq!(&r.encode()[..], &data[..RESULTS_LEN], "a results record re-encodes to other bytes");
+    }
+
+    // Small limits keep one input's loops short; the checks are the same at any size.
+    let slave = Slave { max_nbufs: 64, max_udp_send_bytes: 64 * 1024, ..Slave::default() };
+    let Some(decision) = slave.handle(data) else {
+        assert!(data.len() < REQUEST_LEN, "a whole request went unanswered");
+        return;
+    };
+    let req = Request::decode(data).expect("the slave answered a request");
+    assert_eq!(decision.reply.seq, req.seq, "the reply answers another seq");
+    let rest = &data[REQUEST_LEN.min(data.len())..];
+    if let SlaveAction::Test(t) = decision.action {
+        assert!(decision.reply.is_ack());
+        assert!(t.nbufs <= slave.max_nbufs && t.buflen <= MAX_BUFLEN, "a test beyond the limits started");
+        let mut test = SlaveTest::new(t).expect("an ACKed test runs");
+        let mut chunks = rest.chunks(7);
+        let mut steps = 0u64;
+        loop {
+            steps += 1;
+            assert!(steps <= 4 * u64::from(t.nbufs) + 64, "the slave's loop does not end");
+            match test.next_step() {
+                Step::Done => break,
+                Step::Recv { len, .. } => {
+                    assert_eq!(len, t.buflen as usize + DATA_HEADER_LEN);
+                    let chunk = chunks.next();
+                    // A chunk starting with an odd byte stands for a timeout.
+                    test.received(chunk.filter(|c| c.first().is_some_and(|b| b % 2 == 0)));
+                }
+                Step::Send(b) => {
+                    assert!(b.len() <= t.buflen as usize + DATA_HEADER_LEN || b.len() == RESULTS_LEN);
+                    if chunks.next().is_some_and(|c| c.len() < 3) {
+                        test.send_failed();
+                    }
+                }
+                Step::Pause(_) | Step::Print(_) => {}
+            }
+        }
+        let r = test.results();
+        assert_eq!(r.seq, t.seq);
+        assert!(r.nsent <= t.nbufs && r.nrecvd <= t.nbufs, "{r:?} of {} buffers", t.nbufs);
+    }
+
+    // A master's loop of the request's kind, fed the rest as the slave's buffers.
+    let Some(kind) = req.kind().filter(|k| k.is_test()) else { return };
+    let (nbufs, buflen) = (req.nbufs % 64, req.buflen % 2048);
+    let pause = Pause { ticks: req.timeout % 3, threshold: req.slave_port % 5 };
+    let mut master = MasterTest::new(kind, req.seq, nbufs, buflen, pause);
+    let mut now = Instant::now();
+    let mut chunks = rest.chunks(11);
+    let mut steps = 0u64;
+    loop {
+        steps += 1;
+        assert!(steps <= 8 * u64::from(nbufs) + 64, "the master's loop does not end");
+        now += Duration::from_millis(1);
+        match master.next_step(now) {
+            Step::Done => break,
+            Step::Recv { .. } => {
+                let chunk = chunks.next();
+                master.received(chunk.filter(|c| c.first().is_some_and(|b| b % 2 == 0)), now);
+            }
+            Step::Send(_) | Step::Pause(_) | Step::Print(_) => {}
+        }
+    }
+    let _ = master.report().bytes();
 }

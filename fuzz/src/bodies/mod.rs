@@ -5,7 +5,8 @@
 //! check the same things.
 //!
 //! - [`decoders`]: byte-input bodies (hello, frames, control messages, datagrams, key files,
-//!   iperf3's client session, iperf2's headers and report, netio's server and client machines)
+//!   iperf3's client session, iperf2's headers and report, netio's server and client machines,
+//!   eCos nc_test's records and loops)
 //!   and their seeds;
 //! - [`test_spec`]: the test request's spec, as JSON and field by field;
 //! - [`script`]: what a session's script is made of (the peer's messages, time, the driver's
@@ -23,7 +24,7 @@ pub mod session;
 pub mod test_spec;
 
 pub use decoders::{
-    control_messages, datagram, frame, hello, iperf2, iperf3_client, iperf3_server, key_file, netio_client,
+    control_messages, datagram, frame, hello, iperf2, iperf3_client, iperf3_server, key_file, nc_test, netio_client,
     netio_server, seeds, FrameInput,
 };
 pub use session::{client_session, server_session};

@@ -1,10 +1,11 @@
 //! Network-namespace fixtures for ground-truth tests.
 //!
-//! Builds two private network namespaces joined by a veth pair, shapes/impairs the link with
-//! `tc`/`nft`, runs commands inside a namespace, and tears everything down on drop (also when
-//! the test panics). Nothing here touches the host's own interfaces or addresses: the veth pair
-//! is created directly inside the namespaces, so its names and the 10.201.x.0/24 addresses only
-//! exist there.
+//! Builds two private network namespaces joined by a veth pair ([`Link`]), or N of them on a
+//! bridge ([`Bridged`]), shapes/impairs the link with `tc`/`nft`, runs commands inside a
+//! namespace, and tears everything down on drop (also when the test panics). Nothing here
+//! touches the host's own interfaces or addresses: the veth pairs are created directly inside
+//! the namespaces, so their names and the 10.201.x.0/24 and 10.202.x.0/24 addresses only exist
+//! there.
 //!
 //! Include from a test file with
 //! `#[path = "support/netns.rs"] mod netns;`
@@ -24,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Prefix of every namespace this module creates: `ncx-<pid>-<seq>-a|b`.
+/// Prefix of every namespace this module creates: `ncx-<pid>-<seq>-a|b` (`-hub`, `-nI` for a bridge).
 const NS_PREFIX: &str = "ncx-";
 /// Interface names inside the namespaces (private to them, so fixed names are fine).
 pub const DEV_A: &str = "ncveth0";
@@ -312,6 +313,72 @@ impl Link {
             }
         }
         s
+    }
+}
+
+/// Bridge and port names inside the hub namespace of a [`Bridged`] (private to it).
+pub const BRIDGE_DEV: &str = "ncbr";
+/// Each node's end of its veth pair to the bridge (in the node's own namespace).
+pub const NODE_DEV: &str = "ncveth0";
+
+/// `n` namespaces on one Ethernet segment: a Linux bridge in a hub namespace of its own, and a
+/// veth pair from the bridge to each node namespace, node `i` holding `ips[i]`/24. Like a rack
+/// of hosts on one switch; the hub has no address, so it never takes part in the traffic.
+/// Dropping it deletes every namespace (and with them the bridge and the veth pairs).
+#[derive(Debug)]
+pub struct Bridged {
+    pub nodes: Vec<Netns>,
+    pub ips: Vec<Ipv4Addr>,
+    pub hub: Netns,
+}
+
+impl Bridged {
+    /// Builds the segment. Errors carry a human-readable reason suitable for [`skip_or_fail`].
+    pub fn create(n: usize) -> Result<Self, String> {
+        assert!((2..=200).contains(&n), "a bridged segment of {n} nodes");
+        preflight()?;
+        reap_stale();
+        let pid = std::process::id();
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let base = format!("{NS_PREFIX}{pid}-{seq}");
+        // 10.202.x.0/24 exists only inside the node namespaces; x varies per segment only to
+        // keep captures of concurrent runs apart (the 10.201 of [`Link`] stays distinct).
+        let x = ((pid.wrapping_add(seq)) % 250 + 1) as u8;
+        let hub =
+            Netns::create(&format!("{base}-hub")).map_err(|e| format!("cannot create a network namespace: {e}"))?;
+        hub.ip(&["link", "add", BRIDGE_DEV, "type", "bridge"])
+            .map_err(|e| format!("cannot create a bridge (CONFIG_BRIDGE): {e}"))?;
+        hub.ip(&["link", "set", BRIDGE_DEV, "up"])?;
+        let mut nodes = Vec::with_capacity(n);
+        let mut ips = Vec::with_capacity(n);
+        for i in 0..n {
+            let node = Netns::create(&format!("{base}-n{i}"))
+                .map_err(|e| format!("cannot create a network namespace: {e}"))?;
+            let port = format!("ncport{i}");
+            // Created in the hub with the peer placed straight into the node: no interface ever
+            // appears in the host's namespace.
+            hub.ip(&["link", "add", &port, "type", "veth", "peer", "name", NODE_DEV, "netns", node.name()])
+                .map_err(|e| format!("cannot create a veth pair: {e}"))?;
+            hub.ip(&["link", "set", &port, "master", BRIDGE_DEV])?;
+            hub.ip(&["link", "set", &port, "up"])?;
+            let ip = Ipv4Addr::new(10, 202, x, i as u8 + 1);
+            node.ip(&["addr", "add", &format!("{ip}/24"), "dev", NODE_DEV])?;
+            node.ip(&["link", "set", NODE_DEV, "up"])?;
+            nodes.push(node);
+            ips.push(ip);
+        }
+        Ok(Self { nodes, ips, hub })
+    }
+
+    /// A segment of `n` nodes, or None once [`skip_or_fail`] has said why one cannot be made here.
+    pub fn create_or_skip(n: usize) -> Option<Self> {
+        match Self::create(n) {
+            Ok(b) => Some(b),
+            Err(reason) => {
+                skip_or_fail(&reason);
+                None
+            }
+        }
     }
 }
 

@@ -64,6 +64,9 @@ pub enum DataSocket {
     /// crr responder: the test's own listener, and the addresses it takes connections from
     /// (the test's data-path policy: a port named in clear must not serve anyone else).
     CrrListener(std::net::TcpListener, PeerFilter),
+    /// A receiver whose peer connects to this end (iperf2's `-d`/`-r` dial-back): a listener
+    /// and the one address whose connection is taken; the stream's clock starts at the accept.
+    DialBack(std::net::TcpListener, std::net::IpAddr),
 }
 
 /// Which peer addresses a listener of a test accepts.
@@ -137,7 +140,25 @@ fn iperf2_format(
     } else {
         Vec::new()
     };
-    UdpFormat::new(layout, udp::realtime_at(t0), settings)
+    let format = UdpFormat::new(layout, udp::realtime_at(t0), settings);
+    if sender || spec.direction != netchar_model::Direction::Down {
+        return format;
+    }
+    // UDP -R (iperf 2.1+): the receiver asks the server to send, until data comes.
+    let amount = match spec.end {
+        netchar_model::EndCondition::Seconds(s) => Amount::Seconds(s),
+        netchar_model::EndCondition::Bytes(b) => Amount::Bytes(b),
+    };
+    let rate = spec.udp_pps_per_stream().map_or(0, |pps| (pps * spec.block_bytes as f64 * 8.0) as u64);
+    let port = socket.peer_addr().map_or(netchar_wire::iperf2::DEFAULT_PORT, |a| a.port());
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    format.with_request(ClientHeader::udp_reverse_request(
+        amount,
+        spec.block_bytes as u32,
+        rate,
+        port,
+        wall.as_nanos() as u64,
+    ))
 }
 
 /// Per-stream state shared between a worker and the collector.
@@ -149,6 +170,9 @@ struct StreamShared {
     bytes: AtomicU64,
     /// Nanoseconds from the start to the last byte written or read; valid once `done`.
     end_ns: AtomicU64,
+    /// Nanoseconds from the start to the stream's connection, for a stream that began late
+    /// (a dial-back); 0: at the start.
+    start_ns: AtomicU64,
     done: AtomicBool,
     error: Mutex<Option<String>>,
     /// UDP: datagrams sent (sender) or distinct datagrams received (receiver).
@@ -195,6 +219,7 @@ impl StreamShared {
             role,
             bytes: AtomicU64::new(0),
             end_ns: AtomicU64::new(0),
+            start_ns: AtomicU64::new(0),
             done: AtomicBool::new(false),
             error: Mutex::new(None),
             packets: AtomicU64::new(0),
@@ -504,6 +529,10 @@ impl Worker {
             (Role::Sender, DataSocket::CrrTarget(a)) => rr::crr_requester(sh, ctl, spec, t0, *a),
             (Role::Receiver, DataSocket::CrrListener(l, allow)) => rr::crr_responder(sh, ctl, spec, l, allow),
             (_, DataSocket::CrrTarget(_) | DataSocket::CrrListener(..)) => Ok(()),
+            (Role::Receiver, DataSocket::DialBack(l, from)) => {
+                self.accept_dial_back(l, *from).and_then(|stream| self.receive(&stream))
+            }
+            (Role::Sender, DataSocket::DialBack(..)) => Ok(()),
             (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
             (Role::Sender, DataSocket::Udp(s)) => match format {
@@ -629,11 +658,39 @@ impl Worker {
         outcome
     }
 
+    /// Waits for the peer's connection from `from` (others are closed at once) until the test
+    /// is aborted.
+    fn accept_dial_back(&self, listener: &std::net::TcpListener, from: std::net::IpAddr) -> io::Result<TcpStream> {
+        listener.set_nonblocking(true)?;
+        loop {
+            match listener.accept() {
+                Ok((stream, peer)) if peer.ip() == from => {
+                    stream.set_nonblocking(false)?;
+                    let at = self.started.elapsed().as_nanos() as u64;
+                    self.shared.start_ns.store(at.max(1), Ordering::Release);
+                    return Ok(stream);
+                }
+                Ok(_) => {}
+                Err(e) if crate::is_retry(&e) => {
+                    if self.controls.abort.load(Ordering::Relaxed) {
+                        let port = listener.local_addr().map_or(0, |a| a.port());
+                        return Err(io::Error::other(format!(
+                            "the peer never connected back to port {port} (a firewall or NAT between the two? \
+                             a dial-back test needs the server to reach this host)"
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     fn receive(&self, socket: &TcpStream) -> io::Result<()> {
         socket.set_read_timeout(Some(POLL))?;
         let mut buf = vec![0u8; self.cfg.spec.block_bytes as usize];
         let mut received: u64 = 0;
-        let mut last = self.started;
+        let mut last = self.started + Duration::from_nanos(self.shared.start_ns.load(Ordering::Acquire));
         let mut reader = socket;
         let outcome = loop {
             match reader.read(&mut buf) {
@@ -840,6 +897,8 @@ impl Collector {
         for (i, t) in tracks.iter_mut().enumerate() {
             t.record.bytes = self.shared[i].bytes.load(Ordering::Acquire);
             t.record.seconds = ends[i];
+            let start_ns = self.shared[i].start_ns.load(Ordering::Acquire);
+            t.record.started_seconds = (start_ns > 0).then_some(start_ns as f64 * 1e-9);
             t.record.retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
             t.record.cpu = self.shared[i].cpu.load(Ordering::Acquire).checked_sub(1).map(|c| c as usize);
             t.record.zerocopy = self.shared[i].zerocopy.lock().ok().and_then(|mut z| z.take());

@@ -35,6 +35,9 @@ const CATCH_UP_RATE: f64 = 2.0;
 const MAX_BACKLOG: Duration = Duration::from_millis(500);
 /// Receivers wake at least this often to close intervals and check for the end.
 const RECV_POLL: Duration = Duration::from_millis(10);
+/// How often, and how many times, a receiver re-sends its start request (iperf2's UDP -R).
+const REQUEST_EVERY: Duration = Duration::from_millis(20);
+const REQUEST_TRIES: u32 = 99;
 
 /// What a sender sends: the payload size of datagram `seq` and when it is due.
 struct Schedule {
@@ -475,9 +478,21 @@ pub(super) fn receive<F: DatagramFormat>(
     let mut bufs = RecvBuffers::new(slot);
     let mut meta = [RecvMeta::default(); BATCH];
     let mut rx = ReceiverState::new(spec, gro, started_real);
+    // A receiver that must ask for its data (iperf2's UDP -R) asks every 20 ms, at most 99
+    // times, until the first datagram comes, as iperf 2.1's client does.
+    let mut request = format.start_request().map(|r| (r, 0u32, None::<Instant>));
     let outcome = loop {
         if controls.abort.load(Ordering::Relaxed) {
             break Ok(());
+        }
+        if let Some((bytes, tries, last)) = request.as_mut() {
+            if rx.bytes > 0 || shared.peer_packets.load(Ordering::Acquire) != u64::MAX || *tries >= REQUEST_TRIES {
+                request = None;
+            } else if last.is_none_or(|t| t.elapsed() >= REQUEST_EVERY) {
+                let _ = socket.send(bytes);
+                *tries += 1;
+                *last = Some(Instant::now());
+            }
         }
         if let Some(deadline) = shared.receive_deadline() {
             let sent = shared.peer_packets.load(Ordering::Acquire);
@@ -505,6 +520,16 @@ pub(super) fn receive<F: DatagramFormat>(
                     let data = &bufs.slot(i)[..m.len];
                     let stride = m.stride.max(1);
                     for seg in data.chunks(stride) {
+                        if let Some(total) = format.end_of_stream(seg) {
+                            // The sender's own end with its total (iperf2's FIN): settle as
+                            // when a control connection brings the total, once.
+                            if shared.peer_packets.load(Ordering::Acquire) == u64::MAX {
+                                shared.peer_packets.store(total, Ordering::Release);
+                                let until = started.elapsed() + Duration::from_secs_f64(spec.receive_grace_seconds());
+                                shared.receive_until_ns.store(until.as_nanos() as u64, Ordering::Release);
+                            }
+                            continue;
+                        }
                         rx.on_datagram(format, shared.id, seg, at);
                     }
                 }

@@ -24,7 +24,7 @@ use crate::dataplane::DatagramFormatKind;
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpReceived,
 };
-use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, Extension, Layout, ServerReport};
+use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, DialBack, Extension, Layout, ServerReport};
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -51,9 +51,25 @@ impl Flavour {
 }
 
 /// The spec an iperf2 or lwiperf test runs with, or the one line saying what the peer cannot do.
-pub fn check_spec(flavour: Flavour, spec: &TestSpec) -> Result<(), String> {
+pub fn check_spec(flavour: Flavour, spec: &TestSpec, dial_back: Option<DialBack>) -> Result<(), String> {
     let flag = flavour.flag();
     let no = |what: &str| Err(format!("{flag}: {what}"));
+    if let Some(d) = dial_back {
+        let opt = if d == DialBack::Dual { "-d" } else { "-r" };
+        return if flavour == Flavour::Lwiperf {
+            no(&format!("{opt}: lwiperf's dial-back is not supported (its server re-checks the header every 128 KiB)"))
+        } else if spec.kind != TestKind::Tcp {
+            no(&format!("{opt}: the dial-back runs over TCP only here (UDP dial-back is not implemented)"))
+        } else if spec.streams != 1 {
+            no(&format!("{opt}: the dial-back runs with one stream each way (drop -P)"))
+        } else if !matches!(spec.end, EndCondition::Seconds(_)) {
+            no(&format!("{opt}: the server's direction ends by time only here; use -t"))
+        } else if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() || spec.tcp.zerocopy {
+            no(&format!("{opt}: --server-load, --idle, a server CPU in -A and --zerocopy do not apply"))
+        } else {
+            Ok(())
+        };
+    }
     if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
         return no("--server-load, --idle and a server CPU in -A are netchar server features");
     }
@@ -67,9 +83,11 @@ pub fn check_spec(flavour: Flavour, spec: &TestSpec) -> Result<(), String> {
             no("an lwiperf server only receives; its -d/-r dial-back tests are not supported (the board would \
              connect back to this host)")
         }
-        (_, _, Direction::Bidir) => no("--bidir is not supported with iperf2 (its --full-duplex is not implemented)"),
-        (_, TestKind::Udp, Direction::Down) => no("UDP -R is not supported with iperf2 yet; run the UDP test up"),
-        (_, TestKind::Tcp, Direction::Down) if matches!(spec.end, EndCondition::Bytes(_)) => {
+        (_, _, Direction::Bidir) => no(
+            "--bidir is not supported with iperf2 (its --full-duplex is not implemented); -d runs both ways at once \
+             with the server connecting back to this host",
+        ),
+        (_, _, Direction::Down) if matches!(spec.end, EndCondition::Bytes(_)) => {
             no("-n with -R: an iperf2 server sends for a time; use -t")
         }
         _ => Ok(()),
@@ -88,25 +106,45 @@ pub struct Iperf2Control {
     down_deadline: Option<Instant>,
     /// UDP: the servers' reports by stream id.
     reports: Vec<(u32, ServerReport, Layout)>,
+    /// `-d`/`-r`: the server connects back to this port of ours (None until it is open).
+    dial_back: Option<(DialBack, Option<u16>)>,
+    listen_asked: bool,
 }
 
 impl Iperf2Control {
     /// A session for `spec` against a server on `port`, or why the peer cannot run it.
-    pub fn new(now: Instant, flavour: Flavour, spec: &TestSpec, port: u16) -> Result<Self, String> {
-        check_spec(flavour, spec)?;
-        let down_deadline = match (spec.direction, spec.end) {
-            (Direction::Down, EndCondition::Seconds(s)) => Some(now + Duration::from_secs_f64(s) + DOWN_GRACE),
+    /// `dial_back`: iperf2's `-d`/`-r` (the spec's direction is then both ways).
+    pub fn new(
+        now: Instant,
+        flavour: Flavour,
+        spec: &TestSpec,
+        port: u16,
+        dial_back: Option<DialBack>,
+    ) -> Result<Self, String> {
+        check_spec(flavour, spec, dial_back)?;
+        let mut spec = spec.clone();
+        if dial_back.is_some() {
+            spec.direction = Direction::Bidir;
+        }
+        // The server's sending (-R, or -d's at once) ends by its own clock; -r's deadline is set
+        // when this end's sending is over.
+        let down_deadline = match (spec.direction, spec.end, dial_back) {
+            (Direction::Down, EndCondition::Seconds(s), _) | (_, EndCondition::Seconds(s), Some(DialBack::Dual)) => {
+                Some(now + Duration::from_secs_f64(s) + DOWN_GRACE)
+            }
             _ => None,
         };
         Ok(Self {
             flavour,
-            spec: spec.clone(),
+            spec,
             port,
             events: VecDeque::new(),
             admitted: false,
             reported: false,
             down_deadline,
             reports: Vec::new(),
+            dial_back: dial_back.map(|d| (d, None)),
+            listen_asked: false,
         })
     }
 
@@ -119,6 +157,14 @@ impl Iperf2Control {
 
     /// The bytes a TCP stream starts with.
     fn tcp_preamble(&self) -> Vec<u8> {
+        if let Some((d, listen_port)) = self.dial_back {
+            // 2.0.5's 24-byte header with VERSION1 (and RUN_NOW for -d), the port to dial back
+            // in mPort: what iperf 2.0.5 to 2.1.x clients send for -d/-r (2.1 adds an extension
+            // a server does not need for it). Every iperf2 server takes all 24 bytes.
+            let mut h = ClientHeader::new(self.amount(), self.spec.block_bytes as u32, listen_port.unwrap_or(0));
+            h.flags = wire::HEADER_VERSION1 | if d == DialBack::Dual { wire::RUN_NOW } else { 0 };
+            return h.encode(Layout::V205);
+        }
         match (self.flavour, self.spec.direction) {
             (Flavour::Lwiperf, _) => wire::lwiperf::client_preamble(self.amount(), self.port),
             (Flavour::Iperf2, Direction::Down) => {
@@ -140,10 +186,18 @@ impl Iperf2Control {
     }
 
     fn streams(&self) -> Vec<OpenStream> {
+        if self.dial_back.is_some() {
+            return vec![
+                OpenStream { id: 1, flow: Flow::Up, transport: Transport::Tcp { preamble: self.tcp_preamble() } },
+                OpenStream { id: 2, flow: Flow::Down, transport: Transport::DialBack },
+            ];
+        }
         let flow = if self.spec.direction == Direction::Down { Flow::Down } else { Flow::Up };
         self.spec
             .stream_ids(flow)
             .map(|id| {
+                // UDP -R: the receiving worker sends the request itself until data comes
+                // (netchar_wire::iperf2::UdpFormat::with_request).
                 let transport = if self.spec.uses_udp() {
                     Transport::Udp { handshake: Box::new(NoUdpSetup) }
                 } else {
@@ -199,6 +253,14 @@ impl ClientControl for Iperf2Control {
     }
     fn poll_output(&mut self, _out: &mut Vec<u8>) {}
     fn poll_event(&mut self) -> Option<ControlEvent> {
+        if let Some((_, None)) = self.dial_back {
+            // The header carries the port the server dials back to: listen first.
+            if !self.listen_asked {
+                self.listen_asked = true;
+                return Some(ControlEvent::Listen);
+            }
+            return None;
+        }
         if !self.admitted {
             self.admitted = true;
             self.events.push_back(ControlEvent::Admitted {
@@ -231,7 +293,16 @@ impl ClientControl for Iperf2Control {
             }
         }
     }
-    fn local_senders_done(&mut self, _now: Instant, totals: Vec<StreamTotal>) {
+    fn listening(&mut self, _now: Instant, port: u16) {
+        if let Some((d, _)) = self.dial_back {
+            self.dial_back = Some((d, Some(port)));
+        }
+    }
+    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
+        if let (Some((DialBack::Tradeoff, _)), EndCondition::Seconds(s)) = (self.dial_back, self.spec.end) {
+            // -r: the server dials back once this end's stream closed, and sends for the time.
+            self.down_deadline = Some(now + Duration::from_secs_f64(s) + DOWN_GRACE);
+        }
         let missing = self.spec.uses_udp() && self.reports.len() < totals.len();
         let error = missing.then(|| {
             format!(
@@ -401,7 +472,11 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
             return;
         }
     };
-    let spec = to_spec(&header, false, ctx.limits());
+    let mut spec = to_spec(&header, false, ctx.limits());
+    let dial_back = header.dial_back();
+    if dial_back.is_some() {
+        spec.direction = Direction::Bidir;
+    }
     let joined = match tests.join(ctx, &spec, peer) {
         Ok(j) => j,
         Err(reason) => {
@@ -409,43 +484,115 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
             return;
         }
     };
-    let mut error = header.dial_back().map(|_| {
-        "the client asked for -d/-r (the server dialing back): not supported, only its own direction ran".to_string()
-    });
+    // -d/-r: the server connects back to the client's own address only, at the port the
+    // header names, and sends for the same time or bytes (as iperf2's server: no header on
+    // that connection, as Debian's 2.1.8 sends none).
+    let back_to = dial_back
+        .and_then(|_| u16::try_from(header.port).ok().filter(|&p| p != 0))
+        .map(|p| SocketAddr::new(peer.ip(), p));
+    let mut error = None;
+    if dial_back.is_some() && back_to.is_none() {
+        error = Some(format!("the client asked for -d/-r with port {}: nothing to connect back to", header.port));
+    }
     if header.full_duplex() {
         error = Some("--full-duplex is not supported: only the client's sending ran".into());
     }
     let started = Instant::now();
-    let record = if spec.direction == Direction::Down {
-        let (bytes, end) = tcp_send(&mut stream, &spec, ctx, started);
-        StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, bytes, end)
-    } else {
-        // Counted as the client counts: a 2.1+ client (EXTEND) its header too, a 2.0.5 client
-        // (and netchar's, and lwiperf's flags) not its 24-byte header, written on its own.
-        let (bytes, end, e) = tcp_receive(&mut stream, ctx, started);
-        error = error.or(e);
-        let mut total = head.len() as u64 + bytes;
-        if header.flags & wire::HEADER_EXTEND == 0 {
-            total = total.saturating_sub(wire::V1_LEN as u64);
-        }
-        StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, total, end)
+    let send_back = |spec: &TestSpec| -> (StreamRecord, Option<String>) {
+        let at = started.elapsed().as_secs_f64();
+        let (bytes, end, e) = match back_to {
+            Some(to) => match TcpStream::connect_timeout(&to, HEADER_WAIT) {
+                Ok(mut s) => {
+                    let (b, end) = tcp_send(&mut s, spec, ctx, Instant::now());
+                    (b, at + end, None)
+                }
+                Err(e) => (0, 0.0, Some(format!("cannot connect back to {to} for the -d/-r test: {e}"))),
+            },
+            None => (0, 0.0, None),
+        };
+        let mut r = StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, bytes, end);
+        r.started_seconds = Some(at.max(1e-9));
+        (r, e)
     };
+    let mut records = Vec::new();
+    if spec.direction == Direction::Down {
+        let (bytes, end) = tcp_send(&mut stream, &spec, ctx, started);
+        records.push(StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, bytes, end));
+    } else {
+        // -d: the server's direction runs beside the client's.
+        let dual = (dial_back == Some(DialBack::Dual)).then(|| {
+            let send_back = &send_back;
+            let spec = &spec;
+            std::thread::scope(|scope| {
+                let back = scope.spawn(move || send_back(spec));
+                let up = receive_up(&mut stream, &head, &header, ctx, started);
+                (
+                    up,
+                    back.join().unwrap_or_else(|_| {
+                        (
+                            StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0),
+                            Some("the dial-back sender failed".into()),
+                        )
+                    }),
+                )
+            })
+        });
+        let ((up, e), back) = match dual {
+            Some((up, back)) => (up, Some(back)),
+            None => (receive_up(&mut stream, &head, &header, ctx, started), None),
+        };
+        error = error.or(e);
+        records.push(up);
+        // -r: the server's direction once the client's is over; iperf2 clients wait for the
+        // server's close of their connection first.
+        let back = back.or_else(|| {
+            (dial_back == Some(DialBack::Tradeoff)).then(|| {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                send_back(&spec)
+            })
+        });
+        if let Some((r, e)) = back {
+            records.push(r);
+            error = error.or(e);
+        }
+    }
     // Closed at once (iperf2 clients wait for the server's close after their shutdown).
     drop(stream);
-    let mut spec = spec;
     spec.streams = 1;
+    let mut data_paths = vec![(1, peer)];
+    if let Some(to) = back_to {
+        data_paths.push((2, to));
+    }
     ctx.log(ServerLog::Test(Box::new(TestLog {
         peer_software: None,
         protocol: "iperf2",
         peer,
-        data_paths: vec![(1, peer)],
+        data_paths,
         user: None,
         spec,
-        streams: vec![record],
+        streams: records,
         concurrent_tests: joined.test.concurrent_tests(),
         refused_data: 0,
         error,
     })));
+}
+
+/// The client's direction: its bytes counted as the client counts them (a 2.1+ client,
+/// EXTEND, its header too; a 2.0.5 client (and netchar's, and lwiperf's flags) not its
+/// 24-byte header, written on its own).
+fn receive_up(
+    stream: &mut TcpStream,
+    head: &[u8],
+    header: &ClientHeader,
+    ctx: &PeerContext,
+    started: Instant,
+) -> (StreamRecord, Option<String>) {
+    let (bytes, end, e) = tcp_receive(stream, ctx, started);
+    let mut total = head.len() as u64 + bytes;
+    if header.flags & wire::HEADER_EXTEND == 0 {
+        total = total.saturating_sub(wire::V1_LEN as u64);
+    }
+    (StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, total, end), e)
 }
 
 /// Reads until EOF: bytes, seconds to the last byte, and why it ended early.
@@ -536,6 +683,8 @@ struct UdpSource {
     /// The report, once a FIN came: re-sent to every further FIN.
     report: Option<ServerReport>,
     fin_at: Option<Instant>,
+    /// What the client asked for that this server does not run (UDP `-d`/`-r`).
+    unserved: Option<String>,
 }
 
 impl UdpSource {
@@ -581,6 +730,8 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
     let mut buf = vec![0u8; 65_536];
     let mut refused: HashMap<IpAddr, Instant> = HashMap::new();
     let epoch = std::time::SystemTime::now();
+    // Sources this server is sending to (UDP -R), each on its own thread.
+    let sending: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<SocketAddr>>> = Default::default();
     loop {
         let now = Instant::now();
         let stopping = ctx.stop().is_raised();
@@ -595,7 +746,9 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
             .collect();
         for a in over {
             if let Some(s) = sources.remove(&a) {
-                let error = s.report.is_none().then(|| "no FIN came: the client stopped without ending".to_string());
+                let error = s.unserved.clone().or_else(|| {
+                    s.report.is_none().then(|| "no FIN came: the client stopped without ending".to_string())
+                });
                 let record = s.record();
                 ctx.log(ServerLog::Test(Box::new(TestLog {
                     peer_software: None,
@@ -631,6 +784,37 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
             let hl = layout.datagram_header_len();
             let header = ClientHeader::decode(&d[hl.min(d.len())..]).ok().flatten().map(|x| x.0).unwrap_or_default();
             let spec = to_spec(&header, true, ctx.limits());
+            if spec.direction == Direction::Down {
+                // 2.1 `-R`: the client re-sends its request until data comes; one test per
+                // source at a time, the sending on its own thread from this socket's port.
+                let busy = sending.lock().map(|m| m.contains(&from)).unwrap_or(true);
+                if busy || sending.lock().map_or(0, |m| m.len()) >= MAX_UDP_SOURCES {
+                    continue;
+                }
+                match (tests.join(&ctx, &spec, from), socket.try_clone()) {
+                    (Ok(joined), Ok(out)) => {
+                        if let Ok(mut m) = sending.lock() {
+                            m.insert(from);
+                        }
+                        let (ctx, sending) = (ctx.clone(), sending.clone());
+                        let _ = std::thread::Builder::new().name("netchar-iperf2-udp".into()).spawn(move || {
+                            udp_reverse(&out, from, spec, joined, &ctx);
+                            // The client's late re-sent requests must not start a second test.
+                            std::thread::sleep(FIN_LINGER);
+                            if let Ok(mut m) = sending.lock() {
+                                m.remove(&from);
+                            }
+                        });
+                    }
+                    (Err(reason), _) => {
+                        if refused.insert(from.ip(), now).is_none() {
+                            ctx.log(ServerLog::Rejected { peer: from, reason: format!("iperf2 (UDP): {reason}") });
+                        }
+                    }
+                    (_, Err(_)) => {}
+                }
+                continue;
+            }
             match tests.join(&ctx, &spec, from) {
                 Ok(joined) => {
                     let source = UdpSource {
@@ -646,6 +830,12 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
                         jitter: netchar_stats::jitter::JitterMeter::new(),
                         report: None,
                         fin_at: None,
+                        // The server would dial back over UDP: not done here (TCP only).
+                        unserved: header.dial_back().map(|_| {
+                            "the client asked for UDP -d/-r (the server dialing back): not supported, only its own \
+                             direction ran"
+                                .to_string()
+                        }),
                     };
                     sources.insert(from, source);
                 }
@@ -700,6 +890,75 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
     }
 }
 
+/// iperf 2.1's UDP `-R`, the server's side: datagrams of `-l` bytes numbered from 1 with the
+/// wall clock stamp, paced at the header's rate (iperf2's 1 Mbit/s without one) under the
+/// server's limits, for the header's time, then one FIN, −(last + 1), as Debian's 2.1.8 ends.
+/// The client counts the FIN as a datagram with data; so does the log.
+fn udp_reverse(socket: &UdpSocket, to: SocketAddr, spec: TestSpec, joined: Joined, ctx: &PeerContext) {
+    const DEFAULT_RATE: u64 = 1 << 20;
+    let limits = ctx.limits();
+    let len = (spec.block_bytes as usize).clamp(Layout::V21.datagram_header_len(), 65_507);
+    let mut rate = match spec.udp.as_ref().map(|u| u.rate) {
+        Some(UdpRate::BitsPerSecond(r)) if r > 0 => r,
+        _ => DEFAULT_RATE,
+    };
+    if let Some(max) = limits.max_rate {
+        rate = rate.min(max.max(1));
+    }
+    let mut duration = match spec.end {
+        EndCondition::Seconds(s) => Duration::from_secs_f64(s),
+        EndCondition::Bytes(_) => Duration::from_secs(10),
+    };
+    if let Some(max) = limits.max_duration {
+        duration = duration.min(max);
+    }
+    let mut buf: Vec<u8> = (0..len).map(|i| b"0123456789"[i % 10]).collect();
+    let gap = Duration::from_secs_f64(len as f64 * 8.0 / rate as f64);
+    let started = Instant::now();
+    let wall = |buf: &mut [u8], seq: i64| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        UdpHeader { seq, sec: t.as_secs() as u32, usec: t.subsec_micros() }.emit(buf, Layout::V21);
+    };
+    let (mut sent, mut errors) = (0u64, 0u64);
+    while !ctx.stop().is_raised() && started.elapsed() < duration {
+        let due = started + gap.mul_f64(sent as f64);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep((due - now).min(POLL));
+            continue;
+        }
+        wall(&mut buf, sent as i64 + 1);
+        match socket.send_to(&buf, to) {
+            Ok(_) => sent += 1,
+            Err(_) => {
+                errors += 1;
+                if errors > 1000 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    let end = started.elapsed().as_secs_f64();
+    wall(&mut buf, -(sent as i64 + 1));
+    let fin = socket.send_to(&buf, to).is_ok();
+    let datagrams = sent + u64::from(fin);
+    let mut record = StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, datagrams * len as u64, end);
+    record.udp_sent = Some(netchar_model::UdpSent { packets: datagrams, send_errors: errors, ..Default::default() });
+    ctx.log(ServerLog::Test(Box::new(TestLog {
+        peer_software: None,
+        protocol: "iperf2",
+        peer: to,
+        data_paths: vec![(1, to)],
+        user: None,
+        spec,
+        streams: vec![record],
+        concurrent_tests: joined.test.concurrent_tests(),
+        refused_data: 0,
+        error: (!fin).then(|| "the FIN could not be sent".to_string()),
+    })));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -709,21 +968,23 @@ mod tests {
         let now = Instant::now();
         let mut udp_down = TestSpec::udp_default();
         udp_down.direction = Direction::Down;
-        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001).err().unwrap().contains("UDP -R"));
-        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001)
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001, None).is_ok());
+        udp_down.end = EndCondition::Bytes(1000);
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001, None).err().unwrap().contains("-n with -R"));
+        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001, None)
             .err()
             .unwrap()
             .contains("TCP only"));
         let mut down = TestSpec::tcp_default();
         down.direction = Direction::Down;
-        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001).err().unwrap().contains("dial-back"));
-        assert!(Iperf2Control::new(now, Flavour::Iperf2, &down, 5001).is_ok());
+        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001, None).err().unwrap().contains("dial-back"));
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &down, 5001, None).is_ok());
     }
 
     #[test]
     fn server_reports_become_the_far_end_of_each_layout() {
         let now = Instant::now();
-        let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::udp_default(), 5001).unwrap();
+        let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::udp_default(), 5001, None).unwrap();
         // 2.1: 448 data datagrams and the FIN, 2 lost: the report counts the FIN.
         let r21 = ServerReport { bytes: 447 * 1470, datagrams: 449, lost: 2, ..ServerReport::default() };
         // 2.0.5: netchar's 426 data datagrams (numbered from 1) and the FIN: the server counts
@@ -741,17 +1002,38 @@ mod tests {
     #[test]
     fn tcp_preambles() {
         let now = Instant::now();
-        let up = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001).unwrap();
+        let up = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001, None).unwrap();
         let p = up.tcp_preamble();
         assert_eq!(p.len(), 24);
         assert_eq!(&p[..4], &[0, 0, 0, 0]);
         let mut spec = TestSpec::tcp_default();
         spec.direction = Direction::Down;
-        let down = Iperf2Control::new(now, Flavour::Iperf2, &spec, 5001).unwrap();
+        let down = Iperf2Control::new(now, Flavour::Iperf2, &spec, 5001, None).unwrap();
         let (h, len) = ClientHeader::decode(&down.tcp_preamble()).unwrap().unwrap();
         assert_eq!(len, 60);
         assert!(h.reverse());
-        let lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001).unwrap();
+        let lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001, None).unwrap();
         assert_eq!(lw.tcp_preamble().len(), 48);
+    }
+
+    #[test]
+    fn a_dial_back_listens_first_and_names_its_port() {
+        let now = Instant::now();
+        for (d, flags) in [(DialBack::Dual, 0x8000_0001u32), (DialBack::Tradeoff, 0x8000_0000)] {
+            let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001, Some(d)).unwrap();
+            assert!(matches!(c.poll_event(), Some(ControlEvent::Listen)));
+            assert!(c.poll_event().is_none(), "nothing opens before the listener's port is known");
+            c.listening(now, 40_123);
+            let Some(ControlEvent::Admitted { streams, .. }) = c.poll_event() else { panic!("admitted expected") };
+            assert_eq!(streams.len(), 2);
+            assert!(matches!(streams[1].transport, Transport::DialBack));
+            let Transport::Tcp { preamble } = &streams[0].transport else { panic!("TCP expected") };
+            let (h, len) = ClientHeader::decode(preamble).unwrap().unwrap();
+            assert_eq!((len, h.flags, h.port), (24, flags, 40_123));
+            assert_eq!(h.dial_back(), Some(d));
+        }
+        let mut udp = TestSpec::udp_default();
+        udp.direction = Direction::Bidir;
+        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp, 5001, Some(DialBack::Dual)).is_err());
     }
 }

@@ -376,6 +376,46 @@ fn run_master_test(
     (*test).into_report()
 }
 
+/// `--proto auto` where nothing takes a TCP connection: whether an eCos nc_test slave answers
+/// on UDP at `addr`. The probe is one request with code 0, which no slave knows: a stock slave
+/// NAKs it ("Unrecognized request") and runs nothing, so asking is harmless. True when a NAK
+/// of the probe's own seq comes back within `wait` (an LP64 slave's 40-byte reply counts).
+pub fn slave_answers(addr: SocketAddr, wait: Duration) -> bool {
+    let local: SocketAddr =
+        if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal addresses parse");
+    let Ok(socket) = UdpSocket::bind(local) else { return false };
+    if socket.connect(addr).is_err() {
+        return false;
+    }
+    let mut seq = [0u8; 4];
+    let _ = getrandom::getrandom(&mut seq);
+    let seq = u32::from_ne_bytes(seq) | 1;
+    let probe = Request { code: 0, seq, nbufs: 0, buflen: 0, slave_port: 0, master_port: 0, timeout: 0 };
+    let deadline = Instant::now() + wait;
+    let mut buf = [0u8; 64];
+    for _ in 0..2 {
+        let _ = socket.send(&probe.encode());
+        while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+            let _ = socket.set_read_timeout(Some(left.min(wait / 2).max(Duration::from_millis(1))));
+            match socket.recv(&mut buf) {
+                Ok(n) if n == wire::REPLY_LEN_LP64 && be_word(&buf, 4) == seq => return true,
+                Ok(n) => {
+                    if wire::Reply::decode(&buf[..n]).is_ok_and(|r| r.seq == seq && !r.is_ack()) {
+                        return true;
+                    }
+                }
+                // A refusal (ICMP port unreachable) or the half wait over: resend once.
+                Err(_) => break,
+            }
+        }
+    }
+    false
+}
+
+fn be_word(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
 /// The netchar spec a test maps to (for the result file and the server's admission).
 pub fn spec_for(kind: Kind, nbufs: u32, buflen: u32, pause: Pause) -> TestSpec {
     let (nbufs, buflen) = (u64::from(nbufs), u64::from(buflen));
