@@ -1,15 +1,24 @@
 //! `netchar echo`: each `--pattern` group run in turn, one eCos-style line per group (or the
 //! results as one JSON array).
 
+use crate::progress::Progress;
+use crate::reporters::Reporters;
 use anyhow::Result;
 use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
-use std::io::Write;
+use netchar_report::ecos_lines::EcosLinesReporter;
+use netchar_report::json::JobJsonReporter;
 
 /// Runs each echo group in turn and prints one eCos-style line per group (or a JSON array).
 pub(crate) fn run(plans: &[crate::plan::TcpPlan], stop: &StopFlag) -> Result<u8> {
-    let mut stdout = std::io::stdout().lock();
     let json = plans.first().is_some_and(|p| p.output.json);
+    let mut reporters = if json {
+        Reporters::of(Box::new(JobJsonReporter))
+    } else {
+        Reporters::of(Box::new(EcosLinesReporter::new(false)))
+    };
+    // Short tests, one after another: no progress line.
+    let progress = Progress::hidden();
     let mut results = Vec::new();
     let mut code = crate::EXIT_OK;
     for plan in plans {
@@ -20,10 +29,7 @@ pub(crate) fn run(plans: &[crate::plan::TcpPlan], stop: &StopFlag) -> Result<u8>
         let run = client::run(&plan.client, stop, &mut |_| {});
         if let Some(r) = &run.result {
             crate::save::save_json(&plan.output, r)?;
-            if !json {
-                stdout.write_all(netchar_report::text::echo_line(r).as_bytes())?;
-                stdout.flush()?;
-            }
+            reporters.emit(&progress, |rep| rep.on_finish(r))?;
             crate::report::keep(r);
             results.push(r.clone());
         }
@@ -33,8 +39,6 @@ pub(crate) fn run(plans: &[crate::plan::TcpPlan], stop: &StopFlag) -> Result<u8>
             break;
         }
     }
-    if json {
-        stdout.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    }
+    reporters.emit(&progress, |rep| rep.on_job_end(&results))?;
     Ok(code)
 }

@@ -2,10 +2,13 @@
 //! printed as the master printed it.
 
 use crate::progress::Progress;
+use crate::reporters::Reporters;
 use anyhow::Result;
 use clap::Parser;
 use netchar_engine::client;
 use netchar_engine::StopFlag;
+use netchar_report::ecos_lines::EcosLinesReporter;
+use netchar_report::json::JobJsonReporter;
 use std::io::Write;
 
 /// `netchar suite ecos`: the eCos nc6_test_master sequence, printed as it printed it: no load
@@ -23,11 +26,16 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     let (small, big) = (scale(640), scale(2048));
     // Untimed: the tests run counts of buffers.
     let progress = Progress::start(a.json, true, None);
+    let mut reporters = if a.json {
+        Reporters::of(Box::new(JobJsonReporter))
+    } else {
+        Reporters::of(Box::new(EcosLinesReporter::new(true)))
+    };
     let mut out = std::io::stdout().lock();
     let mut results: Vec<netchar_model::TestResult> = Vec::new();
     let argv =
         |v: &[&str]| -> Vec<String> { std::iter::once("netchar").chain(v.iter().copied()).map(String::from).collect() };
-    let mut run = |v: Vec<String>, label: &str, out: &mut std::io::StdoutLock<'_>| -> Result<()> {
+    let mut run = |v: Vec<String>, label: &str| -> Result<()> {
         let cli = crate::args::Cli::try_parse_from(&v)
             .map_err(|e| anyhow::anyhow!("{}", e.to_string().lines().next().unwrap_or("")))?;
         let plans = match cli.command {
@@ -44,22 +52,7 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
                 anyhow::bail!("{label}: {e}");
             }
             let r = run.result.ok_or_else(|| anyhow::anyhow!("{label}: no result"))?;
-            if !a.json {
-                let _erased = progress.erase();
-                let line = if r.summary.rr.is_some() {
-                    netchar_report::text::echo_line(&r)
-                } else {
-                    netchar_report::text::transfer_line(&r, label)
-                };
-                out.write_all(line.as_bytes())?;
-                if let Some(i) = r.cpu.local.as_ref().and_then(|c| c.idle_pct) {
-                    writeln!(out, "    master {i:.0}% idle")?;
-                }
-                if let Some(l) = r.cpu.remote.as_ref().and_then(|c| c.background_load_pct) {
-                    writeln!(out, "    slave background load achieved {l:.0}%")?;
-                }
-                out.flush()?;
-            }
+            reporters.emit(&progress, |rep| rep.on_finish(&r))?;
             crate::report::keep(&r);
             results.push(r);
         }
@@ -72,13 +65,13 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     }
     let p640 = pat(small, 1024);
     let bytes640 = (small * 1024).to_string();
-    run(argv(&["echo", &host, "--udp", "--pattern", &p640]), "UDP echo", &mut out)?;
-    run(argv(&["udp", &host, "--pattern", &p640, "-b", "0", "-i", "0"]), "UDP send", &mut out)?;
-    run(argv(&["udp", &host, "--pattern", &p640, "-b", "0", "-i", "0", "-R"]), "UDP recv", &mut out)?;
-    run(argv(&["echo", &host, "--pattern", &p640]), "TCP echo", &mut out)?;
-    run(argv(&["tcp", &host, "-n", &bytes640, "-l", "1024", "-i", "0"]), "TCP send", &mut out)?;
-    run(argv(&["tcp", &host, "-n", &bytes640, "-l", "1024", "-i", "0", "-R"]), "TCP recv", &mut out)?;
-    run(argv(&["echo", &host, "--pattern", &pat(scale(64), 10240)]), "TCP echo", &mut out)?;
+    run(argv(&["echo", &host, "--udp", "--pattern", &p640]), "UDP echo")?;
+    run(argv(&["udp", &host, "--pattern", &p640, "-b", "0", "-i", "0"]), "UDP send")?;
+    run(argv(&["udp", &host, "--pattern", &p640, "-b", "0", "-i", "0", "-R"]), "UDP recv")?;
+    run(argv(&["echo", &host, "--pattern", &p640]), "TCP echo")?;
+    run(argv(&["tcp", &host, "-n", &bytes640, "-l", "1024", "-i", "0"]), "TCP send")?;
+    run(argv(&["tcp", &host, "-n", &bytes640, "-l", "1024", "-i", "0", "-R"]), "TCP recv")?;
+    run(argv(&["echo", &host, "--pattern", &pat(scale(64), 10240)]), "TCP echo")?;
     if !a.json {
         let _erased = progress.erase();
         writeln!(out, "====================== Various slave compute loads ===================")?;
@@ -89,8 +82,8 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             let _erased = progress.erase();
             writeln!(out, ">>>>>>>>>>>> slave processing load at {load}%")?;
         }
-        run(argv(&["echo", &host, "--udp", "--pattern", &p2048, "--server-load", load]), "UDP echo", &mut out)?;
-        run(argv(&["echo", &host, "--pattern", &p2048, "--server-load", load]), "TCP echo", &mut out)?;
+        run(argv(&["echo", &host, "--udp", "--pattern", &p2048, "--server-load", load]), "UDP echo")?;
+        run(argv(&["echo", &host, "--pattern", &p2048, "--server-load", load]), "TCP echo")?;
     }
     if !a.json {
         let _erased = progress.erase();
@@ -99,12 +92,9 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     for delay in ["", ",10@10ms", ",10@50ms", ",10@100ms", ",1@10ms"] {
         let delay = if a.quick { delay.replace("100ms", "20ms").replace("50ms", "20ms") } else { delay.to_string() };
         let p = format!("{p2048}{delay}");
-        run(argv(&["echo", &host, "--udp", "--pattern", &p, "--idle"]), "UDP echo", &mut out)?;
-        run(argv(&["echo", &host, "--pattern", &p, "--idle"]), "TCP echo", &mut out)?;
+        run(argv(&["echo", &host, "--udp", "--pattern", &p, "--idle"]), "UDP echo")?;
+        run(argv(&["echo", &host, "--pattern", &p, "--idle"]), "TCP echo")?;
     }
-    drop(progress);
-    if a.json {
-        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    }
+    reporters.emit(&progress, |rep| rep.on_job_end(&results))?;
     Ok(crate::EXIT_OK)
 }

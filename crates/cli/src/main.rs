@@ -20,6 +20,7 @@ mod pscheduler;
 mod quick;
 mod repeat;
 mod report;
+mod reporters;
 mod save;
 mod serve;
 mod single_run;

@@ -3,6 +3,7 @@
 //! confidence interval over the counted runs, then the gates (`--expect`, `--baseline`).
 
 use crate::progress::{Progress, LONG_TEST};
+use crate::reporters::{JsonShape, Reporters};
 use anyhow::Result;
 use netchar_engine::StopFlag;
 use std::io::Write;
@@ -49,6 +50,12 @@ pub(crate) fn run_collecting(
     } else {
         plan
     };
+    let shape = match (&sink, total) {
+        (Some(_), _) => JsonShape::Gathered,
+        (None, 1) => JsonShape::PerTest,
+        (None, _) => JsonShape::PerJob,
+    };
+    let mut reporters = Reporters::from_output(out, shape);
     let mut kept = Vec::new();
     let mut code = crate::EXIT_OK;
     for i in 0..total {
@@ -65,7 +72,7 @@ pub(crate) fn run_collecting(
             progress.set_current(what.clone());
             progress.suspend(|| println!("=== {what}"));
         }
-        let (result, run_code) = crate::single_run::run(plan, stop, sink.is_none(), progress)?;
+        let (result, run_code) = crate::single_run::run(plan, stop, &mut reporters, progress)?;
         if let Some(r) = result {
             if i >= out.warmup {
                 if let Some(dir) = &out.save {
@@ -80,12 +87,12 @@ pub(crate) fn run_collecting(
             break;
         }
     }
+    if total > 1 {
+        reporters.emit(progress, |r| r.on_job_end(&kept))?;
+    }
     // The tail prints under the progress line of this job (or of the plan around it).
     progress.suspend(|| {
         let mut stdout = std::io::stdout().lock();
-        if out.json && total > 1 && sink.is_none() {
-            stdout.write_all(netchar_report::json::many_to_json(&kept).as_bytes())?;
-        }
         let docs: Vec<serde_json::Value> = kept.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
         if let Some(sink) = sink.as_mut() {
             sink.extend(kept.iter().cloned());

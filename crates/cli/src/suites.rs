@@ -5,11 +5,15 @@
 
 use crate::plan::TcpPlan;
 use crate::progress::Progress;
+use crate::reporters::Reporters;
 use anyhow::Result;
 use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
 use netchar_model::units::format_si;
 use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
+use netchar_report::block_sizes::{NetioTableReporter, SizesTableReporter};
+use netchar_report::json::JobJsonReporter;
+use netchar_report::sweep::SweepTableReporter;
 use std::io::Write;
 
 /// `netchar suite NAME HOST ...`.
@@ -65,9 +69,6 @@ impl Trial {
     }
     fn loss_percent(&self) -> f64 {
         self.flow().and_then(|f| f.receiver.udp_received.as_ref()).map_or(100.0, |u| u.loss_percent)
-    }
-    fn jitter_ms(&self) -> f64 {
-        self.flow().and_then(|f| f.receiver.udp_received.as_ref()).map_or(0.0, |u| u.jitter_ms)
     }
     fn flow(&self) -> Option<&netchar_model::FlowSummary> {
         self.result.summary.up.as_ref().or(self.result.summary.down.as_ref())
@@ -195,52 +196,30 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
     anyhow::ensure!(step > 0 && from > 0 && from <= to, "--from, --to, --step: need 0 < from <= to and step > 0");
     let trials = 2 * ((to - from) / step + 1);
     let progress = Progress::start(json, true, trial_length(plan).map(|t| t * trials as u32));
-    let mut out = std::io::stdout().lock();
+    let mut reporters = if json {
+        Reporters::of(Box::new(JobJsonReporter))
+    } else {
+        Reporters::of(Box::new(SweepTableReporter::new(to)))
+    };
     let mut results = Vec::new();
     for (direction, name) in [(Direction::Up, "up (client sends)"), (Direction::Down, "down (server sends)")] {
-        if !json {
-            let _erased = progress.erase();
-            writeln!(out, "UDP rate sweep, {name}")?;
-            writeln!(out, "{:>16} {:>16} {:>10} {:>11}", "offered", "received", "loss %", "jitter ms")?;
-        }
         let mut p = plan.clone();
         p.client.spec.direction = direction;
-        let mut knee = None;
         let mut rate = from;
         while rate <= to {
             if stop.is_raised() {
                 anyhow::bail!("interrupted");
             }
             progress.set_current(format!("{name}: {}", format_si(rate as f64, "bit/s")));
+            reporters.emit(&progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
             let t = trial(&p, rate, stop)?;
-            if knee.is_none() && t.loss_percent() > 0.0 {
-                knee = Some(rate);
-            }
-            if !json {
-                let _erased = progress.erase();
-                writeln!(
-                    out,
-                    "{:>16} {:>16} {:>10.4} {:>11.4}{}",
-                    format_si(rate as f64, "bit/s"),
-                    format_si(t.received_bps(), "bit/s"),
-                    t.loss_percent(),
-                    t.jitter_ms(),
-                    if knee == Some(rate) { "  <- knee: loss starts" } else { "" }
-                )?;
-                out.flush()?;
-            }
+            reporters.emit(&progress, |r| r.on_finish(&t.result))?;
             crate::report::keep(&t.result);
             results.push(t.result);
             rate += step;
         }
-        if !json && knee.is_none() {
-            let _erased = progress.erase();
-            writeln!(out, "no loss up to {}", format_si(to as f64, "bit/s"))?;
-        }
     }
-    if json {
-        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    }
+    reporters.emit(&progress, |r| r.on_job_end(&results))?;
     Ok(0)
 }
 
@@ -257,22 +236,23 @@ fn run_variant(
     base: &TcpPlan,
     adjust: impl FnOnce(&mut netchar_model::TestSpec),
     stop: &StopFlag,
+    reporters: &mut Reporters,
+    progress: &Progress,
 ) -> Result<TestResult> {
     let mut p = base.clone();
     p.client.spec.interval_seconds = 0.0;
     p.client.busy_wait = p.client.busy_wait.max(std::time::Duration::from_secs(5));
     adjust(&mut p.client.spec);
     p.client.spec.validate()?;
+    reporters.emit(progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
     let run = client::run(&p.client, stop, &mut |_| {});
-    match (run.result, run.error) {
-        (Some(r), None) => Ok(r),
-        (_, Some(e)) => Err(e.into()),
+    let r = match (run.result, run.error) {
+        (Some(r), None) => r,
+        (_, Some(e)) => return Err(e.into()),
         (None, None) => anyhow::bail!("the test produced no result"),
-    }
-}
-
-fn receiver_rate(r: &TestResult) -> f64 {
-    r.summary.up.as_ref().or(r.summary.down.as_ref()).map_or(0.0, |f| f.receiver.bits_per_second)
+    };
+    reporters.emit(progress, |rep| rep.on_finish(&r))?;
+    Ok(r)
 }
 
 /// `netchar suite netio`: TCP and UDP, each block size, client to server (tx) and server to
@@ -280,15 +260,9 @@ fn receiver_rate(r: &TestResult) -> f64 {
 pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
     const SIZES: [u64; 6] = [1024, 2048, 4096, 8192, 16384, 32767];
     let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 4 * SIZES.len() as u32));
-    let mut out = std::io::stdout().lock();
+    let mut reporters = suite_reporters(json, Box::<NetioTableReporter>::default());
     let mut results = Vec::new();
-    if !json {
-        let _erased = progress.erase();
-        writeln!(out, "| Packet size |   TCP-tx    |   TCP-rx    |   UDP-tx    |   UDP-rx    |")?;
-        writeln!(out, "| ----------- | ----------- | ----------- | ----------- | ----------- |")?;
-    }
     for size in SIZES {
-        let mut cells = Vec::new();
         for (plan, direction) in
             [(tcp, Direction::Up), (tcp, Direction::Down), (udp, Direction::Up), (udp, Direction::Down)]
         {
@@ -304,26 +278,14 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                     }
                 },
                 stop,
+                &mut reporters,
+                &progress,
             )?;
-            cells.push(format!("{:>6.1} MB/s", receiver_rate(&r) / 8.0 / 1048576.0));
             crate::report::keep(&r);
             results.push(r);
         }
-        if !json {
-            let _erased = progress.erase();
-            writeln!(out, "| {size:>5} bytes | {} |", cells.join(" | "))?;
-            out.flush()?;
-        }
     }
-    drop(progress);
-    if json {
-        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    } else {
-        writeln!(
-            out,
-            "(receiving end's rate; UDP at maximum rate, so UDP figures include what the receiver could take)"
-        )?;
-    }
+    reporters.emit(&progress, |r| r.on_job_end(&results))?;
     Ok(0)
 }
 
@@ -332,16 +294,8 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
 pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
     const SIZES: [u64; 9] = [64, 256, 512, 1024, 1448, 1472, 4096, 16384, 65507];
     let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 2 * SIZES.len() as u32));
-    let mut out = std::io::stdout().lock();
+    let mut reporters = suite_reporters(json, Box::<SizesTableReporter>::default());
     let mut results = Vec::new();
-    if !json {
-        let _erased = progress.erase();
-        writeln!(
-            out,
-            "{:<5} {:>7} {:>9} {:>9} {:>12} {:>13} {:>13}",
-            "proto", "block", "real s", "sys s", "MB/s (2^20)", "Mbit/s (10^6)", "frames/s"
-        )?;
-    }
     for (name, plan) in [("TCP", tcp), ("UDP", udp)] {
         for size in SIZES {
             progress.set_current(format!("{name}, {size} bytes"));
@@ -355,38 +309,25 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                     }
                 },
                 stop,
+                &mut reporters,
+                &progress,
             )?;
-            let f = r.summary.up.as_ref().ok_or_else(|| anyhow::anyhow!("no up flow"))?;
-            let bps = f.receiver.bits_per_second;
-            let frames = match &f.receiver.udp_received {
-                // UDP: one datagram per frame (payloads above the MTU are fragmented).
-                Some(u) => u.packets as f64 / f.receiver.seconds.max(1e-9),
-                // TCP: an estimate, as stackthru's: one frame per block, at most a full
-                // segment of 1448 payload bytes (MTU 1500 with timestamps) each.
-                None => bps / 8.0 / size.min(1448) as f64,
-            };
-            let sys = r.cpu.local.as_ref().map_or(0.0, |c| c.system_seconds);
-            if !json {
-                let _erased = progress.erase();
-                writeln!(
-                    out,
-                    "{name:<5} {size:>7} {:>9.3} {:>9.3} {:>12.3} {:>13.3} {:>13.0}",
-                    f.receiver.seconds,
-                    sys,
-                    bps / 8.0 / 1048576.0,
-                    bps / 1e6,
-                    frames
-                )?;
-                out.flush()?;
-            }
+            anyhow::ensure!(r.summary.up.is_some(), "no up flow");
             crate::report::keep(&r);
             results.push(r);
         }
     }
-    if json {
-        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    }
+    reporters.emit(&progress, |r| r.on_job_end(&results))?;
     Ok(0)
+}
+
+/// A suite's reporters: its classic `table`, or with `--json` one array of every result.
+fn suite_reporters(json: bool, table: Box<dyn netchar_report::Reporter>) -> Reporters {
+    if json {
+        Reporters::of(Box::new(JobJsonReporter))
+    } else {
+        Reporters::of(table)
+    }
 }
 
 /// `netchar suite netio --proto netio HOST`: netchar as the client of a netio server, netio's

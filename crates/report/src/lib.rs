@@ -3,9 +3,11 @@
 //! text; they never measure and never touch a socket.
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
-//! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`] (and a mesh's [`heatmap`]). [`plots`] decides which
-//! charts results make, [`chart`] draws one. A running test calls `on_start`, `on_interval`, `on_finish`;
-//! `netchar report` hands saved results to `on_results`.
+//! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`] (and a mesh's [`heatmap`]), and
+//! the suites' classic tables and lines ([`sweep`], [`block_sizes`], [`ecos_lines`]).
+//! [`plots`] decides which charts results make, [`chart`] draws one. A running test calls
+//! `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests then
+//! `on_job_end`; `netchar report` hands saved results to `on_results`.
 //!
 //! ```
 //! use netchar_model::units::RateFormat;
@@ -14,8 +16,10 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod block_sizes;
 pub mod chart;
 pub mod csv;
+pub mod ecos_lines;
 pub mod heatmap;
 pub mod html;
 pub mod json;
@@ -23,6 +27,7 @@ pub mod markdown;
 pub mod plots;
 mod rows;
 pub mod svg;
+pub mod sweep;
 pub mod text;
 
 /// A saved result and where it came from, as `netchar report` read it.
@@ -65,6 +70,17 @@ pub trait Reporter {
     fn on_interval(&mut self, interval: &netchar_model::IntervalRecord) -> String;
     /// Once, with the whole result (also a partial one after an error).
     fn on_finish(&mut self, result: &netchar_model::TestResult) -> String;
+    /// A test that ended without any result (it never started), with its error: what stands
+    /// in for the result. Nothing, unless the format must stay a valid document (JSON).
+    fn on_no_result(&mut self, _error: Option<&str>) -> String {
+        String::new()
+    }
+    /// Once after the last test of a job of several (`--repeat`, suites, plans), with the
+    /// job's counted results: what closes the job. Nothing, unless the format shows the
+    /// job as one document (a JSON array).
+    fn on_job_end(&mut self, _results: &[netchar_model::TestResult]) -> String {
+        String::new()
+    }
     /// Saved results, all at once (`netchar report`): the whole document.
     fn on_results(&mut self, results: &[Saved]) -> String;
     /// Saved results as separate named files (`-o DIR`), for formats that write one file per

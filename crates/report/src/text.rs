@@ -162,6 +162,8 @@ fn describe_options(s: &TestSpec, line: &mut String) {
 
 impl crate::Reporter for TextReporter {
     fn on_start(&mut self, info: &TestInfo) -> String {
+        // A reporter lives for a job of several tests: each has its own interval header.
+        self.header_done = false;
         format!("netchar {}: {}\n", env!("CARGO_PKG_VERSION"), describe_test(info))
     }
 
