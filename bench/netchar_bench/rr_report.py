@@ -13,10 +13,7 @@ import collections
 import statistics
 import sys
 
-
-def read_lines(path):
-    with open(path) as f:
-        return f.readlines()
+from .report_common import busy_warning, counted, print_notes, read_lines, target_line
 
 
 def main(argv):
@@ -133,24 +130,17 @@ def main(argv):
             fill = s["tps"] * s["mean"] / 1e6
             if not 0.90 <= fill <= 1.01:
                 out.append(f"{lab}: median trans/s x mean latency = {fill:.3f}; with 1 in flight it should be ~0.95-1.0")
-        cnt = collections.Counter(n for ns in s["notes"] for n in ns.split())
-        if cnt:
-            out.append(f"{lab}: " + ", ".join(f"{k} (x{n})" if n > 1 else k for k, n in cnt.items()))
+        if counted(s["notes"]):
+            out.append(f"{lab}: " + counted(s["notes"]))
     busy = [statistics.median(s["other"]) for s in S.values() if s and s["other"]]
-    if busy and max(busy) > 15:
-        out.append(f"other processes used up to {max(busy):.0f}% of the machine during the runs:"
-                   " latency figures are unreliable; rerun on an idle machine (IDLE_WAIT=120 waits for one)")
-    out += [l.rstrip() for l in read_lines(notes_path) if l.strip()]
-    if out:
-        print("Notes:")
-        for l in out:
-            print("  * " + l)
-        print()
+    warning = busy_warning(busy, "", "latency figures")
+    if warning:
+        out.append(warning)
+    print_notes(out, notes_path, blank_before=False, blank_after=True)
 
     # ---- targets (informational)
     print("Targets (informational; perf.md goals 5 and 6):")
-    def line(ok, text):
-        print(f"  {'n/a ' if ok is None else 'PASS' if ok else 'MISS'}  {text}")
+    line = target_line
     for proto in ("tcp", "udp"):
         for pl, pll in PL:
             s, bp = S.get((proto, pl, "nc")), best_peer(proto, pl)

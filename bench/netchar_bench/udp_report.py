@@ -13,10 +13,7 @@ import collections
 import statistics
 import sys
 
-
-def read_lines(path):
-    with open(path) as f:
-        return f.readlines()
+from .report_common import busy_warning, counted, print_notes, read_lines, target_line
 
 
 def main(argv):
@@ -174,25 +171,18 @@ def main(argv):
             if v.startswith("netchar") and s["cpu"] and s["acct"] and abs(s["acct"] / s["cpu"] - 1) > 0.15:
                 out.append(f"{NAME[v]} {lab}: self-reported CPU differs from process accounting by "
                            f"{100 * (s['acct'] / s['cpu'] - 1):+.0f}%")
-            cnt = collections.Counter(n for ns in s["notes"] for n in ns.split())
-            if cnt:
-                out.append(f"{NAME[v]} {lab}: " + ", ".join(f"{k} (x{n})" if n > 1 else k for k, n in cnt.items()))
+            if counted(s["notes"]):
+                out.append(f"{NAME[v]} {lab}: " + counted(s["notes"]))
     busy = [s["other"] for s in S.values() if s and s["other"] is not None]
-    if busy and max(busy) > 15:
-        out.append(f"other processes used up to {max(busy):.0f}% of the machine during the runs ('other' column):"
-                   " figures are unreliable; rerun on an idle machine (IDLE_WAIT=120 waits for one)")
-    out += [l.rstrip() for l in read_lines(notes_path) if l.strip()]
-    if out:
-        print()
-        print("Notes:")
-        for l in out:
-            print("  * " + l)
+    warning = busy_warning(busy, " ('other' column)", "figures")
+    if warning:
+        out.append(warning)
+    print_notes(out, notes_path)
 
     # ---- targets (informational)
     print()
     print("Targets (informational):")
-    def line(ok, text):
-        print(f"  {'n/a ' if ok is None else 'PASS' if ok else 'MISS'}  {text}")
+    line = target_line
     def get(c, v, k):
         s = S.get((c, v)); return s[k] if s else None
     r = ratio(get("u64", "netchar", "rx_pps"), get("u64", "iperf3", "rx_pps"))

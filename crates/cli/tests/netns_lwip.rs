@@ -26,7 +26,6 @@ use std::time::Duration;
 
 const TAP: &str = "nctap0";
 const PAYLOAD: u64 = 1472;
-const IP_UDP_HEADERS: u64 = 28;
 /// First payload bytes of a netchar data datagram (setup datagrams are retried and must not
 /// be dropped by the rule).
 const DATA_PREFIX: &str = "0x4e430100";
@@ -100,18 +99,9 @@ fn add_drop_rule(ns: &Netns, port_match: &str, port: u16) -> Result<(), String> 
     .map(|_| ())
 }
 
-/// Datagrams the rule dropped. nft counts skbs: a GSO batch from the client crosses the veth
-/// whole, so the count is `(bytes − 28 × skbs) / 1472`, checked exact.
+/// Datagrams the drop rule dropped.
 fn dropped(ns: &Netns) -> Result<u64, String> {
-    let counters = ns.nft_counters("inet", TABLE, CHAIN)?;
-    let &[(skbs, bytes)] = counters.as_slice() else {
-        return Err(format!("expected one counter in {} inet {TABLE} {CHAIN}, found {counters:?}", ns.name()));
-    };
-    let payload = bytes.checked_sub(IP_UDP_HEADERS * skbs).ok_or("counter smaller than its headers")?;
-    if payload % PAYLOAD != 0 {
-        return Err(format!("nft counter {skbs} skbs / {bytes} bytes is not whole {PAYLOAD}-byte datagrams"));
-    }
-    Ok(payload / PAYLOAD)
+    ns.counted_datagrams(TABLE, CHAIN, PAYLOAD)
 }
 
 fn u(v: &Value) -> u64 {

@@ -23,7 +23,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const PAYLOAD: u64 = 1472;
-const IP_UDP_HEADERS: u64 = 28;
 const DATA_PREFIX: &str = "0x4e430100";
 const TABLE: &str = "ncresp";
 const CHAIN: &str = "in";
@@ -51,17 +50,9 @@ fn add_drop_rule(ns: &Netns, port_match: &str, port: u16) -> Result<(), String> 
     ns.drop_at_random(TABLE, CHAIN, &["udp", port_match, &port.to_string(), "@th,64,32", DATA_PREFIX])
 }
 
-/// Datagrams the rule dropped.
+/// Datagrams the drop rule dropped.
 fn dropped(ns: &Netns) -> Result<u64, String> {
-    let counters = ns.nft_counters("inet", TABLE, CHAIN)?;
-    let &[(skbs, bytes)] = counters.as_slice() else {
-        return Err(format!("expected one counter in {} inet {TABLE} {CHAIN}, found {counters:?}", ns.name()));
-    };
-    let payload = bytes.checked_sub(IP_UDP_HEADERS * skbs).ok_or("counter smaller than its headers")?;
-    if payload % PAYLOAD != 0 {
-        return Err(format!("nft counter {skbs} skbs / {bytes} bytes is not whole {PAYLOAD}-byte datagrams"));
-    }
-    Ok(payload / PAYLOAD)
+    ns.counted_datagrams(TABLE, CHAIN, PAYLOAD)
 }
 
 fn loss_direction(link: &Link, bin: &PathBuf, port: u16, reverse: bool) -> Result<(), String> {

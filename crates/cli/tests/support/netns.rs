@@ -197,6 +197,22 @@ impl Netns {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
+    /// IPv4 UDP datagrams of `payload` bytes that the one counter of `table`/`chain` (family
+    /// inet) counted. nft counts skbs, and a GSO batch crosses a veth whole, so the count is
+    /// `(bytes − 28 × skbs) / payload`, checked to be whole datagrams.
+    pub fn counted_datagrams(&self, table: &str, chain: &str, payload: u64) -> Result<u64, String> {
+        const IP_UDP_HEADERS: u64 = 28;
+        let counters = self.nft_counters("inet", table, chain)?;
+        let &[(skbs, bytes)] = counters.as_slice() else {
+            return Err(format!("expected one counter in {} inet {table} {chain}, found {counters:?}", self.name));
+        };
+        let total = bytes.checked_sub(IP_UDP_HEADERS * skbs).ok_or("counter smaller than its headers")?;
+        if total % payload != 0 {
+            return Err(format!("nft counter {skbs} skbs / {bytes} bytes is not whole {payload}-byte datagrams"));
+        }
+        Ok(total / payload)
+    }
+
     /// UDP datagrams this namespace's stack dropped because a socket's receive buffer was
     /// full (`Udp: RcvbufErrors` in its /proc/net/snmp, IPv4 and IPv6 summed): a receiver that
     /// a busy machine keeps off the CPU loses datagrams there, not on the wire.
