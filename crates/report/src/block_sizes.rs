@@ -3,7 +3,7 @@
 //! MB/s of 2^20 bytes) and stackthru's (`netchar suite sizes`: per protocol and block size,
 //! real and system time, MB/s, Mbit/s and frames/s, client sending).
 
-use netchar_model::{IntervalRecord, TestInfo, TestResult};
+use netchar_model::{TestInfo, TestResult};
 use std::fmt::Write;
 
 /// The receiving end's rate of the one flow of a one-way test.
@@ -46,9 +46,6 @@ impl NetioTableReporter {
 impl crate::Reporter for NetioTableReporter {
     fn on_start(&mut self, _: &TestInfo) -> String {
         self.header()
-    }
-    fn on_interval(&mut self, _: &IntervalRecord) -> String {
-        String::new()
     }
     fn on_finish(&mut self, result: &TestResult) -> String {
         self.cell(result)
@@ -113,9 +110,6 @@ impl SizesTableReporter {
 impl crate::Reporter for SizesTableReporter {
     fn on_start(&mut self, _: &TestInfo) -> String {
         self.header()
-    }
-    fn on_interval(&mut self, _: &IntervalRecord) -> String {
-        String::new()
     }
     fn on_finish(&mut self, result: &TestResult) -> String {
         Self::row(result)

@@ -4,7 +4,7 @@
 
 use crate::rows::summary_rows;
 use crate::Saved;
-use netchar_model::{IntervalRecord, Role, TestInfo, TestResult};
+use netchar_model::{Role, TestResult};
 use std::fmt::Write;
 
 /// The CSV reporter.
@@ -124,12 +124,6 @@ pub fn intervals(results: &[Saved]) -> String {
 }
 
 impl crate::Reporter for CsvReporter {
-    fn on_start(&mut self, _: &TestInfo) -> String {
-        String::new()
-    }
-    fn on_interval(&mut self, _: &IntervalRecord) -> String {
-        String::new()
-    }
     fn on_finish(&mut self, result: &TestResult) -> String {
         self.on_results(&[Saved { label: "-".into(), result: result.clone() }])
     }

@@ -3,7 +3,7 @@
 //! the master's idle share and the slave's background load under it.
 
 use crate::text::{echo_line, transfer_line};
-use netchar_model::{Direction, IntervalRecord, TestInfo, TestResult};
+use netchar_model::{Direction, TestResult};
 use std::fmt::Write;
 
 /// The master's lines.
@@ -42,12 +42,6 @@ impl EcosLinesReporter {
 }
 
 impl crate::Reporter for EcosLinesReporter {
-    fn on_start(&mut self, _: &TestInfo) -> String {
-        String::new()
-    }
-    fn on_interval(&mut self, _: &IntervalRecord) -> String {
-        String::new()
-    }
     fn on_finish(&mut self, result: &TestResult) -> String {
         self.lines(result)
     }

@@ -7,7 +7,7 @@
 use crate::rows::human_table;
 use crate::{chart, plots, Saved};
 use netchar_model::units::RateFormat;
-use netchar_model::{HostInfo, IntervalRecord, TestInfo, TestResult};
+use netchar_model::{HostInfo, TestResult};
 use std::fmt::Write;
 
 /// The HTML reporter: silent while a test runs, the whole document at the end.
@@ -301,12 +301,6 @@ pub fn mesh_document(matrices: &[crate::heatmap::Matrix], lines: &str) -> String
 }
 
 impl crate::Reporter for HtmlReporter {
-    fn on_start(&mut self, _: &TestInfo) -> String {
-        String::new()
-    }
-    fn on_interval(&mut self, _: &IntervalRecord) -> String {
-        String::new()
-    }
     fn on_finish(&mut self, result: &TestResult) -> String {
         document(&[Saved { label: "-".into(), result: result.clone() }], self.format)
     }

@@ -28,12 +28,6 @@ pub fn no_result_json(error: Option<&str>) -> String {
 pub struct JsonReporter;
 
 impl crate::Reporter for JsonReporter {
-    fn on_start(&mut self, _: &netchar_model::TestInfo) -> String {
-        String::new()
-    }
-    fn on_interval(&mut self, _: &netchar_model::IntervalRecord) -> String {
-        String::new()
-    }
     fn on_finish(&mut self, result: &TestResult) -> String {
         to_json(result)
     }
@@ -53,12 +47,6 @@ impl crate::Reporter for JsonReporter {
 pub struct JobJsonReporter;
 
 impl crate::Reporter for JobJsonReporter {
-    fn on_start(&mut self, _: &netchar_model::TestInfo) -> String {
-        String::new()
-    }
-    fn on_interval(&mut self, _: &netchar_model::IntervalRecord) -> String {
-        String::new()
-    }
     fn on_finish(&mut self, _: &TestResult) -> String {
         String::new()
     }

@@ -64,10 +64,15 @@ pub type NamedFiles = Vec<(String, Vec<u8>)>;
 
 /// Something that shows a test as it runs and when it ends, or saved results afterwards.
 pub trait Reporter {
-    /// Once, before data flows.
-    fn on_start(&mut self, info: &netchar_model::TestInfo) -> String;
-    /// For each interval this end completes.
-    fn on_interval(&mut self, interval: &netchar_model::IntervalRecord) -> String;
+    /// Once, before data flows. Nothing, unless the format prints a header as a test starts.
+    fn on_start(&mut self, _info: &netchar_model::TestInfo) -> String {
+        String::new()
+    }
+    /// For each interval this end completes. Nothing, unless the format shows intervals live
+    /// (the text one does).
+    fn on_interval(&mut self, _interval: &netchar_model::IntervalRecord) -> String {
+        String::new()
+    }
     /// Once, with the whole result (also a partial one after an error).
     fn on_finish(&mut self, result: &netchar_model::TestResult) -> String;
     /// A test that ended without any result (it never started), with its error: what stands

@@ -3,7 +3,7 @@
 use crate::rows::human_table;
 use crate::Saved;
 use netchar_model::units::RateFormat;
-use netchar_model::{IntervalRecord, TestInfo, TestResult};
+use netchar_model::TestResult;
 use std::fmt::Write;
 
 /// The markdown reporter: silent while a test runs, a table at the end.
@@ -46,12 +46,6 @@ pub fn table(results: &[Saved], format: RateFormat) -> String {
 }
 
 impl crate::Reporter for MarkdownReporter {
-    fn on_start(&mut self, _: &TestInfo) -> String {
-        String::new()
-    }
-    fn on_interval(&mut self, _: &IntervalRecord) -> String {
-        String::new()
-    }
     fn on_finish(&mut self, result: &TestResult) -> String {
         table(&[Saved { label: "-".into(), result: result.clone() }], self.format)
     }

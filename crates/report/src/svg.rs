@@ -3,7 +3,7 @@
 
 use crate::chart::{self, Chart};
 use crate::{plots, Saved};
-use netchar_model::{IntervalRecord, TestInfo, TestResult};
+use netchar_model::TestResult;
 
 pub use crate::chart::CHART_SIZE;
 pub use crate::plots::throughput_series;
@@ -55,12 +55,6 @@ pub fn file_name(index: usize, label: &str) -> String {
 }
 
 impl crate::Reporter for SvgReporter {
-    fn on_start(&mut self, _: &TestInfo) -> String {
-        String::new()
-    }
-    fn on_interval(&mut self, _: &IntervalRecord) -> String {
-        String::new()
-    }
     fn on_finish(&mut self, result: &TestResult) -> String {
         self.on_results(&[Saved { label: "-".into(), result: result.clone() }])
     }

@@ -3,7 +3,7 @@
 //! that loses datagrams) marked, and "no loss up to" where no rate lost any.
 
 use netchar_model::units::format_si;
-use netchar_model::{Direction, FlowSummary, IntervalRecord, TestInfo, TestResult, UdpRate};
+use netchar_model::{Direction, FlowSummary, TestInfo, TestResult, UdpRate};
 use std::fmt::Write;
 
 /// The sweep table: a row as each trial ends.
@@ -71,9 +71,6 @@ impl SweepTableReporter {
 impl crate::Reporter for SweepTableReporter {
     fn on_start(&mut self, info: &TestInfo) -> String {
         self.open(info.spec.direction)
-    }
-    fn on_interval(&mut self, _: &IntervalRecord) -> String {
-        String::new()
     }
     fn on_finish(&mut self, result: &TestResult) -> String {
         self.row(result)
