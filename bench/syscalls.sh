@@ -20,7 +20,7 @@ fi
 for t in strace taskset python3; do
   command -v "$t" >/dev/null || { echo "syscalls.sh: $t is required" >&2; exit 2; }
 done
-WORK=$(mktemp -d /tmp/netchar-syscalls.XXXXXX)
+WORK=$(mktemp -d -t netchar-syscalls.XXXXXX)
 
 # per UNIT COUNT FILE -> the calls of FILE divided by COUNT, the five commonest.
 per() { python3 - "$1" "$2" "$3" <<'PY'

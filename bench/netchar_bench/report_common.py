@@ -18,6 +18,14 @@ def counted(notes):
     return ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in cnt.items())
 
 
+def cpu_disagreement(label, cpu, acct):
+    """The note when a tool's own CPU figure and process accounting differ by more than 15%,
+    or None."""
+    if cpu and acct and abs(acct / cpu - 1) > 0.15:
+        return f"{label}: self-reported CPU differs from process accounting by {100 * (acct / cpu - 1):+.0f}%"
+    return None
+
+
 def busy_warning(busy, where, what):
     """The warning for runs beside other work, or None: `busy` is the other processes' share
     per case, `where` what follows "during the runs", `what` which figures it spoils."""

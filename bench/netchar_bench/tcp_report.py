@@ -14,7 +14,7 @@ import collections
 import statistics
 import sys
 
-from .report_common import busy_warning, counted, print_notes, read_lines, target_line
+from .report_common import busy_warning, counted, cpu_disagreement, print_notes, read_lines, target_line
 
 
 def main(argv):
@@ -146,9 +146,9 @@ def main(argv):
             if s["spread"] > 3:
                 out.append(f"spread {s['spread']:.1f}% > 3%: {lab}, {t} (rounds: "
                            + ", ".join(f"{g:.2f}" for g in s["rounds"]) + " Gbit/s)")
-            if t != "iperf2" and s["cpu"] and s["acct"] and abs(s["acct"] / s["cpu"] - 1) > 0.15:
-                out.append(f"{t} {lab}: self-reported CPU differs from process accounting by "
-                           f"{100 * (s['acct'] / s['cpu'] - 1):+.0f}%")
+            disagreement = cpu_disagreement(f"{t} {lab}", s["cpu"], s["acct"]) if t != "iperf2" else None
+            if disagreement:
+                out.append(disagreement)
             if counted(s["notes"]):
                 out.append(f"{t} {lab}: " + counted(s["notes"]))
     busy = [statistics.median(s["other"]) for s in S.values() if s and s["other"]]

@@ -13,7 +13,7 @@ import collections
 import statistics
 import sys
 
-from .report_common import busy_warning, counted, print_notes, read_lines, target_line
+from .report_common import busy_warning, counted, cpu_disagreement, print_notes, read_lines, target_line
 
 
 def main(argv):
@@ -168,9 +168,9 @@ def main(argv):
                 fmt = (lambda x: "%.0fk" % (x / 1e3)) if key == "rx_pps" else (lambda x: "%.3f" % x)
                 out.append(f"spread {s[key + '_spread']:.1f}% > 3%: {lab}, {NAME[v]} (rounds: "
                            + ", ".join(fmt(g) for g in s[key + "_all"]) + f" {unit})")
-            if v.startswith("netchar") and s["cpu"] and s["acct"] and abs(s["acct"] / s["cpu"] - 1) > 0.15:
-                out.append(f"{NAME[v]} {lab}: self-reported CPU differs from process accounting by "
-                           f"{100 * (s['acct'] / s['cpu'] - 1):+.0f}%")
+            disagreement = cpu_disagreement(f"{NAME[v]} {lab}", s["cpu"], s["acct"]) if v.startswith("netchar") else None
+            if disagreement:
+                out.append(disagreement)
             if counted(s["notes"]):
                 out.append(f"{NAME[v]} {lab}: " + counted(s["notes"]))
     busy = [s["other"] for s in S.values() if s and s["other"] is not None]
