@@ -350,6 +350,9 @@ pub struct DataPlane {
     workers: Vec<JoinHandle<()>>,
     collector: JoinHandle<Joined>,
     started: Instant,
+    /// TCP rr sockets, whose workers block in reads with no timeout: [`Self::abort`] shuts
+    /// their read side to wake them.
+    wake_on_abort: Vec<TcpStream>,
 }
 
 /// What a finished test end produced.
@@ -380,7 +383,12 @@ impl DataPlane {
         let mut shared = Vec::new();
         let mut workers = Vec::new();
         let mut info_sockets = Vec::new();
+        let mut wake_on_abort = Vec::new();
+        let rr = cfg.spec.kind == TestKind::Rr;
         for s in streams {
+            if let (true, DataSocket::Tcp(t)) = (rr, &s.socket) {
+                wake_on_abort.push(t.try_clone()?);
+            }
             let sh = Arc::new(StreamShared::new(s.id, s.flow, s.role, started));
             // The collector reads TCP_INFO through its own descriptor of the sender's socket.
             info_sockets.push(match (&s.socket, s.role) {
@@ -408,7 +416,7 @@ impl DataPlane {
             }
             collector.run()
         })?;
-        Ok(Self { shared, controls, workers, collector, started })
+        Ok(Self { shared, controls, workers, collector, started, wake_on_abort })
     }
 
     /// When this end's clock started.
@@ -425,6 +433,10 @@ impl DataPlane {
     pub fn abort(&self) {
         self.stop_senders();
         self.controls.abort.store(true, Ordering::SeqCst);
+        // A blocked read returns 0 once its socket's read side is shut down.
+        for s in &self.wake_on_abort {
+            let _ = s.shutdown(Shutdown::Read);
+        }
     }
 
     /// The exact totals of this end's senders once all of them finished (None before; an
@@ -1053,5 +1065,57 @@ impl Collector {
             }
         }
         (latency, connects, wakeups)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netchar_model::TestKind;
+    use std::net::TcpListener;
+
+    /// TCP rr workers block in reads with no timeout: an abort must still end them when the
+    /// peer neither answers nor closes (a stopped client, a hung server).
+    #[test]
+    fn abort_wakes_tcp_rr_workers_whose_peer_went_quiet() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut spec = TestSpec::rr_default();
+        assert_eq!(spec.kind, TestKind::Rr);
+        spec.end = netchar_model::EndCondition::Seconds(600.0);
+        spec.interval_seconds = 0.0;
+        let plane = |role, endpoint, socket| {
+            let cfg =
+                DataPlaneConfig { spec: spec.clone(), datagrams: DatagramFormatKind::Native, endpoint, cpu: None };
+            let stream = DataStream { id: 1, flow: Flow::Up, role, socket: DataSocket::Tcp(socket) };
+            DataPlane::start(cfg, vec![stream], None, Instant::now()).unwrap()
+        };
+        // A requester whose responder never answers, and a responder whose requester never asks:
+        // the test holds the other end of each connection open and silent.
+        let requester_socket = TcpStream::connect(addr).unwrap();
+        let (_silent_responder, _) = listener.accept().unwrap();
+        let _silent_requester = TcpStream::connect(addr).unwrap();
+        let (responder_socket, _) = listener.accept().unwrap();
+        let requester = plane(Role::Sender, Endpoint::Client, requester_socket);
+        let responder = plane(Role::Receiver, Endpoint::Server, responder_socket);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!requester.all_done() && !responder.all_done(), "both wait for their silent peer");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for plane in [requester, responder] {
+                plane.abort();
+                while !plane.all_done() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let error = plane.first_error();
+                plane.join();
+                tx.send(error).unwrap();
+            }
+        });
+        // A generous bound only so that a regression fails instead of hanging the suite.
+        for end in ["requester", "responder"] {
+            let error = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("the {end} never woke"));
+            assert_eq!(error, None, "an aborted {end} reports no error");
+        }
     }
 }

@@ -224,6 +224,7 @@ pub(super) fn tcp_requester(
             break Ok(());
         }
         match reader.read(&mut buf) {
+            Ok(0) if controls.abort.load(Ordering::Relaxed) => break Ok(()),
             Ok(0) => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the responder closed the connection")),
             Ok(n) => {
                 now = Instant::now();
@@ -268,11 +269,16 @@ fn write_all_retrying(w: &mut &TcpStream, mut data: &[u8], controls: &Controls) 
     Ok(())
 }
 
+/// Reads block with no timeout: a receive timeout arms and cancels a kernel timer on every read
+/// that waits, once per transaction on each end, which sockperf does not pay. The responses (or
+/// the requester's EOF) always come, and [`super::DataPlane::abort`] shuts the read side down to
+/// wake a worker whose peer went quiet. Writes keep a timeout: they wait only when the peer stops
+/// reading, and then the abort flag must be seen.
 fn set_waiting(socket: &TcpStream, busy_poll: bool) -> io::Result<()> {
     if busy_poll {
         socket.set_nonblocking(true)
     } else {
-        socket.set_read_timeout(Some(WAIT))?;
+        socket.set_read_timeout(None)?;
         socket.set_write_timeout(Some(POLL))
     }
 }
