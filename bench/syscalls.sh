@@ -84,6 +84,89 @@ for proto in tcp udp; do
   fi
 done
 
+# ---------------------------------------------------------------- per transaction, perf stat
+# The same pairs at full speed under `perf stat` (software events and tracepoints, no PMU
+# needed): system calls, context switches, kernel timers armed and, with a uprobe on libc's
+# clock_gettime, clock reads, per transaction, side by side.  sockperf reads the TSC inline
+# (rdtsc), so its clock reads do not show here.
+PROBE_ADDED=""
+perf_table() {
+  command -v perf >/dev/null || { echo "perf not installed: no per-transaction table"; return; }
+  perf stat -e raw_syscalls:sys_enter,timer:timer_start true >/dev/null 2>&1 ||
+    { echo "perf cannot count tracepoints here (needs root or perf_event_paranoid <= -1): no per-transaction table"; return; }
+  local ev=raw_syscalls:sys_enter,context-switches,timer:timer_start libc
+  libc=$(ldd "$NC" | awk '/libc\.so/ {print $3; exit}')
+  # (perf list into a variable: under pipefail, grep -q closing the pipe early fails it)
+  local have
+  have=$(perf list 2>/dev/null)
+  if [[ $have == *probe_libc:clock_gettime* ]]; then
+    ev=$ev,probe_libc:clock_gettime
+  elif [ -n "$libc" ] && perf probe -q -x "$libc" -a clock_gettime >/dev/null 2>&1; then
+    PROBE_ADDED=probe_libc:clock_gettime; ev=$ev,probe_libc:clock_gettime
+  else
+    echo "(no uprobe on libc's clock_gettime: clock reads not counted)"
+  fi
+  local proto P=$((PORT_BASE + 4)) spid pp n udp sp
+  for proto in tcp udp; do
+    udp=(); [ $proto = udp ] && udp=(--udp)
+    setsid taskset -c 0 "$NC" server -B $H -p $P --one-off > "$WORK/pc-nc-srv-$proto.log" 2>&1 &
+    spid=$!; sleep 1.5
+    perf stat -x, -e "$ev" -p "$spid" -o "$WORK/pc-nc-srv-$proto.csv" & pp=$!
+    perf stat -x, -e "$ev" -o "$WORK/pc-nc-cli-$proto.csv" taskset -c 0 "$NC" rr $H -p $P -t "$DUR" -A 0,0 -i 0 "${udp[@]}" --json > "$WORK/pc-nc-$proto.json" 2>> "$WORK/pc-nc-$proto.err"
+    kill -INT $pp; wait $pp 2>/dev/null; kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+    n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum((s.get("rr") or {}).get("transactions",0) for s in d["streams"]))' "$WORK/pc-nc-$proto.json" 2>/dev/null)
+    echo "${n:-0}" > "$WORK/pc-nc-$proto.n"
+    if command -v sockperf >/dev/null; then
+      sp=(); [ $proto = tcp ] && sp=(--tcp)
+      setsid taskset -c 0 sockperf server -i $H -p $((P + 1)) "${sp[@]}" > "$WORK/pc-sp-srv-$proto.log" 2>&1 &
+      spid=$!; sleep 1.5
+      perf stat -x, -e "$ev" -p "$spid" -o "$WORK/pc-sp-srv-$proto.csv" & pp=$!
+      perf stat -x, -e "$ev" -o "$WORK/pc-sp-cli-$proto.csv" taskset -c 0 sockperf ping-pong -i $H -p $((P + 1)) "${sp[@]}" -t "$DUR" --full-rtt > "$WORK/pc-sp-$proto.log" 2>&1
+      kill -INT $pp; wait $pp 2>/dev/null; kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+      sed -n 's/.*\[Total Run\].*SentMessages=\([0-9]*\).*/\1/p' "$WORK/pc-sp-$proto.log" | tail -1 > "$WORK/pc-sp-$proto.n"
+    fi
+    P=$((P + 2))
+  done
+  python3 - "$WORK" <<'PY'
+import os, sys
+work = sys.argv[1]
+names = [("raw_syscalls:sys_enter", "system calls"), ("context-switches", "context switches"),
+         ("timer:timer_start", "kernel timers armed"), ("probe_libc:clock_gettime", "clock reads (libc)")]
+def counts(path):
+    d = {}
+    try:
+        for line in open(path):
+            f = line.strip().split(",")
+            if len(f) >= 3 and f[0] and f[0][0].isdigit():
+                d[f[2]] = float(f[0])
+    except OSError:
+        pass
+    return d
+def txns(tool, proto):
+    try:
+        return float(open(os.path.join(work, "pc-%s-%s.n" % (tool, proto))).read().strip() or 0)
+    except OSError:
+        return 0.0
+for proto in ("tcp", "udp"):
+    cols = []
+    for tool in ("nc", "sp"):
+        n = txns(tool, proto)
+        for end in ("cli", "srv"):
+            cols.append((n, counts(os.path.join(work, "pc-%s-%s-%s.csv" % (tool, end, proto)))))
+    print("%s rr, per transaction (%d netchar, %d sockperf)  netchar client  server | sockperf client  server"
+          % (proto.upper(), cols[0][0], cols[2][0]))
+    for key, label in names:
+        if not any(key in c for _, c in cols):
+            continue
+        cells = ["%6.3f" % (c[key] / n) if n and key in c else "     -" for n, c in cols]
+        print("  %-24s %26s %8s | %15s %7s" % (label, cells[0], cells[1], cells[2], cells[3]))
+PY
+  echo "  (sockperf keeps time with inline rdtsc: its clock reads are not libc calls)"
+}
+echo "## request/response at full speed, per transaction (perf stat), client and server on CPU 0"
+perf_table
+[ -n "$PROBE_ADDED" ] && perf probe -q -d "$PROBE_ADDED" >/dev/null 2>&1
+
 echo "## TCP, 1 stream up, default block"
 P=$((PORT_BASE + 2))
 setsid strace -c -f -o "$WORK/nc-srv-tcp1.txt" "$NC" server -B $H -p $P --one-off > "$WORK/nc-srv-tcp1.log" 2>&1 &
