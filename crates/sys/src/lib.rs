@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod cpu;
+pub mod fdtable;
 pub mod host;
 pub mod tcp;
 pub mod udp;

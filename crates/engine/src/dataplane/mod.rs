@@ -386,8 +386,13 @@ impl DataPlane {
         let mut wake_on_abort = Vec::new();
         let rr = cfg.spec.kind == TestKind::Rr;
         for s in streams {
+            // A TCP rr worker moves its socket into a descriptor table of its own (a socket
+            // call in a process whose threads share one table pays for a file reference, which
+            // a single-threaded peer does not) and hands back the copy this table keeps.
+            let mut moved_copy = None;
             if let (true, DataSocket::Tcp(t)) = (rr, &s.socket) {
                 wake_on_abort.push(t.try_clone()?);
+                moved_copy = Some(mpsc::channel());
             }
             let sh = Arc::new(StreamShared::new(s.id, s.flow, s.role, started));
             // The collector reads TCP_INFO through its own descriptor of the sender's socket.
@@ -395,9 +400,13 @@ impl DataPlane {
                 (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),
                 _ => None,
             });
-            let worker = Worker { shared: sh.clone(), controls: controls.clone(), cfg: cfg.clone(), started };
+            let (copy_tx, copy_rx) = moved_copy.unzip();
+            let worker = Worker { shared: sh.clone(), controls: controls.clone(), cfg: cfg.clone(), started, copy_tx };
             let name = format!("netchar-{}-{}", role_name(s.role), s.id);
             workers.push(std::thread::Builder::new().name(name).spawn(move || worker.run(s.socket))?);
+            if let Some(Ok(Some(copy))) = copy_rx.map(|rx| rx.recv()) {
+                copy.close();
+            }
             shared.push(sh);
         }
         let collector = Collector {
@@ -524,12 +533,18 @@ struct Worker {
     controls: Arc<Controls>,
     cfg: DataPlaneConfig,
     started: Instant,
+    /// TCP rr: where to send the process table's copy of the socket once this worker moved it
+    /// into a table of its own (None: it stayed).
+    copy_tx: Option<mpsc::Sender<Option<netchar_sys::fdtable::SharedCopy>>>,
 }
 
 impl Worker {
     fn run(self, socket: DataSocket) {
         if let Some(c) = self.cfg.cpu {
             let _ = netchar_sys::cpu::pin_current_thread(c);
+        }
+        if let (Some(tx), DataSocket::Tcp(s)) = (&self.copy_tx, &socket) {
+            let _ = tx.send(netchar_sys::fdtable::move_to_own_table(s.as_fd()).ok());
         }
         let (sh, ctl, spec, t0) = (&*self.shared, &*self.controls, &self.cfg.spec, self.started);
         let format = self.cfg.datagrams;
