@@ -78,6 +78,9 @@ struct stream {
     uint64_t peer_sent; /* the client's total, NONE until sender_done */
     struct tracker tr;
     struct jitter jit;
+#if NC_HAVE_TCP_SINK
+    int sink; /* the port's nc_plat_tcp_sink counting this TCP receiver, -1: recv() does */
+#endif
 };
 
 static struct {
@@ -134,6 +137,36 @@ static void logf1(const char *a, const char *b)
     line[n + m] = 0;
     nc_plat_log(line);
 }
+
+static uint64_t since_start(uint64_t now);
+
+/* A receiving TCP stream whose bytes the port counts (NC_HAVE_TCP_SINK): what it counted so
+ * far joins the stream's; sink_end also hands the connection back before it is closed. */
+#if NC_HAVE_TCP_SINK
+static void sink_collect(struct stream *s)
+{
+    uint64_t last = 0, n;
+    if (s->sink < 0)
+        return;
+    n = nc_plat_tcp_sink_take(s->sink, &last);
+    if (n > 0) {
+        s->bytes += n;
+        s->last_ns = since_start(last);
+    }
+}
+
+static void sink_end(struct stream *s)
+{
+    if (s->sink < 0)
+        return;
+    sink_collect(s);
+    nc_plat_tcp_sink_stop(s->sink);
+    s->sink = -1;
+}
+#else
+#define sink_collect(s) ((void)(s))
+#define sink_end(s) ((void)(s))
+#endif
 
 static int would_block(void)
 {
@@ -529,6 +562,8 @@ static void send_results(uint64_t now)
 #endif
     if (wall_us == 0)
         wall_us = 1;
+    for (i = 0; i < S.nstreams; i++)
+        sink_collect(&S.streams[i]);
     nc_out_raw(&o, "{\"type\":\"results\",\"streams\":[");
     for (i = 0; i < S.nstreams; i++) {
         if (i)
@@ -571,6 +606,7 @@ static void reset_test(void)
     uint32_t i;
     for (i = 0; i < S.nstreams; i++) {
         int c = S.streams[i].conn;
+        sink_end(&S.streams[i]);
         if (c >= 0 && S.conns[c].state == CS_DATA)
             conn_close(c);
     }
@@ -597,6 +633,7 @@ static void end_session(const char *why, uint64_t now)
     }
     for (i = 0; i < S.nstreams; i++) {
         int d = S.streams[i].conn;
+        sink_end(&S.streams[i]);
         if (d >= 0 && S.conns[d].state == CS_DATA)
             conn_close(d);
         S.streams[i].conn = -1;
@@ -696,6 +733,9 @@ static void admit(const struct nc_spec *sp, uint64_t now)
         s->up = sp->direction == NC_UP || (sp->direction == NC_BIDIR && i < per);
         s->udp = (uint8_t)any_udp_stream();
         s->conn = -1;
+#if NC_HAVE_TCP_SINK
+        s->sink = -1;
+#endif
         s->peer_sent = NONE;
         s->budget = NONE;
         if (sp->end_is_bytes)
@@ -924,6 +964,12 @@ static void on_hello(int i, uint64_t now)
                 int one = 1;
                 setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, (const char *)&one, sizeof one);
             }
+#if NC_HAVE_TCP_SINK
+            /* A TCP receiver: the port counts what arrives from here on (what came with or
+             * after the hello before this is still read below, so every byte counts once). */
+            if (s->up && S.spec.kind == NC_TCP)
+                s->sink = nc_plat_tcp_sink_start(c->fd);
+#endif
             check_all_in(now);
             return;
         }
@@ -1018,6 +1064,7 @@ static uint64_t test_deadline(void)
 static void tcp_read(struct stream *s, uint64_t now)
 {
     int k;
+    sink_collect(s);
     for (k = 0; k < 16; k++) {
         int n = (int)recv(S.conns[s->conn].fd, (char *)iobuf, sizeof iobuf, 0);
         S.iobuf_dirty = 1;
@@ -1034,11 +1081,14 @@ static void tcp_read(struct stream *s, uint64_t now)
             continue;
         }
         if (n == 0) {
+            /* The end of the stream: the sink has seen every byte before it. */
+            sink_end(s);
             s->done = 1;
             conn_close(s->conn);
             s->conn = -1;
         } else if (!would_block()) {
             set_error("a data connection failed");
+            sink_end(s);
             s->done = 1;
             conn_close(s->conn);
             s->conn = -1;
