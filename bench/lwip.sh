@@ -4,6 +4,8 @@
 # held against lwIP's own iperf server on the same stack and driver (lwiperf).
 #
 #   tcp-up / tcp-down   netchar tcp [-R] against the responder: the receiver's count
+#   tcp-up sockets      netchar tcp against the responder built TCP_SINK=0 (its receiver reads
+#                       through lwIP's sockets instead of counting in lwIP's receive callback)
 #   tcp-up lwiperf      iperf -c against lwiperf, and netchar tcp --proto lwiperf against
 #                       lwiperf: lwiperf's own count of the bytes it received (its report)
 #   udp-up / udp-down   netchar udp -b 0 -l 64 [-R]: datagrams received per second and lost
@@ -47,8 +49,10 @@ have python3 || { echo "lwip.sh: python3 is needed" >&2; exit 2; }
 bench_init
 REPORT=$WORK/report.txt
 build_netchar
-make -s -B -C "$ROOT/responder" lwip-tap TAP_INPUT="$TAP_INPUT" || { echo "lwip.sh: make -C responder lwip-tap failed" >&2; exit 1; }
+make -s -B -C "$ROOT/responder" lwip-tap lwip-tap-sockets TAP_INPUT="$TAP_INPUT" ||
+  { echo "lwip.sh: make -C responder lwip-tap lwip-tap-sockets failed" >&2; exit 1; }
 RESP=$ROOT/responder/build/netchar-responder-lwip
+RESP_SOCKETS=$ROOT/responder/build/netchar-responder-lwip-sockets
 LWIPERF=
 if [ -n "$LWIPERF_C" ] && have iperf; then
   make -s -B -C "$ROOT/responder" lwiperf-tap TAP_INPUT="$TAP_INPUT" LWIPERF_C="$(realpath "$LWIPERF_C")" && LWIPERF=$ROOT/responder/build/lwiperf-tap
@@ -64,8 +68,10 @@ PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; ip netns del $NS 2>/dev/null' EXIT
 LWIPERF_TAP=ncbtap1
 LWIPERF_IP=10.203.1.2
+SOCKETS_TAP=ncbtap2
+SOCKETS_IP=10.203.2.2
 ip netns add $NS && ip -n $NS link set lo up || { echo "lwip.sh: cannot create namespace $NS" >&2; exit 1; }
-for t in "$TAP $KERNEL_IP" "$LWIPERF_TAP 10.203.1.1"; do
+for t in "$TAP $KERNEL_IP" "$LWIPERF_TAP 10.203.1.1" "$SOCKETS_TAP 10.203.2.1"; do
   set -- $t
   ip -n $NS tuntap add dev "$1" mode tap && ip -n $NS addr add "$2/24" dev "$1" && ip -n $NS link set "$1" up ||
     { echo "lwip.sh: cannot create TAP $1 in $NS" >&2; exit 1; }
@@ -76,7 +82,7 @@ RUN_CLIENT=(ip netns exec $NS)
 if [ "$PIN" = 1 ]; then
   RUN_RESP+=(taskset -c "$RESP_CPU")
   RUN_CLIENT+=(taskset -c "$CLIENT_CPU")
-  PLACEMENT="responder and lwiperf (all threads: main loop, lwIP tcpip thread, TAP input) on CPU $RESP_CPU, client on CPU $CLIENT_CPU"
+  PLACEMENT="each responder and lwiperf (all threads: main loop, lwIP tcpip thread, TAP input) on CPU $RESP_CPU, client on CPU $CLIENT_CPU"
 else
   PLACEMENT="not pinned"
 fi
@@ -89,6 +95,7 @@ start() {
   echo "lwip.sh: $name did not start:"; cat "$WORK/$name.err"; exit 1
 }
 start responder "$RESP" --tap $TAP --ip $LWIP_IP/24 --port 5300
+start responder-sockets "$RESP_SOCKETS" --tap $SOCKETS_TAP --ip $SOCKETS_IP/24 --port 5300
 [ -n "$LWIPERF" ] && start lwiperf "$LWIPERF" --tap $LWIPERF_TAP --ip $LWIPERF_IP/24
 
 # Each run appends "CASE<TAB>round<TAB>raw file" to $RES; the report parses the files.
@@ -113,12 +120,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
     lwiperf_client iperf-lwiperf "$r" iperf -c $LWIPERF_IP -t "$DUR" -y C
     lwiperf_client netchar-lwiperf "$r" "$NC" tcp $LWIPERF_IP --proto lwiperf -t "$DUR" --json
   fi
+  client tcp-up-sockets "$r" "$NC" tcp $SOCKETS_IP -p 5300 -t "$DUR" --json
   client tcp-down "$r" "$NC" tcp $LWIP_IP -p 5300 -t "$DUR" -R --json
   client udp-up "$r" "$NC" udp $LWIP_IP -p 5300 -t "$DUR" -b 0 -l 64 --json
   client udp-down "$r" "$NC" udp $LWIP_IP -p 5300 -t "$DUR" -b 0 -l 64 -R --json
   client rr "$r" "$NC" rr $LWIP_IP -p 5300 -t "$DUR" -l 1 --json
 done
 kill -0 "${PIDS[0]}" 2>/dev/null || { note "the responder died: $(tail -3 "$WORK/responder.err")"; FAILED=1; }
+kill -0 "${PIDS[1]}" 2>/dev/null ||
+  { note "the sockets-only responder died: $(tail -3 "$WORK/responder-sockets.err")"; FAILED=1; }
 
 bench_py lwip_report "$RES" > "$REPORT"
 {
