@@ -11,7 +11,9 @@
 #   udp-up / udp-down   netchar udp -b 0 -l 64 [-R]: datagrams received per second and lost
 #   rr                  netchar rr -l 1 over TCP: transactions/s and round trip p50/p99
 # The issue's target: the responder at >= 0.95x lwiperf's TCP up rate (iperf -c) on the same
-# stack, i.e. the responder is not the bottleneck.
+# stack, i.e. the responder is not the bottleneck. Beside the rates, the TCP up cases report the
+# server process's CPU time (user + system, /proc/PID/stat) per GB received: on a machine
+# shared with other work the rates swing with the load, the cost per byte much less.
 #
 # Needs root (a namespace with a TAP device), make, gcc, liblwip-dev, python3; iperf (2.x)
 # and an lwIP 2.1.3 source tree for lwiperf (LWIPERF_C=path/to/lwip/src/apps/lwiperf/
@@ -91,7 +93,7 @@ fi
 start() {
   local name=$1 i; shift
   "${RUN_RESP[@]}" "$@" > "$WORK/$name.out" 2> "$WORK/$name.err" & PIDS+=($!)
-  for ((i = 0; i < 100; i++)); do grep -q "listening on" "$WORK/$name.err" && return 0; sleep 0.05; done
+  for ((i = 0; i < 100; i++)); do grep -qs "listening on" "$WORK/$name.err" && return 0; sleep 0.05; done
   echo "lwip.sh: $name did not start:"; cat "$WORK/$name.err"; exit 1
 }
 start responder "$RESP" --tap $TAP --ip $LWIP_IP/24 --port 5300
@@ -99,11 +101,17 @@ start responder-sockets "$RESP_SOCKETS" --tap $SOCKETS_TAP --ip $SOCKETS_IP/24 -
 [ -n "$LWIPERF" ] && start lwiperf "$LWIPERF" --tap $LWIPERF_TAP --ip $LWIPERF_IP/24
 
 # Each run appends "CASE<TAB>round<TAB>raw file" to $RES; the report parses the files.
-client() { # CASE ROUND CMD...: one client run, its stdout kept
-  local c=$1 r=$2; shift 2
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; } # PID: user + system
+client() { # CASE ROUND CMD...: one client run, its stdout kept; with SERVER=PID also that
+  local c=$1 r=$2 t0=0; shift 2 # server's CPU seconds during the run (CASE.cpu)
   local out=$WORK/$c.$r.out
+  [ -n "${SERVER:-}" ] && t0=$(cpu_ticks "$SERVER")
   timeout $((DUR + 30)) "${RUN_CLIENT[@]}" "$@" > "$out" 2> "$out.err" || { note "$c round $r failed: $(tail -1 "$out.err")"; FAILED=1; }
   printf '%s\t%s\t%s\n' "$c" "$r" "${out##*/}" >> "$RES"
+  if [ -n "${SERVER:-}" ]; then
+    awk -v a="$t0" -v b="$(cpu_ticks "$SERVER")" -v hz="$CLK_TCK" 'BEGIN {print (b - a) / hz}' > "$out.cpu"
+    printf '%s\t%s\t%s\n' "$c.cpu" "$r" "${out##*/}.cpu" >> "$RES"
+  fi
 }
 lwiperf_client() { # CASE ROUND CMD...: the figure is lwiperf's report line for this run
   local c=$1 r=$2 n0; shift 2
@@ -115,12 +123,12 @@ lwiperf_client() { # CASE ROUND CMD...: the figure is lwiperf's report line for 
 }
 for ((r = 1; r <= ROUNDS; r++)); do
   echo "round $r/$ROUNDS"
-  client tcp-up "$r" "$NC" tcp $LWIP_IP -p 5300 -t "$DUR" --json
+  SERVER=${PIDS[0]} client tcp-up "$r" "$NC" tcp $LWIP_IP -p 5300 -t "$DUR" --json
   if [ -n "$LWIPERF" ]; then
-    lwiperf_client iperf-lwiperf "$r" iperf -c $LWIPERF_IP -t "$DUR" -y C
+    SERVER=${PIDS[2]} lwiperf_client iperf-lwiperf "$r" iperf -c $LWIPERF_IP -t "$DUR" -y C
     lwiperf_client netchar-lwiperf "$r" "$NC" tcp $LWIPERF_IP --proto lwiperf -t "$DUR" --json
   fi
-  client tcp-up-sockets "$r" "$NC" tcp $SOCKETS_IP -p 5300 -t "$DUR" --json
+  SERVER=${PIDS[1]} client tcp-up-sockets "$r" "$NC" tcp $SOCKETS_IP -p 5300 -t "$DUR" --json
   client tcp-down "$r" "$NC" tcp $LWIP_IP -p 5300 -t "$DUR" -R --json
   client udp-up "$r" "$NC" udp $LWIP_IP -p 5300 -t "$DUR" -b 0 -l 64 --json
   client udp-down "$r" "$NC" udp $LWIP_IP -p 5300 -t "$DUR" -b 0 -l 64 -R --json

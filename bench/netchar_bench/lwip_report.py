@@ -6,7 +6,8 @@ iperf -c and netchar --proto lwiperf against lwIP's own lwiperf on the same stac
 RESULTS: one line per run, "CASE<TAB>ROUND<TAB>FILE" (FILE relative to RESULTS' directory, or
 absolute): netchar's --json output for tcp-up, tcp-up-sockets (the responder built without its
 TCP sink), tcp-down, udp-up, udp-down, rr, netchar-lwiperf; lwiperf's report line for
-iperf-lwiperf.lwiperf and netchar-lwiperf.lwiperf.
+iperf-lwiperf.lwiperf and netchar-lwiperf.lwiperf; for CASE.cpu (tcp-up, tcp-up-sockets,
+iperf-lwiperf) the server's CPU seconds during that run.
 """
 
 import json
@@ -67,8 +68,8 @@ def tcp_mbit(runs, case, flow):
     return median(tcp_rounds(runs, case, flow).values())
 
 
-def lwiperf_rounds(runs, case):
-    """{round: Mbit/s} from lwiperf's own report lines ("N bytes in M ms")."""
+def lwiperf_counts(runs, case):
+    """{round: (bytes, ms)} from lwiperf's own report lines ("N bytes in M ms"); None when absent."""
     vals = {}
     for r, p in runs.get(case + ".lwiperf", []):
         try:
@@ -76,7 +77,35 @@ def lwiperf_rounds(runs, case):
                 m = re.search(r"(\d+) bytes in (\d+) ms", f.read())
         except OSError:
             m = None
-        vals[r] = int(m.group(1)) * 8 / int(m.group(2)) / 1e3 if m and int(m.group(2)) else None
+        vals[r] = (int(m.group(1)), int(m.group(2))) if m and int(m.group(2)) else None
+    return vals
+
+
+def lwiperf_rounds(runs, case):
+    """{round: Mbit/s} from lwiperf's own report lines."""
+    return {r: c[0] * 8 / c[1] / 1e3 if c else None for r, c in lwiperf_counts(runs, case).items()}
+
+
+def cpu_per_gb(runs, case, received):
+    """Median server CPU seconds per GB received over the rounds of CASE; received: {round: bytes}."""
+    vals = []
+    for r, p in runs.get(case + ".cpu", []):
+        try:
+            with open(p) as f:
+                secs = float(f.read().strip())
+        except (OSError, ValueError):
+            secs = None
+        got = received.get(r)
+        vals.append(secs / (got / 1e9) if secs is not None and got else None)
+    return median(vals)
+
+
+def tcp_received(runs, case):
+    """{round: bytes the responder received} of a TCP up CASE."""
+    vals = {}
+    for r, p in runs.get(case, []):
+        d = load(p)
+        vals[r] = d["summary"]["up"]["receiver"]["total_bytes"] if d else None
     return vals
 
 
@@ -121,6 +150,15 @@ def report(runs):
                              round_ratios(tcp_rounds(runs, "tcp-up-sockets", "up"), ref_rounds), socks / ref))
     else:
         print("  (no lwiperf runs: LWIPERF_C and iperf are needed)")
+    costs = [
+        ("responder", cpu_per_gb(runs, "tcp-up", tcp_received(runs, "tcp-up"))),
+        ("sockets only", cpu_per_gb(runs, "tcp-up-sockets", tcp_received(runs, "tcp-up-sockets"))),
+        ("lwiperf (iperf -c)", cpu_per_gb(runs, "iperf-lwiperf",
+                                          {r: c and c[0] for r, c in lwiperf_counts(runs, "iperf-lwiperf").items()})),
+    ]
+    if any(n for _, (_, n) in costs):
+        print("  server CPU seconds per GB received (median): "
+              + ", ".join(f"{name} {fmt(v, 2)}" for name, (v, n) in costs if n))
     print()
     print("UDP, 64-byte datagrams, unpaced (-b 0): received per second, lost (lwIP's socket queue: 128)")
     for case, flow in (("udp-up", "up"), ("udp-down", "down")):
