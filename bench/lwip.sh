@@ -23,7 +23,8 @@
 # else cargo build --release), NO_BUILD=0, BENCH_SAVE=0 (1: also write
 # bench/results/<date>-lwip-<machine>.txt), INPUT=direct (frames run through lwIP by the
 # driver's input thread under the core lock; queued: handed to lwIP's tcpip thread, for the
-# responder and lwiperf alike).
+# responder and lwiperf alike), NICE=0 (e.g. -10: servers and clients run at that niceness, so
+# other work on a shared machine yields to them; needs root, which the script has anyway).
 set -u -o pipefail
 BENCH=lwip
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,6 +39,7 @@ NO_BUILD=${NO_BUILD:-0}
 BENCH_SAVE=${BENCH_SAVE:-0}
 LWIPERF_C=${LWIPERF_C:-}
 INPUT=${INPUT:-direct}
+NICE=${NICE:-0}
 case $INPUT in
   direct) TAP_INPUT= ;;
   queued) TAP_INPUT=-DNC_TAP_QUEUED_INPUT ;;
@@ -45,6 +47,7 @@ case $INPUT in
 esac
 need_posint DUR ROUNDS
 need_uint PIN RESP_CPU CLIENT_CPU
+[[ $NICE =~ ^-?[0-9]+$ ]] && ((NICE >= -20 && NICE <= 19)) || { echo "lwip.sh: NICE must be -20 to 19 (got '$NICE')" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "lwip.sh: needs root (a network namespace with a TAP device)"; exit 2; }
 have python3 || { echo "lwip.sh: python3 is needed" >&2; exit 2; }
 
@@ -79,8 +82,8 @@ for t in "$TAP $KERNEL_IP" "$LWIPERF_TAP 10.203.1.1" "$SOCKETS_TAP 10.203.2.1"; 
     { echo "lwip.sh: cannot create TAP $1 in $NS" >&2; exit 1; }
 done
 
-RUN_RESP=(ip netns exec $NS)
-RUN_CLIENT=(ip netns exec $NS)
+RUN_RESP=(ip netns exec $NS nice -n "$NICE")
+RUN_CLIENT=(ip netns exec $NS nice -n "$NICE")
 if [ "$PIN" = 1 ]; then
   RUN_RESP+=(taskset -c "$RESP_CPU")
   RUN_CLIENT+=(taskset -c "$CLIENT_CPU")
@@ -88,6 +91,7 @@ if [ "$PIN" = 1 ]; then
 else
   PLACEMENT="not pinned"
 fi
+[ "$NICE" != 0 ] && PLACEMENT="$PLACEMENT; servers and clients at nice $NICE"
 
 # start NAME CMD...: one server in the namespace, ready when its stderr says "listening on".
 start() {
@@ -140,7 +144,7 @@ kill -0 "${PIDS[1]}" 2>/dev/null ||
 
 bench_py lwip_report "$RES" > "$REPORT"
 {
-  echo "# bench/lwip.sh DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN INPUT=$INPUT; $(netchar_version); lwIP $(pkg-config --modversion lwip 2>/dev/null) (Debian liblwip)"
+  echo "# bench/lwip.sh DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN INPUT=$INPUT NICE=$NICE; $(netchar_version); lwIP $(pkg-config --modversion lwip 2>/dev/null) (Debian liblwip)"
   echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# placement: $PLACEMENT"
   cat "$REPORT"
