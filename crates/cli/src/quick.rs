@@ -60,7 +60,7 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
         ("tcp rr", TestSpec::rr_default()),
         ("udp rr", udp_rr),
     ];
-    let progress = Progress::start(json, true, Some(Duration::from_secs_f64(secs) * plan.len() as u32));
+    let mut progress = Progress::start(json, true, Some(Duration::from_secs_f64(secs) * plan.len() as u32));
     for (name, mut spec) in plan {
         if stop.is_raised() {
             break;
@@ -100,9 +100,10 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
     }
     server_stop.raise();
     let _ = handle.join();
+    // Every test has ended: the line goes before the tables, which print whole.
+    progress.finish();
     // The figures measured, also when a test failed: the error follows them on stderr.
     reporters.emit(&progress, |r| r.on_job_end(&results))?;
-    drop(progress);
     match failed {
         Some(e) => {
             eprintln!("netchar: error: {e}");

@@ -84,7 +84,7 @@ fn trial(plan: &TcpPlan, rate: u64, stop: &StopFlag) -> Result<TestResult> {
 /// the reporters: the trial table, or with `--json` one array of the trials' results.
 pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) -> Result<u8> {
     // Untimed: how many trials the search takes is what it finds out.
-    let progress = Progress::start(plan.output.json, true, None);
+    let mut progress = Progress::start(plan.output.json, true, None);
     let mut reporters = if plan.output.json {
         Reporters::of(Box::new(JobJsonReporter))
     } else {
@@ -113,6 +113,7 @@ pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) 
     };
     let mut results = Vec::new();
     let searched = search(plan, ceiling, loss_percent, stop, &mut reporters, &progress, &mut results);
+    progress.finish();
     // The trials so far are reported also when one failed: the error follows them.
     reporters.emit(&progress, |r| r.on_job_end(&results))?;
     searched?;
