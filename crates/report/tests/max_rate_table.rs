@@ -1,5 +1,5 @@
 //! The `udp --find-max-rate` search's table and plot over a search the real binary saved
-//! (tests/fixtures/udp-find-max-rate.json: `-b 6G -t 0.3 --json` on loopback, ten trials).
+//! (tests/fixtures-search/udp-find-max-rate.json: `-b 6G -t 0.3 --json` on loopback, ten trials).
 //! The table must equal tests/expected/find-max-rate.txt; `UPDATE_GOLDEN=1` rewrites the file
 //! after a deliberate change (review the diff).
 
@@ -14,7 +14,7 @@ fn tests_dir() -> PathBuf {
 }
 
 fn trials() -> Vec<Saved> {
-    let text = std::fs::read_to_string(tests_dir().join("fixtures/udp-find-max-rate.json")).unwrap();
+    let text = std::fs::read_to_string(tests_dir().join("fixtures-search/udp-find-max-rate.json")).unwrap();
     parse_saved(&text, "find-max-rate").unwrap()
 }
 
