@@ -197,6 +197,8 @@ fn quick_mode_prints_its_tables_or_one_json_array_and_plots_every_test() {
         assert!(t.iter().any(|x| x == "p99"), "{n}: {t:?}");
         svg_texts(&format!("00{n}-quick_{n}-latency-cdf.svg"));
     }
+    // Its tests differ in more than their block size: no block-size curve of them.
+    assert!(!plots.join("blocks-quick.svg").exists());
     let report = std::fs::read_to_string(&html).unwrap();
     assert!(report.contains("tcp bidir") && report.contains("<svg"), "the HTML report names the tests and draws them");
 }

@@ -295,7 +295,8 @@ fn sweeps_chart(stem: String, title: String, sets: &[(String, Vec<&Saved>)], min
     })
 }
 
-/// The block-size chart of a set, when it holds results at two or more block sizes.
+/// The block-size chart of a set, when one protocol and direction has results at two or more
+/// block sizes.
 pub fn block_size_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
     // Request/response tests' block is their request: not a block-size point.
     let mut sizes: Vec<u64> = set
@@ -323,6 +324,16 @@ pub fn block_size_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
                     .push((r.test.spec.block_bytes as f64, f.receiver.bits_per_second));
             }
         }
+    }
+    // A line at one block size is no curve: the set mixes tests (the quick characterization's
+    // TCP at 128 KiB and UDP at 1472 bytes), not sizes of one test.
+    if lines.values().all(|p| {
+        let mut sizes: Vec<u64> = p.iter().map(|x| x.0 as u64).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes.len() < 2
+    }) {
+        return None;
     }
     let mut series: Vec<Series> = lines
         .into_iter()
