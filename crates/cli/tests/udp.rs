@@ -233,8 +233,11 @@ fn bwsweep_runs_every_rate_both_ways_and_find_max_rate_reports_its_trials() {
     }
     let run = netchar(&["udp", "127.0.0.1", "-p", &port, "--find-max-rate", "-b", "50M", "-t", "0.3"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    // 50 Mbit/s is loss-free on loopback: the first trial passes and ends the search.
-    assert!(run.stdout.contains("highest rate with loss <= 0%: 50.0 Mbit/s offered"), "{}", run.stdout);
+    // 50 Mbit/s is loss-free on loopback, but on a busy machine a 0.3 s trial's receiver may
+    // fall 1% behind it and the search goes on below: the first trial offers the ceiling, and
+    // a rate at or under it is found.
+    assert!(run.stdout.lines().nth(2).is_some_and(|l| l.contains(" 50.0 Mbit/s ")), "{}", run.stdout);
+    assert!(run.stdout.contains("highest rate with loss <= 0%: "), "{}", run.stdout);
     let bad = netchar(&["suite", "nosuch", "127.0.0.1", "-p", &port]);
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("known suites"), "{}", bad.stderr);
@@ -301,8 +304,9 @@ fn find_max_rate_text_table_shows_the_probe_and_each_trial_and_plots_one_trial()
     assert!(rows[0].contains(probed), "the first trial offers the probed rate: {}", run.stdout);
     assert!(lines.last().unwrap().ends_with(&format!("({} trials)", rows.len())), "{}", run.stdout);
 
-    // 50 Mbit/s is loss-free on loopback: the first trial passes and ends the search, and
-    // its one point is still plotted.
+    // 50 Mbit/s is loss-free on loopback: the first trial passes and ends the search (unless a
+    // busy machine makes its receiver fall behind), and its one point is still plotted: the
+    // chart has a point per trial, however many there were.
     let dir = tempfile::tempdir().unwrap();
     let plots = dir.path().join("plots");
     let run = netchar(&[
@@ -319,14 +323,16 @@ fn find_max_rate_text_table_shows_the_probe_and_each_trial_and_plots_one_trial()
         plots.to_str().unwrap(),
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let rows: Vec<&str> = run.stdout.lines().filter(|l| l.trim_start().starts_with("1 ")).collect();
-    assert_eq!(rows.len(), 1, "{}", run.stdout);
-    assert!(rows[0].contains("50.0 Mbit/s") && rows[0].ends_with("pass"), "{}", run.stdout);
+    let rows = run.stdout.lines().filter(|l| l.trim_start().starts_with(char::is_numeric)).count();
+    assert!(run.stdout.lines().nth(2).is_some_and(|l| l.contains(" 50.0 Mbit/s ")), "{}", run.stdout);
     let svg = std::fs::read_to_string(plots.join("sweep-find-max-rate.svg")).expect("the search's chart");
     let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
     let texts: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
     for want in ["offered rate (Mbit/s)", "received rate (Mbit/s)", "loss (%)", "up received"] {
         assert!(texts.iter().any(|t| t.trim() == want), "no {want:?} in {texts:?}");
     }
+    // A dot per trial on the received line (the loss line's points are triangles).
+    let dots = doc.descendants().filter(|n| n.has_tag_name("circle")).count();
+    assert_eq!(dots, rows, "{rows} trials: {}", run.stdout);
     assert!(plots.join("sweep-find-max-rate.png").is_file());
 }
