@@ -108,10 +108,10 @@ pub(crate) fn write_kept() -> Result<()> {
         .enumerate()
         .map(|(i, result)| Saved { label: format!("{}#{}", k.label, i + 1), result })
         .collect();
+    let charts =
+        if k.search { netchar_report::plots::search_charts(&saved) } else { netchar_report::plots::charts(&saved) };
     if let Some(dir) = &k.outputs.plot {
         std::fs::create_dir_all(dir).with_context(|| format!("--plot: cannot create {}", dir.display()))?;
-        let charts =
-            if k.search { netchar_report::plots::search_charts(&saved) } else { netchar_report::plots::charts(&saved) };
         for png in [false, true] {
             for chart in &charts {
                 let (name, bytes) = netchar_report::svg::render(chart, png).map_err(|e| anyhow!("--plot: {e}"))?;
@@ -120,7 +120,7 @@ pub(crate) fn write_kept() -> Result<()> {
         }
     }
     if let Some(file) = &k.outputs.report {
-        write_atomically(file, netchar_report::html::document(&saved, RateFormat::AutoBits))?;
+        write_atomically(file, netchar_report::html::document_with_charts(&saved, RateFormat::AutoBits, &charts))?;
     }
     Ok(())
 }

@@ -309,6 +309,7 @@ fn find_max_rate_text_table_shows_the_probe_and_each_trial_and_plots_one_trial()
     // chart has a point per trial, however many there were.
     let dir = tempfile::tempdir().unwrap();
     let plots = dir.path().join("plots");
+    let html = dir.path().join("search.html");
     let run = netchar(&[
         "udp",
         "127.0.0.1",
@@ -321,6 +322,8 @@ fn find_max_rate_text_table_shows_the_probe_and_each_trial_and_plots_one_trial()
         "0.3",
         "--plot",
         plots.to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = run.stdout.lines().filter(|l| l.trim_start().starts_with(char::is_numeric)).count();
@@ -335,4 +338,7 @@ fn find_max_rate_text_table_shows_the_probe_and_each_trial_and_plots_one_trial()
     let dots = doc.descendants().filter(|n| n.has_tag_name("circle")).count();
     assert_eq!(dots, rows, "{rows} trials: {}", run.stdout);
     assert!(plots.join("sweep-find-max-rate.png").is_file());
+    // The HTML report draws the same chart.
+    let report = std::fs::read_to_string(&html).unwrap();
+    assert!(report.contains("id=\"plot-sweep-find-max-rate\""), "no search chart in the HTML report");
 }
