@@ -160,7 +160,7 @@ pub(crate) fn suite(a: &SuiteArgs, stop: &StopFlag) -> Result<u8> {
         slave,
         slave_data_port: a.nc_test_data_port.unwrap_or(wire::DATA_SLAVE_PORT),
         master_data_port: wire::DATA_MASTER_PORT,
-        plan: MasterPlan::Suite(sequence),
+        plan: if a.quick { MasterPlan::QuickSuite(sequence) } else { MasterPlan::Suite(sequence) },
     };
     let results = run(&cfg, a.json, stop)?;
     if a.json {
