@@ -174,10 +174,9 @@ impl Bed {
     fn tcp_streams(&self) {
         const BUDGET: u64 = 6_000_000;
         let budget = BUDGET.to_string();
-        for (extra, flows) in [
-            (vec!["-n", &budget, "-P", "2"], &["up"][..]),
-            (vec!["-n", &budget, "--bidir"], &["up", "down"][..]),
-        ] {
+        for (extra, flows) in
+            [(vec!["-n", &budget, "-P", "2"], &["up"][..]), (vec!["-n", &budget, "--bidir"], &["up", "down"][..])]
+        {
             let res = self.run("tcp", &extra);
             for flow in flows {
                 let s = &res["summary"][flow];
