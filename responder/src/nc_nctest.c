@@ -228,7 +228,11 @@ static void control_read(uint64_t now)
             break;
         case NCT_STOP_IDLE:
             if (T.idle_t0) {
+                /* At least one tick: a stock master divides by it (SIGFPE on a test under
+                 * 10 ms, which a fast link makes common). */
                 ticks = (uint32_t)((now - T.idle_t0) / (TICK_MS * NC_MS));
+                if (ticks == 0)
+                    ticks = 1;
                 count = nc_plat_idle_count() - T.idle0;
             }
             break;

@@ -106,6 +106,8 @@ static struct {
     char error[160];
     uint64_t cpu_user0, cpu_sys0;
     uint64_t host_busy0, host_softirq0, host_total0;
+    int load_on;     /* this test started the platform's background load */
+    uint64_t idle0;  /* the idle counter at `ready` (--idle) */
 } S;
 
 /* Shared with the other roles (nc_roles.h): nothing stays in it across turns but the
@@ -503,6 +505,18 @@ static uint64_t pct(uint64_t part, uint64_t whole)
     return part / (whole / 100000000u + 1);
 }
 
+/* Stops the background load this test started; what it achieved, in millionths of a percent. */
+static uint64_t stop_load(void)
+{
+    uint64_t achieved = 0;
+#if NC_HAVE_BACKGROUND_LOAD
+    if (S.load_on)
+        achieved = (uint64_t)(nc_plat_background_load(0) * 1e6);
+#endif
+    S.load_on = 0;
+    return achieved;
+}
+
 static void send_results(uint64_t now)
 {
     struct nc_out o = out_ctrl();
@@ -555,6 +569,18 @@ static void send_results(uint64_t now)
     nc_out_fixed(&o, wall_us, 6);
     nc_out_raw(&o, ",\"cpus\":");
     nc_out_u64(&o, host_cores ? host_cores : 1);
+    if (S.load_on) {
+        nc_out_raw(&o, ",\"background_load_pct\":");
+        nc_out_fixed(&o, stop_load(), 6);
+    }
+#if NC_HAVE_IDLE_COUNTER
+    if (S.spec.measure_idle) {
+        /* Idle counts over what an unloaded machine counts in the test's time, in %. */
+        uint64_t whole = nc_plat_idle_per_second() * wall_us / 1000000u, idle = pct(nc_plat_idle_count() - S.idle0, whole ? whole : 1);
+        nc_out_raw(&o, ",\"idle_pct\":");
+        nc_out_fixed(&o, idle > 100000000u ? 100000000u : idle, 6);
+    }
+#endif
     nc_out_raw(&o, "},\"error\":");
     if (S.error[0])
         nc_out_str(&o, S.error);
@@ -582,6 +608,7 @@ static void reset_test(void)
     S.rx_len = S.tx_len = S.tx_off = 0;
     S.error[0] = 0;
     S.peer_done = S.senders_reported = S.stopping = S.udp_blocked = 0;
+    (void)stop_load();
 }
 
 /* Ends the session: an `error` message when the connection still works, then a gentle close. */
@@ -725,7 +752,17 @@ static void check_all_in(uint64_t now)
 #if NC_HAVE_CPU_TIMES
     nc_plat_cpu_times(&S.cpu_user0, &S.cpu_sys0);
 #endif
+#if NC_HAVE_BACKGROUND_LOAD
+    if (S.spec.load_micro_pct > 0) {
+        (void)nc_plat_background_load((double)S.spec.load_micro_pct / 1e6);
+        S.load_on = 1;
+    }
+#endif
+#if NC_HAVE_IDLE_COUNTER
+    S.idle0 = nc_plat_idle_count();
+#endif
 }
+
 
 static void on_request(const struct nc_client_msg *m, uint64_t now)
 {

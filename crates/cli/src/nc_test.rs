@@ -170,7 +170,7 @@ pub(crate) fn suite(a: &SuiteArgs, stop: &StopFlag) -> Result<u8> {
         slave,
         slave_data_port: a.nc_test_data_port.unwrap_or(wire::DATA_SLAVE_PORT),
         master_data_port: wire::DATA_MASTER_PORT,
-        plan: MasterPlan::Suite(sequence),
+        plan: if a.quick { MasterPlan::QuickSuite(sequence) } else { MasterPlan::Suite(sequence) },
     };
     // A sequence of untimed tests: elapsed time and the test now running.
     let progress = Progress::start(a.json, true, None);
