@@ -6,7 +6,7 @@
 //! | `netchar echo --proto nc-test HOST [--udp] --pattern NxSIZE[,BURST@GAP]` | TCP_ECHO / UDP_ECHO, N buffers of SIZE, pause GAP (10 ms ticks) after BURST received |
 //! | `netchar tcp --proto nc-test HOST [-R] [-l SIZE] [-n BYTES]` | TCP_RECV (netchar sends) / TCP_SEND with -R |
 //! | `netchar udp --proto nc-test HOST [-R] [--pattern NxSIZE]` | UDP_RECV / UDP_SEND with -R |
-//! | `netchar suite ecos --proto nc-test HOST` | nc_test_master's sequence (`nc6-test`: nc6_test_master's; `nc6-test --quick`: without the master-load section, as `-m`) |
+//! | `netchar suite ecos --proto nc-test HOST` | nc_test_master's sequence (`nc6-test`: nc6_test_master's) |
 //!
 //! Output: the stock master's lines as it printed them, then netchar's own figures for each
 //! test (latency percentiles of the echoes, loss, out-of-sequence), through the reporters
@@ -156,14 +156,9 @@ pub(crate) fn suite(a: &SuiteArgs, stop: &StopFlag) -> Result<u8> {
     if a.suite != "ecos" {
         bail!("suite {}: --proto {} runs only with the ecos suite", a.suite, a.proto);
     }
-    // --quick leaves out the master-load (idle) section, two of the sequence's three minutes
-    // on a fast link, as `nc6_test_master -m` does.
     let sequence = match a.proto.as_str() {
-        "nc-test" if a.quick => {
-            bail!("--quick: nc_test_master's sequence has no short form; --proto nc6-test --quick runs nc6_test_master's without its master-load section")
-        }
         "nc-test" => Sequence::Nc,
-        _ => Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: !a.quick },
+        _ => Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: true },
     };
     let slave = resolve(&a.host, a.port, false, false)?;
     let cfg = MasterConfig {
