@@ -245,11 +245,22 @@ fn suite_json_is_one_document_with_the_figures_the_slave_logged_and_the_text_sho
         netchar(&args)
     });
     let (c, d) = (json_ctrl.to_string(), json_data.to_string());
+    // The plots and the HTML report of the same run, as for any suite.
+    let out = std::env::temp_dir().join(format!("netchar-nc-test-suite-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let (plots, report) = (out.join("plots"), out.join("report.html"));
+    let (plots_arg, report_arg) = (plots.display().to_string(), report.display().to_string());
     let mut args = suite.to_vec();
     args.extend(["127.0.0.1", "--proto", "nc-test", "-p", &c, "--nc-test-data-port", &d, "--json"]);
+    args.extend(["--plot", &plots_arg, "--report", &report_arg]);
     let doc = json(&netchar(&args));
     let text = text_run.join().unwrap();
     assert_eq!(text.code, 0, "{}\n{}", text.stderr, text.stdout);
+    let html = std::fs::read_to_string(&report).expect("--report wrote the HTML report");
+    assert!(html.contains("nc-test"), "the report embeds the results");
+    let svgs = std::fs::read_dir(&plots).expect("--plot wrote its directory").count();
+    assert!(svgs > 0, "--plot wrote no plots");
+    let _ = std::fs::remove_dir_all(&out);
 
     let results = doc.as_array().expect("one JSON array");
     let tests = text_tests(&text.stdout);
