@@ -223,7 +223,9 @@ fn run(cfg: &MasterConfig, reporters: &mut Reporters, progress: &Progress, stop:
         match results.last_mut() {
             Some(last) => {
                 progress.suspend(|| eprintln!("netchar: error: {e}"));
-                last.error.get_or_insert_with(|| e.clone());
+                // The reason the run stopped is the better account of its last test ("no
+                // slave answered" rather than "the slave denied").
+                last.error = Some(e.clone());
             }
             None => {
                 reporters.emit(progress, |rep| rep.on_no_result(Some(e)))?;

@@ -172,9 +172,12 @@ fn set_load_and_idle_are_acked_with_figures() {
 fn no_slave_is_one_line_and_a_nonzero_exit() {
     // A port nobody answers on: the master says so after its 10 s reply wait.
     let free = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let run = master("127.0.0.1", free, 8770, &["echo", "--udp", "--pattern", "10x64"]);
+    let run = master("127.0.0.1", free, 8770, &["echo", "--udp", "--pattern", "10x64", "--json"]);
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("no nc_test slave answered"), "{}", run.stderr);
+    // --json: still one document, the test that could not run with the reason.
+    let r: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout));
+    assert!(r["error"].as_str().unwrap_or_default().contains("no nc_test slave answered"), "{}", r["error"]);
 }
 
 #[test]
