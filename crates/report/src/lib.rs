@@ -76,8 +76,9 @@ pub trait Reporter {
     fn on_interval(&mut self, _interval: &netchar_model::IntervalRecord) -> String {
         String::new()
     }
-    /// What an eCos nc_test master prints as it runs (`--proto nc-test`). Nothing, unless the
-    /// format shows the master's lines ([`nc_test_lines`]).
+    /// What an eCos nc_test master prints as it runs (`--proto nc-test`; the section headings
+    /// of `suite ecos`). Nothing, unless the format shows the master's lines
+    /// ([`nc_test_lines`], [`ecos_lines`]).
     fn on_master_output(&mut self, _output: nc_test_lines::MasterOutput<'_>) -> String {
         String::new()
     }

@@ -6,8 +6,8 @@
 //!
 //! The stock lines come from the protocol's state machine as it runs, so they reach the
 //! reporters through [`crate::Reporter::on_master_output`]; the figures line is formatted here
-//! from [`MasterFigures`]. Only [`NcTestLinesReporter`] shows them: the JSON reporters write the
-//! results, which carry the same counts.
+//! from [`MasterFigures`]. [`NcTestLinesReporter`] shows them (and the eCos suite's lines its
+//! section headings): the JSON reporters write the results, which carry the same counts.
 
 use netchar_model::TestResult;
 
