@@ -17,6 +17,9 @@ pub(crate) struct Cli {
     /// Quick characterization only: seconds per test.
     #[arg(short = 't', long = "time", default_value = "2", allow_negative_numbers = true)]
     pub(crate) time: String,
+    /// Quick characterization only: its plots and HTML report.
+    #[command(flatten)]
+    pub(crate) finish: FinishArgs,
 }
 
 /// The commands.

@@ -63,14 +63,14 @@ pub(crate) fn run_collecting(
             code = crate::EXIT_INTERRUPTED;
             break;
         }
-        if total > 1 && !out.json {
+        if total > 1 {
             let what = if i < out.warmup {
                 format!("warm-up run {} of {}", i + 1, out.warmup)
             } else {
                 format!("run {} of {}", i + 1 - out.warmup, out.repeat)
             };
             progress.set_current(what.clone());
-            progress.suspend(|| println!("=== {what}"));
+            reporters.emit(progress, |r| r.on_section(&what))?;
         }
         let (result, run_code) = crate::single_run::run(plan, stop, &mut reporters, progress)?;
         if let Some(r) = result {

@@ -120,3 +120,20 @@ fn the_netio_client_suite_shows_the_size_running() {
     }
     assert!(shown.ends_with(ERASE_LINE), "the progress line is left: {shown:?}");
 }
+
+#[test]
+fn quick_mode_and_find_max_rate_show_the_test_now_running() {
+    let Some(shown) = on_a_terminal(&["-t".into(), "0.3".into()], false) else { return };
+    assert!(shown.contains(&format!("{ERASE_LINE}{CYAN}elapsed")), "no progress line: {shown:?}");
+    assert!(shown.contains("remaining") && shown.contains("| udp rr"), "{shown:?}");
+    // The tables print on a clean line once the last test ends, the line erased for good.
+    assert!(shown.contains(&format!("{ERASE_LINE}test       flow")), "{shown:?}");
+    assert!(shown.ends_with("real tests)\r\n"), "{shown:?}");
+
+    let s = Server::start(&[]);
+    let args = ["udp", "127.0.0.1", "-p", &s.port.to_string(), "--find-max-rate", "-b", "50M", "-t", "0.3"];
+    let Some(shown) = on_a_terminal(&args.map(String::from), false) else { return };
+    assert!(shown.contains("| trial 1: 50.0 Mbit/s"), "{shown:?}");
+    assert!(shown.contains(&format!("{ERASE_LINE}searching 0 .. 50.0 Mbit/s")), "{shown:?}");
+    assert!(shown.ends_with(" trials)\r\n"), "the line is gone before the rate found: {shown:?}");
+}
