@@ -15,7 +15,6 @@ use netchar_report::block_sizes::{NetioLinesReporter, NetioTableReporter, SizesT
 use netchar_report::json::JobJsonReporter;
 use netchar_report::max_rate::{self, MaxRateTableReporter};
 use netchar_report::sweep::SweepTableReporter;
-use std::io::Write;
 
 /// `netchar suite NAME HOST ...`.
 pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
