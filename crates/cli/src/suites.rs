@@ -11,11 +11,10 @@ use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
 use netchar_model::units::format_si;
 use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
-use netchar_report::block_sizes::{NetioTableReporter, SizesTableReporter};
+use netchar_report::block_sizes::{NetioLinesReporter, NetioTableReporter, SizesTableReporter};
 use netchar_report::json::JobJsonReporter;
 use netchar_report::max_rate::{self, MaxRateTableReporter};
 use netchar_report::sweep::SweepTableReporter;
-use std::io::Write;
 
 /// `netchar suite NAME HOST ...`.
 pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
@@ -295,8 +294,8 @@ fn suite_reporters(json: bool, table: Box<dyn netchar_report::Reporter>) -> Repo
 }
 
 /// `netchar suite netio --proto netio HOST`: netchar as the client of a netio server, netio's
-/// sequence and its output lines; with --json, one result per block size (`test.protocol`
-/// "netio", the line in `test.title`).
+/// sequence and its output lines (NetioLinesReporter) under a progress line; with --json, one
+/// array of a result per block size (`test.protocol` "netio", the line in `test.title`).
 pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     use netchar_engine::peers::netio::{run_client, to_results, NetioClientConfig};
     use std::net::ToSocketAddrs;
@@ -330,36 +329,42 @@ pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<
         interval: secs("--netio-interval", &a.netio_interval)?,
         connect_timeout: std::time::Duration::from_secs(5),
     };
-    let mut out = std::io::stdout().lock();
-    if !a.json {
-        writeln!(
-            out,
-            "netchar {}: netio client of {server} ({}{})\n",
-            env!("CARGO_PKG_VERSION"),
-            if a.udp { "UDP" } else { "TCP" },
-            if a.tx_only { ", Tx only" } else { "" }
-        )?;
-        writeln!(out, "{} connection established.", if a.udp { "UDP" } else { "TCP" })?;
-        out.flush()?;
-    }
-    let json = a.json;
-    let (results, error) = run_client(&cfg, stop, &mut |r| {
-        if !json {
-            let note = r.note.as_ref().map(|n| format!("  ({n})")).unwrap_or_default();
-            let _ = writeln!(std::io::stdout().lock(), "{}{note}", r.line());
+    // Each size: Tx for --netio-interval, then (unless Tx only) Rx for as long as the server
+    // sends, netio's own interval.
+    let rx = if cfg.tx_only { std::time::Duration::ZERO } else { netchar_wire::netio::INTERVAL };
+    let expected = (cfg.interval + rx) * cfg.sizes.len() as u32;
+    let progress = Progress::start(a.json, true, Some(expected));
+    let mut reporters = suite_reporters(a.json, Box::<NetioLinesReporter>::default());
+    let info = netchar_engine::peers::netio::test_info(&cfg, cfg.sizes[0], !cfg.tx_only, None);
+    reporters.emit(&progress, |rep| rep.on_start(&info))?;
+    let now_running = |done: usize| {
+        if let Some(size) = cfg.sizes.get(done) {
+            progress.set_current(format!("{} of {}: {size} bytes", done + 1, cfg.sizes.len()));
         }
+    };
+    now_running(0);
+    let mut shown = 0;
+    let mut failed = None;
+    let (results, error) = run_client(&cfg, stop, &mut |r| {
+        // The size's line as it ends; its result is made again below with the run's error.
+        if let Some(live) = to_results(&cfg, std::slice::from_ref(r), None).first() {
+            if let Err(e) = reporters.emit(&progress, |rep| rep.on_finish(live)) {
+                failed.get_or_insert(e);
+            }
+        }
+        shown += 1;
+        now_running(shown);
     });
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
     let finished = to_results(&cfg, &results, error.as_deref());
     finished.iter().for_each(crate::report::keep);
-    if json {
-        out.write_all(netchar_report::json::many_to_json(&finished).as_bytes())?;
-    } else if error.is_none() {
-        writeln!(out, "Done.")?;
-    }
+    reporters.emit(&progress, |rep| rep.on_job_end(&finished))?;
     match error {
         None => Ok(0),
         Some(e) => {
-            eprintln!("netchar: error: {e}");
+            progress.suspend(|| eprintln!("netchar: error: {e}"));
             Ok(2)
         }
     }

@@ -302,7 +302,8 @@ fn find_max_rate_text_table_shows_the_probe_and_each_trial_and_plots_one_trial()
         assert!(row.trim_start().starts_with(&format!("{} ", n + 1)), "{row}");
     }
     assert!(rows[0].contains(probed), "the first trial offers the probed rate: {}", run.stdout);
-    assert!(lines.last().unwrap().ends_with(&format!("({} trials)", rows.len())), "{}", run.stdout);
+    let n = if rows.len() == 1 { "1 trial".to_string() } else { format!("{} trials", rows.len()) };
+    assert!(lines.last().unwrap().ends_with(&format!("({n})")), "{}", run.stdout);
 
     // 50 Mbit/s is loss-free on loopback: the first trial passes and ends the search (unless a
     // busy machine makes its receiver fall behind), and its one point is still plotted: the

@@ -5,7 +5,8 @@
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
 //! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`] (and a mesh's [`heatmap`]), and
 //! the suites' classic tables and lines ([`sweep`], [`max_rate`], [`block_sizes`], [`ecos_lines`],
-//! the quick characterization's [`quick`]).
+//! [`nc_test_lines`]), the quick characterization's [`quick`], and the server's log lines
+//! ([`server_log`]).
 //! [`plots`] decides which charts results make, [`chart`] draws one. A running test calls
 //! `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests then
 //! `on_job_end`; `netchar report` hands saved results to `on_results`.
@@ -26,9 +27,11 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod max_rate;
+pub mod nc_test_lines;
 pub mod plots;
 pub mod quick;
 mod rows;
+pub mod server_log;
 pub mod svg;
 pub mod sweep;
 pub mod text;
@@ -74,6 +77,12 @@ pub trait Reporter {
     /// For each interval this end completes. Nothing, unless the format shows intervals live
     /// (the text one does).
     fn on_interval(&mut self, _interval: &netchar_model::IntervalRecord) -> String {
+        String::new()
+    }
+    /// What an eCos nc_test master prints as it runs (`--proto nc-test`; the section headings
+    /// of `suite ecos`). Nothing, unless the format shows the master's lines
+    /// ([`nc_test_lines`], [`ecos_lines`]).
+    fn on_master_output(&mut self, _output: nc_test_lines::MasterOutput<'_>) -> String {
         String::new()
     }
     /// Once, with the whole result (also a partial one after an error).

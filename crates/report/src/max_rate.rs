@@ -20,6 +20,9 @@ pub enum Verdict {
     Loss,
     /// The receiver fell behind the offered rate (queueing), whatever the loss.
     FellBehind,
+    /// The sender itself did not reach the offered rate (its own CPU or socket was the
+    /// limit): the rate was never offered, so the far end is not to blame.
+    SenderShort,
 }
 
 impl Verdict {
@@ -34,6 +37,7 @@ impl Verdict {
             Self::Pass => "pass",
             Self::Loss => "fail: loss",
             Self::FellBehind => "fail: the receiver fell behind (queueing)",
+            Self::SenderShort => "fail: the sender fell short of the rate",
         }
     }
 }
@@ -41,6 +45,11 @@ impl Verdict {
 /// The one flow of a one-way UDP trial.
 fn flow(r: &TestResult) -> Option<&FlowSummary> {
     r.summary.up.as_ref().or(r.summary.down.as_ref())
+}
+
+/// The rate a trial's sender measured.
+pub fn sent_bps(r: &TestResult) -> f64 {
+    flow(r).map_or(0.0, |f| f.sender.bits_per_second)
 }
 
 /// The rate a trial's receiver measured (0 when nothing arrived).
@@ -65,8 +74,13 @@ pub fn offered_bps(spec: &TestSpec) -> Option<u64> {
 pub fn verdict(r: &TestResult, loss_percent: f64) -> Verdict {
     let offered = offered_bps(&r.test.spec).unwrap_or(0) as f64;
     let kept_pace = received_bps(r) >= KEEP_PACE * offered;
+    let sender_short = sent_bps(r) < KEEP_PACE * offered;
     match (self::loss_percent(r) <= loss_percent, kept_pace) {
         (true, true) => Verdict::Pass,
+        // A sender that never reached the rate did not test it; what it did send was not lost.
+        (true, false) if sender_short => Verdict::SenderShort,
+        // What the sender managed was lost: the loss, not the sender, is the verdict.
+        (false, false) if sender_short => Verdict::Loss,
         // A receiver that fell behind is named, whatever the loss: more time would have lost more.
         (_, false) => Verdict::FellBehind,
         (false, true) => Verdict::Loss,
@@ -131,15 +145,18 @@ impl MaxRateTableReporter {
             .iter()
             .filter(|r| verdict(r, self.loss_percent).passed())
             .max_by_key(|r| offered_bps(&r.test.spec).unwrap_or(0));
+        let n = match trials.len() {
+            1 => "1 trial".to_string(),
+            n => format!("{n} trials"),
+        };
         match best {
             Some(b) => format!(
-                "highest rate with loss <= {}%: {} offered, {} received ({} trials)\n",
+                "highest rate with loss <= {}%: {} offered, {} received ({n})\n",
                 self.loss_percent,
                 format_si(offered_bps(&b.test.spec).unwrap_or(0) as f64, "bit/s"),
                 format_si(received_bps(b), "bit/s"),
-                trials.len()
             ),
-            None => format!("no rate tried met loss <= {}% ({} trials)\n", self.loss_percent, trials.len()),
+            None => format!("no rate tried met loss <= {}% ({n})\n", self.loss_percent),
         }
     }
 }
