@@ -12,7 +12,10 @@
 # iperf2 rows are added by the iperf2 adapter where it exists (`--proto iperf2`).
 #
 # Knobs: DUR=3 (seconds per run), ROUNDS=3, PORT_BASE=15400, NO_BUILD=0, NETCHAR=PATH (a
-# prebuilt binary), BENCH_SAVE=0 (1: also write bench/results/<date>-adapters-<machine>.txt).
+# prebuilt binary), PIN=0 (1: every client on CPU CLIENT_CPU=0 and every server on
+# SERVER_CPU=1, so a run does not depend on where the scheduler put four threads on two CPUs;
+# unpinned, single runs spread by 17-40% on a 2-CPU machine), BENCH_SAVE=0 (1: also write
+# bench/results/<date>-adapters-<machine>.txt; a second save that day adds the time).
 # Exit status: 0 when every run produced a figure (PASS/MISS are informational), 1 otherwise.
 set -u -o pipefail
 BENCH=adapters
@@ -24,7 +27,11 @@ ROUNDS=${ROUNDS:-3}
 PORT_BASE=${PORT_BASE:-15400}
 NO_BUILD=${NO_BUILD:-0}
 BENCH_SAVE=${BENCH_SAVE:-0}
+PIN=${PIN:-0}
+CLIENT_CPU=${CLIENT_CPU:-0}
+SERVER_CPU=${SERVER_CPU:-1}
 need_posint DUR ROUNDS PORT_BASE
+need_uint PIN CLIENT_CPU SERVER_CPU
 have python3 || { echo "adapters.sh: python3 is needed for the JSON" >&2; exit 2; }
 have iperf3 || { echo "adapters.sh: iperf3 not found (sudo apt-get install iperf3): nothing to compare"; exit 0; }
 
@@ -35,10 +42,16 @@ P_IPERF3=$PORT_BASE                 # iperf3 -s
 P_NATIVE=$((PORT_BASE + 1))         # netchar server (native port)
 P_NC_IPERF3=$((PORT_BASE + 2))      # netchar server --iperf3
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+CLIENT=() SERVER=() PLACEMENT="unpinned"
+if [ "$PIN" = 1 ]; then
+  have taskset || { echo "adapters.sh: PIN=1 needs taskset (util-linux)" >&2; exit 2; }
+  CLIENT=(taskset -c "$CLIENT_CPU") SERVER=(taskset -c "$SERVER_CPU")
+  PLACEMENT="clients on CPU $CLIENT_CPU, servers on CPU $SERVER_CPU"
+fi
 
-iperf3 -s -B $H -p $P_IPERF3 >/dev/null 2>&1 & PIDS+=($!)
-"$NC" server -B $H -p $P_NATIVE --iperf3 --iperf3-port $P_NC_IPERF3 2>/dev/null & PIDS+=($!)
+"${SERVER[@]}" iperf3 -s -B $H -p $P_IPERF3 >/dev/null 2>&1 & PIDS+=($!)
+"${SERVER[@]}" "$NC" server -B $H -p $P_NATIVE --iperf3 --iperf3-port $P_NC_IPERF3 2>/dev/null & PIDS+=($!)
 sleep 1
 
 # receiver bit/s from a JSON file: iperf3 -J (end.sum_received) or netchar --json (summary.up).
@@ -50,13 +63,14 @@ bps() {
 run() {
   local case=$1 tool=$2; shift 2
   local out=$WORK/$case-$tool-$RANDOM.json
-  timeout $((DUR + 30)) "$@" > "$out" 2>>"$WORK/stderr.txt"
+  timeout $((DUR + 30)) "${CLIENT[@]}" "$@" > "$out" 2>>"$WORK/stderr.txt"
   local v; v=$(bps "$out")
   [ "$v" = nan ] && { FAILED=1; note "$case $tool: no figure ($*)"; }
   echo "$case $tool $v" >> "$RES"
 }
 
-echo "adapters: DUR=$DUR ROUNDS=$ROUNDS, $(netchar_version), $(iperf3 --version | head -1)"
+HEADER="bench/adapters.sh DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN ($PLACEMENT); $(netchar_version); $(iperf3 --version | head -1)"
+echo "$HEADER"
 for r in $(seq "$ROUNDS"); do
   for P in 1 4; do
     run "client-P$P" iperf3  iperf3 -c $H -p $P_IPERF3 -t "$DUR" -P $P -J
@@ -68,15 +82,7 @@ for r in $(seq "$ROUNDS"); do
 done
 
 REPORT=$WORK/report.txt
-bench_py adapter_report adapters "$RES" > "$REPORT"
-cat "$REPORT"
-[ -s "$NOTES" ] && { echo; echo "notes:"; cat "$NOTES"; }
-if [ "$BENCH_SAVE" = 1 ]; then
-  machine="$(uname -r)-$(nproc)cpu"
-  dest="$ROOT/bench/results/$(date +%F)-adapters-$machine.txt"
-  { echo "# bench/adapters.sh DUR=$DUR ROUNDS=$ROUNDS; $(netchar_version); $(iperf3 --version | head -1)"
-    echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
-    cat "$REPORT"; } > "$dest"
-  echo "saved $dest"
-fi
-exit "$FAILED"
+{ echo "# $HEADER"
+  bench_py adapter_report adapters "$RES"
+  [ -s "$NOTES" ] && { echo; echo "notes:"; cat "$NOTES"; }; } > "$REPORT"
+finish

@@ -96,6 +96,11 @@
 #ifndef NC_HAVE_BACKGROUND_LOAD
 #define NC_HAVE_BACKGROUND_LOAD 0
 #endif
+/* 1 = the port counts a TCP receiver's bytes below the socket layer (nc_plat_tcp_sink_*,
+ * nc_platform.h): ports/lwip-tap does, in lwIP's own receive callback. */
+#ifndef NC_HAVE_TCP_SINK
+#define NC_HAVE_TCP_SINK 0
+#endif
 
 /* Roles, each built in when 1 (docs/embedded.md): the native netchar protocol, the eCos
  * nc_test slave, the netio server, and RFC 862 echo with RFC 863 discard. By default only the

@@ -91,6 +91,27 @@ uint64_t nc_plat_idle_per_second(void);
 double nc_plat_background_load(double pct);
 #endif
 
+#if NC_HAVE_TCP_SINK
+/* A TCP receiver counted below the socket layer. Optional: without it (the default) a
+ * receiving stream's bytes are read with recv() into the data buffer. A stack whose socket
+ * layer costs a thread hand-off and a copy per segment (lwIP: the tcpip thread posts each
+ * pbuf to the socket's mailbox, recv copies it out) can count them where they arrive instead,
+ * as the stack's own test servers do (lwIP: a tcp_recv callback that adds the pbuf's length,
+ * opens the window with tcp_recved and frees it).
+ *
+ * nc_plat_tcp_sink_start(fd): from now on, the data arriving on connected TCP socket fd is
+ * counted and discarded by the port; returns a handle (>= 0), or -1 when it cannot (the
+ * responder then reads fd as usual). Data that arrived before the call stays readable with
+ * recv(), and the end of the stream (the peer's FIN) and errors still reach the socket: it
+ * becomes readable and recv() returns 0 or fails, as without the sink.
+ * nc_plat_tcp_sink_take(h, &last_ns): the bytes counted since the previous take, and in
+ * last_ns the nc_plat_now_ns() time of the latest arrival (untouched when none arrived).
+ * nc_plat_tcp_sink_stop(h): ends counting (before the socket is closed); h is free again. */
+int nc_plat_tcp_sink_start(int fd);
+uint64_t nc_plat_tcp_sink_take(int sink, uint64_t *last_ns);
+void nc_plat_tcp_sink_stop(int sink);
+#endif
+
 /* Addresses. NC_HAVE_IPV6 = 1 (hosted builds: the host Makefile targets set it): the
  * responder listens on dual-stack sockets, one per protocol and port, and IPv4 peers appear as
  * IPv4-mapped IPv6 addresses; 0 (the default, lwIP targets): IPv4 only. The code handles a

@@ -3,6 +3,9 @@
 #include "../nc_platform.h"
 
 #include <fcntl.h>
+#if NC_HAVE_BACKGROUND_LOAD || NC_TASK_PER_CONNECTION
+#include <pthread.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -131,8 +134,107 @@ void nc_plat_cpu_times(uint64_t *user_us, uint64_t *system_us)
 }
 #endif
 
+#if NC_HAVE_IDLE_COUNTER
+/* Idle time the Linux way: the idle and iowait time of every CPU from /proc/stat, counted in
+ * microseconds. Where eCos counts loops of an idle-priority thread, the kernel already counts
+ * the time no task ran. Microseconds, not the file's USER_HZ ticks: a stock nc_test_master
+ * divides the count by the elapsed 10 ms ticks in integers, which ticks would round to 0-2. */
+uint64_t nc_plat_idle_count(void)
+{
+    unsigned long long v[5] = {0};
+    uint64_t idle = 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5)
+        idle = (uint64_t)(v[3] + v[4]) * 1000000u / (uint64_t)(hz > 0 ? hz : 100);
+    fclose(f);
+    return idle;
+}
+
+uint64_t nc_plat_idle_per_second(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return 1000000u * (uint64_t)(n > 0 ? n : 1);
+}
+#endif
+
+#if NC_HAVE_BACKGROUND_LOAD
+/* The eCos nc_test background load: one thread that, in every 10 ms period, spins for `pct`
+ * percent of the period, then sleeps to the period's end. It spins on the vDSO clock (a CPU
+ * time clock is a system call per reading); what it achieved is its own CPU time over its
+ * wall time, so a busy machine that takes the CPU from it shows. */
+#define LOAD_PERIOD_NS 10000000ull
+static struct {
+    pthread_mutex_t lock;
+    pthread_t thread;
+    int running, stop;
+    uint64_t busy_ns; /* per period */
+    uint64_t started_ns, cpu_ns;
+} L = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0};
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *load_main(void *arg)
+{
+    uint64_t period = nc_plat_now_ns();
+    (void)arg;
+    for (;;) {
+        uint64_t busy;
+        struct timespec until;
+        pthread_mutex_lock(&L.lock);
+        busy = L.busy_ns;
+        if (L.stop) {
+            L.cpu_ns = thread_cpu_ns();
+            pthread_mutex_unlock(&L.lock);
+            return NULL;
+        }
+        pthread_mutex_unlock(&L.lock);
+        while (nc_plat_now_ns() - period < busy) {
+        }
+        period += LOAD_PERIOD_NS;
+        until.tv_sec = (time_t)(period / 1000000000ull);
+        until.tv_nsec = (long)(period % 1000000000ull);
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL);
+    }
+}
+
+double nc_plat_background_load(double pct)
+{
+    double achieved = 0;
+    uint64_t busy = pct <= 0 ? 0 : pct >= 100 ? LOAD_PERIOD_NS : (uint64_t)(pct / 100.0 * LOAD_PERIOD_NS);
+    pthread_mutex_lock(&L.lock);
+    L.busy_ns = busy;
+    if (busy > 0 && !L.running) {
+        L.stop = 0;
+        L.started_ns = nc_plat_now_ns();
+        L.running = pthread_create(&L.thread, NULL, load_main, NULL) == 0;
+        pthread_mutex_unlock(&L.lock);
+        return 0;
+    }
+    if (busy > 0 || !L.running) {
+        pthread_mutex_unlock(&L.lock);
+        return 0;
+    }
+    L.stop = 1;
+    pthread_mutex_unlock(&L.lock);
+    pthread_join(L.thread, NULL);
+    L.running = 0;
+    {
+        uint64_t wall = nc_plat_now_ns() - L.started_ns;
+        achieved = wall ? 100.0 * (double)L.cpu_ns / (double)wall : 0;
+    }
+    return achieved > 100 ? 100 : achieved;
+}
+#endif
+
 #if NC_TASK_PER_CONNECTION
-#include <pthread.h>
 
 int nc_plat_task_start(void *(*fn)(void *), void *arg)
 {

@@ -33,6 +33,12 @@
 #define SEND_STALL_MS 21000      /* a TCP master that stops reading */
 #define UDP_HEAD_START_MS 100    /* a stock master binds its data port after the ACK */
 #define TICK_MS 10
+/* A master that vanished (crashed, unplugged) never sends DISCONNECT: its SET_LOAD stops
+ * after this long without a request, as netchar's own slave does. */
+#ifndef NC_NCTEST_LOAD_OFF_MS
+#define NC_NCTEST_LOAD_OFF_MS 120000u
+#endif
+#define LOAD_OFF_MS NC_NCTEST_LOAD_OFF_MS
 
 enum phase { P_IDLE, P_ACCEPT, P_RECV, P_SEND, P_RESULTS };
 
@@ -48,6 +54,9 @@ static struct {
     uint64_t deadline, next_send, bytes_in, bytes_out;
 #if NC_HAVE_IDLE_COUNTER
     uint64_t idle0, idle_t0;
+#endif
+#if NC_HAVE_BACKGROUND_LOAD
+    uint64_t load_until; /* 0: no load running */
 #endif
 } T;
 
@@ -219,6 +228,8 @@ static void control_read(uint64_t now)
 #if NC_HAVE_BACKGROUND_LOAD
         case NCT_SET_LOAD:
             (void)nc_plat_background_load((double)r.nbufs);
+            T.load_until = r.nbufs > 0 ? now + LOAD_OFF_MS * NC_MS : 0;
+            T.master = from;
             break;
 #endif
 #if NC_HAVE_IDLE_COUNTER
@@ -228,7 +239,11 @@ static void control_read(uint64_t now)
             break;
         case NCT_STOP_IDLE:
             if (T.idle_t0) {
+                /* At least one tick: a stock master divides by it (SIGFPE on a test under
+                 * 10 ms, which a fast link makes common). */
                 ticks = (uint32_t)((now - T.idle_t0) / (TICK_MS * NC_MS));
+                if (ticks == 0)
+                    ticks = 1;
                 count = nc_plat_idle_count() - T.idle0;
             }
             break;
@@ -236,6 +251,7 @@ static void control_read(uint64_t now)
         case NCT_DISCONNECT:
 #if NC_HAVE_BACKGROUND_LOAD
             (void)nc_plat_background_load(0);
+            T.load_until = 0;
 #endif
             nc_role_log("nc-test", &from, "the master disconnected", NULL, 0);
             break;
@@ -249,6 +265,10 @@ static void control_read(uint64_t now)
         nc_role_log("nc-test", &from, "refused request # (NAK reason #)", k, 2);
     }
     nct_reply_encode(reply, reason == 0, r.seq, reason, ticks, count);
+#if NC_HAVE_BACKGROUND_LOAD
+    if (T.load_until)
+        T.load_until = now + LOAD_OFF_MS * NC_MS; /* any request: the master is still there */
+#endif
     if (reason == 0 && nct_is_test(r.code)) {
         T.req = r;
         T.master = from;
@@ -262,6 +282,20 @@ void nc_nctest_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t 
     uint64_t due = UINT64_MAX;
     if (T.cfd < 0)
         return;
+#if NC_HAVE_BACKGROUND_LOAD
+    if (T.load_until && T.phase == P_IDLE) {
+        if (now >= T.load_until) {
+            (void)nc_plat_background_load(0);
+            T.load_until = 0;
+            {
+                uint64_t secs = LOAD_OFF_MS / 1000u;
+                nc_role_log("nc-test", &T.master, "no request for # s: the background load is stopped", &secs, 1);
+            }
+        } else if (T.load_until - now < *wait_ns) {
+            *wait_ns = T.load_until - now;
+        }
+    }
+#endif
     if (T.phase == P_IDLE)
         nc_role_watch(T.cfd, rd, maxfd);
     nc_role_watch(T.tfd, rd, maxfd);

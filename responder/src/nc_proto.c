@@ -566,13 +566,24 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
         if (present(v))
             refuse(m, "-A with a server CPU is not supported by netchar-responder");
     } else if (strcmp(path, "server_load") == 0) {
+        /* [percent of one CPU per thread, threads] */
         if (present(v) && !NC_HAVE_BACKGROUND_LOAD)
             refuse(m, "--server-load is not supported by this netchar-responder build (no background-load hook)");
-        if (present(v) && NC_HAVE_BACKGROUND_LOAD)
-            refuse(m, "--server-load is not wired up in netchar-responder yet");
+        else if (present(v) && v->type != NC_J_ARR)
+            m->bad = 1;
+    } else if (strcmp(path, "server_load[]") == 0 && NC_HAVE_BACKGROUND_LOAD) {
+        if (index == 0) {
+            s->load_micro_pct = want_us(m, v);
+            if (s->load_micro_pct > 100000000u)
+                m->bad = 1;
+        } else if (index == 1 && want_u(m, v) != 1) {
+            refuse(m, "--server-load-threads above 1 is not supported by netchar-responder (one load thread)");
+        }
     } else if (strcmp(path, "measure_idle") == 0) {
-        if (present(v))
+        if (present(v) && !NC_HAVE_IDLE_COUNTER)
             refuse(m, "--idle is not supported by this netchar-responder build (no idle-counter hook)");
+        else if (present(v))
+            s->measure_idle = 1;
     }
 }
 

@@ -88,6 +88,10 @@ struct nc_spec {
     int rr_udp;
     uint64_t request_bytes, response_bytes;
     uint64_t rr_timeout_us;
+    /* --server-load in millionths of a percent of one CPU (0: none), on one thread. */
+    uint64_t load_micro_pct;
+    /* --idle: the idle headroom during the test (needs the platform's idle counter). */
+    int measure_idle;
     /* The first option the responder cannot honour, as the message to the client. */
     const char *refused;
 };

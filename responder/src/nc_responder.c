@@ -78,6 +78,9 @@ struct stream {
     uint64_t peer_sent; /* the client's total, NONE until sender_done */
     struct tracker tr;
     struct jitter jit;
+#if NC_HAVE_TCP_SINK
+    int sink; /* the port's nc_plat_tcp_sink counting this TCP receiver, -1: recv() does */
+#endif
 };
 
 static struct {
@@ -106,6 +109,8 @@ static struct {
     char error[160];
     uint64_t cpu_user0, cpu_sys0;
     uint64_t host_busy0, host_softirq0, host_total0;
+    int load_on;     /* this test started the platform's background load */
+    uint64_t idle0;  /* the idle counter at `ready` (--idle) */
 } S;
 
 /* Shared with the other roles (nc_roles.h): nothing stays in it across turns but the
@@ -134,6 +139,36 @@ static void logf1(const char *a, const char *b)
     line[n + m] = 0;
     nc_plat_log(line);
 }
+
+static uint64_t since_start(uint64_t now);
+
+/* A receiving TCP stream whose bytes the port counts (NC_HAVE_TCP_SINK): what it counted so
+ * far joins the stream's; sink_end also hands the connection back before it is closed. */
+#if NC_HAVE_TCP_SINK
+static void sink_collect(struct stream *s)
+{
+    uint64_t last = 0, n;
+    if (s->sink < 0)
+        return;
+    n = nc_plat_tcp_sink_take(s->sink, &last);
+    if (n > 0) {
+        s->bytes += n;
+        s->last_ns = since_start(last);
+    }
+}
+
+static void sink_end(struct stream *s)
+{
+    if (s->sink < 0)
+        return;
+    sink_collect(s);
+    nc_plat_tcp_sink_stop(s->sink);
+    s->sink = -1;
+}
+#else
+#define sink_collect(s) ((void)(s))
+#define sink_end(s) ((void)(s))
+#endif
 
 static int would_block(void)
 {
@@ -503,6 +538,18 @@ static uint64_t pct(uint64_t part, uint64_t whole)
     return part / (whole / 100000000u + 1);
 }
 
+/* Stops the background load this test started; what it achieved, in millionths of a percent. */
+static uint64_t stop_load(void)
+{
+    uint64_t achieved = 0;
+#if NC_HAVE_BACKGROUND_LOAD
+    if (S.load_on)
+        achieved = (uint64_t)(nc_plat_background_load(0) * 1e6);
+#endif
+    S.load_on = 0;
+    return achieved;
+}
+
 static void send_results(uint64_t now)
 {
     struct nc_out o = out_ctrl();
@@ -529,6 +576,8 @@ static void send_results(uint64_t now)
 #endif
     if (wall_us == 0)
         wall_us = 1;
+    for (i = 0; i < S.nstreams; i++)
+        sink_collect(&S.streams[i]);
     nc_out_raw(&o, "{\"type\":\"results\",\"streams\":[");
     for (i = 0; i < S.nstreams; i++) {
         if (i)
@@ -555,6 +604,18 @@ static void send_results(uint64_t now)
     nc_out_fixed(&o, wall_us, 6);
     nc_out_raw(&o, ",\"cpus\":");
     nc_out_u64(&o, host_cores ? host_cores : 1);
+    if (S.load_on) {
+        nc_out_raw(&o, ",\"background_load_pct\":");
+        nc_out_fixed(&o, stop_load(), 6);
+    }
+#if NC_HAVE_IDLE_COUNTER
+    if (S.spec.measure_idle) {
+        /* Idle counts over what an unloaded machine counts in the test's time, in %. */
+        uint64_t whole = nc_plat_idle_per_second() * wall_us / 1000000u, idle = pct(nc_plat_idle_count() - S.idle0, whole ? whole : 1);
+        nc_out_raw(&o, ",\"idle_pct\":");
+        nc_out_fixed(&o, idle > 100000000u ? 100000000u : idle, 6);
+    }
+#endif
     nc_out_raw(&o, "},\"error\":");
     if (S.error[0])
         nc_out_str(&o, S.error);
@@ -571,6 +632,7 @@ static void reset_test(void)
     uint32_t i;
     for (i = 0; i < S.nstreams; i++) {
         int c = S.streams[i].conn;
+        sink_end(&S.streams[i]);
         if (c >= 0 && S.conns[c].state == CS_DATA)
             conn_close(c);
     }
@@ -582,6 +644,7 @@ static void reset_test(void)
     S.rx_len = S.tx_len = S.tx_off = 0;
     S.error[0] = 0;
     S.peer_done = S.senders_reported = S.stopping = S.udp_blocked = 0;
+    (void)stop_load();
 }
 
 /* Ends the session: an `error` message when the connection still works, then a gentle close. */
@@ -597,6 +660,7 @@ static void end_session(const char *why, uint64_t now)
     }
     for (i = 0; i < S.nstreams; i++) {
         int d = S.streams[i].conn;
+        sink_end(&S.streams[i]);
         if (d >= 0 && S.conns[d].state == CS_DATA)
             conn_close(d);
         S.streams[i].conn = -1;
@@ -696,6 +760,9 @@ static void admit(const struct nc_spec *sp, uint64_t now)
         s->up = sp->direction == NC_UP || (sp->direction == NC_BIDIR && i < per);
         s->udp = (uint8_t)any_udp_stream();
         s->conn = -1;
+#if NC_HAVE_TCP_SINK
+        s->sink = -1;
+#endif
         s->peer_sent = NONE;
         s->budget = NONE;
         if (sp->end_is_bytes)
@@ -725,7 +792,17 @@ static void check_all_in(uint64_t now)
 #if NC_HAVE_CPU_TIMES
     nc_plat_cpu_times(&S.cpu_user0, &S.cpu_sys0);
 #endif
+#if NC_HAVE_BACKGROUND_LOAD
+    if (S.spec.load_micro_pct > 0) {
+        (void)nc_plat_background_load((double)S.spec.load_micro_pct / 1e6);
+        S.load_on = 1;
+    }
+#endif
+#if NC_HAVE_IDLE_COUNTER
+    S.idle0 = nc_plat_idle_count();
+#endif
 }
+
 
 static void on_request(const struct nc_client_msg *m, uint64_t now)
 {
@@ -924,6 +1001,12 @@ static void on_hello(int i, uint64_t now)
                 int one = 1;
                 setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, (const char *)&one, sizeof one);
             }
+#if NC_HAVE_TCP_SINK
+            /* A TCP receiver: the port counts what arrives from here on (what came with or
+             * after the hello before this is still read below, so every byte counts once). */
+            if (s->up && S.spec.kind == NC_TCP)
+                s->sink = nc_plat_tcp_sink_start(c->fd);
+#endif
             check_all_in(now);
             return;
         }
@@ -1018,6 +1101,7 @@ static uint64_t test_deadline(void)
 static void tcp_read(struct stream *s, uint64_t now)
 {
     int k;
+    sink_collect(s);
     for (k = 0; k < 16; k++) {
         int n = (int)recv(S.conns[s->conn].fd, (char *)iobuf, sizeof iobuf, 0);
         S.iobuf_dirty = 1;
@@ -1034,11 +1118,14 @@ static void tcp_read(struct stream *s, uint64_t now)
             continue;
         }
         if (n == 0) {
+            /* The end of the stream: the sink has seen every byte before it. */
+            sink_end(s);
             s->done = 1;
             conn_close(s->conn);
             s->conn = -1;
         } else if (!would_block()) {
             set_error("a data connection failed");
+            sink_end(s);
             s->done = 1;
             conn_close(s->conn);
             s->conn = -1;

@@ -17,6 +17,9 @@ pub(crate) struct Cli {
     /// Quick characterization only: seconds per test.
     #[arg(short = 't', long = "time", default_value = "2", allow_negative_numbers = true)]
     pub(crate) time: String,
+    /// Quick characterization only: its plots and HTML report.
+    #[command(flatten)]
+    pub(crate) finish: FinishArgs,
 }
 
 /// The commands.
@@ -483,7 +486,8 @@ pub(crate) struct SuiteArgs {
     /// Print the results as a JSON array.
     #[arg(long)]
     pub(crate) json: bool,
-    /// ecos: a short form (fewer buffers, shorter pauses) for a quick look or a test.
+    /// ecos: a short form (fewer buffers, shorter pauses; against an nc_test slave: 256 buffers
+    /// per load test, a 1 s idle calibration, two of the five pause patterns) for a quick look or a test.
     #[arg(long)]
     pub(crate) quick: bool,
     /// netio --proto netio: the UDP test (control on port+1, datagrams to and from port+1).

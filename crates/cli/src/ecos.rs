@@ -9,7 +9,7 @@ use netchar_engine::client;
 use netchar_engine::StopFlag;
 use netchar_report::ecos_lines::EcosLinesReporter;
 use netchar_report::json::JobJsonReporter;
-use std::io::Write;
+use netchar_report::nc_test_lines::MasterOutput;
 
 /// `netchar suite ecos`: the eCos nc6_test_master sequence, printed as it printed it: no load
 /// (UDP and TCP echo, send, receive), then the server ("slave") under 0-50% compute load, then
@@ -26,12 +26,14 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     let (small, big) = (scale(640), scale(2048));
     // Untimed: the tests run counts of buffers.
     let progress = Progress::start(a.json, true, None);
-    let mut reporters = if a.json {
+    let reporters = std::cell::RefCell::new(if a.json {
         Reporters::of(Box::new(JobJsonReporter))
     } else {
         Reporters::of(Box::new(EcosLinesReporter::new(true)))
-    };
-    let mut out = std::io::stdout().lock();
+    });
+    // The master's section headings, for the formats that show its lines.
+    let section =
+        |line: &str| reporters.borrow_mut().emit(&progress, |rep| rep.on_master_output(MasterOutput::Line(line)));
     let mut results: Vec<netchar_model::TestResult> = Vec::new();
     let argv =
         |v: &[&str]| -> Vec<String> { std::iter::once("netchar").chain(v.iter().copied()).map(String::from).collect() };
@@ -52,17 +54,14 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
                 anyhow::bail!("{label}: {e}");
             }
             let r = run.result.ok_or_else(|| anyhow::anyhow!("{label}: no result"))?;
-            reporters.emit(&progress, |rep| rep.on_finish(&r))?;
+            reporters.borrow_mut().emit(&progress, |rep| rep.on_finish(&r))?;
             crate::report::keep(&r);
             results.push(r);
         }
         Ok(())
     };
     let pat = |n: u64, size: u64| format!("{n}x{size}");
-    if !a.json {
-        let _erased = progress.erase();
-        writeln!(out, "================== No load, master at 100% ========================")?;
-    }
+    section("================== No load, master at 100% ========================")?;
     let p640 = pat(small, 1024);
     let bytes640 = (small * 1024).to_string();
     run(argv(&["echo", &host, "--udp", "--pattern", &p640]), "UDP echo")?;
@@ -72,29 +71,20 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     run(argv(&["tcp", &host, "-n", &bytes640, "-l", "1024", "-i", "0"]), "TCP send")?;
     run(argv(&["tcp", &host, "-n", &bytes640, "-l", "1024", "-i", "0", "-R"]), "TCP recv")?;
     run(argv(&["echo", &host, "--pattern", &pat(scale(64), 10240)]), "TCP echo")?;
-    if !a.json {
-        let _erased = progress.erase();
-        writeln!(out, "====================== Various slave compute loads ===================")?;
-    }
+    section("====================== Various slave compute loads ===================")?;
     let p2048 = pat(big, 1024);
     for load in ["0", "10", "20", "30", "40", "50"] {
-        if !a.json {
-            let _erased = progress.erase();
-            writeln!(out, ">>>>>>>>>>>> slave processing load at {load}%")?;
-        }
+        section(&format!(">>>>>>>>>>>> slave processing load at {load}%"))?;
         run(argv(&["echo", &host, "--udp", "--pattern", &p2048, "--server-load", load]), "UDP echo")?;
         run(argv(&["echo", &host, "--pattern", &p2048, "--server-load", load]), "TCP echo")?;
     }
-    if !a.json {
-        let _erased = progress.erase();
-        writeln!(out, "====================== Various master loads ===================")?;
-    }
+    section("====================== Various master loads ===================")?;
     for delay in ["", ",10@10ms", ",10@50ms", ",10@100ms", ",1@10ms"] {
         let delay = if a.quick { delay.replace("100ms", "20ms").replace("50ms", "20ms") } else { delay.to_string() };
         let p = format!("{p2048}{delay}");
         run(argv(&["echo", &host, "--udp", "--pattern", &p, "--idle"]), "UDP echo")?;
         run(argv(&["echo", &host, "--pattern", &p, "--idle"]), "TCP echo")?;
     }
-    reporters.emit(&progress, |rep| rep.on_job_end(&results))?;
+    reporters.borrow_mut().emit(&progress, |rep| rep.on_job_end(&results))?;
     Ok(crate::EXIT_OK)
 }

@@ -62,7 +62,7 @@ fn run(cli: args::Cli) -> Result<u8> {
     use args::Command as C;
     let stop = install_signal_handlers()?;
     // --plot DIR, --report FILE: results kept as tests finish, written when the command ends.
-    report::keep_for_command(&cli.command);
+    report::keep_for_command(&cli);
     let code = match cli.command {
         None => quick::run(&cli.time, cli.json, &stop),
         Some(C::Server(a)) => serve::run(&a, &stop),

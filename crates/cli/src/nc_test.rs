@@ -9,15 +9,20 @@
 //! | `netchar suite ecos --proto nc-test HOST` | nc_test_master's sequence (`nc6-test`: nc6_test_master's) |
 //!
 //! Output: the stock master's lines as it printed them, then netchar's own figures for each
-//! test (latency percentiles of the echoes, loss, out-of-sequence); `--json` gives the results.
+//! test (latency percentiles of the echoes, loss, out-of-sequence), through the reporters
+//! (crates/report/src/nc_test_lines.rs); `--json` gives the results as one document (an object,
+//! the suite an array), and the suite shows a progress line on a terminal.
 
 use crate::args::{CommonArgs, EchoArgs, SuiteArgs, TcpArgs, UdpArgs};
+use crate::progress::Progress;
+use crate::reporters::Reporters;
 use anyhow::{bail, Result};
 use netchar_engine::peers::nc_test::{master_result, run_master, MasterConfig, MasterPlan};
 use netchar_engine::StopFlag;
 use netchar_model::{Pattern, TestResult};
+use netchar_report::json::{JobJsonReporter, JsonReporter};
+use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesReporter};
 use netchar_wire::nc_test::{self as wire, Kind, MasterReport, Pause, Sequence};
-use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 
 /// Is `--proto` one of nc_test's?
@@ -123,15 +128,15 @@ fn single(c: &CommonArgs, kind: Kind, nbufs: u32, buflen: u32, pause: Pause, sto
         master_data_port: wire::DATA_MASTER_PORT,
         plan: MasterPlan::Single { kind, nbufs, buflen, pause },
     };
-    let results = run(&cfg, c.json, stop)?;
-    let r = results.first();
-    if let (Some(path), Some(r)) = (&c.json_out, r) {
+    // One test of counted buffers: no progress line.
+    let progress = Progress::hidden();
+    let mut reporters = Reporters::of(if c.json { Box::new(JsonReporter) } else { Box::new(NcTestLinesReporter) });
+    let results = run(&cfg, &mut reporters, &progress, stop)?;
+    if let (Some(path), Some(r)) = (&c.json_out, results.first()) {
         std::fs::write(path, netchar_report::json::to_json(r))?;
     }
-    if c.json {
-        if let Some(r) = r {
-            std::io::stdout().lock().write_all(netchar_report::json::to_json(r).as_bytes())?;
-        }
+    if let Some(r) = results.first() {
+        reporters.emit(&progress, |rep| rep.on_finish(r))?;
     }
     Ok(exit_code(&results, stop))
 }
@@ -160,93 +165,72 @@ pub(crate) fn suite(a: &SuiteArgs, stop: &StopFlag) -> Result<u8> {
         slave,
         slave_data_port: a.nc_test_data_port.unwrap_or(wire::DATA_SLAVE_PORT),
         master_data_port: wire::DATA_MASTER_PORT,
-        plan: MasterPlan::Suite(sequence),
+        plan: if a.quick { MasterPlan::QuickSuite(sequence) } else { MasterPlan::Suite(sequence) },
     };
-    let results = run(&cfg, a.json, stop)?;
-    if a.json {
-        std::io::stdout().lock().write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    // A sequence of untimed tests: elapsed time and the test now running.
+    let progress = Progress::start(a.json, true, None);
+    let mut reporters = Reporters::of(if a.json { Box::new(JobJsonReporter) } else { Box::new(NcTestLinesReporter) });
+    let results = run(&cfg, &mut reporters, &progress, stop)?;
+    for r in &results {
+        reporters.emit(&progress, |rep| rep.on_finish(r))?;
     }
+    reporters.emit(&progress, |rep| rep.on_job_end(&results))?;
     Ok(exit_code(&results, stop))
 }
 
-/// netchar's own figures under a test's stock lines.
-fn figures(r: &MasterReport) -> String {
-    let mut parts = Vec::new();
-    if !r.rtts.is_empty() {
-        let mut v: Vec<f64> = r.rtts.iter().map(|d| d.as_secs_f64() * 1e6).collect();
-        v.sort_by(f64::total_cmp);
-        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
-        parts.push(format!(
-            "rtt us min {:.0} p50 {:.0} p90 {:.0} p99 {:.0} max {:.0}",
-            v[0],
-            q(0.5),
-            q(0.9),
-            q(0.99),
-            v[v.len() - 1]
-        ));
-    }
-    let (sent, recvd) = (r.sent, r.received);
-    let far = r.results.map(|x| (x.nsent, x.nrecvd));
-    match (r.kind.slave_receives(), r.kind.slave_sends(), far) {
-        (true, true, Some((ns, nr))) => parts.push(format!(
-            "buffers: sent {sent}, slave received {nr}, slave sent {ns}, received {recvd}; lost {} (to the slave {}, from it {})",
-            sent.saturating_sub(recvd),
-            sent.saturating_sub(nr),
-            ns.saturating_sub(recvd)
-        )),
-        (true, false, Some((_, nr))) => parts.push(format!(
-            "buffers: sent {sent}, slave received {nr}: lost {} ({:.2}%)",
-            sent.saturating_sub(nr),
-            pct(sent.saturating_sub(nr), sent)
-        )),
-        (false, true, Some((ns, _))) => parts.push(format!(
-            "buffers: slave sent {ns}, received {recvd}: lost {} ({:.2}%)",
-            ns.saturating_sub(recvd),
-            pct(ns.saturating_sub(recvd), ns)
-        )),
-        _ => parts.push(format!("buffers: sent {sent}, received {recvd}, no results record from the slave")),
-    }
-    parts.push(format!("out of sequence {}", r.seq_errors));
-    if r.bad > 0 {
-        parts.push(format!("bad {}", r.bad));
-    }
-    format!("    netchar: {}\n", parts.join("; "))
-}
-
-fn pct(a: u32, b: u32) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        100.0 * f64::from(a) / f64::from(b)
+/// netchar's own figures of a test, for the line under its stock lines.
+fn figures(r: &MasterReport) -> MasterFigures {
+    MasterFigures {
+        rtts_us: r.rtts.iter().map(|d| d.as_secs_f64() * 1e6).collect(),
+        sent: r.sent,
+        received: r.received,
+        slave_receives: r.kind.slave_receives(),
+        slave_sends: r.kind.slave_sends(),
+        slave_counts: r.results.map(|x| (x.nsent, x.nrecvd)),
+        out_of_sequence: r.seq_errors,
+        bad: r.bad,
     }
 }
 
-fn run(cfg: &MasterConfig, json: bool, stop: &StopFlag) -> Result<Vec<TestResult>> {
-    let out = std::cell::RefCell::new(std::io::stdout().lock());
+/// Runs the master, handing its lines and figures to the reporters as they come; the results
+/// of every test it ran (the caller reports them). With no test run, the error, after the
+/// reporters said it (JSON stays one document).
+fn run(cfg: &MasterConfig, reporters: &mut Reporters, progress: &Progress, stop: &StopFlag) -> Result<Vec<TestResult>> {
+    let reporters = std::cell::RefCell::new(reporters);
+    // A reporter that cannot write (a closed stdout) must not stop the test: the error
+    // returns once the run is over.
+    let failed = std::cell::RefCell::new(None::<std::io::Error>);
+    let emit = |output: MasterOutput<'_>| {
+        if let Err(e) = reporters.borrow_mut().emit(progress, |rep| rep.on_master_output(output)) {
+            failed.borrow_mut().get_or_insert(e);
+        }
+    };
     let mut on_line = |l: &str| {
-        if !json {
-            let mut o = out.borrow_mut();
-            let _ = writeln!(o, "{l}");
-            let _ = o.flush();
+        if let Some(test) = l.strip_prefix("Start ") {
+            progress.set_current(test);
         }
+        emit(MasterOutput::Line(l));
     };
-    let mut on_report = |r: &MasterReport| {
-        if !json {
-            let mut o = out.borrow_mut();
-            let _ = o.write_all(figures(r).as_bytes());
-            let _ = o.flush();
-        }
-    };
+    let mut on_report = |r: &MasterReport| emit(MasterOutput::Figures(&figures(r)));
     let run = run_master(cfg, stop, &mut on_line, &mut on_report);
+    let reporters = reporters.into_inner();
+    if let Some(e) = failed.into_inner() {
+        return Err(e.into());
+    }
     let mut results: Vec<TestResult> =
         run.reports.iter().map(|r| master_result(cfg, r, &run.started_at, None)).collect();
     if let Some(e) = &run.error {
-        eprintln!("netchar: error: {e}");
         match results.last_mut() {
             Some(last) => {
-                last.error.get_or_insert_with(|| e.clone());
+                progress.suspend(|| eprintln!("netchar: error: {e}"));
+                // The reason the run stopped is the better account of its last test ("no
+                // slave answered" rather than "the slave denied").
+                last.error = Some(e.clone());
             }
-            None => bail!("{e}"),
+            None => {
+                reporters.emit(progress, |rep| rep.on_no_result(Some(e)))?;
+                bail!("{e}");
+            }
         }
     }
     results.iter().for_each(crate::report::keep);

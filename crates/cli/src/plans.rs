@@ -6,10 +6,13 @@
 //! any traffic.
 
 use crate::progress::Progress;
+use crate::reporters::Reporters;
 use anyhow::{bail, Result};
 use clap::Parser;
 use netchar_engine::StopFlag;
-use std::io::Write;
+use netchar_model::units::RateFormat;
+use netchar_report::json::JobJsonReporter;
+use netchar_report::text::TextReporter;
 use std::time::Duration;
 use toml::Value;
 
@@ -44,19 +47,31 @@ pub(crate) fn run(a: &crate::args::RunArgs, stop: &StopFlag) -> Result<u8> {
     }
     let expected = planned.iter().map(|(_, p)| crate::repeat::expected_length(p)).sum::<Option<Duration>>();
     let progress = Progress::start(a.json, true, expected);
+    // The plan's own reporters: a heading per test (text), one array of every result (JSON).
+    // Each test's figures come from the test's own reporters.
+    let mut reporters = if a.json {
+        Reporters::of(Box::new(JobJsonReporter))
+    } else {
+        Reporters::of(Box::new(TextReporter::new(RateFormat::AutoBits)))
+    };
     let mut results = Vec::new();
     let mut worst = crate::EXIT_OK;
+    let mut failed = None;
     for (i, (t, plan)) in planned.iter().enumerate() {
         if stop.is_raised() {
             worst = crate::EXIT_INTERRUPTED;
             break;
         }
-        if !a.json {
-            let what = format!("{} of {}: {}", i + 1, planned.len(), t.name);
-            progress.set_current(what.clone());
-            progress.suspend(|| println!("=== {what}"));
-        }
-        let code = crate::repeat::run_collecting(plan, stop, Some(&mut results), &progress)?;
+        let what = format!("{} of {}: {}", i + 1, planned.len(), t.name);
+        progress.set_current(what.clone());
+        reporters.emit(&progress, |r| r.on_section(&what))?;
+        let code = match crate::repeat::run_collecting(plan, stop, Some(&mut results), &progress) {
+            Ok(code) => code,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
         if code == crate::EXIT_INTERRUPTED {
             worst = code;
             break;
@@ -66,10 +81,12 @@ pub(crate) fn run(a: &crate::args::RunArgs, stop: &StopFlag) -> Result<u8> {
             std::thread::sleep(std::time::Duration::from_secs_f64(t.pause_seconds));
         }
     }
-    if a.json {
-        std::io::stdout().lock().write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
+    // The results so far also when a test failed: the error follows them.
+    reporters.emit(&progress, |r| r.on_job_end(&results))?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(worst),
     }
-    Ok(worst)
 }
 
 /// The keys a `[[test]]` may have, and the flag each becomes (`""`: handled specially).

@@ -1,21 +1,31 @@
 //! `netchar` with no arguments: an in-process server on 127.0.0.1 and a short
 //! characterization against it (TCP up, down, bidir; UDP paced at 1 Gbit/s and at maximum
-//! rate; TCP and UDP request/response latency), printed as two tables.
-
-fn tcp(direction: Direction) -> TestSpec {
-    TestSpec { direction, ..TestSpec::tcp_default() }
-}
+//! rate; TCP and UDP request/response latency), printed as two tables, or with `--json` as
+//! one array of the results (each test's name in `test.title`).
 
 use crate::plan::seconds;
+use crate::progress::Progress;
+use crate::reporters::Reporters;
 use anyhow::{Context, Result};
 use netchar_engine::client::{self, ClientConfig};
 use netchar_engine::server::{Server, ServerConfig};
 use netchar_engine::StopFlag;
 use netchar_model::units::RateFormat;
 use netchar_model::{Direction, EndCondition, TestSpec, UdpRate};
+use netchar_report::json::JobJsonReporter;
+use netchar_report::quick::QuickTableReporter;
 use netchar_wire::session::Timeouts;
-use std::io::Write;
 use std::time::Duration;
+
+fn tcp(direction: Direction) -> TestSpec {
+    TestSpec { direction, ..TestSpec::tcp_default() }
+}
+
+/// Interval records every quarter of a test (0.1 s to 1 s): not printed, but kept in the
+/// JSON and drawn by `--plot` and `--report` as throughput over time.
+fn interval_for(secs: f64) -> f64 {
+    (secs / 4.0).clamp(0.1, 1.0)
+}
 
 pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
     let secs = seconds("-t", time)?;
@@ -28,7 +38,12 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
         std::thread::spawn(move || server.run(&s, |_| {}))
     };
     eprintln!("netchar {}: quick characterization against an in-process server on {addr}", env!("CARGO_PKG_VERSION"));
-    let mut rows = Vec::new();
+    let mut reporters = if json {
+        Reporters::of(Box::new(JobJsonReporter))
+    } else {
+        Reporters::of(Box::new(QuickTableReporter::new(RateFormat::AutoBits)))
+    };
+    let mut results = Vec::new();
     let mut failed = None;
     let mut udp_paced = TestSpec::udp_default();
     udp_paced.udp.as_mut().expect("UDP spec").rate = UdpRate::BitsPerSecond(1_000_000_000);
@@ -45,16 +60,18 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
         ("tcp rr", TestSpec::rr_default()),
         ("udp rr", udp_rr),
     ];
+    let mut progress = Progress::start(json, true, Some(Duration::from_secs_f64(secs) * plan.len() as u32));
     for (name, mut spec) in plan {
         if stop.is_raised() {
             break;
         }
         spec.end = EndCondition::Seconds(secs);
-        spec.interval_seconds = 0.0;
+        spec.interval_seconds = interval_for(secs);
         let mut check = spec.clone();
         check.block_bytes = check.block_bytes.max(1472);
         check.validate()?;
-        eprintln!("  running {name} for {secs} s ...");
+        progress.set_current(name);
+        progress.suspend(|| eprintln!("  running {name} for {secs} s ..."));
         let cfg = ClientConfig {
             host: addr.ip().to_string(),
             port: addr.port(),
@@ -70,24 +87,23 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
             auth: None,
             protocol: Default::default(),
         };
+        reporters.emit(&progress, |r| r.on_start(&crate::single_run::client_test_info(&cfg)))?;
         let run = client::run(&cfg, stop, &mut |_| {});
         if let Some(e) = run.error {
             failed.get_or_insert(format!("{name}: {e}"));
         }
         if let Some(r) = run.result {
-            rows.push((name.to_string(), r));
+            reporters.emit(&progress, |rep| rep.on_finish(&r))?;
+            crate::report::keep(&r);
+            results.push(r);
         }
     }
     server_stop.raise();
     let _ = handle.join();
-    let mut out = std::io::stdout().lock();
-    if json {
-        let results: Vec<_> = rows.iter().map(|(_, r)| r.clone()).collect();
-        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    } else {
-        out.write_all(netchar_report::text::quick_table(&rows, RateFormat::AutoBits).as_bytes())?;
-        writeln!(out, "(one machine, loopback: sender, receiver and the kernel share its CPUs; see `netchar tcp --help` for real tests)")?;
-    }
+    // Every test has ended: the line goes before the tables, which print whole.
+    progress.finish();
+    // The figures measured, also when a test failed: the error follows them on stderr.
+    reporters.emit(&progress, |r| r.on_job_end(&results))?;
     match failed {
         Some(e) => {
             eprintln!("netchar: error: {e}");

@@ -6,7 +6,6 @@ use crate::progress::{Progress, LONG_TEST};
 use crate::reporters::{JsonShape, Reporters};
 use anyhow::Result;
 use netchar_engine::StopFlag;
-use std::io::Write;
 use std::time::Duration;
 
 /// Runs a client test: `--warmup` uncounted runs, `--repeat` counted ones (each printed and
@@ -56,6 +55,9 @@ pub(crate) fn run_collecting(
         (None, _) => JsonShape::PerJob,
     };
     let mut reporters = Reporters::from_output(out, shape);
+    if out.repeat > 1 && !out.json {
+        reporters.push(Box::new(RepeatStatistics));
+    }
     let mut kept = Vec::new();
     let mut code = crate::EXIT_OK;
     for i in 0..total {
@@ -63,14 +65,14 @@ pub(crate) fn run_collecting(
             code = crate::EXIT_INTERRUPTED;
             break;
         }
-        if total > 1 && !out.json {
+        if total > 1 {
             let what = if i < out.warmup {
                 format!("warm-up run {} of {}", i + 1, out.warmup)
             } else {
                 format!("run {} of {}", i + 1 - out.warmup, out.repeat)
             };
             progress.set_current(what.clone());
-            progress.suspend(|| println!("=== {what}"));
+            reporters.emit(progress, |r| r.on_section(&what))?;
         }
         let (result, run_code) = crate::single_run::run(plan, stop, &mut reporters, progress)?;
         if let Some(r) = result {
@@ -92,20 +94,38 @@ pub(crate) fn run_collecting(
     }
     // The tail prints under the progress line of this job (or of the plan around it).
     progress.suspend(|| {
-        let mut stdout = std::io::stdout().lock();
         let docs: Vec<serde_json::Value> = kept.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
         if let Some(sink) = sink.as_mut() {
             sink.extend(kept.iter().cloned());
         }
-        if out.repeat > 1 && !out.json && !docs.is_empty() {
-            stdout.write_all(repeat_statistics(&docs).as_bytes())?;
-        }
-        stdout.flush()?;
         if code == crate::EXIT_OK && !docs.is_empty() && !crate::gate::gates_hold(out, &docs)? {
             code = crate::EXIT_GATE;
         }
         Ok(code)
     })
+}
+
+/// The text after `--repeat` runs: the mean and its 95% confidence interval of the headline
+/// figures over the counted runs.
+struct RepeatStatistics;
+
+impl netchar_report::Reporter for RepeatStatistics {
+    fn on_finish(&mut self, _result: &netchar_model::TestResult) -> String {
+        String::new()
+    }
+
+    fn on_job_end(&mut self, results: &[netchar_model::TestResult]) -> String {
+        let docs: Vec<serde_json::Value> = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
+        if docs.is_empty() {
+            String::new()
+        } else {
+            repeat_statistics(&docs)
+        }
+    }
+
+    fn on_results(&mut self, _results: &[netchar_report::Saved]) -> String {
+        String::new()
+    }
 }
 
 /// Mean ± 95% confidence interval (Student's t) of the headline figures over the counted runs.

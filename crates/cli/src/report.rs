@@ -48,14 +48,18 @@ struct Kept {
     label: String,
     outputs: crate::args::FinishArgs,
     results: Vec<netchar_model::TestResult>,
+    /// The results are a `--find-max-rate` search's trials: plotted even at one rate.
+    search: bool,
 }
 
-/// Starts keeping results for a test, suite or plan's `--plot` and `--report`, named after
-/// the command (a plan after its file).
-pub(crate) fn keep_for_command(command: &Option<crate::args::Command>) {
+/// Starts keeping results for a test, suite, plan or the quick characterization's `--plot`
+/// and `--report`, named after the command (a plan after its file).
+pub(crate) fn keep_for_command(cli: &crate::args::Cli) {
     use crate::args::Command as C;
-    let (label, finish) = match command {
+    let (label, finish) = match &cli.command {
+        None => ("quick".to_string(), &cli.finish),
         Some(C::Tcp(a)) => ("tcp".to_string(), &a.common.finish),
+        Some(C::Udp(a)) if a.find_max_rate => ("find-max-rate".into(), &a.common.finish),
         Some(C::Udp(a)) => ("udp".into(), &a.common.finish),
         Some(C::Rr(a)) => ("rr".into(), &a.common.finish),
         Some(C::Crr(a)) => ("crr".into(), &a.common.finish),
@@ -70,8 +74,16 @@ pub(crate) fn keep_for_command(command: &Option<crate::args::Command>) {
 /// Starts keeping results for `--plot` and `--report` (nothing without them).
 fn keep_for(label: &str, outputs: &crate::args::FinishArgs) {
     if outputs.plot.is_some() || outputs.report.is_some() {
-        let kept = Kept { label: label.to_string(), outputs: outputs.clone(), results: Vec::new() };
+        let kept = Kept { label: label.to_string(), outputs: outputs.clone(), results: Vec::new(), search: false };
         *KEPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
+    }
+}
+
+/// Marks the kept results as a `--find-max-rate` search's trials, whose plot is drawn even
+/// when the first trial passed and ended the search at one rate.
+pub(crate) fn keep_as_search() {
+    if let Some(k) = KEPT.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        k.search = true;
     }
 }
 
@@ -96,16 +108,19 @@ pub(crate) fn write_kept() -> Result<()> {
         .enumerate()
         .map(|(i, result)| Saved { label: format!("{}#{}", k.label, i + 1), result })
         .collect();
+    let charts =
+        if k.search { netchar_report::plots::search_charts(&saved) } else { netchar_report::plots::charts(&saved) };
     if let Some(dir) = &k.outputs.plot {
         std::fs::create_dir_all(dir).with_context(|| format!("--plot: cannot create {}", dir.display()))?;
         for png in [false, true] {
-            for (name, bytes) in netchar_report::svg::files(&saved, png).map_err(|e| anyhow!("--plot: {e}"))? {
+            for chart in &charts {
+                let (name, bytes) = netchar_report::svg::render(chart, png).map_err(|e| anyhow!("--plot: {e}"))?;
                 write_atomically(&dir.join(name), &bytes)?;
             }
         }
     }
     if let Some(file) = &k.outputs.report {
-        write_atomically(file, netchar_report::html::document(&saved, RateFormat::AutoBits))?;
+        write_atomically(file, netchar_report::html::document_with_charts(&saved, RateFormat::AutoBits, &charts))?;
     }
     Ok(())
 }

@@ -38,6 +38,11 @@ impl Reporters {
         Self { list }
     }
 
+    /// One more reporter, after those already chosen.
+    pub(crate) fn push(&mut self, reporter: Box<dyn Reporter>) {
+        self.list.push(reporter);
+    }
+
     /// Just these reporters (a suite's table, or its JSON).
     pub(crate) fn of(reporter: Box<dyn Reporter>) -> Self {
         Self { list: vec![reporter] }

@@ -9,7 +9,6 @@ use netchar_engine::peers::nc_test::NcTestListener;
 use netchar_engine::peers::PeerListener;
 use netchar_engine::server::{Server, ServerConfig, ServerLog};
 use netchar_engine::StopFlag;
-use netchar_model::{Flow, Role};
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -245,7 +244,9 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
         );
         server = server.with_peer(Box::new(listener));
     }
-    server.run(stop, move |entry| eprintln!("{}", log_line(&entry, json)))?;
+    // Text or JSON lines, chosen once.
+    let format = netchar_report::server_log::for_output(json);
+    server.run(stop, move |entry| eprintln!("{}", log_line(format.as_ref(), &entry)))?;
     eprintln!("netchar server stopped");
     Ok(0)
 }
@@ -282,105 +283,22 @@ fn describe(cfg: &ServerConfig) -> String {
     format!("{who}; limits: {}; {data}", limits.join(", "))
 }
 
-/// Text a client chose (a stop reason, a decoder's error echoing its bytes) on one line: a
-/// newline in it must not forge another log line.
-fn one_line(s: &str) -> String {
-    s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
-}
-
-/// One log line per event: text, or a JSON object with `--json`.
-fn log_line(entry: &ServerLog, json: bool) -> String {
+/// The report crate's view of one log event (crates/report/src/server_log.rs formats it).
+fn log_line(format: &dyn netchar_report::server_log::ServerLogFormat, entry: &ServerLog) -> String {
+    use netchar_report::server_log::{LogEntry, TestEntry};
     match entry {
-        ServerLog::Rejected { peer, reason } => {
-            if json {
-                serde_json::json!({"event": "rejected", "peer": peer.to_string(), "reason": reason}).to_string()
-            } else {
-                format!("rejected {peer}: {}", one_line(reason))
-            }
-        }
-        ServerLog::Test(t) => {
-            let mut flows = Vec::new();
-            for flow in t.spec.direction.flows() {
-                let mine: Vec<_> = t.streams.iter().filter(|s| s.flow == *flow).collect();
-                let bytes: u64 = mine.iter().map(|s| s.bytes).sum();
-                // A flow that began late (an iperf2 -r dial-back) is timed from its start.
-                let start = mine.iter().map(|s| s.started_seconds.unwrap_or(0.0)).fold(f64::INFINITY, f64::min);
-                let end = mine.iter().map(|s| s.seconds).fold(0.0, f64::max);
-                let seconds = (end - if start.is_finite() { start } else { 0.0 }).max(0.0);
-                let role = if *flow == Flow::Up { Role::Receiver } else { Role::Sender };
-                flows.push((flow.name(), role, bytes, seconds, netchar_model::bits_per_second(bytes, seconds)));
-            }
-            // Text names each address the data came from (or went to) once, with its stream
-            // count; the JSON line lists every stream's address and port.
-            let mut by_ip: Vec<(std::net::IpAddr, usize)> = Vec::new();
-            for (_, a) in &t.data_paths {
-                match by_ip.iter_mut().find(|(ip, _)| *ip == a.ip()) {
-                    Some((_, n)) => *n += 1,
-                    None => by_ip.push((a.ip(), 1)),
-                }
-            }
-            let paths: Vec<String> = by_ip
-                .iter()
-                .map(|(ip, n)| if *n == 1 { ip.to_string() } else { format!("{ip} ({n} streams)") })
-                .collect();
-            if json {
-                let f: Vec<_> = flows
-                    .iter()
-                    .map(|(n, r, b, s, bps)| serde_json::json!({"flow": n, "role": r, "bytes": b, "seconds": s, "bits_per_second": bps}))
-                    .collect();
-                let data: Vec<_> = t
-                    .data_paths
-                    .iter()
-                    .map(|(id, a)| serde_json::json!({"stream": id, "address": a.to_string()}))
-                    .collect();
-                serde_json::json!({"event": "test", "protocol": t.protocol, "peer_software": t.peer_software, "peer": t.peer.to_string(), "user": t.user, "data_paths": data,
-                    "refused_data": t.refused_data, "kind": t.spec.kind, "direction": t.spec.direction,
-                    "streams": t.spec.streams, "concurrent_tests": t.concurrent_tests, "flows": f, "error": t.error})
-                .to_string()
-            } else {
-                let parts: Vec<String> = flows
-                    .iter()
-                    .map(|(n, r, b, s, bps)| {
-                        let role = if *r == Role::Sender { "sent" } else { "received" };
-                        format!(
-                            "{n}: {role} {b} bytes in {s:.3} s = {}",
-                            netchar_model::units::format_si(*bps, "bit/s")
-                        )
-                    })
-                    .collect();
-                let err = t.error.as_ref().map(|e| format!(" (error: {})", one_line(e))).unwrap_or_default();
-                let kind = t.spec.kind.name();
-                let user = t.user.as_ref().map(|u| format!(" user {}", one_line(u))).unwrap_or_default();
-                let data = if paths.is_empty() { String::new() } else { format!(" data {}", paths.join(",")) };
-                let refused = if t.refused_data > 0 {
-                    format!(" ({} data streams refused)", t.refused_data)
-                } else {
-                    String::new()
-                };
-                let proto = if t.protocol == "netchar" { String::new() } else { format!("{} ", t.protocol) };
-                format!(
-                    "{proto}test from {}{user}{data}{refused}: {kind} x{} {}{err}",
-                    t.peer,
-                    t.spec.streams,
-                    parts.join("; ")
-                )
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn client_text_cannot_forge_a_log_line() {
-        let forged = ServerLog::Rejected {
-            peer: "192.0.2.1:1".parse().unwrap(),
-            reason: "stopped by the client: x\ntest from 10.0.0.1:5: tcp x1 up: received 1 bytes".into(),
-        };
-        let line = log_line(&forged, false);
-        assert_eq!(line.lines().count(), 1, "{line}");
-        assert!(line.contains("\\n"), "{line}");
+        ServerLog::Rejected { peer, reason } => format.line(LogEntry::Rejected { peer: *peer, reason }),
+        ServerLog::Test(t) => format.line(LogEntry::Test(&TestEntry {
+            protocol: t.protocol,
+            peer_software: t.peer_software.as_deref(),
+            peer: t.peer,
+            data_paths: &t.data_paths,
+            user: t.user.as_deref(),
+            spec: &t.spec,
+            streams: &t.streams,
+            concurrent_tests: t.concurrent_tests,
+            refused_data: t.refused_data,
+            error: t.error.as_deref(),
+        })),
     }
 }

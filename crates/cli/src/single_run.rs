@@ -66,24 +66,29 @@ pub(crate) fn run(
 
 /// What the text header says before the test connects.
 pub(crate) fn test_info(plan: &crate::plan::TcpPlan) -> netchar_model::TestInfo {
+    client_test_info(&plan.client)
+}
+
+/// [`test_info`] of a client configuration.
+pub(crate) fn client_test_info(client: &client::ClientConfig) -> netchar_model::TestInfo {
     netchar_model::TestInfo {
-        spec: plan.client.spec.clone(),
+        spec: client.spec.clone(),
         // Brackets around an IPv6 literal, so "::1" and port 1 do not read as "::1:1".
-        remote: if plan.client.host.contains(':') {
-            format!("[{}]:{}", plan.client.host, plan.client.port)
+        remote: if client.host.contains(':') {
+            format!("[{}]:{}", client.host, client.port)
         } else {
-            format!("{}:{}", plan.client.host, plan.client.port)
+            format!("{}:{}", client.host, client.port)
         },
         // Not connected yet: the family is the flag's, or the literal address's.
-        family: match (plan.client.family, plan.client.host.parse::<std::net::IpAddr>()) {
+        family: match (client.family, client.host.parse::<std::net::IpAddr>()) {
             (Some(client::Family::V6), _) | (None, Ok(std::net::IpAddr::V6(_))) => "ipv6".into(),
             (Some(client::Family::V4), _) | (None, Ok(std::net::IpAddr::V4(_))) => "ipv4".into(),
             (None, Err(_)) => "any".into(),
         },
-        title: plan.client.title.clone(),
-        client_cpu: plan.client.client_cpu,
+        title: client.title.clone(),
+        client_cpu: client.client_cpu,
         concurrent_tests: 1,
-        protocol: plan.client.protocol.name().to_string(),
+        protocol: client.protocol.name().to_string(),
         peer_software: None,
     }
 }

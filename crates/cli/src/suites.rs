@@ -11,10 +11,10 @@ use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
 use netchar_model::units::format_si;
 use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
-use netchar_report::block_sizes::{NetioTableReporter, SizesTableReporter};
+use netchar_report::block_sizes::{NetioLinesReporter, NetioTableReporter, SizesTableReporter};
 use netchar_report::json::JobJsonReporter;
+use netchar_report::max_rate::{self, MaxRateTableReporter};
 use netchar_report::sweep::SweepTableReporter;
-use std::io::Write;
 
 /// `netchar suite NAME HOST ...`.
 pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
@@ -52,39 +52,26 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     }
 }
 
-/// A trial's receive rate must reach this share of the offered rate to pass.
-const KEEP_PACE: f64 = 0.995;
 /// Trials of a search at most; the search also stops once the bracket is within 1%.
 const MAX_TRIALS: usize = 14;
 
-/// One trial's outcome.
-struct Trial {
-    rate: u64,
-    result: TestResult,
-}
-
-impl Trial {
-    fn received_bps(&self) -> f64 {
-        self.flow().map_or(0.0, |f| f.receiver.bits_per_second)
-    }
-    fn loss_percent(&self) -> f64 {
-        self.flow().and_then(|f| f.receiver.udp_received.as_ref()).map_or(100.0, |u| u.loss_percent)
-    }
-    fn flow(&self) -> Option<&netchar_model::FlowSummary> {
-        self.result.summary.up.as_ref().or(self.result.summary.down.as_ref())
-    }
-}
-
-fn trial(plan: &TcpPlan, rate: u64, stop: &StopFlag) -> Result<Trial> {
+/// `plan` at the paced `rate`, as a trial runs it.
+fn trial_plan(plan: &TcpPlan, rate: u64) -> TcpPlan {
     let mut p = plan.clone();
     p.client.spec.interval_seconds = 0.0;
     p.client.busy_wait = p.client.busy_wait.max(std::time::Duration::from_secs(5));
     if let Some(u) = p.client.spec.udp.as_mut() {
         u.rate = UdpRate::BitsPerSecond(rate);
     }
+    p
+}
+
+/// One trial at the paced `rate`: its whole result.
+fn trial(plan: &TcpPlan, rate: u64, stop: &StopFlag) -> Result<TestResult> {
+    let p = trial_plan(plan, rate);
     let run = client::run(&p.client, stop, &mut |_| {});
     match (run.result, run.error) {
-        (Some(result), None) => Ok(Trial { rate, result }),
+        (Some(result), None) => Ok(result),
         (_, Some(ClientError::Interrupted)) => anyhow::bail!("interrupted"),
         (_, Some(e)) => Err(e.into()),
         (None, None) => anyhow::bail!("the trial produced no result"),
@@ -92,16 +79,21 @@ fn trial(plan: &TcpPlan, rate: u64, stop: &StopFlag) -> Result<Trial> {
 }
 
 /// `netchar udp --find-max-rate`: binary search between 0 and the rate an unlimited trial
-/// reaches (or -b), for the highest rate with loss ≤ `loss_percent`.
+/// reaches (or -b), for the highest rate with loss ≤ `loss_percent`. The trials go through
+/// the reporters: the trial table, or with `--json` one array of the trials' results.
 pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) -> Result<u8> {
     // Untimed: how many trials the search takes is what it finds out.
-    let progress = Progress::start(plan.output.json, true, None);
-    progress.set_current("probing the highest rate");
-    let mut out = std::io::stdout().lock();
-    let trial_secs = match plan.client.spec.end {
-        EndCondition::Seconds(s) => s,
-        EndCondition::Bytes(_) => anyhow::bail!("--find-max-rate: give the trial duration with -t, not -n"),
+    let mut progress = Progress::start(plan.output.json, true, None);
+    let mut reporters = if plan.output.json {
+        Reporters::of(Box::new(JobJsonReporter))
+    } else {
+        Reporters::of(Box::new(MaxRateTableReporter::new(loss_percent)))
     };
+    crate::report::keep_as_search();
+    if let EndCondition::Bytes(_) = plan.client.spec.end {
+        anyhow::bail!("--find-max-rate: give the trial duration with -t, not -n");
+    }
+    progress.set_current("probing the highest rate");
     let ceiling = match plan.client.spec.udp.as_ref().map(|u| u.rate) {
         Some(UdpRate::BitsPerSecond(b)) if plan.explicit_rate => b,
         _ => {
@@ -113,81 +105,52 @@ pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) 
             let r = run
                 .result
                 .ok_or_else(|| anyhow::anyhow!("the probing trial failed: {:?}", run.error.map(|e| e.to_string())))?;
-            let f = r
-                .summary
-                .up
-                .as_ref()
-                .or(r.summary.down.as_ref())
-                .ok_or_else(|| anyhow::anyhow!("no flow in the probe"))?;
-            progress.suspend(|| {
-                writeln!(out, "probe: as fast as possible, received {}", format_si(f.receiver.bits_per_second, "bit/s"))
-            })?;
-            f.receiver.bits_per_second.max(1e3) as u64
+            anyhow::ensure!(r.summary.up.is_some() || r.summary.down.is_some(), "no flow in the probe");
+            reporters.emit(&progress, |rep| rep.on_finish(&r))?;
+            max_rate::received_bps(&r).max(1e3) as u64
         }
     };
-    progress.suspend(|| {
-        writeln!(
-            out,
-            "searching 0 .. {} for the highest rate with loss <= {loss_percent}% ({trial_secs} s trials)",
-            format_si(ceiling as f64, "bit/s")
-        )?;
-        writeln!(out, "{:>6} {:>16} {:>16} {:>10}  verdict", "trial", "offered", "received", "loss %")
-    })?;
-    let (mut lo, mut hi) = (0u64, ceiling);
-    let mut best: Option<Trial> = None;
-    let mut rate = ceiling;
     let mut results = Vec::new();
+    let searched = search(plan, ceiling, loss_percent, stop, &mut reporters, &progress, &mut results);
+    progress.finish();
+    // The trials so far are reported also when one failed: the error follows them.
+    reporters.emit(&progress, |r| r.on_job_end(&results))?;
+    searched?;
+    let found = results.iter().any(|r| max_rate::verdict(r, loss_percent).passed());
+    Ok(if found { 0 } else { 1 })
+}
+
+/// The trials of the search, from `ceiling` down, each reported and kept in `results`.
+fn search(
+    plan: &TcpPlan,
+    ceiling: u64,
+    loss_percent: f64,
+    stop: &StopFlag,
+    reporters: &mut Reporters,
+    progress: &Progress,
+    results: &mut Vec<TestResult>,
+) -> Result<()> {
+    let (mut lo, mut hi) = (0u64, ceiling);
+    let mut rate = ceiling;
     for n in 1..=MAX_TRIALS {
         progress.set_current(format!("trial {n}: {}", format_si(rate as f64, "bit/s")));
+        reporters.emit(progress, |r| r.on_start(&crate::single_run::test_info(&trial_plan(plan, rate))))?;
         let t = trial(plan, rate, stop)?;
-        // A deep queue can swallow a short overload without loss (the datagrams drain after
-        // the trial): a rate passes only if the receiver also kept pace with it.
-        let kept_pace = t.received_bps() >= KEEP_PACE * rate as f64;
-        let pass = t.loss_percent() <= loss_percent && kept_pace;
-        progress.suspend(|| {
-            writeln!(
-                out,
-                "{n:>6} {:>16} {:>16} {:>10.4}  {}",
-                format_si(rate as f64, "bit/s"),
-                format_si(t.received_bps(), "bit/s"),
-                t.loss_percent(),
-                match (pass, kept_pace) {
-                    (true, _) => "pass",
-                    (false, true) => "fail: loss",
-                    (false, false) => "fail: the receiver fell behind (queueing)",
-                }
-            )
-        })?;
+        reporters.emit(progress, |r| r.on_finish(&t))?;
+        let pass = max_rate::verdict(&t, loss_percent).passed();
         if pass {
             lo = rate;
         } else {
             hi = rate;
         }
-        crate::report::keep(&t.result);
-        results.push(t.result.clone());
-        if pass {
-            best = Some(t);
-        }
+        crate::report::keep(&t);
+        results.push(t);
         if pass && rate == ceiling || hi.saturating_sub(lo) <= hi / 100 {
             break;
         }
         rate = lo + (hi - lo) / 2;
     }
-    drop(progress);
-    match &best {
-        Some(b) => writeln!(
-            out,
-            "highest rate with loss <= {loss_percent}%: {} offered, {} received ({} trials)",
-            format_si(b.rate as f64, "bit/s"),
-            format_si(b.received_bps(), "bit/s"),
-            results.len()
-        )?,
-        None => writeln!(out, "no rate tried met loss <= {loss_percent}% ({} trials)", results.len())?,
-    }
-    if plan.output.json {
-        out.write_all(netchar_report::json::many_to_json(&results).as_bytes())?;
-    }
-    Ok(if best.is_some() { 0 } else { 1 })
+    Ok(())
 }
 
 /// `netchar suite bwsweep`: every rate from `from` to `to` by `step`, up then down; per rate
@@ -213,9 +176,9 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
             progress.set_current(format!("{name}: {}", format_si(rate as f64, "bit/s")));
             reporters.emit(&progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
             let t = trial(&p, rate, stop)?;
-            reporters.emit(&progress, |r| r.on_finish(&t.result))?;
-            crate::report::keep(&t.result);
-            results.push(t.result);
+            reporters.emit(&progress, |r| r.on_finish(&t))?;
+            crate::report::keep(&t);
+            results.push(t);
             rate += step;
         }
     }
@@ -331,8 +294,8 @@ fn suite_reporters(json: bool, table: Box<dyn netchar_report::Reporter>) -> Repo
 }
 
 /// `netchar suite netio --proto netio HOST`: netchar as the client of a netio server, netio's
-/// sequence and its output lines; with --json, one result per block size (`test.protocol`
-/// "netio", the line in `test.title`).
+/// sequence and its output lines (NetioLinesReporter) under a progress line; with --json, one
+/// array of a result per block size (`test.protocol` "netio", the line in `test.title`).
 pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     use netchar_engine::peers::netio::{run_client, to_results, NetioClientConfig};
     use std::net::ToSocketAddrs;
@@ -366,36 +329,42 @@ pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<
         interval: secs("--netio-interval", &a.netio_interval)?,
         connect_timeout: std::time::Duration::from_secs(5),
     };
-    let mut out = std::io::stdout().lock();
-    if !a.json {
-        writeln!(
-            out,
-            "netchar {}: netio client of {server} ({}{})\n",
-            env!("CARGO_PKG_VERSION"),
-            if a.udp { "UDP" } else { "TCP" },
-            if a.tx_only { ", Tx only" } else { "" }
-        )?;
-        writeln!(out, "{} connection established.", if a.udp { "UDP" } else { "TCP" })?;
-        out.flush()?;
-    }
-    let json = a.json;
-    let (results, error) = run_client(&cfg, stop, &mut |r| {
-        if !json {
-            let note = r.note.as_ref().map(|n| format!("  ({n})")).unwrap_or_default();
-            let _ = writeln!(std::io::stdout().lock(), "{}{note}", r.line());
+    // Each size: Tx for --netio-interval, then (unless Tx only) Rx for as long as the server
+    // sends, netio's own interval.
+    let rx = if cfg.tx_only { std::time::Duration::ZERO } else { netchar_wire::netio::INTERVAL };
+    let expected = (cfg.interval + rx) * cfg.sizes.len() as u32;
+    let progress = Progress::start(a.json, true, Some(expected));
+    let mut reporters = suite_reporters(a.json, Box::<NetioLinesReporter>::default());
+    let info = netchar_engine::peers::netio::test_info(&cfg, cfg.sizes[0], !cfg.tx_only, None);
+    reporters.emit(&progress, |rep| rep.on_start(&info))?;
+    let now_running = |done: usize| {
+        if let Some(size) = cfg.sizes.get(done) {
+            progress.set_current(format!("{} of {}: {size} bytes", done + 1, cfg.sizes.len()));
         }
+    };
+    now_running(0);
+    let mut shown = 0;
+    let mut failed = None;
+    let (results, error) = run_client(&cfg, stop, &mut |r| {
+        // The size's line as it ends; its result is made again below with the run's error.
+        if let Some(live) = to_results(&cfg, std::slice::from_ref(r), None).first() {
+            if let Err(e) = reporters.emit(&progress, |rep| rep.on_finish(live)) {
+                failed.get_or_insert(e);
+            }
+        }
+        shown += 1;
+        now_running(shown);
     });
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
     let finished = to_results(&cfg, &results, error.as_deref());
     finished.iter().for_each(crate::report::keep);
-    if json {
-        out.write_all(netchar_report::json::many_to_json(&finished).as_bytes())?;
-    } else if error.is_none() {
-        writeln!(out, "Done.")?;
-    }
+    reporters.emit(&progress, |rep| rep.on_job_end(&finished))?;
     match error {
         None => Ok(0),
         Some(e) => {
-            eprintln!("netchar: error: {e}");
+            progress.suspend(|| eprintln!("netchar: error: {e}"));
             Ok(2)
         }
     }

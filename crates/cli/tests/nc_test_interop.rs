@@ -16,7 +16,14 @@ use std::time::Duration;
 
 /// A netchar server answering nc_test on ephemeral ports: (server, control port, data port).
 fn slave(bind: &str) -> (Server, u16, u16) {
-    let server = Server::start_on(bind, &["--nc-test", "--nc-test-port", "0", "--nc-test-data-port", "0"]);
+    slave_with(bind, &[])
+}
+
+/// As [`slave`], with more server flags (`--json`: the log in JSON lines).
+fn slave_with(bind: &str, extra: &[&str]) -> (Server, u16, u16) {
+    let mut args = vec!["--nc-test", "--nc-test-port", "0", "--nc-test-data-port", "0"];
+    args.extend_from_slice(extra);
+    let server = Server::start_on(bind, &args);
     let line = server.stderr.recv_timeout(Duration::from_secs(10)).expect("the nc_test start-up line");
     // "answering eCos nc_test masters on UDP [::]:PORT (data on port N), ..."
     let ctrl = line
@@ -165,9 +172,12 @@ fn set_load_and_idle_are_acked_with_figures() {
 fn no_slave_is_one_line_and_a_nonzero_exit() {
     // A port nobody answers on: the master says so after its 10 s reply wait.
     let free = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let run = master("127.0.0.1", free, 8770, &["echo", "--udp", "--pattern", "10x64"]);
+    let run = master("127.0.0.1", free, 8770, &["echo", "--udp", "--pattern", "10x64", "--json"]);
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("no nc_test slave answered"), "{}", run.stderr);
+    // --json: still one document, the test that could not run with the reason.
+    let r: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout));
+    assert!(r["error"].as_str().unwrap_or_default().contains("no nc_test slave answered"), "{}", r["error"]);
 }
 
 #[test]
@@ -183,5 +193,138 @@ fn flags_nc_test_cannot_honour_are_refused_before_any_traffic() {
         assert_ne!(run.code, 0, "{args:?}");
         assert!(run.stderr.contains("nc"), "{args:?}: {}", run.stderr);
         assert_eq!(run.stderr.trim().lines().count(), 1, "{args:?}: one line: {}", run.stderr);
+    }
+}
+
+/// One test of the suite's text output: the stock master's lines from its `Start` line on.
+struct TextTest {
+    /// "UDP echo", "TCP send", ...
+    name: String,
+    buflen: u64,
+    /// The slave's results record: (buffers it sent, buffers it received).
+    slave: (u64, u64),
+    /// netchar's figures line.
+    figures: String,
+}
+
+fn text_tests(stdout: &str) -> Vec<TextTest> {
+    let mut tests: Vec<TextTest> = Vec::new();
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("Start ") {
+            // "Start UDP echo [640,1024] - no delays"
+            let (name, counts) = rest.split_once(" [").unwrap();
+            let buflen = counts.split([',', ']']).nth(1).unwrap().parse().unwrap();
+            tests.push(TextTest { name: name.into(), buflen, slave: (u64::MAX, u64::MAX), figures: String::new() });
+        } else if let Some(rest) = line.strip_prefix("   slave sent ") {
+            let (sent, recvd) = rest.split_once(", recvd ").unwrap();
+            tests.last_mut().unwrap().slave = (sent.parse().unwrap(), recvd.parse().unwrap());
+        } else if line.starts_with("    netchar: ") {
+            tests.last_mut().unwrap().figures = line.to_string();
+        }
+    }
+    tests
+}
+
+/// The number after `word ` in `text`.
+fn number_after(text: &str, word: &str) -> u64 {
+    let rest = text.split(&format!("{word} ")).nth(1).unwrap_or_else(|| panic!("no {word:?} in {text}"));
+    rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
+/// `suite ecos --proto nc-test --quick --json` is one JSON document (an array, a result per
+/// test) whose counts are the slave's own: each result's slave-side figures equal what the
+/// slave logged for that test, and the text run of the same sequence shows the same tests with
+/// the same buffer counts. The text and JSON runs go side by side, each against its own slave.
+#[test]
+fn suite_json_is_one_document_with_the_figures_the_slave_logged_and_the_text_shows() {
+    let (text_slave, text_ctrl, text_data) = slave("127.0.0.1");
+    let (json_slave, json_ctrl, json_data) = slave_with("127.0.0.1", &["--json"]);
+    let suite = ["suite", "ecos", "--quick"];
+    let text_run = std::thread::spawn(move || {
+        let mut args = suite.to_vec();
+        args.extend(["127.0.0.1", "--proto", "nc-test"]);
+        let (c, d) = (text_ctrl.to_string(), text_data.to_string());
+        args.extend(["-p", &c, "--nc-test-data-port", &d]);
+        netchar(&args)
+    });
+    let (c, d) = (json_ctrl.to_string(), json_data.to_string());
+    // The plots and the HTML report of the same run, as for any suite.
+    let out = std::env::temp_dir().join(format!("netchar-nc-test-suite-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let (plots, report) = (out.join("plots"), out.join("report.html"));
+    let (plots_arg, report_arg) = (plots.display().to_string(), report.display().to_string());
+    let mut args = suite.to_vec();
+    args.extend(["127.0.0.1", "--proto", "nc-test", "-p", &c, "--nc-test-data-port", &d, "--json"]);
+    args.extend(["--plot", &plots_arg, "--report", &report_arg]);
+    let doc = json(&netchar(&args));
+    let text = text_run.join().unwrap();
+    assert_eq!(text.code, 0, "{}\n{}", text.stderr, text.stdout);
+    let html = std::fs::read_to_string(&report).expect("--report wrote the HTML report");
+    assert!(html.contains("nc-test"), "the report embeds the results");
+    let svgs = std::fs::read_dir(&plots).expect("--plot wrote its directory").count();
+    assert!(svgs > 0, "--plot wrote no plots");
+    let _ = std::fs::remove_dir_all(&out);
+
+    let results = doc.as_array().expect("one JSON array");
+    let tests = text_tests(&text.stdout);
+    // nc_test_master's sequence, short: TCP echo 64x10240, UDP and TCP echo at 2 slave loads
+    // and under 2 pause patterns.
+    assert_eq!(tests.len(), 9, "{}", text.stdout);
+    assert_eq!(results.len(), tests.len(), "a result per test the text shows");
+
+    // The JSON run's slave logged one JSON line per test, in order.
+    let mut logged: Vec<Value> = Vec::new();
+    while logged.len() < results.len() {
+        let lines = json_slave.log_lines(Duration::from_secs(10));
+        assert!(!lines.is_empty(), "the slave logged {} of {} tests", logged.len(), results.len());
+        logged.extend(lines.iter().filter_map(|l| serde_json::from_str::<Value>(l).ok()));
+    }
+    let text_logged: Vec<String> = {
+        let mut v = Vec::new();
+        while v.len() < tests.len() {
+            let lines = text_slave.log_lines(Duration::from_secs(10));
+            assert!(!lines.is_empty(), "the text run's slave logged {} of {} tests", v.len(), tests.len());
+            v.extend(lines.into_iter().filter(|l| l.starts_with("nc-test test")));
+        }
+        v
+    };
+
+    for (i, ((r, log), t)) in results.iter().zip(&logged).zip(&tests).enumerate() {
+        let what = format!("test {} ({})", i + 1, t.name);
+        assert_eq!(r["test"]["protocol"], "nc-test", "{what}");
+        assert!(r["error"].is_null(), "{what}: {}", r["error"]);
+        assert_eq!(log["event"], "test", "{what}: {log}");
+        assert_eq!(log["kind"], r["test"]["kind"], "{what}");
+        let td = t.buflen + 16;
+        assert_eq!(u(&r["test"]["block_bytes"]), if t.name.ends_with("echo") { t.buflen } else { td }, "{what}");
+        let slave_logged = u(&log["flows"][0]["bytes"]);
+        let text_slave_logged =
+            number_after(&text_logged[i], if t.name.ends_with("send") { "sent" } else { "received" });
+        let stream = |flow: &str, by: &str| -> u64 {
+            let s = r["streams"].as_array().unwrap().iter().find(|s| s["flow"] == flow && s["measured_by"] == by);
+            u(&s.unwrap_or_else(|| panic!("{what}: no {flow} record by the {by}: {r}"))["bytes"])
+        };
+        if t.name.ends_with("echo") {
+            // The master's counts: it sent every buffer, the slave echoed each one.
+            let rr = &r["summary"]["rr"];
+            assert_eq!(u(&rr["lost"]), 0, "{what}: {rr}");
+            assert_eq!(stream("up", "client"), slave_logged, "{what}: sent = what the slave received");
+            assert_eq!(u(&rr["transactions"]) * td, slave_logged, "{what}: every buffer came back");
+            // The text run: the same buffers, the slave's record and netchar's counts.
+            assert_eq!(t.slave.0 * td, text_slave_logged, "{what}: {}", t.figures);
+            assert_eq!(t.slave, (u(&rr["transactions"]), u(&rr["transactions"])), "{what}");
+            assert_eq!(number_after(&t.figures, ", received"), u(&rr["transactions"]), "{what}: {}", t.figures);
+        } else if t.name.ends_with("send") {
+            // The slave sends: its results record is the server's record in the JSON.
+            assert_eq!(stream("down", "server"), slave_logged, "{what}");
+            assert_eq!(stream("down", "client"), slave_logged, "{what}: nothing lost on loopback");
+            assert_eq!(t.slave.0 * td, text_slave_logged, "{what}");
+            assert_eq!(t.slave.0 * td, slave_logged, "{what}: the same buffers in both runs");
+        } else {
+            assert_eq!(stream("up", "server"), slave_logged, "{what}");
+            assert_eq!(stream("up", "client"), slave_logged, "{what}: nothing lost on loopback");
+            assert_eq!(t.slave.1 * td, text_slave_logged, "{what}");
+            assert_eq!(t.slave.1 * td, slave_logged, "{what}: the same buffers in both runs");
+        }
     }
 }

@@ -169,6 +169,33 @@ impl Bed {
         assert_eq!(u(&far["bytes"]), BUDGET, "the responder's own count: {far}");
     }
 
+    /// TCP receivers counted in lwIP's receive callback (the port's TCP sink) side by side:
+    /// two up streams, then one up beside one down (--bidir); every flow exact to its budget.
+    fn tcp_streams(&self) {
+        const BUDGET: u64 = 6_000_000;
+        let budget = BUDGET.to_string();
+        for (extra, flows) in
+            [(vec!["-n", &budget, "-P", "2"], &["up"][..]), (vec!["-n", &budget, "--bidir"], &["up", "down"][..])]
+        {
+            let res = self.run("tcp", &extra);
+            for flow in flows {
+                let s = &res["summary"][flow];
+                let (tx, rx) = (u(&s["sender"]["total_bytes"]), u(&s["receiver"]["total_bytes"]));
+                eprintln!("netns_lwip tcp {extra:?} {flow}: sent {tx}, received {rx}");
+                assert_eq!(s["bytes_match"], true, "{extra:?} {flow}: {s}");
+                assert_eq!((tx, rx), (BUDGET, BUDGET), "{extra:?} {flow}: {s}");
+            }
+            let far: u64 = res["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["measured_by"] == "server" && r["flow"] == "up")
+                .map(|r| u(&r["bytes"]))
+                .sum();
+            assert_eq!(far, BUDGET, "{extra:?}: the responder's own count of the up streams: {}", res["streams"]);
+        }
+    }
+
     /// Paced UDP through the drop rule: lost == the rule's counter, sent == received + lost.
     fn udp(&self, reverse: bool) {
         let port: u16 = self.port.parse().unwrap();
@@ -245,6 +272,7 @@ fn lwip_responder_over_tap_tcp_udp_rr_echo_against_ground_truth() {
     let mut bed = Bed { link, lwip, server, port };
     bed.tcp(false);
     bed.tcp(true);
+    bed.tcp_streams();
     bed.udp(false);
     bed.udp(true);
     bed.rr_and_echo();

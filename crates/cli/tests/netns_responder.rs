@@ -27,8 +27,14 @@ const DATA_PREFIX: &str = "0x4e430100";
 const TABLE: &str = "ncresp";
 const CHAIN: &str = "in";
 
-/// `make -C responder asan`; None (after saying why) without make or gcc.
+/// `make -C responder asan`, once for this file's tests (two makes at once race on the same
+/// output file); None (after saying why) without make or gcc.
 fn responder_binary() -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_responder).clone()
+}
+
+fn build_responder() -> Option<PathBuf> {
     for tool in ["make", "gcc"] {
         if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
             eprintln!("SKIP: `{tool}` is not installed; the C responder tests need make and gcc");

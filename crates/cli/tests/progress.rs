@@ -88,3 +88,55 @@ fn json_on_a_terminal_has_no_progress_line() {
     assert!(!shown.contains('\x1b'), "{shown:?}");
     assert!(shown.trim_start().starts_with('['), "{shown:?}");
 }
+
+/// `suite netio --proto netio` against netchar's netio server on a terminal: the progress line
+/// names the size running and the time left, netio's lines print on clean lines above it.
+#[test]
+fn the_netio_client_suite_shows_the_size_running() {
+    let s = Server::start(&["--netio", "--netio-port", "0"]);
+    // "netio: TCP test on PORT, UDP test on PORT+1 (...)", before or after the banner.
+    let announce = "netio: TCP test on ";
+    let line = s
+        .startup
+        .iter()
+        .find(|l| l.starts_with(announce))
+        .cloned()
+        .unwrap_or_else(|| s.stderr.recv_timeout(std::time::Duration::from_secs(10)).expect("the netio line"));
+    let port: u16 = line
+        .strip_prefix(announce)
+        .and_then(|r| r.split(',').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no netio port in {line:?}"));
+    let args = ["suite", "netio", "127.0.0.1", "--proto", "netio", "-p", &port.to_string(), "-b", "1k"]
+        .into_iter()
+        .chain(["--netio-interval", "1"])
+        .map(String::from)
+        .collect::<Vec<_>>();
+    let Some(shown) = on_a_terminal(&args, false) else { return };
+    assert!(shown.contains("remaining"), "{shown:?}");
+    assert!(shown.contains("| 1 of 1: 1024 bytes"), "the line names the size: {shown:?}");
+    for printed in ["Packet size  1k bytes: ", "Done."] {
+        assert!(shown.contains(&format!("{ERASE_LINE}{printed}")), "{printed:?} not on a clean line: {shown:?}");
+    }
+    assert!(shown.ends_with(ERASE_LINE), "the progress line is left: {shown:?}");
+}
+
+#[test]
+fn quick_mode_and_find_max_rate_show_the_test_now_running() {
+    let Some(shown) = on_a_terminal(&["-t".into(), "0.3".into()], false) else { return };
+    assert!(shown.contains(&format!("{ERASE_LINE}{CYAN}elapsed")), "no progress line: {shown:?}");
+    assert!(shown.contains("remaining") && shown.contains("| udp rr"), "{shown:?}");
+    // The tables print on a clean line once the last test ends, the line erased for good.
+    assert!(shown.contains(&format!("{ERASE_LINE}test       flow")), "{shown:?}");
+    assert!(shown.ends_with("real tests)\r\n"), "{shown:?}");
+
+    let s = Server::start(&[]);
+    let args = ["udp", "127.0.0.1", "-p", &s.port.to_string(), "--find-max-rate", "-b", "50M", "-t", "0.3"];
+    let Some(shown) = on_a_terminal(&args.map(String::from), false) else { return };
+    assert!(shown.contains("| trial 1: 50.0 Mbit/s"), "{shown:?}");
+    assert!(shown.contains(&format!("{ERASE_LINE}searching 0 .. 50.0 Mbit/s")), "{shown:?}");
+    assert!(
+        shown.ends_with(" trials)\r\n") || shown.ends_with(" trial)\r\n"),
+        "the line is gone before the rate found: {shown:?}"
+    );
+}

@@ -125,3 +125,80 @@ fn svg_writes_one_plot_per_result_into_the_directory() {
     assert!(svg.contains("up sum") && svg.contains("throughput (Gbit/s)"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The quick characterization's tests, in the order it runs them (their `test.title`).
+const QUICK_TESTS: [&str; 7] = ["tcp up", "tcp down", "tcp bidir", "udp 1G", "udp max", "tcp rr", "udp rr"];
+
+#[test]
+fn quick_mode_prints_its_tables_or_one_json_array_and_plots_every_test() {
+    // Text, as README's first command shows it: a row per test and flow, the latency table,
+    // the loopback note.
+    let out = Command::cargo_bin("netchar").unwrap().args(["-t", "0.3"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("test       flow           sender        receiver"), "{text}");
+    for name in QUICK_TESTS {
+        assert!(text.lines().any(|l| l.starts_with(name)), "no row for {name}: {text}");
+    }
+    assert!(text.contains("\nlatency "), "{text}");
+    assert!(text.trim_end().ends_with("see `netchar tcp --help` for real tests)"), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().join("plots");
+    let html = dir.path().join("quick.html");
+    let out = Command::cargo_bin("netchar")
+        .unwrap()
+        .args(["-t", "0.4", "--json", "--plot"])
+        .arg(&plots)
+        .arg("--report")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let results = v.as_array().expect("an array of the results");
+    let titles: Vec<&str> = results.iter().map(|r| r["test"]["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, QUICK_TESTS);
+    for r in &results[..3] {
+        // TCP on loopback: what was sent arrived, byte for byte, each flow of the test.
+        for flow in ["up", "down"].iter().filter(|f| r["summary"][**f].is_object()) {
+            let s = &r["summary"][*flow];
+            assert_eq!(s["sender"]["bytes"], s["receiver"]["bytes"], "{}: {s}", r["test"]["title"]);
+            assert!(s["receiver"]["bytes"].as_u64().unwrap() > 0);
+        }
+    }
+    assert!(results[2]["summary"]["up"].is_object() && results[2]["summary"]["down"].is_object());
+    let udp = &results[3]["summary"]["up"];
+    assert_eq!(
+        udp["sender"]["packets"].as_u64().unwrap(),
+        udp["receiver"]["packets"].as_u64().unwrap() + udp["receiver"]["lost"].as_u64().unwrap(),
+        "sent = received + lost: {udp}"
+    );
+    for r in &results[5..] {
+        assert!(r["summary"]["rr"]["transactions"].as_u64().unwrap() > 0, "{}", r["summary"]);
+    }
+
+    // --plot: each result's chart, each a well-formed SVG with the result's own series.
+    let svg_texts = |name: &str| -> Vec<String> {
+        let svg = std::fs::read_to_string(plots.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{name}: {e}"));
+        doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(|t| t.trim().into()).collect()
+    };
+    for (n, flows) in [(1, &["up"][..]), (2, &["down"]), (3, &["up", "down"]), (4, &["up"]), (5, &["up"])] {
+        let t = svg_texts(&format!("00{n}-quick_{n}.svg"));
+        assert!(t.iter().any(|x| x == "time (s)"), "{n}: {t:?}");
+        for flow in flows {
+            // Streams are numbered across the test: bidir's down stream is stream 2.
+            assert!(t.iter().any(|x| x.starts_with(&format!("{flow} stream "))), "{n}: no {flow} stream in {t:?}");
+        }
+    }
+    for n in [6, 7] {
+        let t = svg_texts(&format!("00{n}-quick_{n}-latency.svg"));
+        assert!(t.iter().any(|x| x == "p99"), "{n}: {t:?}");
+        svg_texts(&format!("00{n}-quick_{n}-latency-cdf.svg"));
+    }
+    // Its tests differ in more than their block size: no block-size curve of them.
+    assert!(!plots.join("blocks-quick.svg").exists());
+    let report = std::fs::read_to_string(&html).unwrap();
+    assert!(report.contains("tcp bidir") && report.contains("<svg"), "the HTML report names the tests and draws them");
+}

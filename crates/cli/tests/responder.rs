@@ -314,7 +314,7 @@ fn options_it_cannot_honour_are_refused_by_name_before_any_traffic() {
         (&["tcp", "-P", "9"][..], "-P 9"),
         (&["udp", "--pattern", "10x100"][..], "--pattern"),
         (&["crr"][..], "crr"),
-        (&["tcp", "--server-load", "50"][..], "--server-load"),
+        (&["tcp", "--server-load", "50", "--server-load-threads", "2"][..], "--server-load-threads"),
         (&["tcp", "-O", "0.5"][..], "-O"),
     ] {
         let mut args = vec![extra[0], "127.0.0.1", "-p", &port, "-t", "1"];
@@ -328,6 +328,38 @@ fn options_it_cannot_honour_are_refused_by_name_before_any_traffic() {
     // And a test right after runs.
     let res = r.run("tcp", &["-t", "1"]);
     check_tcp(&res, "up", 1);
+}
+
+/// (idle, all) ticks of every CPU from /proc/stat, idle counting iowait as the responder does.
+fn proc_stat_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let v: Vec<u64> = stat.lines().next().unwrap().split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+    // user nice system idle iowait irq softirq steal (guest time is inside user and nice)
+    (v[3] + v[4], v.iter().take(8).sum())
+}
+
+/// The POSIX platform's hooks behind the native protocol: `--server-load` runs a load thread
+/// inside the responder, so the share it achieved is part of the responder's own CPU time;
+/// `--idle` counts the kernel's idle ticks, which this test reads too, over a window that
+/// contains the responder's.
+#[test]
+fn server_load_and_idle_figures_come_from_the_platform_hooks() {
+    let Some(mut r) = Responder::start() else { return };
+    let before = proc_stat_ticks();
+    let res = r.run("udp", &["-t", "2", "-b", "1M", "--server-load", "40", "--idle"]);
+    let after = proc_stat_ticks();
+    let remote = &res["cpu"]["remote"];
+    let f = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("not a number: {v} in {remote}"));
+    let load = f(&remote["background_load_pct"]);
+    assert!(load > 0.0 && load <= 40.5, "achieved load {load}% for 40%: {remote}");
+    assert!(f(&remote["total_pct"]) >= load * 0.98, "the load thread's time is the responder's: {remote}");
+    let idle = f(&remote["idle_pct"]);
+    let outer = 100.0 * (after.0 - before.0) as f64 / (after.1 - before.1).max(1) as f64;
+    assert!((0.0..=100.0).contains(&idle), "{remote}");
+    assert!((idle - outer).abs() <= 25.0, "responder idle {idle:.1}% vs /proc/stat {outer:.1}% over the run");
+    // The load stops with the test: a second test without it reports none.
+    let res = r.run("tcp", &["-t", "1"]);
+    assert!(res["cpu"]["remote"].get("background_load_pct").is_none(), "{}", res["cpu"]["remote"]);
 }
 
 /// A control connection that has had its server hello.
@@ -480,17 +512,41 @@ fn nc_test_slave_role_answers_the_ecos_suite_and_each_test_kind() {
     let ctrl = r.role_port("nc-test slave on UDP port", "UDP port ");
     let data = r.role_port("nc-test slave on UDP port", "data on port ");
     let nc = ["--proto", "nc-test", "-p", &ctrl, "--nc-test-data-port", &data];
-    // nc_test_master's sequence: TCP echo 64 x 10240; the POSIX platform has no load or idle
-    // hooks, so SET_LOAD and START_IDLE are refused and those sections skipped.
-    let mut args = vec!["suite", "ecos", "127.0.0.1"];
+    // nc_test_master's sequence, short form: TCP echo 64 x 10240, then the slave-load section
+    // (SET_LOAD through the POSIX load thread) and the master-load section (START/STOP_IDLE
+    // through the kernel's idle ticks).
+    let mut args = vec!["suite", "ecos", "127.0.0.1", "--quick"];
     args.extend_from_slice(&nc);
     let run = netchar(&args);
     r.assert_alive();
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
     assert!(run.stdout.contains("TCP echo - 128 bufs of 10240 bytes in "), "{}", run.stdout);
     assert!(run.stdout.contains("   slave sent 64, recvd 64"), "{}", run.stdout);
-    assert!(run.stdout.contains("the slave refused SET_LOAD"), "{}", run.stdout);
-    assert!(run.stdout.contains("the slave refused START_IDLE"), "{}", run.stdout);
+    assert!(run.stdout.contains(">>>>>>>>>>>> slave processing load at 50%"), "{}", run.stdout);
+    assert!(run.stdout.contains("Testing IDLE for 1 seconds"), "{}", run.stdout);
+    assert_eq!(run.stdout.matches("   slave sent 256, recvd 256").count(), 8, "{}", run.stdout);
+    // Each IDLE line: the slave's 10 ms ticks (at least 1) and its idle count (microseconds
+    // of idle time of every CPU: at most 10,000 per CPU per tick, plus a tick per CPU for
+    // where the kernel's 10 ms ticks fell).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let idle: Vec<(u64, u64)> = run
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("IDLE - ticks: "))
+        .map(|l| {
+            // "IDLE - ticks: 26, count: 170000, 54% idle" (no share on the calibration line)
+            let (t, c) = l.split_once(", count: ").unwrap();
+            (t.parse().unwrap(), c.split(',').next().unwrap().parse().unwrap())
+        })
+        .collect();
+    assert_eq!(idle.len(), 5, "the calibration and four tests: {}", run.stdout);
+    assert!((95..=300).contains(&idle[0].0), "the 1 s calibration in 10 ms ticks: {idle:?}");
+    for &(ticks, count) in &idle {
+        assert!(
+            ticks >= 1 && count <= (ticks + 1) * 10_000 * cpus,
+            "idle count {count} in {ticks} ticks on {cpus} CPUs"
+        );
+    }
     // The slave's own count: 64 buffers of 10240 + 16 each way.
     let n = r.log_numbers("nc-test TCP echo");
     assert_eq!(n[..4], [64, 64, 64 * 10256, 64 * 10256], "{n:?}");
@@ -504,7 +560,9 @@ fn nc_test_slave_role_answers_the_ecos_suite_and_each_test_kind() {
     assert_eq!(u(&rr["transactions"]), 300, "{rr}");
     assert_eq!(u(&rr["lost"]), 0, "{rr}");
     assert_eq!(u(&res["streams"][0]["bytes"]), 300 * 1040);
-    assert_eq!(r.log_numbers("nc-test UDP echo")[..4], [300, 300, 300 * 1040, 300 * 1040]);
+    // (the suite's four UDP echo tests came first)
+    let line = r.log_lines("nc-test UDP echo", 5).remove(4);
+    assert_eq!(counts(&line)[..4], [300, 300, 300 * 1040, 300 * 1040], "{line}");
     // One way each: the slave's results record and its log say what the master sent or got.
     for (kind, rev, needle) in [
         ("tcp", false, "nc-test TCP recv"),

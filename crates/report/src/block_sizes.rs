@@ -1,7 +1,8 @@
 //! The block-size tables of the suites, as the tools they stand for printed them: netio's
 //! (`netchar suite netio`: per block size the receiving end's rate, TCP and UDP, each way, in
 //! MB/s of 2^20 bytes) and stackthru's (`netchar suite sizes`: per protocol and block size,
-//! real and system time, MB/s, Mbit/s and frames/s, client sending).
+//! real and system time, MB/s, Mbit/s and frames/s, client sending), and netio's own client
+//! lines when netchar is the client of a netio server (`--proto netio`).
 
 use netchar_model::{TestInfo, TestResult};
 use std::fmt::Write;
@@ -118,6 +119,66 @@ impl crate::Reporter for SizesTableReporter {
         let mut out = self.header();
         for s in results {
             out.push_str(&Self::row(&s.result));
+        }
+        out
+    }
+}
+
+/// netchar as the client of a netio server (`netchar suite netio --proto netio`): netio's own
+/// lines, a header, then per block size as it ends `Packet size  1k bytes:  52.23 MByte/s Tx,
+/// 55.97 MByte/s Rx.` (the result's title) with a note in brackets, and `Done.` after a run
+/// that ended well.
+#[derive(Debug, Default)]
+pub struct NetioLinesReporter {
+    header_done: bool,
+    /// The error (netio's note) each size's line showed, to tell a run that failed afterwards.
+    shown: Vec<Option<String>>,
+}
+
+impl NetioLinesReporter {
+    fn header(&mut self, info: &TestInfo) -> String {
+        if std::mem::replace(&mut self.header_done, true) {
+            return String::new();
+        }
+        let proto = info.spec.kind.name().to_uppercase();
+        let tx_only = if info.spec.direction == netchar_model::Direction::Up { ", Tx only" } else { "" };
+        format!(
+            "netchar {}: netio client of {} ({proto}{tx_only})\n\n{proto} connection established.\n",
+            env!("CARGO_PKG_VERSION"),
+            info.remote
+        )
+    }
+
+    fn line(&mut self, r: &TestResult) -> String {
+        self.shown.push(r.error.clone());
+        let note = r.error.as_ref().map(|n| format!("  ({n})")).unwrap_or_default();
+        format!("{}{note}\n", r.test.title.as_deref().unwrap_or_default())
+    }
+}
+
+impl crate::Reporter for NetioLinesReporter {
+    fn on_start(&mut self, info: &TestInfo) -> String {
+        self.header(info)
+    }
+    fn on_finish(&mut self, result: &TestResult) -> String {
+        self.line(result)
+    }
+    /// `Done.`, unless the run failed: then the final results carry its error where their
+    /// lines showed none (or no size ran at all).
+    fn on_job_end(&mut self, results: &[TestResult]) -> String {
+        let ended_well = !results.is_empty()
+            && results.len() == self.shown.len()
+            && results.iter().zip(&self.shown).all(|(r, shown)| r.error == *shown);
+        if ended_well {
+            "Done.\n".into()
+        } else {
+            String::new()
+        }
+    }
+    fn on_results(&mut self, results: &[crate::Saved]) -> String {
+        let mut out = results.first().map(|s| self.header(&s.result.test)).unwrap_or_default();
+        for s in results {
+            out.push_str(&self.line(&s.result));
         }
         out
     }

@@ -42,6 +42,13 @@ impl EcosLinesReporter {
 }
 
 impl crate::Reporter for EcosLinesReporter {
+    /// The master's own lines (the suite's section headings), as they come.
+    fn on_master_output(&mut self, output: crate::nc_test_lines::MasterOutput<'_>) -> String {
+        match output {
+            crate::nc_test_lines::MasterOutput::Line(l) => format!("{l}\n"),
+            crate::nc_test_lines::MasterOutput::Figures(_) => String::new(),
+        }
+    }
     fn on_finish(&mut self, result: &TestResult) -> String {
         self.lines(result)
     }

@@ -182,6 +182,12 @@ fn raw_json(results: &[Saved]) -> String {
 
 /// The whole HTML document of `results`.
 pub fn document(results: &[Saved], format: RateFormat) -> String {
+    document_with_charts(results, format, &plots::charts(results))
+}
+
+/// [`document`] drawing `charts` (a search's, [`plots::search_charts`]) instead of the ones
+/// [`plots::charts`] makes.
+pub fn document_with_charts(results: &[Saved], format: RateFormat, charts: &[crate::chart::Chart]) -> String {
     let mut out = String::new();
     let title = match results {
         [one] => format!("netchar report: {}", one.label),
@@ -202,11 +208,10 @@ pub fn document(results: &[Saved], format: RateFormat) -> String {
         let _ = writeln!(out, "<p class=\"error\">{}: error: {}</p>", escape(source), escape(e));
     }
     latency_table(&mut out, results);
-    let charts = plots::charts(results);
     if !charts.is_empty() {
         out.push_str("<h2>Plots</h2>\n");
     }
-    for c in &charts {
+    for c in charts {
         let _ = write!(out, "<figure class=\"plot\" id=\"plot-{}\">", escape(&c.stem));
         match chart::to_svg(c) {
             Ok(svg) => out.push_str(&svg),

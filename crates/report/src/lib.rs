@@ -4,7 +4,9 @@
 //!
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
 //! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`] (and a mesh's [`heatmap`]), and
-//! the suites' classic tables and lines ([`sweep`], [`block_sizes`], [`ecos_lines`]).
+//! the suites' classic tables and lines ([`sweep`], [`max_rate`], [`block_sizes`], [`ecos_lines`],
+//! [`nc_test_lines`]), the quick characterization's [`quick`], and the server's log lines
+//! ([`server_log`]).
 //! [`plots`] decides which charts results make, [`chart`] draws one. A running test calls
 //! `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests then
 //! `on_job_end`; `netchar report` hands saved results to `on_results`.
@@ -24,8 +26,12 @@ pub mod heatmap;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod max_rate;
+pub mod nc_test_lines;
 pub mod plots;
+pub mod quick;
 mod rows;
+pub mod server_log;
 pub mod svg;
 pub mod sweep;
 pub mod text;
@@ -73,11 +79,22 @@ pub trait Reporter {
     fn on_interval(&mut self, _interval: &netchar_model::IntervalRecord) -> String {
         String::new()
     }
+    /// What an eCos nc_test master prints as it runs (`--proto nc-test`; the section headings
+    /// of `suite ecos`). Nothing, unless the format shows the master's lines
+    /// ([`nc_test_lines`], [`ecos_lines`]).
+    fn on_master_output(&mut self, _output: nc_test_lines::MasterOutput<'_>) -> String {
+        String::new()
+    }
     /// Once, with the whole result (also a partial one after an error).
     fn on_finish(&mut self, result: &netchar_model::TestResult) -> String;
     /// A test that ended without any result (it never started), with its error: what stands
     /// in for the result. Nothing, unless the format must stay a valid document (JSON).
     fn on_no_result(&mut self, _error: Option<&str>) -> String {
+        String::new()
+    }
+    /// A heading between the tests of a job (a plan's test, a `--repeat` run), before the
+    /// test starts. Nothing, unless the format shows headings (the text one does).
+    fn on_section(&mut self, _title: &str) -> String {
         String::new()
     }
     /// Once after the last test of a job of several (`--repeat`, suites, plans), with the

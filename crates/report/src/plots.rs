@@ -195,7 +195,26 @@ pub fn sweep_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
         format!("sweep-{}", slug(name)),
         format!("{name}: UDP rate sweep, received rate and loss against offered rate"),
         &[(name.to_string(), set.to_vec())],
+        2,
     )
+}
+
+/// Every chart of a `--find-max-rate` search's trials; when they make no sweep chart (the
+/// first trial passed, or every trial ran at one rate) its received rate and loss at that
+/// one offered rate anyway, so a search never leaves its plot directory empty.
+pub fn search_charts(results: &[Saved]) -> Vec<Chart> {
+    let mut out = charts(results);
+    if !out.iter().any(|c| c.stem.starts_with("sweep")) {
+        for (name, set) in sets(results) {
+            out.extend(sweeps_chart(
+                format!("sweep-{}", slug(&name)),
+                format!("{name}: UDP rate search, received rate and loss at the offered rate"),
+                &[(name.clone(), set)],
+                1,
+            ));
+        }
+    }
+    out
 }
 
 /// The sweeps of several sets in one chart (before and after a change, as the i.MX6 study
@@ -208,19 +227,19 @@ pub fn sweeps_compared_chart(results: &[Saved]) -> Option<Chart> {
         return None;
     }
     let names: Vec<&str> = sweeps.iter().map(|(n, _)| n.as_str()).collect();
-    sweeps_chart("sweeps-compared".into(), format!("UDP rate sweeps compared: {}", names.join(", ")), &sweeps)
+    sweeps_chart("sweeps-compared".into(), format!("UDP rate sweeps compared: {}", names.join(", ")), &sweeps, 2)
 }
 
-/// One sweep chart over `sets`: per set and direction with two or more offered rates, the
-/// received rate (left axis) and loss % (right axis), and the knee marked.
-fn sweeps_chart(stem: String, title: String, sets: &[(String, Vec<&Saved>)]) -> Option<Chart> {
+/// One sweep chart over `sets`: per set and direction with `min_rates` or more offered rates,
+/// the received rate (left axis) and loss % (right axis), and the knee marked.
+fn sweeps_chart(stem: String, title: String, sets: &[(String, Vec<&Saved>)], min_rates: usize) -> Option<Chart> {
     let mut lines: Vec<(String, Vec<SweepPoint>)> = Vec::new();
     for (name, set) in sets {
         for flow in [Flow::Up, Flow::Down] {
             let p = sweep_points(set, flow);
             let mut rates: Vec<u64> = p.iter().map(|x| x.0 as u64).collect();
             rates.dedup();
-            if rates.len() >= 2 {
+            if rates.len() >= min_rates.max(1) {
                 let label = if sets.len() > 1 { format!("{} {}", slug(name), flow.name()) } else { flow.name().into() };
                 lines.push((label, p));
             }
@@ -276,7 +295,8 @@ fn sweeps_chart(stem: String, title: String, sets: &[(String, Vec<&Saved>)]) -> 
     })
 }
 
-/// The block-size chart of a set, when it holds results at two or more block sizes.
+/// The block-size chart of a set, when one protocol and direction has results at two or more
+/// block sizes.
 pub fn block_size_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
     // Request/response tests' block is their request: not a block-size point.
     let mut sizes: Vec<u64> = set
@@ -304,6 +324,16 @@ pub fn block_size_chart(name: &str, set: &[&Saved]) -> Option<Chart> {
                     .push((r.test.spec.block_bytes as f64, f.receiver.bits_per_second));
             }
         }
+    }
+    // A line at one block size is no curve: the set mixes tests (the quick characterization's
+    // TCP at 128 KiB and UDP at 1472 bytes), not sizes of one test.
+    if lines.values().all(|p| {
+        let mut sizes: Vec<u64> = p.iter().map(|x| x.0 as u64).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes.len() < 2
+    }) {
+        return None;
     }
     let mut series: Vec<Series> = lines
         .into_iter()

@@ -161,6 +161,10 @@ fn describe_options(s: &TestSpec, line: &mut String) {
 }
 
 impl crate::Reporter for TextReporter {
+    fn on_section(&mut self, title: &str) -> String {
+        format!("=== {title}\n")
+    }
+
     fn on_start(&mut self, info: &TestInfo) -> String {
         // A reporter lives for a job of several tests: each has its own interval header.
         self.header_done = false;

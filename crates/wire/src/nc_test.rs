@@ -1149,11 +1149,37 @@ fn test(kind: Kind, nbufs: u32, buflen: u32) -> Op {
 impl MasterSuite {
     /// A stock master's sequence.
     pub fn new(sequence: Sequence) -> Self {
+        Self::build(sequence, false)
+    }
+
+    /// The same sections in a short form (`suite ecos --quick`): loads of 0 and 50% where the
+    /// stock master steps 0–50% by 10, 256 buffers where it sends 2048, a 1 s idle calibration
+    /// instead of 10 s, and the first two of its five pause patterns (the last three pause for
+    /// 10–20 s each). Each TCP test still waits the master's 3 s before it connects.
+    pub fn quick(sequence: Sequence) -> Self {
+        Self::build(sequence, true)
+    }
+
+    fn build(sequence: Sequence, quick: bool) -> Self {
+        type Plan = (&'static [u32], u32, Duration, &'static [(u32, u32)]);
+        let (loads, load_bufs, idle_time, pauses): Plan = if quick {
+            (&[0, 50], 256, Duration::from_secs(1), &[(0, 0), (1, 10)])
+        } else {
+            (&[0, 10, 20, 30, 40, 50], 2048, IDLE_TEST_TIME, &[(0, 0), (1, 10), (5, 10), (10, 10), (1, 1)])
+        };
         let (tcp, udp, slave_loads, master_loads, disconnect) = match sequence {
             Sequence::Nc => (true, true, true, true, true),
             Sequence::Nc6 { tcp, udp, slave_loads, master_loads } => (tcp, udp, slave_loads, master_loads, false),
         };
-        let mut ops = vec![Op::Print("================== No load, master at 100% ========================".into())];
+        let mut ops = Vec::new();
+        if quick {
+            ops.push(Op::Print(format!(
+                "{NOTE_PREFIX}--quick: loads {loads:?}%, {load_bufs} buffers per load test, a {} s idle calibration, {} pause patterns",
+                idle_time.as_secs(),
+                pauses.len()
+            )));
+        }
+        ops.push(Op::Print("================== No load, master at 100% ========================".into()));
         if matches!(sequence, Sequence::Nc6 { .. }) {
             if udp {
                 ops.extend([Kind::UdpEcho, Kind::UdpSend, Kind::UdpRecv].map(|k| test(k, 640, 1024)));
@@ -1168,14 +1194,14 @@ impl MasterSuite {
         if slave_loads {
             let mut then =
                 vec![Op::Print("\n====================== Various slave compute loads ===================".into())];
-            for load in (0..60).step_by(10) {
+            for &load in loads {
                 then.push(Op::Print(format!(">>>>>>>>>>>> slave processing load at {load}%")));
                 then.push(Op::Control { kind: Kind::SetLoad, nbufs: load });
                 if udp {
-                    then.push(test(Kind::UdpEcho, 2048, 1024));
+                    then.push(test(Kind::UdpEcho, load_bufs, 1024));
                 }
                 if tcp {
-                    then.push(test(Kind::TcpEcho, 2048, 1024));
+                    then.push(test(Kind::TcpEcho, load_bufs, 1024));
                 }
             }
             ops.push(Op::Gate {
@@ -1187,16 +1213,16 @@ impl MasterSuite {
         if master_loads {
             let mut then = vec![
                 Op::Print("\n====================== Various master loads ===================".into()),
-                Op::Print(format!("Testing IDLE for {} seconds", IDLE_TEST_TIME.as_secs())),
-                Op::Sleep(IDLE_TEST_TIME),
+                Op::Print(format!("Testing IDLE for {} seconds", idle_time.as_secs())),
+                Op::Sleep(idle_time),
                 Op::StopIdle { calibrate: true },
             ];
-            for (ticks, threshold) in [(0, 0), (1, 10), (5, 10), (10, 10), (1, 1)] {
+            for &(ticks, threshold) in pauses {
                 let pause = Pause { ticks, threshold };
                 for (kind, on) in [(Kind::UdpEcho, udp), (Kind::TcpEcho, tcp)] {
                     if on {
                         then.push(Op::Control { kind: Kind::StartIdle, nbufs: 0 });
-                        then.push(Op::Test { kind, nbufs: 2048, buflen: 1024, pause });
+                        then.push(Op::Test { kind, nbufs: load_bufs, buflen: 1024, pause });
                         then.push(Op::StopIdle { calibrate: false });
                     }
                 }

@@ -942,8 +942,13 @@ impl Collector {
                 return Joined { records, latency, connect_latency, wakeups };
             }
             if let Some(t) = next_tick.filter(|&t| now >= t) {
-                self.close_interval(&mut tracks, last_tick_at, t, None);
-                last_tick_at = t;
+                // The counters are read now, which is after the tick when this thread woke
+                // late (a busy machine): the interval ends when they were read, as iperf3's
+                // do, or the bytes of the delay would count at the nominal interval's rate.
+                // The next tick stays on the nominal schedule.
+                let at = self.elapsed();
+                self.close_interval(&mut tracks, last_tick_at, at, t, None);
+                last_tick_at = at;
                 tick += 1;
             }
         }
@@ -959,7 +964,9 @@ impl Collector {
 
     /// Records one interval [start, end] for every stream still running at `start` and sends
     /// it live. With `final_ends`, each stream's interval ends at its own last byte instead.
-    fn close_interval(&self, tracks: &mut [Track], start: f64, end: f64, final_ends: Option<&[f64]>) {
+    /// `nominal_end` is the tick the interval closes for (`end` is when it was read): whether
+    /// the interval lies inside the `--omit` warm-up is judged on the schedule.
+    fn close_interval(&self, tracks: &mut [Track], start: f64, end: f64, nominal_end: f64, final_ends: Option<&[f64]>) {
         let mut live = IntervalRecord { start, end, omitted: false, streams: Vec::new(), sum: Vec::new() };
         for (i, t) in tracks.iter_mut().enumerate() {
             if self.udp {
@@ -991,7 +998,7 @@ impl Collector {
                 end: stream_end,
                 bytes,
                 bits_per_second: bits_per_second(bytes, stream_end - start),
-                omitted: stream_end <= self.spec.omit_seconds + 1e-9 && self.spec.omit_seconds > 0.0,
+                omitted: nominal_end.min(stream_end) <= self.spec.omit_seconds + 1e-9 && self.spec.omit_seconds > 0.0,
                 retransmits,
                 cwnd_bytes: info.map(|x| x.cwnd_bytes),
                 rtt_us: info.map(|x| x.rtt_us),
@@ -1047,7 +1054,7 @@ impl Collector {
         let ends: Vec<f64> = self.shared.iter().map(|s| s.end_ns.load(Ordering::Acquire) as f64 * 1e-9).collect();
         let latest = ends.iter().copied().fold(last_tick_at, f64::max);
         if interval > 0.0 {
-            self.close_interval(tracks, last_tick_at, latest, Some(&ends));
+            self.close_interval(tracks, last_tick_at, latest, latest, Some(&ends));
         }
         for (i, t) in tracks.iter_mut().enumerate() {
             t.record.bytes = self.shared[i].bytes.load(Ordering::Acquire);

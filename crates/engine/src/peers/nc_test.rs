@@ -56,6 +56,8 @@ const LOAD_IDLE_OFF: Duration = Duration::from_secs(120);
 pub enum MasterPlan {
     /// A stock master's whole sequence.
     Suite(wire::Sequence),
+    /// The same sections shortened (`suite ecos --quick`, [`MasterSuite::quick`]).
+    QuickSuite(wire::Sequence),
     /// One test.
     Single {
         /// The test.
@@ -207,6 +209,7 @@ pub fn run_master(
     };
     let mut suite = match &cfg.plan {
         MasterPlan::Suite(seq) => MasterSuite::new(*seq),
+        MasterPlan::QuickSuite(seq) => MasterSuite::quick(*seq),
         MasterPlan::Single { kind, nbufs, buflen, pause } => MasterSuite::single(*kind, *nbufs, *buflen, *pause),
     };
     let mut buf = vec![0u8; 70_000];
@@ -726,7 +729,8 @@ impl SlaveState {
         if let Some((meter, (count0, t0))) = &self.idle {
             let (count0, t0) = (*count0, *t0);
             let (count1, _) = meter.mark();
-            let ticks = (t0.elapsed().as_millis() / wire::TICK.as_millis()) as u32;
+            // At least one tick: a stock master divides by it (SIGFPE on a test under 10 ms).
+            let ticks = ((t0.elapsed().as_millis() / wire::TICK.as_millis()) as u32).max(1);
             let count = count1.saturating_sub(count0);
             reply.elapsed_ticks = ticks;
             reply.count_hi = (count >> 32) as u32;

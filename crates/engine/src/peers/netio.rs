@@ -254,6 +254,32 @@ fn drive(
     outcome
 }
 
+/// One size's test as netchar's result model describes it: `test.protocol` "netio", both ways
+/// (`both_ways`) or Tx only, netio's line as the title once it ran.
+pub fn test_info(
+    cfg: &NetioClientConfig,
+    size: u32,
+    both_ways: bool,
+    title: Option<String>,
+) -> netchar_model::TestInfo {
+    let mut spec = if cfg.udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
+    spec.direction = if both_ways { Direction::Bidir } else { Direction::Up };
+    spec.block_bytes = u64::from(size);
+    spec.end = EndCondition::Seconds(cfg.interval.as_secs_f64());
+    spec.interval_seconds = 0.0;
+    netchar_model::TestInfo {
+        spec,
+        remote: cfg.server.to_string(),
+        family: if cfg.server.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
+        title,
+        client_cpu: None,
+        concurrent_tests: 1,
+        protocol: "netio".into(),
+        // netio says nothing about itself.
+        peer_software: None,
+    }
+}
+
 /// netio's results as netchar's result model: one [`netchar_model::TestResult`] per size,
 /// `test.protocol` "netio"; this end's legs measured by the client, the UDP counts the server
 /// reported (RES) as the server's records.
@@ -262,15 +288,10 @@ pub fn to_results(
     results: &[SizeResult],
     error: Option<&str>,
 ) -> Vec<netchar_model::TestResult> {
-    use netchar_model::{CpuReport, ResultHeader, TestInfo, TestResult};
+    use netchar_model::{CpuReport, ResultHeader, TestResult};
     results
         .iter()
         .map(|r| {
-            let mut spec = if cfg.udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
-            spec.direction = if r.rx.is_some() { Direction::Bidir } else { Direction::Up };
-            spec.block_bytes = u64::from(r.size);
-            spec.end = EndCondition::Seconds(cfg.interval.as_secs_f64());
-            spec.interval_seconds = 0.0;
             let secs = |t: u64| t as f64 / 1024.0;
             let mut streams = Vec::new();
             if let Some(tx) = r.tx {
@@ -315,17 +336,7 @@ pub fn to_results(
                 }
             }
             let header = ResultHeader {
-                test: TestInfo {
-                    spec,
-                    remote: cfg.server.to_string(),
-                    family: if cfg.server.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
-                    title: Some(r.line()),
-                    client_cpu: None,
-                    concurrent_tests: 1,
-                    protocol: "netio".into(),
-                    // netio says nothing about itself.
-                    peer_software: None,
-                },
+                test: test_info(cfg, r.size, r.rx.is_some(), Some(r.line())),
                 started_at: crate::measure::now_rfc3339(),
                 host: crate::measure::host_info(),
                 remote_host: None,
