@@ -5,11 +5,9 @@
 
 use netchar_model::units::RateFormat;
 use netchar_report::{parse_saved, Format, Saved};
-use std::path::{Path, PathBuf};
-
-fn dir(sub: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(sub)
-}
+mod support;
+use std::path::PathBuf;
+use support::{check, dir};
 
 /// Every fixture, as `netchar report` reads them: files in name order, then the --save
 /// directory's files; labels are paths relative to tests/fixtures.
@@ -32,24 +30,6 @@ fn fixtures() -> Vec<Saved> {
         }
     }
     all
-}
-
-fn check(name: &str, got: &str) {
-    let path = dir("expected").join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
-    if got != want {
-        for (i, (g, w)) in got.lines().zip(want.lines()).enumerate() {
-            if g != w {
-                panic!("{name} differs at line {}:\n got: {g}\nwant: {w}", i + 1);
-            }
-        }
-        panic!("{name} differs in length: {} lines, expected {}", got.lines().count(), want.lines().count());
-    }
 }
 
 fn render(format: Format, intervals: bool) -> String {

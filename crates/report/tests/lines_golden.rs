@@ -10,27 +10,8 @@ use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesRepo
 use netchar_report::server_log::{self, LogEntry, TestEntry};
 use netchar_report::Reporter;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-
-fn dir(sub: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(sub)
-}
-
-fn check(name: &str, got: &str) {
-    let path = dir("expected").join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
-    if got != want {
-        for (i, (g, w)) in got.lines().zip(want.lines()).enumerate() {
-            assert_eq!(g, w, "{name} differs at line {}", i + 1);
-        }
-        panic!("{name} differs in length: {} lines, expected {}", got.lines().count(), want.lines().count());
-    }
-}
+mod support;
+use support::{check, dir};
 
 fn addr(s: &str) -> SocketAddr {
     s.parse().unwrap()
