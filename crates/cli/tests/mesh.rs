@@ -6,6 +6,8 @@
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/mesh.rs"]
+mod mesh_checks;
 
 use common::*;
 use serde_json::Value as Json;
@@ -179,32 +181,14 @@ fn four_nodes_measure_every_ordered_pair_once_and_never_two_tests_on_a_node() {
         .map(|l| (l["source"].as_str().unwrap().into(), l["destination"].as_str().unwrap().into()))
         .collect();
     assert_eq!(pairs.len(), 12, "every ordered pair exactly once");
-    let mut per_round: HashMap<u64, Vec<&str>> = HashMap::new();
     for l in &lines {
         assert!(l["result"]["error"].is_null(), "{l}");
-        let r = l["round"].as_u64().unwrap();
-        per_round.entry(r).or_default().extend([l["source"].as_str().unwrap(), l["destination"].as_str().unwrap()]);
         let received = l["result"]["summary"]["up"]["receiver"]["bytes"].as_u64().unwrap();
         assert_eq!(received, l["result"]["summary"]["up"]["sender"]["bytes"].as_u64().unwrap());
     }
-    assert_eq!(per_round.len(), 6, "2(N-1) rounds");
-    // As the tests ran: the tests a node took part in (either end) never overlapped in time.
-    for name in names {
-        let mut spans: Vec<(f64, f64)> = lines
-            .iter()
-            .filter(|l| l["source"] == name || l["destination"] == name)
-            .map(|l| (l["started_unix"].as_f64().unwrap(), l["ended_unix"].as_f64().unwrap()))
-            .collect();
-        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-        assert_eq!(spans.len(), 6, "{name}: 3 tests as source, 3 as destination");
-        for w in spans.windows(2) {
-            assert!(w[0].1 <= w[1].0, "{name} was in two tests at once: {spans:?}");
-        }
-    }
-    for (round, busy) in &per_round {
-        let unique: HashSet<&&str> = busy.iter().collect();
-        assert_eq!(unique.len(), busy.len(), "a node in two tests in round {round}: {busy:?}");
-    }
+    // 3 tests as source and 3 as destination per node, never two at once.
+    let rounds = mesh_checks::assert_no_node_in_two_tests_at_once(&lines, &names, 6);
+    assert_eq!(rounds, 6, "2(N-1) rounds");
     // From the servers' own logs: each ran exactly 3 tests, none refused.
     for s in &servers {
         let mut tests = 0;

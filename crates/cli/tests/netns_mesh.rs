@@ -9,6 +9,8 @@
 //! Needs root and `ip`; otherwise it prints "skipping netns test: <reason>" and passes, unless
 //! NETCHAR_REQUIRE_NETNS=1, in which case it fails.
 
+#[path = "support/mesh.rs"]
+mod mesh_checks;
 #[path = "support/netns.rs"]
 mod netns;
 
@@ -16,7 +18,7 @@ use netns::*;
 use serde::Deserialize;
 use serde_json::Value as Json;
 use serde_yaml::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -107,30 +109,12 @@ fn four_namespaces_on_a_bridge_measure_every_ordered_pair_once_from_the_rendered
     let pairs: HashSet<(&str, &str)> =
         lines.iter().map(|l| (l["source"].as_str().unwrap(), l["destination"].as_str().unwrap())).collect();
     assert_eq!(pairs.len(), 12, "every ordered pair exactly once:\n{all_text}");
-    let mut per_round: HashMap<u64, Vec<&str>> = HashMap::new();
     for l in &lines {
         assert!(l["error"].is_null() && l["result"]["error"].is_null(), "{l}");
-        let round = l["round"].as_u64().unwrap();
-        assert!(round < 6, "{l}");
-        per_round.entry(round).or_default().extend([l["source"].as_str().unwrap(), l["destination"].as_str().unwrap()]);
+        assert!(l["round"].as_u64().unwrap() < 6, "{l}");
     }
-    for (round, busy) in &per_round {
-        let unique: HashSet<&&str> = busy.iter().collect();
-        assert_eq!(unique.len(), busy.len(), "a node in two tests in round {round}: {busy:?}");
-    }
-    // As the tests ran: the tests a node took part in (either end) never overlapped in time.
-    for name in names {
-        let mut spans: Vec<(f64, f64)> = lines
-            .iter()
-            .filter(|l| l["source"] == name || l["destination"] == name)
-            .map(|l| (l["started_unix"].as_f64().unwrap(), l["ended_unix"].as_f64().unwrap()))
-            .collect();
-        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-        assert_eq!(spans.len(), 6, "{name}: 3 tests as source, 3 as destination");
-        for w in spans.windows(2) {
-            assert!(w[0].1 <= w[1].0, "{name} was in two tests at once: {spans:?}");
-        }
-    }
+    // 3 tests as source and 3 as destination per node, never two at once.
+    mesh_checks::assert_no_node_in_two_tests_at_once(&lines, &names, 6);
 
     // The servers' own logs: each saw one test from every other node's address on the bridge,
     // never refused one, never had another running beside it, and counted exactly the bytes

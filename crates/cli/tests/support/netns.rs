@@ -254,6 +254,22 @@ impl Drop for Netns {
     }
 }
 
+/// Before a new set of namespaces: checks this machine can make them, deletes those a killed
+/// run left behind, and returns a name prefix unique to this process and call, and a byte in
+/// 1..=250 that varies with it (for the set's private subnet).
+fn new_topology() -> Result<(String, u8), String> {
+    preflight()?;
+    reap_stale();
+    let pid = std::process::id();
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    Ok((format!("{NS_PREFIX}{pid}-{seq}"), ((pid.wrapping_add(seq)) % 250 + 1) as u8))
+}
+
+/// [`Netns::create`], its error in words for [`skip_or_fail`].
+fn new_netns(name: &str) -> Result<Netns, String> {
+    Netns::create(name).map_err(|e| format!("cannot create a network namespace: {e}"))
+}
+
 /// Two namespaces `a` and `b` joined by a veth pair: `a` has `DEV_A` with `a_ip`/24, `b` has
 /// `DEV_B` with `b_ip`/24. Dropping it deletes both namespaces.
 #[derive(Debug)]
@@ -267,19 +283,14 @@ pub struct Link {
 impl Link {
     /// Builds the pair. Errors carry a human-readable reason suitable for [`skip_or_fail`].
     pub fn create() -> Result<Self, String> {
-        preflight()?;
-        reap_stale();
-        let pid = std::process::id();
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let base = format!("{NS_PREFIX}{pid}-{seq}");
+        let (base, x) = new_topology()?;
         // The subnet is only visible inside the two namespaces; varying it per link merely
         // keeps captures/logs of concurrent runs distinguishable.
-        let x = ((pid.wrapping_add(seq)) % 250 + 1) as u8;
         let a_ip = Ipv4Addr::new(10, 201, x, 1);
         let b_ip = Ipv4Addr::new(10, 201, x, 2);
 
-        let a = Netns::create(&format!("{base}-a")).map_err(|e| format!("cannot create a network namespace: {e}"))?;
-        let b = Netns::create(&format!("{base}-b")).map_err(|e| format!("cannot create a network namespace: {e}"))?;
+        let a = new_netns(&format!("{base}-a"))?;
+        let b = new_netns(&format!("{base}-b"))?;
         // Create the pair inside namespace a with the peer placed straight into namespace b,
         // so no interface ever appears in the host's namespace.
         a.ip(&["link", "add", DEV_A, "type", "veth", "peer", "name", DEV_B, "netns", b.name()])
@@ -352,24 +363,17 @@ impl Bridged {
     /// Builds the segment. Errors carry a human-readable reason suitable for [`skip_or_fail`].
     pub fn create(n: usize) -> Result<Self, String> {
         assert!((2..=200).contains(&n), "a bridged segment of {n} nodes");
-        preflight()?;
-        reap_stale();
-        let pid = std::process::id();
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let base = format!("{NS_PREFIX}{pid}-{seq}");
+        let (base, x) = new_topology()?;
         // 10.202.x.0/24 exists only inside the node namespaces; x varies per segment only to
         // keep captures of concurrent runs apart (the 10.201 of [`Link`] stays distinct).
-        let x = ((pid.wrapping_add(seq)) % 250 + 1) as u8;
-        let hub =
-            Netns::create(&format!("{base}-hub")).map_err(|e| format!("cannot create a network namespace: {e}"))?;
+        let hub = new_netns(&format!("{base}-hub"))?;
         hub.ip(&["link", "add", BRIDGE_DEV, "type", "bridge"])
             .map_err(|e| format!("cannot create a bridge (CONFIG_BRIDGE): {e}"))?;
         hub.ip(&["link", "set", BRIDGE_DEV, "up"])?;
         let mut nodes = Vec::with_capacity(n);
         let mut ips = Vec::with_capacity(n);
         for i in 0..n {
-            let node = Netns::create(&format!("{base}-n{i}"))
-                .map_err(|e| format!("cannot create a network namespace: {e}"))?;
+            let node = new_netns(&format!("{base}-n{i}"))?;
             let port = format!("ncport{i}");
             // Created in the hub with the peer placed straight into the node: no interface ever
             // appears in the host's namespace.
