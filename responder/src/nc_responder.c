@@ -611,7 +611,8 @@ static void send_results(uint64_t now)
 #if NC_HAVE_IDLE_COUNTER
     if (S.spec.measure_idle) {
         /* Idle counts over what an unloaded machine counts in the test's time, in %. */
-        uint64_t whole = nc_plat_idle_per_second() * wall_us / 1000000u, idle = pct(nc_plat_idle_count() - S.idle0, whole ? whole : 1);
+        uint64_t whole = nc_plat_idle_per_second() * wall_us / 1000000u;
+        uint64_t idle = pct(nc_plat_idle_count() - S.idle0, whole ? whole : 1);
         nc_out_raw(&o, ",\"idle_pct\":");
         nc_out_fixed(&o, idle > 100000000u ? 100000000u : idle, 6);
     }
