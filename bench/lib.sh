@@ -80,7 +80,7 @@ iperf_version() {
 }
 
 # build_netchar: build first so the benchmark measures the current tree, then copy the binary
-# away (NC=$WORK/netchar): other engineers may rebuild target/release/netchar during the run.
+# away (NC=$WORK/netchar): a build may replace target/release/netchar during the run.
 # Exits 1 when the build fails or there is no binary.  Sets NC, TARGET_DIR and NC_REV (the
 # commit the binary was built from, for the report header).  With NETCHAR=PATH it builds
 # nothing and copies that binary instead (exit 2 if there is none).
