@@ -308,6 +308,10 @@ pub(crate) struct TcpArgs {
     /// copying it out; byte counts stay exact.
     #[arg(long)]
     pub(crate) skip_rx_copy: bool,
+    /// TCP receivers are woken for every arriving segment, as iperf3's are, instead of once
+    /// per batch of about 0.5 ms of data (SO_RCVLOWAT); for comparing the two.
+    #[arg(long)]
+    pub(crate) rx_wake_per_segment: bool,
     /// Cap each stream's send rate, bits per second (e.g. 100M).
     #[arg(short = 'b', long = "bitrate", allow_negative_numbers = true)]
     pub(crate) bitrate: Option<String>,

@@ -173,6 +173,7 @@ impl TcpPlan {
         spec.tcp.congestion = a.congestion.clone();
         spec.tcp.zerocopy = a.zerocopy;
         spec.tcp.skip_rx_copy = a.skip_rx_copy;
+        spec.tcp.wake_per_segment = a.rx_wake_per_segment;
         spec.tcp.rate_bps_per_stream = match &a.bitrate {
             Some(b) => Some(parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))?).filter(|&r| r > 0),
             None => None,

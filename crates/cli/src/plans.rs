@@ -115,6 +115,7 @@ const KEYS: &[(&str, &str)] = &[
     ("congestion", "-C"),
     ("zerocopy", "--zerocopy"),
     ("skip_rx_copy", "--skip-rx-copy"),
+    ("rx_wake_per_segment", "--rx-wake-per-segment"),
     ("affinity", "-A"),
     ("interval", "-i"),
     ("omit", "-O"),

@@ -420,21 +420,29 @@ fn zerocopy_lists_the_methods_it_measured_and_keeps_the_fastest() {
 }
 
 /// `--skip-rx-copy`: the receiver discards the payload in the kernel, still counts every byte,
-/// and its record names the method; without the flag the receiver says it read.
+/// and its record names the method; without the flag the receiver says it read. At loopback
+/// rates the receiver batches its wake-ups (SO_RCVLOWAT) up to one read, which its record
+/// gives, and `--rx-wake-per-segment` turns that off; the counts are exact either way.
 #[test]
 fn skip_rx_copy_counts_every_byte_and_names_the_method() {
     let s = Server::start(&[]);
-    for (args, dir, method) in [
-        (&["-n", "200M", "-i", "0", "--skip-rx-copy"][..], "up", "msg_trunc"),
-        (&["-n", "200M", "-i", "0", "--skip-rx-copy", "-R"][..], "down", "msg_trunc"),
-        (&["-n", "20M", "-i", "0"][..], "up", "read"),
+    // (args, flow, receive method, largest low-water mark allowed; 0: none set)
+    for (args, dir, method, mark) in [
+        (&["-n", "200M", "-i", "0", "--skip-rx-copy"][..], "up", "msg_trunc", 512 * 1024),
+        (&["-n", "200M", "-i", "0", "--skip-rx-copy", "-R"][..], "down", "msg_trunc", 512 * 1024),
+        (&["-n", "200M", "-i", "0"][..], "up", "read", 128 * 1024),
+        (&["-n", "200M", "-i", "0", "-R", "--rx-wake-per-segment"][..], "down", "read", 0),
     ] {
         let r = tcp_json(&s, "127.0.0.1", args);
         let (tx, rx) = check_flow(&r, dir, 1);
         assert_eq!(tx, rx, "{args:?}");
-        assert_eq!(rx, if method == "read" { 20_000_000 } else { 200_000_000 }, "{args:?}");
+        assert_eq!(rx, 200_000_000, "{args:?}");
         let receiver = r["streams"].as_array().unwrap().iter().find(|x| x["role"] == "receiver").unwrap();
         assert_eq!(receiver["receive_method"], method, "{args:?}: {receiver}");
         assert_eq!(r["test"]["tcp"]["skip_rx_copy"].as_bool().unwrap_or(false), method == "msg_trunc", "{args:?}");
+        match receiver["receive_low_water"].as_u64() {
+            None => assert_eq!(mark, 0, "{args:?}: no batching at loopback rates: {receiver}"),
+            Some(m) => assert!(mark > 0 && (16 * 1024..=mark).contains(&m), "{args:?}: mark {m}: {receiver}"),
+        }
     }
 }

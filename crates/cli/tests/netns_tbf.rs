@@ -72,6 +72,10 @@ struct Measured {
     bytes_match: bool,
     receiver_seconds: f64,
     retransmits: Option<u64>,
+    /// The receiver's rate in every interval after the warm-up.
+    receiver_intervals_bps: Vec<f64>,
+    /// The receiver's largest SO_RCVLOWAT (wake-up batching), if it batched.
+    receive_low_water: Option<u64>,
 }
 
 fn get<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
@@ -80,6 +84,11 @@ fn get<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
 
 /// Runs one `netchar tcp` test (client in namespace b, fresh one-off server in namespace a).
 fn measure(link: &Link, port: u16, reverse: bool) -> Measured {
+    measure_with(link, port, reverse, &[])
+}
+
+/// [`measure`] with more client arguments.
+fn measure_with(link: &Link, port: u16, reverse: bool, extra: &[&str]) -> Measured {
     let bin = env!("CARGO_BIN_EXE_netchar");
     let port_s = port.to_string();
     let dir = if reverse { "down" } else { "up" };
@@ -94,6 +103,7 @@ fn measure(link: &Link, port: u16, reverse: bool) -> Measured {
     if reverse {
         client_cmd.arg("-R");
     }
+    client_cmd.args(extra);
     let shown = format!("{client_cmd:?}");
     let run = netns::run_with_timeout(client_cmd, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
     let context = || netns::failure_context(&shown, &run, &server, link);
@@ -126,6 +136,21 @@ fn measure(link: &Link, port: u16, reverse: bool) -> Measured {
             .unwrap_or_else(|| panic!("({dir}) .summary.{dir}.bytes_match missing or not a bool\n{}", context())),
         receiver_seconds: num(&["receiver", "seconds"]),
         retransmits: flow["sender"]["retransmits"].as_u64(),
+        receiver_intervals_bps: doc["intervals"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|iv| iv["omitted"] == false)
+            .flat_map(|iv| iv["sum"].as_array().into_iter().flatten())
+            .filter(|sum| sum["flow"] == dir && sum["role"] == "receiver")
+            .filter_map(|sum| sum["bits_per_second"].as_f64())
+            .collect(),
+        receive_low_water: doc["streams"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|st| st["role"] == "receiver")
+            .and_then(|st| st["receive_low_water"].as_u64()),
     };
 
     // The one-off server exits after its test; the guard kills it otherwise.
@@ -210,4 +235,62 @@ fn tcp_goodput_matches_tbf_ground_truth() {
         bad.join(", "),
         link.qdisc_stats()
     );
+}
+
+/// 1 Gbit/s, the same shape as [`TBF`] scaled: 1.3 MB of tokens is the same 10.5 ms of slack.
+const TBF_1G: &[&str] = &["tbf", "rate", "1gbit", "burst", "1300kb", "latency", "50ms"];
+
+/// A receiver that batches its wake-ups (SO_RCVLOWAT, about 0.5 ms of data) still counts at the
+/// link's rate in every interval, not only over the test: through a 1 Gbit/s tbf the mark is
+/// ~57 KiB, and a reader that waited for its batch longer than that (a stuck mark, a read that
+/// sat out its 100 ms timeout) would move whole milliseconds of bytes between intervals.
+#[test]
+fn a_batching_receiver_counts_at_the_link_rate_in_every_interval() {
+    let link = match Link::create() {
+        Ok(l) => l,
+        Err(reason) => {
+            netns::skip_or_fail(&reason);
+            return;
+        }
+    };
+    let pin = (|| -> Result<(), String> {
+        link.a.ip(&["link", "set", DEV_A, "mtu", "1500"])?;
+        link.b.ip(&["link", "set", DEV_B, "mtu", "1500"])?;
+        link.a.sysctl("net.ipv4.tcp_timestamps", "1")?;
+        link.b.sysctl("net.ipv4.tcp_timestamps", "1")?;
+        Ok(())
+    })();
+    if let Err(e) = pin {
+        netns::skip_or_fail(&format!("cannot configure the namespaces: {e}"));
+        return;
+    }
+    if let Err(e) = link.set_root_qdisc_both(TBF_1G) {
+        netns::skip_or_fail(&format!("cannot install the tbf qdisc: {e}"));
+        return;
+    }
+    let expected = 1000e6 * MSS / FRAME;
+    let m = measure_with(&link, 5303, false, &["-i", "0.5"]);
+    eprintln!(
+        "netns_tbf 1 Gbit/s: receiver {:.3} Mbit/s ({:+.3}% vs {:.3}), low-water mark {:?}, intervals {:?}",
+        m.receiver_bps / 1e6,
+        (m.receiver_bps / expected - 1.0) * 100.0,
+        expected / 1e6,
+        m.receive_low_water,
+        m.receiver_intervals_bps.iter().map(|b| (b / 1e5).round() / 10.0).collect::<Vec<_>>(),
+    );
+    assert_eq!(m.sender_total, m.receiver_total, "sender and receiver totals differ: {m:?}");
+    let mark = m.receive_low_water.unwrap_or_else(|| panic!("the receiver did not batch its wake-ups: {m:?}"));
+    assert!((16 * 1024..=128 * 1024).contains(&mark), "mark {mark} for ~120 MB/s (0.5 ms is ~60 kB): {m:?}");
+    // As above, a sender kept off the CPU is the truth where it fell short of the link.
+    let truth = expected.min(m.sender_bps);
+    assert!(
+        (truth * (1.0 - TOLERANCE)..=truth * (1.0 + TOLERANCE)).contains(&m.receiver_bps),
+        "receiver {:.3} Mbit/s, truth {:.3}: {m:?}\nqdiscs:\n{}",
+        m.receiver_bps / 1e6,
+        truth / 1e6,
+        link.qdisc_stats()
+    );
+    assert!(m.receiver_intervals_bps.len() >= 7, "8 half-second intervals after the warm-up: {m:?}");
+    let off: Vec<f64> = m.receiver_intervals_bps.iter().copied().filter(|b| (b / truth - 1.0).abs() > 0.03).collect();
+    assert!(off.is_empty(), "intervals off the link's {:.3} Mbit/s by more than 3%: {off:?} ({m:?})", truth / 1e6);
 }

@@ -292,6 +292,11 @@ pub struct StreamRecord {
     /// `msg_trunc` (`--skip-rx-copy`: discarded in the kernel, bytes still counted).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub receive_method: Option<String>,
+    /// TCP receivers: the largest `SO_RCVLOWAT` the reader set to be woken once per batch of
+    /// this many bytes instead of per segment (about 0.5 ms of data at the rate read, at most
+    /// one read); absent when it was woken per segment (slow streams, `--rx-wake-per-segment`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub receive_low_water: Option<u64>,
     /// Interval samples in time order.
     pub intervals: Vec<StreamInterval>,
 }
@@ -318,6 +323,7 @@ impl StreamRecord {
             cpu: None,
             zerocopy: None,
             receive_method: None,
+            receive_low_water: None,
             intervals: Vec::new(),
         }
     }
@@ -925,6 +931,7 @@ mod tests {
             cpu: None,
             zerocopy: None,
             receive_method: None,
+            receive_low_water: None,
             intervals: vec![StreamInterval {
                 start: 0.0,
                 end: 1.0,

@@ -258,6 +258,11 @@ pub struct TcpOptions {
     /// it read the spec as before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_rx_copy: bool,
+    /// TCP receivers are woken for every segment that arrives, as iperf3's are
+    /// (`--rx-wake-per-segment`), instead of once per batch of about 0.5 ms of data
+    /// (`SO_RCVLOWAT`). Left out of the JSON when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wake_per_segment: bool,
     /// Cap of each stream's send rate in bits per second (`-b`); None = as fast as possible.
     pub rate_bps_per_stream: Option<u64>,
 }

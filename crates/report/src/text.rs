@@ -158,6 +158,9 @@ fn describe_options(s: &TestSpec, line: &mut String) {
     if o.skip_rx_copy {
         line.push_str(", receive without copy (MSG_TRUNC)");
     }
+    if o.wake_per_segment {
+        line.push_str(", receiver woken per segment");
+    }
 }
 
 impl crate::Reporter for TextReporter {

@@ -91,6 +91,27 @@ pub fn recv_discard(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// Sets `SO_RCVLOWAT`: a blocking read waits for `bytes` (or the end of the stream, or its
+/// timeout), and the kernel wakes the reader only once that much has arrived.
+pub fn set_receive_low_water(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
+    let value = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: a plain setsockopt with a pointer to a live int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// The `TCP_INFO` fields netchar reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TcpInfo {

@@ -12,6 +12,7 @@
 
 mod rr;
 mod udp;
+mod wake_batching;
 
 use netchar_wire::datagram::NativeFormat;
 use netchar_wire::iperf3::Iperf3Datagrams;
@@ -196,6 +197,8 @@ struct StreamShared {
     udp_final: Mutex<Option<WorkerFinal>>,
     /// TCP receiver: how the payload left the socket (`read` or `msg_trunc`).
     receive_method: Mutex<Option<&'static str>>,
+    /// The largest SO_RCVLOWAT the TCP reader set (0: none).
+    receive_low_water: AtomicU64,
 }
 
 /// The final figures of a worker that keeps its own intervals (UDP, rr).
@@ -235,6 +238,7 @@ impl StreamShared {
             fresh_intervals: Mutex::new(Vec::new()),
             udp_final: Mutex::new(None),
             receive_method: Mutex::new(None),
+            receive_low_water: AtomicU64::new(0),
         }
     }
 
@@ -724,19 +728,31 @@ impl Worker {
 
     fn receive(&self, socket: &TcpStream) -> io::Result<()> {
         socket.set_read_timeout(Some(POLL))?;
-        let mut buf = vec![0u8; self.cfg.spec.block_bytes as usize];
+        let tcp = &self.cfg.spec.tcp;
+        let block = self.cfg.spec.block_bytes as usize;
+        // --skip-rx-copy: MSG_TRUNC discards the payload in the kernel; where a kernel refuses
+        // the flag on its first use, reads copy as usual and the record says so. A discard
+        // touches no memory, so it asks for up to 1 MiB at once (the buffer is never written:
+        // its pages stay unmapped); a copy reads one block, whose buffer stays in cache.
+        let mut discard = tcp.skip_rx_copy;
+        let mut buf = vec![0u8; if discard { block.max(DISCARD_READ) } else { block }];
+        // Wake-up batching (wake_batching.rs): at most one read's length (half a discard's, so
+        // one read takes all a wake-up found), a quarter of a fixed -w window.
+        let mut cap = if discard { buf.len() / 2 } else { buf.len() };
+        if let Some(w) = tcp.window_bytes {
+            cap = cap.min(w as usize / 4);
+        }
+        let mut batching = (!tcp.wake_per_segment).then(|| wake_batching::WakeBatching::new(cap, Instant::now()));
         let mut received: u64 = 0;
         let mut last = self.started + Duration::from_nanos(self.shared.start_ns.load(Ordering::Acquire));
         let mut reader = socket;
-        // --skip-rx-copy: MSG_TRUNC discards the payload in the kernel; where a kernel refuses
-        // the flag on its first use, reads copy as usual and the record says so.
-        let mut discard = self.cfg.spec.tcp.skip_rx_copy;
         let mut discarded_once = false;
         let outcome = loop {
             let got = if discard {
                 match netchar_sys::tcp::recv_discard(socket.as_fd(), &mut buf) {
                     Err(e) if !discarded_once && e.kind() == io::ErrorKind::Unsupported => {
                         discard = false;
+                        buf.truncate(block);
                         continue;
                     }
                     r => {
@@ -753,12 +769,19 @@ impl Worker {
                     received += n as u64;
                     self.shared.bytes.store(received, Ordering::Release);
                     last = Instant::now();
+                    if let Some(mark) = batching.as_mut().and_then(|b| b.on_read(n, last)) {
+                        // A kernel without SO_RCVLOWAT on TCP wakes per segment, as before.
+                        let _ = netchar_sys::tcp::set_receive_low_water(socket.as_fd(), mark);
+                    }
                     // Checked on every read too: a busy stream never times out.
                     if self.controls.abort.load(Ordering::Relaxed) {
                         break Ok(());
                     }
                 }
                 Err(e) if crate::is_retry(&e) => {
+                    if let Some(mark) = batching.as_mut().and_then(|b| b.on_read(0, Instant::now())) {
+                        let _ = netchar_sys::tcp::set_receive_low_water(socket.as_fd(), mark);
+                    }
                     if self.controls.abort.load(Ordering::Relaxed) {
                         break Ok(());
                     }
@@ -769,10 +792,16 @@ impl Worker {
         if let Ok(mut slot) = self.shared.receive_method.lock() {
             *slot = Some(if discard { "msg_trunc" } else { "read" });
         }
+        self.shared
+            .receive_low_water
+            .store(batching.as_ref().and_then(|b| b.largest()).unwrap_or(0), Ordering::Release);
         self.shared.end_ns.store(last.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
         outcome
     }
 }
+
+/// The length of one `--skip-rx-copy` read (at least one block).
+const DISCARD_READ: usize = 1 << 20;
 
 /// The `--zerocopy` sender's choice of method: after a warm-up of plain sends (slow start must
 /// not count against the first method measured), each candidate sends for one phase and the
@@ -1066,6 +1095,8 @@ impl Collector {
             t.record.zerocopy = self.shared[i].zerocopy.lock().ok().and_then(|mut z| z.take());
             t.record.receive_method =
                 self.shared[i].receive_method.lock().ok().and_then(|mut m| m.take()).map(str::to_string);
+            t.record.receive_low_water =
+                Some(self.shared[i].receive_low_water.load(Ordering::Acquire)).filter(|&b| b > 0);
             if let Some(f) = self.shared[i].udp_final.lock().ok().and_then(|mut g| g.take()) {
                 t.record.udp_sent = f.sent;
                 t.record.udp_received = f.received;
