@@ -536,6 +536,9 @@ impl<'a> Driver<'a> {
             if self.check_plane()? {
                 return Ok(());
             }
+            // What finished senders made the session say (iperf3's TEST_END, netchar's
+            // sender-done) goes out now, not after the next wait for the peer.
+            self.flush()?;
             self.send_udp_setup();
             self.read_control(&mut buf)?;
             let now = Instant::now();
@@ -564,6 +567,15 @@ impl<'a> Driver<'a> {
             .poll_timeout()
             .map_or(Duration::from_millis(50), |t| t.saturating_duration_since(Instant::now()))
             .clamp(Duration::from_millis(1), Duration::from_millis(50));
+        // Senders that stop at a time are reported as soon as they do (within a millisecond,
+        // not a 50 ms wait later): an iperf3 server times the test until the client's
+        // TEST_END, so a late one lowered the rate it reported for this client by 1-3%.
+        let wait = match self.plane.as_ref().and_then(|p| p.senders_deadline()).filter(|_| !self.senders_reported) {
+            Some(deadline) => {
+                wait.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_millis(1))
+            }
+            None => wait,
+        };
         let Some(control) = &mut self.control else {
             // No control connection: wait for the workers or the session's next timeout.
             std::thread::sleep(wait);

@@ -357,6 +357,8 @@ pub struct DataPlane {
     /// TCP rr sockets, whose workers block in reads with no timeout: [`Self::abort`] shuts
     /// their read side to wake them.
     wake_on_abort: Vec<TcpStream>,
+    /// When the senders stop (`-t`) or after how many bytes.
+    spec_end: netchar_model::EndCondition,
 }
 
 /// What a finished test end produced.
@@ -429,12 +431,23 @@ impl DataPlane {
             }
             collector.run()
         })?;
-        Ok(Self { shared, controls, workers, collector, started, wake_on_abort })
+        Ok(Self { shared, controls, workers, collector, started, wake_on_abort, spec_end: cfg.spec.end })
     }
 
     /// When this end's clock started.
     pub fn started(&self) -> Instant {
         self.started
+    }
+
+    /// When this end's senders stop on their own, for a test that ends after a time and has
+    /// senders here (None otherwise).
+    pub fn senders_deadline(&self) -> Option<Instant> {
+        match self.spec_end {
+            netchar_model::EndCondition::Seconds(s) if self.shared.iter().any(|s| s.role == Role::Sender) => {
+                Some(self.started + Duration::from_secs_f64(s))
+            }
+            _ => None,
+        }
     }
 
     /// Asks every sender to stop now; they still shut down cleanly so receivers get EOF.
