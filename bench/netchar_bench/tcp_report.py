@@ -25,9 +25,11 @@ def main(argv):
     tools = tools.split()
     peers = [t for t in tools if t != "netchar"]
     cases = [("up1", "TCP 1 stream"), ("up2", "TCP -P 2"), ("up4", "TCP -P 4"),
-             ("rev1", "TCP -R 1 stream"), ("zc1", "TCP 1 --zerocopy"), ("skip1", "TCP 1 skip-rx-copy")]
+             ("rev1", "TCP -R 1 stream"), ("seg1", "TCP 1 wake/segment"), ("zc1", "TCP 1 --zerocopy"),
+             ("skip1", "TCP 1 skip-rx-copy")]
     label = dict(cases)
-    PEER_CASE = {"zc1": "up1"}      # zerocopy is netchar-only: compare with the peers' 1-stream runs
+    # zerocopy and wake/segment are netchar-only: compare with the peers' 1-stream runs
+    PEER_CASE = {"zc1": "up1", "seg1": "up1"}
 
     def peer_case(case, peer):
         if case == "skip1" and peer not in skip_peers:
@@ -97,6 +99,9 @@ def main(argv):
             row += f"{cellt:<{W}}"
         row += " " + " ".join(f"{fx(ratio(c, p), '%5.2fx'):>7}" for p in peers)
         print(row.rstrip())
+    if "seg1" in dict(cases) and peers:
+        print("  (wake/segment row: netchar --rx-wake-per-segment, its receiver woken for every segment as the"
+              " peers' are; ratios are against the peers' 'TCP 1 stream' medians)")
     if "zc1" in dict(cases) and peers:
         print("  (--zerocopy row: ratios are against the peers' 'TCP 1 stream' medians)")
     plain_skip = [p for p in peers if p not in skip_peers]
