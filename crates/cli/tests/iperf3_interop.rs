@@ -108,6 +108,28 @@ fn reverse_and_bidir_streams_map_to_iperf3s_ids() {
     assert_eq!(down_sent, down_received);
 }
 
+/// Four streams pinned to one CPU (`-A 0`) are sent from one thread, a block to each in turn
+/// (as iperf3's client does): every stream still sends exactly its share of `-n`, and the
+/// iperf3 server counted each stream's bytes up to what was sent.
+#[test]
+fn interleaved_senders_keep_each_streams_byte_budget() {
+    let Some(s) = iperf3_server() else { return };
+    let v = run(&s, &["-n", "80M", "-P", "4", "-A", "0"]);
+    let report = s.report();
+    let (sent, received) = flow_bytes(&v, "up");
+    assert_eq!(sent, 80_000_000, "{}", v["summary"]["up"]);
+    assert_eq!(received, u(&report["end"]["sum_received"]["bytes"]));
+    assert!(received <= sent && received > 0);
+    let senders: Vec<u64> = v["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["role"] == "sender")
+        .map(|x| u(&x["bytes"]))
+        .collect();
+    assert_eq!(senders, vec![20_000_000; 4], "each stream its quarter of -n");
+}
+
 #[test]
 fn byte_counts_and_refusals() {
     let Some(s) = iperf3_server() else { return };

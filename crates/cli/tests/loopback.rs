@@ -421,8 +421,9 @@ fn zerocopy_lists_the_methods_it_measured_and_keeps_the_fastest() {
 
 /// `--skip-rx-copy`: the receiver discards the payload in the kernel, still counts every byte,
 /// and its record names the method; without the flag the receiver says it read. At loopback
-/// rates the receiver batches its wake-ups (SO_RCVLOWAT) up to one read, which its record
-/// gives, and `--rx-wake-per-segment` turns that off; the counts are exact either way.
+/// rates a receiver batches its wake-ups (SO_RCVLOWAT) up to one read, which its record gives,
+/// while its end runs fewer streams than it has CPUs; `--rx-wake-per-segment` turns that off.
+/// The counts are exact either way.
 #[test]
 fn skip_rx_copy_counts_every_byte_and_names_the_method() {
     let s = Server::start(&[]);
@@ -441,8 +442,34 @@ fn skip_rx_copy_counts_every_byte_and_names_the_method() {
         assert_eq!(receiver["receive_method"], method, "{args:?}: {receiver}");
         assert_eq!(r["test"]["tcp"]["skip_rx_copy"].as_bool().unwrap_or(false), method == "msg_trunc", "{args:?}");
         match receiver["receive_low_water"].as_u64() {
+            // One CPU: a stream fills it, so nothing is batched there (the next test).
+            None if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 => {}
             None => assert_eq!(mark, 0, "{args:?}: no batching at loopback rates: {receiver}"),
             Some(m) => assert!(mark > 0 && (16 * 1024..=mark).contains(&m), "{args:?}: mark {m}: {receiver}"),
         }
+    }
+}
+
+/// A receiving end with as many streams as CPUs keeps them busy without batching, so its
+/// readers are woken per segment (no mark in their records); one stream on a machine of two
+/// or more CPUs batches.
+#[test]
+fn receive_batching_is_left_off_when_the_streams_fill_the_cpus() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let s = Server::start(&[]);
+    for streams in [1, cpus] {
+        let p = streams.to_string();
+        let r = tcp_json(&s, "127.0.0.1", &["-n", "400M", "-i", "0", "-P", &p]);
+        let (tx, rx) = check_flow(&r, "up", streams as u64);
+        assert_eq!((tx, rx), (400_000_000, 400_000_000), "-P {streams}");
+        let marks: Vec<Option<u64>> = r["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["role"] == "receiver")
+            .map(|x| x["receive_low_water"].as_u64())
+            .collect();
+        let batching = streams < cpus;
+        assert!(marks.iter().all(|m| m.is_some() == batching), "-P {streams} on {cpus} CPUs: {marks:?}");
     }
 }

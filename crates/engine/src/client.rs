@@ -754,6 +754,7 @@ impl<'a> Driver<'a> {
             datagrams: self.session.datagrams(),
             endpoint: Endpoint::Client,
             cpu: self.cfg.client_cpu,
+            interleave_senders: self.session.interleaves_senders(),
         };
         self.meter = Some(CpuMeter::start());
         if let Some((meter, mark)) = self.idle.as_mut() {

@@ -180,6 +180,12 @@ pub trait ClientControl: Send {
     fn is_done(&self) -> bool;
     /// The UDP datagram format of this protocol's tests.
     fn datagrams(&self) -> DatagramFormatKind;
+    /// Whether this end's TCP senders, when they outnumber the CPUs, share a thread per CPU
+    /// and write a block to each stream in turn, as the peer's own client does
+    /// (dataplane/send_group.rs); otherwise each has a thread.
+    fn interleaves_senders(&self) -> bool {
+        false
+    }
     /// Whether the driver connects a control connection for this session first.
     fn connection(&self) -> ControlConnection {
         ControlConnection::Tcp

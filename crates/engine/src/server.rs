@@ -847,6 +847,7 @@ impl<'a> ControlSession<'a> {
                     datagrams: DatagramFormatKind::Native,
                     endpoint: Endpoint::Server,
                     cpu: spec.server_cpu,
+                    interleave_senders: false,
                 };
                 self.meter = Some(CpuMeter::start());
                 if let Some((pct, threads)) = spec.server_load {

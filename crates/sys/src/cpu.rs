@@ -93,6 +93,20 @@ pub fn online_cpus() -> u32 {
     }
 }
 
+/// How many CPUs the calling thread may run on (its affinity mask; `online_cpus` where the
+/// mask cannot be read).
+pub fn allowed_cpus() -> u32 {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, and sched_getaffinity writes at most
+    // its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return online_cpus();
+        }
+        (libc::CPU_COUNT(&set) as u32).max(1)
+    }
+}
+
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {

@@ -10,7 +10,8 @@
 //! The mark follows the rate read: about [`LAG`] worth of data, so the byte counter the
 //! collector samples is never more than that behind the socket, at any rate. It never exceeds
 //! one read's length (one wake-up, one full read), and stays off below [`MIN_MARK`], where
-//! wake-ups are rare enough not to matter. Measured on loopback (2 vCPUs, 128 KiB reads,
+//! wake-ups are rare enough not to matter. The data plane batches only while its end runs
+//! fewer streams than it has CPUs: otherwise no CPU is idle to be woken. Measured on loopback (2 vCPUs, 128 KiB reads,
 //! `bench/tcp.sh`): one stream's plain reads from 18.9 to 26.3 Gbit/s, `--skip-rx-copy` from
 //! 21.6 to 37.7 Gbit/s with 1 MiB discards.
 
