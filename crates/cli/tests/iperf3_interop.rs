@@ -120,13 +120,8 @@ fn interleaved_senders_keep_each_streams_byte_budget() {
     assert_eq!(sent, 80_000_000, "{}", v["summary"]["up"]);
     assert_eq!(received, u(&report["end"]["sum_received"]["bytes"]));
     assert!(received <= sent && received > 0);
-    let senders: Vec<u64> = v["streams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|x| x["role"] == "sender")
-        .map(|x| u(&x["bytes"]))
-        .collect();
+    let senders: Vec<u64> =
+        v["streams"].as_array().unwrap().iter().filter(|x| x["role"] == "sender").map(|x| u(&x["bytes"])).collect();
     assert_eq!(senders, vec![20_000_000; 4], "each stream its quarter of -n");
 }
 

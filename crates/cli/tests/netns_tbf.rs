@@ -159,17 +159,17 @@ fn measure_with(link: &Link, port: u16, reverse: bool, extra: &[&str]) -> Measur
     m
 }
 
-#[test]
-fn tcp_goodput_matches_tbf_ground_truth() {
-    let started = Instant::now();
+/// The namespace pair with what the expected goodput depends on pinned down (1500-byte MTU,
+/// TCP timestamps on) and `tbf` on both veth ends; None after saying why when it cannot be
+/// made (a failure under NETCHAR_REQUIRE_NETNS=1).
+fn shaped_link(tbf: &[&str]) -> Option<Link> {
     let link = match Link::create() {
         Ok(l) => l,
         Err(reason) => {
             netns::skip_or_fail(&reason);
-            return;
+            return None;
         }
     };
-    // Pin down what the expected value depends on: 1500-byte MTU, TCP timestamps on.
     let pin = (|| -> Result<(), String> {
         link.a.ip(&["link", "set", DEV_A, "mtu", "1500"])?;
         link.b.ip(&["link", "set", DEV_B, "mtu", "1500"])?;
@@ -179,12 +179,19 @@ fn tcp_goodput_matches_tbf_ground_truth() {
     })();
     if let Err(e) = pin {
         netns::skip_or_fail(&format!("cannot configure the namespaces: {e}"));
-        return;
+        return None;
     }
-    if let Err(e) = link.set_root_qdisc_both(TBF) {
+    if let Err(e) = link.set_root_qdisc_both(tbf) {
         netns::skip_or_fail(&format!("cannot install the tbf qdisc: {e}"));
-        return;
+        return None;
     }
+    Some(link)
+}
+
+#[test]
+fn tcp_goodput_matches_tbf_ground_truth() {
+    let started = Instant::now();
+    let Some(link) = shaped_link(TBF) else { return };
 
     let expected = expected_bps();
     let up = measure(&link, 5301, false);
@@ -246,28 +253,7 @@ const TBF_1G: &[&str] = &["tbf", "rate", "1gbit", "burst", "1300kb", "latency", 
 /// sat out its 100 ms timeout) would move whole milliseconds of bytes between intervals.
 #[test]
 fn a_batching_receiver_counts_at_the_link_rate_in_every_interval() {
-    let link = match Link::create() {
-        Ok(l) => l,
-        Err(reason) => {
-            netns::skip_or_fail(&reason);
-            return;
-        }
-    };
-    let pin = (|| -> Result<(), String> {
-        link.a.ip(&["link", "set", DEV_A, "mtu", "1500"])?;
-        link.b.ip(&["link", "set", DEV_B, "mtu", "1500"])?;
-        link.a.sysctl("net.ipv4.tcp_timestamps", "1")?;
-        link.b.sysctl("net.ipv4.tcp_timestamps", "1")?;
-        Ok(())
-    })();
-    if let Err(e) = pin {
-        netns::skip_or_fail(&format!("cannot configure the namespaces: {e}"));
-        return;
-    }
-    if let Err(e) = link.set_root_qdisc_both(TBF_1G) {
-        netns::skip_or_fail(&format!("cannot install the tbf qdisc: {e}"));
-        return;
-    }
+    let Some(link) = shaped_link(TBF_1G) else { return };
     let expected = 1000e6 * MSS / FRAME;
     let m = measure_with(&link, 5303, false, &["-i", "0.5"]);
     eprintln!(
