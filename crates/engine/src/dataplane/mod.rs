@@ -41,6 +41,20 @@ const POLL: Duration = Duration::from_millis(100);
 /// so a 10 s test ends with ten intervals and no 0.3 ms stub, and interval sums stay exact.
 const TAIL_MERGE_SHARE: f64 = 0.1;
 
+/// The payload every sender writes: a recognisable constant, never changed, so zero-copy
+/// sends need no care.
+fn payload(len: usize) -> Vec<u8> {
+    (0..len).map(|i| b"0123456789"[i % 10]).collect()
+}
+
+/// When senders stop on their own: `-t` after `started`; None for a byte count (`-n`).
+fn send_deadline(spec: &TestSpec, started: Instant) -> Option<Instant> {
+    match spec.end {
+        netchar_model::EndCondition::Seconds(s) => Some(started + Duration::from_secs_f64(s)),
+        netchar_model::EndCondition::Bytes(_) => None,
+    }
+}
+
 /// One connected data stream, ready to run.
 #[derive(Debug)]
 pub struct DataStream {
@@ -248,6 +262,17 @@ impl StreamShared {
         }
     }
 
+    /// Records how this stream's worker ended (where it last ran, its error) and marks it done.
+    fn worker_done(&self, result: io::Result<()>, cpu: Option<usize>) {
+        if let Some(c) = cpu {
+            self.cpu.store(c as u64 + 1, Ordering::Release);
+        }
+        if let (Err(e), Ok(mut slot)) = (result, self.error.lock()) {
+            *slot = Some(e.to_string());
+        }
+        self.done.store(true, Ordering::Release);
+    }
+
     /// Hands a closed interval to the collector (once per interval, not per packet).
     fn push_interval(&self, iv: StreamInterval) {
         if let Ok(mut v) = self.fresh_intervals.lock() {
@@ -363,8 +388,8 @@ pub struct DataPlane {
     /// TCP rr sockets, whose workers block in reads with no timeout: [`Self::abort`] shuts
     /// their read side to wake them.
     wake_on_abort: Vec<TcpStream>,
-    /// When the senders stop (`-t`) or after how many bytes.
-    spec_end: netchar_model::EndCondition,
+    /// When this end's senders stop on their own (None: no senders here, or `-n`).
+    senders_deadline: Option<Instant>,
 }
 
 /// What a finished test end produced.
@@ -400,7 +425,8 @@ impl DataPlane {
         // More plain TCP senders than CPUs to run them on, for a peer that reads them best
         // interleaved: one thread per CPU sends for several (send_group.rs). Zero-copy and
         // rate-capped senders keep a thread each.
-        let cpus = if cfg.cpu.is_some() { 1 } else { netchar_sys::cpu::allowed_cpus() as usize };
+        let allowed_cpus = netchar_sys::cpu::allowed_cpus() as usize;
+        let cpus = if cfg.cpu.is_some() { 1 } else { allowed_cpus };
         let groupable = |s: &DataStream| {
             let t = &cfg.spec.tcp;
             cfg.spec.kind == TestKind::Tcp
@@ -418,7 +444,7 @@ impl DataPlane {
         // batches only delay the reads: loopback on 2 CPUs, 4 rounds alternated, one stream
         // +25% with batching, -P 2 -11%, -P 4 -18%, -P 4 -R -11%.
         let tcp_streams = streams.iter().filter(|s| matches!(s.socket, DataSocket::Tcp(_))).count();
-        let batch_wakeups = !rr && tcp_streams < netchar_sys::cpu::allowed_cpus() as usize;
+        let batch_wakeups = !rr && tcp_streams < allowed_cpus;
         for s in streams {
             if grouped && groupable(&s) {
                 let DataSocket::Tcp(socket) = s.socket else { unreachable!("groupable streams are TCP") };
@@ -474,13 +500,7 @@ impl DataPlane {
                 });
                 let cpu_now = netchar_sys::cpu::current_cpu();
                 for (m, outcome) in members.iter().zip(outcomes) {
-                    if let Some(c) = cpu_now {
-                        m.shared.cpu.store(c as u64 + 1, Ordering::Release);
-                    }
-                    if let (Err(e), Ok(mut slot)) = (outcome, m.shared.error.lock()) {
-                        *slot = Some(e.to_string());
-                    }
-                    m.shared.done.store(true, Ordering::Release);
+                    m.shared.worker_done(outcome, cpu_now);
                 }
             })?);
         }
@@ -500,7 +520,9 @@ impl DataPlane {
             }
             collector.run()
         })?;
-        Ok(Self { shared, controls, workers, collector, started, wake_on_abort, spec_end: cfg.spec.end })
+        let senders_deadline =
+            send_deadline(&cfg.spec, started).filter(|_| shared.iter().any(|s| s.role == Role::Sender));
+        Ok(Self { shared, controls, workers, collector, started, wake_on_abort, senders_deadline })
     }
 
     /// When this end's clock started.
@@ -511,12 +533,7 @@ impl DataPlane {
     /// When this end's senders stop on their own, for a test that ends after a time and has
     /// senders here (None otherwise).
     pub fn senders_deadline(&self) -> Option<Instant> {
-        match self.spec_end {
-            netchar_model::EndCondition::Seconds(s) if self.shared.iter().any(|s| s.role == Role::Sender) => {
-                Some(self.started + Duration::from_secs_f64(s))
-            }
-            _ => None,
-        }
+        self.senders_deadline
     }
 
     /// Asks every sender to stop now; they still shut down cleanly so receivers get EOF.
@@ -678,27 +695,15 @@ impl Worker {
                 .unwrap_or_default();
             Err(io::Error::other(format!("stream {} failed: internal error ({what})", sh.id)))
         });
-        if let Some(c) = netchar_sys::cpu::current_cpu() {
-            self.shared.cpu.store(c as u64 + 1, Ordering::Release);
-        }
-        if let Err(e) = result {
-            if let Ok(mut slot) = self.shared.error.lock() {
-                *slot = Some(e.to_string());
-            }
-        }
-        self.shared.done.store(true, Ordering::Release);
+        self.shared.worker_done(result, netchar_sys::cpu::current_cpu());
     }
 
     fn send(&self, socket: &TcpStream) -> io::Result<()> {
         let spec = &self.cfg.spec;
         socket.set_write_timeout(Some(POLL))?;
         let block = spec.block_bytes as usize;
-        // A recognisable, constant payload: never changed, so zero-copy sends need no care.
-        let buf: Vec<u8> = (0..block).map(|i| b"0123456789"[i % 10]).collect();
-        let deadline = match spec.end {
-            netchar_model::EndCondition::Seconds(s) => Some(self.started + Duration::from_secs_f64(s)),
-            netchar_model::EndCondition::Bytes(_) => None,
-        };
+        let buf = payload(block);
+        let deadline = send_deadline(spec, self.started);
         let budget = spec.byte_budget(self.shared.id);
         let rate = spec.tcp.rate_bps_per_stream.filter(|&r| r > 0);
         // Zero-copy sends use the sender's own page-aligned copy of `buf`, never changed; where
@@ -828,6 +833,13 @@ impl Worker {
         }
         let mut batching = (self.batch_wakeups && !tcp.wake_per_segment)
             .then(|| wake_batching::WakeBatching::new(cap, Instant::now()));
+        // Counts a read (0: one that timed out) and moves the socket's mark when due; a kernel
+        // without SO_RCVLOWAT on TCP wakes per segment, as before.
+        let rebatch = |batching: &mut Option<wake_batching::WakeBatching>, bytes: usize, at: Instant| {
+            if let Some(mark) = batching.as_mut().and_then(|b| b.on_read(bytes, at)) {
+                let _ = netchar_sys::tcp::set_receive_low_water(socket.as_fd(), mark);
+            }
+        };
         let mut received: u64 = 0;
         let mut last = self.started + Duration::from_nanos(self.shared.start_ns.load(Ordering::Acquire));
         let mut reader = socket;
@@ -854,19 +866,14 @@ impl Worker {
                     received += n as u64;
                     self.shared.bytes.store(received, Ordering::Release);
                     last = Instant::now();
-                    if let Some(mark) = batching.as_mut().and_then(|b| b.on_read(n, last)) {
-                        // A kernel without SO_RCVLOWAT on TCP wakes per segment, as before.
-                        let _ = netchar_sys::tcp::set_receive_low_water(socket.as_fd(), mark);
-                    }
+                    rebatch(&mut batching, n, last);
                     // Checked on every read too: a busy stream never times out.
                     if self.controls.abort.load(Ordering::Relaxed) {
                         break Ok(());
                     }
                 }
                 Err(e) if crate::is_retry(&e) => {
-                    if let Some(mark) = batching.as_mut().and_then(|b| b.on_read(0, Instant::now())) {
-                        let _ = netchar_sys::tcp::set_receive_low_water(socket.as_fd(), mark);
-                    }
+                    rebatch(&mut batching, 0, Instant::now());
                     if self.controls.abort.load(Ordering::Relaxed) {
                         break Ok(());
                     }

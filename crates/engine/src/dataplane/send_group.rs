@@ -6,13 +6,13 @@
 //! writes, as iperf3's client does: it makes one `pselect` per ~30 blocks) interleaves them
 //! block by block instead.
 
-use super::{Controls, StreamShared, POLL};
-use netchar_model::{EndCondition, TestSpec};
+use super::{payload, send_deadline, Controls, StreamShared, POLL};
+use netchar_model::TestSpec;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One stream of a group: its counters and its socket.
 pub(super) struct Member {
@@ -36,12 +36,8 @@ struct State {
 /// receiver reads every byte and then EOF, as with a thread per stream.
 pub(super) fn send(members: &[Member], controls: &Controls, spec: &TestSpec, started: Instant) -> Vec<io::Result<()>> {
     let block = spec.block_bytes as usize;
-    // The same constant payload as a stream's own thread sends.
-    let buf: Vec<u8> = (0..block).map(|i| b"0123456789"[i % 10]).collect();
-    let deadline = match spec.end {
-        EndCondition::Seconds(s) => Some(started + Duration::from_secs_f64(s)),
-        EndCondition::Bytes(_) => None,
-    };
+    let buf = payload(block);
+    let deadline = send_deadline(spec, started);
     let mut states: Vec<State> = members
         .iter()
         .map(|m| {

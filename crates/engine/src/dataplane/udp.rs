@@ -6,7 +6,7 @@
 //! sender's exact total is known. The collector only reads what they publish.
 
 use super::{Controls, StreamShared, POLL};
-use netchar_model::{EndCondition, StreamInterval, TestSpec, UdpReceived, UdpSent};
+use netchar_model::{StreamInterval, TestSpec, UdpReceived, UdpSent};
 use netchar_stats::distribution::Distribution;
 use netchar_stats::jitter::JitterMeter;
 use netchar_stats::sequence::{Arrival, RangeLedger, SequenceTracker};
@@ -140,14 +140,11 @@ pub(super) fn send<F: DatagramFormat>(
     let slots = if gso { MAX_GSO_SEGMENTS } else { BATCH };
     // One buffer of back-to-back datagram slots, headers emitted once; per datagram only the
     // sequence number and timestamp change.
-    let mut buf: Vec<u8> = (0..max_size * slots).map(|i| b"0123456789"[i % 10]).collect();
+    let mut buf = super::payload(max_size * slots);
     for i in 0..slots {
         format.emit(&mut buf[i * max_size..], shared.id, 0, 0);
     }
-    let deadline = match spec.end {
-        EndCondition::Seconds(s) => Some(started + Duration::from_secs_f64(s)),
-        EndCondition::Bytes(_) => None,
-    };
+    let deadline = super::send_deadline(spec, started);
     let budget = spec.byte_budget(shared.id);
     let mut gso_ok = gso;
     let mut seq: u64 = 0;
@@ -892,7 +889,7 @@ mod tests {
         socket.connect(target).unwrap();
         let mut spec = TestSpec::udp_default();
         spec.block_bytes = 100;
-        spec.end = EndCondition::Seconds(0.3);
+        spec.end = netchar_model::EndCondition::Seconds(0.3);
         spec.udp.as_mut().unwrap().rate = netchar_model::UdpRate::PacketsPerSecond(1000);
         let started = Instant::now();
         let shared = StreamShared::new(1, netchar_model::Flow::Up, netchar_model::Role::Sender, started);

@@ -11,18 +11,18 @@
 //! collector samples is never more than that behind the socket, at any rate. It never exceeds
 //! one read's length (one wake-up, one full read), and stays off below [`MIN_MARK`], where
 //! wake-ups are rare enough not to matter. The data plane batches only while its end runs
-//! fewer streams than it has CPUs: otherwise no CPU is idle to be woken. Measured on loopback (2 vCPUs, 128 KiB reads,
-//! `bench/tcp.sh`): one stream's plain reads from 18.9 to 26.3 Gbit/s, `--skip-rx-copy` from
-//! 21.6 to 37.7 Gbit/s with 1 MiB discards.
+//! fewer streams than it has CPUs: otherwise no CPU is idle to be woken. Measured on loopback
+//! (2 vCPUs, 128 KiB reads, alternated runs): one stream's plain reads from 18.9 to 26.3
+//! Gbit/s, `--skip-rx-copy` from 21.6 to 37.7 Gbit/s with 1 MiB discards.
 
 use std::time::{Duration, Instant};
 
 /// How far behind the arriving data the reader may fall by waiting for a batch.
-pub(super) const LAG: Duration = Duration::from_micros(500);
+const LAG: Duration = Duration::from_micros(500);
 /// How often the rate behind the mark is re-estimated.
 const WINDOW: Duration = Duration::from_millis(10);
 /// Below this a mark is not worth a wake-up saved: the reader is woken per segment.
-pub(super) const MIN_MARK: usize = 16 * 1024;
+const MIN_MARK: usize = 16 * 1024;
 
 /// The low-water mark a TCP reader asks for, re-estimated from the bytes it reads.
 #[derive(Debug)]
