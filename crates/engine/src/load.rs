@@ -22,10 +22,13 @@ pub struct BackgroundLoad {
 }
 
 impl BackgroundLoad {
-    /// Starts `threads` threads, each busy `percent` % of every period, on CPUs after `skip`.
+    /// Starts `threads` threads, each busy `percent` % of every period, pinned in turn to the
+    /// online CPUs. A load of 0% starts no thread: one that only woke each period would itself
+    /// use ~1% of a CPU on a busy machine, and report it as a load nobody asked for.
     pub fn start(percent: f64, threads: u32) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let cpus = netchar_sys::cpu::online_cpus() as usize;
+        let threads = if percent > 0.0 { threads } else { 0 };
         let threads = (0..threads)
             .map(|i| {
                 let stop = stop.clone();
@@ -178,6 +181,16 @@ mod tests {
             "the load claims {achieved:.1}% of a CPU, the whole process ran {:.1}%",
             process.total_pct
         );
+    }
+
+    /// nc_test's slave loads include 0%: that is no load at all, reported as exactly 0, even on
+    /// a machine where a thread that merely woke every period would show a percent of CPU.
+    #[test]
+    fn a_zero_load_runs_nothing_and_reports_zero() {
+        let load = BackgroundLoad::start(0.0, 2);
+        assert!(load.threads.is_empty());
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(load.finish(), 0.0);
     }
 
     #[test]
