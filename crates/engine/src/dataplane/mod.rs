@@ -442,9 +442,14 @@ impl DataPlane {
         // Receive wake-up batching (wake_batching.rs) saves waking an idle CPU. When this end's
         // streams alone can keep every CPU it may use busy, there is none to wake and the
         // batches only delay the reads: loopback on 2 CPUs, 4 rounds alternated, one stream
-        // +25% with batching, -P 2 -11%, -P 4 -18%, -P 4 -R -11%.
+        // +25% with batching, -P 2 -11%, -P 4 -18%, -P 4 -R -11%. One stream on an end held
+        // to one CPU of several (taskset, a cpuset) still has its CPU to itself while the
+        // sender runs elsewhere: iperf3 -c on CPU 0 into `server --iperf3` on CPU 1, 5 rounds
+        // alternated, +9% (14.07 against 12.89 Gbit/s), and -P 4 there -14%, so only one.
+        // (Both ends of one stream on one CPU lose ~9% with it: --rx-wake-per-segment.)
         let tcp_streams = streams.iter().filter(|s| matches!(s.socket, DataSocket::Tcp(_))).count();
-        let batch_wakeups = !rr && tcp_streams < allowed_cpus;
+        let own_cpu = tcp_streams == 1 && netchar_sys::cpu::online_cpus() > 1;
+        let batch_wakeups = !rr && (tcp_streams < allowed_cpus || own_cpu);
         for s in streams {
             if grouped && groupable(&s) {
                 let DataSocket::Tcp(socket) = s.socket else { unreachable!("groupable streams are TCP") };
