@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/adapters.sh — is a peer-protocol adapter ever the bottleneck?  Loopback TCP, side by
-# side in one run, each case ROUNDS times with the two runs of a round back to back:
+# side in one run, each case ROUNDS times with the two runs of a round back to back (which runs
+# first alternates by round), the verdict on the median of the rounds' ratios:
 #
 #   client role: against one `iperf3 -s`, `iperf3 -c` vs `netchar tcp --proto iperf3`.  Both
 #                figures are the iperf3 server's own count (iperf3's sum_received; netchar's
@@ -71,12 +72,23 @@ run() {
 
 HEADER="bench/adapters.sh DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN ($PLACEMENT); $(netchar_version); $(iperf3 --version | head -1)"
 echo "$HEADER"
+# A case's two runs: the peer tool's, then netchar's; in even rounds netchar's first, so neither
+# always runs second (on the previous run's leftovers: TIME_WAIT sockets, warm caches).
+pair() { # ROUND CASE PEER-RUN... -- NETCHAR-RUN...
+  local r=$1 case=$2 peer=() ours=(); shift 2
+  while [ "$1" != -- ]; do peer+=("$1"); shift; done; shift; ours=("$@")
+  if [ $((r % 2)) = 1 ]; then
+    run "$case" iperf3 "${peer[@]}"; run "$case" netchar "${ours[@]}"
+  else
+    run "$case" netchar "${ours[@]}"; run "$case" iperf3 "${peer[@]}"
+  fi
+}
 for r in $(seq "$ROUNDS"); do
   for P in 1 4; do
-    run "client-P$P" iperf3  iperf3 -c $H -p $P_IPERF3 -t "$DUR" -P $P -J
-    run "client-P$P" netchar "$NC" tcp $H -p $P_IPERF3 --proto iperf3 -t "$DUR" -P $P --json -i 0
-    run "server-P$P" iperf3  iperf3 -c $H -p $P_IPERF3 -t "$DUR" -P $P -J
-    run "server-P$P" netchar iperf3 -c $H -p $P_NC_IPERF3 -t "$DUR" -P $P -J
+    pair "$r" "client-P$P" iperf3 -c $H -p $P_IPERF3 -t "$DUR" -P $P -J \
+      -- "$NC" tcp $H -p $P_IPERF3 --proto iperf3 -t "$DUR" -P $P --json -i 0
+    pair "$r" "server-P$P" iperf3 -c $H -p $P_IPERF3 -t "$DUR" -P $P -J \
+      -- iperf3 -c $H -p $P_NC_IPERF3 -t "$DUR" -P $P -J
   done
   echo "round $r of $ROUNDS done"
 done

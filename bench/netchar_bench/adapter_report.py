@@ -29,18 +29,32 @@ def spread(xs):
     return (max(xs) - min(xs)) / st.median(xs) if xs else NAN
 
 
+def paired(peer, ours):
+    """Per-round ratios ours/peer (the k-th run of each tool ran in round k, back to back) and
+    their median: pairing cancels the machine's drift between rounds, which on a shared VM moves
+    both tools by more than the difference between them."""
+    ratios = [b / a for a, b in zip(peer, ours) if a > 0 and a == a and b == b]
+    return ratios, (st.median(ratios) if ratios else NAN)
+
+
 def adapters(rows):
-    print(f"{'case':<12} {'peer tool Gbit/s':>17} {'netchar Gbit/s':>15} {'ratio':>7} {'spread':>14}  verdict (>= 0.95)")
+    print(f"{'case':<12} {'peer tool Gbit/s':>17} {'netchar Gbit/s':>15} {'ratio':>7} {'spread':>14} "
+          f"{'paired':>7} {'range':>13}  verdict (paired >= 0.95)")
     for case in sorted(rows):
         t = rows[case]
         a, b = st.median(t.get("iperf3", [NAN])), st.median(t.get("netchar", [NAN]))
         ratio = b / a if a else NAN
+        ratios, pm = paired(t.get("iperf3", []), t.get("netchar", []))
+        rng = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "n/a"
         print(f"{case:<12} {a/1e9:>17.2f} {b/1e9:>15.2f} {ratio:>7.3f} "
-              f"{spread(t.get('iperf3', []))*100:>6.1f}%/{spread(t.get('netchar', []))*100:>5.1f}%  {'PASS' if ratio >= 0.95 else 'MISS'}")
+              f"{spread(t.get('iperf3', []))*100:>6.1f}%/{spread(t.get('netchar', []))*100:>5.1f}% "
+              f"{pm:>7.3f} {rng:>13}  {'PASS' if pm >= 0.95 else 'MISS'}")
     print()
     print("client-*: iperf3 -c vs netchar tcp --proto iperf3, both against iperf3 -s (the server's count)")
     print("server-*: iperf3 -c against iperf3 -s vs against netchar server --iperf3 (the client's receiver line)")
-    print("spread: (max-min)/median over the rounds, peer tool / netchar")
+    print("ratio: of the medians over the rounds; spread: (max-min)/median over the rounds, peer tool / netchar")
+    print("paired: median of each round's ratio (its two runs back to back, the first tool alternating")
+    print("        by round), and the range of those ratios; the verdict reads it")
 
 
 def iperf2(rows):

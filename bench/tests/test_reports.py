@@ -74,9 +74,23 @@ class AdapterReports(unittest.TestCase):
         with redirect_stdout(out):
             adapter_report.adapters(rows)
         lines = out.getvalue().splitlines()
-        # medians 17.5 and 16.75 Gbit/s, ratio 0.957, spreads 1/17.5 and 1.5/16.75
-        self.assertEqual(lines[1], "client-P1                17.50           16.75   0.957    5.7%/  9.0%  PASS")
-        self.assertEqual(lines[2], "server-P1                10.00             nan     nan    0.0%/  nan%  MISS")
+        # medians 17.5 and 16.75 Gbit/s, ratio 0.957, spreads 1/17.5 and 1.5/16.75; per round
+        # 16/17 = 0.941 and 17.5/18 = 0.972, their median 0.957
+        self.assertEqual(lines[1], "client-P1                17.50           16.75   0.957    5.7%/  9.0%   0.957   0.941-0.972  PASS")
+        self.assertEqual(lines[2], "server-P1                10.00             nan     nan    0.0%/  nan%     nan           n/a  MISS")
+
+    def test_paired_ratios_cancel_a_drifting_machine(self):
+        # The machine's speed moves 4x between rounds; netchar is 4% ahead in three rounds of
+        # four and 25% behind in one: the medians' ratio (20.61 vs 24 Gbit/s) says 0.859, the
+        # per-round ratios' median 1.04.
+        rows = self.rows("client-P4 iperf3 10e9\nclient-P4 netchar 10.4e9\nclient-P4 iperf3 18e9\n"
+                         "client-P4 netchar 18.72e9\nclient-P4 iperf3 30e9\nclient-P4 netchar 22.5e9\n"
+                         "client-P4 iperf3 40e9\nclient-P4 netchar 41.6e9\n")
+        out = io.StringIO()
+        with redirect_stdout(out):
+            adapter_report.adapters(rows)
+        self.assertEqual(out.getvalue().splitlines()[1],
+                         "client-P4                24.00           20.61   0.859  125.0%/151.4%   1.040   0.750-1.040  PASS")
 
     def test_iperf2(self):
         rows = self.rows("server-P4 iperf 30e9\nserver-P4 netchar 27e9\n")
