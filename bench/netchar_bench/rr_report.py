@@ -60,6 +60,16 @@ def main(argv):
              and S.get((proto, pl, p)) and S[(proto, pl, p)]["tps"]]
         return max(c)[1] if c else None
 
+    def paired(proto, pl, v, peer):
+        """netchar's trans/s over the peer's in each round where both ran (a round's runs are back
+        to back, the first tool rotating), and their median: the pair sees one machine state, so
+        its ratio cancels the drift between rounds that a ratio of two medians carries."""
+        def by_round(variant):
+            return {f[0]: num(f[5]) for f in runs.get((proto, pl, variant), []) if f[4] == "ok" and num(f[5])}
+        ours, theirs = by_round(v), by_round(peer)
+        ratios = [ours[r] / theirs[r] for r in sorted(ours, key=int) if r in theirs]
+        return ratios, (statistics.median(ratios) if ratios else None)
+
     def fx(x, f="%.2f"):
         return "-" if x is None else f % x
 
@@ -139,7 +149,7 @@ def main(argv):
     print_notes(out, notes_path, blank_before=False, blank_after=True)
 
     # ---- targets (informational)
-    print("Targets (informational; perf.md goals 5 and 6):")
+    print("Targets (informational; perf.md goals 5 and 6, issue 13):")
     line = target_line
     for proto in ("tcp", "udp"):
         for pl, pll in PL:
@@ -155,6 +165,15 @@ def main(argv):
                  f" ({s['tps']:.0f} vs {b['tps']:.0f}/s), p99 {fx(s['p99'])} vs {fx(b['p99'])} µs")
             if pl == "cross":
                 line(r >= 0.95, f"{lab}: parity >= 0.95x best peer (goal 6): {r:.2f}x")
+    # Issue 13's target: one core, parity or better with sockperf, read from the rounds' pairs.
+    for proto in ("tcp", "udp"):
+        lab = f"{proto.upper()} {dict(PL)['same']}, blocking, 1 B"
+        ratios, pm = paired(proto, "same", "nc", "sockperf")
+        if pm is None:
+            line(None, f"{lab}: >= 1.00x sockperf per round (median of the rounds' ratios): not measured")
+            continue
+        line(pm >= 1.0, f"{lab}: >= 1.00x sockperf per round (median of the rounds' ratios): {pm:.3f}x"
+             f" (rounds {', '.join(f'{r:.3f}' for r in ratios)})")
     for proto in ("tcp", "udp"):
         s, bp = S.get((proto, "cross", "ncbp")), best_peer(proto, "cross")
         lab = f"{proto.upper()} {dict(PL)['cross']}, --busy-poll"

@@ -47,6 +47,23 @@ class Reports(unittest.TestCase):
                        RAW / "rr-placements.tsv")
         self.assertEqual(text, raw("rr-report.txt"))
 
+    def test_rr_same_core_target_reads_the_rounds_pairs(self):
+        # netchar ahead of sockperf by 2% in rounds 1 and 3, the machine 30% slower in round 2
+        # (and sockperf's run there retried to FAIL): the pairs are rounds 1 and 3 only.
+        rows = [("1", "nc", "ok", 51000), ("1", "sockperf", "ok", 50000), ("2", "nc", "ok", 35000),
+                ("2", "sockperf", "FAIL", ""), ("3", "nc", "ok", 40800), ("3", "sockperf", "ok", 40000)]
+        with tempfile.TemporaryDirectory() as d:
+            res, notes, pls = (os.path.join(d, n) for n in ("results.tsv", "notes.txt", "placements.tsv"))
+            with open(res, "w") as f:
+                for r, v, status, tps in rows:
+                    f.write(f"{r}\ttcp\tsame\t{v}\t{status}\t{tps}\t20\t19\t30\t90\t1.0\t\n")
+            open(notes, "w").close()
+            open(pls, "w").close()
+            text = printed(rr_report.main, res, notes, 1, 3, "netchar", 40, KERNEL, 2, "sockperf", 0, 1, pls)
+        self.assertIn("PASS  TCP same core (0,0), blocking, 1 B: >= 1.00x sockperf per round (median of the rounds'"
+                      " ratios): 1.020x (rounds 1.020, 1.020)", text)
+        self.assertIn("n/a   UDP same core (0,0), blocking, 1 B: >= 1.00x sockperf per round", text)
+
     def test_tcp_report_without_peers_or_runs(self):
         with tempfile.TemporaryDirectory() as d:
             res = os.path.join(d, "results.tsv")
