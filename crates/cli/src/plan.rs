@@ -253,12 +253,16 @@ impl TcpPlan {
             inflight: count("--inflight", &a.inflight)?,
             timeout_seconds: timeout,
             busy_poll: a.busy_poll,
+            wakeup_stamps: a.wakeup_stamps,
             connect_per_transaction: false,
             pause_every: None,
             pause_seconds: 0.0,
         });
         if a.common.reverse || a.common.bidir {
             return usage("-R/--bidir: a request/response test always goes both ways".into());
+        }
+        if a.wakeup_stamps && !a.udp {
+            return usage("--wakeup-stamps: UDP only (add --udp); TCP answers carry no kernel receive stamp".into());
         }
         let mut plan = Self::with_common(spec, &a.common)?;
         if let Some(l) = &a.under_load {
@@ -306,6 +310,7 @@ impl TcpPlan {
                 inflight: 1,
                 timeout_seconds: timeout,
                 busy_poll: false,
+                wakeup_stamps: false,
                 connect_per_transaction: false,
                 pause_every: pattern.burst,
                 pause_seconds: pattern.gap_seconds,

@@ -123,6 +123,7 @@ const KEYS: &[(&str, &str)] = &[
     ("inflight", "--inflight"),
     ("timeout", "--timeout"),
     ("busy_poll", "--busy-poll"),
+    ("wakeup_stamps", "--wakeup-stamps"),
     ("under_load", "--under-load"),
     ("repeat", "--repeat"),
     ("warmup", "--warmup"),

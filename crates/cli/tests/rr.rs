@@ -57,6 +57,27 @@ fn udp_rr_matches_replies_and_loses_nothing_on_loopback() {
     assert_eq!((u(&rr["lost"]), u(&rr["late"])), (0, 0));
 }
 
+/// The kernel-stamp split of each UDP round trip is asked for (it costs the kernel a stamp per
+/// packet and each answer a control message): with the flag every answer's wait to be woken is
+/// there and never longer than its round trip; without it, no figure.
+#[test]
+fn udp_rr_splits_out_the_wakeup_only_when_asked() {
+    let s = Server::start(&[]);
+    let r = client_json("rr", &s, "127.0.0.1", &["--udp", "-n", "2000", "-i", "0", "--wakeup-stamps"]);
+    let rr = check_rr(&r);
+    assert_eq!(u(&rr["transactions"]), 2000);
+    let w = &rr["receive_wakeup_us"];
+    assert!(f(&w["p50"]) >= 0.0 && f(&w["p50"]) <= f(&w["p99"]), "{w}");
+    assert!(f(&w["p50"]) <= f(&rr["latency_us"]["p50"]), "the wakeup is part of the round trip: {rr}");
+    assert_eq!(r["test"]["rr"]["wakeup_stamps"], true, "{}", r["test"]);
+    let r = client_json("rr", &s, "127.0.0.1", &["--udp", "-n", "500", "-i", "0"]);
+    assert!(check_rr(&r).get("receive_wakeup_us").is_none_or(|w| w.is_null()), "{}", r["summary"]);
+    let port = s.port.to_string();
+    let run = netchar(&["rr", "127.0.0.1", "-p", &port, "--wakeup-stamps"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--wakeup-stamps: UDP only"), "{}", run.stderr);
+}
+
 #[test]
 fn pipelined_and_parallel_transactions() {
     let s = Server::start(&[]);

@@ -45,6 +45,10 @@ pub struct RrOptions {
     pub timeout_seconds: f64,
     /// Spin on non-blocking receives instead of sleeping in the kernel (`--busy-poll`).
     pub busy_poll: bool,
+    /// UDP: stamp every answer in the kernel (SO_TIMESTAMPNS) to split each round trip into
+    /// the wait to be woken and the rest (`--wakeup-stamps`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wakeup_stamps: bool,
     /// A new TCP connection per transaction: connect, request, response, close (`netchar crr`).
     #[serde(default)]
     pub connect_per_transaction: bool,
@@ -65,6 +69,7 @@ impl Default for RrOptions {
             inflight: 1,
             timeout_seconds: 1.0,
             busy_poll: false,
+            wakeup_stamps: false,
             connect_per_transaction: false,
             pause_every: None,
             pause_seconds: 0.0,

@@ -433,6 +433,7 @@ pub fn spec_for(kind: Kind, nbufs: u32, buflen: u32, pause: Pause) -> TestSpec {
                 inflight: 1,
                 timeout_seconds: wire::TEST_TIMEOUT.as_secs_f64(),
                 busy_poll: false,
+                wakeup_stamps: false,
                 connect_per_transaction: false,
                 pause_every: (pause.ticks > 0).then_some(u64::from(pause.threshold)),
                 pause_seconds: (wire::TICK * pause.ticks).as_secs_f64(),
