@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/iperf2.sh — is the iperf2 adapter ever the bottleneck?  Loopback TCP, side by side in
-# one run, each case ROUNDS times with the two runs of a round back to back:
+# one run, each case ROUNDS times with the two runs of a round back to back (which runs first
+# alternates by round), the verdict on the median of the rounds' ratios:
 #
 #   client role: against one `iperf -s -y C`, `iperf -c` vs `netchar tcp --proto iperf2`.  Both
 #                figures are the iperf server's own CSV lines (bytes of the run's connections
@@ -60,12 +61,23 @@ run() {
 }
 
 echo "iperf2: DUR=$DUR ROUNDS=$ROUNDS, $(netchar_version), $(iperf -v 2>&1 | head -1)"
+# A case's two runs back to back, iperf's first in odd rounds and netchar's first in even ones
+# (the report pairs each round's two figures).
+pair() { # ROUND CASE SOURCE PEER-RUN... -- NETCHAR-RUN...
+  local r=$1 case=$2 source=$3 peer=() ours=(); shift 3
+  while [ "$1" != -- ]; do peer+=("$1"); shift; done; shift; ours=("$@")
+  if [ $((r % 2)) = 1 ]; then
+    run "$case" iperf "$source" "${peer[@]}"; run "$case" netchar "$source" "${ours[@]}"
+  else
+    run "$case" netchar "$source" "${ours[@]}"; run "$case" iperf "$source" "${peer[@]}"
+  fi
+}
 for r in $(seq "$ROUNDS"); do
   for P in 1 4; do
-    run "client-P$P" iperf   server iperf -c $H -p $P_IPERF -t "$DUR" -P $P -y C
-    run "client-P$P" netchar server "$NC" tcp $H -p $P_IPERF --proto iperf2 -t "$DUR" -P $P --json -i 0
-    run "server-P$P" iperf   client iperf -c $H -p $P_IPERF -t "$DUR" -P $P -y C
-    run "server-P$P" netchar client iperf -c $H -p $P_NC_IPERF2 -t "$DUR" -P $P -y C
+    pair "$r" "client-P$P" server iperf -c $H -p $P_IPERF -t "$DUR" -P $P -y C \
+      -- "$NC" tcp $H -p $P_IPERF --proto iperf2 -t "$DUR" -P $P --json -i 0
+    pair "$r" "server-P$P" client iperf -c $H -p $P_IPERF -t "$DUR" -P $P -y C \
+      -- iperf -c $H -p $P_NC_IPERF2 -t "$DUR" -P $P -y C
   done
   echo "round $r of $ROUNDS done"
 done

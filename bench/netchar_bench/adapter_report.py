@@ -37,36 +37,40 @@ def paired(peer, ours):
     return ratios, (st.median(ratios) if ratios else NAN)
 
 
-def adapters(rows):
-    print(f"{'case':<12} {'peer tool Gbit/s':>17} {'netchar Gbit/s':>15} {'ratio':>7} {'spread':>14} "
+def table(rows, peer, label):
+    """Per case: the peer tool's and netchar's medians, their ratio, the spreads, and the median
+    and range of the rounds' own ratios, which the verdict reads."""
+    print(f"{'case':<12} {label + ' Gbit/s':>17} {'netchar Gbit/s':>15} {'ratio':>7} {'spread':>14} "
           f"{'paired':>7} {'range':>13}  verdict (paired >= 0.95)")
     for case in sorted(rows):
         t = rows[case]
-        a, b = st.median(t.get("iperf3", [NAN])), st.median(t.get("netchar", [NAN]))
+        a, b = st.median(t.get(peer, [NAN])), st.median(t.get("netchar", [NAN]))
         ratio = b / a if a else NAN
-        ratios, pm = paired(t.get("iperf3", []), t.get("netchar", []))
+        ratios, pm = paired(t.get(peer, []), t.get("netchar", []))
         rng = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "n/a"
         print(f"{case:<12} {a/1e9:>17.2f} {b/1e9:>15.2f} {ratio:>7.3f} "
-              f"{spread(t.get('iperf3', []))*100:>6.1f}%/{spread(t.get('netchar', []))*100:>5.1f}% "
+              f"{spread(t.get(peer, []))*100:>6.1f}%/{spread(t.get('netchar', []))*100:>5.1f}% "
               f"{pm:>7.3f} {rng:>13}  {'PASS' if pm >= 0.95 else 'MISS'}")
     print()
+
+
+FOOTNOTE = """ratio: of the medians over the rounds; spread: (max-min)/median over the rounds, peer tool / netchar
+paired: median of each round's ratio (its two runs back to back, the first tool alternating
+        by round), and the range of those ratios; the verdict reads it"""
+
+
+def adapters(rows):
+    table(rows, "iperf3", "peer tool")
     print("client-*: iperf3 -c vs netchar tcp --proto iperf3, both against iperf3 -s (the server's count)")
     print("server-*: iperf3 -c against iperf3 -s vs against netchar server --iperf3 (the client's receiver line)")
-    print("ratio: of the medians over the rounds; spread: (max-min)/median over the rounds, peer tool / netchar")
-    print("paired: median of each round's ratio (its two runs back to back, the first tool alternating")
-    print("        by round), and the range of those ratios; the verdict reads it")
+    print(FOOTNOTE)
 
 
 def iperf2(rows):
-    print(f"{'case':<12} {'iperf Gbit/s':>13} {'netchar Gbit/s':>15} {'ratio':>7}  verdict (>= 0.95)")
-    for case in sorted(rows):
-        t = rows[case]
-        a, b = st.median(t.get("iperf", [NAN])), st.median(t.get("netchar", [NAN]))
-        ratio = b / a if a else NAN
-        print(f"{case:<12} {a/1e9:>13.2f} {b/1e9:>15.2f} {ratio:>7.3f}  {'PASS' if ratio >= 0.95 else 'MISS'}")
-    print()
+    table(rows, "iperf", "iperf")
     print("client-*: iperf -c vs netchar tcp --proto iperf2, both against iperf -s (the server's CSV)")
     print("server-*: iperf -c against iperf -s vs against netchar server --iperf2 (the client's CSV)")
+    print(FOOTNOTE)
 
 
 def main(argv):

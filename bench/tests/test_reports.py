@@ -114,7 +114,8 @@ class AdapterReports(unittest.TestCase):
         out = io.StringIO()
         with redirect_stdout(out):
             adapter_report.iperf2(rows)
-        self.assertEqual(out.getvalue().splitlines()[1], "server-P4            30.00           27.00   0.900  MISS")
+        self.assertEqual(out.getvalue().splitlines()[1],
+                         "server-P4                30.00           27.00   0.900    0.0%/  0.0%   0.900   0.900-0.900  MISS")
 
 
 class Soak(unittest.TestCase):
