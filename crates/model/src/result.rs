@@ -294,8 +294,8 @@ pub struct StreamRecord {
     pub receive_method: Option<String>,
     /// TCP receivers: the largest `SO_RCVLOWAT` the reader set to be woken once per batch of
     /// this many bytes instead of per segment (about 0.5 ms of data at the rate read, at most
-    /// one read); absent when it was woken per segment (slow streams, as many streams as CPUs,
-    /// `--rx-wake-per-segment`).
+    /// one read); absent when it was woken per segment (slow streams, an end running two or
+    /// more TCP streams and as many as it may use CPUs, `--rx-wake-per-segment`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub receive_low_water: Option<u64>,
     /// Interval samples in time order.

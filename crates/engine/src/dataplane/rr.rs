@@ -8,9 +8,9 @@
 //! vCPU waking up (reference/perf.md, technique 8).
 
 use super::udp::realtime_at;
-use super::{Controls, StreamShared, POLL};
+use super::{send_deadline, Controls, StreamShared, POLL};
 use crate::is_retry;
-use netchar_model::{EndCondition, LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
+use netchar_model::{LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
 use netchar_sys::udp;
 use std::collections::VecDeque;
@@ -177,12 +177,10 @@ struct Ending {
 }
 
 impl Ending {
+    /// `-t` gives the senders' deadline; `-n` counts transactions for rr, split across
+    /// connections like bytes (each is None for the other end condition).
     fn new(spec: &TestSpec, started: Instant, id: u32) -> Self {
-        match spec.end {
-            EndCondition::Seconds(s) => Self { deadline: Some(started + Duration::from_secs_f64(s)), budget: None },
-            // -n counts transactions for rr, split across connections like bytes.
-            EndCondition::Bytes(_) => Self { deadline: None, budget: spec.byte_budget(id) },
-        }
+        Self { deadline: send_deadline(spec, started), budget: spec.byte_budget(id) }
     }
 
     /// `now` is the caller's latest clock reading: the hot loops read the clock once per send
@@ -685,7 +683,7 @@ mod tests {
         });
         let mut spec = TestSpec::rr_default();
         spec.rr = Some(RrOptions { udp: true, request_bytes: 64, response_bytes: 64, ..RrOptions::default() });
-        spec.end = EndCondition::Bytes(50);
+        spec.end = netchar_model::EndCondition::Bytes(50);
         spec.interval_seconds = 0.0;
         let started = Instant::now();
         let shared = StreamShared::new(1, Flow::Up, Role::Sender, started);
