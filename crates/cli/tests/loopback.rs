@@ -487,3 +487,44 @@ fn online_cpus() -> usize {
         })
         .sum()
 }
+
+/// A paced sender that does not run sends less than its schedule and says by how much: the
+/// client process is stopped (SIGSTOP) for 800 ms in the middle of a 3 s test at 2000
+/// datagrams/s (past the 500 ms after which missed slots are given up), and again from 2.5 s
+/// after its start until past its deadline (slots still owed when the time is up). Datagrams
+/// sent + `behind_schedule` = the schedule's 6000 slots, and the receiver got every one sent.
+#[test]
+fn a_stopped_paced_sender_reports_the_slots_it_missed() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let (pps, seconds) = (2000u64, 3u64);
+    let child = Command::new(BIN)
+        .args(["udp", "127.0.0.1", "-p", &port, "-t", &seconds.to_string(), "--pps", &pps.to_string()])
+        .args(["-l", "100", "-i", "0", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let signal = |sig: &str| Command::new("kill").args([sig, &pid]).status().unwrap();
+    let spawned = Instant::now();
+    for (stop, resume) in [(600u64, 1400u64), (2500, 3600)] {
+        std::thread::sleep(Duration::from_millis(stop).saturating_sub(spawned.elapsed()));
+        signal("-STOP");
+        std::thread::sleep(Duration::from_millis(resume).saturating_sub(spawned.elapsed()));
+        signal("-CONT");
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {stderr}"));
+    let up = &r["summary"]["up"];
+    let (sent, behind) = (u(&up["sender"]["packets"]), u(&up["sender"]["behind_schedule"]));
+    let slots = pps * seconds;
+    // Each fresh start of the schedule after a stall may move one slot across the deadline.
+    assert!((sent + behind).abs_diff(slots) <= 2, "sent {sent} + behind {behind} != {slots} slots: {up}");
+    // The first stop alone missed 800 ms of slots; the second at least 100 ms more.
+    assert!(behind >= pps * 9 / 10, "sent {sent}, behind only {behind}: {up}");
+    assert_eq!(u(&up["receiver"]["packets"]), sent, "{up}");
+    assert_eq!(u(&up["receiver"]["lost"]), 0, "{up}");
+}

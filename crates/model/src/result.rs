@@ -141,6 +141,12 @@ pub struct UdpSent {
     /// is the batch size, the burst a paced sender emits at once.
     #[serde(default)]
     pub sends: u64,
+    /// Paced senders, whole stream: datagrams the schedule had due before the end that were
+    /// never sent because the sender ran behind it (it did not get the CPU in time, and gave
+    /// up slots more than 500 ms late or still owed at the deadline). 0 when it kept up: a rate
+    /// short of the target by this much is the sender's, not the network's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub behind_schedule: Option<u64>,
 }
 
 /// What a UDP receiver counted, over a stream or an interval.
@@ -477,6 +483,8 @@ struct SideTotalsWire {
     #[serde(default)]
     sends: Option<u64>,
     #[serde(default)]
+    behind_schedule: Option<u64>,
+    #[serde(default)]
     lost: Option<u64>,
     #[serde(default)]
     loss_percent: Option<f64>,
@@ -510,6 +518,7 @@ impl From<SideTotalsWire> for SideTotals {
             gap_p99_us: w.gap_p99_us,
             gso: w.gso.unwrap_or(false),
             sends: w.sends.unwrap_or(0),
+            behind_schedule: w.behind_schedule,
         });
         let udp_received = w.lost.map(|lost| UdpReceived {
             packets,
@@ -793,6 +802,10 @@ fn sum_sent(parts: impl Iterator<Item = Vec<UdpSent>>) -> Option<UdpSent> {
         t.gap_mean_us = p.gap_mean_us.or(t.gap_mean_us);
         t.gap_p99_us = match (t.gap_p99_us, p.gap_p99_us) {
             (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        t.behind_schedule = match (t.behind_schedule, p.behind_schedule) {
+            (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };
     }

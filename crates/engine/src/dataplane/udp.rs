@@ -81,14 +81,48 @@ impl Schedule {
         None
     }
 
-    /// When datagram `seq` is due: the rate's slot plus one gap per completed burst.
-    fn due(&self, seq: u64) -> Instant {
+    /// Datagram `seq`'s slot on the schedule: the rate's slot plus one gap per completed burst.
+    fn slot(&self, seq: u64) -> Instant {
         let n = (seq - self.anchor_seq) as f64;
         let mut secs = self.pps.map_or(0.0, |p| n / p);
         if let Some((burst, gap)) = self.burst {
             secs += (seq / burst - self.anchor_seq / burst) as f64 * gap;
         }
-        let on_schedule = self.anchor + Duration::from_secs_f64(secs);
+        self.anchor + Duration::from_secs_f64(secs)
+    }
+
+    /// Datagrams from `seq` on whose slots fall before `until` (and that the size list still
+    /// has): what a sender now at `until` owes the schedule.
+    fn slots_before(&self, seq: u64, until: Instant) -> u64 {
+        let left = if self.sizes.is_empty() {
+            u64::MAX - seq
+        } else {
+            self.sizes.iter().map(|&(count, _)| count).sum::<u64>().saturating_sub(seq)
+        };
+        // Slots are in time order: double to an upper bound, then bisect.
+        let before = |n: u64| n > 0 && self.slot(seq + n - 1) < until;
+        let mut hi = 1u64;
+        while hi < left && before(hi) {
+            hi = hi.saturating_mul(2).min(left);
+        }
+        let (mut lo, mut hi) = (0u64, hi.min(left));
+        if before(hi) {
+            return hi;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if before(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// When datagram `seq` is due: its slot, or later while catching up after a stall.
+    fn due(&self, seq: u64) -> Instant {
+        let on_schedule = self.slot(seq);
         // Catching up after a stall: no closer than 1/CATCH_UP_RATE of the nominal gap.
         match (self.pps, self.last) {
             (Some(pps), Some((next, at))) if seq >= next => {
@@ -154,6 +188,9 @@ pub(super) fn send<F: DatagramFormat>(
     let mut gaps = GapMeter::default();
     let mut intervals = SenderIntervals::new(spec);
     let mut end = Instant::now();
+    // Paced: slots the sender never filled because it ran behind (given up after a long stall,
+    // or still owed at the deadline).
+    let mut behind: u64 = 0;
     let outcome = loop {
         if controls.stop_senders.load(Ordering::Relaxed) {
             break Ok(());
@@ -164,6 +201,7 @@ pub(super) fn send<F: DatagramFormat>(
             // whole window, not up to its last send, or the rate would read one slot high.
             if schedule.pps.is_some() {
                 end = end.max(d);
+                behind += schedule.slots_before(seq, d);
             }
             break Ok(());
         }
@@ -184,6 +222,7 @@ pub(super) fn send<F: DatagramFormat>(
         }
         if now - due > MAX_BACKLOG && schedule.pps.is_some() {
             // Fell behind (a stall): start the schedule afresh rather than burst to catch up.
+            behind += schedule.slots_before(seq, now);
             schedule.anchor = now;
             schedule.anchor_seq = seq;
         }
@@ -278,6 +317,7 @@ pub(super) fn send<F: DatagramFormat>(
         gap_p99_us: gaps.p99_us(),
         gso: gso_ok,
         sends,
+        behind_schedule: schedule.pps.is_some().then_some(behind),
     };
     let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors));
     shared.set_udp_final(Some(total), None, Some(intervals));
@@ -900,6 +940,36 @@ mod tests {
         assert!(sent > 0 && refused > 0, "sent {sent}, refused {refused}");
         // Paced at 1000/s for 0.3 s: about 300 slots, each used by a send or a refusal.
         assert!(sent + refused <= 320, "sent {sent} + refused {refused}: refusals spun past the schedule");
+    }
+
+    fn paced_spec(pps: u64, pattern: Option<netchar_model::spec::Pattern>) -> TestSpec {
+        let mut spec = TestSpec::udp_default();
+        spec.block_bytes = 100;
+        let udp = spec.udp.as_mut().unwrap();
+        udp.rate = netchar_model::UdpRate::PacketsPerSecond(pps);
+        udp.pattern = pattern;
+        spec
+    }
+
+    #[test]
+    fn slots_before_counts_what_a_late_sender_owes_the_schedule() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        // 1000/s: slots at 0, 1, 2, ... ms.
+        let plain = Schedule::new(&paced_spec(1000, None), t0);
+        assert_eq!(plain.slots_before(0, t0), 0);
+        assert_eq!(plain.slots_before(0, ms(10)), 10);
+        assert_eq!(plain.slots_before(4, ms(10)), 6);
+        assert_eq!(plain.slots_before(12, ms(10)), 0);
+        assert_eq!(plain.slots_before(0, ms(1500)), 1500);
+        // A size list of 7 datagrams owes no more than 7.
+        let sizes = netchar_model::spec::Pattern { sizes: vec![(3, 100), (4, 200)], ..Default::default() };
+        assert_eq!(Schedule::new(&paced_spec(1000, Some(sizes)), t0).slots_before(2, ms(1500)), 5);
+        // Bursts of 10 then 5 ms: slots 0-9 at 0-9 ms, 10-19 at 15-24 ms.
+        let bursts = netchar_model::spec::Pattern { burst: Some(10), gap_seconds: 0.005, ..Default::default() };
+        let bursty = Schedule::new(&paced_spec(1000, Some(bursts)), t0);
+        assert_eq!(bursty.slots_before(0, ms(12)), 10);
+        assert_eq!(bursty.slots_before(0, ms(20)), 15);
     }
 
     #[test]
