@@ -343,3 +343,27 @@ fn find_max_rate_text_table_shows_the_probe_and_each_trial_and_plots_one_trial()
     let report = std::fs::read_to_string(&html).unwrap();
     assert!(report.contains("id=\"plot-sweep-find-max-rate\""), "no search chart in the HTML report");
 }
+
+/// The live text shows every interval of a UDP sender and of an rr requester, the last one
+/// included (their workers close it when the test ends, after the collector's last tick), each
+/// under its own times: a stream's two intervals are never summed as one.
+#[test]
+fn live_text_shows_the_last_interval_of_udp_and_rr() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    for (kind, args, role, wanted) in [
+        ("udp", &["-t", "3", "-i", "1", "--pps", "1000"][..], "up   sender", 3),
+        ("rr", &["-t", "2", "-i", "1"][..], "up   sender", 2),
+    ] {
+        let mut all = vec![kind, "127.0.0.1", "-p", &port];
+        all.extend_from_slice(args);
+        let run = netchar(&all);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let lines: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("[  1]") && l.contains(role)).collect();
+        let expected: Vec<String> = (0..wanted).map(|k| format!("{k}.00-{}.00", k + 1)).collect();
+        let shown: Vec<bool> = expected.iter().map(|e| lines.iter().any(|l| l.contains(e.as_str()))).collect();
+        assert!(shown.iter().all(|&x| x), "{kind}: intervals {expected:?} shown {shown:?}:\n{}", run.stdout);
+        assert_eq!(lines.len(), wanted, "{kind}:\n{}", run.stdout);
+        assert!(!run.stdout.contains("[SUM]"), "{kind}: one stream has no sum line:\n{}", run.stdout);
+    }
+}

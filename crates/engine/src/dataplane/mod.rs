@@ -327,14 +327,15 @@ impl StreamShared {
     }
 }
 
-/// Merges a final interval shorter than a tenth of the interval length into the one before.
-fn merge_short_tail(intervals: &mut Vec<StreamInterval>, interval_seconds: f64) {
+/// Merges a final interval shorter than a tenth of the interval length into the one before;
+/// true when it did.
+fn merge_short_tail(intervals: &mut Vec<StreamInterval>, interval_seconds: f64) -> bool {
     if intervals.len() < 2 || interval_seconds <= 0.0 {
-        return;
+        return false;
     }
     let last = intervals.last().expect("len >= 2");
     if last.end - last.start >= TAIL_MERGE_SHARE * interval_seconds {
-        return;
+        return false;
     }
     let tail = intervals.pop().expect("len >= 2");
     let prev = intervals.last_mut().expect("len >= 1");
@@ -367,6 +368,24 @@ fn merge_short_tail(intervals: &mut Vec<StreamInterval>, interval_seconds: f64) 
         p.jitter_p99_ms = p.jitter_p99_ms.max(t.jitter_p99_ms);
         let lost = p.lost + t.lost;
         p.set_lost(lost);
+    }
+    true
+}
+
+/// Closes a worker's last interval: appended to `closed` (merged into the one before when
+/// short) and, when it stands on its own, published live like the others, so the text shows
+/// the last second of a UDP or rr test as it shows TCP's.
+fn close_last_interval(
+    closed: &mut Vec<StreamInterval>,
+    last: StreamInterval,
+    interval_seconds: f64,
+    shared: &StreamShared,
+) {
+    closed.push(last);
+    if !merge_short_tail(closed, interval_seconds) {
+        if let Some(iv) = closed.last() {
+            shared.push_interval(iv.clone());
+        }
     }
 }
 
@@ -1160,11 +1179,32 @@ impl Collector {
             });
             t.record.intervals.push(sample);
         }
-        if let Some(tx) = &self.live {
-            if !live.streams.is_empty() {
-                live.sum = TestResult::sum_streams(&live.streams, live.end - live.start);
-                let _ = tx.send(live);
-            }
+        let Some(tx) = &self.live else { return };
+        if live.streams.is_empty() {
+            return;
+        }
+        if !self.udp {
+            live.sum = TestResult::sum_streams(&live.streams, live.end - live.start);
+            let _ = tx.send(live);
+            return;
+        }
+        // UDP and rr workers publish when they cross a boundary, which may be after this tick
+        // (a worker that was waiting): one record per interval the samples name, in order,
+        // never two of a stream's intervals summed under one tick.
+        let mut samples = live.streams;
+        samples.sort_by(|a, b| a.sample.start.total_cmp(&b.sample.start));
+        for group in samples.chunk_by(|a, b| a.sample.start == b.sample.start) {
+            let start = group[0].sample.start;
+            let end = group.iter().map(|s| s.sample.end).fold(start, f64::max);
+            let mut record = IntervalRecord {
+                start,
+                end,
+                omitted: group.iter().any(|s| s.sample.omitted),
+                streams: group.to_vec(),
+                sum: Vec::new(),
+            };
+            record.sum = TestResult::sum_streams(&record.streams, end - start);
+            let _ = tx.send(record);
         }
     }
 

@@ -134,8 +134,8 @@ impl Ledger {
     ) {
         if self.interval > 0.0 {
             let start = self.index as f64 * self.interval;
-            self.closed.push(self.sample(start, end.max(start), bytes));
-            super::merge_short_tail(&mut self.closed, self.interval);
+            let last = self.sample(start, end.max(start), bytes);
+            super::close_last_interval(&mut self.closed, last, self.interval, shared);
         }
         self.whole.merge(&self.current);
         let mut totals = self.figures(&self.whole, (self.transactions, self.lost, self.late), end);

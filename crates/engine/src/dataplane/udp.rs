@@ -319,7 +319,7 @@ pub(super) fn send<F: DatagramFormat>(
         sends,
         behind_schedule: schedule.pps.is_some().then_some(behind),
     };
-    let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors));
+    let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors), shared);
     shared.set_udp_final(Some(total), None, Some(intervals));
     outcome
 }
@@ -452,13 +452,13 @@ impl SenderIntervals {
         }
     }
 
-    fn finish(mut self, end: f64, now: (u64, u64, u64)) -> Vec<StreamInterval> {
+    fn finish(mut self, end: f64, now: (u64, u64, u64), shared: &StreamShared) -> Vec<StreamInterval> {
         if self.interval > 0.0 {
             // Whole intervals with nothing sent (a long pattern gap) before the last one.
-            self.close_due(end, now, None);
+            self.close_due(end, now, Some(shared));
             let start = self.current as f64 * self.interval;
-            self.closed.push(self.sample(start, end.max(start), now));
-            super::merge_short_tail(&mut self.closed, self.interval);
+            let last = self.sample(start, end.max(start), now);
+            super::close_last_interval(&mut self.closed, last, self.interval, shared);
         }
         self.closed
     }
@@ -806,7 +806,7 @@ impl ReceiverState {
             }
             intervals.push(iv);
         }
-        super::merge_short_tail(&mut intervals, spec.interval_seconds);
+        let _ = super::merge_short_tail(&mut intervals, spec.interval_seconds);
         let mut total = UdpReceived {
             packets: self.tracker.unique(),
             out_of_order: self.tracker.late(),
