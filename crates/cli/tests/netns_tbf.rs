@@ -255,28 +255,43 @@ const TBF_1G: &[&str] = &["tbf", "rate", "1gbit", "burst", "1300kb", "latency", 
 fn a_batching_receiver_counts_at_the_link_rate_in_every_interval() {
     let Some(link) = shaped_link(TBF_1G) else { return };
     let expected = 1000e6 * MSS / FRAME;
-    let m = measure_with(&link, 5303, false, &["-i", "0.5"]);
-    eprintln!(
-        "netns_tbf 1 Gbit/s: receiver {:.3} Mbit/s ({:+.3}% vs {:.3}), low-water mark {:?}, intervals {:?}",
-        m.receiver_bps / 1e6,
-        (m.receiver_bps / expected - 1.0) * 100.0,
-        expected / 1e6,
-        m.receive_low_water,
-        m.receiver_intervals_bps.iter().map(|b| (b / 1e5).round() / 10.0).collect::<Vec<_>>(),
-    );
-    assert_eq!(m.sender_total, m.receiver_total, "sender and receiver totals differ: {m:?}");
-    let mark = m.receive_low_water.unwrap_or_else(|| panic!("the receiver did not batch its wake-ups: {m:?}"));
-    assert!((16 * 1024..=128 * 1024).contains(&mark), "mark {mark} for ~120 MB/s (0.5 ms is ~60 kB): {m:?}");
-    // As above, a sender kept off the CPU is the truth where it fell short of the link.
-    let truth = expected.min(m.sender_bps);
-    assert!(
-        (truth * (1.0 - TOLERANCE)..=truth * (1.0 + TOLERANCE)).contains(&m.receiver_bps),
-        "receiver {:.3} Mbit/s, truth {:.3}: {m:?}\nqdiscs:\n{}",
-        m.receiver_bps / 1e6,
-        truth / 1e6,
-        link.qdisc_stats()
-    );
-    assert!(m.receiver_intervals_bps.len() >= 7, "8 half-second intervals after the warm-up: {m:?}");
-    let off: Vec<f64> = m.receiver_intervals_bps.iter().copied().filter(|b| (b / truth - 1.0).abs() > 0.03).collect();
-    assert!(off.is_empty(), "intervals off the link's {:.3} Mbit/s by more than 3%: {off:?} ({m:?})", truth / 1e6);
+    // A reader kept off the CPU for 15 ms moves 3% of a half-second interval into the next
+    // (CI saw 924 then 984 Mbit/s under two spinning neighbours): such a run is tried again,
+    // up to three times. A batching fault (a stuck mark, a read sitting out its timeout) moves
+    // bytes in every run.
+    for attempt in 1..=3 {
+        let m = measure_with(&link, 5303, false, &["-i", "0.5"]);
+        eprintln!(
+            "netns_tbf 1 Gbit/s (attempt {attempt}): receiver {:.3} Mbit/s ({:+.3}% vs {:.3}), low-water mark {:?}, intervals {:?}",
+            m.receiver_bps / 1e6,
+            (m.receiver_bps / expected - 1.0) * 100.0,
+            expected / 1e6,
+            m.receive_low_water,
+            m.receiver_intervals_bps.iter().map(|b| (b / 1e5).round() / 10.0).collect::<Vec<_>>(),
+        );
+        assert_eq!(m.sender_total, m.receiver_total, "sender and receiver totals differ: {m:?}");
+        let mark = m.receive_low_water.unwrap_or_else(|| panic!("the receiver did not batch its wake-ups: {m:?}"));
+        assert!((16 * 1024..=128 * 1024).contains(&mark), "mark {mark} for ~120 MB/s (0.5 ms is ~60 kB): {m:?}");
+        // As above, a sender kept off the CPU is the truth where it fell short of the link.
+        let truth = expected.min(m.sender_bps);
+        assert!(
+            (truth * (1.0 - TOLERANCE)..=truth * (1.0 + TOLERANCE)).contains(&m.receiver_bps),
+            "receiver {:.3} Mbit/s, truth {:.3}: {m:?}\nqdiscs:\n{}",
+            m.receiver_bps / 1e6,
+            truth / 1e6,
+            link.qdisc_stats()
+        );
+        assert!(m.receiver_intervals_bps.len() >= 7, "8 half-second intervals after the warm-up: {m:?}");
+        let off: Vec<f64> =
+            m.receiver_intervals_bps.iter().copied().filter(|b| (b / truth - 1.0).abs() > 0.03).collect();
+        if off.is_empty() {
+            return;
+        }
+        assert!(
+            attempt < 3,
+            "intervals off the link's {:.3} Mbit/s by more than 3% in three runs, the last: {off:?} ({m:?})",
+            truth / 1e6
+        );
+        eprintln!("netns_tbf 1 Gbit/s: intervals off by more than 3% ({off:?}); trying again");
+    }
 }
