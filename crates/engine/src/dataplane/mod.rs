@@ -1118,8 +1118,8 @@ impl Collector {
                 // UDP workers close their own intervals; pass on what they published.
                 let fresh =
                     self.shared[i].fresh_intervals.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
+                // (Each interval's `omitted` is taken from its own samples when it is sent.)
                 for sample in fresh {
-                    live.omitted |= sample.omitted;
                     live.streams.push(netchar_model::IntervalStream {
                         id: t.record.id,
                         flow: t.record.flow,
