@@ -100,6 +100,12 @@ pub(crate) struct ServerArgs {
     /// control connection's own address.
     #[arg(long, value_name = "CIDR")]
     pub(crate) allow_data_from: Vec<String>,
+    /// Networks the peer protocols may send unprompted UDP to (iperf2 `-u -R`, nc_test
+    /// UDP_SEND), CIDR, repeatable or comma-separated; `none` for none. Replaces the default,
+    /// loopback (127.0.0.0/8, ::1). Elsewhere an answer is never more bytes than its address
+    /// sent, within a rate budget.
+    #[arg(long, value_name = "CIDR", value_delimiter = ',')]
+    pub(crate) allow_peers: Vec<String>,
     /// Run tests only for clients holding a key in FILE (lines USER:SECRET).
     #[arg(long, value_name = "FILE")]
     pub(crate) psk_file: Option<std::path::PathBuf>,

@@ -7,6 +7,7 @@ use netchar_engine::admission::{DataPathPolicy, Limits};
 use netchar_engine::peers::iperf3::Iperf3Listener;
 use netchar_engine::peers::nc_test::NcTestListener;
 use netchar_engine::peers::PeerListener;
+use netchar_engine::reflection::{GuardCounts, PeerPolicy};
 use netchar_engine::server::{Server, ServerConfig, ServerLog};
 use netchar_engine::StopFlag;
 use serde::Deserialize;
@@ -36,6 +37,7 @@ struct ConfigFile {
     max_per_source: Option<usize>,
     max_connections: Option<usize>,
     allow_data_from: Option<Vec<String>>,
+    allow_peers: Option<Vec<String>>,
     psk_file: Option<PathBuf>,
     json: Option<bool>,
     iperf3: Option<bool>,
@@ -153,6 +155,17 @@ pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
         .iter()
         .map(|n| DataPathPolicy::parse_net(n).map_err(|e| anyhow::anyhow!("--allow-data-from {e}")))
         .collect::<Result<Vec<_>>>()?;
+    let peer_nets = if a.allow_peers.is_empty() { file.allow_peers } else { Some(a.allow_peers.clone()) };
+    let peer_policy = match peer_nets {
+        None => PeerPolicy::default(),
+        Some(nets) if nets.iter().any(|n| n.trim() == "none") => {
+            if nets.len() > 1 {
+                bail!("--allow-peers none: takes no networks beside it");
+            }
+            PeerPolicy { allowed: Vec::new() }
+        }
+        Some(nets) => PeerPolicy::parse(&nets).map_err(|e| anyhow::anyhow!("--allow-peers {e}"))?,
+    };
     let keys = match a.psk_file.clone().or(file.psk_file) {
         None => None,
         Some(path) => {
@@ -167,6 +180,7 @@ pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
     cfg.limits = limits;
     cfg.keys = keys;
     cfg.data_paths = DataPathPolicy { allowed };
+    cfg.peer_policy = peer_policy;
     let peers = PeerPorts {
         iperf3: (a.iperf3 || a.iperf3_port.is_some() || file.iperf3.unwrap_or(false))
             .then(|| a.iperf3_port.or(file.iperf3_port).unwrap_or(netchar_engine::peers::iperf3::DEFAULT_PORT)),
@@ -244,9 +258,15 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
         );
         server = server.with_peer(Box::new(listener));
     }
+    if a.services || a.netio || peers.iperf3.is_some() || peers.iperf2.is_some() || peers.nc_test.is_some() {
+        eprintln!("{}", describe_peers(&cfg.peer_policy));
+    }
     // Text or JSON lines, chosen once.
     let format = netchar_report::server_log::for_output(json);
-    server.run(stop, move |entry| eprintln!("{}", log_line(format.as_ref(), &entry)))?;
+    let refused = server.run(stop, move |entry| eprintln!("{}", log_line(format.as_ref(), &entry)))?;
+    if let Some(line) = describe_refused(&refused) {
+        eprintln!("{line}");
+    }
     eprintln!("netchar server stopped");
     Ok(0)
 }
@@ -281,6 +301,30 @@ fn describe(cfg: &ServerConfig) -> String {
         )
     };
     format!("{who}; limits: {}; {data}", limits.join(", "))
+}
+
+/// The start-up line that says who may receive UDP the server was not proven to be asked for.
+fn describe_peers(policy: &PeerPolicy) -> String {
+    format!(
+        "UDP answers: unprompted test traffic (iperf2 -u -R, nc_test UDP_SEND) only to --allow-peers ({}); to \
+         anyone else no more bytes than they sent, at most {} kB/s each and {} kB/s in all; never to a source \
+         port below 1024 or one of this server's",
+        policy.describe(),
+        netchar_engine::reflection::PER_DESTINATION_RATE / 1000,
+        netchar_engine::reflection::TOTAL_RATE / 1000,
+    )
+}
+
+/// The last line: what the reflection guard refused, when it refused anything.
+fn describe_refused(c: &GuardCounts) -> Option<String> {
+    if *c == GuardCounts::default() {
+        return None;
+    }
+    Some(format!(
+        "reflection guard: {} datagram(s) from service ports and {} from this server's own ports dropped, {} \
+         unprompted test(s) refused, {} answer(s) ({} bytes) held back",
+        c.service_port, c.own_port, c.unprompted_refused, c.answers_withheld, c.answer_bytes_withheld
+    ))
 }
 
 /// The report crate's view of one log event (crates/report/src/server_log.rs formats it).

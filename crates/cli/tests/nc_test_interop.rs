@@ -53,10 +53,18 @@ fn json(run: &Run) -> Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout))
 }
 
-/// The slave's log line for the test that just ended.
+/// The slave's log line for the test that just ended (other lines, such as the start-up
+/// lines after the one `slave` waited for, are passed over).
 fn slave_log(server: &Server) -> String {
-    let lines = server.log_lines(Duration::from_secs(10));
-    lines.into_iter().find(|l| l.starts_with("nc-test test")).expect("the slave logged the test")
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let wait = deadline.saturating_duration_since(std::time::Instant::now());
+        let lines = server.log_lines(wait);
+        if let Some(l) = lines.into_iter().find(|l| l.starts_with("nc-test test")) {
+            return l;
+        }
+        assert!(!wait.is_zero(), "the slave logged no test within 10 s");
+    }
 }
 
 #[test]

@@ -119,7 +119,7 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-fn in_network(ip: IpAddr, net: IpAddr, len: u8) -> bool {
+pub(crate) fn in_network(ip: IpAddr, net: IpAddr, len: u8) -> bool {
     let (a, n, bits): (u128, u128, u32) = match (ip, net) {
         (IpAddr::V4(a), IpAddr::V4(n)) => (u32::from(a).into(), u32::from(n).into(), 32),
         (IpAddr::V6(a), IpAddr::V6(n)) => (u128::from(a), u128::from(n), 128),

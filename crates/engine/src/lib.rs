@@ -8,6 +8,7 @@
 //! - [`dataplane`]: the worker threads, one per stream, apart from the control sessions; they
 //!   share nothing but a few atomic counters per stream, read by the collector once per tick;
 //! - [`peers`]: servers of peer protocols (iperf3, ...) beside the native one, one admission;
+//! - [`reflection`]: what every UDP listener may send to an address that has not proved itself;
 //! - [`measure`]: CPU and host figures around a test.
 //!
 //! The engine never prints: live figures reach the caller through a callback, results as
@@ -22,6 +23,7 @@ pub mod dataplane;
 pub mod load;
 pub mod measure;
 pub mod peers;
+pub mod reflection;
 pub mod server;
 mod tcp_setup;
 pub mod under_load;

@@ -16,6 +16,7 @@ use crate::admission::{
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, PeerFilter};
 use crate::measure::{host_info, CpuMeter};
 use crate::peers::{PeerContext, PeerListener};
+use crate::reflection::{GuardCounts, PeerPolicy, ReflectionGuard, RefusalKind};
 use crate::tcp_setup::post_connect;
 use crate::StopFlag;
 use netchar_model::{Endpoint, Flow, Role, StreamRecord, TestSpec};
@@ -57,6 +58,8 @@ pub struct ServerConfig {
     pub keys: Option<Arc<KeyTable>>,
     /// Where data streams may come from besides the control connection's address.
     pub data_paths: DataPathPolicy,
+    /// Who may receive unprompted UDP from the peer protocols (crate::reflection).
+    pub peer_policy: PeerPolicy,
 }
 
 impl ServerConfig {
@@ -69,6 +72,7 @@ impl ServerConfig {
             limits: Limits::default(),
             keys: None,
             data_paths: DataPathPolicy::default(),
+            peer_policy: PeerPolicy::default(),
         }
     }
 }
@@ -120,6 +124,8 @@ pub(crate) struct Shared {
     pub(crate) cfg: ServerConfig,
     pub(crate) log: Logger,
     pub(crate) stop: StopFlag,
+    /// Every UDP listener's rules for answering (crate::reflection).
+    pub(crate) guard: ReflectionGuard,
 }
 
 /// A bound server, ready to [`Server::run`].
@@ -161,15 +167,21 @@ impl Server {
     }
 
     /// Serves until `stop` is raised (running tests end cleanly, their clients get their
-    /// figures) or, with `one_off`, until the first test ends.
-    pub fn run(self, stop: &StopFlag, log: impl Fn(ServerLog) + Send + Sync + 'static) -> io::Result<()> {
+    /// figures) or, with `one_off`, until the first test ends. Returns what the reflection
+    /// guard refused meanwhile.
+    pub fn run(self, stop: &StopFlag, log: impl Fn(ServerLog) + Send + Sync + 'static) -> io::Result<GuardCounts> {
         let limiter = LogLimiter { inner: Arc::new(log), by_source: Default::default() };
         let log: Logger = Arc::new(move |e| limiter.log(e));
+        let mut own_ports: Vec<u16> = self.peers.iter().flat_map(|p| p.udp_ports()).collect();
+        if let Ok(u) = &self.udp {
+            own_ports.extend(u.local_addr().map(|a| a.port()));
+        }
         let shared = Arc::new(Shared {
             registry: Registry::default(),
             cfg: self.cfg.clone(),
             log: log.clone(),
             stop: stop.clone(),
+            guard: ReflectionGuard::new(self.cfg.peer_policy.clone(), own_ports),
         });
         let sources = Arc::new(SourceCounts::default());
         let local = self.local_addr()?;
@@ -234,7 +246,7 @@ impl Server {
         for p in peers {
             let _ = p.join();
         }
-        Ok(())
+        Ok(shared.guard.counts())
     }
 }
 
@@ -398,6 +410,16 @@ fn spawn_udp_setup_listener(socket: UdpSocket, shared: Arc<Shared>) -> std::thre
         let mut buf = [0u8; 2048];
         while !shared.stop.is_raised() {
             let Ok((n, from)) = socket.recv_from(&mut buf) else { continue };
+            // A challenge is smaller than its setup, so only loops need stopping here.
+            if let Err(dropped) = shared.guard.check_source(from) {
+                if shared.guard.first_refusal(from.ip(), RefusalKind::Source, "netchar", Instant::now()) {
+                    (shared.log)(ServerLog::Rejected {
+                        peer: from,
+                        reason: format!("UDP setup dropped unanswered: {dropped}"),
+                    });
+                }
+                continue;
+            }
             let Some(setup) = DatagramHeader::parse_setup(&buf[..n]) else { continue };
             let mut st = shared.registry.lock();
             let Some(entry) = st.tests.get_mut(&setup.cookie) else { continue };

@@ -377,6 +377,9 @@ impl PeerListener for Iperf2Listener {
     fn local_addr(&self) -> SocketAddr {
         self.tcp.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
+    fn udp_ports(&self) -> Vec<u16> {
+        self.udp.local_addr().map(|a| a.port()).into_iter().collect()
+    }
     fn run(self: Box<Self>, ctx: PeerContext) {
         let tests = AddressTests::default();
         let (c2, t2) = (ctx.clone(), tests.clone());
@@ -490,6 +493,8 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
     // -d/-r: the server connects back to the client's own address only, at the port the
     // header names, and sends for the same time or bytes (as iperf2's server: no header on
     // that connection, as Debian's 2.1.8 sends none).
+    // Never to a service port (a chargen or echo there would be fed, or feed us) or to a
+    // port of this server's.
     let back_to = dial_back
         .and_then(|_| u16::try_from(header.port).ok().filter(|&p| p != 0))
         .map(|p| SocketAddr::new(peer.ip(), p));
@@ -497,6 +502,13 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
     if dial_back.is_some() && back_to.is_none() {
         error = Some(format!("the client asked for -d/-r with port {}: nothing to connect back to", header.port));
     }
+    let back_to = match back_to.map(|to| (to, ctx.guard().check_source(to))) {
+        Some((to, Err(why))) => {
+            error = Some(format!("-d/-r: not connected back to {to}: {why}"));
+            None
+        }
+        other => other.map(|(to, _)| to),
+    };
     if header.full_duplex() {
         error = Some("--full-duplex is not supported: only the client's sending ran".into());
     }
@@ -775,6 +787,9 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
             Ok(x) => x,
             Err(_) => continue,
         };
+        if !ctx.inbound("iperf2", from, n) {
+            continue;
+        }
         let now = Instant::now();
         let d = &buf[..n];
         if !sources.contains_key(&from) {
@@ -792,6 +807,11 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
                 // source at a time, the sending on its own thread from this socket's port.
                 let busy = sending.lock().map(|m| m.contains(&from)).unwrap_or(true);
                 if busy || sending.lock().map_or(0, |m| m.len()) >= MAX_UDP_SOURCES {
+                    continue;
+                }
+                // Nothing proves that the request came from `from`: the test's datagrams go
+                // only to an allowed network (the refusal is logged once per source).
+                if ctx.may_send_unprompted("iperf2", from).is_err() {
                     continue;
                 }
                 match (tests.join(&ctx, &spec, from), socket.try_clone()) {
@@ -869,7 +889,10 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
                 s.fin_at = Some(now);
             }
             if let Some(r) = s.report {
-                let _ = socket.send_to(&r.reply(s.layout, d), from);
+                let reply = r.reply(s.layout, d);
+                if ctx.may_answer("iperf2", from, reply.len()) {
+                    let _ = socket.send_to(&reply, from);
+                }
             }
             continue;
         }

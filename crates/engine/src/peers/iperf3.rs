@@ -18,6 +18,7 @@
 //! the client's datagram count. The client's "receiver" line is then the server's exact count.
 
 use super::{PeerContext, PeerListener, PeerTest};
+use crate::admission::canonical;
 use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind};
 use crate::measure::CpuMeter;
@@ -80,6 +81,10 @@ impl PeerListener for Iperf3Listener {
         self.tcp.local_addr().expect("a bound listener has an address")
     }
 
+    fn udp_ports(&self) -> Vec<u16> {
+        self.udp.local_addr().map(|a| a.port()).into_iter().collect()
+    }
+
     fn run(self: Box<Self>, ctx: PeerContext) {
         let routes = Arc::new(Mutex::new(Routes::default()));
         let local = self.local_addr();
@@ -133,12 +138,18 @@ fn udp_hellos(udp: UdpSocket, ctx: &PeerContext, routes: &Mutex<Routes>) {
         let Ok((n, from)) = udp.recv_from(&mut buf) else { continue };
         // Only the hello's 4 bytes: anything longer is a data datagram that lost its race
         // with a stream socket's connect, or not iperf3's.
-        if n != 4 {
+        if n != 4 || !ctx.inbound("iperf3", from, n) {
             continue;
         }
         let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, tx)) = routes.by_cookie.values().find(|(ip, _)| ctx.data_allowed(*ip, from.ip())) {
-            let _ = tx.try_send(Arrival::Udp(from, buf[..n].to_vec()));
+        if let Some((control, tx)) = routes.by_cookie.values().find(|(ip, _)| ctx.data_allowed(*ip, from.ip())) {
+            // From the control connection's address, the handshake proved it; from another
+            // (`--allow-data-from`), a hello proves nothing, and the test's traffic may go
+            // there only for an allowed network.
+            let proven = canonical(*control) == canonical(from.ip());
+            if proven || ctx.may_send_unprompted("iperf3", from).is_ok() {
+                let _ = tx.try_send(Arrival::Udp(from, buf[..n].to_vec()));
+            }
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod netio;
 pub mod services;
 
 use crate::admission::{canonical, ConnRefusal, Limits, Refusal, Request, SourceCounts, SourceSlot};
+use crate::reflection::RefusalKind;
 use crate::server::{ServerLog, Shared};
 use crate::StopFlag;
 use netchar_model::TestSpec;
@@ -31,6 +32,9 @@ pub trait PeerListener: Send {
     fn name(&self) -> &'static str;
     /// The address it listens on.
     fn local_addr(&self) -> SocketAddr;
+    /// The UDP ports it listens on: a datagram from one of them is another server's answer,
+    /// never a client's (crate::reflection).
+    fn udp_ports(&self) -> Vec<u16>;
     /// Serves until [`PeerContext::stop`] is raised, returning within about 200 ms of it.
     fn run(self: Box<Self>, ctx: PeerContext);
 }
@@ -86,6 +90,11 @@ impl PeerContext {
         &self.shared.stop
     }
 
+    /// The server's reflection guard (crate::reflection).
+    pub fn guard(&self) -> &crate::reflection::ReflectionGuard {
+        &self.shared.guard
+    }
+
     /// The server's limits.
     pub fn limits(&self) -> &Limits {
         &self.shared.cfg.limits
@@ -118,6 +127,64 @@ impl PeerContext {
             ),
             ConnRefusal::Total(n) => {
                 format!("the server has {n} connections open, its limit (--max-connections); retry later")
+            }
+        })
+    }
+
+    /// The one check every datagram a peer listener reads goes through: false when it must be
+    /// dropped unanswered (a service port or one of ours: a loop); otherwise its bytes become
+    /// the credit answers to its address may spend. The first drop per source is logged.
+    pub fn inbound(&self, protocol: &'static str, from: SocketAddr, bytes: usize) -> bool {
+        let now = Instant::now();
+        match self.shared.guard.inbound(from, bytes, now) {
+            Ok(()) => true,
+            Err(dropped) => {
+                if self.shared.guard.first_refusal(from.ip(), RefusalKind::Source, protocol, now) {
+                    self.log(ServerLog::Rejected {
+                        peer: from,
+                        reason: format!("{protocol} (UDP): dropped unanswered: {dropped}"),
+                    });
+                }
+                false
+            }
+        }
+    }
+
+    /// May this listener answer `to` with `bytes` now (crate::reflection's amplification and
+    /// rate budgets for addresses outside `--allow-peers`)? The first refusal per
+    /// destination is logged with the flag that lifts it.
+    pub fn may_answer(&self, protocol: &'static str, to: SocketAddr, bytes: usize) -> bool {
+        let now = Instant::now();
+        let guard = &self.shared.guard;
+        if guard.may_answer(to, bytes, now) {
+            return true;
+        }
+        if guard.first_refusal(to.ip(), RefusalKind::Budget, protocol, now) {
+            let ip = canonical(to.ip());
+            let host = if ip.is_ipv4() { 32 } else { 128 };
+            self.log(ServerLog::Rejected {
+                peer: to,
+                reason: format!(
+                    "{protocol} (UDP): answers to {ip} held back: outside --allow-peers ({}) an address gets no \
+                     more bytes than it sent, at most {} kB/s each and {} kB/s in all (add --allow-peers \
+                     {ip}/{host} to lift this)",
+                    guard.policy().describe(),
+                    crate::reflection::PER_DESTINATION_RATE / 1000,
+                    crate::reflection::TOTAL_RATE / 1000,
+                ),
+            });
+        }
+        false
+    }
+
+    /// May a test send a stream of datagrams to `to`, an address no handshake proved (iperf2
+    /// UDP `-R`, nc_test `UDP_SEND`)? Only within `--allow-peers`; the refusal, logged once
+    /// per source, names the flag.
+    pub fn may_send_unprompted(&self, protocol: &'static str, to: SocketAddr) -> Result<(), String> {
+        let guard = &self.shared.guard;
+        guard.may_send_unprompted(to).inspect_err(|why| {
+            if guard.first_refusal(to.ip(), RefusalKind::Unprompted, protocol, Instant::now()) {
+                self.log(ServerLog::Rejected { peer: to, reason: format!("{protocol} (UDP): {why}") });
             }
         })
     }

@@ -18,7 +18,7 @@
 //! block forever; the slave accepts data only from its master's address (or
 //! `--allow-data-from`).
 
-use super::{PeerContext, PeerListener, PeerTest};
+use super::{PeerContext, PeerListener, PeerRefusal, PeerTest};
 use crate::load::{BackgroundLoad, IdleMeter};
 use crate::server::{ServerLog, TestLog};
 use crate::StopFlag;
@@ -609,6 +609,10 @@ impl PeerListener for NcTestListener {
         self.ctrl.local_addr().unwrap_or_else(|_| unspecified(true, wire::SLAVE_PORT))
     }
 
+    fn udp_ports(&self) -> Vec<u16> {
+        [&self.ctrl, &self.udp].iter().filter_map(|s| s.local_addr().ok()).map(|a| a.port()).collect()
+    }
+
     fn run(self: Box<Self>, ctx: PeerContext) {
         let mut slave = SlaveState {
             wire: wire::Slave { data_port: self.data_port, ..wire::Slave::default() },
@@ -627,6 +631,9 @@ impl PeerListener for NcTestListener {
                 Ok(x) => x,
                 Err(_) => continue,
             };
+            if !ctx.inbound("nc-test", master, n) {
+                continue;
+            }
             slave.last_request = Instant::now();
             let Some(mut d) = slave.wire.handle(&buf[..n]) else {
                 ctx.log(ServerLog::Rejected {
@@ -640,13 +647,29 @@ impl PeerListener for NcTestListener {
                 SlaveAction::Test(req) => {
                     let kind = req.kind().unwrap_or(Kind::UdpEcho);
                     let spec = spec_for(kind, req.nbufs, req.buflen, Pause::default());
-                    match ctx.admit(&spec, master) {
+                    // A UDP_SEND request proves nothing of its source: its datagrams go only to
+                    // an allowed network (the guard logs that once per source; the stock master
+                    // prints the NAK and goes on).
+                    // Nor does any UDP test send to a service port or one of ours: a loop.
+                    let to = SocketAddr::new(master.ip(), req.master_port as u16);
+                    let admission = match kind {
+                        Kind::UdpSend => ctx.may_send_unprompted("nc-test", master).map_err(|_| None),
+                        _ => Ok(()),
+                    }
+                    .and_then(|()| match (kind.is_udp(), ctx.guard().check_source(to)) {
+                        (true, Err(why)) => Err(Some(PeerRefusal {
+                            busy: false,
+                            reason: format!("{} to {to} refused: {why}", kind.name()),
+                        })),
+                        _ => Ok(()),
+                    })
+                    .and_then(|()| ctx.admit(&spec, master).map_err(Some));
+                    match admission {
                         Ok(t) => admitted = Some((t, spec)),
                         Err(refusal) => {
-                            ctx.log(ServerLog::Rejected {
-                                peer: master,
-                                reason: format!("nc-test: {}", refusal.reason),
-                            });
+                            if let Some(r) = refusal {
+                                ctx.log(ServerLog::Rejected { peer: master, reason: format!("nc-test: {}", r.reason) });
+                            }
                             d.reply = wire::Reply::nak(req.seq, wire::NAK_BAD_REQUEST);
                             d.action = SlaveAction::None;
                         }
@@ -671,7 +694,12 @@ impl PeerListener for NcTestListener {
                     }
                 }
             }
-            let _ = self.ctrl.send_to(&d.reply.encode(), master);
+            // A reply is smaller than its request; the budget still holds a flood of forged
+            // ones to a rate.
+            let reply = d.reply.encode();
+            if ctx.may_answer("nc-test", master, reply.len()) {
+                let _ = self.ctrl.send_to(&reply, master);
+            }
             if let (SlaveAction::Test(req), Some((guard, spec))) = (d.action, admitted) {
                 let log = self.serve_test(req, master, &ctx);
                 ctx.log(ServerLog::Test(Box::new(TestLog {
@@ -797,6 +825,12 @@ impl NcTestListener {
                 match test.next_step() {
                     Step::Done => break,
                     Step::Print(_) | Step::Pause(_) => {}
+                    // Echoes and the results record answer what the master sent: within
+                    // the guard's budget for an address outside --allow-peers (UDP_SEND was
+                    // admitted only inside it).
+                    Step::Send(b) if kind != Kind::UdpSend && !ctx.may_answer("nc-test", to, b.len()) => {
+                        test.send_failed();
+                    }
                     Step::Send(b) => {
                         if b.len() != wire::RESULTS_LEN {
                             sent += 1;
@@ -817,6 +851,7 @@ impl NcTestListener {
                         let mut got = None;
                         while Instant::now() < deadline && !ctx.stop().is_raised() {
                             match self.udp.recv_from(&mut buf) {
+                                Ok((n, src)) if !ctx.inbound("nc-test", src, n) => log.refused += 1,
                                 Ok((n, src)) if recv_from_ok(src.ip()) => {
                                     got = Some(buf[..n.min(len)].to_vec());
                                     break;

@@ -400,6 +400,9 @@ impl PeerListener for NetioListener {
     fn local_addr(&self) -> SocketAddr {
         self.tcp.local_addr().expect("a bound listener has an address")
     }
+    fn udp_ports(&self) -> Vec<u16> {
+        self.udp.local_addr().map(|a| a.port()).into_iter().collect()
+    }
     fn run(self: Box<Self>, ctx: PeerContext) {
         let counts: UdpCounts = Arc::default();
         let udp = Arc::new(self.udp);
@@ -423,6 +426,10 @@ fn count_udp(udp: &UdpSocket, counts: &UdpCounts, ctx: &PeerContext) {
     let mut buf = vec![0u8; 65_536];
     while !ctx.stop().is_raised() {
         if let Ok((n, from)) = udp.recv_from(&mut buf) {
+            // Only counted, never answered; a datagram from a service port is not a client's.
+            if !ctx.inbound("netio", from, n) {
+                continue;
+            }
             let ip = crate::admission::canonical(from.ip());
             if let Ok(mut m) = counts.lock() {
                 // Only sources with a running UDP test are counted (and kept).

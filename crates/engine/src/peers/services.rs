@@ -289,6 +289,9 @@ impl PeerListener for ServicesListener {
     fn local_addr(&self) -> SocketAddr {
         self.first
     }
+    fn udp_ports(&self) -> Vec<u16> {
+        self.bound.iter().filter_map(|b| b.udp.local_addr().ok()).map(|a| a.port()).collect()
+    }
     fn run(self: Box<Self>, ctx: PeerContext) {
         let mut threads = Vec::new();
         let tests = AddressTests::default();
@@ -543,6 +546,11 @@ fn serve_udp(service: Service, socket: UdpSocket, ctx: PeerContext, tests: Addre
             Ok(x) => x,
             Err(_) => continue,
         };
+        // From a service port (a forged 7 -> 7 or 19 -> 7) or one of ours: never answered,
+        // or two services would answer each other for ever.
+        if !ctx.inbound(service.name(), from, n) {
+            continue;
+        }
         let now = Instant::now();
         if !sources.contains_key(&from) {
             if sources.len() >= MAX_UDP_SOURCES {
@@ -594,6 +602,9 @@ fn serve_udp(service: Service, socket: UdpSocket, ctx: PeerContext, tests: Addre
         random ^= random << 17;
         let wanted = (random % 513) as usize;
         let Some(len) = udp_reply_len(service, n, wanted) else { continue };
+        if !ctx.may_answer(service.name(), from, len) {
+            continue;
+        }
         let reply = match service {
             Service::Echo => buf[..len].to_vec(),
             _ => s.chargen.datagram(len),
