@@ -112,9 +112,21 @@ pub(crate) fn udp(a: &UdpArgs, stop: &StopFlag) -> Result<u8> {
     }
     let pattern = a.pattern.clone().unwrap_or_else(|| "640x1024".into());
     let p = Pattern::parse(&pattern).map_err(|e| anyhow::anyhow!("--pattern {pattern}: {e}"))?;
-    let (nbufs, mut buflen) = counts(&p)?;
+    let (mut nbufs, mut buflen) = counts(&p)?;
     if let Some(l) = &a.length {
         buflen = netchar_model::units::parse_bytes(l).map_err(|e| anyhow::anyhow!("-l {l}: {e}"))? as u32;
+    }
+    // -n counts buffers of -l bytes, as for TCP (never ignored beside a pattern).
+    if let Some(b) = &a.common.bytes {
+        if a.pattern.is_some() {
+            bail!("--proto nc-test: give the buffers either as --pattern or as -n with -l, not both");
+        }
+        let bytes = netchar_model::units::parse_bytes(b).map_err(|e| anyhow::anyhow!("-n {b}: {e}"))?;
+        let n = bytes.div_ceil(u64::from(buflen.max(1)));
+        if n == 0 || n > 1_000_000 {
+            bail!("-n: nc_test runs 1 to 1000000 buffers");
+        }
+        nbufs = n as u32;
     }
     let kind = if a.common.reverse { Kind::UdpSend } else { Kind::UdpRecv };
     single(&a.common, kind, nbufs, buflen, pause_of(&p)?, stop)
