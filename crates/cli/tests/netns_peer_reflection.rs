@@ -18,7 +18,8 @@
 //!   one from S2's echo port to S's, start no loop: nothing is sent from a service port, and the
 //!   server's CPU stays idle;
 //! - from A's own (allowed) address, the stock `iperf -u -R` and the netchar nc_test master's
-//!   UDP_SEND run end to end as before.
+//!   UDP_SEND run end to end as before;
+//! - from V's own address (not allowed), a UDP echo test is answered within the budget.
 //!
 //! The datagrams are sent by this test binary re-executed in A (`sender_role`, ignored in
 //! normal runs). Needs root, `ip`, `nft`, iperf (2.x) and iperf3; without them it prints
@@ -317,6 +318,28 @@ fn forged_peer_requests_earn_the_victim_nothing_and_start_no_loop() {
     assert_eq!(got + lost, 1000, "{}", v["summary"]);
     let after = bed.sent_and_reflected();
     assert_eq!(after.1, before.1, "the allowed runs sent the victim something");
+
+    // From V's own address, not allowed: a UDP echo test at 40 Mbit/s gets its echoes, held to
+    // the budget for addresses that did not prove themselves (1.25 MB/s + a 64 KiB burst).
+    let before = bed.counter(V, "inet", "victim", "input");
+    let started = Instant::now();
+    let mut echo = bed.node(V).command(BIN);
+    echo.args(["udp", &s, "--proto", "echo", "-p", "7", "-b", "40M", "-l", "1000", "-t", "2", "--json"]);
+    let run = run_with_timeout(echo, Duration::from_secs(30)).unwrap();
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = bed.counter(V, "inet", "victim", "input");
+    let (packets, bytes) = (after.0 - before.0, after.1 - before.1);
+    let payload = bytes - IP_UDP * packets;
+    let most = 1_250_000.0 * elapsed + 65_536.0;
+    eprintln!("echo from V at 40 Mbit/s: {packets} echoes, {payload} B in {elapsed:.2} s (budget {most:.0} B)");
+    assert!(
+        packets >= 100,
+        "the budget answered nothing: {}
+{}",
+        run.stderr,
+        server.stderr()
+    );
+    assert!((payload as f64) <= most, "{payload} B of echoes in {elapsed:.2} s: over the budget");
     let log = server.stderr();
     for expected in
         ["iperf2 (UDP): not sent to", "nc-test (UDP): not sent to", "iperf3 (UDP): not sent to", "dropped unanswered"]
