@@ -175,6 +175,39 @@
 #define NC_NCTEST_UDP_GAP_US 100
 #endif
 
+/* The reflection guard (src/nc_guard.h; docs/embedded.md, "Reflection and loops").
+ *
+ * The networks the responder may send traffic nobody there proved to have asked for (nc_test
+ * UDP_SEND) and whose answers are not budgeted: CIDRs or addresses, comma-separated, or
+ * "none". Hosted builds: --allow-peers replaces it. By default loopback only, which a datagram
+ * from another host cannot claim (the kernel drops it as a martian); a firmware sets its lab's
+ * network here, e.g. -DNC_ALLOW_PEERS='"192.168.10.0/24"'. IPv4-only builds skip IPv6 entries. */
+#ifndef NC_ALLOW_PEERS
+#define NC_ALLOW_PEERS "127.0.0.0/8,::1"
+#endif
+#ifndef NC_MAX_ALLOW_PEERS
+#define NC_MAX_ALLOW_PEERS 8
+#endif
+/* How a refusal names the setting that lifts it. */
+#ifndef NC_ALLOW_HINT
+#if defined(NC_PLATFORM_LWIP)
+#define NC_ALLOW_HINT "NC_ALLOW_PEERS"
+#else
+#define NC_ALLOW_HINT "--allow-peers"
+#endif
+#endif
+/* Answers to addresses outside those networks, all of them together: bytes per second and the
+ * bucket's size (the Rust server's per-destination figures, here one bucket for all). */
+#ifndef NC_ANSWER_RATE
+#define NC_ANSWER_RATE 1250000u
+#endif
+#ifndef NC_ANSWER_BURST
+#define NC_ANSWER_BURST 65536u
+#endif
+#define NC_GUARD_LOG_MS 10000     /* the guard's counters are logged at most this often */
+#define NC_GUARD_LOGGED 8         /* sources whose refusal was logged, remembered ... */
+#define NC_GUARD_LOG_PERIOD_S 600 /* ... this long: each source's refusal logged once in it */
+
 #if NC_SVC_BUF > 65535
 #error "NC_SVC_BUF must be below 64 KiB"
 #endif

@@ -1,11 +1,13 @@
 /* netchar-responder for Linux and POSIX hosts: `netchar-responder [--port PORT] [--ROLE-port
- * PORT|off]...`. */
+ * PORT]... [--allow-peers CIDR[,CIDR...]]...`. */
+#include <arpa/inet.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../nc_config.h"
+#include "../src/nc_guard.h"
 #include "../src/nc_responder.h"
 #include "../src/nc_roles.h"
 
@@ -35,6 +37,46 @@ static void usage(FILE *f)
                "  --discard-port PORT       RFC 863 discard, TCP and UDP (default %d)\n",
             NC_ECHO_PORT, NC_DISCARD_PORT);
 #endif
+    fprintf(f, "  --allow-peers CIDR[,CIDR...]  the networks unprompted UDP may go to (nc_test UDP_SEND) and\n"
+               "                            whose answers are not budgeted; repeatable, at most %d in all;\n"
+               "                            \"none\" for none; replaces the default, %s\n",
+            NC_MAX_ALLOW_PEERS, NC_ALLOW_PEERS);
+}
+
+/* --allow-peers VALUE; 0 when it parses. */
+static int allow_peers(const char *value)
+{
+    const char *bad = value;
+    size_t len = strlen(value);
+    int r = nc_guard_allow(value, &bad, &len);
+    if (r == -1)
+        fprintf(stderr,
+                "netchar-responder: --allow-peers %.*s: not an address or network (write e.g. 192.0.2.0/24, "
+                "2001:db8::/32, 10.1.2.3)\n",
+                (int)len, bad);
+    else if (r == -2)
+        fprintf(stderr, "netchar-responder: --allow-peers: at most %d networks\n", NC_MAX_ALLOW_PEERS);
+    return r;
+}
+
+/* The start-up line that says who may get UDP that no handshake proved they asked for. */
+static void describe_guard(void)
+{
+    char nets[NC_MAX_ALLOW_PEERS * 48 + 8] = "";
+    uint8_t ip[16];
+    unsigned bits;
+    int i, v6;
+    for (i = 0; nc_guard_network(i, ip, &bits, &v6) == 0; i++) {
+        char text[INET6_ADDRSTRLEN];
+        size_t at = strlen(nets);
+        inet_ntop(v6 ? AF_INET6 : AF_INET, ip, text, sizeof text);
+        snprintf(nets + at, sizeof nets - at, "%s%s/%u", i ? ", " : "", text, bits);
+    }
+    fprintf(stderr,
+            "netchar-responder: UDP answers: unprompted test traffic (nc_test UDP_SEND) only to --allow-peers (%s); "
+            "to anyone else no more bytes than they sent, at most %u kB/s in all; never to a source port below 1024 "
+            "or one of the responder's own\n",
+            nets[0] ? nets : "no network", (unsigned)(NC_ANSWER_RATE / 1000));
 }
 
 static int parse_port(const char *flag, const char *text, long *port)
@@ -82,6 +124,9 @@ int main(int argc, char **argv)
             if (role == NC_SVC_NCTEST_DATA)
                 nc_roles_enable(NC_SVC_NCTEST);
             i++;
+        } else if (strcmp(argv[i], "--allow-peers") == 0 && i + 1 < argc) {
+            if (allow_peers(argv[++i]) != 0)
+                return 2;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -123,6 +168,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "netchar-responder: discard on TCP and UDP port %u\n",
                 (unsigned)nc_roles_port(NC_SVC_DISCARD));
 #endif
+    describe_guard();
     nc_responder_run();
     return 0;
 }

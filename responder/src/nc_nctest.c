@@ -13,7 +13,14 @@
  * Unlike the stock slave the loop never blocks: the other roles keep being served while a
  * test waits for its master, and control requests that come during a test wait in the socket
  * until it ends.
+ *
+ * A request proves nothing of its source (nc_guard.h): UDP_SEND, which sends a test's worth
+ * of datagrams to it unasked, runs only for an allowed network and is NAKed (reason 2, "cannot
+ * handle the request": a stock master prints "Slave denied ...") elsewhere; no UDP test sends
+ * to a service port or one of the responder's own; replies, echoes and results records to an
+ * address outside the allowed networks spend only the bytes it sent, within the budget.
  */
+#include "nc_guard.h"
 #include "nc_roles_impl.h"
 
 #if NC_ROLE_NC_TEST
@@ -52,6 +59,10 @@ static struct {
     uint32_t pos; /* TCP: bytes of the current buffer (or results record) done */
     uint8_t hdr[NCT_HEADER_LEN];
     uint64_t deadline, next_send, bytes_in, bytes_out;
+    /* What the master's address sent and answers have not spent yet (nc_guard.h, rule 3),
+     * and the size of the datagram an echo answers. */
+    uint64_t credit;
+    uint32_t last_len;
 #if NC_HAVE_IDLE_COUNTER
     uint64_t idle0, idle_t0;
 #endif
@@ -151,10 +162,15 @@ static void received(int got, uint64_t now)
             T.seq = seq;
             T.seq_errors++;
         }
-    } else if (++T.lost > NCT_MAX_ERRORS) {
-        T.i = T.req.nbufs;
-        next_buffer(now);
-        return;
+    } else {
+        /* The stock slave echoes a whole buffer after a timeout too: it answers no datagram,
+         * so only the guard's credit holds it (nc_guard.h). */
+        T.last_len = T.td;
+        if (++T.lost > NCT_MAX_ERRORS) {
+            T.i = T.req.nbufs;
+            next_buffer(now);
+            return;
+        }
     }
     if (nct_slave_sends(T.req.code)) {
         T.phase = P_SEND;
@@ -197,6 +213,29 @@ static void start_test(uint64_t now)
     }
 }
 
+/* The reflection guard's word on a UDP test (nc_guard.h): 0, or the NAK reason, the refusal
+ * logged once per source. Reason 2, "the slave cannot handle the request": a stock master
+ * prints "Slave denied <test> [n,len] test" for any NAK and goes on with its sequence. */
+static uint32_t guard_udp_test(const struct nct_request *r, const nc_addr *from, uint64_t now)
+{
+    nc_addr to = *from;
+    NC_ADDR_PORT(&to) = htons((uint16_t)r->master_port);
+    if (nc_guard_check_source(&to, 0)) {
+        uint64_t port = r->master_port;
+        if (nc_guard_first_refusal(from, NC_GUARD_SOURCE, now))
+            nc_role_log("nc-test", from, "a UDP test to port # refused: a service port or one of the responder's own",
+                        &port, 1);
+        return NCT_NAK_BAD_REQUEST;
+    }
+    if (r->code == NCT_UDP_SEND && !nc_guard_may_send_unprompted(from)) {
+        if (nc_guard_first_refusal(from, NC_GUARD_UNPROMPTED, now))
+            nc_role_log_to("nc_test", from,
+                           " UDP_SEND to @ refused: not in " NC_ALLOW_HINT " (add " NC_ALLOW_HINT " @/%)", 0);
+        return NCT_NAK_BAD_REQUEST;
+    }
+    return 0;
+}
+
 static void control_read(uint64_t now)
 {
     nc_addr from;
@@ -208,11 +247,14 @@ static void control_read(uint64_t now)
     uint64_t count = 0;
     int n = (int)recvfrom(T.cfd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
     nc_iobuf_used();
-    if (n < 0 || !NC_ADDR_OK(&from, flen))
+    if (n < 0 || !NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, 0))
         return;
+    /* Refusals are logged once per source in a while: a flood of forged requests does not
+     * flood the log (nc_guard_first_refusal). */
     if (nct_request_decode(nc_iobuf, (size_t)n, &r) != 0) {
         uint64_t k = (uint64_t)n;
-        nc_role_log("nc-test", &from, "a #-byte datagram is not a request", &k, 1);
+        if (nc_guard_first_refusal(&from, NC_GUARD_REQUEST, now))
+            nc_role_log("nc-test", &from, "a #-byte datagram is not a request", &k, 1);
         return;
     }
     memset(&lim, 0, sizeof lim);
@@ -223,6 +265,16 @@ static void control_read(uint64_t now)
     lim.have_load = NC_HAVE_BACKGROUND_LOAD;
     lim.have_idle = NC_HAVE_IDLE_COUNTER;
     reason = nct_check(&r, &lim);
+    if (reason != 0) {
+        if (nc_guard_first_refusal(&from, NC_GUARD_REQUEST, now)) {
+            uint64_t k[2];
+            k[0] = r.code;
+            k[1] = reason;
+            nc_role_log("nc-test", &from, "refused request # (NAK reason #)", k, 2);
+        }
+    } else if (nct_is_udp(r.code)) {
+        reason = guard_udp_test(&r, &from, now);
+    }
     if (reason == 0) {
         switch (r.code) {
 #if NC_HAVE_BACKGROUND_LOAD
@@ -258,11 +310,6 @@ static void control_read(uint64_t now)
         default:
             break;
         }
-    } else {
-        uint64_t k[2];
-        k[0] = r.code;
-        k[1] = reason;
-        nc_role_log("nc-test", &from, "refused request # (NAK reason #)", k, 2);
     }
     nct_reply_encode(reply, reason == 0, r.seq, reason, ticks, count);
 #if NC_HAVE_BACKGROUND_LOAD
@@ -273,8 +320,10 @@ static void control_read(uint64_t now)
         T.req = r;
         T.master = from;
         start_test(now);
+        /* The request's bytes less the reply's: what the test's answers may spend. */
+        T.credit = (uint64_t)n - sizeof reply;
     }
-    sendto(T.cfd, (const char *)reply, sizeof reply, 0, (const struct sockaddr *)&from, sizeof from);
+    (void)nc_role_answer("nc-test", T.cfd, reply, sizeof reply, (uint64_t)n, &from, now);
 }
 
 void nc_nctest_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns)
@@ -365,11 +414,13 @@ static void udp_io(fd_set *rd, uint64_t now)
             if (n < 0)
                 break;
             nc_iobuf_used();
-            if (!NC_SAME_IP(&from, &T.master)) {
+            if (!NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, 0) || !NC_SAME_IP(&from, &T.master)) {
                 T.refused++;
                 continue;
             }
             T.bytes_in += (uint64_t)n;
+            T.credit += (uint64_t)n;
+            T.last_len = (uint32_t)n;
             memset(T.hdr, 0, sizeof T.hdr);
             memcpy(T.hdr, nc_iobuf, (size_t)n < sizeof T.hdr ? (size_t)n : sizeof T.hdr);
             received(1, now);
@@ -377,24 +428,34 @@ static void udp_io(fd_set *rd, uint64_t now)
     }
     /* Sends: one per turn for echo (lock-step), paced batches for UDP_SEND. */
     for (k = 0; k < 32 && (T.phase == P_SEND || T.phase == P_RESULTS) && now >= T.next_send; k++) {
+        uint32_t len = T.td;
+        int w;
         if (T.phase == P_RESULTS) {
             nct_results_encode(nc_iobuf, T.req.seq, T.nsent, T.nrecvd);
             nc_iobuf_used();
-            sendto(T.ufd, (const char *)nc_iobuf, NCT_RESULTS_LEN, 0, (const struct sockaddr *)&T.to, sizeof T.to);
+            (void)nc_role_answer("nc-test", T.ufd, nc_iobuf, NCT_RESULTS_LEN, T.credit, &T.to, now);
             test_end(NULL);
             return;
         }
+        /* An echo is never longer than the datagram it answers (a master sends whole buffers). */
+        if (T.req.code == NCT_UDP_ECHO && T.last_len < len)
+            len = T.last_len;
         memset(nc_iobuf, 0, T.td);
         nct_header_encode(nc_iobuf, T.seq, T.td);
         nc_iobuf_used();
-        if (sendto(T.ufd, (const char *)nc_iobuf, T.td, 0, (const struct sockaddr *)&T.to, sizeof T.to) ==
-            (int)T.td) {
-            T.bytes_out += T.td;
+        if (T.req.code == NCT_UDP_SEND) /* admitted for an allowed network only */
+            w = (int)sendto(T.ufd, (const char *)nc_iobuf, len, 0, (const struct sockaddr *)&T.to, sizeof T.to);
+        else
+            w = nc_role_answer("nc-test", T.ufd, nc_iobuf, len, T.credit, &T.to, now);
+        if (w == (int)len) {
+            T.bytes_out += len;
+            T.credit = T.credit > len ? T.credit - len : 0;
             sent_one(now);
-        } else if (nc_role_would_block() || errno == ENOBUFS) {
+        } else if (w < 0 && (nc_role_would_block() || errno == ENOBUFS)) {
             break; /* retried on a later turn */
         } else {
-            /* Refused (an ICMP error): the stock slave does not count it. */
+            /* Refused (an ICMP error) or held back by the guard: the stock slave does not
+             * count a send that failed. */
             T.seq++;
             T.i++;
             next_buffer(now);

@@ -17,6 +17,7 @@
 
 #include <string.h>
 
+#include "nc_guard.h"
 #include "nc_peer_proto.h"
 
 #if defined(MSG_NOSIGNAL) && !defined(NC_PLATFORM_LWIP)
@@ -299,6 +300,10 @@ static void udp_count(void)
         if (n < 0)
             return;
         nc_iobuf_used();
+        /* Never answered, but a service's datagram is not a client's (nc_guard.h); the
+         * client's own port is the same number as this socket's, netio's convention. */
+        if (!NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, (uint16_t)(N.port + 1)))
+            continue;
         /* Counted only from the address of a UDP test's control connection, and not while
          * this end sends (its count is then of what it sent). */
         if (s->state != S_FREE && s->state != S_BLAST && NC_SAME_IP(&from, &s->peer)) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../nc_platform.h"
+#include "nc_guard.h"
 #include "nc_proto.h"
 #include "nc_roles.h"
 
@@ -1402,7 +1403,8 @@ static void udp_read(uint64_t now)
         if (n < 0)
             return;
         S.iobuf_dirty = 1;
-        if (!NC_ADDR_OK(&from, flen))
+        /* A service's or a responder's datagram, even a setup, is never answered (a loop). */
+        if (!NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, 0))
             continue;
         udp_datagram(iobuf, (size_t)n, &from, now);
         /* udp_datagram may have sent from iobuf; the receive buffer is reused next turn. */
@@ -1469,6 +1471,7 @@ static int open_sockets(uint16_t port)
         if (getsockname(S.lfd, (struct sockaddr *)&a, &len) != 0)
             return -1;
         S.port = ntohs(NC_ADDR_PORT(&a));
+        nc_guard_own_port(S.port);
     }
     S.ufd = (int)socket(NC_AF, SOCK_DGRAM, 0);
     if (S.ufd < 0)
@@ -1704,6 +1707,7 @@ void nc_responder_poll(uint32_t max_wait_ms)
 #if NC_ROLES_EXTRA
     nc_roles_io(&rd, &wr, now);
 #endif
+    nc_guard_tick(now);
 }
 
 uint16_t nc_responder_port(void)

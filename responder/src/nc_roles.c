@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "nc_guard.h"
 #include "nc_responder.h"
 #include "nc_roles_impl.h"
 
@@ -48,6 +49,8 @@ uint16_t nc_roles_wanted(enum nc_service svc)
 void nc_roles_bound(enum nc_service svc, uint16_t port)
 {
     bound[svc] = port;
+    /* The UDP ports (netio's UDP test is on the port after its TCP one). */
+    nc_guard_own_port(svc == NC_SVC_NETIO ? (uint16_t)(port + 1) : port);
 }
 
 void nc_roles_init(void)
@@ -188,49 +191,95 @@ static char *put_str(char *p, char *end, const char *s)
     return p;
 }
 
-void nc_role_log(const char *what, const nc_addr *peer, const char *text, const uint64_t *nums,
-                 int nnums)
+static int is_v6(const nc_addr *a)
 {
-    char line[200], *p = line, *end = line + sizeof line - 1;
-    int k = 0;
-    p = put_str(p, end, what);
-    if (peer) {
-        const uint8_t *ip = (const uint8_t *)NC_ADDR_IP(peer);
-        int i, at = 0;
-        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        p = put_str(p, end, " from ");
-        if (NC_ADDR_IP_LEN == 16 && memcmp(ip, mapped, 12) != 0) {
-            /* IPv6: [eight groups]:port, in hex, uncompressed. */
-            static const char hex[] = "0123456789abcdef";
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return NC_ADDR_IP_LEN == 16 && memcmp(NC_ADDR_IP(a), mapped, 12) != 0;
+}
+
+/* A.B.C.D (an IPv4-mapped address too), or eight hex groups, uncompressed, in brackets when
+ * a port follows. */
+static char *put_ip(char *p, char *end, const nc_addr *a, int brackets)
+{
+    const uint8_t *ip = (const uint8_t *)NC_ADDR_IP(a);
+    int i;
+    if (is_v6(a)) {
+        static const char hex[] = "0123456789abcdef";
+        if (brackets)
             p = put_str(p, end, "[");
-            for (i = 0; i < 16 && p + 3 < end; i += 2) {
-                int v = ip[i] << 8 | ip[i + 1], shift, started = 0;
-                for (shift = 12; shift >= 0; shift -= 4)
-                    if ((v >> shift & 15) || started || shift == 0) {
-                        *p++ = hex[v >> shift & 15];
-                        started = 1;
-                    }
-                p = put_str(p, end, i < 14 ? ":" : "]:");
-            }
-        } else {
-            /* IPv4, or an IPv4-mapped address: dotted. */
-            at = NC_ADDR_IP_LEN - 4;
-            for (i = 0; i < 4; i++) {
-                p = put_u64(p, end, ip[at + i]);
-                p = put_str(p, end, i < 3 ? "." : ":");
-            }
+        for (i = 0; i < 16 && p + 3 < end; i += 2) {
+            int v = ip[i] << 8 | ip[i + 1], shift, started = 0;
+            for (shift = 12; shift >= 0; shift -= 4)
+                if ((v >> shift & 15) || started || shift == 0) {
+                    *p++ = hex[v >> shift & 15];
+                    started = 1;
+                }
+            if (i < 14)
+                p = put_str(p, end, ":");
         }
-        p = put_u64(p, end, ntohs(NC_ADDR_PORT(peer)));
+        return brackets ? put_str(p, end, "]") : p;
     }
-    p = put_str(p, end, ": ");
+    for (i = 0; i < 4; i++) {
+        p = put_u64(p, end, ip[NC_ADDR_IP_LEN - 4 + i]);
+        if (i < 3)
+            p = put_str(p, end, ".");
+    }
+    return p;
+}
+
+/* TEXT into the line from p on, '#' standing for the next number, '@' for a's address and
+ * '%' for a host's prefix length in its family (32, 128); then the line goes to the log. */
+static void log_text(char *line, char *p, char *end, const char *text, const nc_addr *a, const uint64_t *nums,
+                     int nnums)
+{
+    int k = 0;
     for (; *text && p < end; text++) {
         if (*text == '#' && k < nnums)
             p = put_u64(p, end, nums[k++]);
+        else if (*text == '@' && a)
+            p = put_ip(p, end, a, 0);
+        else if (*text == '%' && a)
+            p = put_u64(p, end, is_v6(a) ? 128 : 32);
         else
             *p++ = *text;
     }
     *p = 0;
     nc_plat_log(line);
+}
+
+void nc_role_log(const char *what, const nc_addr *peer, const char *text, const uint64_t *nums,
+                 int nnums)
+{
+    char line[200], *p = line, *end = line + sizeof line - 1;
+    p = put_str(p, end, what);
+    if (peer) {
+        p = put_str(p, end, " from ");
+        p = put_ip(p, end, peer, 1);
+        p = put_str(p, end, ":");
+        p = put_u64(p, end, ntohs(NC_ADDR_PORT(peer)));
+    }
+    p = put_str(p, end, ": ");
+    log_text(line, p, end, text, NULL, nums, nnums);
+}
+
+void nc_role_log_to(const char *what, const nc_addr *a, const char *text, uint64_t num)
+{
+    char line[256], *end = line + sizeof line - 1;
+    log_text(line, put_str(line, end, what), end, text, a, &num, 1);
+}
+
+int nc_role_answer(const char *what, int fd, const void *buf, size_t len, uint64_t credit, const nc_addr *to,
+                   uint64_t now)
+{
+    if (!nc_guard_may_answer(to, len, credit, now)) {
+        if (nc_guard_first_refusal(to, NC_GUARD_BUDGET, now))
+            nc_role_log_to(what, to,
+                           ": answers to @ held back: outside " NC_ALLOW_HINT " an answer is never more bytes than "
+                           "its address sent, and all such answers share # bytes/s (add " NC_ALLOW_HINT " @/%)",
+                           NC_ANSWER_RATE);
+        return 0;
+    }
+    return (int)sendto(fd, (const char *)buf, len, 0, (const struct sockaddr *)to, sizeof *to);
 }
 
 #if !NC_ROLE_NATIVE
@@ -266,7 +315,9 @@ void nc_responder_poll(uint32_t max_wait_ms)
     tv.tv_usec = (long)(wait_ns % 1000000000u / 1000);
     if (select(maxfd + 1, &rd, &wr, NULL, &tv) < 0)
         return;
-    nc_roles_io(&rd, &wr, nc_plat_now_ns());
+    now = nc_plat_now_ns();
+    nc_roles_io(&rd, &wr, now);
+    nc_guard_tick(now);
 }
 
 void nc_responder_run(void)

@@ -48,5 +48,16 @@ int nc_role_would_block(void);
  * every target's printf: the numbers are formatted here). */
 void nc_role_log(const char *what, const nc_addr *peer, const char *text, const uint64_t *nums,
                  int nnums);
+/* "WHAT" followed by TEXT, in which '@' is a's address (no port), '%' its host prefix length
+ * (32 or 128) and '#' the number: "nc_test" " UDP_SEND to @ refused: ... (add --allow-peers
+ * @/%)". */
+void nc_role_log_to(const char *what, const nc_addr *a, const char *text, uint64_t num);
+
+/* Answers a datagram (or a test's datagrams, whose bytes are `credit`) with `len` bytes of
+ * buf to `to` through the reflection guard (nc_guard.h, rule 3): `len` when sent, 0 when the
+ * guard held it back (counted; the first time for `to` logged with what to allow), -1 when
+ * sendto failed (errno says why). */
+int nc_role_answer(const char *what, int fd, const void *buf, size_t len, uint64_t credit, const nc_addr *to,
+                   uint64_t now);
 
 #endif

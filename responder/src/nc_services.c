@@ -3,10 +3,13 @@
  * TCP echo returns every byte it reads on that connection; a connection's unsent bytes wait
  * in its own buffer (NC_SVC_BUF) and it is not read again until they are out, so a client
  * that does not read stalls only itself. UDP echo answers each datagram with one of the same
- * bytes to its source, never more (no amplification), and never to a well-known port (below
- * 1024: two UDP services cannot be set talking to each other). Each TCP connection, and each
- * spell of datagrams from one source, is logged with its byte counts when it ends.
+ * bytes to its source, never more (no amplification); through the reflection guard
+ * (nc_guard.h): never to a source port below 1024 or one of the responder's own (two UDP
+ * services cannot be set talking to each other), and to addresses outside the allowed
+ * networks within the shared budget. Each TCP connection, and each spell of datagrams from one
+ * source, is logged with its byte counts when it ends.
  */
+#include "nc_guard.h"
 #include "nc_roles_impl.h"
 
 #if NC_ROLE_ECHO
@@ -288,7 +291,7 @@ static void udp_read(int s, uint64_t now)
         if (n < 0)
             return;
         nc_iobuf_used();
-        if (!NC_ADDR_OK(&from, flen) || ntohs(NC_ADDR_PORT(&from)) < 1024)
+        if (!NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, 0))
             continue;
         if (sp->active && !NC_SAME_ADDR(&sp->peer, &from))
             spell_end(s);
@@ -300,8 +303,7 @@ static void udp_read(int s, uint64_t now)
         sp->dgrams++;
         sp->in += (uint64_t)n;
         sp->last = now;
-        if (s == 0 && sendto(V.ufd[s], (const char *)nc_iobuf, (size_t)n, 0, (const struct sockaddr *)&from,
-                             sizeof from) == n)
+        if (s == 0 && nc_role_answer("echo", V.ufd[s], nc_iobuf, (size_t)n, (uint64_t)n, &from, now) == n)
             sp->out += (uint64_t)n;
     }
 }
