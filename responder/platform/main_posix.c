@@ -43,12 +43,36 @@ static void usage(FILE *f)
             NC_MAX_ALLOW_PEERS, NC_ALLOW_PEERS);
 }
 
-/* --allow-peers VALUE; 0 when it parses. */
+/* Whether a comma-separated list names "none". */
+static int names_none(const char *list)
+{
+    for (;;) {
+        size_t n = strcspn(list, ",");
+        if (n == 4 && strncmp(list, "none", 4) == 0)
+            return 1;
+        if (!list[n])
+            return 0;
+        list += n + 1;
+    }
+}
+
+/* --allow-peers VALUE; 0 when it parses. "none" stands alone, as with netchar server: a list
+ * with it and a network says two things. */
 static int allow_peers(const char *value)
 {
+    static int nones, nets;
     const char *bad = value;
     size_t len = strlen(value);
-    int r = nc_guard_allow(value, &bad, &len);
+    int r, none = strcmp(value, "none") == 0;
+    if (none ? nets > 0 : nones > 0 || names_none(value)) {
+        fprintf(stderr, "netchar-responder: --allow-peers none: takes no networks beside it\n");
+        return -1;
+    }
+    if (none)
+        nones++;
+    else
+        nets++;
+    r = nc_guard_allow(value, &bad, &len);
     if (r == -1)
         fprintf(stderr,
                 "netchar-responder: --allow-peers %.*s: not an address or network (write e.g. 192.0.2.0/24, "

@@ -436,6 +436,7 @@ fn allow_peers_values_are_checked_before_anything_listens() {
         ("10.0.0.0/8,fe80::1::2", "--allow-peers fe80::1::2: not an address or network"),
         ("1.2.3", "--allow-peers 1.2.3: not an address or network"),
         ("1.1.1.1,2.2.2.2,3.3.3.3,4.4.4.4,5.5.5.5,6.6.6.6,7.7.7.7,8.8.8.8,9.9.9.9", "at most 8 networks"),
+        ("none,10.0.0.0/8", "--allow-peers none: takes no networks beside it"),
     ] {
         let out = Command::new(&bin).args(["--port", "0", "--allow-peers", value]).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
