@@ -4,6 +4,8 @@
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use std::process::Command;
@@ -26,8 +28,7 @@ fn write(dir: &std::path::Path, name: &str, values: &[f64]) -> String {
 
 #[test]
 fn numbers_agree_with_ministat() {
-    if Command::new("ministat").arg("-h").output().is_err() {
-        eprintln!("skipping numbers_agree_with_ministat: ministat is not installed (apt-get install ministat)");
+    if !require::tool("numbers_agree_with_ministat", "ministat", &["-h"], "apt-get install ministat") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("netchar-compare-{}", std::process::id()));

@@ -1,6 +1,9 @@
 //! `netchar completions SHELL` and `netchar man [COMMAND]`: generated from the clap
 //! definition, so every command must be in them; the shells and groff must parse them.
 
+#[path = "support/require.rs"]
+mod require;
+
 use assert_cmd::Command;
 use std::io::Write;
 
@@ -13,8 +16,8 @@ fn netchar(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Runs `program args` with `script` on stdin; None when
-/// the program is not installed.
+/// Runs `program args` with `script` on stdin; None when the program is not installed (the
+/// caller says so through [`require::unavailable`]).
 fn parse_with(program: &str, args: &[&str], script: &str) -> Option<std::process::Output> {
     let mut child = std::process::Command::new(program)
         .args(args)
@@ -46,7 +49,10 @@ fn the_shells_parse_their_scripts() {
     for (shell, args) in [("bash", &["-n"][..]), ("zsh", &["-n"][..]), ("fish", &["--no-execute"][..])] {
         let script = netchar(&["completions", shell]);
         match parse_with(shell, args, &script) {
-            None => eprintln!("skipping the {shell} syntax check: {shell} is not installed"),
+            None => require::unavailable(
+                &format!("the {shell} syntax check"),
+                &format!("{shell} is not installed (apt-get install {shell})"),
+            ),
             Some(out) => assert!(
                 out.status.success() && out.stderr.is_empty(),
                 "{shell} rejects its completion script: {}",
@@ -69,7 +75,7 @@ fn man_page_lists_every_command_and_groff_formats_it_cleanly() {
     for page in [page, report] {
         // -ww: all warnings; -z: no output, only the diagnostics.
         match parse_with("groff", &["-man", "-Tutf8", "-ww", "-z"], &page) {
-            None => eprintln!("skipping the groff check: groff is not installed (apt-get install groff-base)"),
+            None => require::unavailable("the groff check", "groff is not installed (apt-get install groff-base)"),
             Some(out) => assert!(
                 out.status.success() && out.stderr.is_empty(),
                 "groff warns: {}",

@@ -8,25 +8,22 @@
 //!   `-r`) and UDP (`-u -b`, `-u -R`): the client's `-y C` bytes equal what netchar's server logged (`--json`), and the
 //!   client's "Server Report" (the report netchar's server sent back) parses and agrees.
 //!
-//! Skips (with a line saying so) where iperf is not installed; CI installs it.
+//! Skips (with a line saying so) where iperf is not installed, or fails under
+//! NETCHAR_REQUIRE_ALL=1 (CI, which installs it).
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use serde_json::Value;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Whether iperf (2.x) runs here; when not, [`require::unavailable`] has said so.
 fn iperf_installed() -> bool {
-    if Command::new("iperf").arg("-v").output().is_ok() {
-        return true;
-    }
-    if std::env::var("CI").is_ok() {
-        panic!("iperf is not installed but CI must run the iperf2 interop tests (apt-get install iperf)");
-    }
-    eprintln!("skipping iperf2 interop test: iperf (2.x) is not installed (apt-get install iperf)");
-    false
+    require::tool("iperf2 interop test", "iperf", &["-v"], "apt-get install iperf")
 }
 
 fn free_port() -> u16 {

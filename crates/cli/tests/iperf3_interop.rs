@@ -1,10 +1,13 @@
 //! netchar as the client of a real `iperf3 -s` (Debian's 3.12 in CI): up, `-R`, `--bidir`, `-P`,
 //! `-n`. netchar's figure for the server's end is the iperf3 server's own report, and it is
 //! checked here against the iperf3 server's JSON (`-J`) and against the bytes netchar's end
-//! wrote or read. Skips (with a line saying so) where iperf3 is not installed; CI installs it.
+//! wrote or read. Skips (with a line saying so) where iperf3 is not installed, or fails under
+//! NETCHAR_REQUIRE_ALL=1 (CI, which installs it).
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use serde_json::Value;
@@ -25,14 +28,15 @@ impl Iperf3Server {
     }
 }
 
+/// Whether iperf3 runs here; when not, [`require::unavailable`] has said so.
+fn iperf3_installed() -> bool {
+    require::tool("iperf3 interop test", "iperf3", &["--version"], "apt-get install iperf3")
+}
+
 /// Starts iperf3 without a probe connection (a probe would be its one test), waiting for the
-/// port to appear in /proc/net/tcp instead.
+/// port to appear in /proc/net/tcp instead. None without iperf3, once that was said.
 fn iperf3_server() -> Option<Iperf3Server> {
-    if Command::new("iperf3").arg("--version").output().is_err() {
-        if std::env::var("CI").is_ok() {
-            panic!("iperf3 is not installed but CI must run the interop tests (apt-get install iperf3)");
-        }
-        eprintln!("skipping iperf3 interop test: iperf3 is not installed (apt-get install iperf3)");
+    if !iperf3_installed() {
         return None;
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -186,9 +190,7 @@ fn udp_up_and_down_match_the_iperf3_servers_datagram_counts() {
 
 #[test]
 fn without_proto_netchar_finds_the_iperf3_server_and_says_so() {
-    if Command::new("iperf3").arg("--version").output().is_err() {
-        assert!(std::env::var("CI").is_err(), "iperf3 is not installed but CI must run the interop tests");
-        eprintln!("skipping iperf3 interop test: iperf3 is not installed (apt-get install iperf3)");
+    if !iperf3_installed() {
         return;
     }
     // A lasting server: the probe that finds it out is a connection of its own.

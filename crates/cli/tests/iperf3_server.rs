@@ -2,25 +2,22 @@
 //! `-R`, `--bidir`, `-P`, `-n`, `--get-server-output`. What iperf3 reports (`-J`) is checked
 //! against what netchar's server logged of the same test (`--json`), byte for byte, and the
 //! server's one-test-at-a-time rule is checked across both protocols. Skips (with a line saying
-//! so) where iperf3 is not installed; CI installs it.
+//! so) where iperf3 is not installed, or fails under NETCHAR_REQUIRE_ALL=1 (CI, which installs
+//! it).
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
 
+/// Whether iperf3 runs here; when not, [`require::unavailable`] has said so.
 fn iperf3_installed() -> bool {
-    if Command::new("iperf3").arg("--version").output().is_ok() {
-        return true;
-    }
-    if std::env::var("CI").is_ok() {
-        panic!("iperf3 is not installed but CI must run the interop tests (apt-get install iperf3)");
-    }
-    eprintln!("skipping iperf3 server test: iperf3 is not installed (apt-get install iperf3)");
-    false
+    require::tool("iperf3 server test", "iperf3", &["--version"], "apt-get install iperf3")
 }
 
 /// A netchar server answering iperf3 on its own port, logging JSON lines.

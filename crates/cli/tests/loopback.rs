@@ -4,6 +4,8 @@
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use serde_json::Value;
@@ -80,8 +82,7 @@ fn warm_up_is_excluded_from_the_summary() {
 
 #[test]
 fn ipv6_loopback_works() {
-    if TcpListener::bind("[::1]:0").is_err() {
-        eprintln!("skipping ipv6_loopback_works: this machine has no IPv6 loopback (::1)");
+    if !require::ipv6_loopback("ipv6_loopback_works") {
         return;
     }
     let s = Server::start_on("::", &[]);
@@ -188,10 +189,11 @@ fn an_iperf3_server_is_named_not_waited_for() {
 
 #[test]
 fn a_real_iperf3_server_is_recognised_when_installed() {
-    let Ok(probe) = Command::new("iperf3").arg("--version").output() else {
-        eprintln!("skipping: iperf3 is not installed (apt-get install iperf3)");
+    let what = "a_real_iperf3_server_is_recognised_when_installed";
+    if !require::tool(what, "iperf3", &["--version"], "apt-get install iperf3") {
         return;
-    };
+    }
+    let probe = Command::new("iperf3").arg("--version").output().unwrap();
     assert!(probe.status.success());
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut child = Command::new("iperf3")

@@ -7,6 +7,8 @@
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use netchar_wire::nc_test::{Kind, Reply, Request, REPLY_LEN};
@@ -111,11 +113,9 @@ fn tcp_send_and_recv_match_the_slaves_results_exactly() {
 
 #[test]
 fn udp_send_and_recv_over_ipv6_account_for_every_datagram() {
-    let Ok(probe) = UdpSocket::bind("[::1]:0") else {
-        eprintln!("skipping the IPv6 nc_test test: no IPv6 loopback here");
+    if !require::ipv6_loopback("the IPv6 nc_test test") {
         return;
-    };
-    drop(probe);
+    }
     let (server, ctrl, data) = slave("::1");
     for (extra, flow) in [(None, "up"), (Some("-R"), "down")] {
         let mut args = vec!["udp", "--pattern", "200x512", "--json"];

@@ -4,7 +4,7 @@
 //! at zero; an allowed probe, the control, must move it.
 //!
 //! Needs root, `ip` and `nft`; otherwise it prints "skipping netns test: <reason>" and passes,
-//! unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+//! unless NETCHAR_REQUIRE_ALL=1, in which case it fails.
 
 #[path = "support/netns.rs"]
 mod netns;

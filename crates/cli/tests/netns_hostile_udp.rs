@@ -7,7 +7,7 @@
 //! genuine figures must stay exact, and the forged datagrams must be counted as foreign.
 //!
 //! Needs root (raw sockets); otherwise it prints "skipping netns test: <reason>" and passes,
-//! unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+//! unless NETCHAR_REQUIRE_ALL=1, in which case it fails.
 //!
 //! Run: `cargo test -p netchar --test netns_hostile_udp -- --nocapture`
 

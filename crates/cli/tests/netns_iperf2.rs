@@ -13,7 +13,7 @@
 //!   against the count in the server's FIN, equals it.
 //!
 //! Needs root, `ip`, `tc`, `nft`, `ss` and iperf; otherwise it prints "skipping netns test:
-//! <reason>" and passes, unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+//! <reason>" and passes, unless NETCHAR_REQUIRE_ALL=1, in which case it fails.
 
 #[path = "support/netns.rs"]
 mod netns;

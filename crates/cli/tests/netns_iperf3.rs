@@ -8,7 +8,7 @@
 //!   netchar reports, settled on the iperf3 server's own datagram count, equals that counter.
 //!
 //! Needs root, `ip`, `tc`, `nft` and iperf3; otherwise it prints "skipping netns test: <reason>"
-//! and passes, unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+//! and passes, unless NETCHAR_REQUIRE_ALL=1, in which case it fails.
 
 #[path = "support/netns.rs"]
 mod netns;

@@ -4,7 +4,7 @@
 //! so the loaded p99 must exceed the idle p99, and the report must say so.
 //!
 //! Needs root, `ip` and `tc`; otherwise it prints "skipping netns test: <reason>" and passes,
-//! unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+//! unless NETCHAR_REQUIRE_ALL=1, in which case it fails.
 
 #[path = "support/netns.rs"]
 mod netns;

@@ -13,7 +13,7 @@
 //! (`-R`: the responder paces, the client accounts).
 //!
 //! Needs root, `ip`, `nft`, make, gcc and liblwip-dev; otherwise it prints why and passes,
-//! unless NETCHAR_REQUIRE_NETNS=1 (CI), in which case it fails.
+//! unless NETCHAR_REQUIRE_ALL=1 (CI), in which case it fails.
 
 #[path = "support/netns.rs"]
 mod netns;

@@ -7,7 +7,7 @@
 //! heat map).
 //!
 //! Needs root and `ip`; otherwise it prints "skipping netns test: <reason>" and passes, unless
-//! NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+//! NETCHAR_REQUIRE_ALL=1, in which case it fails.
 
 #[path = "support/mesh.rs"]
 mod mesh_checks;

@@ -4,7 +4,7 @@
 //! must arrive at 50 Mbit/s ±2%, with every byte the client sent counted by the server.
 //!
 //! Needs root, `ip` and `tc`; otherwise it prints "skipping netns test: <reason>" and passes,
-//! unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+//! unless NETCHAR_REQUIRE_ALL=1, in which case it fails.
 
 #[path = "support/netns.rs"]
 mod netns;

@@ -34,6 +34,7 @@ const IP_UDP: u64 = 28;
 #[test]
 #[ignore = "a role of netns_reflection, started by it inside a namespace"]
 fn attacker_role() {
+    // Not a skip: run by hand (`--ignored`) without the test that starts it, it has no role.
     let Ok(server) = std::env::var("NETCHAR_ATTACK_SERVER") else { return };
     let from = std::env::var("NETCHAR_ATTACK_FROM").unwrap();
     let spoof = std::env::var("NETCHAR_ATTACK_SPOOF").unwrap();

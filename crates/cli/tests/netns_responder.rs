@@ -11,7 +11,7 @@
 //! netns_udp.rs does).
 //!
 //! Needs root, `ip`, `nft`, make and gcc; otherwise it prints why and passes, unless
-//! NETCHAR_REQUIRE_NETNS=1 (CI), in which case a missing namespace fails it.
+//! NETCHAR_REQUIRE_ALL=1 (CI), in which case a missing namespace fails it.
 
 #[path = "support/netns.rs"]
 mod netns;
@@ -28,17 +28,23 @@ const TABLE: &str = "ncresp";
 const CHAIN: &str = "in";
 
 /// `make -C responder asan`, once for this file's tests (two makes at once race on the same
-/// output file); None (after saying why) without make or gcc.
+/// output file); None without make or gcc, once [`netns::skip_or_fail`] has said so (each test
+/// that asks says so, not only the first).
 fn responder_binary() -> Option<PathBuf> {
-    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    BUILT.get_or_init(build_responder).clone()
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    match BUILT.get_or_init(build_responder) {
+        Ok(bin) => Some(bin.clone()),
+        Err(reason) => {
+            netns::skip_or_fail(reason);
+            None
+        }
+    }
 }
 
-fn build_responder() -> Option<PathBuf> {
+fn build_responder() -> Result<PathBuf, String> {
     for tool in ["make", "gcc"] {
-        if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-            eprintln!("SKIP: `{tool}` is not installed; the C responder tests need make and gcc");
-            return None;
+        if let Err(e) = Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
+            return Err(format!("`{tool}` cannot be run ({e}); the C responder needs make and gcc"));
         }
     }
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../responder");
@@ -49,7 +55,7 @@ fn build_responder() -> Option<PathBuf> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(dir.join("build/netchar-responder-asan"))
+    Ok(dir.join("build/netchar-responder-asan"))
 }
 
 fn add_drop_rule(ns: &Netns, port_match: &str, port: u16) -> Result<(), String> {

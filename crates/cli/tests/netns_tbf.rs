@@ -13,7 +13,7 @@
 //! ±2% of that, in both directions, and both ends must agree on the byte count.
 //!
 //! Needs root, `ip` and `tc`; otherwise it prints "skipping netns test: <reason>" and passes,
-//! unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+//! unless NETCHAR_REQUIRE_ALL=1, in which case it fails.
 //!
 //! Run: `cargo test -p netchar --test netns_tbf -- --nocapture`
 
@@ -161,7 +161,7 @@ fn measure_with(link: &Link, port: u16, reverse: bool, extra: &[&str]) -> Measur
 
 /// The namespace pair with what the expected goodput depends on pinned down (1500-byte MTU,
 /// TCP timestamps on) and `tbf` on both veth ends; None after saying why when it cannot be
-/// made (a failure under NETCHAR_REQUIRE_NETNS=1).
+/// made (a failure under NETCHAR_REQUIRE_ALL=1).
 fn shaped_link(tbf: &[&str]) -> Option<Link> {
     let link = match Link::create() {
         Ok(l) => l,

@@ -25,7 +25,7 @@
 //! `(bytes − 28 × packets) / 1472`; the tests check that this division is exact.
 //!
 //! Needs root, `ip`, `tc` and `nft`; otherwise it prints "skipping netns test: <reason>" and
-//! passes, unless NETCHAR_REQUIRE_NETNS=1, in which case it fails.
+//! passes, unless NETCHAR_REQUIRE_ALL=1, in which case it fails.
 //!
 //! Run: `cargo test -p netchar --test netns_udp -- --nocapture`
 
@@ -60,7 +60,7 @@ const LOSS_SECONDS: &str = "3";
 const DROP_PER_MILLE: &str = "20";
 
 /// Builds the shaped link, or reports why it cannot (skip, or fail under
-/// NETCHAR_REQUIRE_NETNS=1) and returns None.
+/// NETCHAR_REQUIRE_ALL=1) and returns None.
 fn shaped_link() -> Option<Link> {
     let link = match Link::create() {
         Ok(l) => l,

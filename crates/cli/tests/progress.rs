@@ -3,6 +3,8 @@
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use std::process::{Command, Stdio};
@@ -32,7 +34,8 @@ fn no_progress_line_is_drawn_into_a_pipe() {
 }
 
 /// Runs netchar with `args` on a pseudo-terminal (stdout and stderr both), returning what the
-/// terminal received, or None (after saying so) when `script` is missing.
+/// terminal received, or None when `script` is missing, once [`require::unavailable`] has said
+/// so.
 fn on_a_terminal(args: &[String], no_color: bool) -> Option<String> {
     let command = std::iter::once(BIN.to_string()).chain(args.iter().cloned()).collect::<Vec<_>>().join(" ");
     let mut script = Command::new("script");
@@ -43,11 +46,9 @@ fn on_a_terminal(args: &[String], no_color: bool) -> Option<String> {
     }
     let out = match script.output() {
         Ok(out) => out,
-        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("util-linux's script is needed for the terminal test in CI: {e}")
-        }
         Err(e) => {
-            eprintln!("skipping the terminal progress test: cannot run util-linux's script: {e}");
+            let reason = format!("cannot run util-linux's script ({e}); Debian has it in bsdutils");
+            require::unavailable("the terminal progress test", &reason);
             return None;
         }
     };

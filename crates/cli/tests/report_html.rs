@@ -7,6 +7,8 @@
 
 #[path = "support/loopback.rs"]
 mod loopback;
+#[path = "support/require.rs"]
+mod require;
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
@@ -153,7 +155,7 @@ fn png_plots_have_the_chart_size() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Debian's chromium, or None (the caller skips, except in CI where it is installed).
+/// Debian's chromium, or None (the caller skips through [`require::unavailable`]).
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser"].into_iter().find(|b| {
         std::process::Command::new(b)
@@ -261,12 +263,7 @@ fn attribute<'a>(dom: &'a str, name: &str) -> Option<&'a str> {
 #[test]
 fn html_report_renders_in_chromium_without_errors_or_requests() {
     let Some(browser) = chromium() else {
-        let msg = "chromium is not installed (apt-get install chromium): the browser test cannot run";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{msg}; .ci/run installs it");
-        }
-        eprintln!("SKIP: {msg}");
-        return;
+        return require::unavailable("the browser test", "chromium is not installed (apt-get install chromium)");
     };
     let dir = scratch("browser");
     let (page, html) = write_report(&dir);

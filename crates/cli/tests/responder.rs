@@ -4,10 +4,13 @@
 //! honour refused by name before any traffic, and hostile input (a garbage hello, an oversized
 //! frame, truncated or invalid JSON, stray datagrams) dropping only that connection.
 //!
-//! Skips with a message when make or gcc is missing (CI has both).
+//! Skips with a message when make or gcc is missing, or fails under NETCHAR_REQUIRE_ALL=1 (CI,
+//! which has both).
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use serde_json::Value;
@@ -25,25 +28,26 @@ fn responder_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../responder")
 }
 
-/// Builds `make -C responder asan` once per test binary; None (after saying why) without make
-/// or a C compiler.
+/// Builds `make -C responder asan` once per test binary; None without make or a C compiler,
+/// once [`require::unavailable`] has said so.
 fn asan_binary() -> Option<PathBuf> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     make_binary(&BUILT, "asan", "build/netchar-responder-asan")
 }
 
 /// The task-per-connection build under ASan/UBSan (`make -C responder tasks`).
 fn tasks_binary() -> Option<PathBuf> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     make_binary(&BUILT, "tasks", "build/netchar-responder-tasks-asan")
 }
 
-fn make_binary(cell: &'static OnceLock<Option<PathBuf>>, target: &str, file: &str) -> Option<PathBuf> {
-    cell.get_or_init(|| {
+/// The built `file`, or None once [`require::unavailable`] has said why it cannot be built
+/// (each test that asks says so, not only the first).
+fn make_binary(cell: &'static OnceLock<Result<PathBuf, String>>, target: &str, file: &str) -> Option<PathBuf> {
+    let built = cell.get_or_init(|| {
         for tool in ["make", "gcc"] {
-            if Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-                eprintln!("SKIP: `{tool}` is not installed; the C responder tests need make and gcc");
-                return None;
+            if let Err(e) = Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
+                return Err(format!("`{tool}` cannot be run ({e}); they need make and gcc (apt-get install make gcc)"));
             }
         }
         let out = Command::new("make")
@@ -58,9 +62,15 @@ fn make_binary(cell: &'static OnceLock<Option<PathBuf>>, target: &str, file: &st
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        Some(responder_dir().join(file))
-    })
-    .clone()
+        Ok(responder_dir().join(file))
+    });
+    match built {
+        Ok(bin) => Some(bin.clone()),
+        Err(reason) => {
+            require::unavailable("the C responder tests", reason);
+            None
+        }
+    }
 }
 
 /// A responder on a free port, killed on drop; its log checked for sanitizer reports then.
@@ -72,16 +82,18 @@ struct Responder {
 }
 
 impl Responder {
+    /// The ASan build on a free port; None when it cannot be built here, once
+    /// [`require::unavailable`] has said why (a failure under NETCHAR_REQUIRE_ALL=1).
     fn start() -> Option<Self> {
         Self::start_with(&[])
     }
 
     /// With the other roles given by `roles` (e.g. `["--echo-port", "0"]`) on as well.
     fn start_with(roles: &[&str]) -> Option<Self> {
-        Self::spawn(asan_binary()?, roles)
+        Some(Self::spawn(asan_binary()?, roles))
     }
 
-    fn spawn(bin: PathBuf, roles: &[&str]) -> Option<Self> {
+    fn spawn(bin: PathBuf, roles: &[&str]) -> Self {
         let mut child = Command::new(bin)
             .args(["--port", "0"])
             .args(roles)
@@ -107,7 +119,7 @@ impl Responder {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("no port in the responder's start line {first:?}"));
-        Some(Self { child, port, log: rx, seen: Mutex::new(vec![first]) })
+        Self { child, port, log: rx, seen: Mutex::new(vec![first]) }
     }
 
     fn port(&self) -> String {
@@ -696,8 +708,7 @@ fn echo_and_discard_roles_return_or_count_exactly_what_was_sent() {
 
 #[test]
 fn ipv6_clients_are_served_on_the_same_dual_stack_ports() {
-    if std::net::UdpSocket::bind("[::1]:0").is_err() {
-        eprintln!("SKIP: no IPv6 loopback (::1) on this machine");
+    if !require::ipv6_loopback("ipv6_clients_are_served_on_the_same_dual_stack_ports") {
         return;
     }
     let Some(mut r) = Responder::start_with(&["--nc-test-port", "0", "--nc-test-data-port", "0", "--echo-port", "0"])
@@ -745,7 +756,7 @@ fn ipv6_clients_are_served_on_the_same_dual_stack_ports() {
 #[test]
 fn task_per_connection_build_serves_each_echo_and_discard_connection_exactly() {
     let Some(bin) = tasks_binary() else { return };
-    let Some(mut r) = Responder::spawn(bin, &["--echo-port", "0", "--discard-port", "0"]) else { return };
+    let mut r = Responder::spawn(bin, &["--echo-port", "0", "--discard-port", "0"]);
     let echo = r.role_port("echo on TCP and UDP port", "port ");
     let discard = r.role_port("discard on TCP and UDP port", "port ");
     // Four echo connections at once, each on a task of its own: every byte back, and the

@@ -13,7 +13,7 @@
 //!   takes the ports of internal services from /etc/services), including the nft loss check.
 //!
 //! The namespace tests need root, `ip` and `nft` (and xinetd for the last); they skip with a
-//! line saying why, or fail under NETCHAR_REQUIRE_NETNS=1 as in CI.
+//! line saying why, or fail under NETCHAR_REQUIRE_ALL=1 as in CI.
 
 #[path = "support/netns.rs"]
 mod netns;

@@ -3,6 +3,8 @@
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use serde_json::Value;
@@ -154,8 +156,7 @@ fn reverse_and_bidir_account_for_every_stream() {
 
 #[test]
 fn ipv6_udp_uses_the_ipv6_payload_default() {
-    if std::net::UdpSocket::bind("[::1]:0").is_err() {
-        eprintln!("skipping ipv6_udp_uses_the_ipv6_payload_default: no IPv6 loopback (::1) here");
+    if !require::ipv6_loopback("ipv6_udp_uses_the_ipv6_payload_default") {
         return;
     }
     let s = Server::start_on("::", &[]);

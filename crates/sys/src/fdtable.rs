@@ -70,6 +70,12 @@ impl SharedCopy {
     }
 }
 
+/// The workspace's one switch for tests that cannot run here (NETCHAR_REQUIRE_ALL), shared
+/// with the netchar crate's tests.
+#[cfg(test)]
+#[path = "../../cli/tests/support/require.rs"]
+mod require;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,10 +105,10 @@ mod tests {
         let copy = match rx.recv().unwrap() {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("SKIP: no private descriptor table here ({e})");
                 go_tx.send(()).unwrap();
                 worker.join().unwrap();
-                return;
+                let reason = format!("no private descriptor table here (close_range, Linux 5.9+, and unshare): {e}");
+                return require::unavailable("a_thread_keeps_its_socket_and_the_process_closes_its_copy", &reason);
             }
         };
         // Still open in the process table until closed here.

@@ -12,9 +12,12 @@
 //!
 //! Environments without root, `ip`, `tc` or namespace support make [`Link::create`] return
 //! `Err(reason)`; pass that to [`skip_or_fail`], which skips (returns) unless
-//! `NETCHAR_REQUIRE_NETNS=1` is set, in which case it panics.
+//! `NETCHAR_REQUIRE_ALL=1` is set, in which case it panics (support/require.rs).
 
 #![allow(dead_code, unreachable_pub)]
+
+#[path = "require.rs"]
+pub mod require;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::Ipv4Addr;
@@ -33,17 +36,11 @@ pub const DEV_B: &str = "ncveth1";
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// Environment variable that turns "skip" into "fail" (set by CI).
-pub const REQUIRE_ENV: &str = "NETCHAR_REQUIRE_NETNS";
-
-/// Call when the fixture cannot be built. Without `NETCHAR_REQUIRE_NETNS=1` this prints
+/// Call when the fixture cannot be built. Without `NETCHAR_REQUIRE_ALL=1` this prints
 /// "skipping netns test: REASON" and returns (the caller should then return early); with it,
-/// it panics so CI notices the missing coverage.
+/// it panics so CI notices the missing coverage ([`require::unavailable`]).
 pub fn skip_or_fail(reason: &str) {
-    if std::env::var(REQUIRE_ENV).map(|v| v == "1").unwrap_or(false) {
-        panic!("netns test cannot run but {REQUIRE_ENV}=1 requires it: {reason}");
-    }
-    eprintln!("skipping netns test: {reason}");
+    require::unavailable("netns test", reason);
 }
 
 /// Runs `cmd` to completion, returning its output or a readable error (used for setup steps).
