@@ -203,6 +203,17 @@ impl ReflectionGuard {
         Ok(())
     }
 
+    /// The service-port rule alone, for a socket that only counts what it receives and
+    /// never answers (netio's UDP test: its clients send from the same port number as the
+    /// server's, so the own-port rule would drop every one).
+    pub fn check_service_port(&self, from: SocketAddr) -> Result<(), Dropped> {
+        if from.port() < 1024 {
+            self.service_port.fetch_add(1, Ordering::Relaxed);
+            return Err(Dropped::ServicePort(from.port()));
+        }
+        Ok(())
+    }
+
     /// A datagram of `bytes` came from `from` and passed [`Self::check_source`]: the credit
     /// that answers to its address may spend.
     pub fn received(&self, from: SocketAddr, bytes: usize, now: Instant) {

@@ -426,8 +426,10 @@ fn count_udp(udp: &UdpSocket, counts: &UdpCounts, ctx: &PeerContext) {
     let mut buf = vec![0u8; 65_536];
     while !ctx.stop().is_raised() {
         if let Ok((n, from)) = udp.recv_from(&mut buf) {
-            // Only counted, never answered; a datagram from a service port is not a client's.
-            if !ctx.inbound("netio", from, n) {
+            // Only counted, never answered, so no loop can start here: a datagram from a
+            // service port is not a client's, but netio clients send from this very port
+            // number (port+1 on both ends), so the own-port rule does not apply.
+            if ctx.guard().check_service_port(from).is_err() {
                 continue;
             }
             let ip = crate::admission::canonical(from.ip());
