@@ -21,6 +21,10 @@
 //!   UDP_SEND run end to end as before;
 //! - from V's own address (not allowed), a UDP echo test is answered within the budget.
 //!
+//! The same forged requests against the C responder on S (`netchar-responder` with its
+//! nc_test and echo roles, `--allow-peers A/32`) earn V at most the NAKs and start no loop,
+//! and the netchar nc_test master's UDP_SEND from A runs against it.
+//!
 //! The datagrams are sent by this test binary re-executed in A (`sender_role`, ignored in
 //! normal runs). Needs root, `ip`, `nft`, iperf (2.x) and iperf3; without them it prints
 //! "skipping ..." and passes, unless the CI switch requires it (support/netns.rs).
@@ -346,4 +350,57 @@ fn forged_peer_requests_earn_the_victim_nothing_and_start_no_loop() {
     {
         assert!(log.contains(expected), "the server log lacks {expected:?}:\n{log}");
     }
+}
+
+/// The C responder's build (`make -C responder`), or why it cannot be made here.
+fn responder_binary() -> Result<std::path::PathBuf, String> {
+    for tool in ["make", "gcc"] {
+        Command::new(tool).arg("--version").output().map_err(|e| format!("`{tool}` cannot be run ({e})"))?;
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../responder");
+    let out = Command::new("make").arg("-C").arg(&dir).arg("all").output().map_err(|e| e.to_string())?;
+    assert!(out.status.success(), "make -C responder failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    Ok(dir.join("build/netchar-responder"))
+}
+
+#[test]
+fn forged_requests_to_the_c_responder_earn_the_victim_nothing_and_start_no_loop() {
+    let bin = match responder_binary() {
+        Ok(b) => b,
+        Err(reason) => {
+            skip_or_fail(&reason);
+            return;
+        }
+    };
+    let bed = match Bed::create() {
+        Ok(b) => b,
+        Err(reason) => {
+            skip_or_fail(&reason);
+            return;
+        }
+    };
+    let (a, s) = (bed.ip(A), bed.ip(S));
+    let mut cmd = bed.node(S).command(&bin);
+    cmd.args(["--nc-test-port", "7777", "--nc-test-data-port", "8770", "--echo-port", "7", "--discard-port", "9"])
+        .args(["--allow-peers", &format!("{a}/32")]);
+    let responder = Server::spawn(cmd, "UDP answers:", Duration::from_secs(10)).unwrap();
+    let mut cmd2 = bed.node(S2).command(BIN);
+    cmd2.args(["server", "-B", "0.0.0.0", "--services"]);
+    let _server2 = Server::spawn(cmd2, "UDP answers:", Duration::from_secs(10)).unwrap();
+
+    forged_requests_reflect_nothing(&bed, &responder, responder.child.id(), 7777, 7);
+
+    let run = bed.run_in_a(BIN, &["udp", &s, "--proto", "nc-test", "-R", "-l", "1024", "-n", "1024000", "--json"], 60);
+    assert_eq!(
+        run.status.and_then(|s| s.code()),
+        Some(0),
+        "nc_test UDP_SEND from A: {}\n{}",
+        run.stderr,
+        responder.stderr()
+    );
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let got = v["summary"]["down"]["receiver"]["packets"].as_u64().unwrap_or(0);
+    let lost = v["summary"]["down"]["receiver"]["lost"].as_u64().unwrap_or(0);
+    assert_eq!(got + lost, 1000, "{}", v["summary"]);
+    assert!(responder.stderr().contains("refused: not in --allow-peers"), "{}", responder.stderr());
 }
