@@ -14,6 +14,9 @@
 //! The privileged-port and raw-socket checks need root: without it they say so and return,
 //! or fail under NETCHAR_REQUIRE_ALL=1. Without make or gcc the tests say so likewise.
 
+#[path = "support/require.rs"]
+mod require;
+
 use netchar_wire::nc_test::{Kind, Reply, Request, Results, NAK_BAD_REQUEST, REPLY_LEN, RESULTS_LEN};
 use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -29,15 +32,6 @@ const ANSWER_BURST: u64 = 65_536;
 
 /// How long a datagram that must not be answered is waited for.
 const NO_ANSWER_WAIT: Duration = Duration::from_millis(500);
-
-/// What this test does when it cannot run a check here: says so and returns, or fails under
-/// NETCHAR_REQUIRE_ALL=1 (the switch CI sets).
-fn unavailable(what: &str, reason: &str) {
-    if std::env::var("NETCHAR_REQUIRE_ALL").is_ok_and(|v| v == "1") {
-        panic!("{what} cannot run here, and NETCHAR_REQUIRE_ALL=1 requires it: {reason}");
-    }
-    eprintln!("{what} not run: {reason}");
-}
 
 /// `make -C responder asan`, once for this file's tests; None (after saying why) without make
 /// or gcc.
@@ -62,7 +56,7 @@ fn asan_binary() -> Option<PathBuf> {
     match built {
         Ok(bin) => Some(bin.clone()),
         Err(reason) => {
-            unavailable("the C responder's reflection tests", reason);
+            require::unavailable("the C responder's reflection tests", reason);
             None
         }
     }
@@ -176,7 +170,7 @@ fn service_port_socket(what: &str) -> Option<UdpSocket> {
         match UdpSocket::bind(loopback(port)) {
             Ok(s) => return Some(s),
             Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-                unavailable(what, &format!("binding a port below 1024 needs root (127.0.0.1:{port}: {e})"));
+                require::unavailable(what, &format!("binding a port below 1024 needs root (127.0.0.1:{port}: {e})"));
                 return None;
             }
             Err(_) => continue,
@@ -218,7 +212,7 @@ fn raw_udp_socket(what: &str) -> Option<socket2::Socket> {
             Some(s)
         }
         Err(e) => {
-            unavailable(what, &format!("a raw socket needs root ({e})"));
+            require::unavailable(what, &format!("a raw socket needs root ({e})"));
             None
         }
     }

@@ -8,8 +8,9 @@ mod require;
 
 use std::path::{Path, PathBuf};
 
-/// Where a test announces a skip of its own, or decides by `CI` whether to skip.
-const OWN_SKIPS: &[&str] = &["\"skipping", "\"SKIP", "var(\"CI\")", "var_os(\"CI\")"];
+/// Where a test announces a skip of its own, decides by `CI` whether to skip, or reads the
+/// switch itself (a second copy of what require.rs does).
+const OWN_SKIPS: &[&str] = &["\"skipping", "\"SKIP", "var(\"CI\")", "var_os(\"CI\")", "var(\"NETCHAR_REQUIRE_ALL\")"];
 
 /// Skips that stay skips under the switch, each with why: (file, text on the line).
 /// load.rs: the CPU meter's check needs a quiet machine, which CI cannot install.
