@@ -16,10 +16,10 @@
 #define NC_DEFAULT_PORT 5300
 #endif
 
-/* Two profiles: a small target on lwIP (NC_PLATFORM_LWIP: about 10 KiB of RAM in all) and
- * a host (Linux, BSD: buffers as large as the Rust server's default block). Any value can
- * still be set with -D. */
-#if defined(NC_PLATFORM_LWIP)
+/* Two profiles: a small target on lwIP (NC_PLATFORM_LWIP on its sockets, NC_PLATFORM_LWIP_RAW
+ * on its raw API: about 10 KiB of RAM in all) and a host (Linux, BSD: buffers as large as the
+ * Rust server's default block). Any value can still be set with -D. */
+#if defined(NC_PLATFORM_LWIP) || defined(NC_PLATFORM_LWIP_RAW)
 #define NC_PROFILE_SMALL 1
 #else
 #define NC_PROFILE_SMALL 0
@@ -190,7 +190,7 @@
 #endif
 /* How a refusal names the setting that lifts it. */
 #ifndef NC_ALLOW_HINT
-#if defined(NC_PLATFORM_LWIP)
+#if NC_PROFILE_SMALL
 #define NC_ALLOW_HINT "NC_ALLOW_PEERS"
 #else
 #define NC_ALLOW_HINT "--allow-peers"

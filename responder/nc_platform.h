@@ -1,10 +1,12 @@
 /* netchar-responder: the platform layer, chosen at compile time.
  *
- * A port provides the functions below (platform/posix.c is the hosted one) and a socket
- * header that declares the BSD socket calls the responder uses: socket, bind, listen,
- * accept, recv, send, recvfrom, sendto, shutdown, close, select, setsockopt (SO_REUSEADDR,
- * TCP_NODELAY only), and non-blocking mode through nc_plat_set_nonblocking. lwIP's
- * <lwip/sockets.h> with LWIP_COMPAT_SOCKETS offers all of them.
+ * A port provides the functions below (platform/posix.c is the hosted one) and, for the
+ * sockets transport (src/nc_transport_sockets.c, the only file that makes socket calls), a
+ * socket header that declares the BSD socket calls it uses: socket, bind, listen, accept,
+ * recv, send, recvfrom, sendto, shutdown, close, select, getsockname, setsockopt
+ * (SO_REUSEADDR, TCP_NODELAY only), and non-blocking mode through nc_plat_set_nonblocking.
+ * lwIP's <lwip/sockets.h> with LWIP_COMPAT_SOCKETS offers all of them. A bare-metal port on
+ * lwIP's raw API (NC_PLATFORM_LWIP_RAW) needs no socket header: src/nc_transport_raw.c.
  */
 #ifndef NC_PLATFORM_H
 #define NC_PLATFORM_H
@@ -13,7 +15,30 @@
 #include <stdint.h>
 #include "nc_config.h"
 
-#if defined(NC_PLATFORM_LWIP)
+/* The transport (src/nc_transport.h): BSD sockets (0), or lwIP's raw API without an OS
+ * (NC_PLATFORM_LWIP_RAW: src/nc_transport_raw.c, a bare-metal board). */
+#if defined(NC_PLATFORM_LWIP_RAW)
+#define NC_TRANSPORT_RAW 1
+#else
+#define NC_TRANSPORT_RAW 0
+#endif
+
+#if NC_TRANSPORT_RAW
+/* No socket headers: lwIP's byte order functions, and an IPv4 address of the sockaddr_in
+ * shape (the fields the NC_ADDR_ macros below use) that the raw transport fills in. */
+#include "lwip/def.h"
+struct nc_in_addr {
+    uint32_t s_addr;
+};
+struct nc_sockaddr_in {
+    uint8_t sin_len, sin_family;
+    uint16_t sin_port;
+    struct nc_in_addr sin_addr;
+};
+#define AF_INET 2
+#define INADDR_ANY 0u
+#define NC_HAVE_SIN_LEN 1
+#elif defined(NC_PLATFORM_LWIP)
 #include "lwip/sockets.h"
 #include "lwip/errno.h"
 #define NC_HAVE_SIN_LEN 1
@@ -47,17 +72,22 @@ uint64_t nc_plat_now_ns(void);
  * without a hardware RNG mixes what it has (a free-running timer, ADC noise). */
 void nc_plat_random(uint8_t *buf, size_t n);
 
-/* Puts a socket in non-blocking mode; 0 on success. Required. */
+#if !NC_TRANSPORT_RAW
+/* Puts a socket in non-blocking mode; 0 on success. Required by the sockets transport. */
 int nc_plat_set_nonblocking(int fd);
+#endif
 
 /* Describes the machine for `accepted.host`: writes NUL-terminated strings of at most
  * `cap` bytes each. Required (constant strings are fine). */
 void nc_plat_host_info(char *hostname, char *kernel, char *cpu_model, size_t cap, uint32_t *cores);
 
-/* Called once for the UDP socket after it is bound: a host may enlarge its buffers here (a
+#if !NC_TRANSPORT_RAW
+/* Called once for each UDP socket after it is bound: a host may enlarge its buffers here (a
  * receive queue of a few datagrams loses test traffic whenever the responder is not
- * scheduled). Required (may do nothing; lwIP sizes its queues in lwipopts.h). */
+ * scheduled). Required by the sockets transport (may do nothing; lwIP sizes its queues in
+ * lwipopts.h). */
 void nc_plat_tune_udp(int fd);
+#endif
 
 /* One line to the operator's log (a UART, stderr). Required (may do nothing). */
 void nc_plat_log(const char *line);
@@ -119,6 +149,9 @@ void nc_plat_tcp_sink_stop(int sink);
 #ifndef NC_HAVE_IPV6
 #define NC_HAVE_IPV6 0
 #endif
+#if NC_HAVE_IPV6 && NC_TRANSPORT_RAW
+#error "the raw lwIP transport is IPv4 only (NC_HAVE_IPV6 0)"
+#endif
 #if NC_HAVE_IPV6
 typedef struct sockaddr_in6 nc_addr;
 #define NC_AF AF_INET6
@@ -127,6 +160,14 @@ typedef struct sockaddr_in6 nc_addr;
 #define NC_ADDR_IP_LEN 16
 #define NC_ADDR_OK(a, len) ((len) >= (socklen_t)sizeof(nc_addr) && (a)->sin6_family == AF_INET6)
 #define NC_ADDR_ANY(a, port) ((a)->sin6_family = AF_INET6, (a)->sin6_port = htons(port))
+#elif NC_TRANSPORT_RAW
+typedef struct nc_sockaddr_in nc_addr;
+#define NC_AF AF_INET
+#define NC_ADDR_PORT(a) ((a)->sin_port)
+#define NC_ADDR_IP(a) ((const void *)&(a)->sin_addr)
+#define NC_ADDR_IP_LEN 4
+#define NC_ADDR_ANY(a, port) ((a)->sin_family = AF_INET, (a)->sin_port = htons(port), \
+                              (a)->sin_addr.s_addr = htonl(INADDR_ANY))
 #else
 typedef struct sockaddr_in nc_addr;
 #define NC_AF AF_INET

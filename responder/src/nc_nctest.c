@@ -29,12 +29,6 @@
 
 #include "nc_peer_proto.h"
 
-#if defined(MSG_NOSIGNAL) && !defined(NC_PLATFORM_LWIP)
-#define SEND_FLAGS MSG_NOSIGNAL
-#else
-#define SEND_FLAGS 0
-#endif
-
 #define TEST_TIMEOUT_MS 3000     /* one buffer (NC_TEST_TIMEOUT) */
 #define ACCEPT_WAIT_MS 15000     /* the master connects 3 s after the ACK, retrying for 5 s */
 #define SEND_STALL_MS 21000      /* a TCP master that stops reading */
@@ -100,10 +94,8 @@ void nc_nctest_init(void)
         p[0] = nc_roles_wanted(NC_SVC_NCTEST);
         p[1] = nc_roles_wanted(NC_SVC_NCTEST_DATA);
         nc_role_log("nc-test", NULL, "cannot listen on UDP port # and data port #; the slave is off", p, 2);
-        if (T.tfd >= 0)
-            nc_close(T.tfd);
-        if (T.ufd >= 0)
-            nc_close(T.ufd);
+        nc_tr_close(T.tfd);
+        nc_tr_close(T.ufd);
         T.tfd = T.ufd = -1;
         return;
     }
@@ -124,8 +116,8 @@ static void test_end(const char *why)
     nc_role_log(test_name(T.req.code), &T.master,
                 why ? why : "sent # buffers, received # buffers (# bytes in, # bytes out), # timeouts", n, 5);
     if (T.conn >= 0) {
-        shutdown(T.conn, SHUT_WR);
-        nc_close(T.conn);
+        nc_tr_shutdown(T.conn);
+        nc_tr_close(T.conn);
     }
     T.conn = -1;
     T.phase = P_IDLE;
@@ -201,9 +193,8 @@ static void start_test(uint64_t now)
     if (nct_is_udp(T.req.code)) {
         /* Stale datagrams of an earlier test must not count in this one. */
         nc_addr from;
-        socklen_t flen = sizeof from;
-        while (recvfrom(T.ufd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen) >= 0)
-            flen = sizeof from;
+        while (nc_tr_recvfrom(T.ufd, nc_iobuf, NC_IO_BUF, &from) >= 0)
+            continue;
         nc_iobuf_used();
         T.next_send = T.req.code == NCT_UDP_SEND ? now + UDP_HEAD_START_MS * NC_MS : now;
         next_buffer(now);
@@ -239,15 +230,14 @@ static uint32_t guard_udp_test(const struct nct_request *r, const nc_addr *from,
 static void control_read(uint64_t now)
 {
     nc_addr from;
-    socklen_t flen = sizeof from;
     struct nct_request r;
     struct nct_limits lim;
     uint8_t reply[NCT_REPLY_LEN];
     uint32_t reason, ticks = 0;
     uint64_t count = 0;
-    int n = (int)recvfrom(T.cfd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
+    long n = nc_tr_recvfrom(T.cfd, nc_iobuf, NC_IO_BUF, &from);
     nc_iobuf_used();
-    if (n < 0 || !NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, 0))
+    if (n < 0 || nc_guard_check_source(&from, 0))
         return;
     /* Refusals are logged once per source in a while: a flood of forged requests does not
      * flood the log (nc_guard_first_refusal). */
@@ -326,7 +316,7 @@ static void control_read(uint64_t now)
     (void)nc_role_answer("nc-test", T.cfd, reply, sizeof reply, (uint64_t)n, &from, now);
 }
 
-void nc_nctest_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns)
+void nc_nctest_watch(uint64_t now, uint64_t *wait_ns)
 {
     uint64_t due = UINT64_MAX;
     if (T.cfd < 0)
@@ -346,8 +336,8 @@ void nc_nctest_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t 
     }
 #endif
     if (T.phase == P_IDLE)
-        nc_role_watch(T.cfd, rd, maxfd);
-    nc_role_watch(T.tfd, rd, maxfd);
+        nc_tr_watch(T.cfd, NC_TR_RD);
+    nc_tr_watch(T.tfd, NC_TR_RD);
     if (T.phase != P_IDLE && now >= T.deadline) {
         if (T.phase == P_RECV && !nct_is_udp(T.req.code))
             /* Part of a buffer may have come: the stream cannot be followed any more. */
@@ -366,14 +356,14 @@ void nc_nctest_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t 
         due = T.deadline;
     if (nct_is_udp(T.req.code)) {
         if (T.phase == P_RECV) {
-            nc_role_watch(T.ufd, rd, maxfd);
+            nc_tr_watch(T.ufd, NC_TR_RD);
         } else if (T.next_send > now) {
             due = T.next_send;
         } else {
-            nc_role_watch(T.ufd, wr, maxfd); /* due now: when the socket takes it */
+            nc_tr_watch(T.ufd, NC_TR_WR); /* due now: when the socket takes it */
         }
     } else if (T.conn >= 0) {
-        nc_role_watch(T.conn, T.phase == P_RECV ? rd : wr, maxfd);
+        nc_tr_watch(T.conn, T.phase == P_RECV ? NC_TR_RD : NC_TR_WR);
     }
     if (due != UINT64_MAX) {
         uint64_t w = due > now ? due - now : 0;
@@ -385,36 +375,30 @@ void nc_nctest_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t 
 static void accept_data(uint64_t now)
 {
     nc_addr peer;
-    socklen_t len = sizeof peer;
-    int fd = (int)accept(T.tfd, (struct sockaddr *)&peer, &len);
+    int fd = nc_tr_accept(T.tfd, &peer);
     if (fd < 0)
         return;
-    if (T.phase != P_ACCEPT || fd >= FD_SETSIZE || !NC_SAME_IP(&peer, &T.master)) {
+    if (T.phase != P_ACCEPT || !NC_SAME_IP(&peer, &T.master)) {
         /* Not this test's master, or no TCP test waiting: a stale or stray connection. */
-        nc_close(fd);
+        nc_tr_close(fd);
         return;
     }
-    nc_plat_set_nonblocking(fd);
-    {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, (const char *)&one, sizeof one);
-    }
+    nc_tr_nodelay(fd);
     T.conn = fd;
     next_buffer(now);
 }
 
-static void udp_io(fd_set *rd, uint64_t now)
+static void udp_io(uint64_t now)
 {
     int k;
-    if (T.phase == P_RECV && FD_ISSET(T.ufd, rd)) {
+    if (T.phase == P_RECV && (nc_tr_ready(T.ufd) & NC_TR_RD)) {
         for (k = 0; k < 64 && T.phase == P_RECV; k++) {
             nc_addr from;
-            socklen_t flen = sizeof from;
-            int n = (int)recvfrom(T.ufd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
+            long n = nc_tr_recvfrom(T.ufd, nc_iobuf, NC_IO_BUF, &from);
             if (n < 0)
                 break;
             nc_iobuf_used();
-            if (!NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, 0) || !NC_SAME_IP(&from, &T.master)) {
+            if (nc_guard_check_source(&from, 0) || !NC_SAME_IP(&from, &T.master)) {
                 T.refused++;
                 continue;
             }
@@ -429,7 +413,7 @@ static void udp_io(fd_set *rd, uint64_t now)
     /* Sends: one per turn for echo (lock-step), paced batches for UDP_SEND. */
     for (k = 0; k < 32 && (T.phase == P_SEND || T.phase == P_RESULTS) && now >= T.next_send; k++) {
         uint32_t len = T.td;
-        int w;
+        long w;
         if (T.phase == P_RESULTS) {
             nct_results_encode(nc_iobuf, T.req.seq, T.nsent, T.nrecvd);
             nc_iobuf_used();
@@ -444,14 +428,14 @@ static void udp_io(fd_set *rd, uint64_t now)
         nct_header_encode(nc_iobuf, T.seq, T.td);
         nc_iobuf_used();
         if (T.req.code == NCT_UDP_SEND) /* admitted for an allowed network only */
-            w = (int)sendto(T.ufd, (const char *)nc_iobuf, len, 0, (const struct sockaddr *)&T.to, sizeof T.to);
+            w = nc_tr_sendto(T.ufd, nc_iobuf, len, &T.to);
         else
             w = nc_role_answer("nc-test", T.ufd, nc_iobuf, len, T.credit, &T.to, now);
-        if (w == (int)len) {
+        if (w == (long)len) {
             T.bytes_out += len;
             T.credit = T.credit > len ? T.credit - len : 0;
             sent_one(now);
-        } else if (w < 0 && (nc_role_would_block() || errno == ENOBUFS)) {
+        } else if (w == NC_TR_AGAIN || w == NC_TR_NOBUFS) {
             break; /* retried on a later turn */
         } else {
             /* Refused (an ICMP error) or held back by the guard: the stock slave does not
@@ -467,13 +451,13 @@ static void udp_io(fd_set *rd, uint64_t now)
         T.next_send = now; /* fell behind (a stall): no burst to catch up */
 }
 
-static void tcp_io(fd_set *rd, fd_set *wr, uint64_t now)
+static void tcp_io(uint64_t now)
 {
     if (T.conn < 0)
         return;
-    if (T.phase == P_RECV && FD_ISSET(T.conn, rd)) {
+    if (T.phase == P_RECV && (nc_tr_ready(T.conn) & NC_TR_RD)) {
         uint32_t want = T.td - T.pos;
-        int n = (int)recv(T.conn, (char *)nc_iobuf, want < NC_IO_BUF ? want : NC_IO_BUF, 0);
+        long n = nc_tr_recv(T.conn, nc_iobuf, want < NC_IO_BUF ? want : NC_IO_BUF);
         nc_iobuf_used();
         if (n > 0) {
             if (T.pos < NCT_HEADER_LEN) {
@@ -485,14 +469,14 @@ static void tcp_io(fd_set *rd, fd_set *wr, uint64_t now)
             T.deadline = now + TEST_TIMEOUT_MS * NC_MS;
             if (T.pos == T.td)
                 received(1, now);
-        } else if (n == 0 || !nc_role_would_block()) {
+        } else if (n == 0 || n == NC_TR_FAIL) {
             test_end("the master closed the data connection: sent # buffers, received # buffers (# bytes in, "
                      "# bytes out), # timeouts");
         }
-    } else if ((T.phase == P_SEND || T.phase == P_RESULTS) && FD_ISSET(T.conn, wr)) {
+    } else if ((T.phase == P_SEND || T.phase == P_RESULTS) && (nc_tr_ready(T.conn) & NC_TR_WR)) {
         uint32_t total = T.phase == P_SEND ? T.td : NCT_RESULTS_LEN, chunk = total - T.pos;
         uint8_t head[NCT_HEADER_LEN > NCT_RESULTS_LEN ? NCT_HEADER_LEN : NCT_RESULTS_LEN];
-        int w;
+        long w;
         if (chunk > NC_IO_BUF)
             chunk = NC_IO_BUF;
         if (T.phase == P_SEND)
@@ -505,7 +489,7 @@ static void tcp_io(fd_set *rd, fd_set *wr, uint64_t now)
             memcpy(nc_iobuf, head + T.pos, h < chunk ? h : chunk);
         }
         nc_iobuf_used();
-        w = (int)send(T.conn, (const char *)nc_iobuf, chunk, SEND_FLAGS);
+        w = nc_tr_send(T.conn, nc_iobuf, chunk);
         if (w > 0) {
             T.pos += (uint32_t)w;
             T.deadline = now + SEND_STALL_MS * NC_MS;
@@ -517,26 +501,26 @@ static void tcp_io(fd_set *rd, fd_set *wr, uint64_t now)
                 else
                     test_end(NULL);
             }
-        } else if (w < 0 && !nc_role_would_block()) {
+        } else if (w == NC_TR_FAIL) {
             test_end("the data connection broke: sent # buffers, received # buffers (# bytes in, # bytes out), "
                      "# timeouts");
         }
     }
 }
 
-void nc_nctest_io(fd_set *rd, fd_set *wr, uint64_t now)
+void nc_nctest_io(uint64_t now)
 {
     if (T.cfd < 0)
         return;
-    if (FD_ISSET(T.tfd, rd))
+    if (nc_tr_ready(T.tfd) & NC_TR_RD)
         accept_data(now);
     if (T.phase != P_IDLE && T.phase != P_ACCEPT) {
         if (nct_is_udp(T.req.code))
-            udp_io(rd, now);
+            udp_io(now);
         else
-            tcp_io(rd, wr, now);
+            tcp_io(now);
     }
-    if (T.phase == P_IDLE && FD_ISSET(T.cfd, rd))
+    if (T.phase == P_IDLE && (nc_tr_ready(T.cfd) & NC_TR_RD))
         control_read(now);
 }
 

@@ -20,12 +20,6 @@
 #include "nc_guard.h"
 #include "nc_peer_proto.h"
 
-#if defined(MSG_NOSIGNAL) && !defined(NC_PLATFORM_LWIP)
-#define SEND_FLAGS MSG_NOSIGNAL
-#else
-#define SEND_FLAGS 0
-#endif
-
 enum { S_FREE, S_CTRL, S_RECV, S_SEND, S_BLAST, S_REPLY };
 
 struct sess {
@@ -58,7 +52,7 @@ static int open_ports(uint16_t *port)
             *port = p;
             return 0;
         }
-        nc_close(N.lfd[0]);
+        nc_tr_close(N.lfd[0]);
         if (*port != 0)
             return -1;
     }
@@ -87,7 +81,7 @@ static void sess_close(int k, const char *why)
     struct sess *s = &N.s[k];
     if (why)
         nc_role_log(names[k], &s->peer, why, NULL, 0);
-    nc_close(s->fd);
+    nc_tr_close(s->fd);
     s->fd = -1;
     s->state = S_FREE;
 }
@@ -182,16 +176,16 @@ static void feed(int k, const uint8_t *b, size_t n, uint64_t now)
     }
 }
 
-void nc_netio_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns)
+void nc_netio_watch(uint64_t now, uint64_t *wait_ns)
 {
     int k;
     if (N.lfd[0] < 0)
         return;
-    nc_role_watch(N.ufd, rd, maxfd);
+    nc_tr_watch(N.ufd, NC_TR_RD);
     for (k = 0; k < 2; k++) {
         struct sess *s = &N.s[k];
         if (s->state == S_FREE) {
-            nc_role_watch(N.lfd[k], rd, maxfd);
+            nc_tr_watch(N.lfd[k], NC_TR_RD);
             continue;
         }
         if ((s->state == S_CTRL || s->state == S_RECV) && now - s->last > NC_NETIO_IDLE_MS * NC_MS) {
@@ -199,11 +193,11 @@ void nc_netio_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *
             continue;
         }
         if (s->state == S_CTRL || s->state == S_RECV)
-            nc_role_watch(s->fd, rd, maxfd);
+            nc_tr_watch(s->fd, NC_TR_RD);
         else if (s->state == S_BLAST)
-            nc_role_watch(N.ufd, wr, maxfd);
+            nc_tr_watch(N.ufd, NC_TR_WR);
         else
-            nc_role_watch(s->fd, wr, maxfd);
+            nc_tr_watch(s->fd, NC_TR_WR);
         if ((s->state == S_SEND || s->state == S_BLAST) && s->until > now && s->until - now < *wait_ns)
             *wait_ns = s->until - now;
     }
@@ -212,16 +206,10 @@ void nc_netio_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *
 static void accept_one(int k, uint64_t now)
 {
     nc_addr peer;
-    socklen_t len = sizeof peer;
-    int one = 1, fd = (int)accept(N.lfd[k], (struct sockaddr *)&peer, &len);
+    int fd = nc_tr_accept(N.lfd[k], &peer);
     if (fd < 0)
         return;
-    if (fd >= FD_SETSIZE) {
-        nc_close(fd);
-        return;
-    }
-    nc_plat_set_nonblocking(fd);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, (const char *)&one, sizeof one);
+    nc_tr_nodelay(fd);
     memset(&N.s[k], 0, sizeof N.s[k]);
     N.s[k].fd = fd;
     N.s[k].state = S_CTRL;
@@ -233,7 +221,7 @@ static void send_blocks(int k, uint64_t now)
 {
     struct sess *s = &N.s[k];
     uint32_t chunk = s->block - s->pos;
-    int w;
+    long w;
     if (chunk > NC_IO_BUF)
         chunk = NC_IO_BUF;
     if (s->pos == 0) {
@@ -244,7 +232,7 @@ static void send_blocks(int k, uint64_t now)
         nc_iobuf[0] = 0;
     }
     nc_iobuf_used();
-    w = (int)send(s->fd, (const char *)nc_iobuf, chunk, SEND_FLAGS);
+    w = nc_tr_send(s->fd, nc_iobuf, chunk);
     if (w > 0) {
         s->pos += (uint32_t)w;
         s->out += (uint64_t)w;
@@ -259,7 +247,7 @@ static void send_blocks(int k, uint64_t now)
                 s->state = S_CTRL;
             }
         }
-    } else if (w < 0 && !nc_role_would_block()) {
+    } else if (w == NC_TR_FAIL) {
         sess_close(k, "the connection broke while sending");
     }
 }
@@ -281,8 +269,7 @@ static void blast(int k, uint64_t now)
     memset(nc_iobuf, 0, s->block);
     nc_iobuf_used();
     for (i = 0; i < 32; i++) {
-        if (sendto(N.ufd, (const char *)nc_iobuf, s->block, 0, (const struct sockaddr *)&to, sizeof to) !=
-            (int)s->block)
+        if (nc_tr_sendto(N.ufd, nc_iobuf, s->block, &to) != (long)s->block)
             break; /* a full queue (or ENOBUFS): retried when the socket takes more */
         s->count++;
         s->count_bytes += s->block;
@@ -294,15 +281,14 @@ static void udp_count(void)
     int k;
     for (k = 0; k < 64; k++) {
         nc_addr from;
-        socklen_t flen = sizeof from;
         struct sess *s = &N.s[1];
-        int n = (int)recvfrom(N.ufd, (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
+        long n = nc_tr_recvfrom(N.ufd, nc_iobuf, NC_IO_BUF, &from);
         if (n < 0)
             return;
         nc_iobuf_used();
         /* Never answered, but a service's datagram is not a client's (nc_guard.h); the
          * client's own port is the same number as this socket's, netio's convention. */
-        if (!NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, (uint16_t)(N.port + 1)))
+        if (nc_guard_check_source(&from, (uint16_t)(N.port + 1)))
             continue;
         /* Counted only from the address of a UDP test's control connection, and not while
          * this end sends (its count is then of what it sent). */
@@ -313,39 +299,39 @@ static void udp_count(void)
     }
 }
 
-void nc_netio_io(fd_set *rd, fd_set *wr, uint64_t now)
+void nc_netio_io(uint64_t now)
 {
     int k;
     if (N.lfd[0] < 0)
         return;
-    if (FD_ISSET(N.ufd, rd))
+    if (nc_tr_ready(N.ufd) & NC_TR_RD)
         udp_count();
     for (k = 0; k < 2; k++) {
         struct sess *s = &N.s[k];
         if (s->state == S_FREE) {
-            if (FD_ISSET(N.lfd[k], rd))
+            if (nc_tr_ready(N.lfd[k]) & NC_TR_RD)
                 accept_one(k, now);
             continue;
         }
         if (s->state == S_CTRL || s->state == S_RECV) {
-            if (FD_ISSET(s->fd, rd)) {
-                int n = (int)recv(s->fd, (char *)nc_iobuf, NC_IO_BUF, 0);
+            if (nc_tr_ready(s->fd) & NC_TR_RD) {
+                long n = nc_tr_recv(s->fd, nc_iobuf, NC_IO_BUF);
                 nc_iobuf_used();
                 if (n > 0) {
                     s->last = now;
                     feed(k, nc_iobuf, (size_t)n, now);
-                } else if (n == 0 || !nc_role_would_block()) {
+                } else if (n == 0 || n == NC_TR_FAIL) {
                     sess_close(k, s->state == S_RECV ? "the client closed in the middle of its blocks" : NULL);
                 }
             }
         } else if (s->state == S_SEND) {
-            if (FD_ISSET(s->fd, wr))
+            if (nc_tr_ready(s->fd) & NC_TR_WR)
                 send_blocks(k, now);
         } else if (s->state == S_BLAST) {
-            if (FD_ISSET(N.ufd, wr) || now >= s->until)
+            if ((nc_tr_ready(N.ufd) & NC_TR_WR) || now >= s->until)
                 blast(k, now);
-        } else if (s->state == S_REPLY && FD_ISSET(s->fd, wr)) {
-            int w = (int)send(s->fd, (const char *)s->reply + s->pos, NETIO_CONTROL_LEN - s->pos, SEND_FLAGS);
+        } else if (s->state == S_REPLY && (nc_tr_ready(s->fd) & NC_TR_WR)) {
+            long w = nc_tr_send(s->fd, s->reply + s->pos, NETIO_CONTROL_LEN - s->pos);
             if (w > 0) {
                 s->pos += (uint32_t)w;
                 if (s->pos == NETIO_CONTROL_LEN) {
@@ -353,7 +339,7 @@ void nc_netio_io(fd_set *rd, fd_set *wr, uint64_t now)
                     s->state = S_CTRL;
                     s->last = now;
                 }
-            } else if (w < 0 && !nc_role_would_block()) {
+            } else if (w == NC_TR_FAIL) {
                 sess_close(k, "the connection broke");
             }
         }

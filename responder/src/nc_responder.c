@@ -1,6 +1,7 @@
-/* netchar-responder: the native netchar protocol's server end on BSD sockets.
+/* netchar-responder: the native netchar protocol's server end.
  *
- * One test at a time, one select() loop, every buffer static (nc_config.h). The protocol is
+ * One test at a time, one loop over the transport seam (nc_transport.h: BSD sockets or lwIP's
+ * raw API), every buffer static (nc_config.h). The protocol is
  * docs/protocol.md; what the responder refuses it refuses with a `rejected` naming the flag,
  * before any traffic.
  */
@@ -12,20 +13,13 @@
 #include "nc_guard.h"
 #include "nc_proto.h"
 #include "nc_roles.h"
+#include "nc_transport.h"
 
 #if NC_ROLE_NATIVE
 
 #define NS_PER_MS 1000000ull
 #define NS_PER_S 1000000000ull
 #define NONE UINT64_MAX
-
-/* A peer that resets must not raise SIGPIPE where the stack has it. lwIP's sockets.h defines
- * MSG_NOSIGNAL but marks it unimplemented (there are no signals): not passed there. */
-#if defined(MSG_NOSIGNAL) && !defined(NC_PLATFORM_LWIP)
-#define NC_SEND_FLAGS MSG_NOSIGNAL
-#else
-#define NC_SEND_FLAGS 0
-#endif
 
 /* ---------------------------------------------------------------- state */
 
@@ -171,11 +165,6 @@ static void sink_end(struct stream *s)
 #define sink_end(s) ((void)(s))
 #endif
 
-static int would_block(void)
-{
-    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-}
-
 static int same_ip(const nc_addr *a, const nc_addr *b)
 {
     return NC_SAME_IP(a, b);
@@ -189,13 +178,18 @@ static int same_addr(const nc_addr *a, const nc_addr *b)
 /* ---------------------------------------------------------------- SipHash-2-4 (tokens) */
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                                                     \
-    do {                                                                                             \
-        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                                   \
-        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                                      \
-        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                                      \
-        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                                   \
-    } while (0)
+
+/* `n` SipRounds on v[0..3]: one copy of the round, called in a loop (a small target's code
+ * budget matters more than the few cycles per UDP setup). */
+static void sip_rounds(uint64_t v[4], int n)
+{
+    while (n-- > 0) {
+        v[0] += v[1]; v[1] = ROTL(v[1], 13); v[1] ^= v[0]; v[0] = ROTL(v[0], 32);
+        v[2] += v[3]; v[3] = ROTL(v[3], 16); v[3] ^= v[2];
+        v[0] += v[3]; v[3] = ROTL(v[3], 21); v[3] ^= v[0];
+        v[2] += v[1]; v[1] = ROTL(v[1], 17); v[1] ^= v[2]; v[2] = ROTL(v[2], 32);
+    }
+}
 
 static uint64_t le64(const uint8_t *p)
 {
@@ -206,32 +200,30 @@ static uint64_t le64(const uint8_t *p)
     return v;
 }
 
+/* SipHash-2-4 of m (n bytes) under key. */
 static uint64_t siphash(const uint8_t key[16], const uint8_t *m, size_t n)
 {
-    uint64_t k0 = le64(key), k1 = le64(key + 8);
-    uint64_t v0 = 0x736f6d6570736575ull ^ k0, v1 = 0x646f72616e646f6dull ^ k1;
-    uint64_t v2 = 0x6c7967656e657261ull ^ k0, v3 = 0x7465646279746573ull ^ k1;
+    uint64_t k0 = le64(key), k1 = le64(key + 8), v[4];
     uint64_t b = (uint64_t)n << 56, w;
     size_t i, left = n & 7;
+    v[0] = 0x736f6d6570736575ull ^ k0;
+    v[1] = 0x646f72616e646f6dull ^ k1;
+    v[2] = 0x6c7967656e657261ull ^ k0;
+    v[3] = 0x7465646279746573ull ^ k1;
     for (i = 0; i + 8 <= n; i += 8) {
         w = le64(m + i);
-        v3 ^= w;
-        SIPROUND;
-        SIPROUND;
-        v0 ^= w;
+        v[3] ^= w;
+        sip_rounds(v, 2);
+        v[0] ^= w;
     }
     for (i = 0; i < left; i++)
         b |= (uint64_t)m[n - left + i] << (8 * i);
-    v3 ^= b;
-    SIPROUND;
-    SIPROUND;
-    v0 ^= b;
-    v2 ^= 0xff;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    return v0 ^ v1 ^ v2 ^ v3;
+    v[3] ^= b;
+    sip_rounds(v, 2);
+    v[0] ^= b;
+    v[2] ^= 0xff;
+    sip_rounds(v, 4);
+    return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
 /* The challenge token for a setup from `from`: stateless, bound to cookie, stream, address. */
@@ -363,14 +355,14 @@ static uint64_t jitter_quantile_ns(const struct jitter *j, unsigned pct)
 static void conn_close(int i)
 {
     if (S.conns[i].state != CS_FREE)
-        nc_close(S.conns[i].fd);
+        nc_tr_close(S.conns[i].fd);
     S.conns[i].state = CS_FREE;
     S.conns[i].fd = -1;
 }
 
 static void conn_linger(int i, uint64_t now)
 {
-    shutdown(S.conns[i].fd, SHUT_WR);
+    nc_tr_shutdown(S.conns[i].fd);
     S.conns[i].state = CS_LINGER;
     S.conns[i].deadline = now + NC_LINGER_MS * NS_PER_MS;
 }
@@ -379,7 +371,7 @@ static void conn_linger(int i, uint64_t now)
 static void send_now(int fd, const uint8_t *b, size_t n)
 {
     while (n > 0) {
-        int w = (int)send(fd, (const char *)b, n, NC_SEND_FLAGS);
+        long w = nc_tr_send(fd, b, n);
         if (w <= 0)
             return;
         b += w;
@@ -656,10 +648,8 @@ static void end_session(const char *why, uint64_t now)
     int c = S.ctrl;
     logf1("test ended: ", why);
     send_text("error", "message", why, now);
-    if (c >= 0 && S.tx_len > S.tx_off) {
-        int w = (int)send(S.conns[c].fd, (const char *)S.tx + S.tx_off, S.tx_len - S.tx_off, NC_SEND_FLAGS);
-        (void)w;
-    }
+    if (c >= 0 && S.tx_len > S.tx_off)
+        (void)nc_tr_send(S.conns[c].fd, S.tx + S.tx_off, S.tx_len - S.tx_off);
     for (i = 0; i < S.nstreams; i++) {
         int d = S.streams[i].conn;
         sink_end(&S.streams[i]);
@@ -880,16 +870,15 @@ static void on_frame(const uint8_t *p, size_t n, uint64_t now)
 static void control_read(uint64_t now)
 {
     int c = S.ctrl;
-    int n;
+    long n;
     if (S.ts == T_CLOSING) {
-        n = (int)recv(S.conns[c].fd, (char *)iobuf, sizeof iobuf, 0);
+        n = nc_tr_drop(S.conns[c].fd, iobuf, sizeof iobuf);
         S.iobuf_dirty = 1;
-        if (n == 0 || (n < 0 && !would_block())) {
+        if (n == 0 || n == NC_TR_FAIL)
             reset_test();
-        }
         return;
     }
-    n = (int)recv(S.conns[c].fd, (char *)S.rx + S.rx_len, sizeof S.rx - S.rx_len, 0);
+    n = nc_tr_recv(S.conns[c].fd, S.rx + S.rx_len, sizeof S.rx - S.rx_len);
     if (n == 0) {
         if (S.ts == T_AWAIT_REQUEST) {
             reset_test();
@@ -899,7 +888,7 @@ static void control_read(uint64_t now)
         return;
     }
     if (n < 0) {
-        if (!would_block())
+        if (n == NC_TR_FAIL)
             end_session("the control connection failed", now);
         return;
     }
@@ -923,15 +912,15 @@ static void control_read(uint64_t now)
 
 static void control_write(uint64_t now)
 {
-    int w;
+    long w;
     if (S.ctrl < 0 || S.tx_len <= S.tx_off)
         return;
-    w = (int)send(S.conns[S.ctrl].fd, (const char *)S.tx + S.tx_off, S.tx_len - S.tx_off, NC_SEND_FLAGS);
+    w = nc_tr_send(S.conns[S.ctrl].fd, S.tx + S.tx_off, S.tx_len - S.tx_off);
     if (w > 0) {
         S.tx_off += (size_t)w;
         if (S.tx_off == S.tx_len)
             S.tx_off = S.tx_len = 0;
-    } else if (w < 0 && !would_block()) {
+    } else if (w == NC_TR_FAIL) {
         end_session("the control connection failed", now);
     }
 }
@@ -977,9 +966,8 @@ static void on_hello(int i, uint64_t now)
             refuse_conn(i, "{\"type\":\"busy\",\"running\":1,\"max\":1}", now);
             return;
         }
-        int one = 1;
         /* Control messages are small and each one is awaited: no Nagle delay on them. */
-        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, (const char *)&one, sizeof one);
+        nc_tr_nodelay(c->fd);
         S.ctrl = i;
         c->state = CS_CONTROL;
         S.ts = T_AWAIT_REQUEST;
@@ -999,10 +987,8 @@ static void on_hello(int i, uint64_t now)
         if (!s->udp && s->conn < 0) {
             s->conn = i;
             c->state = CS_DATA;
-            if (S.spec.nodelay || S.spec.kind == NC_RR) {
-                int one = 1;
-                setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, (const char *)&one, sizeof one);
-            }
+            if (S.spec.nodelay || S.spec.kind == NC_RR)
+                nc_tr_nodelay(c->fd);
 #if NC_HAVE_TCP_SINK
             /* A TCP receiver: the port counts what arrives from here on (what came with or
              * after the hello before this is still read below, so every byte counts once). */
@@ -1020,8 +1006,8 @@ static void on_hello(int i, uint64_t now)
 static void hello_read(int i, uint64_t now)
 {
     struct conn *c = &S.conns[i];
-    int n = (int)recv(c->fd, (char *)c->hello + c->got, (size_t)(NC_HELLO_LEN - c->got), 0);
-    if (n == 0 || (n < 0 && !would_block())) {
+    long n = nc_tr_recv(c->fd, c->hello + c->got, (size_t)(NC_HELLO_LEN - c->got));
+    if (n == 0 || n == NC_TR_FAIL) {
         conn_close(i);
         return;
     }
@@ -1036,14 +1022,9 @@ static void hello_read(int i, uint64_t now)
 static int do_accept(uint64_t now)
 {
     nc_addr peer;
-    socklen_t len = sizeof peer;
-    int i, fd = (int)accept(S.lfd, (struct sockaddr *)&peer, &len);
+    int i, fd = nc_tr_accept(S.lfd, &peer);
     if (fd < 0)
         return 0;
-    if (fd >= FD_SETSIZE) {
-        nc_close(fd);
-        return 1;
-    }
     for (i = 0; i < NC_MAX_CONNS; i++)
         if (S.conns[i].state == CS_FREE)
             break;
@@ -1059,7 +1040,7 @@ static int do_accept(uint64_t now)
                 oldest = i;
         }
         if (oldest < 0) {
-            nc_close(fd);
+            nc_tr_close(fd);
             logf1("refused a connection: all NC_MAX_CONNS slots hold a running test", NULL);
             return 1;
         }
@@ -1068,7 +1049,6 @@ static int do_accept(uint64_t now)
         conn_close(oldest);
         i = oldest;
     }
-    nc_plat_set_nonblocking(fd);
     S.conns[i].fd = fd;
     S.conns[i].state = CS_HELLO;
     S.conns[i].got = 0;
@@ -1099,13 +1079,13 @@ static uint64_t test_deadline(void)
     return S.ready_ns + S.spec.end_us * 1000u;
 }
 
-/* TCP receiver (or rr responder) reads. */
+/* TCP receiver (or rr responder) reads: only the counts matter, the bytes are dropped. */
 static void tcp_read(struct stream *s, uint64_t now)
 {
     int k;
     sink_collect(s);
     for (k = 0; k < 16; k++) {
-        int n = (int)recv(S.conns[s->conn].fd, (char *)iobuf, sizeof iobuf, 0);
+        long n = nc_tr_drop(S.conns[s->conn].fd, iobuf, sizeof iobuf);
         S.iobuf_dirty = 1;
         if (n > 0) {
             s->bytes += (uint64_t)n;
@@ -1125,7 +1105,7 @@ static void tcp_read(struct stream *s, uint64_t now)
             s->done = 1;
             conn_close(s->conn);
             s->conn = -1;
-        } else if (!would_block()) {
+        } else if (n == NC_TR_FAIL) {
             set_error("a data connection failed");
             sink_end(s);
             s->done = 1;
@@ -1146,11 +1126,11 @@ static void rr_write(struct stream *s)
         memset(rs, 'r', sizeof rs);
     for (k = 0; k < 64 && s->owed > 0; k++) {
         size_t n = (size_t)u_min(s->owed, sizeof rs);
-        int w = (int)send(S.conns[s->conn].fd, (const char *)rs, n, NC_SEND_FLAGS);
+        long w = nc_tr_send(S.conns[s->conn].fd, rs, n);
         if (w > 0) {
             s->owed -= (uint64_t)w;
         } else {
-            if (w < 0 && !would_block()) {
+            if (w == NC_TR_FAIL) {
                 set_error("a data connection failed");
                 s->done = 1;
                 conn_close(s->conn);
@@ -1166,7 +1146,7 @@ static void sender_finished(struct stream *s)
     s->done = 1;
     if (!s->udp && s->conn >= 0) {
         /* The client reads until end-of-file: every byte written counts. */
-        shutdown(S.conns[s->conn].fd, SHUT_WR);
+        nc_tr_shutdown(S.conns[s->conn].fd);
         conn_close(s->conn);
         s->conn = -1;
     }
@@ -1187,19 +1167,19 @@ static void tcp_write(struct stream *s, uint64_t now)
     fill_iobuf();
     for (k = 0; k < 16; k++) {
         size_t n = (size_t)u_min(S.spec.block_bytes, sizeof iobuf);
-        int w;
+        long w;
         if (sender_should_stop(s, now)) {
             sender_finished(s);
             return;
         }
         if (s->budget != NONE)
             n = (size_t)u_min(n, s->budget - s->bytes);
-        w = (int)send(S.conns[s->conn].fd, (const char *)iobuf, n, NC_SEND_FLAGS);
+        w = nc_tr_send(S.conns[s->conn].fd, iobuf, n);
         if (w > 0) {
             s->bytes += (uint64_t)w;
             s->last_ns = since_start(now);
         } else {
-            if (w < 0 && !would_block()) {
+            if (w == NC_TR_FAIL) {
                 set_error("a data connection failed");
                 sender_finished(s);
             }
@@ -1253,7 +1233,7 @@ static uint64_t udp_send(struct stream *s, uint64_t now)
         s->next_due = S.ready_ns;
     fill_iobuf();
     for (k = 0; k < NC_UDP_BATCH; k++) {
-        int w;
+        long w;
         if (sender_should_stop(s, now)) {
             /* A paced sender's datagrams are the slots due before the deadline: its time is
              * the whole window. */
@@ -1280,7 +1260,7 @@ static uint64_t udp_send(struct stream *s, uint64_t now)
         nc_put32(iobuf + 4, s->id);
         nc_put64(iobuf + 8, s->seq);
         nc_put64(iobuf + 16, since_start(now));
-        w = (int)sendto(S.ufd, (const char *)iobuf, size, 0, (const struct sockaddr *)&s->addr, sizeof s->addr);
+        w = nc_tr_sendto(S.ufd, iobuf, size, &s->addr);
         if (w >= 0) {
             s->seq++;
             next_slot(s, q, r, den);
@@ -1288,7 +1268,7 @@ static uint64_t udp_send(struct stream *s, uint64_t now)
             s->sends++;
             s->bytes += size;
             s->last_ns = since_start(now);
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        } else if (w == NC_TR_AGAIN) {
             S.udp_blocked = 1;
             return NONE;
         } else {
@@ -1335,7 +1315,7 @@ static void udp_setup(const uint8_t *b, size_t n, const nc_addr *from, uint64_t 
         c[3] = NC_FLAG_CHALLENGE;
         nc_put32(c + 4, id);
         memcpy(c + NC_DGRAM_HEADER, token, 16);
-        sendto(S.ufd, (const char *)c, sizeof c, 0, (const struct sockaddr *)from, sizeof *from);
+        (void)nc_tr_sendto(S.ufd, c, sizeof c, from);
     } else if (b[3] == (NC_FLAG_SETUP | NC_FLAG_CONFIRM)) {
         if (memcmp(b + NC_DGRAM_HEADER + 16, token, 16) != 0)
             return;
@@ -1371,7 +1351,7 @@ static void udp_datagram(const uint8_t *b, size_t n, const nc_addr *from, uint64
         memmove(iobuf + 0, b, width);
         memset(iobuf + width, 'r', resp - width);
         S.iobuf_dirty = 1;
-        sendto(S.ufd, (const char *)iobuf, resp, 0, (const struct sockaddr *)from, sizeof *from);
+        (void)nc_tr_sendto(S.ufd, iobuf, resp, from);
         return;
     }
     if (!s->up)
@@ -1398,13 +1378,12 @@ static void udp_read(uint64_t now)
     int k;
     for (k = 0; k < 64; k++) {
         nc_addr from;
-        socklen_t flen = sizeof from;
-        int n = (int)recvfrom(S.ufd, (char *)iobuf, sizeof iobuf, 0, (struct sockaddr *)&from, &flen);
+        long n = nc_tr_recvfrom(S.ufd, iobuf, sizeof iobuf, &from);
         if (n < 0)
             return;
         S.iobuf_dirty = 1;
         /* A service's or a responder's datagram, even a setup, is never answered (a loop). */
-        if (!NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, 0))
+        if (nc_guard_check_source(&from, 0))
             continue;
         udp_datagram(iobuf, (size_t)n, &from, now);
         /* udp_datagram may have sent from iobuf; the receive buffer is reused next turn. */
@@ -1452,42 +1431,21 @@ static int senders_done(void)
 
 static int open_sockets(uint16_t port)
 {
-    nc_addr a;
-    int one = 1;
-    memset(&a, 0, sizeof a);
-    NC_ADDR_SET_LEN(&a);
-    NC_ADDR_ANY(&a, port);
-    S.lfd = (int)socket(NC_AF, SOCK_STREAM, 0);
+    /* Port 0: the stack picks the TCP port, and UDP takes the same number. */
+    S.lfd = nc_tr_tcp_listen(&port, NC_MAX_CONNS);
     if (S.lfd < 0)
         return -1;
-    NC_DUAL_STACK(S.lfd);
-    setsockopt(S.lfd, SOL_SOCKET, SO_REUSEADDR, (const char *)&one, sizeof one);
-    if (bind(S.lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(S.lfd, NC_MAX_CONNS) != 0)
-        return -1;
-    nc_plat_set_nonblocking(S.lfd);
-    {
-        /* Port 0: the system picks the TCP port, and UDP takes the same number. */
-        socklen_t len = sizeof a;
-        if (getsockname(S.lfd, (struct sockaddr *)&a, &len) != 0)
-            return -1;
-        S.port = ntohs(NC_ADDR_PORT(&a));
-        nc_guard_own_port(S.port);
-    }
-    S.ufd = (int)socket(NC_AF, SOCK_DGRAM, 0);
-    if (S.ufd < 0)
-        return -1;
-    NC_DUAL_STACK(S.ufd);
-    if (bind(S.ufd, (struct sockaddr *)&a, sizeof a) != 0)
-        return -1;
-    nc_plat_set_nonblocking(S.ufd);
-    nc_plat_tune_udp(S.ufd);
-    return 0;
+    S.port = port;
+    nc_guard_own_port(S.port);
+    S.ufd = nc_tr_udp_open(&port);
+    return S.ufd < 0 ? -1 : 0;
 }
 
 int nc_responder_init(uint16_t port)
 {
     int i;
     memset(&S, 0, sizeof S);
+    S.lfd = S.ufd = -1;
     S.ctrl = -1;
     S.iobuf_dirty = 1;
     for (i = 0; i < NC_MAX_CONNS; i++) {
@@ -1597,10 +1555,8 @@ static void run_test(uint64_t now, uint64_t *wait_ns)
 
 void nc_responder_poll(uint32_t max_wait_ms)
 {
-    fd_set rd, wr;
-    int maxfd, i;
+    int i;
     uint32_t k;
-    struct timeval tv;
     uint64_t now = nc_plat_now_ns(), wait_ns = (uint64_t)max_wait_ms * NS_PER_MS;
 
     /* Work that is due without I/O first, so the wait is right. */
@@ -1617,86 +1573,74 @@ void nc_responder_poll(uint32_t max_wait_ms)
         conn_linger(c, now);
     }
 
-    FD_ZERO(&rd);
-    FD_ZERO(&wr);
-    FD_SET(S.lfd, &rd);
-    FD_SET(S.ufd, &rd);
-    maxfd = S.lfd > S.ufd ? S.lfd : S.ufd;
-    if (S.udp_blocked)
-        FD_SET(S.ufd, &wr);
+    nc_tr_watch(S.lfd, NC_TR_RD);
+    nc_tr_watch(S.ufd, S.udp_blocked ? NC_TR_RD | NC_TR_WR : NC_TR_RD);
     for (i = 0; i < NC_MAX_CONNS; i++) {
         struct conn *c = &S.conns[i];
-        if (c->state == CS_FREE)
+        if (c->state == CS_FREE || c->state == CS_DATA)
             continue;
-        if (c->fd > maxfd)
-            maxfd = c->fd;
-        if (c->state != CS_DATA)
-            FD_SET(c->fd, &rd);
-        if (c->state == CS_CONTROL && S.tx_len > S.tx_off)
-            FD_SET(c->fd, &wr);
+        nc_tr_watch(c->fd, c->state == CS_CONTROL && S.tx_len > S.tx_off ? NC_TR_RD | NC_TR_WR : NC_TR_RD);
     }
     for (k = 0; k < S.nstreams; k++) {
         struct stream *s = &S.streams[k];
         if (s->conn < 0 || s->done)
             continue;
-        if (s->up)
-            FD_SET(S.conns[s->conn].fd, &rd);
-        if (S.ts == T_RUNNING && (!s->up || s->owed > 0))
-            FD_SET(S.conns[s->conn].fd, &wr);
+        nc_tr_watch(S.conns[s->conn].fd, (s->up ? NC_TR_RD : 0u) |
+                                             (S.ts == T_RUNNING && (!s->up || s->owed > 0) ? NC_TR_WR : 0u));
     }
 #if NC_ROLES_EXTRA
-    nc_roles_fdset(&rd, &wr, &maxfd, now, &wait_ns);
+    nc_roles_watch(now, &wait_ns);
 #endif
     if (wait_ns > 50 * NS_PER_MS)
         wait_ns = 50 * NS_PER_MS;
-    tv.tv_sec = 0;
-    tv.tv_usec = (long)(wait_ns / 1000);
-    if (select(maxfd + 1, &rd, &wr, NULL, &tv) < 0)
+    if (nc_tr_wait(wait_ns) != 0)
         return;
     now = nc_plat_now_ns();
 
-    if (FD_ISSET(S.ufd, &wr))
+    if (nc_tr_ready(S.ufd) & NC_TR_WR)
         S.udp_blocked = 0;
-    if (FD_ISSET(S.ufd, &rd))
+    if (nc_tr_ready(S.ufd) & NC_TR_RD)
         udp_read(now);
     for (k = 0; k < S.nstreams; k++) {
         struct stream *s = &S.streams[k];
         if (s->conn < 0 || s->done)
             continue;
-        if (s->up && FD_ISSET(S.conns[s->conn].fd, &rd))
+        if (s->up && (nc_tr_ready(S.conns[s->conn].fd) & NC_TR_RD))
             tcp_read(s, now);
         if (s->conn < 0 || s->done || S.ts != T_RUNNING)
             continue;
-        if (!s->up && FD_ISSET(S.conns[s->conn].fd, &wr))
+        if (!s->up && (nc_tr_ready(S.conns[s->conn].fd) & NC_TR_WR))
             tcp_write(s, now);
         else if (s->up && s->owed > 0)
             rr_write(s);
     }
     for (i = 0; i < NC_MAX_CONNS; i++) {
         struct conn *c = &S.conns[i];
+        unsigned ready;
         if (c->state == CS_FREE || c->state == CS_DATA)
             continue;
+        ready = nc_tr_ready(c->fd);
         if (c->state == CS_CONTROL) {
-            if (FD_ISSET(c->fd, &wr))
+            if (ready & NC_TR_WR)
                 control_write(now);
-            if (S.ctrl == i && FD_ISSET(c->fd, &rd))
+            if (S.ctrl == i && (ready & NC_TR_RD))
                 control_read(now);
             continue;
         }
-        if (!FD_ISSET(c->fd, &rd))
+        if (!(ready & NC_TR_RD))
             continue;
         if (c->state == CS_HELLO) {
             hello_read(i, now);
         } else if (c->state == CS_LINGER) {
-            int n = (int)recv(c->fd, (char *)iobuf, sizeof iobuf, 0);
+            long n = nc_tr_drop(c->fd, iobuf, sizeof iobuf);
             S.iobuf_dirty = 1;
-            if (n == 0 || (n < 0 && !would_block()))
+            if (n == 0 || n == NC_TR_FAIL)
                 conn_close(i);
         }
     }
     if (S.ctrl >= 0)
         control_write(now);
-    if (FD_ISSET(S.lfd, &rd)) {
+    if (nc_tr_ready(S.lfd) & NC_TR_RD) {
         /* A few per turn: a burst of connections (a test's streams) is taken at once. */
         int k2;
         for (k2 = 0; k2 < 8; k2++)
@@ -1705,7 +1649,7 @@ void nc_responder_poll(uint32_t max_wait_ms)
     }
     check_deadlines(now);
 #if NC_ROLES_EXTRA
-    nc_roles_io(&rd, &wr, now);
+    nc_roles_io(now);
 #endif
     nc_guard_tick(now);
 }

@@ -66,49 +66,32 @@ void nc_roles_init(void)
 #endif
 }
 
-void nc_roles_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns)
+void nc_roles_watch(uint64_t now, uint64_t *wait_ns)
 {
-    (void)rd, (void)wr, (void)maxfd, (void)now, (void)wait_ns;
+    (void)now, (void)wait_ns;
 #if NC_ROLE_NC_TEST
-    nc_nctest_fdset(rd, wr, maxfd, now, wait_ns);
+    nc_nctest_watch(now, wait_ns);
 #endif
 #if NC_ROLE_NETIO
-    nc_netio_fdset(rd, wr, maxfd, now, wait_ns);
+    nc_netio_watch(now, wait_ns);
 #endif
 #if NC_ROLE_ECHO
-    nc_svc_fdset(rd, wr, maxfd, now, wait_ns);
+    nc_svc_watch(now, wait_ns);
 #endif
 }
 
-void nc_roles_io(fd_set *rd, fd_set *wr, uint64_t now)
+void nc_roles_io(uint64_t now)
 {
-    (void)rd, (void)wr, (void)now;
+    (void)now;
 #if NC_ROLE_NC_TEST
-    nc_nctest_io(rd, wr, now);
+    nc_nctest_io(now);
 #endif
 #if NC_ROLE_NETIO
-    nc_netio_io(rd, wr, now);
+    nc_netio_io(now);
 #endif
 #if NC_ROLE_ECHO
-    nc_svc_io(rd, wr, now);
+    nc_svc_io(now);
 #endif
-}
-
-static int bind_one(int type, nc_addr *a)
-{
-    int one = 1, fd = (int)socket(NC_AF, type, 0);
-    if (fd < 0)
-        return -1;
-    NC_DUAL_STACK(fd);
-    if (type == SOCK_STREAM)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, (const char *)&one, sizeof one);
-    if (fd >= FD_SETSIZE || bind(fd, (struct sockaddr *)a, sizeof *a) != 0 ||
-        (type == SOCK_STREAM && listen(fd, 4) != 0)) {
-        nc_close(fd);
-        return -1;
-    }
-    nc_plat_set_nonblocking(fd);
-    return fd;
 }
 
 int nc_role_listen(uint16_t *port, int *tfd, int *ufd)
@@ -117,58 +100,30 @@ int nc_role_listen(uint16_t *port, int *tfd, int *ufd)
     /* Port 0: TCP picks the number and UDP takes the same; another process may hold that UDP
      * port, so a few numbers are tried. */
     for (attempt = 0; attempt < 8; attempt++) {
-        nc_addr a;
-        socklen_t len = sizeof a;
+        uint16_t p = *port;
         int t = -1, u = -1;
-        memset(&a, 0, sizeof a);
-        NC_ADDR_SET_LEN(&a);
-        NC_ADDR_ANY(&a, *port);
         if (tfd) {
-            t = bind_one(SOCK_STREAM, &a);
+            t = nc_tr_tcp_listen(&p, 4);
             if (t < 0)
                 return -1;
-            if (getsockname(t, (struct sockaddr *)&a, &len) != 0) {
-                nc_close(t);
-                return -1;
-            }
         }
         if (ufd) {
-            u = bind_one(SOCK_DGRAM, &a);
-            if (u >= 0 && !tfd && getsockname(u, (struct sockaddr *)&a, &len) != 0) {
-                nc_close(u);
-                u = -1;
-            }
+            u = nc_tr_udp_open(&p);
             if (u < 0) {
-                if (t >= 0)
-                    nc_close(t);
+                nc_tr_close(t);
                 if (*port != 0 || !tfd)
                     return -1;
                 continue;
             }
-            nc_plat_tune_udp(u);
         }
         if (tfd)
             *tfd = t;
         if (ufd)
             *ufd = u;
-        *port = ntohs(NC_ADDR_PORT(&a));
+        *port = p;
         return 0;
     }
     return -1;
-}
-
-void nc_role_watch(int fd, fd_set *set, int *maxfd)
-{
-    if (fd < 0)
-        return;
-    FD_SET(fd, set);
-    if (fd > *maxfd)
-        *maxfd = fd;
-}
-
-int nc_role_would_block(void)
-{
-    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
 static char *put_u64(char *p, char *end, uint64_t v)
@@ -268,8 +223,8 @@ void nc_role_log_to(const char *what, const nc_addr *a, const char *text, uint64
     log_text(line, put_str(line, end, what), end, text, a, &num, 1);
 }
 
-int nc_role_answer(const char *what, int fd, const void *buf, size_t len, uint64_t credit, const nc_addr *to,
-                   uint64_t now)
+long nc_role_answer(const char *what, int fd, const void *buf, size_t len, uint64_t credit, const nc_addr *to,
+                    uint64_t now)
 {
     if (!nc_guard_may_answer(to, len, credit, now)) {
         if (nc_guard_first_refusal(to, NC_GUARD_BUDGET, now))
@@ -279,7 +234,7 @@ int nc_role_answer(const char *what, int fd, const void *buf, size_t len, uint64
                            NC_ANSWER_RATE);
         return 0;
     }
-    return (int)sendto(fd, (const char *)buf, len, 0, (const struct sockaddr *)to, sizeof *to);
+    return nc_tr_sendto(fd, buf, len, to);
 }
 
 #if !NC_ROLE_NATIVE
@@ -304,19 +259,12 @@ uint16_t nc_responder_port(void)
 
 void nc_responder_poll(uint32_t max_wait_ms)
 {
-    fd_set rd, wr;
-    int maxfd = -1;
-    struct timeval tv;
     uint64_t now = nc_plat_now_ns(), wait_ns = (uint64_t)max_wait_ms * 1000000u;
-    FD_ZERO(&rd);
-    FD_ZERO(&wr);
-    nc_roles_fdset(&rd, &wr, &maxfd, now, &wait_ns);
-    tv.tv_sec = (long)(wait_ns / 1000000000u);
-    tv.tv_usec = (long)(wait_ns % 1000000000u / 1000);
-    if (select(maxfd + 1, &rd, &wr, NULL, &tv) < 0)
+    nc_roles_watch(now, &wait_ns);
+    if (nc_tr_wait(wait_ns) != 0)
         return;
     now = nc_plat_now_ns();
-    nc_roles_io(&rd, &wr, now);
+    nc_roles_io(now);
     nc_guard_tick(now);
 }
 

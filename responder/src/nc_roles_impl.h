@@ -9,14 +9,14 @@ int nc_roles_enabled(enum nc_service svc);
 void nc_roles_bound(enum nc_service svc, uint16_t port);
 
 void nc_nctest_init(void);
-void nc_nctest_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns);
-void nc_nctest_io(fd_set *rd, fd_set *wr, uint64_t now);
+void nc_nctest_watch(uint64_t now, uint64_t *wait_ns);
+void nc_nctest_io(uint64_t now);
 void nc_netio_init(void);
-void nc_netio_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns);
-void nc_netio_io(fd_set *rd, fd_set *wr, uint64_t now);
+void nc_netio_watch(uint64_t now, uint64_t *wait_ns);
+void nc_netio_io(uint64_t now);
 void nc_svc_init(void);
-void nc_svc_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns);
-void nc_svc_io(fd_set *rd, fd_set *wr, uint64_t now);
+void nc_svc_watch(uint64_t now, uint64_t *wait_ns);
+void nc_svc_io(uint64_t now);
 
 #define NC_MS 1000000ull
 

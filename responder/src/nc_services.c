@@ -16,12 +16,6 @@
 
 #include <string.h>
 
-#if defined(MSG_NOSIGNAL) && !defined(NC_PLATFORM_LWIP)
-#define SEND_FLAGS MSG_NOSIGNAL
-#else
-#define SEND_FLAGS 0
-#endif
-
 enum { K_FREE, K_ECHO, K_DISCARD };
 
 #if NC_TASK_PER_CONNECTION
@@ -91,7 +85,7 @@ static void conn_end(struct svc_conn *c)
         nc_role_log(tcp_names[0], &c->peer, "# bytes in, # bytes out", n, 2);
     else
         nc_role_log(tcp_names[1], &c->peer, "# bytes", n, 1);
-    nc_close(c->fd);
+    nc_tr_close(c->fd);
     c->fd = -1;
     SLOT_RELEASE(c);
 }
@@ -110,13 +104,13 @@ static void spell_end(int s)
     sp->active = 0;
 }
 
-void nc_svc_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wait_ns)
+void nc_svc_watch(uint64_t now, uint64_t *wait_ns)
 {
     int s, i;
     for (s = 0; s < 2; s++) {
         struct svc_spell *sp = &V.spell[s];
-        nc_role_watch(V.tfd[s], rd, maxfd);
-        nc_role_watch(V.ufd[s], rd, maxfd);
+        nc_tr_watch(V.tfd[s], NC_TR_RD);
+        nc_tr_watch(V.ufd[s], NC_TR_RD);
         if (sp->active) {
             uint64_t end = sp->last + NC_SVC_UDP_QUIET_MS * NC_MS;
             if (now >= end)
@@ -135,51 +129,42 @@ void nc_svc_fdset(fd_set *rd, fd_set *wr, int *maxfd, uint64_t now, uint64_t *wa
             continue;
         }
         if (c->off < c->len)
-            nc_role_watch(c->fd, wr, maxfd);
+            nc_tr_watch(c->fd, NC_TR_WR);
         else if (!c->eof)
-            nc_role_watch(c->fd, rd, maxfd);
+            nc_tr_watch(c->fd, NC_TR_RD);
     }
 #else
-    (void)i, (void)wr;
+    (void)i;
 #endif
 }
 
 #if NC_TASK_PER_CONNECTION
-/* Waits up to NC_SVC_IDLE_MS for fd to be readable (or writable); 1 when it is. */
-static int task_wait(int fd, int for_write)
-{
-    fd_set set;
-    struct timeval tv;
-    FD_ZERO(&set);
-    FD_SET(fd, &set);
-    tv.tv_sec = NC_SVC_IDLE_MS / 1000;
-    tv.tv_usec = 0;
-    return select(fd + 1, for_write ? NULL : &set, for_write ? &set : NULL, NULL, &tv) > 0;
-}
-
+#if NC_TRANSPORT_RAW
+#error "NC_TASK_PER_CONNECTION needs a transport with blocking waits (sockets)"
+#endif
 /* One connection's task: its own slot and buffer, the loop's non-blocking socket waited on
- * with select(). */
+ * by the task alone (nc_tr_wait_one, up to NC_SVC_IDLE_MS). */
 static void *conn_task(void *arg)
 {
     struct svc_conn *c = arg;
     for (;;) {
-        int n;
-        if (!task_wait(c->fd, 0))
+        long n;
+        if (!nc_tr_wait_one(c->fd, NC_TR_RD, NC_SVC_IDLE_MS))
             break; /* silent for NC_SVC_IDLE_MS */
-        n = (int)recv(c->fd, (char *)c->buf, sizeof c->buf, 0);
-        if (n == 0 || (n < 0 && !nc_role_would_block()))
+        n = nc_tr_recv(c->fd, c->buf, sizeof c->buf);
+        if (n == 0 || n == NC_TR_FAIL)
             break;
         if (n < 0)
             continue;
         c->in += (uint64_t)n;
         if (c->kind == K_ECHO) {
-            int off = 0;
+            long off = 0;
             while (off < n) {
-                int w = (int)send(c->fd, (const char *)c->buf + off, (size_t)(n - off), SEND_FLAGS);
+                long w = nc_tr_send(c->fd, c->buf + off, (size_t)(n - off));
                 if (w > 0) {
                     off += w;
                     c->out += (uint64_t)w;
-                } else if (!(w < 0 && nc_role_would_block()) || !task_wait(c->fd, 1)) {
+                } else if (w != NC_TR_AGAIN || !nc_tr_wait_one(c->fd, NC_TR_WR, NC_SVC_IDLE_MS)) {
                     break;
                 }
             }
@@ -195,8 +180,7 @@ static void *conn_task(void *arg)
 static void svc_accept(int s, uint64_t now)
 {
     nc_addr peer;
-    socklen_t len = sizeof peer;
-    int i, fd = (int)accept(V.tfd[s], (struct sockaddr *)&peer, &len);
+    int i, fd = nc_tr_accept(V.tfd[s], &peer);
     if (fd < 0)
         return;
     for (i = 0; i < NC_SVC_CONNS; i++)
@@ -219,12 +203,11 @@ static void svc_accept(int s, uint64_t now)
         }
     }
 #endif
-    if (i == NC_SVC_CONNS || fd >= FD_SETSIZE) {
+    if (i == NC_SVC_CONNS) {
         nc_role_log(tcp_names[s], &peer, "refused: all NC_SVC_CONNS connections in use", NULL, 0);
-        nc_close(fd);
+        nc_tr_close(fd);
         return;
     }
-    nc_plat_set_nonblocking(fd);
     memset(&V.conns[i], 0, sizeof V.conns[i] - sizeof V.conns[i].buf);
     V.conns[i].fd = fd;
     V.conns[i].peer = peer;
@@ -233,7 +216,7 @@ static void svc_accept(int s, uint64_t now)
 #if NC_TASK_PER_CONNECTION
     if (nc_plat_task_start(conn_task, &V.conns[i]) != 0) {
         nc_role_log(tcp_names[s], &peer, "refused: no task could be started for it", NULL, 0);
-        nc_close(fd);
+        nc_tr_close(fd);
         V.conns[i].kind = K_FREE;
     }
 #endif
@@ -242,25 +225,25 @@ static void svc_accept(int s, uint64_t now)
 #if !NC_TASK_PER_CONNECTION
 static void conn_write(struct svc_conn *c, uint64_t now)
 {
-    int w = (int)send(c->fd, (const char *)c->buf + c->off, (size_t)(c->len - c->off), SEND_FLAGS);
+    long w = nc_tr_send(c->fd, c->buf + c->off, (size_t)(c->len - c->off));
     if (w > 0) {
         c->off = (uint16_t)(c->off + w);
         c->out += (uint64_t)w;
         c->last = now;
         if (c->off == c->len)
             c->off = c->len = 0;
-    } else if (w < 0 && !nc_role_would_block()) {
+    } else if (w == NC_TR_FAIL) {
         conn_end(c);
     }
 }
 
 static void conn_read(struct svc_conn *c, uint64_t now)
 {
-    int n;
+    long n;
     if (c->kind == K_ECHO) {
-        n = (int)recv(c->fd, (char *)c->buf, sizeof c->buf, 0);
+        n = nc_tr_recv(c->fd, c->buf, sizeof c->buf);
     } else {
-        n = (int)recv(c->fd, (char *)nc_iobuf, NC_IO_BUF, 0);
+        n = nc_tr_drop(c->fd, nc_iobuf, NC_IO_BUF);
         nc_iobuf_used();
     }
     if (n > 0) {
@@ -273,7 +256,7 @@ static void conn_read(struct svc_conn *c, uint64_t now)
         }
     } else if (n == 0) {
         c->eof = 1;
-    } else if (!nc_role_would_block()) {
+    } else if (n == NC_TR_FAIL) {
         conn_end(c);
     }
 }
@@ -286,12 +269,11 @@ static void udp_read(int s, uint64_t now)
     for (k = 0; k < 64; k++) {
         struct svc_spell *sp = &V.spell[s];
         nc_addr from;
-        socklen_t flen = sizeof from;
-        int n = (int)recvfrom(V.ufd[s], (char *)nc_iobuf, NC_IO_BUF, 0, (struct sockaddr *)&from, &flen);
+        long n = nc_tr_recvfrom(V.ufd[s], nc_iobuf, NC_IO_BUF, &from);
         if (n < 0)
             return;
         nc_iobuf_used();
-        if (!NC_ADDR_OK(&from, flen) || nc_guard_check_source(&from, 0))
+        if (nc_guard_check_source(&from, 0))
             continue;
         if (sp->active && !NC_SAME_ADDR(&sp->peer, &from))
             spell_end(s);
@@ -308,20 +290,20 @@ static void udp_read(int s, uint64_t now)
     }
 }
 
-void nc_svc_io(fd_set *rd, fd_set *wr, uint64_t now)
+void nc_svc_io(uint64_t now)
 {
     int s, i;
 #if NC_TASK_PER_CONNECTION
-    (void)i, (void)wr;
+    (void)i;
 #else
     for (i = 0; i < NC_SVC_CONNS; i++) {
         struct svc_conn *c = &V.conns[i];
         if (c->kind == K_FREE)
             continue;
         if (c->off < c->len) {
-            if (FD_ISSET(c->fd, wr))
+            if (nc_tr_ready(c->fd) & NC_TR_WR)
                 conn_write(c, now);
-        } else if (!c->eof && FD_ISSET(c->fd, rd)) {
+        } else if (!c->eof && (nc_tr_ready(c->fd) & NC_TR_RD)) {
             conn_read(c, now);
         }
         if (c->kind != K_FREE && c->eof && c->off == c->len)
@@ -329,9 +311,9 @@ void nc_svc_io(fd_set *rd, fd_set *wr, uint64_t now)
     }
 #endif
     for (s = 0; s < 2; s++) {
-        if (V.ufd[s] >= 0 && FD_ISSET(V.ufd[s], rd))
+        if (nc_tr_ready(V.ufd[s]) & NC_TR_RD)
             udp_read(s, now);
-        if (V.tfd[s] >= 0 && FD_ISSET(V.tfd[s], rd))
+        if (nc_tr_ready(V.tfd[s]) & NC_TR_RD)
             svc_accept(s, now);
     }
 }
