@@ -96,6 +96,11 @@
 #ifndef NC_HAVE_BACKGROUND_LOAD
 #define NC_HAVE_BACKGROUND_LOAD 0
 #endif
+/* 1 = the port reports counters of its own (a stack's statistics, a driver's drops:
+ * nc_plat_counters, nc_platform.h), which the responder reports over each test. */
+#ifndef NC_HAVE_TARGET_COUNTERS
+#define NC_HAVE_TARGET_COUNTERS 0
+#endif
 /* 1 = the port counts a TCP receiver's bytes below the socket layer (nc_plat_tcp_sink_*,
  * nc_platform.h): ports/lwip-tap does, in lwIP's own receive callback. */
 #ifndef NC_HAVE_TCP_SINK

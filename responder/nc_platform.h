@@ -121,6 +121,18 @@ uint64_t nc_plat_idle_per_second(void);
 double nc_plat_background_load(double pct);
 #endif
 
+#if NC_HAVE_TARGET_COUNTERS
+/* The target's own counters: lwIP's statistics (lwip_stats), a driver's drops, the
+ * transport's. nc_plat_counters writes their values now into v (at most
+ * NC_TARGET_COUNTERS_MAX, 32 bits each and wrapping: a test moves each by less than 2^32)
+ * and returns how many; nc_plat_counter_name(i) is the i-th one's name, letters, digits and
+ * '_' only. The responder reports how much each moved over a test: in its results message
+ * ("target", the ones that moved) and in its log. Optional. */
+#define NC_TARGET_COUNTERS_MAX 32
+unsigned nc_plat_counters(uint32_t *v);
+const char *nc_plat_counter_name(unsigned i);
+#endif
+
 #if NC_HAVE_TCP_SINK
 /* A TCP receiver counted below the socket layer. Optional: without it (the default) a
  * receiving stream's bytes are read with recv() into the data buffer. A stack whose socket

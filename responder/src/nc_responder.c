@@ -106,6 +106,9 @@ static struct {
     uint64_t host_busy0, host_softirq0, host_total0;
     int load_on;     /* this test started the platform's background load */
     uint64_t idle0;  /* the idle counter at `ready` (--idle) */
+#if NC_HAVE_TARGET_COUNTERS
+    uint32_t counters0[NC_TARGET_COUNTERS_MAX]; /* the target's counters at `ready` */
+#endif
 } S;
 
 /* Shared with the other roles (nc_roles.h): nothing stays in it across turns but the
@@ -543,6 +546,54 @@ static uint64_t stop_load(void)
     return achieved;
 }
 
+#if NC_HAVE_TARGET_COUNTERS
+/* The target's own figures over the test, into the results: "target": {"idle_count",
+ * "idle_per_second" (with an idle counter), "counters": {name: change, ...} (those that
+ * changed)}; and one log line with each change and, in brackets, the count since boot. */
+static void out_target(struct nc_out *o)
+{
+    uint32_t now[NC_TARGET_COUNTERS_MAX];
+    char text[400];
+    struct nc_out line;
+    unsigned i, n = nc_plat_counters(now);
+    const char *sep = "";
+    line.buf = (uint8_t *)text;
+    line.cap = sizeof text - 1;
+    line.len = 0;
+    line.overflow = 0;
+    nc_out_raw(o, ",\"target\":{");
+#if NC_HAVE_IDLE_COUNTER
+    nc_out_raw(o, "\"idle_count\":");
+    nc_out_u64(o, nc_plat_idle_count() - S.idle0);
+    nc_out_raw(o, ",\"idle_per_second\":");
+    nc_out_u64(o, nc_plat_idle_per_second());
+    nc_out_raw(o, ",");
+#endif
+    nc_out_raw(o, "\"counters\":{");
+    nc_out_raw(&line, "target counters over the test (since boot):");
+    for (i = 0; i < n; i++) {
+        uint32_t d = now[i] - S.counters0[i];
+        if (!d)
+            continue;
+        nc_out_raw(o, sep);
+        nc_out_str(o, nc_plat_counter_name(i));
+        nc_out_raw(o, ":");
+        nc_out_u64(o, d);
+        sep = ",";
+        nc_out_raw(&line, " ");
+        nc_out_raw(&line, nc_plat_counter_name(i));
+        nc_out_raw(&line, " ");
+        nc_out_u64(&line, d);
+        nc_out_raw(&line, " (");
+        nc_out_u64(&line, now[i]);
+        nc_out_raw(&line, ")");
+    }
+    nc_out_raw(o, "}}");
+    text[line.len] = 0;
+    nc_plat_log(text);
+}
+#endif
+
 static void send_results(uint64_t now)
 {
     struct nc_out o = out_ctrl();
@@ -610,7 +661,11 @@ static void send_results(uint64_t now)
         nc_out_fixed(&o, idle > 100000000u ? 100000000u : idle, 6);
     }
 #endif
-    nc_out_raw(&o, "},\"error\":");
+    nc_out_raw(&o, "}");
+#if NC_HAVE_TARGET_COUNTERS
+    out_target(&o);
+#endif
+    nc_out_raw(&o, ",\"error\":");
     if (S.error[0])
         nc_out_str(&o, S.error);
     else
@@ -792,6 +847,9 @@ static void check_all_in(uint64_t now)
 #endif
 #if NC_HAVE_IDLE_COUNTER
     S.idle0 = nc_plat_idle_count();
+#endif
+#if NC_HAVE_TARGET_COUNTERS
+    (void)nc_plat_counters(S.counters0);
 #endif
 }
 
