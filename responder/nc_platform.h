@@ -92,6 +92,13 @@ void nc_plat_tune_udp(int fd);
 /* One line to the operator's log (a UART, stderr). Required (may do nothing). */
 void nc_plat_log(const char *line);
 
+#if NC_TRANSPORT_RAW
+/* The raw transport (src/nc_transport_raw.c) runs the stack in its wait: this hands lwIP the
+ * frames the network interface received since the last call (netif->input, at most a few),
+ * and returns how many. Required by that transport. */
+int nc_plat_net_poll(void);
+#endif
+
 #if NC_HAVE_CPU_TIMES
 /* CPU time the responder used so far, user and system, in microseconds. Optional: without
  * it the server's CPU figures are reported as 0. */

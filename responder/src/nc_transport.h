@@ -81,6 +81,17 @@ int nc_tr_wait(uint64_t max_ns);
 /* After nc_tr_wait: what h is ready for (NC_TR_RD | NC_TR_WR), of what was watched. */
 unsigned nc_tr_ready(int h);
 
+#if NC_TRANSPORT_RAW
+/* The raw transport's wait is the board's idle loop. Run it `ms` with nothing to do, once at
+ * boot, to learn what its counter counts in a second (nc_plat_idle_per_second). */
+void nc_tr_idle_calibrate(uint32_t ms);
+/* The time its idle turns took since boot, in the clock's nanoseconds. */
+uint64_t nc_tr_idle_ns(void);
+/* Datagrams dropped because their socket's queue (NC_TR_UDP_QUEUE) was full, and
+ * connections refused because their listener's backlog or the slot table was. */
+extern uint32_t nc_tr_udp_queue_drops, nc_tr_accept_drops;
+#endif
+
 #if NC_TASK_PER_CONNECTION
 /* A task of its own waits on connection h (blocking, sockets transport only): 1 when it is
  * ready for `ev` within `timeout_ms`, 0 otherwise. */
