@@ -2,6 +2,7 @@
 //! and are parsed in `plan.rs`, so every bad value gets a message naming its flag.
 
 use clap::{Args, Parser, Subcommand};
+use netchar_engine::protocols::{ProtoChoice, LISTENERS, PROTOCOLS};
 
 /// netchar: network performance characterization. With no command, runs a quick
 /// characterization against an in-process server on loopback.
@@ -115,48 +116,10 @@ pub(crate) struct ServerArgs {
     /// Log each test as one JSON line on stderr instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Also answer iperf3 clients (TCP and UDP, -R, --bidir, -P) on --iperf3-port.
-    #[arg(long)]
-    pub(crate) iperf3: bool,
-    /// Port of the iperf3 server (default 5201; TCP and UDP).
-    #[arg(long, value_name = "PORT")]
-    pub(crate) iperf3_port: Option<u16>,
-    /// Also answer netio clients (`netio -t|-u HOST`): TCP on --netio-port, the UDP test on the
-    /// port after it (TCP control and UDP data).
-    #[arg(long)]
-    pub(crate) netio: bool,
-    /// The netio port (default 18767; the UDP test uses this plus one).
-    #[arg(long, value_name = "PORT", requires = "netio")]
-    pub(crate) netio_port: Option<u16>,
-    /// Also answer iperf2 clients (`iperf -c`, TCP and UDP, -P, -R of 2.1+) on --iperf2-port.
-    #[arg(long)]
-    pub(crate) iperf2: bool,
-    /// Port of the iperf2 server (default 5001; TCP and UDP).
-    #[arg(long, value_name = "PORT")]
-    pub(crate) iperf2_port: Option<u16>,
-    /// Also answer eCos nc_test_master / nc6_test_master (UDP control on --nc-test-port, data
-    /// on --nc-test-data-port), including SET_LOAD and START_IDLE/STOP_IDLE.
-    #[arg(long)]
-    pub(crate) nc_test: bool,
-    /// nc_test control port (default 7777, UDP).
-    #[arg(long, value_name = "PORT")]
-    pub(crate) nc_test_port: Option<u16>,
-    /// nc_test data port (default 8770, TCP and UDP); stock masters always ask for 8770.
-    #[arg(long, value_name = "PORT")]
-    pub(crate) nc_test_data_port: Option<u16>,
-    /// Also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each
-    /// connection or UDP source admitted as a test under the same limits.
-    #[arg(long)]
-    pub(crate) services: bool,
-    /// --services: the echo port (default 7).
-    #[arg(long, value_name = "PORT", requires = "services")]
-    pub(crate) echo_port: Option<u16>,
-    /// --services: the discard port (default 9).
-    #[arg(long, value_name = "PORT", requires = "services")]
-    pub(crate) discard_port: Option<u16>,
-    /// --services: the chargen port (default 19).
-    #[arg(long, value_name = "PORT", requires = "services")]
-    pub(crate) chargen_port: Option<u16>,
+    /// The peer-protocol servers (netchar_engine::protocols::LISTENERS): `--iperf3`,
+    /// `--iperf3-port`, ...
+    #[command(flatten)]
+    pub(crate) peers: PeerServerArgs,
 }
 
 /// Plots and the HTML report of a test, suite or plan, written when it finishes.
@@ -273,14 +236,10 @@ pub(crate) struct CommonArgs {
     /// The user of --psk-file to authenticate as.
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
-    /// The server's protocol: auto (default: netchar, or the peer protocol the server answers in),
-    /// netchar, iperf3 for an `iperf3 -s`, iperf2 for an `iperf -s` (-u for UDP; port 5001),
-    /// lwiperf for lwIP's lwiperf (TCP; port 5001), or echo, discard, chargen (RFC 862/863/864
-    /// services; default ports 7, 9, 19).
-    /// netchar, iperf3 for an `iperf3 -s`, echo, discard, chargen (RFC 862/863/864 services;
-    /// default ports 7, 9, 19), or nc-test for an eCos nc_test_slave (tcp, udp, echo).
-    #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
-    pub(crate) proto: String,
+    /// The server's protocol (-p defaults to its port): auto (netchar's own, or the peer
+    /// protocol the server answers in), or one of the protocols below.
+    #[arg(long = "proto", value_name = "PROTO", default_value = "auto", value_parser = ProtoParser)]
+    pub(crate) proto: ProtoChoice,
     /// With --proto nc-test: the slave's data port (default 8770); its control port is -p
     /// (default 7777).
     #[arg(long = "nc-test-data-port", value_name = "PORT")]
@@ -523,8 +482,8 @@ pub(crate) struct SuiteArgs {
     /// server, e.g. `netio -s`, Keil MDK's or lwIP's; port 18767 unless -p); for `ecos`, nc-test
     /// for an eCos nc_test_slave (nc_test_master's sequence, control on UDP 7777 unless -p) or
     /// nc6-test for nc6_test_master's sequence.
-    #[arg(long = "proto", value_name = "PROTO", default_value = "auto")]
-    pub(crate) proto: String,
+    #[arg(long = "proto", value_name = "PROTO", default_value = "auto", value_parser = ProtoParser)]
+    pub(crate) proto: ProtoChoice,
     /// ecos with --proto nc-test: the slave's data port (default 8770); its control port is -p
     /// (default 7777).
     #[arg(long = "nc-test-data-port", value_name = "PORT")]
@@ -561,4 +520,97 @@ pub(crate) struct RunArgs {
     pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) finish: FinishArgs,
+}
+
+/// `--proto`: `auto` or a protocol of the registry (netchar_engine::protocols), parsed once;
+/// its possible values, in help and errors, are the registry's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProtoParser;
+
+impl clap::builder::TypedValueParser for ProtoParser {
+    type Value = ProtoChoice;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<ProtoChoice, clap::Error> {
+        let text = value.to_str().unwrap_or_default();
+        ProtoChoice::parse(text).map_err(|_| {
+            let mut e = clap::Error::new(clap::error::ErrorKind::InvalidValue).with_cmd(cmd);
+            use clap::error::{ContextKind, ContextValue};
+            e.insert(ContextKind::InvalidArg, ContextValue::String(arg.map_or("--proto".into(), |a| a.to_string())));
+            e.insert(ContextKind::InvalidValue, ContextValue::String(text.to_string()));
+            let names = std::iter::once("auto").chain(PROTOCOLS.iter().map(|p| p.name)).map(String::from).collect();
+            e.insert(ContextKind::ValidValue, ContextValue::Strings(names));
+            e
+        })
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        use clap::builder::PossibleValue;
+        let auto = PossibleValue::new("auto").help("netchar's own, or the peer protocol the server answers in");
+        let all = PROTOCOLS.iter().map(|p| {
+            let commands: Vec<&str> = p.commands.iter().map(|c| c.name()).collect();
+            PossibleValue::new(p.name).aliases(p.aliases.iter().copied()).help(format!(
+                "{} (port {}; {})",
+                p.about,
+                p.default_port,
+                commands.join(", ")
+            ))
+        });
+        Some(Box::new(std::iter::once(auto).chain(all)))
+    }
+}
+
+/// `netchar server`'s flags for the peer-protocol servers, made from the registry's
+/// LISTENERS: `--FLAG` turns one on, `--PORT-FLAG` sets a port (and turns it on).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PeerServerArgs {
+    /// Per listener, in the table's order: its flag given, and each port given.
+    pub(crate) given: Vec<(bool, Vec<Option<u16>>)>,
+}
+
+impl clap::FromArgMatches for PeerServerArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let given = LISTENERS
+            .iter()
+            .map(|l| (m.get_flag(l.flag), l.ports.iter().map(|p| m.get_one::<u16>(p.flag).copied()).collect()))
+            .collect();
+        Ok(Self { given })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for PeerServerArgs {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        use clap::{Arg, ArgAction};
+        for l in LISTENERS {
+            cmd = cmd.arg(Arg::new(l.flag).long(l.flag).action(ArgAction::SetTrue).help(capitalised(l.about)));
+            for p in l.ports {
+                cmd = cmd.arg(
+                    Arg::new(p.flag)
+                        .long(p.flag)
+                        .value_name("PORT")
+                        .value_parser(clap::value_parser!(u16))
+                        .help(format!("--{}: {} (default {})", l.flag, p.about, p.default)),
+                );
+            }
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
 }

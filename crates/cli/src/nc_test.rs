@@ -18,6 +18,7 @@ use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{bail, Result};
 use netchar_engine::peers::nc_test::{master_result, run_master, MasterConfig, MasterPlan};
+use netchar_engine::protocols::{ClientRole, ProtoChoice};
 use netchar_engine::StopFlag;
 use netchar_model::{Pattern, TestResult};
 use netchar_report::json::{JobJsonReporter, JsonReporter};
@@ -25,9 +26,9 @@ use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesRepo
 use netchar_wire::nc_test::{self as wire, Kind, MasterReport, Pause, Sequence};
 use std::net::{SocketAddr, ToSocketAddrs};
 
-/// Is `--proto` one of nc_test's?
-pub(crate) fn wanted(proto: &str) -> bool {
-    matches!(proto, "nc-test" | "nc6-test")
+/// Does `--proto` run nc_test's master (the registry says so: netchar_engine::protocols)?
+pub(crate) fn wanted(proto: &ProtoChoice) -> bool {
+    matches!(proto.protocol().def().client, ClientRole::NcTestMaster { .. })
 }
 
 fn resolve(host: &str, port: Option<u16>, v4: bool, v6: bool) -> Result<SocketAddr> {
@@ -166,11 +167,13 @@ fn exit_code(results: &[TestResult], stop: &StopFlag) -> u8 {
 /// `netchar suite ecos --proto nc-test|nc6-test HOST`.
 pub(crate) fn suite(a: &SuiteArgs, stop: &StopFlag) -> Result<u8> {
     if a.suite != "ecos" {
-        bail!("suite {}: --proto {} runs only with the ecos suite", a.suite, a.proto);
+        bail!("suite {}: --proto {} runs only with the ecos suite", a.suite, a.proto.name());
     }
-    let sequence = match a.proto.as_str() {
-        "nc-test" => Sequence::Nc,
-        _ => Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: true },
+    let sequence = match a.proto.protocol().def().client {
+        ClientRole::NcTestMaster { v6: true } => {
+            Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: true }
+        }
+        _ => Sequence::Nc,
     };
     let slave = resolve(&a.host, a.port, false, false)?;
     let cfg = MasterConfig {

@@ -4,6 +4,7 @@
 use crate::args::{CommonArgs, EchoArgs, RrArgs, TcpArgs, UdpArgs};
 use crate::metrics::Expectation;
 use netchar_engine::client::{ClientConfig, Family};
+use netchar_engine::protocols::Command;
 use netchar_engine::under_load::Load;
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
 use netchar_model::{
@@ -13,9 +14,6 @@ use netchar_model::{
 use netchar_wire::session::Timeouts;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// The default server port.
-pub(crate) const DEFAULT_PORT: u16 = 5300;
 
 /// A usage error: one line, exit status 2.
 #[derive(Debug)]
@@ -178,7 +176,7 @@ impl TcpPlan {
             Some(b) => Some(parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))?).filter(|&r| r > 0),
             None => None,
         };
-        Self::with_common(spec, &a.common)
+        Self::with_common(spec, &a.common, Command::Tcp)
     }
 
     /// Validates every `netchar udp` flag and builds the plan.
@@ -219,7 +217,7 @@ impl TcpPlan {
         };
         u.gso = !a.no_gso;
         u.gro = a.gro;
-        let mut plan = Self::with_common(spec, &a.common)?;
+        let mut plan = Self::with_common(spec, &a.common, Command::Udp)?;
         plan.explicit_rate = a.bitrate.is_some() || a.pps.is_some();
         if a.find_max_rate && a.common.time.is_none() {
             plan.client.spec.end = EndCondition::Seconds(2.0);
@@ -237,6 +235,10 @@ impl TcpPlan {
 
     /// Validates every `netchar rr` flag and builds the plan. `-n` counts transactions.
     pub(crate) fn from_rr_args(a: &RrArgs) -> Result<Self, UsageError> {
+        Self::rr_plan(a, Command::Rr)
+    }
+
+    fn rr_plan(a: &RrArgs, command: Command) -> Result<Self, UsageError> {
         let mut spec = TestSpec::rr_default();
         let request = bytes("-l", &a.length)?;
         let response = match &a.response {
@@ -264,7 +266,7 @@ impl TcpPlan {
         if a.wakeup_stamps && !a.udp {
             return usage("--wakeup-stamps: UDP only (add --udp); TCP answers carry no kernel receive stamp".into());
         }
-        let mut plan = Self::with_common(spec, &a.common)?;
+        let mut plan = Self::with_common(spec, &a.common, command)?;
         if let Some(l) = &a.under_load {
             plan.under_load = Some(Load::parse(l).map_err(|e| UsageError(format!("--under-load {l}: {e}")))?);
             if a.common.bytes.is_some() {
@@ -279,7 +281,7 @@ impl TcpPlan {
         if a.udp || a.busy_poll || a.under_load.is_some() || a.inflight != "1" {
             return usage("crr: --udp, --busy-poll, --under-load and --inflight do not apply".into());
         }
-        let mut plan = Self::from_rr_args(a)?;
+        let mut plan = Self::rr_plan(a, Command::Crr)?;
         if let Some(r) = plan.client.spec.rr.as_mut() {
             r.connect_per_transaction = true;
         }
@@ -315,23 +317,31 @@ impl TcpPlan {
                 pause_every: pattern.burst,
                 pause_seconds: pattern.gap_seconds,
             });
-            let mut plan = Self::with_common(spec, &a.common)?;
+            let mut plan = Self::with_common(spec, &a.common, Command::Echo)?;
             plan.client.spec.end = EndCondition::Bytes(count);
             plans.push(plan);
         }
         Ok(plans)
     }
 
-    fn with_common(spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {
+    fn with_common(spec: TestSpec, a: &CommonArgs, command: Command) -> Result<Self, UsageError> {
+        let protocol = a.proto.protocol();
+        if !protocol.runs(command) {
+            let runs: Vec<&str> = protocol.def().commands.iter().map(|c| c.name()).collect();
+            return usage(format!(
+                "--proto {}: not with `{}` ({} runs with {}); `{}` runs {}",
+                protocol.name(),
+                command.name(),
+                protocol.name(),
+                runs.join(", "),
+                command.name(),
+                netchar_engine::protocols::Protocol::names_for(command)
+            ));
+        }
         let plan = Self::with_common_unchecked(spec, a)?;
         // A peer protocol says what it cannot run now, before any connection.
-        if !matches!(
-            plan.client.protocol,
-            netchar_engine::client::Protocol::Auto | netchar_engine::client::Protocol::Netchar
-        ) {
-            plan.client
-                .protocol
-                .session(std::time::Instant::now(), &plan.client.spec, &plan.client)
+        if let Some(p) = plan.client.protocol.peer() {
+            netchar_engine::client::session(p, std::time::Instant::now(), &plan.client.spec, &plan.client)
                 .map_err(UsageError)?;
         }
         Ok(plan)
@@ -339,16 +349,8 @@ impl TcpPlan {
 
     fn with_common_unchecked(mut spec: TestSpec, a: &CommonArgs) -> Result<Self, UsageError> {
         let (host, host_port) = split_host(&a.host)?;
-        // iperf3 servers listen on 5201 by default.
-        // echo, discard and chargen on their well-known ports (7, 9, 19).
-        let default_port = match netchar_wire::services::Service::parse(&a.proto) {
-            Some(s) => s.default_port(),
-            None if a.proto == "iperf3" => 5201,
-            // iperf2 and lwiperf listen on 5001.
-            None if a.proto == "iperf2" || a.proto == "lwiperf" => 5001,
-            None => DEFAULT_PORT,
-        };
-        let port = a.port.or(host_port).unwrap_or(default_port);
+        // Each protocol's servers listen on their own port (crate netchar_engine::protocols).
+        let port = a.port.or(host_port).unwrap_or(a.proto.protocol().def().default_port);
         if port == 0 {
             return usage("-p 0: the server port must be between 1 and 65535".into());
         }
@@ -413,7 +415,8 @@ impl TcpPlan {
                 companion: None,
                 cookie_tx: None,
                 auth: client_key(a)?,
-                protocol: dial_back_protocol(a)?,
+                protocol: a.proto,
+                dial_back: dial_back(a)?,
             },
             output: Output {
                 json: a.json,
@@ -452,28 +455,28 @@ impl TcpPlan {
     }
 }
 
-/// `--proto`, with iperf2's `-d`/`-r` folded in (they exist only there).
-fn dial_back_protocol(a: &CommonArgs) -> Result<netchar_engine::client::Protocol, UsageError> {
-    use netchar_engine::client::Protocol;
+/// iperf2's `-d`/`-r`: only where the protocol dials back (crate netchar_engine::protocols).
+fn dial_back(a: &CommonArgs) -> Result<Option<netchar_wire::iperf2::DialBack>, UsageError> {
     use netchar_wire::iperf2::DialBack;
-    let protocol = Protocol::parse(&a.proto).map_err(UsageError)?;
     let dial_back = match (a.dualtest, a.tradeoff) {
         (true, _) => DialBack::Dual,
         (_, true) => DialBack::Tradeoff,
-        _ => return Ok(protocol),
+        _ => return Ok(None),
     };
-    let opt = if dial_back == DialBack::Dual { "-d" } else { "-r" };
-    match protocol {
-        Protocol::Iperf2 => Ok(Protocol::Iperf2DialBack(dial_back)),
-        Protocol::Lwiperf => Err(UsageError(format!(
-            "{opt}: lwiperf's dial-back is not supported (its server would check netchar's header again every \
-             128 KiB); run the test up with --proto lwiperf"
-        ))),
-        _ => Err(UsageError(format!(
-            "{opt}: iperf2's dial-back test, with --proto iperf2 only; against netchar use --bidir{}",
+    let protocol = a.proto.protocol();
+    if !protocol.def().dial_back {
+        let opt = if dial_back == DialBack::Dual { "-d" } else { "-r" };
+        let dialing: Vec<&str> =
+            netchar_engine::protocols::PROTOCOLS.iter().filter(|p| p.dial_back).map(|p| p.name).collect();
+        return usage(format!(
+            "{opt}: the server dialing back is {}'s test (--proto {}), not {}'s; against netchar use --bidir{}",
+            dialing.join(", "),
+            dialing.join("|"),
+            protocol.name(),
             if dial_back == DialBack::Dual { "" } else { ", or one run up and one with -R" }
-        ))),
+        ));
     }
+    Ok(Some(dial_back))
 }
 
 #[cfg(test)]

@@ -86,6 +86,7 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
             cookie_tx: None,
             auth: None,
             protocol: Default::default(),
+            dial_back: None,
         };
         reporters.emit(&progress, |r| r.on_start(&crate::single_run::client_test_info(&cfg)))?;
         let run = client::run(&cfg, stop, &mut |_| {});

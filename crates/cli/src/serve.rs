@@ -1,12 +1,10 @@
 //! `netchar server`: settings from flags and `--config`, binds, logs one line per test, exits 0
 //! on SIGINT/SIGTERM.
 
-use crate::args::ServerArgs;
+use crate::args::{PeerServerArgs, ServerArgs};
 use anyhow::{bail, Context, Result};
 use netchar_engine::admission::{DataPathPolicy, Limits};
-use netchar_engine::peers::iperf3::Iperf3Listener;
-use netchar_engine::peers::nc_test::NcTestListener;
-use netchar_engine::peers::PeerListener;
+use netchar_engine::protocols::{ListenerDef, LISTENERS};
 use netchar_engine::reflection::{GuardCounts, PeerPolicy};
 use netchar_engine::server::{Server, ServerConfig, ServerLog};
 use netchar_engine::StopFlag;
@@ -40,13 +38,6 @@ struct ConfigFile {
     allow_peers: Option<Vec<String>>,
     psk_file: Option<PathBuf>,
     json: Option<bool>,
-    iperf3: Option<bool>,
-    iperf3_port: Option<u16>,
-    iperf2: Option<bool>,
-    iperf2_port: Option<u16>,
-    nc_test: Option<bool>,
-    nc_test_port: Option<u16>,
-    nc_test_data_port: Option<u16>,
 }
 
 /// A TOML number or string, as the flag would take it.
@@ -65,13 +56,40 @@ pub(crate) struct Settings {
     peers: PeerPorts,
 }
 
-/// The ports of the peer-protocol servers that are on.
-#[derive(Debug, Default)]
-struct PeerPorts {
-    iperf3: Option<u16>,
-    iperf2: Option<u16>,
-    /// nc_test: (control, data).
-    nc_test: Option<(u16, u16)>,
+/// The peer-protocol servers that are on: their registry entry and ports.
+type PeerPorts = Vec<(&'static ListenerDef, Vec<u16>)>;
+
+/// Which peer listeners run, and on which ports: the flags over `--config`'s keys (the same
+/// names) over the registry's defaults. A port given turns its listener on.
+fn peer_ports(a: &PeerServerArgs, file: &toml::Table) -> Result<PeerPorts> {
+    let mut on = Vec::new();
+    for (i, l) in LISTENERS.iter().enumerate() {
+        let (flag, ports) = a.given.get(i).cloned().unwrap_or_default();
+        let in_file = |key: &str| file.get(key);
+        let file_on = match in_file(l.flag) {
+            None => false,
+            Some(toml::Value::Boolean(b)) => *b,
+            Some(v) => bail!("--config: {} = {v}: expected true or false", l.flag),
+        };
+        let mut chosen = Vec::new();
+        let mut any_port = false;
+        for (j, p) in l.ports.iter().enumerate() {
+            let from_file = match in_file(p.flag) {
+                None => None,
+                Some(toml::Value::Integer(n)) => {
+                    Some(u16::try_from(*n).map_err(|_| anyhow::anyhow!("--config: {} = {n}: not a port", p.flag))?)
+                }
+                Some(v) => bail!("--config: {} = {v}: expected a port number", p.flag),
+            };
+            let port = ports.get(j).copied().flatten().or(from_file);
+            any_port |= port.is_some();
+            chosen.push(port.unwrap_or(p.default));
+        }
+        if flag || file_on || any_port {
+            on.push((l, chosen));
+        }
+    }
+    Ok(on)
 }
 
 fn seconds(flag: &str, text: &str) -> Result<Duration> {
@@ -83,13 +101,22 @@ fn seconds(flag: &str, text: &str) -> Result<Duration> {
 }
 
 pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
-    let file: ConfigFile = match &a.config {
-        None => ConfigFile::default(),
+    // The peer listeners' keys are the registry's (LISTENERS); the rest are the flags'.
+    let (file, peer_keys): (ConfigFile, toml::Table) = match &a.config {
+        None => (ConfigFile::default(), toml::Table::new()),
         Some(path) => {
             let text = read_small_file(path).map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
-            toml::from_str(&text).map_err(|e| {
+            let bad = |e: toml::de::Error| {
                 anyhow::anyhow!("--config {}: {}", path.display(), e.message().lines().next().unwrap_or("invalid TOML"))
-            })?
+            };
+            let mut table: toml::Table = toml::from_str(&text).map_err(bad)?;
+            let mut peers = toml::Table::new();
+            for key in LISTENERS.iter().flat_map(|l| std::iter::once(l.flag).chain(l.ports.iter().map(|p| p.flag))) {
+                if let Some(v) = table.remove(key) {
+                    peers.insert(key.to_string(), v);
+                }
+            }
+            (toml::Value::Table(table).try_into().map_err(bad)?, peers)
         }
     };
     let bind = a.bind.clone().or(file.bind).unwrap_or_else(|| "::".into());
@@ -181,22 +208,7 @@ pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
     cfg.keys = keys;
     cfg.data_paths = DataPathPolicy { allowed };
     cfg.peer_policy = peer_policy;
-    let peers = PeerPorts {
-        iperf3: (a.iperf3 || a.iperf3_port.is_some() || file.iperf3.unwrap_or(false))
-            .then(|| a.iperf3_port.or(file.iperf3_port).unwrap_or(netchar_engine::peers::iperf3::DEFAULT_PORT)),
-        iperf2: (a.iperf2 || a.iperf2_port.is_some() || file.iperf2.unwrap_or(false))
-            .then(|| a.iperf2_port.or(file.iperf2_port).unwrap_or(netchar_wire::iperf2::DEFAULT_PORT)),
-        nc_test: (a.nc_test
-            || a.nc_test_port.is_some()
-            || a.nc_test_data_port.is_some()
-            || file.nc_test.unwrap_or(false))
-        .then(|| {
-            (
-                a.nc_test_port.or(file.nc_test_port).unwrap_or(netchar_wire::nc_test::SLAVE_PORT),
-                a.nc_test_data_port.or(file.nc_test_data_port).unwrap_or(netchar_wire::nc_test::DATA_SLAVE_PORT),
-            )
-        }),
-    };
+    let peers = peer_ports(&a.peers, &peer_keys)?;
     Ok(Settings { cfg, json: a.json || file.json.unwrap_or(false), peers })
 }
 
@@ -206,59 +218,18 @@ pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
     let mut server = Server::bind(cfg.clone()).with_context(|| format!("cannot listen on {bind}"))?;
     let addr = server.local_addr()?;
     eprintln!("netchar server {} listening on {addr}", env!("CARGO_PKG_VERSION"));
-    if a.services {
-        use netchar_engine::peers::services::{ServicePorts, ServicesListener};
-        let d = ServicePorts::default();
-        let ports = ServicePorts {
-            echo: a.echo_port.unwrap_or(d.echo),
-            discard: a.discard_port.unwrap_or(d.discard),
-            chargen: a.chargen_port.unwrap_or(d.chargen),
-        };
-        let services = ServicesListener::bind(bind.ip(), ports).with_context(|| {
-            "cannot offer --services (ports below 1024 need root or CAP_NET_BIND_SERVICE; move them with \
-             --echo-port/--discard-port/--chargen-port)"
-                .to_string()
+    // Each peer listener bound before the native server's line (a busy port fails here, at
+    // start), from the registry (netchar_engine::protocols::LISTENERS).
+    for (def, ports) in &peers {
+        let listener = (def.bind)(bind.ip(), ports).with_context(|| {
+            let shown: Vec<String> = ports.iter().map(u16::to_string).collect();
+            format!("--{}: cannot listen on port(s) {} ({})", def.flag, shown.join(", "), def.bind_hint)
         })?;
-        let p = services.ports();
-        eprintln!("services: echo on {}, discard on {}, chargen on {} (TCP and UDP)", p.echo, p.discard, p.chargen);
-        server = server.with_peer(Box::new(services));
-    }
-    if a.netio {
-        use netchar_engine::peers::netio::NetioListener;
-        let port = a.netio_port.unwrap_or(netchar_wire::netio::TCP_PORT);
-        let netio = NetioListener::bind(bind.ip(), port)
-            .with_context(|| format!("cannot offer --netio on ports {port} and {}", port.wrapping_add(1)))?;
-        eprintln!("netio: TCP test on {}, UDP test on {} (TCP control and UDP)", netio.port(), netio.port() + 1);
-        server = server.with_peer(Box::new(netio));
+        eprintln!("{}", listener.describe());
+        server = server.with_peer(listener);
     }
     eprintln!("{}", describe(&cfg));
-    if let Some(port) = peers.iperf3 {
-        let at = SocketAddr::new(bind.ip(), port);
-        let listener = Iperf3Listener::bind(at)
-            .with_context(|| format!("--iperf3: cannot listen on {at} (is an iperf3 server running there?)"))?;
-        eprintln!("answering iperf3 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
-        server = server.with_peer(Box::new(listener));
-    }
-    if let Some(port) = peers.iperf2 {
-        let at = SocketAddr::new(bind.ip(), port);
-        let listener = netchar_engine::peers::iperf2::Iperf2Listener::bind(at)
-            .with_context(|| format!("--iperf2: cannot listen on {at} (is an iperf server running there?)"))?;
-        eprintln!("answering iperf2 clients on {} (TCP and UDP), under the same limits", listener.local_addr());
-        server = server.with_peer(Box::new(listener));
-    }
-    if let Some((port, data_port)) = peers.nc_test {
-        let at = SocketAddr::new(bind.ip(), port);
-        let listener = NcTestListener::bind(at, data_port).with_context(|| {
-            format!("--nc-test: cannot listen on UDP {at} and TCP/UDP port {data_port} (is an nc_test_slave running?)")
-        })?;
-        eprintln!(
-            "answering eCos nc_test masters on UDP {} (data on port {}), under the same limits",
-            listener.local_addr(),
-            listener.data_port()
-        );
-        server = server.with_peer(Box::new(listener));
-    }
-    if a.services || a.netio || peers.iperf3.is_some() || peers.iperf2.is_some() || peers.nc_test.is_some() {
+    if !peers.is_empty() {
         eprintln!("{}", describe_peers(&cfg.peer_policy));
     }
     // Text or JSON lines, chosen once.

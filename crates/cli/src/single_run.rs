@@ -71,6 +71,7 @@ pub(crate) fn test_info(plan: &crate::plan::TcpPlan) -> netchar_model::TestInfo 
 
 /// [`test_info`] of a client configuration.
 pub(crate) fn client_test_info(client: &client::ClientConfig) -> netchar_model::TestInfo {
+    let (far_end, caveats) = (client.protocol.protocol().def().measurement)(&client.spec);
     netchar_model::TestInfo {
         spec: client.spec.clone(),
         // Brackets around an IPv6 literal, so "::1" and port 1 do not read as "::1:1".
@@ -90,5 +91,7 @@ pub(crate) fn client_test_info(client: &client::ClientConfig) -> netchar_model::
         concurrent_tests: 1,
         protocol: client.protocol.name().to_string(),
         peer_software: None,
+        far_end,
+        caveats,
     }
 }

@@ -8,6 +8,7 @@ use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::Result;
 use netchar_engine::client::{self, ClientError};
+use netchar_engine::protocols::{ClientRole, Command};
 use netchar_engine::StopFlag;
 use netchar_model::units::format_si;
 use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
@@ -28,10 +29,12 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             let plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
             bwsweep(&plan, from, to, step, a.json, stop)
         }
-        "netio" if a.proto == "netio" => netio_peer(a, stop),
-        "netio" if !matches!(a.proto.as_str(), "auto" | "netchar") => {
-            anyhow::bail!("suite netio --proto {}: one of auto, netchar, netio", a.proto)
-        }
+        "netio" if matches!(a.proto.protocol().def().client, ClientRole::NetioClient) => netio_peer(a, stop),
+        "netio" if !a.proto.protocol().runs(Command::SuiteNetio) => anyhow::bail!(
+            "suite netio --proto {}: one of auto, {}",
+            a.proto.name(),
+            netchar_engine::protocols::Protocol::names_for(Command::SuiteNetio)
+        ),
         "netio" | "sizes" => {
             let secs = crate::plan::seconds("--duration", &a.duration)?;
             let udp = crate::plan::TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&a.host, a.port, secs))?;

@@ -26,7 +26,14 @@ fn slave_with(bind: &str, extra: &[&str]) -> (Server, u16, u16) {
     let mut args = vec!["--nc-test", "--nc-test-port", "0", "--nc-test-data-port", "0"];
     args.extend_from_slice(extra);
     let server = Server::start_on(bind, &args);
-    let line = server.stderr.recv_timeout(Duration::from_secs(10)).expect("the nc_test start-up line");
+    // Peer listeners announce themselves with the server's start-up lines, before its banner.
+    let announced = |l: &String| l.starts_with("answering eCos nc_test masters");
+    let line = match server.startup.iter().find(|l| announced(l)) {
+        Some(l) => l.clone(),
+        None => std::iter::from_fn(|| server.stderr.recv_timeout(Duration::from_secs(10)).ok())
+            .find(announced)
+            .expect("the nc_test start-up line"),
+    };
     // "answering eCos nc_test masters on UDP [::]:PORT (data on port N), ..."
     let ctrl = line
         .split(" (data")

@@ -191,7 +191,7 @@ fn against_netchars_own_services() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("UDP chargen"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--proto chargen: not with `udp`"));
 }
 
 /// Adds `inet svc in` (input hook) with one rule `udp dport PORT <extra>` in `ns`, and

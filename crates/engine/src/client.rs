@@ -1,11 +1,10 @@
 //! The client: connects, runs the control session, opens the data connections, runs this
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
-use crate::control::{
-    ClientControl, ControlConnection, ControlEvent, NativeClient, OpenStream, Transport, UdpHandshake,
-};
+use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, Transport, UdpHandshake};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
+use crate::protocols::{ClientRole, ProtoChoice, Protocol, SessionArgs};
 use crate::tcp_setup::{connect_data, ConnectFailure};
 use crate::StopFlag;
 use netchar_model::{
@@ -56,104 +55,36 @@ pub struct ClientConfig {
     pub cookie_tx: Option<mpsc::Sender<[u8; 16]>>,
     /// The user and pre-shared key to authenticate with (`--psk-file`).
     pub auth: Option<Credentials>,
-    /// The control protocol the server speaks (`--proto`).
-    pub protocol: Protocol,
+    /// The control protocol the server speaks (`--proto`; crate::protocols).
+    pub protocol: ProtoChoice,
+    /// iperf2's `-d`/`-r`: the server connects back for its direction.
+    pub dial_back: Option<netchar_wire::iperf2::DialBack>,
 }
 
-/// The control protocols the client speaks (crate::control).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Protocol {
-    /// netchar's own, unless the server answers as a peer netchar also speaks: then that
-    /// peer's, where it can run the test (`--proto auto`, the default).
-    #[default]
-    Auto,
-    /// netchar's own (docs/protocol.md).
-    Netchar,
-    /// iperf3's: netchar as the client of an `iperf3 -s`.
-    Iperf3,
-    /// echo, discard or chargen (RFC 862/863/864; crate::peers::services).
-    Service(netchar_wire::services::Service),
-    /// iperf2's: netchar as the client of an `iperf -s` / `iperf -s -u` (crate::peers::iperf2).
-    Iperf2,
-    /// lwIP's lwiperf: netchar as the client of an lwiperf TCP server.
-    Lwiperf,
-    /// iperf2's `-d` (both ways at once) or `-r` (one way, then the other): the `iperf -s`
-    /// connects back to a listener of this client for its direction.
-    Iperf2DialBack(netchar_wire::iperf2::DialBack),
+/// The session of `protocol` for `spec`, or why it cannot run the test (before any
+/// traffic): whether it runs as a session at all, takes netchar's authentication or iperf2's
+/// dial-back is the registry's to say.
+pub fn session(
+    protocol: Protocol,
+    now: Instant,
+    spec: &TestSpec,
+    cfg: &ClientConfig,
+) -> Result<Box<dyn ClientControl>, String> {
+    let def = protocol.def();
+    let ClientRole::Session(make) = def.client else {
+        return Err(format!("--proto {}: runs with {} only", def.name, commands_of(protocol)));
+    };
+    if cfg.auth.is_some() && !def.authenticates {
+        return Err(format!("--proto {}: --psk-file is netchar's authentication; {} has none", def.name, def.name));
+    }
+    if cfg.dial_back.is_some() && !def.dial_back {
+        return Err(format!("-d/-r: iperf2's dial-back test, not {}'s", def.name));
+    }
+    make(&SessionArgs { now, spec, cfg })
 }
 
-impl Protocol {
-    /// The name in results and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            // A test that ran is named by the protocol it ran with: auto runs netchar's own
-            // until it switches (ClientConfig::protocol is then the other).
-            Self::Auto | Self::Netchar => "netchar",
-            Self::Iperf3 => "iperf3",
-            Self::Service(s) => s.name(),
-            Self::Iperf2 | Self::Iperf2DialBack(_) => "iperf2",
-            Self::Lwiperf => "lwiperf",
-        }
-    }
-
-    /// Parses `--proto`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "netchar" => Ok(Self::Netchar),
-            "iperf3" => Ok(Self::Iperf3),
-            "iperf2" => Ok(Self::Iperf2),
-            "lwiperf" => Ok(Self::Lwiperf),
-            other => match netchar_wire::services::Service::parse(other) {
-                Some(s) => Ok(Self::Service(s)),
-                None => Err(format!(
-                    "--proto {other}: one of auto, netchar, iperf3, iperf2, lwiperf, echo, discard, chargen"
-                )),
-            },
-        }
-    }
-
-    /// The session for `spec`, or why this protocol cannot run it (before any traffic).
-    pub fn session(self, now: Instant, spec: &TestSpec, cfg: &ClientConfig) -> Result<Box<dyn ClientControl>, String> {
-        Ok(match self {
-            Self::Auto | Self::Netchar => Box::new(NativeClient::new(
-                now,
-                spec.clone(),
-                cfg.timeouts,
-                cfg.companion,
-                cfg.auth.clone().map(|c| (c, random_nonce())),
-            )),
-            Self::Iperf3 => {
-                if cfg.auth.is_some() {
-                    return Err(
-                        "--proto iperf3: --psk-file is netchar's authentication; iperf3's RSA tokens are not supported"
-                            .into(),
-                    );
-                }
-                let mut random = [0u8; 36];
-                let _ = getrandom::getrandom(&mut random);
-                Box::new(crate::peers::iperf3::Iperf3Control::new(now, spec, &random)?)
-            }
-            Self::Service(s) => {
-                if cfg.auth.is_some() {
-                    return Err(format!("--proto {}: --psk-file is netchar's authentication", s.name()));
-                }
-                Box::new(crate::peers::services::ServiceControl::new(now, s, spec)?)
-            }
-            Self::Iperf2 | Self::Lwiperf | Self::Iperf2DialBack(_) => {
-                use crate::peers::iperf2::{Flavour, Iperf2Control};
-                let flavour = if self == Self::Lwiperf { Flavour::Lwiperf } else { Flavour::Iperf2 };
-                if cfg.auth.is_some() {
-                    return Err(format!("--proto {}: --psk-file is netchar's authentication", self.name()));
-                }
-                let dial_back = match self {
-                    Self::Iperf2DialBack(d) => Some(d),
-                    _ => None,
-                };
-                Box::new(Iperf2Control::new(now, flavour, spec, cfg.port, dial_back)?)
-            }
-        })
-    }
+fn commands_of(protocol: Protocol) -> String {
+    protocol.def().commands.iter().map(|c| format!("`{}`", c.name())).collect::<Vec<_>>().join(", ")
 }
 
 /// Why a client run failed. Each message is one line that says what to do.
@@ -258,7 +189,7 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
         let mut driver = match Driver::connect(cfg, &addrs) {
             Ok(d) => d,
             // Nothing takes TCP there: an eCos nc_test slave listens on UDP only.
-            Err(e @ ClientError::Refused { .. }) if cfg.protocol == Protocol::Auto => {
+            Err(e @ ClientError::Refused { .. }) if cfg.protocol == ProtoChoice::Auto => {
                 let slave =
                     addrs.iter().find(|a| crate::peers::nc_test::slave_answers(**a, Duration::from_millis(600)));
                 let e = match slave {
@@ -283,14 +214,14 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
         match driver.run(stop, on_interval) {
             // `--proto auto`: the server speaks a peer protocol; run the test in it if it can.
             Err(ClientError::Protocol(ProtocolError::PeerProtocol { protocol, what }))
-                if cfg.protocol == Protocol::Auto && !driver.plane_started =>
+                if cfg.protocol == ProtoChoice::Auto && !driver.plane_started =>
             {
-                let Ok(peer) = Protocol::parse(protocol) else {
+                let Some(peer) = Protocol::find(protocol) else {
                     let e = ProtocolError::PeerProtocol { protocol, what };
                     return ClientRun { result: None, error: Some(e.into()) };
                 };
-                let switched = ClientConfig { protocol: peer, ..cfg.clone() };
-                if let Err(why) = peer.session(Instant::now(), &cfg.spec, &switched) {
+                let switched = ClientConfig { protocol: ProtoChoice::Only(peer), ..cfg.clone() };
+                if let Err(why) = session(peer, Instant::now(), &cfg.spec, &switched) {
                     return ClientRun { result: None, error: Some(ClientError::Unsupported(format!("{what}; {why}"))) };
                 }
                 // Close this connection first: the peer serves one test at a time, and it took
@@ -312,14 +243,12 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
             }
             // A silent peer on a port a peer protocol is known by: say which flag would fit.
             Err(ClientError::Protocol(ProtocolError::NotNetchar(what)))
-                if cfg.protocol == Protocol::Auto && !driver.plane_started && what.contains("said nothing") =>
+                if cfg.protocol == ProtoChoice::Auto && !driver.plane_started && what.contains("said nothing") =>
             {
-                let hint = match cfg.port {
-                    9 => Some(("discard", "add --proto discard".to_string())),
-                    5001 => Some(("iperf2", "add --proto iperf2 (or --proto lwiperf for lwIP's)".to_string())),
-                    18767 => Some(("netio", format!("run `netchar suite netio {} --proto netio`", cfg.host))),
-                    _ => None,
-                };
+                let hint = crate::protocols::PROTOCOLS
+                    .iter()
+                    .filter(|p| p.default_port == cfg.port)
+                    .find_map(|p| p.silent_hint.map(|h| (p.name, h.replace("{host}", &cfg.host))));
                 let what = match hint {
                     Some((p, how)) => format!("{what}; port {} is {p}'s: if {p} runs there, {how}", cfg.port),
                     None => what,
@@ -417,23 +346,17 @@ impl<'a> Driver<'a> {
     fn connect(cfg: &'a ClientConfig, addrs: &[SocketAddr]) -> Result<Self, ClientError> {
         let mut last = None;
         for &addr in addrs {
+            let protocol = cfg.protocol.protocol();
             let mut spec = cfg.spec.clone();
             if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
-                // The largest payload that fits a 1500-byte Ethernet frame.
-                spec.block_bytes = if matches!(cfg.protocol, Protocol::Iperf2 | Protocol::Iperf2DialBack(_)) {
-                    // iperf2's default -l: its servers read 1470 bytes, cutting longer datagrams.
-                    1470
-                } else if addr.is_ipv4() {
-                    1472
-                } else {
-                    1452
-                };
+                // The protocol's own default, or the largest payload that fits a 1500-byte
+                // Ethernet frame.
+                spec.block_bytes = protocol.def().udp_payload.unwrap_or(if addr.is_ipv4() { 1472 } else { 1452 });
             }
-            if let Protocol::Service(s) = cfg.protocol {
-                // The service decides the direction (echo: both ways on one socket).
-                spec = crate::peers::services::service_spec(s, &spec).map_err(ClientError::Unsupported)?;
+            if let Some(shape) = protocol.def().shape {
+                spec = shape(&spec).map_err(ClientError::Unsupported)?;
             }
-            let session = cfg.protocol.session(Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?;
+            let session = session(protocol, Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?;
             let control = match session.connection() {
                 // Without a control connection the first address is the one: nothing tells
                 // whether it answers before the data streams try it.
@@ -833,6 +756,7 @@ impl<'a> Driver<'a> {
 
     fn assemble(&mut self, error: Option<String>) -> TestResult {
         let family = if self.addr.is_ipv4() { "ipv4" } else { "ipv6" };
+        let (far_end, caveats) = (self.cfg.protocol.protocol().def().measurement)(&self.spec);
         let header = ResultHeader {
             test: TestInfo {
                 spec: self.spec.clone(),
@@ -843,6 +767,8 @@ impl<'a> Driver<'a> {
                 concurrent_tests: self.concurrent_tests,
                 protocol: self.cfg.protocol.name().to_string(),
                 peer_software: self.peer_software.clone(),
+                far_end,
+                caveats,
             },
             started_at: self.started_at.clone(),
             host: host_info(),
@@ -915,12 +841,6 @@ struct UdpSetup {
 
 /// A fresh nonce for the authentication exchange; all zeros only if the system has no
 /// randomness, which the server's fresh nonce still keeps replay-proof.
-fn random_nonce() -> [u8; 16] {
-    let mut n = [0u8; 16];
-    let _ = getrandom::getrandom(&mut n);
-    n
-}
-
 /// A UDP socket connected to the server's port, with buffers sized for high rates.
 fn udp_data_socket(server: SocketAddr) -> io::Result<UdpSocket> {
     let local: SocketAddr =

@@ -8,6 +8,7 @@
 //! - [`dataplane`]: the worker threads, one per stream, apart from the control sessions; they
 //!   share nothing but a few atomic counters per stream, read by the collector once per tick;
 //! - [`peers`]: servers of peer protocols (iperf3, ...) beside the native one, one admission;
+//! - [`protocols`]: the one table of the protocols netchar speaks, both roles;
 //! - [`reflection`]: what every UDP listener may send to an address that has not proved itself;
 //! - [`measure`]: CPU and host figures around a test.
 //!
@@ -23,12 +24,16 @@ pub mod dataplane;
 pub mod load;
 pub mod measure;
 pub mod peers;
+pub mod protocols;
 pub mod reflection;
 pub mod server;
 mod tcp_setup;
 pub mod under_load;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// netchar's own port (TCP and UDP), the server's and the client's default.
+pub const DEFAULT_PORT: u16 = 5300;
 use std::sync::Arc;
 
 /// True when a read or write on a socket with a timeout found nothing to do yet (timed out,

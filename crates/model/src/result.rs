@@ -428,10 +428,99 @@ pub struct TestInfo {
     /// The far end's software and version as it told them (`netchar 0.1.0`), when it did.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peer_software: Option<String>,
+    /// How the far end takes part in the figures, by its protocol's rules (set from the
+    /// protocol registry, so that no report needs to know a protocol by name).
+    #[serde(skip_serializing_if = "FarEnd::is_reports", default)]
+    pub far_end: FarEnd,
+    /// What the protocol's figures mean beyond the numbers: sentences the reports print
+    /// under a flow's figures, each when its condition holds.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub caveats: Vec<Caveat>,
 }
 
+/// The name of netchar's own protocol in `test.protocol`.
+pub const NATIVE_PROTOCOL: &str = "netchar";
+
 fn netchar_protocol() -> String {
-    "netchar".into()
+    NATIVE_PROTOCOL.into()
+}
+
+/// How the far end of a test takes part in its figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FarEnd {
+    /// It measures and reports its end of every stream (netchar, iperf3, nc_test).
+    #[default]
+    Reports,
+    /// It reports nothing for these flows: only this end's figures exist for them (iperf2
+    /// over TCP and for what it sends over UDP, lwiperf).
+    SilentOn(Vec<Flow>),
+    /// It returns what it receives and reports nothing: both figures are this end's (echo).
+    Echoes,
+    /// It takes what comes and reports nothing: only the sender's figures exist (discard).
+    Sink,
+    /// It sends until the client closes and reports nothing: only what arrived (chargen).
+    Source,
+}
+
+impl FarEnd {
+    /// The default: the far end reports.
+    pub fn is_reports(&self) -> bool {
+        *self == Self::Reports
+    }
+
+    /// True when nothing of `flow`'s far end is known.
+    pub fn silent_on(&self, flow: Flow) -> bool {
+        match self {
+            Self::Reports => false,
+            Self::SilentOn(flows) => flows.contains(&flow),
+            Self::Echoes | Self::Sink | Self::Source => true,
+        }
+    }
+}
+
+/// A sentence about a protocol's figures, printed under a flow's figures (or the test's)
+/// when its condition holds. Its text may name figures of that flow: `{sent}` (the sender's
+/// total bytes, or datagrams for [`CaveatWhen::DatagramsShort`]), `{counted}` (the receiver's)
+/// and `{missing}` (their difference).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caveat {
+    /// The flow it is about; none: the whole test.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub flow: Option<Flow>,
+    /// When it applies.
+    #[serde(default)]
+    pub when: CaveatWhen,
+    /// The sentence.
+    pub text: String,
+}
+
+/// When a [`Caveat`] is printed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaveatWhen {
+    /// Always.
+    #[default]
+    Always,
+    /// When the receiver counted fewer bytes than the sender wrote.
+    ReceiverShort,
+    /// When the receiver's received + lost datagrams are fewer than the sender sent.
+    DatagramsShort,
+}
+
+impl Caveat {
+    /// A caveat printed always.
+    pub fn always(flow: Option<Flow>, text: impl Into<String>) -> Self {
+        Self { flow, when: CaveatWhen::Always, text: text.into() }
+    }
+
+    /// The text with `{sent}`, `{counted}` and `{missing}` filled in.
+    pub fn render(&self, sent: u64, counted: u64) -> String {
+        self.text
+            .replace("{sent}", &sent.to_string())
+            .replace("{counted}", &counted.to_string())
+            .replace("{missing}", &sent.saturating_sub(counted).to_string())
+    }
 }
 
 /// One end's totals of a flow, after the warm-up.
@@ -974,6 +1063,8 @@ mod tests {
                 concurrent_tests: 1,
                 protocol: "netchar".into(),
                 peer_software: None,
+                far_end: FarEnd::Reports,
+                caveats: Vec::new(),
             },
             started_at: "2026-01-01T00:00:00Z".into(),
             host: HostInfo::default(),

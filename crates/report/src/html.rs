@@ -208,6 +208,7 @@ pub fn document_with_charts(results: &[Saved], format: RateFormat, charts: &[cra
         let _ = writeln!(out, "<p class=\"error\">{}: error: {}</p>", escape(source), escape(e));
     }
     latency_table(&mut out, results);
+    protocol_notes(&mut out, results);
     if !charts.is_empty() {
         out.push_str("<h2>Plots</h2>\n");
     }
@@ -235,6 +236,27 @@ pub fn document_with_charts(results: &[Saved], format: RateFormat, charts: &[cra
     );
     let _ = write!(out, "<script>{SCRIPT}</script>\n</body></html>\n");
     out
+}
+
+/// What each result's protocol says of its figures (its caveats, from the protocol
+/// registry): a list per result that has any.
+fn protocol_notes(out: &mut String, results: &[Saved]) {
+    let notes: Vec<(&Saved, Vec<String>)> = results
+        .iter()
+        .map(|s| (s, crate::text::applicable_caveats(&s.result)))
+        .filter(|(_, n)| !n.is_empty())
+        .collect();
+    if notes.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Protocol notes</h2>\n<dl id=\"protocol-notes\">\n");
+    for (s, lines) in notes {
+        let _ = writeln!(out, "<dt>{} ({})</dt>", escape(&s.label), escape(&s.result.test.protocol));
+        for l in lines {
+            let _ = writeln!(out, "<dd>{}</dd>", escape(&l));
+        }
+    }
+    out.push_str("</dl>\n");
 }
 
 /// The head of a self-contained document titled `title`: the same policy and style as the report.

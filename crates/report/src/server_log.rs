@@ -148,7 +148,8 @@ impl ServerLogFormat for TextLines {
         let data = if paths.is_empty() { String::new() } else { format!(" data {}", paths.join(",")) };
         let refused =
             if t.refused_data > 0 { format!(" ({} data streams refused)", t.refused_data) } else { String::new() };
-        let proto = if t.protocol == "netchar" { String::new() } else { format!("{} ", t.protocol) };
+        let proto =
+            if t.protocol == netchar_model::NATIVE_PROTOCOL { String::new() } else { format!("{} ", t.protocol) };
         format!(
             "{proto}test from {}{user}{data}{refused}: {} x{} {}{err}",
             t.peer,

@@ -2,8 +2,8 @@
 
 use netchar_model::units::{format_bytes, format_si, RateFormat};
 use netchar_model::{
-    CpuUsage, Direction, EndCondition, Flow, FlowSummary, IntervalRecord, Role, RrFigures, TestInfo, TestKind,
-    TestResult, TestSpec, UdpOptions, UdpRate,
+    Caveat, CaveatWhen, CpuUsage, EndCondition, FarEnd, Flow, FlowSummary, IntervalRecord, Role, RrFigures, TestInfo,
+    TestKind, TestResult, TestSpec, UdpOptions, UdpRate,
 };
 use std::fmt::Write;
 
@@ -41,7 +41,11 @@ pub fn describe_test(info: &TestInfo) -> String {
         EndCondition::Seconds(t) => format!("{t} s"),
         EndCondition::Bytes(n) => format!("{n} bytes"),
     };
-    let peer = if info.protocol == "netchar" { String::new() } else { format!("{} server ", info.protocol) };
+    let peer = if info.protocol == netchar_model::NATIVE_PROTOCOL {
+        String::new()
+    } else {
+        format!("{} server ", info.protocol)
+    };
     let family = match info.family.as_str() {
         "ipv4" | "ipv6" => format!(" ({})", info.family),
         _ => String::new(),
@@ -51,12 +55,12 @@ pub fn describe_test(info: &TestInfo) -> String {
         TestKind::Udp => ("UDP", "payload"),
         TestKind::Rr => ("request/response", "request"),
     };
-    let dir = match (s.kind, info.protocol.as_str()) {
+    let dir = match (s.kind, &info.far_end) {
         (TestKind::Rr, _) => "",
-        // The service decides the direction, whatever the spec says before the run.
-        (_, "echo") => "echo (client sends, the server returns it)",
-        (_, "discard") => "up (client sends)",
-        (_, "chargen") => "down (server sends)",
+        // A far end of a fixed shape decides the direction, whatever the spec says before the run.
+        (_, FarEnd::Echoes) => "echo (client sends, the server returns it)",
+        (_, FarEnd::Sink) => "up (client sends)",
+        (_, FarEnd::Source) => "down (server sends)",
         _ => dir,
     };
     // A UDP payload left at 0 is chosen once the address family is known (1472 B over IPv4,
@@ -307,22 +311,21 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     if r.summary.up.is_some() || r.summary.down.is_some() {
         let _ = writeln!(out, "Summary{warm}:          bytes        seconds   bitrate          retransmits");
     }
-    let service = matches!(r.test.protocol.as_str(), "echo" | "discard" | "chargen");
-    if service {
-        service_summary(r, format, &mut out);
+    let fixed_shape = matches!(r.test.far_end, FarEnd::Echoes | FarEnd::Sink | FarEnd::Source);
+    if fixed_shape {
+        near_end_summary(r, format, &mut out);
     }
     for flow in [Flow::Up, Flow::Down] {
-        let Some(f) = r.summary.flow(flow).filter(|_| !service) else {
+        let Some(f) = r.summary.flow(flow).filter(|_| !fixed_shape) else {
             continue;
         };
         let (send_end, recv_end) = match flow {
             Flow::Up => ("client", "server"),
             Flow::Down => ("server", "client"),
         };
-        // iperf2 and lwiperf send no report over TCP: the server's side is unknown here.
-        // Nor does an iperf2 server sending UDP (-R): its FIN carries only its datagram count.
-        let far_unknown = matches!(r.test.protocol.as_str(), "iperf2" | "lwiperf")
-            && (r.test.spec.kind == TestKind::Tcp || flow == Flow::Down);
+        // A far end that reports nothing for this flow (iperf2 over TCP, or sending UDP):
+        // its side is unknown here, and the protocol's caveat says so.
+        let far_unknown = r.test.far_end.silent_on(flow);
         for (role, side, end) in [("sender", &f.sender, send_end), ("receiver", &f.receiver, recv_end)] {
             if far_unknown && end == "server" {
                 continue;
@@ -340,44 +343,25 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             }
             out.push('\n');
         }
-        udp_summary(f, &r.test.protocol, &mut out);
-        if far_unknown && r.test.spec.kind == TestKind::Udp {
-            let _ = writeln!(
-                out,
-                "     iperf2 reports nothing back for what it sent: these are netchar's figures, the loss counted against the total its FIN datagram gives (iperf2 counts the FIN as one more datagram)"
-            );
+        udp_summary(f, caveat(r, flow, CaveatWhen::DatagramsShort), &mut out);
+        let short = caveat(r, flow, CaveatWhen::ReceiverShort);
+        if far_unknown {
+            // The far end's silence is the protocol's to explain (its caveats, below).
+            for c in caveats(r, Some(flow), CaveatWhen::Always) {
+                let _ = writeln!(out, "     {}", c.text);
+            }
         } else if f.packets_accounted.is_some() {
             // UDP may lose bytes by design; the datagram identity above is the check.
-        } else if far_unknown {
-            let _ = writeln!(
-                out,
-                "     {} reports nothing back over TCP: these are netchar's figures; the server's own count is in its output{}",
-                r.test.protocol,
-                if r.test.protocol == "iperf2" && flow == Flow::Up && r.test.spec.direction == Direction::Bidir {
-                    // Both ways with iperf2 is its -d/-r: a 24-byte header with VERSION1, all counted.
-                    " (iperf2 counts 24 bytes more: the settings header that asked for the dial-back)"
-                } else if r.test.protocol == "iperf2" && flow == Flow::Up {
-                    " (iperf2 counts 20 bytes more per stream: the settings header after its flags word)"
-                } else {
-                    ""
-                }
-            );
         } else if f.bytes_match {
             let _ = writeln!(
                 out,
                 "     every byte arrived: {} bytes written = {} bytes read",
                 f.sender.total_bytes, f.receiver.total_bytes
             );
-        } else if r.test.protocol == "iperf3" && f.receiver.total_bytes < f.sender.total_bytes {
-            // iperf3's server stops counting when TEST_END arrives (the client's clock ends
-            // the test): what was still in flight then is in no figure of its.
-            let _ = writeln!(
-                out,
-                "     {} written, {} counted by the iperf3 server: it stops counting at TEST_END, so the {} bytes in flight then are in no figure of its",
-                f.sender.total_bytes,
-                f.receiver.total_bytes,
-                f.sender.total_bytes - f.receiver.total_bytes
-            );
+        } else if let Some(c) = short.filter(|_| f.receiver.total_bytes < f.sender.total_bytes) {
+            // A far end that stops counting early (iperf3 at TEST_END) says what is in none
+            // of its figures.
+            let _ = writeln!(out, "     {}", c.render(f.sender.total_bytes, f.receiver.total_bytes));
         } else {
             let _ = writeln!(
                 out,
@@ -431,9 +415,57 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     out
 }
 
-/// echo, discard and chargen: only this end measures, so only its sides are shown, with what
-/// the service cannot tell.
-fn service_summary(r: &TestResult, format: RateFormat, out: &mut String) {
+/// Every caveat of a result that applies to its figures, each prefixed with its flow: what
+/// the HTML report lists beside the figures (the text summary places each under its flow).
+pub fn applicable_caveats(r: &TestResult) -> Vec<String> {
+    let mut lines = Vec::new();
+    for c in &r.test.caveats {
+        let flows: Vec<Flow> = match c.flow {
+            Some(f) => vec![f],
+            None => vec![Flow::Up, Flow::Down],
+        };
+        let prefix = |f: Flow| if c.flow.is_some() { format!("{}: ", f.name()) } else { String::new() };
+        match c.when {
+            CaveatWhen::Always => {
+                lines.push(format!("{}{}", c.flow.map_or(String::new(), prefix), c.text));
+            }
+            CaveatWhen::ReceiverShort => {
+                for f in flows {
+                    if let Some(s) = r.summary.flow(f).filter(|s| s.receiver.total_bytes < s.sender.total_bytes) {
+                        lines.push(format!("{}{}", prefix(f), c.render(s.sender.total_bytes, s.receiver.total_bytes)));
+                    }
+                }
+            }
+            CaveatWhen::DatagramsShort => {
+                for f in flows {
+                    let Some(s) = r.summary.flow(f) else { continue };
+                    let sent = s.sender.udp_sent.as_ref().map(|u| u.packets);
+                    let counted = s.receiver.udp_received.as_ref().map(|u| u.packets + u.lost);
+                    if let (Some(sent), Some(counted)) = (sent, counted) {
+                        if counted < sent {
+                            lines.push(format!("{}{}", prefix(f), c.render(sent, counted)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    lines
+}
+
+/// A protocol's caveats about `flow` (or the whole test, for `None`) under `when`.
+fn caveats(r: &TestResult, flow: Option<Flow>, when: CaveatWhen) -> impl Iterator<Item = &Caveat> {
+    r.test.caveats.iter().filter(move |c| c.flow == flow && c.when == when)
+}
+
+/// The caveat of `when` about `flow`, or about every flow.
+fn caveat(r: &TestResult, flow: Flow, when: CaveatWhen) -> Option<&Caveat> {
+    r.test.caveats.iter().find(|c| c.when == when && c.flow.is_none_or(|f| f == flow))
+}
+
+/// A far end of a fixed shape that reports nothing (echo, discard, chargen): only this end
+/// measures, so only its sides are shown, with the protocol's caveats.
+fn near_end_summary(r: &TestResult, format: RateFormat, out: &mut String) {
     let row = |out: &mut String, label: &str, side: &netchar_model::SideTotals| {
         let _ = write!(
             out,
@@ -449,8 +481,13 @@ fn service_summary(r: &TestResult, format: RateFormat, out: &mut String) {
     };
     let up = r.summary.up.as_ref();
     let down = r.summary.down.as_ref();
-    match r.test.protocol.as_str() {
-        "discard" => {
+    let notes = |out: &mut String, flow: Option<Flow>| {
+        for c in caveats(r, flow, CaveatWhen::Always) {
+            let _ = writeln!(out, "     {}", c.text);
+        }
+    };
+    match r.test.far_end {
+        FarEnd::Sink => {
             if let Some(f) = up {
                 row(out, "up   sender   (client)", &f.sender);
                 if let Some(s) = &f.sender.udp_sent {
@@ -460,24 +497,16 @@ fn service_summary(r: &TestResult, format: RateFormat, out: &mut String) {
                         s.packets, s.send_errors
                     );
                 }
-                let _ = writeln!(
-                    out,
-                    "     discard (RFC 863) reports nothing: what arrived is unknown{}; these are the sender's figures",
-                    if r.test.spec.kind == TestKind::Udp {
-                        " (no loss figure)"
-                    } else {
-                        " (TCP delivered what was acknowledged, but bytes still in the sender's socket buffer at the end count here)"
-                    }
-                );
+                notes(out, Some(Flow::Up));
             }
         }
-        "echo" => {
+        FarEnd::Echoes => {
             if let (Some(u), Some(d)) = (up, down) {
                 row(out, "up   sender   (client)", &u.sender);
                 row(out, "back receiver (client)", &d.receiver);
                 udp_summary(
                     &FlowSummary { sender: Default::default(), packets_accounted: None, ..d.clone() },
-                    "echo",
+                    None,
                     out,
                 );
                 if let (Some(s), Some(b)) = (&u.sender.udp_sent, &d.receiver.udp_received) {
@@ -507,25 +536,21 @@ fn service_summary(r: &TestResult, format: RateFormat, out: &mut String) {
                         );
                     }
                 }
-                let _ = writeln!(
-                    out,
-                    "     round trip through the echo server: the server reports nothing, both figures are this end's"
-                );
+                notes(out, None);
             }
         }
         _ => {
             if let Some(f) = down {
                 row(out, "down receiver (client)", &f.receiver);
-                let _ = writeln!(
-                    out,
-                    "     chargen (RFC 864) sends until the client closes: there is no sender count, only what arrived"
-                );
+                notes(out, Some(Flow::Down));
             }
         }
     }
 }
 
-fn udp_summary(f: &FlowSummary, protocol: &str, out: &mut String) {
+/// A UDP flow's sender and receiver lines and its accounting; `short`: the protocol's caveat
+/// for a receiver that counted fewer datagrams than were sent.
+fn udp_summary(f: &FlowSummary, short: Option<&Caveat>, out: &mut String) {
     if let Some(s) = &f.sender.udp_sent {
         let _ = write!(out, "     sender: {} datagrams sent, {} refused by the kernel", s.packets, s.send_errors);
         if let (Some(mean), Some(p99)) = (s.gap_mean_us, s.gap_p99_us) {
@@ -565,17 +590,11 @@ fn udp_summary(f: &FlowSummary, protocol: &str, out: &mut String) {
         }
         Some(false) => {
             let counted = f.receiver.udp_received.as_ref().map(|r| r.packets + r.lost);
-            match (protocol, f.sender.udp_sent.as_ref(), counted) {
-                // iperf3's server stops counting at TEST_END: datagrams still queued for it
-                // then are neither received nor lost in its figures.
-                ("iperf3", Some(s), Some(c)) if c < s.packets => {
-                    let _ = writeln!(
-                        out,
-                        "     {} datagrams sent, {} received or lost by the iperf3 server's count: it stops counting at TEST_END, so the {} still queued for it then are in no figure of its",
-                        s.packets,
-                        c,
-                        s.packets - c
-                    );
+            match (short, f.sender.udp_sent.as_ref(), counted) {
+                // A far end that stops counting early (iperf3 at TEST_END): datagrams still
+                // queued for it then are neither received nor lost in its figures.
+                (Some(c), Some(s), Some(n)) if n < s.packets => {
+                    let _ = writeln!(out, "     {}", c.render(s.packets, n));
                 }
                 _ => {
                     let _ = writeln!(out, "     DATAGRAMS UNACCOUNTED: sent != received + lost on some stream");
@@ -800,8 +819,83 @@ mod tests {
         let mut f = FlowSummary::default();
         f.sender.udp_sent = Some(UdpSent { packets: sent, behind_schedule: behind, ..Default::default() });
         let mut out = String::new();
-        udp_summary(&f, "netchar", &mut out);
+        udp_summary(&f, None, &mut out);
         out
+    }
+
+    /// The TCP fixture, as a peer protocol's result with `far_end` and `caveats`.
+    fn peer_result(far_end: FarEnd, caveats: Vec<Caveat>) -> TestResult {
+        let text = include_str!("../tests/fixtures/tcp.json");
+        let mut r: TestResult = serde_json::from_str(text).unwrap();
+        r.test.protocol = "some-peer".into();
+        r.test.far_end = far_end;
+        r.test.caveats = caveats;
+        r
+    }
+
+    #[test]
+    fn a_silent_far_end_shows_only_this_ends_rows_and_the_protocols_caveat() {
+        let note = Caveat::always(Some(Flow::Up), "the peer reports nothing back over TCP");
+        let r = peer_result(FarEnd::SilentOn(vec![Flow::Up, Flow::Down]), vec![note]);
+        let out = summary(&r, RateFormat::AutoBits);
+        assert!(out.contains("up   sender   (client)"), "{out}");
+        assert!(!out.contains("(server)"), "the silent far end's row is shown:\n{out}");
+        assert!(out.contains("     the peer reports nothing back over TCP\n"), "{out}");
+        assert!(!out.contains("every byte arrived"), "{out}");
+        // The same figures from a far end that reports: both rows, the byte check.
+        let out = summary(&peer_result(FarEnd::Reports, Vec::new()), RateFormat::AutoBits);
+        assert!(out.contains("receiver (server)") && out.contains("every byte arrived"), "{out}");
+    }
+
+    #[test]
+    fn a_short_receivers_caveat_is_said_with_the_figures_only_when_short() {
+        let short = crate::text::tests::short_caveat();
+        let mut r = peer_result(FarEnd::Reports, vec![short]);
+        let f = r.summary.up.as_mut().unwrap();
+        f.bytes_match = false;
+        f.receiver.total_bytes = f.sender.total_bytes - 1000;
+        let (sent, counted) = (f.sender.total_bytes, f.receiver.total_bytes);
+        let out = summary(&r, RateFormat::AutoBits);
+        assert!(out.contains(&format!("{sent} written, {counted} counted by the peer, 1000 in flight")), "{out}");
+        assert!(!out.contains("BYTES DIFFER"), "{out}");
+        // Longer than sent is no case of the caveat's.
+        let f = r.summary.up.as_mut().unwrap();
+        f.receiver.total_bytes = f.sender.total_bytes + 5;
+        let out = summary(&r, RateFormat::AutoBits);
+        assert!(out.contains("BYTES DIFFER") && !out.contains("in flight"), "{out}");
+    }
+
+    fn short_caveat() -> Caveat {
+        Caveat {
+            flow: None,
+            when: CaveatWhen::ReceiverShort,
+            text: "{sent} written, {counted} counted by the peer, {missing} in flight".into(),
+        }
+    }
+
+    #[test]
+    fn the_html_report_lists_the_caveats_that_apply() {
+        let note = Caveat::always(Some(Flow::Up), "the peer reports nothing back over TCP");
+        let mut r = peer_result(FarEnd::Reports, vec![note, short_caveat()]);
+        assert_eq!(applicable_caveats(&r), ["up: the peer reports nothing back over TCP"]);
+        let f = r.summary.up.as_mut().unwrap();
+        f.receiver.total_bytes = f.sender.total_bytes - 10;
+        assert_eq!(applicable_caveats(&r).len(), 2);
+        let html = crate::html::document(&[crate::Saved { label: "t".into(), result: r }], RateFormat::AutoBits);
+        assert!(html.contains("<dd>up: the peer reports nothing back over TCP</dd>"), "{html}");
+    }
+
+    #[test]
+    fn fixed_shape_far_ends_name_their_direction_and_show_their_caveats() {
+        let sink = Caveat::always(Some(Flow::Up), "the sink reports nothing");
+        let r = peer_result(FarEnd::Sink, vec![sink]);
+        assert!(describe_test(&r.test).starts_with("TCP up (client sends) with some-peer server"));
+        let out = summary(&r, RateFormat::AutoBits);
+        assert!(out.contains("up   sender   (client)") && out.contains("     the sink reports nothing\n"), "{out}");
+        assert!(!out.contains("receiver"), "{out}");
+        let mut echo = peer_result(FarEnd::Echoes, Vec::new());
+        echo.test.spec.direction = netchar_model::Direction::Up;
+        assert!(describe_test(&echo.test).starts_with("TCP echo (client sends, the server returns it)"));
     }
 
     #[test]

@@ -334,6 +334,60 @@ impl ClientControl for Iperf2Control {
     }
 }
 
+/// The registry's client constructor for iperf2 (crate::protocols).
+pub(crate) fn iperf2_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+    Ok(Box::new(Iperf2Control::new(a.now, Flavour::Iperf2, a.spec, a.cfg.port, a.cfg.dial_back)?))
+}
+
+/// The registry's client constructor for lwiperf (crate::protocols).
+pub(crate) fn lwiperf_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+    Ok(Box::new(Iperf2Control::new(a.now, Flavour::Lwiperf, a.spec, a.cfg.port, a.cfg.dial_back)?))
+}
+
+/// What an iperf2 server reports: nothing over TCP, nor for what it sends over UDP (its FIN
+/// carries only its datagram count); over UDP up, its report after the FIN.
+pub(crate) fn measurement(spec: &TestSpec) -> (netchar_model::FarEnd, Vec<netchar_model::Caveat>) {
+    silent_far_end("iperf2", spec)
+}
+
+/// What an lwiperf server reports: nothing (it reports to its own callback).
+pub(crate) fn measurement_lwiperf(spec: &TestSpec) -> (netchar_model::FarEnd, Vec<netchar_model::Caveat>) {
+    silent_far_end("lwiperf", spec)
+}
+
+fn silent_far_end(name: &str, spec: &TestSpec) -> (netchar_model::FarEnd, Vec<netchar_model::Caveat>) {
+    use netchar_model::{Caveat, FarEnd, TestKind};
+    let udp = spec.kind == TestKind::Udp;
+    let flows = if udp { vec![Flow::Down] } else { vec![Flow::Up, Flow::Down] };
+    let mut caveats = Vec::new();
+    for &flow in &flows {
+        let text = if udp {
+            format!(
+                "{name} reports nothing back for what it sent: these are netchar's figures, the loss counted \
+                 against the total its FIN datagram gives ({name} counts the FIN as one more datagram)"
+            )
+        } else {
+            // A 2.1+ server counts the settings header after its flags word; with -d/-r (both
+            // ways) the 24-byte header that asked for the dial-back.
+            let extra = match (name, flow, spec.direction) {
+                ("iperf2", Flow::Up, Direction::Bidir) => {
+                    " (iperf2 counts 24 bytes more: the settings header that asked for the dial-back)"
+                }
+                ("iperf2", Flow::Up, _) => {
+                    " (iperf2 counts 20 bytes more per stream: the settings header after its flags word)"
+                }
+                _ => "",
+            };
+            format!(
+                "{name} reports nothing back over TCP: these are netchar's figures; the server's own count is in \
+                 its output{extra}"
+            )
+        };
+        caveats.push(Caveat::always(Some(flow), text));
+    }
+    (FarEnd::SilentOn(flows), caveats)
+}
+
 // ---------------------------------------------------------------- server role
 
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
@@ -370,9 +424,17 @@ impl Iperf2Listener {
     }
 }
 
+/// The registry's binder (crate::protocols::LISTENERS): `ports` is the iperf2 port.
+pub(crate) fn bind_listener(ip: IpAddr, ports: &[u16]) -> io::Result<Box<dyn PeerListener>> {
+    Ok(Box::new(Iperf2Listener::bind(SocketAddr::new(ip, ports[0]))?))
+}
+
 impl PeerListener for Iperf2Listener {
     fn name(&self) -> &'static str {
         "iperf2"
+    }
+    fn describe(&self) -> String {
+        format!("answering iperf2 clients on {} (TCP and UDP), under the same limits", self.local_addr())
     }
     fn local_addr(&self) -> SocketAddr {
         self.tcp.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
@@ -1023,6 +1085,22 @@ mod tests {
         assert_eq!((u1.packets, u1.lost), (447, 2), "sent 449 = 447 received + 2 lost");
         let u2 = records[1].udp_received.as_ref().unwrap();
         assert_eq!((u2.packets, u2.lost), (427, 0), "sent 427 (the FIN included) = 427 received");
+    }
+
+    #[test]
+    fn the_far_end_is_silent_over_tcp_and_for_what_it_sends_over_udp() {
+        use netchar_model::FarEnd;
+        let (far, notes) = measurement(&TestSpec::tcp_default());
+        assert_eq!(far, FarEnd::SilentOn(vec![Flow::Up, Flow::Down]));
+        assert!(notes[0].text.contains("iperf2 counts 20 bytes more per stream"), "{notes:?}");
+        let mut both = TestSpec::tcp_default();
+        both.direction = Direction::Bidir;
+        assert!(measurement(&both).1[0].text.contains("24 bytes more"));
+        let (far, notes) = measurement(&TestSpec::udp_default());
+        assert_eq!(far, FarEnd::SilentOn(vec![Flow::Down]), "UDP up has the server's report");
+        assert!(notes[0].text.contains("its FIN datagram"), "{notes:?}");
+        let (_, notes) = measurement_lwiperf(&TestSpec::tcp_default());
+        assert!(notes.iter().all(|n| n.text.starts_with("lwiperf reports nothing") && !n.text.contains("20 bytes")));
     }
 
     #[test]

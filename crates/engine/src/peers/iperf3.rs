@@ -72,9 +72,18 @@ impl Iperf3Listener {
     }
 }
 
+/// The registry's binder (crate::protocols::LISTENERS): `ports` is the iperf3 port.
+pub(crate) fn bind_listener(ip: IpAddr, ports: &[u16]) -> io::Result<Box<dyn PeerListener>> {
+    Ok(Box::new(Iperf3Listener::bind(SocketAddr::new(ip, ports[0]))?))
+}
+
 impl PeerListener for Iperf3Listener {
     fn name(&self) -> &'static str {
         "iperf3"
+    }
+
+    fn describe(&self) -> String {
+        format!("answering iperf3 clients on {} (TCP and UDP), under the same limits", self.local_addr())
     }
 
     fn local_addr(&self) -> SocketAddr {
@@ -671,6 +680,18 @@ fn run_spec(spec: &TestSpec) -> TestSpec {
 }
 
 // ---------------------------------------------------------------- client role
+
+/// The registry's client constructor (crate::protocols).
+pub(crate) fn client_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+    let mut random = [0u8; 36];
+    let _ = getrandom::getrandom(&mut random);
+    Ok(Box::new(Iperf3Control::new(a.now, a.spec, &random)?))
+}
+
+/// What an iperf3 server reports: its results JSON, counted until TEST_END.
+pub(crate) fn measurement(_: &TestSpec) -> (netchar_model::FarEnd, Vec<netchar_model::Caveat>) {
+    (netchar_model::FarEnd::Reports, crate::protocols::short_count_caveats("the iperf3 server", None))
+}
 
 /// netchar as the client of an iperf3 server (netchar_wire::iperf3): TCP tests, up, `-R`
 /// and `--bidir`, `-P`, `-t`/`-n`, `-l`, `-b`, `-w`, `-M`, `-N`, `-C`, `-O`.

@@ -32,6 +32,8 @@ pub trait PeerListener: Send {
     fn name(&self) -> &'static str;
     /// The address it listens on.
     fn local_addr(&self) -> SocketAddr;
+    /// The start-up line: what it answers, where.
+    fn describe(&self) -> String;
     /// The UDP ports it listens on: a datagram from one of them is another server's answer,
     /// never a client's (crate::reflection).
     fn udp_ports(&self) -> Vec<u16>;

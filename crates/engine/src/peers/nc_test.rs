@@ -550,6 +550,8 @@ pub fn master_result(cfg: &MasterConfig, r: &MasterReport, started_at: &str, err
         protocol: "nc-test".into(),
         // nc_test carries no software name or version.
         peer_software: None,
+        far_end: Default::default(),
+        caveats: Vec::new(),
     };
     let header = netchar_model::ResultHeader {
         test,
@@ -600,9 +602,22 @@ impl NcTestListener {
     }
 }
 
+/// The registry's binder (crate::protocols::LISTENERS): `ports` are control and data.
+pub(crate) fn bind_listener(ip: IpAddr, ports: &[u16]) -> io::Result<Box<dyn PeerListener>> {
+    Ok(Box::new(NcTestListener::bind(SocketAddr::new(ip, ports[0]), ports[1])?))
+}
+
 impl PeerListener for NcTestListener {
     fn name(&self) -> &'static str {
         "nc-test"
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "answering eCos nc_test masters on UDP {} (data on port {}), under the same limits",
+            self.local_addr(),
+            self.data_port()
+        )
     }
 
     fn local_addr(&self) -> SocketAddr {

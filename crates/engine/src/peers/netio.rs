@@ -277,6 +277,8 @@ pub fn test_info(
         protocol: "netio".into(),
         // netio says nothing about itself.
         peer_software: None,
+        far_end: Default::default(),
+        caveats: Vec::new(),
     }
 }
 
@@ -393,9 +395,17 @@ impl NetioListener {
 /// Datagrams received per source address since each UDP test's C2S.
 type UdpCounts = Arc<Mutex<HashMap<IpAddr, (u64, u64)>>>;
 
+/// The registry's binder (crate::protocols::LISTENERS): `ports` is the netio TCP port.
+pub(crate) fn bind_listener(ip: IpAddr, ports: &[u16]) -> io::Result<Box<dyn PeerListener>> {
+    Ok(Box::new(NetioListener::bind(ip, ports[0])?))
+}
+
 impl PeerListener for NetioListener {
     fn name(&self) -> &'static str {
         "netio"
+    }
+    fn describe(&self) -> String {
+        format!("netio: TCP test on {}, UDP test on {} (TCP control and UDP)", self.port(), self.port() + 1)
     }
     fn local_addr(&self) -> SocketAddr {
         self.tcp.local_addr().expect("a bound listener has an address")

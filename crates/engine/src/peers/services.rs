@@ -282,9 +282,71 @@ impl ServicesListener {
     }
 }
 
+/// The registry's binder (crate::protocols::LISTENERS): `ports` are echo, discard, chargen.
+pub(crate) fn bind_listener(ip: IpAddr, ports: &[u16]) -> io::Result<Box<dyn PeerListener>> {
+    Ok(Box::new(ServicesListener::bind(ip, ServicePorts { echo: ports[0], discard: ports[1], chargen: ports[2] })?))
+}
+
+fn session(a: &crate::protocols::SessionArgs<'_>, service: Service) -> Result<Box<dyn ClientControl>, String> {
+    Ok(Box::new(ServiceControl::new(a.now, service, a.spec)?))
+}
+
+/// The registry's client constructors and test shapes (crate::protocols).
+pub(crate) fn echo_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+    session(a, Service::Echo)
+}
+/// See [`echo_session`].
+pub(crate) fn discard_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+    session(a, Service::Discard)
+}
+/// See [`echo_session`].
+pub(crate) fn chargen_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+    session(a, Service::Chargen)
+}
+/// The service decides the direction (echo: both ways on one socket).
+pub(crate) fn echo_shape(spec: &TestSpec) -> Result<TestSpec, String> {
+    service_spec(Service::Echo, spec)
+}
+/// See [`echo_shape`].
+pub(crate) fn discard_shape(spec: &TestSpec) -> Result<TestSpec, String> {
+    service_spec(Service::Discard, spec)
+}
+/// See [`echo_shape`].
+pub(crate) fn chargen_shape(spec: &TestSpec) -> Result<TestSpec, String> {
+    service_spec(Service::Chargen, spec)
+}
+
+/// echo returns what it gets and reports nothing.
+pub(crate) fn echo_measurement(_: &TestSpec) -> (netchar_model::FarEnd, Vec<netchar_model::Caveat>) {
+    let note = "round trip through the echo server: the server reports nothing, both figures are this end's";
+    (netchar_model::FarEnd::Echoes, vec![netchar_model::Caveat::always(None, note)])
+}
+
+/// discard takes what comes and reports nothing.
+pub(crate) fn discard_measurement(spec: &TestSpec) -> (netchar_model::FarEnd, Vec<netchar_model::Caveat>) {
+    let what = if spec.kind == TestKind::Udp {
+        " (no loss figure)"
+    } else {
+        " (TCP delivered what was acknowledged, but bytes still in the sender's socket buffer at the end count here)"
+    };
+    let note =
+        format!("discard (RFC 863) reports nothing: what arrived is unknown{what}; these are the sender's figures");
+    (netchar_model::FarEnd::Sink, vec![netchar_model::Caveat::always(Some(Flow::Up), note)])
+}
+
+/// chargen sends until the client closes and reports nothing.
+pub(crate) fn chargen_measurement(_: &TestSpec) -> (netchar_model::FarEnd, Vec<netchar_model::Caveat>) {
+    let note = "chargen (RFC 864) sends until the client closes: there is no sender count, only what arrived";
+    (netchar_model::FarEnd::Source, vec![netchar_model::Caveat::always(Some(Flow::Down), note)])
+}
+
 impl PeerListener for ServicesListener {
     fn name(&self) -> &'static str {
         "services"
+    }
+    fn describe(&self) -> String {
+        let p = self.ports();
+        format!("services: echo on {}, discard on {}, chargen on {} (TCP and UDP)", p.echo, p.discard, p.chargen)
     }
     fn local_addr(&self) -> SocketAddr {
         self.first
