@@ -1,0 +1,50 @@
+//! The lines the stock programs print, as they print them.
+
+use super::{Kind, Pause};
+use std::time::Duration;
+
+/// A line netchar adds to the stock output starts with this.
+pub const NOTE_PREFIX: &str = "netchar: ";
+
+/// The stock result line: `"%s - %d bufs of %d bytes in %d.%02d seconds - %.2f KB/S - %.4f
+/// Mbit/S (M = 10^6)"` (+ lost, + out of sequence). The time is truncated to 10 ms.
+pub fn result_line(
+    name: &str,
+    total_packets: u32,
+    buflen: u32,
+    elapsed: Duration,
+    lost: u32,
+    seq_errors: u32,
+) -> String {
+    let secs = elapsed.as_secs();
+    let centis = elapsed.subsec_micros() / 10_000;
+    let real = secs as f64 + f64::from(centis) * 0.01;
+    let thru = (i64::from(total_packets) * i64::from(buflen)) as f64 / real;
+    let mut s = format!(
+        "{name} - {total_packets} bufs of {buflen} bytes in {secs}.{centis:02} seconds - {:.2} KB/S - {:.4} Mbit/S (M = 10^6)",
+        thru / 1024.0,
+        thru * 8.0 / 1_000_000.0
+    );
+    if lost > 0 {
+        s.push_str(&format!(", {lost} lost"));
+    }
+    if seq_errors > 0 {
+        s.push_str(&format!(", {seq_errors} out of sequence"));
+    }
+    s
+}
+
+/// The stock "Start ..." line.
+pub fn start_line(kind: Kind, nbufs: u32, buflen: u32, pause: Pause) -> String {
+    if pause.ticks > 0 {
+        format!(
+            "Start {} [{nbufs},{buflen}] - {}ms delay after {} packet{}",
+            kind.name(),
+            pause.ticks * 10,
+            pause.threshold,
+            if pause.threshold > 1 { "s" } else { "" }
+        )
+    } else {
+        format!("Start {} [{nbufs},{buflen}] - no delays", kind.name())
+    }
+}
