@@ -8,6 +8,7 @@
 //! - [`iperf2`]: iperf2's in-band headers and UDP server report, and lwiperf's use of them;
 //! - [`iperf3`]: iperf3's control protocol, both sides, and its UDP header;
 //! - [`netio`]: netio's CONTROL message, block framing, client and server state machines;
+//! - [`netperf`]: netperf's control messages and OMNI tests, client and server state machines;
 //! - [`nc_test`]: eCos nc_test_master / nc_test_slave, both roles;
 //! - [`services`]: echo, discard and chargen (RFC 862/863/864): the chargen pattern and checks;
 //! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
@@ -34,6 +35,7 @@ pub mod iperf3;
 pub mod message;
 pub mod nc_test;
 pub mod netio;
+pub mod netperf;
 pub mod services;
 pub mod session;
 
