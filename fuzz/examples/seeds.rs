@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 fn main() -> std::io::Result<()> {
     let corpus = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "corpus".into()));
-    for target in ["hello", "control_messages", "datagram", "spec", "spec_fields", "key_file", "nc_test"] {
+    for target in ["hello", "control_messages", "datagram", "spec", "spec_fields", "key_file", "nc_test", "netperf"] {
         let dir = corpus.join(target);
         std::fs::create_dir_all(&dir)?;
         for (i, seed) in netchar_fuzz::bodies::seeds(target).iter().enumerate() {

@@ -389,6 +389,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
     };
     let specs = super::test_spec::seed_specs();
     match target {
+        "netperf" => super::netperf::seeds(),
         "hello" => vec![
             Hello::control().encode().to_vec(),
             Hello::server_with_nonce([3; 16], true).encode().to_vec(),

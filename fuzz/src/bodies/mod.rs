@@ -8,6 +8,8 @@
 //!   iperf3's client session, iperf2's headers and report, netio's server and client machines,
 //!   eCos nc_test's records and loops)
 //!   and their seeds;
+//! - [`netperf`]: netperf's control messages and both roles' sessions, and their seeds (run on
+//!   stable Rust by `crates/wire/tests/netperf_props.rs`);
 //! - [`test_spec`]: the test request's spec, as JSON and field by field;
 //! - [`script`]: what a session's script is made of (the peer's messages, time, the driver's
 //!   calls), and a whole test as a script;
@@ -19,6 +21,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod decoders;
+pub mod netperf;
 pub mod script;
 pub mod session;
 pub mod test_spec;
