@@ -10,14 +10,13 @@
 //! its write side, so the receiver reads every byte and then EOF. Receivers end only at EOF
 //! (exact byte totals, unlike iperf3's cut-off, esnet/iperf#382) or when the test is aborted.
 
+mod formats;
 mod rr;
 mod send_group;
 mod udp;
 mod wake_batching;
 
-use netchar_wire::datagram::NativeFormat;
-use netchar_wire::iperf3::Iperf3Datagrams;
-use netchar_wire::services::EchoFormat;
+pub use formats::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 pub(crate) use rr::latency_us;
 
 use netchar_model::{
@@ -118,68 +117,6 @@ pub struct DataPlaneConfig {
     /// threaded receivers a thread per stream is faster (-P 4 on 2 CPUs: 34.6 against 27.4
     /// Gbit/s).
     pub interleave_senders: bool,
-}
-
-/// The UDP datagram formats the workers speak: one variant per protocol, matched once per
-/// worker so the datagram loop is monomorphised over the format.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum DatagramFormatKind {
-    /// netchar's own 24-byte header (netchar_wire::datagram).
-    #[default]
-    Native,
-    /// iperf3's 12-byte header, 16 with 64-bit sequence numbers (netchar_wire::iperf3).
-    Iperf3 {
-        /// 64-bit sequence numbers (`udp_counters_64bit`).
-        wide: bool,
-    },
-    /// netchar's header through an echo server: echoes count for the stream this many ids
-    /// above the sender (netchar_wire::services::EchoFormat).
-    Echo(u32),
-    /// iperf2's 12- or 16-byte header; a sender puts its client header after it
-    /// (netchar_wire::iperf2::UdpFormat) and ends with the FIN / server report exchange.
-    Iperf2(netchar_wire::iperf2::Layout),
-}
-
-/// iperf2's UDP format for a worker of `spec` on `socket` started at `t0`: a sender's
-/// datagrams carry the test's settings (an iperf2 server reads them from any datagram).
-fn iperf2_format(
-    layout: netchar_wire::iperf2::Layout,
-    spec: &TestSpec,
-    sender: bool,
-    socket: &std::net::UdpSocket,
-    t0: Instant,
-) -> netchar_wire::iperf2::UdpFormat {
-    use netchar_wire::iperf2::{Amount, ClientHeader, UdpFormat};
-    let settings = if sender {
-        let amount = match spec.end {
-            netchar_model::EndCondition::Seconds(s) => Amount::Seconds(s),
-            netchar_model::EndCondition::Bytes(b) => Amount::Bytes(b),
-        };
-        let rate = spec.udp_pps_per_stream().map_or(0, |pps| (pps * spec.block_bytes as f64 * 8.0) as u64);
-        let port = socket.peer_addr().map_or(netchar_wire::iperf2::DEFAULT_PORT, |a| a.port());
-        ClientHeader::udp_settings(layout, amount, spec.block_bytes as u32, rate, port)
-    } else {
-        Vec::new()
-    };
-    let format = UdpFormat::new(layout, udp::realtime_at(t0), settings);
-    if sender || spec.direction != netchar_model::Direction::Down {
-        return format;
-    }
-    // UDP -R (iperf 2.1+): the receiver asks the server to send, until data comes.
-    let amount = match spec.end {
-        netchar_model::EndCondition::Seconds(s) => Amount::Seconds(s),
-        netchar_model::EndCondition::Bytes(b) => Amount::Bytes(b),
-    };
-    let rate = spec.udp_pps_per_stream().map_or(0, |pps| (pps * spec.block_bytes as f64 * 8.0) as u64);
-    let port = socket.peer_addr().map_or(netchar_wire::iperf2::DEFAULT_PORT, |a| a.port());
-    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    format.with_request(ClientHeader::udp_reverse_request(
-        amount,
-        spec.block_bytes as u32,
-        rate,
-        port,
-        wall.as_nanos() as u64,
-    ))
 }
 
 /// Per-stream state shared between a worker and the collector.
@@ -676,7 +613,6 @@ impl Worker {
             let _ = tx.send(netchar_sys::fdtable::move_to_own_table(s.as_fd()).ok());
         }
         let (sh, ctl, spec, t0) = (&*self.shared, &*self.controls, &self.cfg.spec, self.started);
-        let format = self.cfg.datagrams;
         let rr = spec.kind == TestKind::Rr;
         // A panic in a worker must not leave its stream "running" forever: the collector, and
         // with it the test's slot on the server, wait for every worker to be done.
@@ -694,22 +630,9 @@ impl Worker {
             (Role::Sender, DataSocket::DialBack(..)) => Ok(()),
             (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
-            (Role::Sender, DataSocket::Udp(s)) => match format {
-                DatagramFormatKind::Native => udp::send(&NativeFormat, sh, ctl, spec, t0, s),
-                DatagramFormatKind::Iperf3 { wide } => udp::send(&Iperf3Datagrams { wide }, sh, ctl, spec, t0, s),
-                DatagramFormatKind::Echo(offset) => udp::send(&EchoFormat { offset }, sh, ctl, spec, t0, s),
-                DatagramFormatKind::Iperf2(layout) => {
-                    udp::send(&iperf2_format(layout, spec, true, s, t0), sh, ctl, spec, t0, s)
-                }
-            },
-            (Role::Receiver, DataSocket::Udp(s)) => match format {
-                DatagramFormatKind::Native => udp::receive(&NativeFormat, sh, ctl, spec, t0, s),
-                DatagramFormatKind::Iperf3 { wide } => udp::receive(&Iperf3Datagrams { wide }, sh, ctl, spec, t0, s),
-                DatagramFormatKind::Echo(offset) => udp::receive(&EchoFormat { offset }, sh, ctl, spec, t0, s),
-                DatagramFormatKind::Iperf2(layout) => {
-                    udp::receive(&iperf2_format(layout, spec, false, s, t0), sh, ctl, spec, t0, s)
-                }
-            },
+            (_, DataSocket::Udp(s)) => {
+                UdpWorker { shared: sh, controls: ctl, spec, started: t0, socket: s }.run_kind(self.cfg.datagrams)
+            }
         }))
         .unwrap_or_else(|panic| {
             let what = panic

@@ -2,11 +2,11 @@
 //! the settings each stream carries, and what the far end reports.
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
-use crate::dataplane::DatagramFormatKind;
+use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpReceived,
 };
-use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, DialBack, Extension, Layout, ServerReport};
+use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, DialBack, Extension, Layout, ServerReport, UdpFormat};
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -309,11 +309,42 @@ impl ClientControl for Iperf2Control {
         self.reported
     }
     fn datagrams(&self) -> DatagramFormatKind {
-        DatagramFormatKind::Iperf2(Layout::V21)
+        DatagramFormatKind::Peer(PeerDatagrams { protocol: "iperf2", run: udp_worker })
     }
     fn connection(&self) -> ControlConnection {
         ControlConnection::None
     }
+}
+
+/// One UDP worker of the client over iperf 2.1's datagrams: a sender's carry the test's
+/// settings after the 16-byte header (an iperf2 server reads them from any datagram); a `-R`
+/// receiver asks the server to send, until data comes.
+fn udp_worker(worker: UdpWorker<'_>) -> std::io::Result<()> {
+    let format = udp_format(&worker);
+    worker.run(&format)
+}
+
+/// The format of [`udp_worker`].
+fn udp_format(worker: &UdpWorker<'_>) -> UdpFormat {
+    const LAYOUT: Layout = Layout::V21;
+    let spec = worker.spec();
+    // The whole test's amount, as iperf2 clients send it on each stream.
+    let amount = match spec.end {
+        EndCondition::Seconds(s) => Amount::Seconds(s),
+        EndCondition::Bytes(b) => Amount::Bytes(b),
+    };
+    let block = spec.block_bytes as u32;
+    let rate = spec.udp_pps_per_stream().map_or(0, |pps| (pps * spec.block_bytes as f64 * 8.0) as u64);
+    let port = worker.socket().peer_addr().map_or(wire::DEFAULT_PORT, |a| a.port());
+    let settings =
+        if worker.is_sender() { ClientHeader::udp_settings(LAYOUT, amount, block, rate, port) } else { Vec::new() };
+    let format = UdpFormat::new(LAYOUT, worker.realtime_start_ns(), settings);
+    if worker.is_sender() || spec.direction != Direction::Down {
+        return format;
+    }
+    // UDP -R (iperf 2.1+): the request names the client's wall clock at the start.
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    format.with_request(ClientHeader::udp_reverse_request(amount, block, rate, port, wall.as_nanos() as u64))
 }
 
 /// The registry's client constructor for iperf2 (crate::protocols).

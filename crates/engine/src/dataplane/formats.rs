@@ -1,0 +1,112 @@
+//! The UDP datagram formats the workers speak, and the seam a peer protocol's own format comes
+//! in by. The data plane holds no protocol's header code: the codecs are netchar_wire's, and a
+//! format that must be built from the worker (iperf2's, whose datagrams carry the test's
+//! settings) is built by its protocol's adapter ([`PeerDatagrams`]).
+//!
+//! A format is chosen once per worker, and the worker's loop is monomorphised over it
+//! ([`UdpWorker::run`]): no `dyn` call per datagram.
+
+use super::{udp, Controls, StreamShared};
+use netchar_model::{Role, TestSpec};
+use netchar_wire::datagram::{DatagramFormat, NativeFormat};
+use netchar_wire::iperf3::Iperf3Datagrams;
+use netchar_wire::services::EchoFormat;
+use std::io;
+use std::net::UdpSocket;
+use std::time::Instant;
+
+/// How a test's UDP datagrams carry sequence numbers and send times.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DatagramFormatKind {
+    /// netchar's own 24-byte header (netchar_wire::datagram).
+    #[default]
+    Native,
+    /// iperf3's 12-byte header, 16 with 64-bit sequence numbers (netchar_wire::iperf3).
+    Iperf3 {
+        /// 64-bit sequence numbers (`udp_counters_64bit`).
+        wide: bool,
+    },
+    /// netchar's header through an echo server: echoes count for the stream this many ids
+    /// above the sender (netchar_wire::services::EchoFormat).
+    Echo(u32),
+    /// A format its protocol's adapter builds for each worker.
+    Peer(PeerDatagrams),
+}
+
+/// A peer protocol's UDP format, built by the protocol's adapter for each worker: `run` builds
+/// the format from what the worker is (its spec, its role, its socket, its start) and runs the
+/// worker over it with [`UdpWorker::run`].
+#[derive(Clone, Copy)]
+pub struct PeerDatagrams {
+    /// The protocol, as its registry entry names it (crate::protocols).
+    pub protocol: &'static str,
+    /// Builds the worker's format and runs the worker over it.
+    pub run: fn(UdpWorker<'_>) -> io::Result<()>,
+}
+
+impl std::fmt::Debug for PeerDatagrams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerDatagrams").field("protocol", &self.protocol).finish_non_exhaustive()
+    }
+}
+
+/// One protocol's format is one function: compared by the protocol's name (function pointers
+/// have no reliable identity).
+impl PartialEq for PeerDatagrams {
+    fn eq(&self, other: &Self) -> bool {
+        self.protocol == other.protocol
+    }
+}
+
+impl Eq for PeerDatagrams {}
+
+/// One UDP worker, ready to run over a format: what a [`PeerDatagrams`] builds its format from.
+pub struct UdpWorker<'a> {
+    pub(super) shared: &'a StreamShared,
+    pub(super) controls: &'a Controls,
+    pub(super) spec: &'a TestSpec,
+    pub(super) started: Instant,
+    pub(super) socket: &'a UdpSocket,
+}
+
+impl UdpWorker<'_> {
+    /// The test.
+    pub fn spec(&self) -> &TestSpec {
+        self.spec
+    }
+
+    /// Whether this worker sends (else it receives).
+    pub fn is_sender(&self) -> bool {
+        self.shared.role == Role::Sender
+    }
+
+    /// The worker's connected socket (its peer's address names the peer's port).
+    pub fn socket(&self) -> &UdpSocket {
+        self.socket
+    }
+
+    /// The realtime clock's reading (ns since the epoch) at the worker's start, on which
+    /// formats with wall-clock stamps place their datagrams.
+    pub fn realtime_start_ns(&self) -> u64 {
+        udp::realtime_at(self.started)
+    }
+
+    /// Runs the worker's loop (sending or receiving) over `format`, to the stream's end.
+    pub fn run<F: DatagramFormat>(self, format: &F) -> io::Result<()> {
+        let Self { shared, controls, spec, started, socket } = self;
+        match shared.role {
+            Role::Sender => udp::send(format, shared, controls, spec, started, socket),
+            Role::Receiver => udp::receive(format, shared, controls, spec, started, socket),
+        }
+    }
+
+    /// Runs the worker over the format `kind` names.
+    pub(super) fn run_kind(self, kind: DatagramFormatKind) -> io::Result<()> {
+        match kind {
+            DatagramFormatKind::Native => self.run(&NativeFormat),
+            DatagramFormatKind::Iperf3 { wide } => self.run(&Iperf3Datagrams { wide }),
+            DatagramFormatKind::Echo(offset) => self.run(&EchoFormat { offset }),
+            DatagramFormatKind::Peer(peer) => (peer.run)(self),
+        }
+    }
+}
