@@ -134,11 +134,17 @@ pub(crate) fn in_network(ip: IpAddr, net: IpAddr, len: u8) -> bool {
 }
 
 /// A data stream arriving for a test.
-pub(crate) enum DataConn {
-    /// A TCP data connection for stream `id`.
+pub enum DataConn {
+    /// A TCP data connection for stream `id` (netchar's data hello names it).
     Tcp(u32, TcpStream),
     /// A UDP stream `id` whose address proved it receives there.
     Udp(u32, SocketAddr),
+    /// A TCP data connection numbered by its place in the listener's accept order, once all
+    /// of the test's are in (iperf3's: the client numbers streams in connect order).
+    TcpInOrder(u64, TcpStream),
+    /// A UDP stream announced by this first datagram from this address, numbered as it comes
+    /// (iperf3's 4-byte hello, answered by the protocol).
+    UdpHello(SocketAddr, Vec<u8>),
 }
 
 /// One running test, as admission and data routing see it.
@@ -197,9 +203,16 @@ pub(crate) struct Registry {
 
 /// Why a request is refused.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Refusal {
-    /// Retry later: the server is at a limit that frees up (`reason` None: `--max-concurrent`).
-    Busy { running: u32, max: u32, reason: Option<String> },
+pub enum Refusal {
+    /// Retry later: the server is at a limit that frees up.
+    Busy {
+        /// Tests running.
+        running: u32,
+        /// Tests admitted at once (`--max-concurrent`).
+        max: u32,
+        /// The limit reached, when it is not `--max-concurrent`.
+        reason: Option<String>,
+    },
     /// Never acceptable as asked; the reason names the limit and what to ask instead.
     Rejected(String),
 }

@@ -4,7 +4,8 @@
 //!   [`control`] (netchar's own [`control::NativeClient`] first), opens the data streams as
 //!   the protocol describes them and runs the local end of every stream;
 //! - [`server`]: the listener that tells control from data connections by their hello, admits
-//!   tests (`--max-concurrent`), and runs each test's server end in its own control thread;
+//!   tests (`--max-concurrent`), and runs each test's server end in its own control thread,
+//!   through the one driver of every protocol's server session ([`server_control`]);
 //! - [`dataplane`]: the worker threads, one per stream, apart from the control sessions; they
 //!   share nothing but a few atomic counters per stream, read by the collector once per tick;
 //! - [`peers`]: servers of peer protocols (iperf3, ...) beside the native one, one admission;
@@ -27,6 +28,7 @@ pub mod peers;
 pub mod protocols;
 pub mod reflection;
 pub mod server;
+pub mod server_control;
 mod tcp_setup;
 pub mod under_load;
 

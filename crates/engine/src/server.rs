@@ -13,19 +13,20 @@ use crate::admission::{
     canonical, ConnRefusal, DataConn, DataPathPolicy, Limits, Refusal, Registry, Request, SourceCounts, SourceSlot,
     MAX_CHALLENGES_PER_STREAM,
 };
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, PeerFilter};
-use crate::measure::{host_info, CpuMeter};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, PeerFilter};
+use crate::measure::CpuMeter;
 use crate::peers::{PeerContext, PeerListener};
 use crate::reflection::{GuardCounts, PeerPolicy, ReflectionGuard, RefusalKind};
+use crate::server_control::{Admission, NativeServer, ServerControl, ServerControlEvent, ServerRequest};
 use crate::tcp_setup::post_connect;
 use crate::StopFlag;
-use netchar_model::{Endpoint, Flow, Role, StreamRecord, TestSpec};
+use netchar_model::{Endpoint, Flow, Role, StreamRecord, StreamTotal, TestSpec};
 use netchar_wire::auth::KeyTable;
 use netchar_wire::codec::encode_frame;
 use netchar_wire::datagram::DatagramHeader;
 use netchar_wire::hello::{identify_peer, Hello, Role as HelloRole, HELLO_LEN, MAGIC};
 use netchar_wire::message::ServerMessage;
-use netchar_wire::session::{ServerEvent, ServerSession, Timeouts};
+use netchar_wire::session::{ServerSession, Timeouts};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -541,7 +542,7 @@ fn handle_connection(mut stream: TcpStream, peer: SocketAddr, slot: SourceSlot, 
             drop(slot);
             route_data_connection(stream, peer, &hello, shared);
         }
-        _ => ControlSession::serve(stream, peer, &hello, shared, accepted + limits.idle_timeout),
+        _ => serve_native(stream, peer, &hello, shared, accepted + limits.idle_timeout),
     }
 }
 
@@ -594,15 +595,38 @@ fn describe_client_bytes(b: &[u8]) -> String {
     identify_peer(b).replace("answered", "sent")
 }
 
-/// One client's test, driven from the server's control thread.
-struct ControlSession<'a> {
+/// Opens a netchar control session for a client whose hello was read, and drives it.
+fn serve_native(stream: TcpStream, peer: SocketAddr, hello: &Hello, shared: &Shared, request_deadline: Instant) {
+    let mut nonce = [0u8; 16];
+    if getrandom::getrandom(&mut nonce).is_err() {
+        (shared.log)(ServerLog::Rejected { peer, reason: "no randomness for the session nonce".into() });
+        return;
+    }
+    let session = ServerSession::with_auth(Instant::now(), hello, shared.cfg.timeouts, nonce, shared.cfg.keys.clone());
+    match session {
+        Ok(s) => SessionDriver::serve(stream, peer, Box::new(NativeServer::new(s)), shared, request_deadline),
+        Err(rejected) => {
+            let (mut s, e) = *rejected;
+            let mut out = Vec::new();
+            s.poll_output(&mut out);
+            let _ = (&stream).write_all(&out);
+            (shared.log)(ServerLog::Rejected { peer, reason: e.to_string() });
+        }
+    }
+}
+
+/// One client's test, driven from its control connection's thread: the one driver of every
+/// protocol's server session (crate::server_control), netchar's and iperf3's.
+pub(crate) struct SessionDriver<'a> {
     stream: TcpStream,
     peer: SocketAddr,
-    session: ServerSession,
+    session: Box<dyn ServerControl>,
     shared: &'a Shared,
     /// The test must have been asked for by then (`--idle-timeout`, from accept).
     request_deadline: Instant,
     spec: Option<TestSpec>,
+    /// What the workers run (the spec, unless the protocol runs it otherwise).
+    run: Option<TestSpec>,
     /// The client's software and version, as it told them.
     peer_software: Option<String>,
     user: Option<String>,
@@ -610,25 +634,34 @@ struct ControlSession<'a> {
     refused_data: u64,
     cookie: Option<[u8; 16]>,
     data_rx: Option<mpsc::Receiver<DataConn>>,
+    /// TCP data connections numbered by accept order (iperf3's), held until all are in.
+    in_order: Vec<(u64, TcpStream)>,
     streams: Vec<DataStream>,
     plane: Option<DataPlane>,
     meter: Option<CpuMeter>,
     concurrent: u32,
     senders_reported: bool,
-    peer_done_at: Option<Instant>,
+    /// The client's senders' totals, and when they came.
+    peer_totals: Option<(Instant, Vec<StreamTotal>)>,
     error: Option<String>,
     records_for_log: Vec<StreamRecord>,
-    /// When `ready` was sent: this end's clock for the test.
+    /// When every data stream was in: this end's clock for the test.
     ready_at: Option<Instant>,
+    /// The session has been given this end's figures.
+    finished: bool,
     /// `--server-load`: the running background load.
     load: Option<crate::load::BackgroundLoad>,
     /// `--idle`: the idle counters and the mark taken at the start.
     idle: Option<(crate::load::IdleMeter, Option<(u64, Instant)>)>,
 }
 
+/// After a client says its test is over, how long receivers may take to read what it says it
+/// sent (iperf3's results come before the server's).
+const SETTLE_WAIT: Duration = Duration::from_secs(3);
+
 /// Whatever ends a session, a panic in its thread included, its test's slot is freed and its
 /// workers are stopped: a slot held for ever would make the server busy for everyone.
-impl Drop for ControlSession<'_> {
+impl Drop for SessionDriver<'_> {
     fn drop(&mut self) {
         if let Some(plane) = self.plane.take() {
             plane.abort();
@@ -637,53 +670,44 @@ impl Drop for ControlSession<'_> {
     }
 }
 
-impl<'a> ControlSession<'a> {
-    fn serve(stream: TcpStream, peer: SocketAddr, hello: &Hello, shared: &'a Shared, request_deadline: Instant) {
+impl<'a> SessionDriver<'a> {
+    /// Serves one control connection with `session` until the session is over, then logs it.
+    pub(crate) fn serve(
+        stream: TcpStream,
+        peer: SocketAddr,
+        session: Box<dyn ServerControl>,
+        shared: &'a Shared,
+        request_deadline: Instant,
+    ) {
         let _ = stream.set_nodelay(true);
         // A client that stops reading must not hold this thread (and its slots) in a write:
         // a write that cannot finish within a phase ends the session.
         let _ = stream.set_write_timeout(Some(shared.cfg.timeouts.phase));
-        let log = &shared.log;
-        let mut nonce = [0u8; 16];
-        if getrandom::getrandom(&mut nonce).is_err() {
-            log(ServerLog::Rejected { peer, reason: "no randomness for the session nonce".into() });
-            return;
-        }
-        let session =
-            ServerSession::with_auth(Instant::now(), hello, shared.cfg.timeouts, nonce, shared.cfg.keys.clone());
-        let session = match session {
-            Ok(s) => s,
-            Err(rejected) => {
-                let (mut s, e) = *rejected;
-                let mut out = Vec::new();
-                s.poll_output(&mut out);
-                let _ = (&stream).write_all(&out);
-                log(ServerLog::Rejected { peer, reason: e.to_string() });
-                return;
-            }
-        };
-        let mut me = ControlSession {
+        let mut me = SessionDriver {
             stream,
             peer,
             session,
             shared,
             request_deadline,
             spec: None,
+            run: None,
             peer_software: None,
             user: None,
             data_paths: Vec::new(),
             refused_data: 0,
             cookie: None,
             data_rx: None,
+            in_order: Vec::new(),
             streams: Vec::new(),
             plane: None,
             meter: None,
             concurrent: 0,
             senders_reported: false,
-            peer_done_at: None,
+            peer_totals: None,
             error: None,
             records_for_log: Vec::new(),
             ready_at: None,
+            finished: false,
             load: None,
             idle: None,
         };
@@ -691,9 +715,10 @@ impl<'a> ControlSession<'a> {
         me.finish(outcome.err());
         me.release();
         me.linger();
+        let protocol = me.session.protocol();
         match me.spec.take() {
-            Some(spec) if me.meter.is_some() || me.error.is_some() => log(ServerLog::Test(Box::new(TestLog {
-                protocol: "netchar",
+            Some(spec) if me.concurrent > 0 => (shared.log)(ServerLog::Test(Box::new(TestLog {
+                protocol,
                 peer_software: me.peer_software.clone(),
                 peer,
                 data_paths: std::mem::take(&mut me.data_paths),
@@ -704,10 +729,11 @@ impl<'a> ControlSession<'a> {
                 refused_data: me.refused_data,
                 error: me.error.clone(),
             }))),
-            Some(_) => {}
-            None => {
+            _ => {
                 if let Some(e) = me.error.clone() {
-                    log(ServerLog::Rejected { peer, reason: e });
+                    let reason =
+                        if protocol == netchar_model::NATIVE_PROTOCOL { e } else { format!("{protocol}: {e}") };
+                    (shared.log)(ServerLog::Rejected { peer, reason });
                 }
             }
         }
@@ -726,23 +752,23 @@ impl<'a> ControlSession<'a> {
             }
             self.collect_streams()?;
             if stop.is_raised() {
+                self.session.stopping(Instant::now());
                 return Err("the server is shutting down".into());
             }
             if self.spec.is_none() && Instant::now() >= self.request_deadline {
                 let secs = self.shared.cfg.limits.idle_timeout.as_secs_f64();
-                self.session.error(Instant::now(), &format!("no test request within {secs:.0} s of connecting"));
+                self.session.fail(Instant::now(), &format!("no test request within {secs:.0} s of connecting"));
                 self.flush()?;
                 return Err(format!("no test request within {secs:.0} s (--idle-timeout)"));
             }
             if let (Some(max), Some(at)) = (self.shared.cfg.limits.max_duration, self.ready_at) {
-                // -n tests have no duration to check at admission: they stop at the limit.
-                // Timed tests end on their own well before it; the margin covers the UDP
-                // grace and a slow start.
+                // -n tests have no duration to check at admission, and a client that ends
+                // the test itself may not: they stop at the limit. Timed tests end on their
+                // own well before it; the margin covers the UDP grace and a slow start.
                 if self.plane.is_some() && at.elapsed() > max + self.udp_grace() + Duration::from_secs(2) {
-                    return Err(format!(
-                        "stopped after {:.0} s, the server's limit (--max-duration)",
-                        max.as_secs_f64()
-                    ));
+                    let why = format!("stopped after {:.0} s, the server's limit (--max-duration)", max.as_secs_f64());
+                    self.session.stopping(Instant::now());
+                    return Err(why);
                 }
             }
             if let Some(plane) = &self.plane {
@@ -754,13 +780,17 @@ impl<'a> ControlSession<'a> {
                         }
                     }
                 }
-                if let Some(e) = plane.first_error() {
+                // A data connection that fails while the test runs: the client is gone.
+                if let Some(e) = plane.first_error().filter(|_| self.session.is_running()) {
                     return Err(e);
                 }
-                if plane.all_done() {
+                if plane.all_done() && self.session.ends_with_workers() {
                     return Ok(());
                 }
-                if self.peer_done_at.is_some_and(|t| t.elapsed() > self.shared.cfg.timeouts.phase + self.udp_grace()) {
+                let phase = self.shared.cfg.timeouts.phase + self.udp_grace();
+                if self.peer_totals.as_ref().is_some_and(|(t, _)| t.elapsed() > phase)
+                    && self.session.ends_with_workers()
+                {
                     return Err("the client finished sending but its data did not arrive in time".into());
                 }
             }
@@ -788,7 +818,7 @@ impl<'a> ControlSession<'a> {
     fn read_control(&mut self, buf: &mut [u8]) -> Result<(), String> {
         // While data connections are still arriving, look for them often: `ready` (and the
         // test's start) waits on this loop.
-        let wait = if self.data_rx.is_some() { Duration::from_millis(2) } else { Duration::from_millis(50) };
+        let wait = if self.data_rx.is_some() { Duration::from_millis(2) } else { Duration::from_millis(20) };
         let _ = self.stream.set_read_timeout(Some(wait));
         match self.stream.read(buf) {
             Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),
@@ -798,75 +828,16 @@ impl<'a> ControlSession<'a> {
         }
     }
 
-    fn on_event(&mut self, ev: ServerEvent) -> Result<(), String> {
+    fn on_event(&mut self, ev: ServerControlEvent) -> Result<(), String> {
         let now = Instant::now();
         match ev {
-            ServerEvent::Requested { spec, companion, auth, client_version } => {
-                self.peer_software = Some(format!("netchar {client_version}"));
-                let (tx, rx) = mpsc::sync_channel(ROUTE_QUEUE);
-                let req = Request {
-                    spec: &spec,
-                    companion,
-                    client_ip: self.peer.ip(),
-                    session_key: auth.as_ref().map(|a| a.1),
-                    route: tx,
-                };
-                self.user = auth.map(|a| a.0);
-                let admitted = match self.shared.registry.admit(req, &self.shared.cfg.limits, now) {
-                    Ok(a) => a,
-                    Err(Refusal::Busy { running, max, reason }) => {
-                        self.error = Some(format!(
-                            "turned away: {}",
-                            reason.clone().unwrap_or_else(|| format!("busy ({running} of {max} tests running)"))
-                        ));
-                        self.session.refuse_busy(now, running, max, reason);
-                        return Ok(());
-                    }
-                    Err(Refusal::Rejected(reason)) => {
-                        self.error = Some(format!("refused: {reason}"));
-                        self.session.reject(now, &reason);
-                        return Ok(());
-                    }
-                };
-                let cookie = admitted.cookie;
-                self.cookie = Some(cookie);
-                self.data_rx = Some(rx);
-                self.concurrent = admitted.running;
-                if spec.measure_idle {
-                    // Calibrated before the test: the machine is as idle as it gets here.
-                    self.idle = Some((crate::load::IdleMeter::start(IDLE_CALIBRATION), None));
-                }
-                let crr = spec.rr.as_ref().is_some_and(|r| r.connect_per_transaction);
-                self.spec = Some(*spec);
-                if crr {
-                    // crr connects once per transaction: to a listener of its own, not through
-                    // the hello and cookie routing of the main port.
-                    let local = self.stream.local_addr().map_err(|e| e.to_string())?;
-                    let listener = TcpListener::bind(SocketAddr::new(local.ip(), 0))
-                        .map_err(|e| format!("cannot open the crr listener: {e}"))?;
-                    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-                    self.session.admit(now, &cookie, self.concurrent, host_info(), Some(port));
-                    self.streams.push(DataStream {
-                        id: 1,
-                        flow: Flow::Up,
-                        role: Role::Receiver,
-                        socket: DataSocket::CrrListener(listener, {
-                            let (policy, client) = (self.shared.cfg.data_paths.clone(), self.peer.ip());
-                            PeerFilter(Arc::new(move |ip| policy.allows(client, ip)))
-                        }),
-                    });
-                    self.data_rx = None;
-                    self.ready_at = Some(now);
-                    self.session.streams_connected(now);
-                } else {
-                    self.session.admit(now, &cookie, self.concurrent, host_info(), None);
-                }
-            }
-            ServerEvent::Start => {
-                let spec = self.spec.clone().ok_or("start before a request")?;
+            ServerControlEvent::Requested(req) => self.admit(*req, now)?,
+            ServerControlEvent::Refused(reason) => self.error = Some(reason),
+            ServerControlEvent::Start => {
+                let spec = self.run.clone().or_else(|| self.spec.clone()).ok_or("start before a request")?;
                 let cfg = DataPlaneConfig {
                     spec: spec.clone(),
-                    datagrams: DatagramFormatKind::Native,
+                    datagrams: self.session.datagrams(),
                     endpoint: Endpoint::Server,
                     cpu: spec.server_cpu,
                     interleave_senders: false,
@@ -879,82 +850,233 @@ impl<'a> ControlSession<'a> {
                     *mark = Some(meter.mark());
                 }
                 let streams = std::mem::take(&mut self.streams);
-                // The clock started when `ready` went out: the client cannot send before that,
-                // so a late `start` here (a busy CPU) never shortens the receiver's time.
+                // The clock started when every stream was in: the client cannot send before
+                // that, so a late `start` here (a busy CPU) never shortens the receiver's time.
                 let started = self.ready_at.unwrap_or(now);
                 self.plane = Some(
                     DataPlane::start(cfg, streams, None, started).map_err(|e| format!("cannot start workers: {e}"))?,
                 );
             }
-            ServerEvent::PeerSenderDone(totals) => {
+            ServerControlEvent::PeerSendersDone(totals) => {
                 if let Some(p) = &self.plane {
                     p.peer_senders_done(&totals, self.udp_grace());
                 }
-                self.peer_done_at = Some(now);
+                self.peer_totals = Some((now, totals));
             }
-            ServerEvent::StopRequested(reason) => {
-                self.error.get_or_insert(format!("stopped by the client: {reason}"));
-                match &self.plane {
-                    Some(p) => p.stop_senders(),
-                    None => return Err(format!("stopped by the client: {reason}")),
+            ServerControlEvent::StopSenders(reason) => {
+                if let Some(reason) = reason {
+                    self.error.get_or_insert(format!("stopped by the client: {reason}"));
+                    if self.plane.is_none() {
+                        return Err(format!("stopped by the client: {reason}"));
+                    }
+                }
+                if let Some(p) = &self.plane {
+                    p.stop_senders();
                 }
             }
+            ServerControlEvent::Settle => self.settle(),
+            ServerControlEvent::Ended(reason) => return Err(reason),
         }
         Ok(())
     }
 
-    /// Takes data connections routed here by cookie; says `ready` when all have arrived.
+    /// Admits the request under the server's limits, or says why not.
+    fn admit(&mut self, req: ServerRequest, now: Instant) -> Result<(), String> {
+        self.peer_software = req.peer_software;
+        let (tx, rx) = mpsc::sync_channel(ROUTE_QUEUE);
+        let request = Request {
+            spec: &req.spec,
+            companion: req.companion,
+            client_ip: self.peer.ip(),
+            session_key: req.auth.as_ref().map(|a| a.1),
+            route: tx.clone(),
+        };
+        self.user = req.auth.map(|a| a.0);
+        let admitted = match self.shared.registry.admit(request, &self.shared.cfg.limits, now) {
+            Ok(a) => a,
+            Err(refusal) => {
+                self.error = Some(match &refusal {
+                    Refusal::Busy { running, max, reason } => format!(
+                        "turned away: {}",
+                        reason.clone().unwrap_or_else(|| format!("busy ({running} of {max} tests running)"))
+                    ),
+                    Refusal::Rejected(reason) => format!("refused: {reason}"),
+                });
+                self.session.turned_away(now, &refusal);
+                return Ok(());
+            }
+        };
+        let spec = req.spec;
+        self.cookie = Some(admitted.cookie);
+        self.data_rx = Some(rx);
+        self.concurrent = admitted.running;
+        if spec.measure_idle {
+            // Calibrated before the test: the machine is as idle as it gets here.
+            self.idle = Some((crate::load::IdleMeter::start(IDLE_CALIBRATION), None));
+        }
+        let crr = spec.rr.as_ref().is_some_and(|r| r.connect_per_transaction);
+        self.spec = Some(spec);
+        self.run = req.run;
+        let mut crr_port = None;
+        if crr {
+            // crr connects once per transaction: to a listener of its own, not through
+            // the routing of the main port.
+            let local = self.stream.local_addr().map_err(|e| e.to_string())?;
+            let listener = TcpListener::bind(SocketAddr::new(local.ip(), 0))
+                .map_err(|e| format!("cannot open the crr listener: {e}"))?;
+            crr_port = Some(listener.local_addr().map_err(|e| e.to_string())?.port());
+            self.streams.push(DataStream {
+                id: 1,
+                flow: Flow::Up,
+                role: Role::Receiver,
+                socket: DataSocket::CrrListener(listener, {
+                    let (policy, client) = (self.shared.cfg.data_paths.clone(), self.peer.ip());
+                    PeerFilter(Arc::new(move |ip| policy.allows(client, ip)))
+                }),
+            });
+        }
+        let admission = Admission { cookie: admitted.cookie, running: admitted.running, crr_port, route: &tx };
+        self.session.admitted(now, &admission);
+        if crr {
+            self.data_rx = None;
+            self.ready_at = Some(now);
+            self.session.streams_connected(now);
+        }
+        Ok(())
+    }
+
+    /// The client says the test is over (iperf3's results came): the receivers get until
+    /// [`SETTLE_WAIT`] to read what the client says it sent, then the workers stop and the
+    /// session reports this end's figures.
+    fn settle(&mut self) {
+        let Some(plane) = self.plane.take() else { return };
+        let tcp = self.spec.as_ref().is_some_and(|s| s.kind == netchar_model::TestKind::Tcp);
+        let totals = self.peer_totals.as_ref().map(|(_, t)| t.clone());
+        let deadline = Instant::now() + SETTLE_WAIT;
+        while Instant::now() < deadline {
+            let received = plane.received();
+            let tcp_in = tcp
+                && totals.as_ref().is_some_and(|totals| {
+                    totals.iter().all(|t| received.iter().any(|&(id, b)| id == t.id && b >= t.bytes))
+                });
+            // Without the client's exact totals a TCP receiver has nothing to wait for.
+            if plane.all_done() || tcp_in || (tcp && totals.is_none()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        plane.abort();
+        self.report(plane.join());
+    }
+
+    /// Hands the session this end's records and CPU, once.
+    fn report(&mut self, records: Vec<StreamRecord>) {
+        let mut cpu = self.meter.take().map(|m| m.finish()).unwrap_or_default();
+        cpu.background_load_pct = self.load.take().map(|l| l.finish());
+        cpu.idle_pct = self.idle.take().and_then(|(meter, mark)| mark.map(|m| meter.idle_since(m)));
+        // The slot goes back before the results: a client that starts its next test as soon
+        // as it has them (--repeat, suites, echo patterns) must never find this one counted.
+        self.release();
+        self.session.finish(Instant::now(), &records, cpu, self.error.clone());
+        self.records_for_log = records;
+        self.finished = true;
+    }
+
+    /// Takes the data streams routed here; says so when all have arrived.
     fn collect_streams(&mut self) -> Result<(), String> {
-        let (Some(rx), Some(spec)) = (&self.data_rx, &self.spec) else {
+        let (Some(rx), Some(spec)) = (&self.data_rx, self.spec.clone()) else {
             return Ok(());
         };
         let expected = spec.total_streams() as usize;
-        let mut all_in = false;
+        let mut arrived = Vec::new();
         while let Ok(conn) = rx.try_recv() {
-            let id = match &conn {
-                DataConn::Tcp(id, _) | DataConn::Udp(id, _) => *id,
-            };
-            let flow = spec
-                .flow_of(id)
-                .ok_or_else(|| format!("data connection for stream {id}, which the test does not have"))?;
-            let duplicate = self.streams.iter().any(|s| s.id == id);
-            let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
-            let socket = match conn {
-                // Setup datagrams are repeated until `ready`: extra copies are expected.
-                DataConn::Udp(..) if duplicate => continue,
-                DataConn::Tcp(..) if duplicate => return Err(format!("two data connections for stream {id}")),
-                DataConn::Tcp(_, socket) => {
-                    post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
-                    if let Ok(from) = socket.peer_addr() {
-                        self.data_paths.push((id, from));
+            arrived.push(conn);
+        }
+        for conn in arrived {
+            let (id, socket) = match conn {
+                DataConn::Tcp(id, socket) => {
+                    if self.streams.iter().any(|s| s.id == id) {
+                        return Err(format!("two data connections for stream {id}"));
                     }
-                    DataSocket::Tcp(socket)
+                    (id, socket)
                 }
-                DataConn::Udp(_, peer) => {
-                    self.data_paths.push((id, peer));
-                    let local = self.stream.local_addr().map_err(|e| e.to_string())?;
-                    let socket = bind_udp(SocketAddr::new(self.shared.cfg.bind.ip(), local.port()))
-                        .and_then(|s| s.connect(peer).map(|_| s))
-                        .map_err(|e| format!("cannot open UDP stream {id} to {peer}: {e}"))?;
-                    crate::tcp_setup::size_udp_buffers(&socket);
-                    DataSocket::Udp(socket)
+                DataConn::TcpInOrder(order, socket) => {
+                    if self.in_order.len() + self.streams.len() >= expected {
+                        return Err("more data connections than the test has".into());
+                    }
+                    self.in_order.push((order, socket));
+                    continue;
+                }
+                DataConn::Udp(id, from) => {
+                    // Setup datagrams are repeated until the test starts: extra copies are
+                    // expected.
+                    if self.streams.iter().any(|s| s.id == id) {
+                        continue;
+                    }
+                    self.add_udp(id, from, None, &spec)?;
+                    continue;
+                }
+                DataConn::UdpHello(from, hello) => {
+                    // Repeated hellos from a stream already in: not a new stream.
+                    if self.data_paths.iter().any(|(_, a)| *a == from) {
+                        continue;
+                    }
+                    let id = self.streams.len() as u32 + 1;
+                    self.add_udp(id, from, self.session.udp_answer(&hello), &spec)?;
+                    continue;
                 }
             };
-            self.streams.push(DataStream { id, flow, role, socket });
-            if self.streams.len() == expected {
-                let now = Instant::now();
-                self.ready_at = Some(now);
-                self.session.streams_connected(now);
-                all_in = true;
+            self.add_tcp(id, socket, &spec)?;
+        }
+        if !self.in_order.is_empty() && self.in_order.len() + self.streams.len() == expected {
+            // Numbered by the listener's accept order, as the client connected them.
+            self.in_order.sort_by_key(|(order, _)| *order);
+            for (_, socket) in std::mem::take(&mut self.in_order) {
+                let id = self.streams.len() as u32 + 1;
+                self.add_tcp(id, socket, &spec)?;
             }
         }
-        if all_in {
+        if self.streams.len() == expected {
+            let now = Instant::now();
+            self.ready_at = Some(now);
             // No more data streams for this test: late copies of UDP setup datagrams must not
             // open a second socket for a stream (it would take the stream's traffic).
             self.data_rx = None;
-            // Out at once: this end's clock started with `ready`.
+            self.session.streams_connected(now);
+            // Out at once: this end's clock started now.
             self.flush()?;
         }
+        Ok(())
+    }
+
+    fn add_tcp(&mut self, id: u32, socket: TcpStream, spec: &TestSpec) -> Result<(), String> {
+        let flow =
+            spec.flow_of(id).ok_or_else(|| format!("data connection for stream {id}, which the test does not have"))?;
+        let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
+        post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
+        if let Ok(from) = socket.peer_addr() {
+            self.data_paths.push((id, from));
+        }
+        self.streams.push(DataStream { id, flow, role, socket: DataSocket::Tcp(socket) });
+        Ok(())
+    }
+
+    /// A UDP socket on the control connection's port connected to `peer` (the kernel gives it
+    /// the stream's datagrams before the listener), answering the stream's hello if the
+    /// protocol does.
+    fn add_udp(&mut self, id: u32, peer: SocketAddr, answer: Option<Vec<u8>>, spec: &TestSpec) -> Result<(), String> {
+        let flow = spec.flow_of(id).ok_or_else(|| format!("UDP stream {id}, which the test does not have"))?;
+        let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
+        let local = self.stream.local_addr().map_err(|e| e.to_string())?;
+        let socket = bind_udp(SocketAddr::new(self.shared.cfg.bind.ip(), local.port()))
+            .and_then(|s| s.connect(peer).map(|_| s))
+            .map_err(|e| format!("cannot open UDP stream {id} to {peer}: {e}"))?;
+        crate::tcp_setup::size_udp_buffers(&socket);
+        if let Some(answer) = answer {
+            socket.send(&answer).map_err(|e| format!("UDP stream {id}: {e}"))?;
+        }
+        self.data_paths.push((id, peer));
+        self.streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
         Ok(())
     }
 
@@ -974,33 +1096,30 @@ impl<'a> ControlSession<'a> {
         }
     }
 
-    /// Sends the results (with the error, if any) unless the session already ended.
+    /// Ends the test: this end's figures to the session (with the error, if any), unless it
+    /// has them already.
     fn finish(&mut self, error: Option<String>) {
         if let Some(e) = error {
             self.error.get_or_insert(e);
         }
-        let now = Instant::now();
+        if self.finished {
+            return;
+        }
         match self.plane.take() {
             Some(plane) => {
-                if self.error.is_some() {
+                if self.error.is_some() || !self.session.ends_with_workers() {
                     plane.abort();
                 }
                 let records = plane.join();
-                let mut cpu = self.meter.map(|m| m.finish()).unwrap_or_default();
-                cpu.background_load_pct = self.load.take().map(|l| l.finish());
-                cpu.idle_pct = self.idle.take().and_then(|(meter, mark)| mark.map(|m| meter.idle_since(m)));
-                self.release();
-                self.session.finish(now, records.clone(), cpu, self.error.clone());
-                let _ = self.flush();
-                self.records_for_log = records;
+                self.report(records);
             }
             None => {
                 self.release();
-                if let Some(e) = &self.error {
-                    self.session.error(now, e);
+                if let Some(e) = self.error.clone() {
+                    self.session.fail(Instant::now(), &e);
                 }
-                let _ = self.flush();
             }
         }
+        let _ = self.flush();
     }
 }

@@ -17,16 +17,15 @@
 //! receivers read until they have every byte the client wrote, UDP receivers count loss against
 //! the client's datagram count. The client's "receiver" line is then the server's exact count.
 
-use super::{PeerContext, PeerListener, PeerTest};
+use super::{PeerContext, PeerListener};
 use crate::admission::canonical;
+use crate::admission::{DataConn, Refusal};
 use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind};
-use crate::measure::CpuMeter;
-use crate::server::{bind_udp, ServerLog, TestLog};
-use crate::tcp_setup::{post_connect, size_udp_buffers};
+use crate::dataplane::DatagramFormatKind;
+use crate::server::{bind_udp, ServerLog};
+use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
 use netchar_model::{
-    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpOptions,
-    UdpRate,
+    CpuUsage, Direction, EndCondition, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpOptions, UdpRate,
 };
 use netchar_wire::iperf3::server::{self as wire, ClientParams, Event, Server as Session, StreamFigures};
 use netchar_wire::iperf3::{udp_reply_to, wire_stream_id, COOKIE_LEN};
@@ -41,21 +40,11 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_PORT: u16 = 5201;
 /// A new connection must present its cookie within this.
 const COOKIE_WAIT: Duration = Duration::from_secs(5);
-/// After TEST_END, how long receivers may take to read what the client says it sent.
-const SETTLE_WAIT: Duration = Duration::from_secs(3);
-
-/// Data streams arriving for a test.
-enum Arrival {
-    /// A TCP data connection and its place in the listener's accept order.
-    Tcp(TcpStream, u64),
-    /// A UDP hello from this address with these bytes.
-    Udp(SocketAddr, Vec<u8>),
-}
 
 /// Tests waiting for their data streams: by cookie (TCP) and by client address (UDP).
 #[derive(Default)]
 struct Routes {
-    by_cookie: HashMap<[u8; COOKIE_LEN], (IpAddr, mpsc::SyncSender<Arrival>)>,
+    by_cookie: HashMap<[u8; COOKIE_LEN], (IpAddr, mpsc::SyncSender<DataConn>)>,
 }
 
 /// The iperf3 listener: TCP and UDP on one port.
@@ -130,7 +119,7 @@ impl PeerListener for Iperf3Listener {
             let order = accepted;
             let _ = std::thread::Builder::new().name("netchar-iperf3".into()).spawn(move || {
                 let _slot = slot;
-                handle_connection(stream, peer, order, local, &ctx, &routes);
+                handle_connection(stream, peer, order, &ctx, &routes);
             });
         }
         if let Ok(h) = hellos {
@@ -157,7 +146,7 @@ fn udp_hellos(udp: UdpSocket, ctx: &PeerContext, routes: &Mutex<Routes>) {
             // there only for an allowed network.
             let proven = canonical(*control) == canonical(from.ip());
             if proven || ctx.may_send_unprompted("iperf3", from).is_ok() {
-                let _ = tx.try_send(Arrival::Udp(from, buf[..n].to_vec()));
+                let _ = tx.try_send(DataConn::UdpHello(from, buf[..n].to_vec()));
             }
         }
     }
@@ -168,9 +157,8 @@ fn handle_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
     order: u64,
-    local: SocketAddr,
     ctx: &PeerContext,
-    routes: &Mutex<Routes>,
+    routes: &Arc<Mutex<Routes>>,
 ) {
     let _ = stream.set_nonblocking(false);
     let mut cookie = [0u8; COOKIE_LEN];
@@ -197,7 +185,7 @@ fn handle_connection(
         let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((control_ip, tx)) = routes.by_cookie.get(&cookie) {
             if ctx.data_allowed(*control_ip, peer.ip()) {
-                let _ = tx.try_send(Arrival::Tcp(stream, order));
+                let _ = tx.try_send(DataConn::TcpInOrder(order, stream));
             } else {
                 ctx.log(ServerLog::Rejected {
                     peer,
@@ -209,313 +197,74 @@ fn handle_connection(
             return;
         }
     }
-    ControlSession::serve(stream, peer, local, cookie, ctx, routes);
+    let session = Iperf3Server::new(Instant::now(), cookie, peer, routes);
+    let deadline = Instant::now() + ctx.limits().idle_timeout;
+    crate::server::SessionDriver::serve(stream, peer, Box::new(session), &ctx.shared, deadline);
 }
 
-/// An iperf3 client's test, served.
-struct ControlSession<'a> {
-    stream: TcpStream,
-    peer: SocketAddr,
-    local: SocketAddr,
-    cookie: [u8; COOKIE_LEN],
-    ctx: &'a PeerContext,
-    routes: &'a Mutex<Routes>,
+/// An iperf3 client's test, server side, behind the server seam (crate::server_control):
+/// the wire session (netchar_wire::iperf3::server) and the listener's routing of the test's
+/// data connections by its cookie.
+struct Iperf3Server {
     session: Session,
+    cookie: [u8; COOKIE_LEN],
+    peer: SocketAddr,
+    routes: Arc<Mutex<Routes>>,
+    routed: bool,
     params: Option<ClientParams>,
     spec: Option<TestSpec>,
-    test: Option<PeerTest>,
-    arrivals: Option<mpsc::Receiver<Arrival>>,
-    /// TCP data connections in, with their accept order, until all are.
-    tcp_in: Vec<(u64, TcpStream)>,
-    streams: Vec<DataStream>,
-    data_paths: Vec<(u32, SocketAddr)>,
-    plane: Option<DataPlane>,
-    meter: Option<CpuMeter>,
-    started: Option<Instant>,
-    records: Vec<StreamRecord>,
-    error: Option<String>,
+    events: std::collections::VecDeque<ServerControlEvent>,
 }
 
-impl Drop for ControlSession<'_> {
-    fn drop(&mut self) {
-        self.unroute();
-        if let Some(plane) = self.plane.take() {
-            plane.abort();
-        }
-    }
-}
-
-impl<'a> ControlSession<'a> {
-    fn serve(
-        stream: TcpStream,
-        peer: SocketAddr,
-        local: SocketAddr,
-        cookie: [u8; COOKIE_LEN],
-        ctx: &'a PeerContext,
-        routes: &'a Mutex<Routes>,
-    ) {
-        let _ = stream.set_nodelay(true);
-        let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
-        let mut me = ControlSession {
-            stream,
-            peer,
-            local,
+impl Iperf3Server {
+    fn new(now: Instant, cookie: [u8; COOKIE_LEN], peer: SocketAddr, routes: &Arc<Mutex<Routes>>) -> Self {
+        Self {
+            session: Session::new(now),
             cookie,
-            ctx,
-            routes,
-            session: Session::new(Instant::now()),
+            peer,
+            routes: routes.clone(),
+            routed: false,
             params: None,
             spec: None,
-            test: None,
-            arrivals: None,
-            tcp_in: Vec::new(),
-            streams: Vec::new(),
-            data_paths: Vec::new(),
-            plane: None,
-            meter: None,
-            started: None,
-            records: Vec::new(),
-            error: None,
-        };
-        if let Err(e) = me.pump() {
-            me.error.get_or_insert(e);
-            if me.ctx.stop().is_raised() {
-                me.session.terminate();
-            }
-            let _ = me.flush();
-        }
-        if let Some(plane) = me.plane.take() {
-            plane.abort();
-            me.records = plane.join();
-        }
-        let concurrent_tests = me.test.as_ref().map_or(0, |t| t.concurrent_tests());
-        // The slot goes back before the log line: a client that starts its next test at once
-        // must not find this one still counted.
-        me.test = None;
-        crate::server::linger(&mut me.stream);
-        match me.spec.take() {
-            Some(spec) if concurrent_tests > 0 => me.ctx.log(ServerLog::Test(Box::new(TestLog {
-                peer_software: me
-                    .params
-                    .as_ref()
-                    .and_then(|p| p.client_version.as_ref())
-                    .map(|v| format!("iperf3 {v}")),
-                protocol: "iperf3",
-                peer,
-                data_paths: std::mem::take(&mut me.data_paths),
-                user: None,
-                spec,
-                streams: std::mem::take(&mut me.records),
-                concurrent_tests,
-                refused_data: 0,
-                error: me.error.clone(),
-            }))),
-            _ => {
-                if let Some(e) = &me.error {
-                    me.ctx.log(ServerLog::Rejected { peer, reason: format!("iperf3: {e}") });
-                }
-            }
+            events: Default::default(),
         }
     }
 
-    fn pump(&mut self) -> Result<(), String> {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            self.flush()?;
-            while let Some(ev) = self.session.poll_event() {
-                self.on_event(ev)?;
-            }
-            self.flush()?;
-            if self.session.is_done() {
-                return Ok(());
-            }
-            if self.ctx.stop().is_raised() {
-                return Err("the server is shutting down".into());
-            }
-            self.collect_streams()?;
-            if let (Some(max), Some(at)) = (self.ctx.limits().max_duration, self.started) {
-                // The client ends the test; one that does not is stopped at the limit.
-                if at.elapsed() > max + Duration::from_secs(2) {
-                    self.session.terminate();
-                    return Err(format!(
-                        "stopped after {:.0} s, the server's limit (--max-duration)",
-                        max.as_secs_f64()
-                    ));
-                }
-            }
-            if let Some(e) = self.plane.as_ref().and_then(|p| p.first_error()) {
-                // A data connection reset while the test runs: the client is gone.
-                if self.session.is_running() {
-                    return Err(e);
-                }
-            }
-            self.read_control(&mut buf)?;
-            let now = Instant::now();
-            if self.session.poll_timeout().is_some_and(|t| now >= t) {
-                self.session.handle_timeout(now).map_err(|e| e.to_string())?;
-            }
+    fn unroute(&mut self) {
+        if std::mem::take(&mut self.routed) {
+            self.routes.lock().unwrap_or_else(|p| p.into_inner()).by_cookie.remove(&self.cookie);
         }
     }
 
-    fn flush(&mut self) -> Result<(), String> {
-        let mut out = Vec::new();
-        self.session.poll_output(&mut out);
-        if out.is_empty() {
-            return Ok(());
-        }
-        self.stream.write_all(&out).map_err(|e| format!("control connection failed: {e}"))
-    }
-
-    fn read_control(&mut self, buf: &mut [u8]) -> Result<(), String> {
-        let wait = if self.arrivals.is_some() { Duration::from_millis(2) } else { Duration::from_millis(20) };
-        let _ = self.stream.set_read_timeout(Some(wait));
-        match self.stream.read(buf) {
-            Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),
-            Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string()),
-            Err(e) if crate::is_retry(&e) => Ok(()),
-            Err(e) => Err(format!("control connection failed: {e}")),
-        }
-    }
-
-    fn on_event(&mut self, ev: Event) -> Result<(), String> {
-        let now = Instant::now();
-        match ev {
-            Event::Requested(params) => self.admit(*params),
-            Event::TestEnd => {
-                if let Some(p) = &self.plane {
-                    p.stop_senders();
-                }
-                Ok(())
-            }
-            Event::ClientResults(results) => {
-                let json = self.settle(&results);
-                self.session.send_results(now, &json);
-                Ok(())
-            }
-            Event::ClientTerminated => Err("the iperf3 client was interrupted (CLIENT_TERMINATE)".into()),
-        }
-    }
-
-    /// Maps the request to a netchar test, admits it, and opens its routes.
-    fn admit(&mut self, params: ClientParams) -> Result<(), String> {
+    /// Maps the request to a netchar test, or refuses what cannot run here.
+    fn requested(&mut self, params: ClientParams) -> ServerControlEvent {
         if let Some(what) = params.unsupported.first() {
             self.session.refuse(wire::IE_NOT_IMPLEMENTED);
-            return Err(format!("refused: {what} is not supported by netchar's iperf3 server"));
+            return ServerControlEvent::Refused(format!("refused: {what} is not supported by netchar's iperf3 server"));
         }
         let spec = match to_spec(&params, self.peer.is_ipv4()) {
             Ok(spec) => spec,
             Err(why) => {
                 self.session.refuse(wire::IE_NOT_IMPLEMENTED);
-                return Err(format!("refused: {why}"));
+                return ServerControlEvent::Refused(format!("refused: {why}"));
             }
         };
-        match self.ctx.admit(&spec, self.peer) {
-            Ok(test) => self.test = Some(test),
-            Err(refusal) => {
-                if refusal.busy {
-                    self.session.deny();
-                } else if refusal.reason.contains("--max-duration") {
-                    self.session.refuse(wire::IE_MAX_DURATION);
-                } else if refusal.reason.contains("--max-rate") {
-                    self.session.refuse(wire::IE_TOTAL_RATE);
-                } else {
-                    self.session.deny();
-                }
-                return Err(format!("turned away: {}", refusal.reason));
-            }
-        }
-        let (tx, rx) = mpsc::sync_channel(2 * spec.total_streams() as usize + 8);
-        self.routes.lock().unwrap_or_else(|p| p.into_inner()).by_cookie.insert(self.cookie, (self.peer.ip(), tx));
-        self.arrivals = Some(rx);
-        self.spec = Some(spec);
+        let peer_software = params.client_version.as_ref().map(|v| format!("iperf3 {v}"));
+        self.spec = Some(spec.clone());
         self.params = Some(params);
-        self.session.accept(Instant::now());
-        Ok(())
+        ServerControlEvent::Requested(Box::new(ServerRequest {
+            run: Some(run_spec(&spec)),
+            spec,
+            companion: None,
+            auth: None,
+            peer_software,
+        }))
     }
 
-    fn unroute(&mut self) {
-        if self.arrivals.take().is_some() {
-            self.routes.lock().unwrap_or_else(|p| p.into_inner()).by_cookie.remove(&self.cookie);
-        }
-    }
-
-    /// Takes the test's data streams: TCP numbered by accept order once all are in, UDP in
-    /// the order of their hellos (each answered at once); starts the test when all are in.
-    fn collect_streams(&mut self) -> Result<(), String> {
-        let (Some(rx), Some(spec)) = (&self.arrivals, &self.spec) else { return Ok(()) };
-        let expected = spec.total_streams() as usize;
-        while let Ok(arrival) = rx.try_recv() {
-            match arrival {
-                Arrival::Tcp(socket, order) if spec.kind == TestKind::Tcp => {
-                    if self.tcp_in.len() == expected {
-                        return Err("more data connections than the test has".into());
-                    }
-                    self.tcp_in.push((order, socket));
-                }
-                Arrival::Udp(from, hello) if spec.kind == TestKind::Udp => {
-                    // Repeated hellos from a stream already in: not a new stream.
-                    if self.data_paths.iter().any(|(_, a)| *a == from) {
-                        continue;
-                    }
-                    let id = self.streams.len() as u32 + 1;
-                    let flow = spec.flow_of(id).ok_or("more data streams than the test has")?;
-                    let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
-                    let socket = bind_udp(SocketAddr::new(self.local.ip(), self.local.port()))
-                        .and_then(|s| s.connect(from).map(|_| s))
-                        .map_err(|e| format!("cannot open UDP stream {id} to {from}: {e}"))?;
-                    size_udp_buffers(&socket);
-                    socket.send(&udp_reply_to(&hello)).map_err(|e| format!("UDP stream {id}: {e}"))?;
-                    self.data_paths.push((id, from));
-                    self.streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
-                }
-                _ => return Err("a data stream of the other transport than the test's".into()),
-            }
-        }
-        if self.tcp_in.len() == expected {
-            self.tcp_in.sort_by_key(|(order, _)| *order);
-            for (i, (_, socket)) in std::mem::take(&mut self.tcp_in).into_iter().enumerate() {
-                let id = i as u32 + 1;
-                let flow = spec.flow_of(id).ok_or("more data streams than the test has")?;
-                let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
-                post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
-                if let Ok(from) = socket.peer_addr() {
-                    self.data_paths.push((id, from));
-                }
-                self.streams.push(DataStream { id, flow, role, socket: DataSocket::Tcp(socket) });
-            }
-        }
-        if self.streams.len() == expected {
-            self.unroute();
-            self.start()?;
-        }
-        Ok(())
-    }
-
-    fn start(&mut self) -> Result<(), String> {
-        let spec = self.spec.clone().ok_or("start before a request")?;
-        let wide = self.params.as_ref().ok_or("start before a request")?.udp_counters_64bit;
-        let now = Instant::now();
-        self.session.streams_connected(now);
-        self.flush()?;
-        let cfg = DataPlaneConfig {
-            spec: run_spec(&spec),
-            datagrams: DatagramFormatKind::Iperf3 { wide },
-            endpoint: Endpoint::Server,
-            cpu: None,
-            interleave_senders: false,
-        };
-        self.meter = Some(CpuMeter::start());
-        self.started = Some(now);
-        let streams = std::mem::take(&mut self.streams);
-        self.plane = Some(DataPlane::start(cfg, streams, None, now).map_err(|e| format!("cannot start workers: {e}"))?);
-        Ok(())
-    }
-
-    /// After TEST_END: settles the receivers on the client's totals, stops the workers and
-    /// returns this server's results JSON.
-    fn settle(&mut self, client: &netchar_wire::iperf3::Results) -> Vec<u8> {
-        let Some(spec) = self.spec.clone() else { return Vec::new() };
-        // The client's sending streams, by netchar id.
+    /// The client's results: its senders' totals, by netchar id; the receivers settle on them
+    /// when they are exact.
+    fn client_results(&mut self, client: &netchar_wire::iperf3::Results) {
+        let Some(spec) = &self.spec else { return };
         let totals: Vec<StreamTotal> = client
             .streams
             .iter()
@@ -532,47 +281,16 @@ impl<'a> ControlSession<'a> {
         // sender's datagram count is what loss is settled on: without it, none is.
         let exact = self.params.as_ref().is_some_and(|p| p.omit == 0)
             && (spec.kind == TestKind::Tcp || totals.iter().all(|t| t.packets > 0 || t.bytes == 0));
-        if let Some(plane) = self.plane.take() {
-            let deadline = Instant::now() + SETTLE_WAIT;
-            if exact && spec.kind == TestKind::Udp {
-                plane.peer_senders_done(&totals, Duration::from_secs_f64(spec.receive_grace_seconds()));
-            }
-            while Instant::now() < deadline {
-                let received = plane.received();
-                let tcp_in = exact
-                    && spec.kind == TestKind::Tcp
-                    && totals.iter().all(|t| received.iter().any(|&(id, b)| id == t.id && b >= t.bytes));
-                if plane.all_done() || tcp_in || (!exact && spec.kind == TestKind::Tcp) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            plane.abort();
-            self.records = plane.join();
+        if exact {
+            self.events.push_back(ServerControlEvent::PeerSendersDone(totals));
         }
-        let cpu = self.meter.take().map(|m| m.finish()).unwrap_or_default();
-        let figures: Vec<StreamFigures> = self.records.iter().map(figures_of).collect();
-        let has_tcp_senders = spec.kind == TestKind::Tcp && spec.direction != Direction::Up;
-        let sender_has_retransmits = if spec.direction == Direction::Up {
-            -1
-        } else if has_tcp_senders && self.records.iter().any(|r| r.retransmits.is_some()) {
-            1
-        } else {
-            0
-        };
-        let text = self.params.as_ref().is_some_and(|p| p.get_server_output).then(|| self.output_text());
-        wire::results_json(
-            (cpu.total_pct, cpu.user_pct, cpu.system_pct),
-            sender_has_retransmits,
-            &figures,
-            text.as_deref(),
-        )
+        self.events.push_back(ServerControlEvent::Settle);
     }
 
     /// What `--get-server-output` shows: netchar's own line per stream.
-    fn output_text(&self) -> String {
+    fn output_text(records: &[StreamRecord]) -> String {
         let mut text = String::from("netchar server (iperf3 protocol)\n");
-        for r in &self.records {
+        for r in records {
             let role = if r.role == Role::Sender { "sent" } else { "received" };
             text.push_str(&format!(
                 "[{:>3}] {role} {} bytes in {:.3} s = {}",
@@ -592,6 +310,121 @@ impl<'a> ControlSession<'a> {
             text.push('\n');
         }
         text
+    }
+}
+
+impl Drop for Iperf3Server {
+    fn drop(&mut self) {
+        self.unroute();
+    }
+}
+
+impl ServerControl for Iperf3Server {
+    fn protocol(&self) -> &'static str {
+        "iperf3"
+    }
+    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
+        self.session.handle_input(now, bytes)
+    }
+    fn handle_eof(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.session.handle_eof(now)
+    }
+    fn poll_output(&mut self, out: &mut Vec<u8>) {
+        self.session.poll_output(out);
+    }
+    fn poll_event(&mut self) -> Option<ServerControlEvent> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        let ev = match self.session.poll_event()? {
+            Event::Requested(params) => self.requested(*params),
+            Event::TestEnd => ServerControlEvent::StopSenders(None),
+            Event::ClientResults(results) => {
+                self.client_results(&results);
+                self.events.pop_front()?
+            }
+            Event::ClientTerminated => {
+                ServerControlEvent::Ended("the iperf3 client was interrupted (CLIENT_TERMINATE)".into())
+            }
+        };
+        Some(ev)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.session.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.session.handle_timeout(now)
+    }
+    fn admitted(&mut self, now: Instant, a: &Admission<'_>) {
+        // The test's data connections present this control connection's cookie to the
+        // listener, which sends them here.
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_cookie
+            .insert(self.cookie, (self.peer.ip(), a.route.clone()));
+        self.routed = true;
+        self.session.accept(now);
+    }
+    fn turned_away(&mut self, _now: Instant, why: &Refusal) {
+        match why {
+            Refusal::Rejected(reason) if reason.contains("--max-duration") => {
+                self.session.refuse(wire::IE_MAX_DURATION)
+            }
+            Refusal::Rejected(reason) if reason.contains("--max-rate") => self.session.refuse(wire::IE_TOTAL_RATE),
+            _ => self.session.deny(),
+        }
+    }
+    fn streams_connected(&mut self, now: Instant) {
+        self.unroute();
+        self.session.streams_connected(now);
+        // iperf3's client starts as soon as it hears TEST_START: so does this end.
+        self.events.push_back(ServerControlEvent::Start);
+    }
+    fn udp_answer(&self, hello: &[u8]) -> Option<Vec<u8>> {
+        Some(udp_reply_to(hello).to_vec())
+    }
+    fn datagrams(&self) -> DatagramFormatKind {
+        DatagramFormatKind::Iperf3 { wide: self.params.as_ref().is_some_and(|p| p.udp_counters_64bit) }
+    }
+    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {
+        // iperf3's client ends the test (TEST_END); this end's totals go in its results.
+    }
+    fn ends_with_workers(&self) -> bool {
+        false
+    }
+    fn finish(&mut self, now: Instant, records: &[StreamRecord], cpu: CpuUsage, error: Option<String>) {
+        let (Some(spec), None) = (&self.spec, error) else { return };
+        let figures: Vec<StreamFigures> = records.iter().map(figures_of).collect();
+        let has_tcp_senders = spec.kind == TestKind::Tcp && spec.direction != Direction::Up;
+        let sender_has_retransmits = if spec.direction == Direction::Up {
+            -1
+        } else if has_tcp_senders && records.iter().any(|r| r.retransmits.is_some()) {
+            1
+        } else {
+            0
+        };
+        let text = self.params.as_ref().is_some_and(|p| p.get_server_output).then(|| Self::output_text(records));
+        let json = wire::results_json(
+            (cpu.total_pct, cpu.user_pct, cpu.system_pct),
+            sender_has_retransmits,
+            &figures,
+            text.as_deref(),
+        );
+        self.session.send_results(now, &json);
+    }
+    fn stopping(&mut self, _now: Instant) {
+        // iperf3 has no error message: a server that stops ends the test (SERVER_TERMINATE).
+        self.session.terminate();
+    }
+    fn fail(&mut self, _now: Instant, _message: &str) {
+        // Nothing to say in iperf3's protocol: the connection closes.
+    }
+    fn is_running(&self) -> bool {
+        self.session.is_running()
+    }
+    fn is_done(&self) -> bool {
+        self.session.is_done()
     }
 }
 

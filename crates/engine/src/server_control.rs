@@ -1,0 +1,202 @@
+//! The seam between a control protocol's server side and the server's one driver
+//! (crate::server's `SessionDriver`), the mirror of the client's (crate::control).
+//!
+//! A protocol's server session is sans-IO (bytes in, bytes out, events, timeouts) behind
+//! [`ServerControl`]. Its events are protocol-neutral: "the client asks for this test", "start
+//! the workers", "the client's senders are done with these totals", "stop this end's senders",
+//! "the client says the test is over: settle and report". The driver runs any such session over
+//! the control connection: it admits the test under the server's limits (crate::admission),
+//! takes the test's data streams as they are routed to it, runs the workers (crate::dataplane)
+//! with the protocol's datagram format, and hands the session this end's records to report.
+//!
+//! netchar's own protocol ([`NativeServer`]) is the first implementation, iperf3's
+//! (crate::peers::iperf3) the second.
+
+use crate::admission::{DataConn, Refusal};
+use crate::dataplane::DatagramFormatKind;
+use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
+use netchar_wire::session::{ServerEvent, ServerSession};
+use netchar_wire::ProtocolError;
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// What a session asks of the driver.
+pub enum ServerControlEvent {
+    /// The client asks for this test: admit it ([`ServerControl::admitted`]) or turn it away
+    /// ([`ServerControl::turned_away`]).
+    Requested(Box<ServerRequest>),
+    /// The client's request was refused by the protocol itself (the session has answered
+    /// it); the reason is for the log.
+    Refused(String),
+    /// Start the workers: the clocks start.
+    Start,
+    /// The client's senders finished with these exact totals: the receivers settle on them.
+    PeerSendersDone(Vec<StreamTotal>),
+    /// Stop this end's senders now; with a reason, the client asked the test to stop early.
+    StopSenders(Option<String>),
+    /// The client says the test is over: settle the receivers on the totals given (if any),
+    /// stop the workers and report ([`ServerControl::finish`]).
+    Settle,
+    /// The client ended the session; the reason is the test's error.
+    Ended(String),
+}
+
+/// A test a client asks for.
+pub struct ServerRequest {
+    /// The test, as admitted and logged.
+    pub spec: TestSpec,
+    /// What the workers run, when it differs (iperf3's senders run until the client's
+    /// TEST_END, not on a clock of their own).
+    pub run: Option<TestSpec>,
+    /// The cookie of a running test this one accompanies (latency under load).
+    pub companion: Option<[u8; 16]>,
+    /// The authenticated user and the key that tags the test's data streams.
+    pub auth: Option<(String, [u8; 32])>,
+    /// The client's software and version as it told them.
+    pub peer_software: Option<String>,
+}
+
+/// What admission granted, for the session to tell its client.
+pub struct Admission<'a> {
+    /// The test's cookie in the admission registry (netchar's data streams carry it).
+    pub cookie: [u8; 16],
+    /// Tests running, this one included.
+    pub running: u32,
+    /// The port of a connect-per-transaction test's own listener.
+    pub crr_port: Option<u16>,
+    /// Where the test's data streams must be sent, for a protocol whose listener routes them
+    /// itself (iperf3's cookies); netchar's are routed by the admission registry.
+    pub route: &'a mpsc::SyncSender<DataConn>,
+}
+
+/// A control protocol's server side, sans-IO.
+pub trait ServerControl: Send {
+    /// The protocol, as the log and results name it.
+    fn protocol(&self) -> &'static str;
+    /// Feeds bytes read from the control connection.
+    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError>;
+    /// The client closed the control connection.
+    fn handle_eof(&mut self, now: Instant) -> Result<(), ProtocolError>;
+    /// Moves queued bytes for the control connection into `out`.
+    fn poll_output(&mut self, out: &mut Vec<u8>);
+    /// The next thing the driver must do.
+    fn poll_event(&mut self) -> Option<ServerControlEvent>;
+    /// When [`Self::handle_timeout`] must be called next, if ever.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Keepalives, silence, phase deadlines.
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError>;
+    /// The test asked for was admitted.
+    fn admitted(&mut self, now: Instant, admission: &Admission<'_>);
+    /// The test asked for was turned away.
+    fn turned_away(&mut self, now: Instant, why: &Refusal);
+    /// Every data stream of the test is in.
+    fn streams_connected(&mut self, now: Instant);
+    /// The answer to a UDP stream's first datagram, if the protocol has one (iperf3's).
+    fn udp_answer(&self, _hello: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+    /// The test's UDP datagram format.
+    fn datagrams(&self) -> DatagramFormatKind;
+    /// This end's senders finished with these exact totals.
+    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>);
+    /// Whether the test ends when this end's workers all end (netchar's) rather than when
+    /// the client says so ([`ServerControlEvent::Settle`], iperf3's).
+    fn ends_with_workers(&self) -> bool {
+        true
+    }
+    /// This end's figures: the session reports them (with the error, if the test failed).
+    fn finish(&mut self, now: Instant, records: &[StreamRecord], cpu: CpuUsage, error: Option<String>);
+    /// The server stops the test now (it is shutting down, or the test reached its limit);
+    /// [`Self::finish`] or [`Self::fail`] follows with the reason.
+    fn stopping(&mut self, _now: Instant) {}
+    /// The session ends with this error, with no figures to report.
+    fn fail(&mut self, now: Instant, message: &str);
+    /// True while the test runs (data flows).
+    fn is_running(&self) -> bool;
+    /// True once the session is over.
+    fn is_done(&self) -> bool;
+}
+
+/// netchar's own protocol, server side (netchar_wire::session::ServerSession).
+pub struct NativeServer {
+    session: ServerSession,
+}
+
+impl NativeServer {
+    /// Wraps a session that read the client's hello.
+    pub fn new(session: ServerSession) -> Self {
+        Self { session }
+    }
+}
+
+impl ServerControl for NativeServer {
+    fn protocol(&self) -> &'static str {
+        netchar_model::NATIVE_PROTOCOL
+    }
+    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
+        self.session.handle_input(now, bytes)
+    }
+    fn handle_eof(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.session.handle_eof(now)
+    }
+    fn poll_output(&mut self, out: &mut Vec<u8>) {
+        self.session.poll_output(out);
+    }
+    fn poll_event(&mut self) -> Option<ServerControlEvent> {
+        Some(match self.session.poll_event()? {
+            ServerEvent::Requested { spec, companion, auth, client_version } => {
+                ServerControlEvent::Requested(Box::new(ServerRequest {
+                    spec: *spec,
+                    run: None,
+                    companion,
+                    auth,
+                    peer_software: Some(format!("netchar {client_version}")),
+                }))
+            }
+            ServerEvent::Start => ServerControlEvent::Start,
+            ServerEvent::PeerSenderDone(totals) => ServerControlEvent::PeerSendersDone(totals),
+            ServerEvent::StopRequested(reason) => ServerControlEvent::StopSenders(Some(reason)),
+        })
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.session.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.session.handle_timeout(now)
+    }
+    fn admitted(&mut self, now: Instant, a: &Admission<'_>) {
+        self.session.admit(now, &a.cookie, a.running, host_info(), a.crr_port);
+    }
+    fn turned_away(&mut self, now: Instant, why: &Refusal) {
+        match why {
+            Refusal::Busy { running, max, reason } => self.session.refuse_busy(now, *running, *max, reason.clone()),
+            Refusal::Rejected(reason) => self.session.reject(now, reason),
+        }
+    }
+    fn streams_connected(&mut self, now: Instant) {
+        self.session.streams_connected(now);
+    }
+    fn datagrams(&self) -> DatagramFormatKind {
+        DatagramFormatKind::Native
+    }
+    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
+        self.session.local_senders_done(now, totals);
+    }
+    fn finish(&mut self, now: Instant, records: &[StreamRecord], cpu: CpuUsage, error: Option<String>) {
+        self.session.finish(now, records.to_vec(), cpu, error);
+    }
+    fn fail(&mut self, now: Instant, message: &str) {
+        self.session.error(now, message);
+    }
+    fn is_running(&self) -> bool {
+        // The native session runs from admission to its results.
+        !self.session.is_done()
+    }
+    fn is_done(&self) -> bool {
+        self.session.is_done()
+    }
+}
+
+fn host_info() -> HostInfo {
+    crate::measure::host_info()
+}
