@@ -370,3 +370,92 @@ fn plot_and_report_flags_write_when_a_test_or_suite_finishes() {
     assert_eq!(raw.as_array().unwrap().len(), 6, "three rates, both directions");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The results in the raw JSON of an HTML report `--report` wrote.
+fn reported_results(report: &Path) -> Vec<serde_json::Value> {
+    let html = std::fs::read_to_string(report).unwrap_or_else(|e| panic!("{}: {e}", report.display()));
+    let raw: serde_json::Value = serde_json::from_str(&element_text(&html, "<pre id=\"raw-json\">", "</pre>")).unwrap();
+    raw.as_array().expect("an array of results").clone()
+}
+
+/// A plan's tests each keep their counted runs for `--plot` and `--report` (a test's
+/// `--warmup` run is not counted, and a later test's runs do not replace an earlier test's),
+/// and `netchar echo` keeps one result per pattern group.
+#[test]
+fn plot_and_report_keep_the_counted_runs_of_every_test_of_a_plan_and_of_echo() {
+    let server = loopback::Server::start(&[]);
+    let port = server.port.to_string();
+    let dir = scratch("finish-plan");
+    let plan = dir.join("two.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "[defaults]\nport = {port}\nduration = 0.3\n\n[[test]]\nname = \"once\"\nkind = \"tcp\"\n\n\
+             [[test]]\nname = \"counted\"\nkind = \"tcp\"\nwarmup = 1\nrepeat = 2\n\n\
+             [[test]]\nname = \"after\"\nkind = \"udp\"\nrate = \"10M\"\n"
+        ),
+    )
+    .unwrap();
+    let (plots, report) = (dir.join("plan-plots"), dir.join("plan.html"));
+    let run = loopback::netchar(&[
+        "run",
+        plan.to_str().unwrap(),
+        "127.0.0.1",
+        "--plot",
+        plots.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let results = reported_results(&report);
+    let kinds: Vec<&str> = results.iter().map(|r| r["test"]["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["tcp", "tcp", "tcp", "udp"], "one run, two counted runs (no warm-up), one run");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&plots).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert!(names.iter().any(|n| n.starts_with("001-two_1")) && names.iter().any(|n| n.starts_with("004-two_4")));
+    assert!(!names.iter().any(|n| n.starts_with("005-")), "{names:?}");
+
+    let report = dir.join("echo.html");
+    let run = loopback::netchar(&[
+        "echo",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--pattern",
+        "20x512,10x1024",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(reported_results(&report).len(), 2, "a result per pattern group");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An interrupted test still gets its plots and report: the figures it measured until then.
+#[test]
+fn plot_and_report_are_written_for_an_interrupted_test() {
+    let server = loopback::Server::start(&[]);
+    let port = server.port.to_string();
+    let dir = scratch("finish-interrupted");
+    let (plots, report) = (dir.join("plots"), dir.join("tcp.html"));
+    let child = std::process::Command::new(loopback::BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "30", "-i", "0.5", "--plot"])
+        .arg(&plots)
+        .arg("--report")
+        .arg(&report)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let results = reported_results(&report);
+    assert_eq!(results.len(), 1);
+    assert!(results[0]["error"].as_str().unwrap().contains("interrupted"), "{}", results[0]["error"]);
+    assert!(results[0]["summary"]["up"]["receiver"]["bytes"].as_u64().unwrap() > 0);
+    assert!(plots.join("001-tcp_1.svg").is_file() && plots.join("001-tcp_1.png").is_file());
+    let _ = std::fs::remove_dir_all(dir);
+}
