@@ -1,6 +1,7 @@
 //! `netchar echo`: each `--pattern` group run in turn, one eCos-style line per group (or the
 //! results as one JSON array).
 
+use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::Result;
@@ -10,13 +11,14 @@ use netchar_report::ecos_lines::EcosLinesReporter;
 use netchar_report::json::JobJsonReporter;
 
 /// Runs each echo group in turn and prints one eCos-style line per group (or a JSON array).
-pub(crate) fn run(plans: &[crate::plan::TcpPlan], stop: &StopFlag) -> Result<u8> {
+pub(crate) fn run(plans: &[crate::plan::TcpPlan], figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     let json = plans.first().is_some_and(|p| p.output.json);
     let mut reporters = if json {
         Reporters::of(Box::new(JobJsonReporter))
     } else {
         Reporters::of(Box::new(EcosLinesReporter::new(false)))
-    };
+    }
+    .with_figures(figures);
     // Short tests, one after another: no progress line.
     let progress = Progress::hidden();
     let mut results = Vec::new();
@@ -30,7 +32,6 @@ pub(crate) fn run(plans: &[crate::plan::TcpPlan], stop: &StopFlag) -> Result<u8>
         if let Some(r) = &run.result {
             crate::save::save_json(&plan.output, r)?;
             reporters.emit(&progress, |rep| rep.on_finish(r))?;
-            crate::report::keep(r);
             results.push(r.clone());
         }
         if let Some(e) = run.error {

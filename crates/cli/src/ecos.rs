@@ -1,6 +1,7 @@
 //! `netchar suite ecos`: the eCos nc6_test_master sequence over netchar's own protocol,
 //! printed as the master printed it.
 
+use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::Result;
@@ -14,7 +15,7 @@ use netchar_report::nc_test_lines::MasterOutput;
 /// `netchar suite ecos`: the eCos nc6_test_master sequence, printed as it printed it: no load
 /// (UDP and TCP echo, send, receive), then the server ("slave") under 0-50% compute load, then
 /// the client's ("master") idle share during echo tests with delay patterns.
-pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn run(a: &crate::args::SuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     let host = match a.port {
         Some(p) => {
             format!("{}:{p}", crate::plan::split_host(&a.host).map(|(h, _)| h).unwrap_or_else(|_| a.host.clone()))
@@ -26,11 +27,14 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
     let (small, big) = (scale(640), scale(2048));
     // Untimed: the tests run counts of buffers.
     let progress = Progress::start(a.json, true, None);
-    let reporters = std::cell::RefCell::new(if a.json {
-        Reporters::of(Box::new(JobJsonReporter))
-    } else {
-        Reporters::of(Box::new(EcosLinesReporter::new(true)))
-    });
+    let reporters = std::cell::RefCell::new(
+        if a.json {
+            Reporters::of(Box::new(JobJsonReporter))
+        } else {
+            Reporters::of(Box::new(EcosLinesReporter::new(true)))
+        }
+        .with_figures(figures),
+    );
     // The master's section headings, for the formats that show its lines.
     let section =
         |line: &str| reporters.borrow_mut().emit(&progress, |rep| rep.on_master_output(MasterOutput::Line(line)));
@@ -55,7 +59,6 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             }
             let r = run.result.ok_or_else(|| anyhow::anyhow!("{label}: no result"))?;
             reporters.borrow_mut().emit(&progress, |rep| rep.on_finish(&r))?;
-            crate::report::keep(&r);
             results.push(r);
         }
         Ok(())

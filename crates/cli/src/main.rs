@@ -7,6 +7,7 @@ mod compare;
 mod echo;
 mod ecos;
 mod exporter;
+mod figure_files;
 mod files;
 mod gate;
 mod generate;
@@ -61,23 +62,25 @@ fn main() -> ExitCode {
 fn run(cli: args::Cli) -> Result<u8> {
     use args::Command as C;
     let stop = install_signal_handlers()?;
-    // --plot DIR, --report FILE: results kept as tests finish, written when the command ends.
-    report::keep_for_command(&cli);
+    // --plot DIR, --report FILE: the results the command's reporters keep, drawn when it ends.
+    let figures = figure_files::FigureFiles::for_command(&cli);
     let code = match cli.command {
-        None => quick::run(&cli.time, cli.json, &stop),
+        None => quick::run(&cli.time, cli.json, &figures, &stop),
         Some(C::Server(a)) => serve::run(&a, &stop),
-        Some(C::Tcp(a)) if nc_test::wanted(&a.common.proto) => nc_test::tcp(&a, &stop),
-        Some(C::Udp(a)) if nc_test::wanted(&a.common.proto) => nc_test::udp(&a, &stop),
-        Some(C::Echo(a)) if nc_test::wanted(&a.common.proto) => nc_test::echo(&a, &stop),
-        Some(C::Suite(a)) if nc_test::wanted(&a.proto) => nc_test::suite(&a, &stop),
-        Some(C::Tcp(a)) => repeat::run(&plan::TcpPlan::from_args(&a)?, &stop),
-        Some(C::Udp(a)) if a.find_max_rate => suites::find_max_rate(&plan::TcpPlan::from_udp_args(&a)?, a.loss, &stop),
-        Some(C::Udp(a)) => repeat::run(&plan::TcpPlan::from_udp_args(&a)?, &stop),
-        Some(C::Rr(a)) => repeat::run(&plan::TcpPlan::from_rr_args(&a)?, &stop),
-        Some(C::Crr(a)) => repeat::run(&plan::TcpPlan::from_crr_args(&a)?, &stop),
-        Some(C::Echo(a)) => echo::run(&plan::TcpPlan::from_echo_args(&a)?, &stop),
-        Some(C::Suite(a)) => suites::run(&a, &stop),
-        Some(C::Run(a)) => plans::run(&a, &stop),
+        Some(C::Tcp(a)) if nc_test::wanted(&a.common.proto) => nc_test::tcp(&a, &figures, &stop),
+        Some(C::Udp(a)) if nc_test::wanted(&a.common.proto) => nc_test::udp(&a, &figures, &stop),
+        Some(C::Echo(a)) if nc_test::wanted(&a.common.proto) => nc_test::echo(&a, &figures, &stop),
+        Some(C::Suite(a)) if nc_test::wanted(&a.proto) => nc_test::suite(&a, &figures, &stop),
+        Some(C::Tcp(a)) => repeat::run(&plan::TcpPlan::from_args(&a)?, &figures, &stop),
+        Some(C::Udp(a)) if a.find_max_rate => {
+            suites::find_max_rate(&plan::TcpPlan::from_udp_args(&a)?, a.loss, &figures, &stop)
+        }
+        Some(C::Udp(a)) => repeat::run(&plan::TcpPlan::from_udp_args(&a)?, &figures, &stop),
+        Some(C::Rr(a)) => repeat::run(&plan::TcpPlan::from_rr_args(&a)?, &figures, &stop),
+        Some(C::Crr(a)) => repeat::run(&plan::TcpPlan::from_crr_args(&a)?, &figures, &stop),
+        Some(C::Echo(a)) => echo::run(&plan::TcpPlan::from_echo_args(&a)?, &figures, &stop),
+        Some(C::Suite(a)) => suites::run(&a, &figures, &stop),
+        Some(C::Run(a)) => plans::run(&a, &figures, &stop),
         Some(C::Compare(a)) => compare::run(&a),
         Some(C::Report(a)) => report::run(&a),
         Some(C::Completions(a)) => generate::completions(&a),
@@ -86,7 +89,8 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Exporter(a)) => exporter::run(a, &stop),
         Some(C::Mesh(a)) => mesh::run(a),
     };
-    report::write_kept()?;
+    // Also after a failed or interrupted command: the figures so far.
+    figures.write()?;
     code
 }
 

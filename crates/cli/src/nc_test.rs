@@ -14,6 +14,7 @@
 //! the suite an array), and the suite shows a progress line on a terminal.
 
 use crate::args::{CommonArgs, EchoArgs, SuiteArgs, TcpArgs, UdpArgs};
+use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{bail, Result};
@@ -72,16 +73,16 @@ fn counts(pattern: &Pattern) -> Result<(u32, u32)> {
 }
 
 /// `netchar echo --proto nc-test`.
-pub(crate) fn echo(a: &EchoArgs, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn echo(a: &EchoArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     not_applicable(&a.common)?;
     let pattern = Pattern::parse(&a.pattern).map_err(|e| anyhow::anyhow!("--pattern {}: {e}", a.pattern))?;
     let (nbufs, buflen) = counts(&pattern)?;
     let kind = if a.udp { Kind::UdpEcho } else { Kind::TcpEcho };
-    single(&a.common, kind, nbufs, buflen, pause_of(&pattern)?, stop)
+    single(&a.common, kind, nbufs, buflen, pause_of(&pattern)?, figures, stop)
 }
 
 /// `netchar tcp --proto nc-test`.
-pub(crate) fn tcp(a: &TcpArgs, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn tcp(a: &TcpArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     not_applicable(&a.common)?;
     if a.bitrate.is_some() || a.window.is_some() || a.mss.is_some() || a.congestion.is_some() || a.zerocopy {
         bail!("--proto nc-test: the slave sets up its own sockets (-b, -w, -M, -C and --zerocopy do not apply)");
@@ -102,11 +103,11 @@ pub(crate) fn tcp(a: &TcpArgs, stop: &StopFlag) -> Result<u8> {
         bail!("-n: nc_test runs 1 to 1000000 buffers");
     }
     let kind = if a.common.reverse { Kind::TcpSend } else { Kind::TcpRecv };
-    single(&a.common, kind, nbufs as u32, buflen as u32, Pause::default(), stop)
+    single(&a.common, kind, nbufs as u32, buflen as u32, Pause::default(), figures, stop)
 }
 
 /// `netchar udp --proto nc-test`.
-pub(crate) fn udp(a: &UdpArgs, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn udp(a: &UdpArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     not_applicable(&a.common)?;
     if a.bitrate.is_some() || a.pps.is_some() || a.find_max_rate {
         bail!("--proto nc-test: nc_test senders send as fast as they can (-b, --pps and --find-max-rate do not apply)");
@@ -130,10 +131,18 @@ pub(crate) fn udp(a: &UdpArgs, stop: &StopFlag) -> Result<u8> {
         nbufs = n as u32;
     }
     let kind = if a.common.reverse { Kind::UdpSend } else { Kind::UdpRecv };
-    single(&a.common, kind, nbufs, buflen, pause_of(&p)?, stop)
+    single(&a.common, kind, nbufs, buflen, pause_of(&p)?, figures, stop)
 }
 
-fn single(c: &CommonArgs, kind: Kind, nbufs: u32, buflen: u32, pause: Pause, stop: &StopFlag) -> Result<u8> {
+fn single(
+    c: &CommonArgs,
+    kind: Kind,
+    nbufs: u32,
+    buflen: u32,
+    pause: Pause,
+    figures: &FigureFiles,
+    stop: &StopFlag,
+) -> Result<u8> {
     let slave = resolve(&c.host, c.port, c.ipv4, c.ipv6)?;
     let cfg = MasterConfig {
         slave,
@@ -143,7 +152,8 @@ fn single(c: &CommonArgs, kind: Kind, nbufs: u32, buflen: u32, pause: Pause, sto
     };
     // One test of counted buffers: no progress line.
     let progress = Progress::hidden();
-    let mut reporters = Reporters::of(if c.json { Box::new(JsonReporter) } else { Box::new(NcTestLinesReporter) });
+    let mut reporters = Reporters::of(if c.json { Box::new(JsonReporter) } else { Box::new(NcTestLinesReporter) })
+        .with_figures(figures);
     let results = run(&cfg, &mut reporters, &progress, stop)?;
     if let (Some(path), Some(r)) = (&c.json_out, results.first()) {
         std::fs::write(path, netchar_report::json::to_json(r))?;
@@ -165,7 +175,7 @@ fn exit_code(results: &[TestResult], stop: &StopFlag) -> u8 {
 }
 
 /// `netchar suite ecos --proto nc-test|nc6-test HOST`.
-pub(crate) fn suite(a: &SuiteArgs, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn suite(a: &SuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     if a.suite != "ecos" {
         bail!("suite {}: --proto {} runs only with the ecos suite", a.suite, a.proto.name());
     }
@@ -184,7 +194,8 @@ pub(crate) fn suite(a: &SuiteArgs, stop: &StopFlag) -> Result<u8> {
     };
     // A sequence of untimed tests: elapsed time and the test now running.
     let progress = Progress::start(a.json, true, None);
-    let mut reporters = Reporters::of(if a.json { Box::new(JobJsonReporter) } else { Box::new(NcTestLinesReporter) });
+    let mut reporters = Reporters::of(if a.json { Box::new(JobJsonReporter) } else { Box::new(NcTestLinesReporter) })
+        .with_figures(figures);
     let results = run(&cfg, &mut reporters, &progress, stop)?;
     for r in &results {
         reporters.emit(&progress, |rep| rep.on_finish(r))?;
@@ -248,6 +259,5 @@ fn run(cfg: &MasterConfig, reporters: &mut Reporters, progress: &Progress, stop:
             }
         }
     }
-    results.iter().for_each(crate::report::keep);
     Ok(results)
 }

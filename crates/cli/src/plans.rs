@@ -5,6 +5,7 @@
 //! the command line cannot, and every bad value is reported (with its line and field) before
 //! any traffic.
 
+use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{bail, Result};
@@ -17,7 +18,7 @@ use std::time::Duration;
 use toml::Value;
 
 /// `netchar run PLAN [HOST]`: every test of the plan validated first, then run in order.
-pub(crate) fn run(a: &crate::args::RunArgs, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     let file = a.plan.display().to_string();
     let text = crate::files::read_text(&a.plan, crate::files::SMALL_FILE_CAP)
         .map_err(|e| anyhow::anyhow!("the plan {file}: {e}"))?;
@@ -48,7 +49,7 @@ pub(crate) fn run(a: &crate::args::RunArgs, stop: &StopFlag) -> Result<u8> {
     let expected = planned.iter().map(|(_, p)| crate::repeat::expected_length(p)).sum::<Option<Duration>>();
     let progress = Progress::start(a.json, true, expected);
     // The plan's own reporters: a heading per test (text), one array of every result (JSON).
-    // Each test's figures come from the test's own reporters.
+    // Each test's figures come from the test's own reporters (the figure files' too).
     let mut reporters = if a.json {
         Reporters::of(Box::new(JobJsonReporter))
     } else {
@@ -65,7 +66,7 @@ pub(crate) fn run(a: &crate::args::RunArgs, stop: &StopFlag) -> Result<u8> {
         let what = format!("{} of {}: {}", i + 1, planned.len(), t.name);
         progress.set_current(what.clone());
         reporters.emit(&progress, |r| r.on_section(&what))?;
-        let code = match crate::repeat::run_collecting(plan, stop, Some(&mut results), &progress) {
+        let code = match crate::repeat::run_collecting(plan, figures, stop, Some(&mut results), &progress) {
             Ok(code) => code,
             Err(e) => {
                 failed = Some(e);

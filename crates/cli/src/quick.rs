@@ -3,6 +3,7 @@
 //! rate; TCP and UDP request/response latency), printed as two tables, or with `--json` as
 //! one array of the results (each test's name in `test.title`).
 
+use crate::figure_files::FigureFiles;
 use crate::plan::seconds;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
@@ -27,7 +28,7 @@ fn interval_for(secs: f64) -> f64 {
     (secs / 4.0).clamp(0.1, 1.0)
 }
 
-pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn run(time: &str, json: bool, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     let secs = seconds("-t", time)?;
     let server_stop = StopFlag::new();
     let server = Server::bind(ServerConfig::new("127.0.0.1:0".parse().expect("literal address")))
@@ -42,7 +43,8 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
         Reporters::of(Box::new(JobJsonReporter))
     } else {
         Reporters::of(Box::new(QuickTableReporter::new(RateFormat::AutoBits)))
-    };
+    }
+    .with_figures(figures);
     let mut results = Vec::new();
     let mut failed = None;
     let mut udp_paced = TestSpec::udp_default();
@@ -95,7 +97,6 @@ pub(crate) fn run(time: &str, json: bool, stop: &StopFlag) -> Result<u8> {
         }
         if let Some(r) = run.result {
             reporters.emit(&progress, |rep| rep.on_finish(&r))?;
-            crate::report::keep(&r);
             results.push(r);
         }
     }

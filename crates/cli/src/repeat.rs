@@ -2,6 +2,7 @@
 //! finishes (so nothing measured is lost if a later run fails), then the mean and its
 //! confidence interval over the counted runs, then the gates (`--expect`, `--baseline`).
 
+use crate::figure_files::FigureFiles;
 use crate::progress::{Progress, LONG_TEST};
 use crate::reporters::{JsonShape, Reporters};
 use anyhow::Result;
@@ -11,13 +12,13 @@ use std::time::Duration;
 /// Runs a client test: `--warmup` uncounted runs, `--repeat` counted ones (each printed and
 /// saved as it finishes, so nothing measured is lost if a later run fails), then the
 /// statistics and the gates.
-pub(crate) fn run(plan: &crate::plan::TcpPlan, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn run(plan: &crate::plan::TcpPlan, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     let out = &plan.output;
     let expected = expected_length(plan);
     let long = out.warmup + out.repeat > 1 || expected.is_some_and(|s| s >= LONG_TEST);
     let progress = Progress::start(out.json, long, expected);
     progress.set_current(format!("{} to {}", plan.client.spec.kind.name(), plan.client.host));
-    run_collecting(plan, stop, None, &progress)
+    run_collecting(plan, figures, stop, None, &progress)
 }
 
 /// How long the runs of `plan` take if timed (`-t`), for the progress line; None if they
@@ -34,6 +35,7 @@ pub(crate) fn expected_length(plan: &crate::plan::TcpPlan) -> Option<Duration> {
 /// every test's results as one array at the end).
 pub(crate) fn run_collecting(
     plan: &crate::plan::TcpPlan,
+    figures: &FigureFiles,
     stop: &StopFlag,
     mut sink: Option<&mut Vec<netchar_model::TestResult>>,
     progress: &Progress,
@@ -54,7 +56,8 @@ pub(crate) fn run_collecting(
         (None, 1) => JsonShape::PerTest,
         (None, _) => JsonShape::PerJob,
     };
-    let mut reporters = Reporters::from_output(out, shape);
+    // The figure files keep the counted runs: the job's end settles them.
+    let mut reporters = Reporters::from_output(out, shape).with_figures(figures);
     if out.repeat > 1 && !out.json {
         reporters.push(Box::new(RepeatStatistics));
     }
@@ -80,7 +83,6 @@ pub(crate) fn run_collecting(
                 if let Some(dir) = &out.save {
                     crate::save::save_run(dir, &r, i + 1 - out.warmup)?;
                 }
-                crate::report::keep(&r);
                 kept.push(r);
             }
         }

@@ -2,6 +2,7 @@
 //! from the flags, and their output written to stdout under the progress line. Each format is
 //! one reporter in crates/report; this file only picks them and writes what they return.
 
+use crate::figure_files::FigureFiles;
 use crate::plan::Output;
 use crate::progress::Progress;
 use netchar_report::json::{JobJsonReporter, JsonReporter};
@@ -46,6 +47,13 @@ impl Reporters {
     /// Just these reporters (a suite's table, or its JSON).
     pub(crate) fn of(reporter: Box<dyn Reporter>) -> Self {
         Self { list: vec![reporter] }
+    }
+
+    /// With the reporter that keeps this job's results for `--plot` and `--report`, if the
+    /// command has either (crate::figure_files): every job that reports results finished.
+    pub(crate) fn with_figures(mut self, figures: &FigureFiles) -> Self {
+        self.list.extend(figures.reporter());
+        self
     }
 
     /// Asks every reporter (`event` calls one of the [`Reporter`] methods) and writes what

@@ -3,6 +3,7 @@
 //! (`bwsweep`), netio's block-size table (`netio`) and stackthru's block-size sweep (`sizes`).
 //! Each trial is an ordinary test; its result is kept whole.
 
+use crate::figure_files::FigureFiles;
 use crate::plan::TcpPlan;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
@@ -18,7 +19,7 @@ use netchar_report::max_rate::{self, MaxRateTableReporter};
 use netchar_report::sweep::SweepTableReporter;
 
 /// `netchar suite NAME HOST ...`.
-pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn run(a: &crate::args::SuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     use netchar_model::units::parse_bit_rate;
     match a.suite.as_str() {
         "bwsweep" => {
@@ -27,9 +28,9 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
             let secs = crate::plan::seconds("--duration", &a.duration)?;
             let udp = crate::args::UdpArgs::for_suite(&a.host, a.port, secs);
             let plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
-            bwsweep(&plan, from, to, step, a.json, stop)
+            bwsweep(&plan, from, to, step, a.json, figures, stop)
         }
-        "netio" if matches!(a.proto.protocol().def().client, ClientRole::NetioClient) => netio_peer(a, stop),
+        "netio" if matches!(a.proto.protocol().def().client, ClientRole::NetioClient) => netio_peer(a, figures, stop),
         "netio" if !a.proto.protocol().runs(Command::SuiteNetio) => anyhow::bail!(
             "suite netio --proto {}: one of auto, {}",
             a.proto.name(),
@@ -45,12 +46,12 @@ pub(crate) fn run(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
                 ..netchar_model::TestSpec::tcp_default()
             };
             if a.suite == "netio" {
-                netio(&tcp, &udp, a.json, stop)
+                netio(&tcp, &udp, a.json, figures, stop)
             } else {
-                sizes(&tcp, &udp, a.json, stop)
+                sizes(&tcp, &udp, a.json, figures, stop)
             }
         }
-        "ecos" => crate::ecos::run(a, stop),
+        "ecos" => crate::ecos::run(a, figures, stop),
         other => anyhow::bail!("suite {other:?}: known suites: ecos, bwsweep, netio, sizes"),
     }
 }
@@ -84,15 +85,11 @@ fn trial(plan: &TcpPlan, rate: u64, stop: &StopFlag) -> Result<TestResult> {
 /// `netchar udp --find-max-rate`: binary search between 0 and the rate an unlimited trial
 /// reaches (or -b), for the highest rate with loss ≤ `loss_percent`. The trials go through
 /// the reporters: the trial table, or with `--json` one array of the trials' results.
-pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     // Untimed: how many trials the search takes is what it finds out.
     let mut progress = Progress::start(plan.output.json, true, None);
-    let mut reporters = if plan.output.json {
-        Reporters::of(Box::new(JobJsonReporter))
-    } else {
-        Reporters::of(Box::new(MaxRateTableReporter::new(loss_percent)))
-    };
-    crate::report::keep_as_search();
+    // The figure files keep the trials, not the probe: the job's end settles them.
+    let mut reporters = suite_reporters(plan.output.json, Box::new(MaxRateTableReporter::new(loss_percent)), figures);
     if let EndCondition::Bytes(_) = plan.client.spec.end {
         anyhow::bail!("--find-max-rate: give the trial duration with -t, not -n");
     }
@@ -146,7 +143,6 @@ fn search(
         } else {
             hi = rate;
         }
-        crate::report::keep(&t);
         results.push(t);
         if pass && rate == ceiling || hi.saturating_sub(lo) <= hi / 100 {
             break;
@@ -158,15 +154,19 @@ fn search(
 
 /// `netchar suite bwsweep`: every rate from `from` to `to` by `step`, up then down; per rate
 /// the achieved rate, loss and jitter, and the knee: the first rate that loses datagrams.
-pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn bwsweep(
+    plan: &TcpPlan,
+    from: u64,
+    to: u64,
+    step: u64,
+    json: bool,
+    figures: &FigureFiles,
+    stop: &StopFlag,
+) -> Result<u8> {
     anyhow::ensure!(step > 0 && from > 0 && from <= to, "--from, --to, --step: need 0 < from <= to and step > 0");
     let trials = 2 * ((to - from) / step + 1);
     let progress = Progress::start(json, true, trial_length(plan).map(|t| t * trials as u32));
-    let mut reporters = if json {
-        Reporters::of(Box::new(JobJsonReporter))
-    } else {
-        Reporters::of(Box::new(SweepTableReporter::new(to)))
-    };
+    let mut reporters = suite_reporters(json, Box::new(SweepTableReporter::new(to)), figures);
     let mut results = Vec::new();
     for (direction, name) in [(Direction::Up, "up (client sends)"), (Direction::Down, "down (server sends)")] {
         let mut p = plan.clone();
@@ -180,7 +180,6 @@ pub(crate) fn bwsweep(plan: &TcpPlan, from: u64, to: u64, step: u64, json: bool,
             reporters.emit(&progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
             let t = trial(&p, rate, stop)?;
             reporters.emit(&progress, |r| r.on_finish(&t))?;
-            crate::report::keep(&t);
             results.push(t);
             rate += step;
         }
@@ -223,10 +222,10 @@ fn run_variant(
 
 /// `netchar suite netio`: TCP and UDP, each block size, client to server (tx) and server to
 /// client (rx), in netio's table: the receiving end's rate in MB/s (2^20 bytes, as netio).
-pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     const SIZES: [u64; 6] = [1024, 2048, 4096, 8192, 16384, 32767];
     let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 4 * SIZES.len() as u32));
-    let mut reporters = suite_reporters(json, Box::<NetioTableReporter>::default());
+    let mut reporters = suite_reporters(json, Box::<NetioTableReporter>::default(), figures);
     let mut results = Vec::new();
     for size in SIZES {
         for (plan, direction) in
@@ -247,7 +246,6 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                 &mut reporters,
                 &progress,
             )?;
-            crate::report::keep(&r);
             results.push(r);
         }
     }
@@ -257,10 +255,10 @@ pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
 
 /// `netchar suite sizes`: stackthru's block-size sweep over TCP and UDP (client sends):
 /// real and system time, MB/s (2^20), Mbit/s (10^6) and frames/s.
-pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     const SIZES: [u64; 9] = [64, 256, 512, 1024, 1448, 1472, 4096, 16384, 65507];
     let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 2 * SIZES.len() as u32));
-    let mut reporters = suite_reporters(json, Box::<SizesTableReporter>::default());
+    let mut reporters = suite_reporters(json, Box::<SizesTableReporter>::default(), figures);
     let mut results = Vec::new();
     for (name, plan) in [("TCP", tcp), ("UDP", udp)] {
         for size in SIZES {
@@ -279,7 +277,6 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
                 &progress,
             )?;
             anyhow::ensure!(r.summary.up.is_some(), "no up flow");
-            crate::report::keep(&r);
             results.push(r);
         }
     }
@@ -287,19 +284,16 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, stop: &StopFlag) -
     Ok(0)
 }
 
-/// A suite's reporters: its classic `table`, or with `--json` one array of every result.
-fn suite_reporters(json: bool, table: Box<dyn netchar_report::Reporter>) -> Reporters {
-    if json {
-        Reporters::of(Box::new(JobJsonReporter))
-    } else {
-        Reporters::of(table)
-    }
+/// A suite's reporters: its classic `table`, or with `--json` one array of every result; and
+/// the figure files'.
+fn suite_reporters(json: bool, table: Box<dyn netchar_report::Reporter>, figures: &FigureFiles) -> Reporters {
+    if json { Reporters::of(Box::new(JobJsonReporter)) } else { Reporters::of(table) }.with_figures(figures)
 }
 
 /// `netchar suite netio --proto netio HOST`: netchar as the client of a netio server, netio's
 /// sequence and its output lines (NetioLinesReporter) under a progress line; with --json, one
 /// array of a result per block size (`test.protocol` "netio", the line in `test.title`).
-pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<u8> {
+pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     use netchar_engine::peers::netio::{run_client, to_results, NetioClientConfig};
     use std::net::ToSocketAddrs;
     let (host, host_port) = crate::plan::split_host(&a.host).map_err(|e| anyhow::anyhow!("{}", e.0))?;
@@ -337,7 +331,8 @@ pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<
     let rx = if cfg.tx_only { std::time::Duration::ZERO } else { netchar_wire::netio::INTERVAL };
     let expected = (cfg.interval + rx) * cfg.sizes.len() as u32;
     let progress = Progress::start(a.json, true, Some(expected));
-    let mut reporters = suite_reporters(a.json, Box::<NetioLinesReporter>::default());
+    // The figure files keep the results with the run's error (the job's end settles them).
+    let mut reporters = suite_reporters(a.json, Box::<NetioLinesReporter>::default(), figures);
     let info = netchar_engine::peers::netio::test_info(&cfg, cfg.sizes[0], !cfg.tx_only, None);
     reporters.emit(&progress, |rep| rep.on_start(&info))?;
     let now_running = |done: usize| {
@@ -362,7 +357,6 @@ pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, stop: &StopFlag) -> Result<
         return Err(e.into());
     }
     let finished = to_results(&cfg, &results, error.as_deref());
-    finished.iter().for_each(crate::report::keep);
     reporters.emit(&progress, |rep| rep.on_job_end(&finished))?;
     match error {
         None => Ok(0),
