@@ -380,7 +380,7 @@ static void accept_data(uint64_t now)
         return;
     if (T.phase != P_ACCEPT || !NC_SAME_IP(&peer, &T.master)) {
         /* Not this test's master, or no TCP test waiting: a stale or stray connection. */
-        nc_tr_close(fd);
+        nc_tr_abort(fd);
         return;
     }
     nc_tr_nodelay(fd);

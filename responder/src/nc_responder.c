@@ -363,6 +363,16 @@ static void conn_close(int i)
     S.conns[i].fd = -1;
 }
 
+/* A connection dropped for what it did or did not do (no hello, a bad one, evicted): reset,
+ * its resources freed at once (nc_tr_abort). */
+static void conn_drop(int i)
+{
+    if (S.conns[i].state != CS_FREE)
+        nc_tr_abort(S.conns[i].fd);
+    S.conns[i].state = CS_FREE;
+    S.conns[i].fd = -1;
+}
+
 static void conn_linger(int i, uint64_t now)
 {
     nc_tr_shutdown(S.conns[i].fd);
@@ -1008,7 +1018,7 @@ static void on_hello(int i, uint64_t now)
     struct nc_hello h;
     if (nc_hello_decode(c->hello, &h) != 0) {
         logf1("dropped a connection: not a netchar hello", NULL);
-        conn_close(i);
+        conn_drop(i);
         return;
     }
     if (h.version != NC_PROTOCOL_VERSION) {
@@ -1058,7 +1068,7 @@ static void on_hello(int i, uint64_t now)
         }
     }
     logf1("dropped a data connection that matches no stream of the running test", NULL);
-    conn_close(i);
+    conn_drop(i);
 }
 
 static void hello_read(int i, uint64_t now)
@@ -1098,13 +1108,13 @@ static int do_accept(uint64_t now)
                 oldest = i;
         }
         if (oldest < 0) {
-            nc_tr_close(fd);
+            nc_tr_abort(fd);
             logf1("refused a connection: all NC_MAX_CONNS slots hold a running test", NULL);
             return 1;
         }
         if (S.conns[oldest].state == CS_HELLO)
             logf1("dropped the oldest silent connection: all NC_MAX_CONNS slots in use", NULL);
-        conn_close(oldest);
+        conn_drop(oldest);
         i = oldest;
     }
     S.conns[i].fd = fd;
@@ -1529,7 +1539,7 @@ static void check_deadlines(uint64_t now)
         if ((c->state == CS_HELLO || c->state == CS_LINGER) && now >= c->deadline) {
             if (c->state == CS_HELLO)
                 logf1("dropped a connection: no hello within 5 s", NULL);
-            conn_close(i);
+            conn_drop(i);
         }
     }
     if (S.ctrl < 0)

@@ -76,7 +76,7 @@ void nc_svc_init(void)
     }
 }
 
-static void conn_end(struct svc_conn *c)
+static void conn_end_how(struct svc_conn *c, int reset)
 {
     uint64_t n[2];
     n[0] = c->in;
@@ -85,9 +85,17 @@ static void conn_end(struct svc_conn *c)
         nc_role_log(tcp_names[0], &c->peer, "# bytes in, # bytes out", n, 2);
     else
         nc_role_log(tcp_names[1], &c->peer, "# bytes", n, 1);
-    nc_tr_close(c->fd);
+    if (reset)
+        nc_tr_abort(c->fd);
+    else
+        nc_tr_close(c->fd);
     c->fd = -1;
     SLOT_RELEASE(c);
+}
+
+static void conn_end(struct svc_conn *c)
+{
+    conn_end_how(c, 0);
 }
 
 static void spell_end(int s)
@@ -125,7 +133,7 @@ void nc_svc_watch(uint64_t now, uint64_t *wait_ns)
         if (c->kind == K_FREE)
             continue;
         if (now - c->last > NC_SVC_IDLE_MS * NC_MS) {
-            conn_end(c);
+            conn_end_how(c, 1);
             continue;
         }
         if (c->off < c->len)
@@ -198,14 +206,14 @@ static void svc_accept(int s, uint64_t now)
         if (now - V.conns[oldest].last >= NC_SVC_EVICT_MS * NC_MS) {
             nc_role_log(V.conns[oldest].kind == K_ECHO ? tcp_names[0] : tcp_names[1], &V.conns[oldest].peer,
                         "closed, quiet while all NC_SVC_CONNS connections were in use", NULL, 0);
-            conn_end(&V.conns[oldest]);
+            conn_end_how(&V.conns[oldest], 1);
             i = oldest;
         }
     }
 #endif
     if (i == NC_SVC_CONNS) {
         nc_role_log(tcp_names[s], &peer, "refused: all NC_SVC_CONNS connections in use", NULL, 0);
-        nc_tr_close(fd);
+        nc_tr_abort(fd);
         return;
     }
     memset(&V.conns[i], 0, sizeof V.conns[i] - sizeof V.conns[i].buf);

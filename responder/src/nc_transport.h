@@ -62,6 +62,12 @@ void nc_tr_nodelay(int h);
 /* Closes h (a connection, listener or UDP socket); the handle is free for reuse. */
 void nc_tr_close(int h);
 
+/* Drops connection h at once, for one that is not worth a graceful close (silent, refused,
+ * evicted): the raw transport resets it (tcp_abort), which frees its pcb now, where a close
+ * would hold it in FIN_WAIT until the peer closes too and a few such peers would exhaust a
+ * board's pool; the sockets transport closes it as nc_tr_close does. */
+void nc_tr_abort(int h);
+
 /* The next datagram of UDP socket h: its length (the first `cap` bytes of it are in buf, the
  * rest is lost) and its source in *from; NC_TR_AGAIN when none waits. */
 long nc_tr_recvfrom(int h, void *buf, size_t cap, nc_addr *from);

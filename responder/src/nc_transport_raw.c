@@ -351,17 +351,29 @@ void nc_tr_nodelay(int h)
         tcp_nagle_disable(s->pcb.tcp);
 }
 
-static void tcp_drop_pcb(struct tcp_pcb *pcb)
+static void tcp_drop_pcb(struct tcp_pcb *pcb, int reset)
 {
     tcp_arg(pcb, NULL);
     tcp_recv(pcb, NULL); /* lwIP's default: later data is acknowledged and freed */
     tcp_sent(pcb, NULL);
     tcp_err(pcb, NULL);
-    if (tcp_close(pcb) != ERR_OK)
+    if (reset || tcp_close(pcb) != ERR_OK)
         tcp_abort(pcb);
 }
 
+static void close_slot(int h, int reset);
+
 void nc_tr_close(int h)
+{
+    close_slot(h, 0);
+}
+
+void nc_tr_abort(int h)
+{
+    close_slot(h, 1);
+}
+
+static void close_slot(int h, int reset)
 {
     struct slot *s;
     int i;
@@ -374,11 +386,11 @@ void nc_tr_close(int h)
         for (i = 0; i < NC_TR_SLOTS; i++)
             if (slots[i].kind == K_CONN && (slots[i].flags & F_PENDING) && slots[i].owner == h) {
                 slots[i].flags &= (uint8_t)~F_PENDING;
-                nc_tr_close(i);
+                close_slot(i, 1);
             }
     } else if (s->kind == K_CONN) {
         if (s->pcb.tcp)
-            tcp_drop_pcb(s->pcb.tcp);
+            tcp_drop_pcb(s->pcb.tcp, reset);
         if (s->rx)
             pbuf_free(s->rx);
     } else {

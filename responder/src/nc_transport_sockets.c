@@ -133,6 +133,11 @@ void nc_tr_close(int h)
         nc_close(h);
 }
 
+void nc_tr_abort(int h)
+{
+    nc_tr_close(h);
+}
+
 long nc_tr_recvfrom(int h, void *buf, size_t cap, nc_addr *from)
 {
     if (h < 0)
