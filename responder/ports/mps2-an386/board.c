@@ -160,7 +160,7 @@ void nc_plat_random(uint8_t *buf, size_t n)
 void nc_plat_host_info(char *hostname, char *kernel, char *cpu_model, size_t cap, uint32_t *cores)
 {
     /* The build's identity rides in the kernel's place (the Makefile's BOARD_ID). */
-    static const char *const v[3] = {"mps2-an386", "lwIP " LWIP_VERSION_STRING " raw NO_SYS=1, " BOARD_BUILD,
+    static const char *const v[3] = {"mps2-an386", "lwIP " LWIP_VERSION_STRING " NO_SYS=1, " BOARD_BUILD,
                                      "Cortex-M4 (QEMU mps2-an386)"};
     char *const d[3] = {hostname, kernel, cpu_model};
     int i;

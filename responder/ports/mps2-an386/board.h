@@ -49,6 +49,8 @@ void nc_board_assert(const char *what, const char *file, int line);
 struct netif;
 int8_t nc_lan9118_netif_init(struct netif *netif); /* an err_t: netif_add's init function */
 int nc_lan9118_poll(struct netif *netif);           /* received frames to netif->input; how many */
-extern uint32_t nc_lan9118_rx_dropped;             /* frames dropped: no pbuf, bad status, too long */
+/* Frames the driver dropped (no pbuf, a bad status, too long), and polls that found the
+ * receive FIFO within one frame of full (the controller may have dropped a frame unseen). */
+extern uint32_t nc_lan9118_rx_dropped, nc_lan9118_rx_near_full;
 
 #endif

@@ -8,7 +8,9 @@
  * segments retransmitted; tcp_rst_out: resets sent. mem_err: heap allocations that failed;
  * memp_err: pool allocations that failed, any pool; pbuf_pool_err: the receive pool's.
  * udp_queue_drop: datagrams a full socket queue of the raw transport dropped; accept_drop:
- * connections refused for a full backlog. */
+ * connections refused for a full backlog. nic_near_full: polls that found the LAN9118's
+ * receive FIFO within one frame of full, when it may have dropped a frame it counts nowhere
+ * (lan9118.c). */
 #include "../../nc_platform.h"
 #include "../../src/nc_transport.h"
 #include "board.h"
@@ -20,6 +22,7 @@ static const char *const names[] = {
     "link_recv", "link_xmit", "link_drop", "link_memerr", "ip_recv", "ip_xmit", "ip_drop", "icmp_recv",
     "tcp_recv", "tcp_xmit", "tcp_drop", "tcp_memerr", "tcp_retrans", "tcp_rst_out", "udp_recv", "udp_xmit",
     "udp_drop", "udp_memerr", "mem_err", "memp_err", "pbuf_pool_err", "udp_queue_drop", "accept_drop",
+    "nic_near_full",
 };
 #define COUNT (sizeof names / sizeof names[0])
 
@@ -52,6 +55,7 @@ unsigned nc_plat_counters(uint32_t *v)
     v[20] = lwip_stats.memp[MEMP_PBUF_POOL]->err;
     v[21] = nc_tr_udp_queue_drops;
     v[22] = nc_tr_accept_drops;
+    v[23] = nc_lan9118_rx_near_full;
     return COUNT;
 }
 
