@@ -100,6 +100,60 @@ pub trait DatagramFormat {
     fn start_request(&self) -> Option<&[u8]> {
         None
     }
+    /// Whether a data datagram's `sent_ns` is the sender's send time, so that a receiver
+    /// measures jitter by it. A format whose datagrams carry no time says false.
+    const SEND_TIMES: bool = true;
+    /// Empty datagrams a sender sends after its last one to mark its stream's end, answered by
+    /// nobody. The default: none.
+    fn end_marks(&self) -> u32 {
+        0
+    }
+}
+
+/// A peer whose datagrams carry nothing of netchar's: no stream, sequence number or time.
+/// A receiver numbers data datagrams in arrival order, so it counts datagrams and bytes but
+/// can tell no loss, reordering or jitter from them; an empty datagram ends the stream (its
+/// total is the count so far), and a sender marks its end with `end_marks` empty datagrams.
+/// Its numbering is per worker: build one per stream.
+#[derive(Debug, Default)]
+pub struct UnsequencedFormat {
+    /// Empty datagrams a sender sends at its end.
+    pub end_marks: u32,
+    arrived: std::cell::Cell<u64>,
+}
+
+impl UnsequencedFormat {
+    /// A format whose senders end with `end_marks` empty datagrams.
+    pub fn new(end_marks: u32) -> Self {
+        Self { end_marks, arrived: std::cell::Cell::new(0) }
+    }
+}
+
+impl DatagramFormat for UnsequencedFormat {
+    const STREAM_IDS: bool = false;
+    const SEND_TIMES: bool = false;
+
+    fn header_len(&self) -> usize {
+        0
+    }
+
+    fn emit(&self, _buf: &mut [u8], _stream_id: u32, _sequence: u64, _sent_ns: u64) {}
+
+    fn stamp(&self, _buf: &mut [u8], _sequence: u64, _sent_ns: u64) {}
+
+    fn classify(&self, _buf: &[u8]) -> Received {
+        let sequence = self.arrived.get();
+        self.arrived.set(sequence + 1);
+        Received::Data { stream_id: 0, sequence, sent_ns: 0 }
+    }
+
+    fn end_of_stream(&self, buf: &[u8]) -> Option<u64> {
+        buf.is_empty().then(|| self.arrived.get())
+    }
+
+    fn end_marks(&self) -> u32 {
+        self.end_marks
+    }
 }
 
 /// netchar's own 24-byte header (this module's table).
@@ -338,5 +392,15 @@ mod tests {
             h.emit(&mut b);
             prop_assert_eq!(DatagramHeader::parse(&b).unwrap(), h);
         }
+    }
+
+    #[test]
+    fn unsequenced_datagrams_are_numbered_by_arrival_and_an_empty_one_ends_the_stream() {
+        let f = UnsequencedFormat::new(3);
+        assert_eq!(f.classify(b"anything"), Received::Data { stream_id: 0, sequence: 0, sent_ns: 0 });
+        assert_eq!(f.classify(&[]), Received::Data { stream_id: 0, sequence: 1, sent_ns: 0 });
+        assert_eq!(f.end_of_stream(b"x"), None);
+        assert_eq!(f.end_of_stream(&[]), Some(2));
+        assert_eq!((f.end_marks(), f.header_len()), (3, 0));
     }
 }

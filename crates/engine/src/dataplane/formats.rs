@@ -8,7 +8,7 @@
 
 use super::{udp, Controls, StreamShared};
 use netchar_model::{Role, TestSpec};
-use netchar_wire::datagram::{DatagramFormat, NativeFormat};
+use netchar_wire::datagram::{DatagramFormat, NativeFormat, UnsequencedFormat};
 use netchar_wire::iperf3::Iperf3Datagrams;
 use netchar_wire::services::EchoFormat;
 use std::io;
@@ -31,6 +31,31 @@ pub enum DatagramFormatKind {
     Echo(u32),
     /// A format its protocol's adapter builds for each worker.
     Peer(PeerDatagrams),
+    /// A peer whose datagrams carry nothing of netchar's (netchar_wire::datagram::
+    /// UnsequencedFormat): receivers count datagrams and bytes in arrival order, an empty
+    /// datagram ends a stream, senders end theirs with `end_marks` empty datagrams, and UDP rr
+    /// takes each answer for the oldest request (the peer echoes no sequence key).
+    Unsequenced {
+        /// Empty datagrams a sender (or rr requester) sends after its last one.
+        end_marks: u32,
+    },
+}
+
+impl DatagramFormatKind {
+    /// Whether a UDP rr peer echoes the leading bytes of each request (the requester's
+    /// sequence key) in its answer; when not, answers are taken in order.
+    pub(super) fn echoes_rr_keys(self) -> bool {
+        !matches!(self, Self::Unsequenced { .. })
+    }
+
+    /// Whether an empty datagram ends the stream (and how many a sender sends): None for
+    /// formats whose streams end otherwise.
+    pub(super) fn end_marks(self) -> Option<u32> {
+        match self {
+            Self::Unsequenced { end_marks } => Some(end_marks),
+            _ => None,
+        }
+    }
 }
 
 /// A peer protocol's UDP format, built by the protocol's adapter for each worker: `run` builds
@@ -107,6 +132,7 @@ impl UdpWorker<'_> {
             DatagramFormatKind::Iperf3 { wide } => self.run(&Iperf3Datagrams { wide }),
             DatagramFormatKind::Echo(offset) => self.run(&EchoFormat { offset }),
             DatagramFormatKind::Peer(peer) => (peer.run)(self),
+            DatagramFormatKind::Unsequenced { end_marks } => self.run(&UnsequencedFormat::new(end_marks)),
         }
     }
 }

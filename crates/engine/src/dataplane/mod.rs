@@ -619,8 +619,8 @@ impl Worker {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match (self.shared.role, &socket) {
             (Role::Sender, DataSocket::Tcp(s)) if rr => rr::tcp_requester(sh, ctl, spec, t0, s),
             (Role::Receiver, DataSocket::Tcp(s)) if rr => rr::tcp_responder(sh, ctl, spec, s),
-            (Role::Sender, DataSocket::Udp(s)) if rr => rr::udp_requester(sh, ctl, spec, t0, s),
-            (Role::Receiver, DataSocket::Udp(s)) if rr => rr::udp_responder(sh, ctl, spec, s),
+            (Role::Sender, DataSocket::Udp(s)) if rr => rr::udp_requester(sh, ctl, spec, t0, s, self.cfg.datagrams),
+            (Role::Receiver, DataSocket::Udp(s)) if rr => rr::udp_responder(sh, ctl, spec, s, self.cfg.datagrams),
             (Role::Sender, DataSocket::CrrTarget(a)) => rr::crr_requester(sh, ctl, spec, t0, *a),
             (Role::Receiver, DataSocket::CrrListener(l, allow)) => rr::crr_responder(sh, ctl, spec, l, allow),
             (_, DataSocket::CrrTarget(_) | DataSocket::CrrListener(..)) => Ok(()),

@@ -8,7 +8,7 @@
 //! vCPU waking up (reference/perf.md, technique 8).
 
 use super::udp::realtime_at;
-use super::{send_deadline, Controls, StreamShared, POLL};
+use super::{send_deadline, Controls, DatagramFormatKind, StreamShared, POLL};
 use crate::is_retry;
 use netchar_model::{LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
@@ -367,13 +367,16 @@ fn key_of(bytes: &[u8], width: usize) -> u64 {
 }
 
 /// The UDP requester: requests carry the low bytes of their sequence number; a request with
-/// no response after `--timeout` is lost, a response that comes later is late.
+/// no response after `--timeout` is lost, a response that comes later is late. A peer that
+/// echoes no key (`datagrams`, DatagramFormatKind::echoes_rr_keys) has each answer taken for
+/// the oldest request outstanding, and a format with end marks gets them after the last.
 pub(super) fn udp_requester(
     shared: &StreamShared,
     controls: &Controls,
     spec: &TestSpec,
     started: Instant,
     socket: &UdpSocket,
+    datagrams: DatagramFormatKind,
 ) -> io::Result<()> {
     let opts = spec.rr.clone().unwrap_or_default();
     if opts.busy_poll {
@@ -384,6 +387,7 @@ pub(super) fn udp_requester(
     }
     let (req, resp) = (opts.request_bytes as usize, opts.response_bytes as usize);
     let width = key_width(&opts);
+    let keyed = datagrams.echoes_rr_keys();
     let mask = if width == 8 { u64::MAX } else { (1u64 << (8 * width)) - 1 };
     let timeout = Duration::from_secs_f64(opts.timeout_seconds);
     let mut request = vec![b'q'; req];
@@ -451,8 +455,13 @@ pub(super) fn udp_requester(
                 }
                 bytes += n as u64;
                 interval_bytes += n as u64;
-                let key = key_of(&buf, width);
-                match outstanding.iter().position(|&(s, _)| s & mask == key) {
+                let answered = if keyed {
+                    let key = key_of(&buf, width);
+                    outstanding.iter().position(|&(s, _)| s & mask == key)
+                } else {
+                    (!outstanding.is_empty()).then_some(0)
+                };
+                match answered {
                     Some(i) => {
                         let (_, t) = outstanding.remove(i).expect("index from position");
                         ledger.record(at - t);
@@ -474,20 +483,27 @@ pub(super) fn udp_requester(
     };
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
-    // UDP rr sends no end marker: the responder stops after the client's sender_done.
+    // netchar's UDP rr sends no end marker (its responder stops after the client's
+    // sender_done); a format with end marks sends them.
+    for _ in 0..datagrams.end_marks().unwrap_or(0) {
+        let _ = socket.send(&[]);
+    }
     shared.packets.store(seq, Ordering::Release);
     ledger.finish_all(shared, end_s.as_secs_f64(), interval_bytes, None, Some(wakeups));
     outcome
 }
 
 /// The UDP responder: one response per request, echoing the request's leading bytes (the
-/// sequence key). Ends when the requester has finished and the grace period passed.
+/// sequence key). Ends when the requester has finished and the grace period passed, or, for a
+/// format whose streams end with empty datagrams, at the first one.
 pub(super) fn udp_responder(
     shared: &StreamShared,
     controls: &Controls,
     spec: &TestSpec,
     socket: &UdpSocket,
+    datagrams: DatagramFormatKind,
 ) -> io::Result<()> {
+    let ends_on_empty = datagrams.end_marks().is_some();
     let opts = spec.rr.clone().unwrap_or_default();
     let resp = opts.response_bytes as usize;
     let width = key_width(&opts);
@@ -517,6 +533,7 @@ pub(super) fn udp_responder(
                 shared.bytes.store(bytes, Ordering::Release);
                 shared.packets.store(answered, Ordering::Release);
             }
+            Ok(0) if ends_on_empty => break,
             Ok(_) => {}
             Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
             Err(e) => return Err(e),
@@ -687,7 +704,7 @@ mod tests {
         spec.interval_seconds = 0.0;
         let started = Instant::now();
         let shared = StreamShared::new(1, Flow::Up, Role::Sender, started);
-        udp_requester(&shared, &Controls::default(), &spec, started, &client).unwrap();
+        udp_requester(&shared, &Controls::default(), &spec, started, &client, DatagramFormatKind::Native).unwrap();
         let f = shared.udp_final.lock().unwrap().take().unwrap();
         let rr = f.rr.unwrap();
         assert_eq!(rr.transactions, 50);
@@ -697,6 +714,34 @@ mod tests {
         assert!((48..=50).contains(&rr.late), "out of sequence: {}", rr.late);
         drop(client);
         assert_eq!(responder.join().unwrap(), 50);
+    }
+
+    /// A peer that echoes no sequence key: each answer is the oldest request's, and the
+    /// requester's end marks (empty datagrams) end the responder.
+    #[test]
+    fn unkeyed_answers_are_taken_in_order_and_end_marks_end_the_responder() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        server.connect(client.local_addr().unwrap()).unwrap();
+        let mut spec = TestSpec::rr_default();
+        spec.rr = Some(RrOptions { udp: true, request_bytes: 30, response_bytes: 200, ..RrOptions::default() });
+        spec.end = netchar_model::EndCondition::Bytes(40);
+        spec.interval_seconds = 0.0;
+        let started = Instant::now();
+        let kind = DatagramFormatKind::Unsequenced { end_marks: 3 };
+        let requester = StreamShared::new(1, Flow::Up, Role::Sender, started);
+        let responder = StreamShared::new(1, Flow::Up, Role::Receiver, started);
+        let controls = Controls::default();
+        std::thread::scope(|s| {
+            let answering = s.spawn(|| udp_responder(&responder, &controls, &spec, &server, kind));
+            udp_requester(&requester, &controls, &spec, started, &client, kind).unwrap();
+            answering.join().unwrap().unwrap();
+        });
+        let rr = requester.udp_final.lock().unwrap().take().unwrap().rr.unwrap();
+        assert_eq!((rr.transactions, rr.lost, rr.late), (40, 0, 0));
+        assert_eq!(responder.packets.load(Ordering::Acquire), 40);
+        assert_eq!(responder.bytes.load(Ordering::Acquire), 40 * 30);
     }
 
     /// The whole run's histogram, built by adding each closed interval's, reports exactly what

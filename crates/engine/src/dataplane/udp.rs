@@ -307,6 +307,10 @@ pub(super) fn send<F: DatagramFormat>(
                 *slot = reply;
             }
         }
+        // Formats whose streams end with empty datagrams nobody answers: not data, not counted.
+        for _ in 0..format.end_marks() {
+            let _ = socket.send(&[]);
+        }
     }
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
@@ -556,7 +560,8 @@ pub(super) fn receive<F: DatagramFormat>(
                     rx.close_intervals_before(offset, shared, spec);
                     let data = &bufs.slot(i)[..m.len];
                     let stride = m.stride.max(1);
-                    for seg in data.chunks(stride) {
+                    // An empty datagram is no segment of data, but may be the sender's end.
+                    for seg in data.chunks(stride).chain(data.is_empty().then_some(data)) {
                         if let Some(total) = format.end_of_stream(seg) {
                             // The sender's own end with its total (iperf2's FIN): settle as
                             // when a control connection brings the total, once.
@@ -713,7 +718,9 @@ impl ReceiverState {
             Arrival::Held | Arrival::Foreign => return,
             Arrival::InOrder | Arrival::Late { .. } => self.ledger.credit(h.sequence),
         }
-        self.jitter.record(h.sent_ns, at_ns);
+        if F::SEND_TIMES {
+            self.jitter.record(h.sent_ns, at_ns);
+        }
         self.bytes += u64::from(len);
         self.last_offset_ns = self.last_offset_ns.max(at_ns.saturating_sub(self.started_real_ns));
     }
@@ -864,6 +871,37 @@ mod tests {
         let settled = rx.tracker.settle(5000);
         assert!(settled.counted.is_empty());
         assert_eq!((rx.tracker.unique(), rx.tracker.foreign(), rx.tracker.lost(5000)), (5000, 50, 0));
+    }
+
+    /// A peer format without sequence numbers: the receiver counts what came in arrival order
+    /// and ends at the sender's first empty datagram, with no jitter from send times it lacks.
+    #[test]
+    fn an_unsequenced_stream_is_counted_and_ends_at_the_senders_empty_datagram() {
+        use netchar_model::{EndCondition, Flow, Role};
+        use netchar_wire::datagram::UnsequencedFormat;
+        let (rx_sock, tx_sock) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+        tx_sock.connect(rx_sock.local_addr().unwrap()).unwrap();
+        rx_sock.connect(tx_sock.local_addr().unwrap()).unwrap();
+        let mut spec = TestSpec::udp_default();
+        spec.block_bytes = 200;
+        spec.interval_seconds = 0.0;
+        spec.end = EndCondition::Bytes(200 * 100);
+        let started = Instant::now();
+        let (tx, rx) = (
+            StreamShared::new(1, Flow::Up, Role::Sender, started),
+            StreamShared::new(1, Flow::Up, Role::Receiver, started),
+        );
+        let controls = Controls::default();
+        std::thread::scope(|s| {
+            let receiver = s.spawn(|| receive(&UnsequencedFormat::new(0), &rx, &controls, &spec, started, &rx_sock));
+            send(&UnsequencedFormat::new(3), &tx, &controls, &spec, started, &tx_sock).unwrap();
+            receiver.join().unwrap().unwrap();
+        });
+        let sent = tx.udp_final.lock().unwrap().take().unwrap().sent.unwrap();
+        let got = rx.udp_final.lock().unwrap().take().unwrap().received.unwrap();
+        assert_eq!((sent.packets, tx.bytes.load(Ordering::Acquire)), (100, 20_000));
+        assert_eq!((got.packets, got.lost, rx.bytes.load(Ordering::Acquire)), (100, 0, 20_000));
+        assert_eq!(got.jitter_ms, 0.0);
     }
 
     /// The receiver's final figures for stream 1 after `feed`, with the sender's total `sent`.
