@@ -313,6 +313,9 @@ struct Driver<'a> {
     addr: SocketAddr,
     /// The control connection; `None` for protocols without one (ControlConnection::None).
     control: Option<TcpStream>,
+    /// A session's further control connections (ClientControl::control_connections), numbered
+    /// from 1, non-blocking; `None` once the peer closed one.
+    more_controls: Vec<Option<TcpStream>>,
     /// The control protocol's sans-IO session (crate::control).
     session: Box<dyn ClientControl>,
     pending_streams: Option<Vec<DataStream>>,
@@ -372,11 +375,22 @@ impl<'a> Driver<'a> {
                     }
                 },
             };
+            let mut more_controls = Vec::new();
+            if control.is_some() {
+                for _ in 1..session.control_connections() {
+                    let c = TcpStream::connect_timeout(&addr, cfg.connect_timeout)
+                        .and_then(|c| c.set_nonblocking(true).map(|_| c))
+                        .map_err(|e| connect_error(addr, e, cfg.connect_timeout))?;
+                    let _ = c.set_nodelay(true);
+                    more_controls.push(Some(c));
+                }
+            }
             let (live_tx, live_rx) = mpsc::channel();
             return Ok(Self {
                 cfg,
                 addr,
                 control,
+                more_controls,
                 session,
                 spec,
                 udp_setup: Vec::new(),
@@ -477,9 +491,36 @@ impl<'a> Driver<'a> {
 
     fn flush(&mut self) -> Result<(), ClientError> {
         let mut out = Vec::new();
-        self.session.poll_output(&mut out);
+        self.session.poll_output_on(0, &mut out);
         if let (false, Some(control)) = (out.is_empty(), &mut self.control) {
             control.write_all(&out).map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
+        }
+        for (i, control) in self.more_controls.iter_mut().enumerate() {
+            out.clear();
+            self.session.poll_output_on(i + 1, &mut out);
+            if let (false, Some(control)) = (out.is_empty(), control) {
+                // Non-blocking: a control message is small, but the socket may still be full.
+                write_all_polling(control, &out, self.cfg.timeouts.phase)
+                    .map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what the further control connections have (without waiting), and their ends.
+    fn read_more_controls(&mut self, buf: &mut [u8]) -> Result<(), ClientError> {
+        for i in 0..self.more_controls.len() {
+            let Some(control) = &mut self.more_controls[i] else { continue };
+            let conn = i + 1;
+            match control.read(buf) {
+                Ok(0) => {
+                    self.more_controls[i] = None;
+                    self.session.handle_eof_on(conn, Instant::now())?;
+                }
+                Ok(n) => self.session.handle_input_on(conn, Instant::now(), &buf[..n])?,
+                Err(e) if crate::is_retry(&e) || self.session.is_done() => {}
+                Err(source) => return Err(ClientError::Control { addr: self.addr.to_string(), source }),
+            }
         }
         Ok(())
     }
@@ -499,6 +540,9 @@ impl<'a> Driver<'a> {
             }
             None => wait,
         };
+        self.read_more_controls(buf)?;
+        // With further connections the first waits less, so theirs are read soon too.
+        let wait = if self.more_controls.is_empty() { wait } else { wait.min(Duration::from_millis(5)) };
         let Some(control) = &mut self.control else {
             // No control connection: wait for the workers or the session's next timeout.
             std::thread::sleep(wait);
@@ -507,10 +551,10 @@ impl<'a> Driver<'a> {
         let _ = control.set_read_timeout(Some(wait));
         match control.read(buf) {
             Ok(0) => {
-                self.session.handle_eof(Instant::now())?;
+                self.session.handle_eof_on(0, Instant::now())?;
                 Ok(())
             }
-            Ok(n) => Ok(self.session.handle_input(Instant::now(), &buf[..n])?),
+            Ok(n) => Ok(self.session.handle_input_on(0, Instant::now(), &buf[..n])?),
             Err(e) if crate::is_retry(&e) => Ok(()),
             Err(e) if self.session.is_done() => {
                 let _ = e;
@@ -616,6 +660,21 @@ impl<'a> Driver<'a> {
                     setup.set_nonblocking(true).map_err(failed)?;
                     self.udp_setup.push(UdpSetup { id, socket: setup, handshake });
                     DataSocket::Udp(socket)
+                }
+                Transport::UdpToPort { port } => {
+                    let to = SocketAddr::new(self.addr.ip(), port);
+                    DataSocket::Udp(
+                        udp_data_socket(to)
+                            .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id} to {to}: {e}")))?,
+                    )
+                }
+                Transport::TcpToPort { port } => {
+                    let to = SocketAddr::new(self.addr.ip(), port);
+                    let socket = connect_data(to, &self.spec, role, self.cfg.connect_timeout).map_err(|f| match f {
+                        ConnectFailure::Io(e) => connect_error(to, e, self.cfg.connect_timeout),
+                        ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
+                    })?;
+                    DataSocket::Tcp(socket)
                 }
                 Transport::Tcp { preamble } => {
                     let mut socket =
@@ -829,6 +888,20 @@ impl<'a> Driver<'a> {
             side(Endpoint::Server, self.spec.server_cpu)
         )
     }
+}
+
+/// Writes all of `bytes` to a non-blocking socket, waiting for room up to `limit`.
+fn write_all_polling(socket: &mut TcpStream, mut bytes: &[u8], limit: Duration) -> io::Result<()> {
+    let until = Instant::now() + limit;
+    while !bytes.is_empty() {
+        match socket.write(bytes) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "the connection took no bytes")),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if crate::is_retry(&e) && Instant::now() < until => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// One UDP stream's setup: its socket (a clone of the data socket, non-blocking) and the

@@ -114,6 +114,18 @@ pub enum Transport {
     /// A connection the peer opens to this end's listener ([`ControlEvent::Listen`]) from the
     /// peer's own address, taken when it comes (at once or after the other direction).
     DialBack,
+    /// A TCP connection to this port of the peer's control address (a data port the peer
+    /// announced for the stream), with nothing written first.
+    TcpToPort {
+        /// The peer's data port.
+        port: u16,
+    },
+    /// A UDP socket connected to this port of the peer's control address, with no setup
+    /// exchange: the stream is ready at once.
+    UdpToPort {
+        /// The peer's data port.
+        port: u16,
+    },
 }
 
 /// A protocol's UDP setup exchange for one stream, sans-IO: the driver sends
@@ -189,6 +201,30 @@ pub trait ClientControl: Send {
     /// Whether the driver connects a control connection for this session first.
     fn connection(&self) -> ControlConnection {
         ControlConnection::Tcp
+    }
+    /// How many control connections the session runs over, with [`ControlConnection::Tcp`]: a
+    /// protocol whose server runs one stream per test (netperf's `-P` is several tests at
+    /// once) runs each stream's test on a connection of its own. The driver connects them all
+    /// to the peer's address and port before the first poll, and gives each one's bytes and
+    /// end to the `_on` methods with its index (0 is the first).
+    fn control_connections(&self) -> usize {
+        1
+    }
+    /// [`Self::handle_input`] for control connection `conn`.
+    fn handle_input_on(&mut self, conn: usize, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
+        let _ = conn;
+        self.handle_input(now, bytes)
+    }
+    /// [`Self::handle_eof`] for control connection `conn`.
+    fn handle_eof_on(&mut self, conn: usize, now: Instant) -> Result<(), ProtocolError> {
+        let _ = conn;
+        self.handle_eof(now)
+    }
+    /// [`Self::poll_output`] for control connection `conn`.
+    fn poll_output_on(&mut self, conn: usize, out: &mut Vec<u8>) {
+        if conn == 0 {
+            self.poll_output(out);
+        }
     }
 }
 
