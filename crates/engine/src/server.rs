@@ -636,6 +636,8 @@ pub(crate) struct SessionDriver<'a> {
     data_rx: Option<mpsc::Receiver<DataConn>>,
     /// TCP data connections numbered by accept order (iperf3's), held until all are in.
     in_order: Vec<(u64, TcpStream)>,
+    /// The test's own data socket (ServerRequest::own_data_port) until its streams are in.
+    own: Option<OwnSocket>,
     streams: Vec<DataStream>,
     plane: Option<DataPlane>,
     meter: Option<CpuMeter>,
@@ -653,6 +655,46 @@ pub(crate) struct SessionDriver<'a> {
     load: Option<crate::load::BackgroundLoad>,
     /// `--idle`: the idle counters and the mark taken at the start.
     idle: Option<(crate::load::IdleMeter, Option<(u64, Instant)>)>,
+}
+
+/// A test's own data socket (crate::server_control::ServerRequest::own_data_port).
+enum OwnSocket {
+    /// A listener (TCP tests; crr's, which its responder keeps).
+    Tcp(TcpListener),
+    /// A UDP socket waiting for the client's first datagram.
+    Udp(UdpSocket),
+}
+
+impl OwnSocket {
+    /// Binds `at` (a TCP listener, or a UDP socket with `udp`), non-blocking, with `window`
+    /// as both buffers when given (accepted connections inherit them; UDP otherwise gets
+    /// buffers sized for high rates). Returns the port and the buffers the kernel set
+    /// (SO_SNDBUF, SO_RCVBUF).
+    fn bind(at: SocketAddr, udp: bool, window: Option<u64>) -> io::Result<(Self, u16, (u32, u32))> {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::for_address(at), if udp { Type::DGRAM } else { Type::STREAM }, None)?;
+        if !udp {
+            socket.set_reuse_address(true)?;
+        }
+        if at.is_ipv6() {
+            socket.set_only_v6(false)?;
+        }
+        let size = window.map_or(if udp { 8 << 20 } else { 0 }, |w| w.min(i32::MAX as u64) as usize);
+        if size > 0 {
+            // Best effort, as for every other socket: the kernel caps at its maximum.
+            let _ = socket.set_send_buffer_size(size);
+            let _ = socket.set_recv_buffer_size(size);
+        }
+        socket.bind(&at.into())?;
+        if !udp {
+            socket.listen(128)?;
+        }
+        socket.set_nonblocking(true)?;
+        let port = socket.local_addr()?.as_socket().map_or(0, |a| a.port());
+        let buffers = (socket.send_buffer_size()? as u32, socket.recv_buffer_size()? as u32);
+        let own = if udp { Self::Udp(socket.into()) } else { Self::Tcp(socket.into()) };
+        Ok((own, port, buffers))
+    }
 }
 
 /// After a client says its test is over, how long receivers may take to read what it says it
@@ -698,6 +740,7 @@ impl<'a> SessionDriver<'a> {
             cookie: None,
             data_rx: None,
             in_order: Vec::new(),
+            own: None,
             streams: Vec::new(),
             plane: None,
             meter: None,
@@ -875,6 +918,12 @@ impl<'a> SessionDriver<'a> {
                 }
             }
             ServerControlEvent::Settle => self.settle(),
+            ServerControlEvent::EndWorkers => {
+                if let Some(plane) = self.plane.take() {
+                    plane.abort();
+                    self.report(plane.join());
+                }
+            }
             ServerControlEvent::Ended(reason) => return Err(reason),
         }
         Ok(())
@@ -915,27 +964,45 @@ impl<'a> SessionDriver<'a> {
             self.idle = Some((crate::load::IdleMeter::start(IDLE_CALIBRATION), None));
         }
         let crr = spec.rr.as_ref().is_some_and(|r| r.connect_per_transaction);
+        let (udp, window) = (spec.uses_udp(), spec.tcp.window_bytes);
         self.spec = Some(spec);
         self.run = req.run;
-        let mut crr_port = None;
-        if crr {
-            // crr connects once per transaction: to a listener of its own, not through
-            // the routing of the main port.
+        let (mut data_port, mut data_buffers) = (None, None);
+        if crr || req.own_data_port.is_some() {
+            // crr connects once per transaction, and some protocols name a data port of the
+            // test's own: a socket of its own, not the routing of the main port.
             let local = self.stream.local_addr().map_err(|e| e.to_string())?;
-            let listener = TcpListener::bind(SocketAddr::new(local.ip(), 0))
-                .map_err(|e| format!("cannot open the crr listener: {e}"))?;
-            crr_port = Some(listener.local_addr().map_err(|e| e.to_string())?.port());
-            self.streams.push(DataStream {
-                id: 1,
-                flow: Flow::Up,
-                role: Role::Receiver,
-                socket: DataSocket::CrrListener(listener, {
-                    let (policy, client) = (self.shared.cfg.data_paths.clone(), self.peer.ip());
-                    PeerFilter(Arc::new(move |ip| policy.allows(client, ip)))
-                }),
-            });
+            let at = SocketAddr::new(local.ip(), req.own_data_port.unwrap_or(0));
+            let (own, port, buffers) = match OwnSocket::bind(at, udp && !crr, window) {
+                Ok(bound) => bound,
+                Err(e) => {
+                    let why = format!("cannot open the test's data socket on {at}: {e}");
+                    self.release();
+                    self.error = Some(why.clone());
+                    self.session.turned_away(now, &Refusal::Rejected(why));
+                    return Ok(());
+                }
+            };
+            (data_port, data_buffers) = (Some(port), Some(buffers));
+            match own {
+                // crr's responder waits in accept() itself.
+                OwnSocket::Tcp(listener) if crr => {
+                    listener.set_nonblocking(false).map_err(|e| format!("the crr listener: {e}"))?;
+                    self.streams.push(DataStream {
+                        id: 1,
+                        flow: Flow::Up,
+                        role: Role::Receiver,
+                        socket: DataSocket::CrrListener(listener, {
+                            let (policy, client) = (self.shared.cfg.data_paths.clone(), self.peer.ip());
+                            PeerFilter(Arc::new(move |ip| policy.allows(client, ip)))
+                        }),
+                    })
+                }
+                own => self.own = Some(own),
+            }
         }
-        let admission = Admission { cookie: admitted.cookie, running: admitted.running, crr_port, route: &tx };
+        let admission =
+            Admission { cookie: admitted.cookie, running: admitted.running, data_port, data_buffers, route: &tx };
         self.session.admitted(now, &admission);
         if crr {
             self.data_rx = None;
@@ -980,6 +1047,68 @@ impl<'a> SessionDriver<'a> {
         self.session.finish(Instant::now(), &records, cpu, self.error.clone());
         self.records_for_log = records;
         self.finished = true;
+    }
+
+    /// Takes the streams that come to the test's own data socket: connections from the
+    /// client's address (others are closed and counted) or, for UDP, the first datagram from
+    /// it, only looked at (it is the test's first datagram), to whose sender the socket is then
+    /// connected. A datagram from anywhere else is read and dropped; the reflection guard's
+    /// source rule applies to it first (crate::reflection).
+    fn collect_own(&mut self, spec: &TestSpec, expected: usize) -> Result<(), String> {
+        let Some(own) = self.own.take() else { return Ok(()) };
+        let (client, policy) = (self.peer.ip(), self.shared.cfg.data_paths.clone());
+        match own {
+            OwnSocket::Tcp(listener) => {
+                while self.streams.len() < expected {
+                    match listener.accept() {
+                        Ok((socket, from)) if policy.allows(client, from.ip()) => {
+                            socket.set_nonblocking(false).map_err(|e| e.to_string())?;
+                            let id = self.streams.len() as u32 + 1;
+                            self.add_tcp(id, socket, spec)?;
+                        }
+                        Ok(_) => self.refused_data += 1,
+                        Err(e) if crate::is_retry(&e) => break,
+                        Err(e) => return Err(format!("the test's data listener failed: {e}")),
+                    }
+                }
+                if self.streams.len() < expected {
+                    self.own = Some(OwnSocket::Tcp(listener));
+                }
+            }
+            OwnSocket::Udp(socket) => {
+                let mut first = [0u8; 1];
+                loop {
+                    let from = match socket.peek_from(&mut first) {
+                        Ok((_, from)) => from,
+                        Err(e) if crate::is_retry(&e) => {
+                            self.own = Some(OwnSocket::Udp(socket));
+                            return Ok(());
+                        }
+                        // ICMP errors of earlier sends surface here: nothing to take.
+                        Err(_) => {
+                            let _ = socket.recv_from(&mut first);
+                            continue;
+                        }
+                    };
+                    if self.shared.guard.check_source(from).is_ok() && policy.allows(client, from.ip()) {
+                        let id = self.streams.len() as u32 + 1;
+                        let flow =
+                            spec.flow_of(id).ok_or_else(|| format!("UDP stream {id}, which the test does not have"))?;
+                        let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
+                        socket
+                            .connect(from)
+                            .and_then(|_| socket.set_nonblocking(false))
+                            .map_err(|e| format!("UDP stream {id} from {from}: {e}"))?;
+                        self.data_paths.push((id, from));
+                        self.streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
+                        return Ok(());
+                    }
+                    let _ = socket.recv_from(&mut first);
+                    self.refused_data += 1;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Takes the data streams routed here; says so when all have arrived.
@@ -1028,6 +1157,7 @@ impl<'a> SessionDriver<'a> {
             };
             self.add_tcp(id, socket, &spec)?;
         }
+        self.collect_own(&spec, expected)?;
         if !self.in_order.is_empty() && self.in_order.len() + self.streams.len() == expected {
             // Numbered by the listener's accept order, as the client connected them.
             self.in_order.sort_by_key(|(order, _)| *order);
@@ -1042,6 +1172,7 @@ impl<'a> SessionDriver<'a> {
             // No more data streams for this test: late copies of UDP setup datagrams must not
             // open a second socket for a stream (it would take the stream's traffic).
             self.data_rx = None;
+            self.own = None;
             self.session.streams_connected(now);
             // Out at once: this end's clock started now.
             self.flush()?;

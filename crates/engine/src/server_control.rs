@@ -37,6 +37,9 @@ pub enum ServerControlEvent {
     /// The client says the test is over: settle the receivers on the totals given (if any),
     /// stop the workers and report ([`ServerControl::finish`]).
     Settle,
+    /// The test ends now, on this end's own timer: every worker stops, keeping what it
+    /// counted, and the session reports ([`ServerControl::finish`]).
+    EndWorkers,
     /// The client ended the session; the reason is the test's error.
     Ended(String),
 }
@@ -54,6 +57,11 @@ pub struct ServerRequest {
     pub auth: Option<(String, [u8; 32])>,
     /// The client's software and version as it told them.
     pub peer_software: Option<String>,
+    /// A test whose data streams come to a socket of their own, bound for the test on this
+    /// port (0: any) rather than routed from the main port: a listener for TCP, a UDP socket
+    /// that takes the first datagram from the client's address for UDP. Its port and
+    /// buffers are in the [`Admission`].
+    pub own_data_port: Option<u16>,
 }
 
 /// What admission granted, for the session to tell its client.
@@ -62,8 +70,11 @@ pub struct Admission<'a> {
     pub cookie: [u8; 16],
     /// Tests running, this one included.
     pub running: u32,
-    /// The port of a connect-per-transaction test's own listener.
-    pub crr_port: Option<u16>,
+    /// The port of the test's own data socket: a connect-per-transaction test's listener, or
+    /// the socket [`ServerRequest::own_data_port`] asked for.
+    pub data_port: Option<u16>,
+    /// That socket's buffers as the kernel set them (SO_SNDBUF, SO_RCVBUF), when it has one.
+    pub data_buffers: Option<(u32, u32)>,
     /// Where the test's data streams must be sent, for a protocol whose listener routes them
     /// itself (iperf3's cookies); netchar's are routed by the admission registry.
     pub route: &'a mpsc::SyncSender<DataConn>,
@@ -151,6 +162,7 @@ impl ServerControl for NativeServer {
                     companion,
                     auth,
                     peer_software: Some(format!("netchar {client_version}")),
+                    own_data_port: None,
                 }))
             }
             ServerEvent::Start => ServerControlEvent::Start,
@@ -165,7 +177,7 @@ impl ServerControl for NativeServer {
         self.session.handle_timeout(now)
     }
     fn admitted(&mut self, now: Instant, a: &Admission<'_>) {
-        self.session.admit(now, &a.cookie, a.running, host_info(), a.crr_port);
+        self.session.admit(now, &a.cookie, a.running, host_info(), a.data_port);
     }
     fn turned_away(&mut self, now: Instant, why: &Refusal) {
         match why {

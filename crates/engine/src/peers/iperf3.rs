@@ -258,6 +258,7 @@ impl Iperf3Server {
             companion: None,
             auth: None,
             peer_software,
+            own_data_port: None,
         }))
     }
 
