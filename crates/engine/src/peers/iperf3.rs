@@ -85,43 +85,16 @@ impl PeerListener for Iperf3Listener {
 
     fn run(self: Box<Self>, ctx: PeerContext) {
         let routes = Arc::new(Mutex::new(Routes::default()));
-        let local = self.local_addr();
         let hellos = {
             let (ctx, routes) = (ctx.clone(), routes.clone());
             let udp = self.udp;
             std::thread::Builder::new().name("netchar-iperf3-udp".into()).spawn(move || udp_hellos(udp, &ctx, &routes))
         };
-        if self.tcp.set_nonblocking(true).is_err() {
-            ctx.log(ServerLog::Rejected { peer: local, reason: "iperf3 listener: cannot poll".into() });
-            return;
-        }
         // iperf3 numbers a test's streams in the order the client connected them, and each
-        // connection's cookie is read on a thread of its own: the accept order is kept here.
-        let mut accepted: u64 = 0;
-        while !ctx.stop().is_raised() {
-            let (stream, peer) = match self.tcp.accept() {
-                Ok(c) => c,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-                Err(_) => continue,
-            };
-            let slot = match ctx.connection(peer.ip()) {
-                Ok(slot) => slot,
-                Err(reason) => {
-                    ctx.log(ServerLog::Rejected { peer, reason });
-                    continue;
-                }
-            };
-            let (ctx, routes) = (ctx.clone(), routes.clone());
-            accepted += 1;
-            let order = accepted;
-            let _ = std::thread::Builder::new().name("netchar-iperf3".into()).spawn(move || {
-                let _slot = slot;
-                handle_connection(stream, peer, order, &ctx, &routes);
-            });
-        }
+        // connection's cookie is read on a thread of its own: the accept order goes with it.
+        super::serve_connections(self.tcp, &ctx, "iperf3", move |stream, peer, order, ctx| {
+            handle_connection(stream, peer, order, ctx, &routes);
+        });
         if let Ok(h) = hellos {
             let _ = h.join();
         }

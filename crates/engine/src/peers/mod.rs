@@ -208,6 +208,48 @@ impl PeerContext {
     }
 }
 
+/// The one accept loop of every peer listener: each connection takes a connection slot (the
+/// per-source and total caps; a refusal is logged, rate-limited per source, and the
+/// connection closed) and is served on a thread of its own, named after the protocol, by
+/// `serve(stream, peer, n, ctx)`, where `n` numbers the connections in accept order (iperf3
+/// numbers a test's streams so). Returns within about 20 ms of the stop flag.
+pub(crate) fn serve_connections<F>(listener: std::net::TcpListener, ctx: &PeerContext, protocol: &str, serve: F)
+where
+    F: Fn(std::net::TcpStream, SocketAddr, u64, &PeerContext) + Send + Sync + 'static,
+{
+    let serve = Arc::new(serve);
+    if listener.set_nonblocking(true).is_err() {
+        let peer = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        ctx.log(ServerLog::Rejected { peer, reason: format!("{protocol} listener: cannot poll") });
+        return;
+    }
+    let mut accepted: u64 = 0;
+    while !ctx.stop().is_raised() {
+        let (stream, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(_) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                continue;
+            }
+        };
+        let slot = match ctx.connection(peer.ip()) {
+            Ok(slot) => slot,
+            Err(reason) => {
+                ctx.log(ServerLog::Rejected { peer, reason });
+                continue;
+            }
+        };
+        // A connection inherits the listener's non-blocking mode on some systems: never.
+        let _ = stream.set_nonblocking(false);
+        accepted += 1;
+        let (n, ctx, serve) = (accepted, ctx.clone(), serve.clone());
+        let _ = std::thread::Builder::new().name(format!("netchar-{protocol}")).spawn(move || {
+            let _slot = slot;
+            serve(stream, peer, n, &ctx);
+        });
+    }
+}
+
 /// A TCP listener on `addr` (`[::]` also takes IPv4), as every peer protocol's server binds
 /// one: a port in use fails here, at start.
 pub(crate) fn bind_tcp_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {

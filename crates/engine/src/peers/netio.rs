@@ -455,22 +455,8 @@ fn count_udp(udp: &UdpSocket, counts: &UdpCounts, ctx: &PeerContext) {
 }
 
 fn accept_loop(listener: TcpListener, is_udp: bool, ctx: &PeerContext, udp: &Arc<UdpSocket>, counts: &UdpCounts) {
-    let _ = listener.set_nonblocking(true);
-    while !ctx.stop().is_raised() {
-        let (stream, peer) = match listener.accept() {
-            Ok(x) => x,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        let slot = match ctx.connection(peer.ip()) {
-            Ok(s) => s,
-            Err(reason) => {
-                ctx.log(ServerLog::Rejected { peer, reason });
-                continue;
-            }
-        };
+    let (udp, counts) = (udp.clone(), counts.clone());
+    super::serve_connections(listener, ctx, "netio", move |stream, peer, _, ctx| {
         let mut spec = if is_udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
         spec.direction = Direction::Bidir;
         spec.end = EndCondition::Seconds(INTERVAL.as_secs_f64());
@@ -485,43 +471,39 @@ fn accept_loop(listener: TcpListener, is_udp: bool, ctx: &PeerContext, udp: &Arc
             Err(r) => {
                 // netio has no way to say "busy": the connection is closed, and logged.
                 ctx.log(ServerLog::Rejected { peer, reason: format!("netio: {}", r.reason) });
-                continue;
+                return;
             }
         };
-        let (ctx, udp, counts) = (ctx.clone(), udp.clone(), counts.clone());
-        let _ = std::thread::Builder::new().name("netchar-netio".into()).spawn(move || {
-            let _slot = slot;
-            let ip = crate::admission::canonical(peer.ip());
-            if is_udp {
-                if let Ok(mut m) = counts.lock() {
-                    m.insert(ip, (0, 0));
-                }
+        let ip = crate::admission::canonical(peer.ip());
+        if is_udp {
+            if let Ok(mut m) = counts.lock() {
+                m.insert(ip, (0, 0));
             }
-            let (received, sent, error, secs) = serve(&stream, peer, is_udp, &ctx, &udp, &counts);
-            if is_udp {
-                if let Ok(mut m) = counts.lock() {
-                    m.remove(&ip);
-                }
+        }
+        let (received, sent, error, secs) = serve(&stream, peer, is_udp, ctx, &udp, &counts);
+        if is_udp {
+            if let Ok(mut m) = counts.lock() {
+                m.remove(&ip);
             }
-            let streams = vec![
-                StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, secs.0),
-                StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, sent, secs.1),
-            ];
-            ctx.log(ServerLog::Test(Box::new(TestLog {
-                peer_software: None,
-                protocol: "netio",
-                peer,
-                data_paths: vec![(1, peer)],
-                user: None,
-                spec,
-                streams,
-                concurrent_tests: test.concurrent_tests(),
-                refused_data: 0,
-                error,
-            })));
-            drop(test);
-        });
-    }
+        }
+        let streams = vec![
+            StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, secs.0),
+            StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, sent, secs.1),
+        ];
+        ctx.log(ServerLog::Test(Box::new(TestLog {
+            peer_software: None,
+            protocol: "netio",
+            peer,
+            data_paths: vec![(1, peer)],
+            user: None,
+            spec,
+            streams,
+            concurrent_tests: test.concurrent_tests(),
+            refused_data: 0,
+            error,
+        })));
+        drop(test);
+    });
 }
 
 /// Serves one connection; returns bytes received, bytes sent, why it ended early, and the

@@ -394,39 +394,18 @@ fn admitted_spec(service: Service, kind: TestKind, ctx: &PeerContext) -> TestSpe
 }
 
 fn serve_tcp(service: Service, listener: TcpListener, ctx: PeerContext, tests: AddressTests) {
-    let _ = listener.set_nonblocking(true);
-    loop {
-        if ctx.stop().is_raised() {
-            return;
-        }
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                let slot = match ctx.connection(peer.ip()) {
-                    Ok(s) => s,
-                    Err(reason) => {
-                        ctx.log(ServerLog::Rejected { peer, reason });
-                        continue;
-                    }
-                };
-                let spec = admitted_spec(service, TestKind::Tcp, &ctx);
-                let test = match tests.join(&ctx, &spec, peer) {
-                    Ok(t) => t,
-                    Err(r) => {
-                        ctx.log(ServerLog::Rejected { peer, reason: format!("{}: {}", service.name(), r.reason) });
-                        continue;
-                    }
-                };
-                let ctx = ctx.clone();
-                let _ = std::thread::Builder::new().name(format!("netchar-{}", service.name())).spawn(move || {
-                    let _slot = slot;
-                    let (streams, error) = tcp_session(service, &stream, &spec, &ctx);
-                    log_test(&ctx, service, peer, spec, streams, error, &test.test);
-                });
+    super::serve_connections(listener, &ctx, service.name(), move |stream, peer, _, ctx| {
+        let spec = admitted_spec(service, TestKind::Tcp, ctx);
+        let test = match tests.join(ctx, &spec, peer) {
+            Ok(t) => t,
+            Err(r) => {
+                ctx.log(ServerLog::Rejected { peer, reason: format!("{}: {}", service.name(), r.reason) });
+                return;
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+        };
+        let (streams, error) = tcp_session(service, &stream, &spec, ctx);
+        log_test(ctx, service, peer, spec, streams, error, &test.test);
+    });
 }
 
 fn log_test(

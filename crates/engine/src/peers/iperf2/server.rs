@@ -94,29 +94,9 @@ pub fn to_spec(h: &ClientHeader, udp: bool, ctx_limits: &crate::admission::Limit
 }
 
 fn serve_tcp(listener: TcpListener, ctx: PeerContext, tests: AddressTests) {
-    let _ = listener.set_nonblocking(true);
-    loop {
-        if ctx.stop().is_raised() {
-            return;
-        }
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                let slot = match ctx.connection(peer.ip()) {
-                    Ok(s) => s,
-                    Err(reason) => {
-                        ctx.log(ServerLog::Rejected { peer, reason });
-                        continue;
-                    }
-                };
-                let (ctx, tests) = (ctx.clone(), tests.clone());
-                let _ = std::thread::Builder::new().name("netchar-iperf2".into()).spawn(move || {
-                    let _slot = slot;
-                    tcp_connection(stream, peer, &ctx, &tests);
-                });
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    super::super::serve_connections(listener, &ctx, "iperf2", move |stream, peer, _, ctx| {
+        tcp_connection(stream, peer, ctx, &tests);
+    });
 }
 
 /// Reads the client header: every byte read (the header and any data after it in the same
