@@ -242,6 +242,21 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         measurement: crate::peers::services::chargen_measurement,
     },
     ProtocolDef {
+        name: "netperf",
+        aliases: &["netserver"],
+        about: "a netperf `netserver` (2.5 or later: TCP_STREAM, TCP_MAERTS with -R, UDP_STREAM, TCP_RR, UDP_RR \
+                with rr --udp, TCP_CRR)",
+        default_port: crate::peers::netperf::DEFAULT_PORT,
+        commands: &[Command::Tcp, Command::Udp, Command::Rr, Command::Crr],
+        client: ClientRole::Session(crate::peers::netperf::client_session),
+        authenticates: false,
+        dial_back: false,
+        udp_payload: None,
+        shape: None,
+        silent_hint: Some("add --proto netperf"),
+        measurement: crate::peers::netperf::measurement,
+    },
+    ProtocolDef {
         name: "netio",
         aliases: &[],
         about: "a netio server (`netio -s`, Keil MDK's or lwIP's)",
@@ -469,6 +484,18 @@ pub static LISTENERS: &[ListenerDef] = &[
         }],
         bind: crate::peers::iperf2::bind_listener,
         bind_hint: "is an iperf server running there?",
+    },
+    ListenerDef {
+        flag: "netperf",
+        about: "also answer netperf clients (TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, UDP_RR, TCP_CRR) on \
+                --netperf-port, each test's data on a port of its own",
+        ports: &[PortDef {
+            flag: "netperf-port",
+            default: crate::peers::netperf::DEFAULT_PORT,
+            about: "netserver's control port (TCP)",
+        }],
+        bind: crate::peers::netperf::bind_listener,
+        bind_hint: "is a netserver running there?",
     },
     ListenerDef {
         flag: "nc-test",

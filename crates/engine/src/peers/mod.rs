@@ -25,6 +25,7 @@ use std::time::Instant;
 pub mod iperf2;
 pub mod iperf3;
 pub mod nc_test;
+pub mod netperf;
 
 /// A peer protocol's server, bound and ready to run.
 pub trait PeerListener: Send {
