@@ -515,6 +515,8 @@ pub(super) fn udp_responder(
     let mut buf = vec![0u8; 65_536];
     let mut response = vec![b'r'; resp];
     let (mut answered, mut bytes) = (0u64, 0u64);
+    // The stream's time ends at its last answer, not at the grace or timer that ended it.
+    let mut last_answer = None;
     loop {
         if controls.abort.load(Ordering::Relaxed) || shared.receive_deadline().is_some_and(|d| Instant::now() >= d) {
             break;
@@ -529,6 +531,7 @@ pub(super) fn udp_responder(
                 response[..width].copy_from_slice(&buf[..width]);
                 let _ = socket.send(&response);
                 answered += 1;
+                last_answer = Some(Instant::now());
                 bytes += n as u64;
                 shared.bytes.store(bytes, Ordering::Release);
                 shared.packets.store(answered, Ordering::Release);
@@ -539,7 +542,7 @@ pub(super) fn udp_responder(
             Err(e) => return Err(e),
         }
     }
-    shared.end_ns.store(shared.started.elapsed().as_nanos() as u64, Ordering::Release);
+    store_end(shared, last_answer);
     Ok(())
 }
 
@@ -637,6 +640,7 @@ pub(super) fn crr_responder(
     // accept() honours the receive timeout: wake up to check the end.
     socket2::SockRef::from(listener).set_read_timeout(Some(WAIT))?;
     let (mut answered, mut bytes) = (0u64, 0u64);
+    let mut last_answer = None;
     loop {
         if controls.abort.load(Ordering::Relaxed) || shared.receive_deadline().is_some_and(|d| Instant::now() >= d) {
             break;
@@ -663,14 +667,22 @@ pub(super) fn crr_responder(
         }
         if got as u64 == opts.request_bytes && (&stream).write_all(&response).is_ok() {
             answered += 1;
+            last_answer = Some(Instant::now());
             bytes += got as u64;
         }
         drop(stream);
         shared.bytes.store(bytes, Ordering::Release);
         shared.packets.store(answered, Ordering::Release);
     }
-    shared.end_ns.store(shared.started.elapsed().as_nanos() as u64, Ordering::Release);
+    store_end(shared, last_answer);
     Ok(())
+}
+
+/// A responder's time: to its last answer (the requester's end, not the grace period or the
+/// timer after it), or to now if it answered nothing.
+fn store_end(shared: &StreamShared, last_answer: Option<Instant>) {
+    let end = last_answer.unwrap_or_else(Instant::now).saturating_duration_since(shared.started);
+    shared.end_ns.store(end.as_nanos() as u64, Ordering::Release);
 }
 
 #[cfg(test)]
