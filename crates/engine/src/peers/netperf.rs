@@ -378,8 +378,8 @@ impl PeerListener for NetperfListener {
 
     fn describe(&self) -> String {
         format!(
-            "answering netperf (TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, UDP_RR, TCP_CRR) on {}, under the same \
-             limits",
+            "answering netperf clients on {} (TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, UDP_RR, TCP_CRR), under the \
+             same limits",
             self.local_addr()
         )
     }
