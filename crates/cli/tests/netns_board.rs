@@ -71,6 +71,15 @@ const CHAIN: &str = "lossy";
 const ANSWER_RATE: f64 = 1_250_000.0;
 const ANSWER_BURST: f64 = 65_536.0;
 
+/// The board's instruction counts as recorded for a build (its identity, as the board reports it
+/// in `remote_host.kernel`: compiler, optimisation, lwipopts.h's hash): per byte received over
+/// TCP, per 1472-byte datagram received, per TCP rr transaction (docs/embedded.md, "Target-side
+/// figures"). A run of that build must stay within `RECORDED_TOLERANCE` of them; another build
+/// prints its figures to record.
+const RECORDED: &[(&str, f64, f64, f64)] =
+    &[("lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -Os, lwipopts 809da5f523f1", 5.86, 8850.0, 4850.0)];
+const RECORDED_TOLERANCE: f64 = 0.15;
+
 /// One board at a time: each QEMU keeps a host CPU busy, and two on a small machine make the
 /// emulated controllers drop frames.
 static ONE_BOARD: Mutex<()> = Mutex::new(());
@@ -537,7 +546,29 @@ fn board_boots_and_netchar_measures_it_exactly() {
         rr_udp.2,
         rr_udp.0
     );
-    eprintln!("board build: {}", res["remote_host"]["kernel"]);
+    let build = res["remote_host"]["kernel"].as_str().unwrap_or("").to_string();
+    eprintln!("board build: {build}");
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let measured = [median(&up_per_byte), median(&udp_up), median(&rr_per)];
+    match RECORDED.iter().find(|r| r.0 == build) {
+        Some(&(_, byte, datagram, transaction)) => {
+            for ((what, got), want) in ["per TCP byte", "per datagram", "per rr transaction"]
+                .iter()
+                .zip(measured)
+                .zip([byte, datagram, transaction])
+            {
+                assert!(
+                    (got - want).abs() <= want * RECORDED_TOLERANCE,
+                    "instructions {what}: {got:.2}, recorded {want} for {build}: a regression, or record the new figure"
+                );
+            }
+        }
+        None => eprintln!("no figures recorded for {build:?}: record {measured:?} in RECORDED"),
+    }
     // Instruction counts do not move with the host's load the way times do: a board that
     // needed a quarter more instructions for the same bytes in one run than another would
     // not be measuring instructions.
