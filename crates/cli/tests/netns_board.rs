@@ -5,8 +5,8 @@
 //! `make -C responder board` builds two images: the native protocol, and the eCos nc_test
 //! slave, the netio server and echo/discard. Each test boots one with
 //! `qemu-system-arm -M mps2-an386 -nographic -no-reboot -kernel IMAGE -nic tap,...,model=lan9118
-//! -icount shift=5,align=on` in namespace `a`, which holds the TAP device (10.77.0.1/24; the
-//! board is 10.77.0.2). The client runs in namespace `b` and reaches the board through `a`,
+//! [-icount shift=5,align=on]` (at niceness -10) in namespace `a`, which holds the TAP device
+//! (10.77.0.1/24; the board is 10.77.0.2). The client runs in namespace `b` and reaches the board through `a`,
 //! which forwards; `b` also has an address outside the board's allowed networks
 //! (NC_ALLOW_PEERS 10.0.0.0/8) for the reflection checks. The board must print its ready line
 //! on its UART (QEMU's stdout) within 5 s; a board that does not, that faults, asserts or
@@ -18,7 +18,9 @@
 //!
 //! Under `-icount shift=5` the board's clock advances 32 ns per instruction, so the busy time
 //! it reports (`cpu.remote.user_seconds`: the time its loop was not idle) is an instruction
-//! count: the tests print instructions per byte, datagram and transaction.
+//! count: the tests print instructions per byte, datagram and transaction, and hold them to
+//! the figures recorded for the board's build. The reflection guard's answer budget is checked
+//! without `-icount`, where the board's clock is the host's.
 //!
 //! Needs root, `ip`, `nft`, make, gcc-arm-none-eabi, libnewlib-arm-none-eabi, qemu-system-arm
 //! and lwIP's source in responder/build/lwip (`make -C responder lwip-src`); otherwise it says
