@@ -402,6 +402,7 @@ fn add_drop_rule(ns: &Netns, port_match: &str) -> Result<(), String> {
 /// have dropped frames it counts nowhere), or the client's socket dropped some (`-R`).
 fn udp_against_nft(bed: &Bed, board: &Board, reverse: bool) {
     let (port_match, flow) = if reverse { ("sport", "down") } else { ("dport", "up") };
+    let mut attempts = String::new();
     for attempt in 1..=5 {
         add_drop_rule(&bed.link.a, port_match).unwrap_or_else(|e| panic!("cannot install the nft drop rule: {e}"));
         let socket_drops = bed.link.b.udp_receive_buffer_drops().unwrap_or(0);
@@ -418,10 +419,15 @@ fn udp_against_nft(bed: &Bed, board: &Board, reverse: bool) {
         let near_full = board.counter("nic_near_full");
         let client_drops = bed.link.b.udp_receive_buffer_drops().unwrap_or(0) - socket_drops;
         let tap_dropped = bed.tap_drops() - tap_drops;
-        eprintln!(
+        let line = format!(
             "board udp {flow} (attempt {attempt}): sent {sent}, received {got}, lost {lost}, nft dropped {nft}, \
-             TAP queue drops {tap_dropped}, board FIFO near full {near_full}, client socket drops {client_drops}"
+             TAP queue drops {tap_dropped}, board FIFO near full {near_full}, client socket drops {client_drops}, \
+             load average {}",
+            std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split(' ').next().unwrap_or("?")
         );
+        eprintln!("{line}");
+        attempts.push_str(&line);
+        attempts.push('\n');
         assert_eq!(sent, got + lost, "({flow}) sent != received + lost\n{s}");
         assert_eq!(s["packets_accounted"], true, "{s}");
         let _ = bed.link.a.nft(&["delete", "table", "inet", TABLE]);
@@ -434,7 +440,13 @@ fn udp_against_nft(bed: &Bed, board: &Board, reverse: bool) {
             continue;
         }
         assert!(nft > 0, "({flow}) the rule dropped nothing: the test proves nothing\n{s}");
-        assert_eq!(lost, nft, "({flow}) netchar reports {lost} lost, nft dropped {nft}\n{s}\n{}", board.console());
+        assert_eq!(
+            lost,
+            nft,
+            "({flow}) netchar reports {lost} lost, nft dropped {nft}; every attempt lost frames outside the rule \
+             (a host too busy to run QEMU and the client promptly?):\n{attempts}{s}\n{}",
+            board.console()
+        );
         return;
     }
 }
