@@ -213,6 +213,9 @@ pub(crate) fn settings(a: &ServerArgs) -> Result<Settings> {
 }
 
 pub(crate) fn run(a: &ServerArgs, stop: &StopFlag) -> Result<u8> {
+    // Before any thread starts: a long-running server returns its tests' large buffers to the
+    // kernel (netchar_sys::alloc says why).
+    netchar_sys::alloc::keep_large_buffers_unmapped();
     let Settings { cfg, json, peers } = settings(a)?;
     let bind = cfg.bind;
     let mut server = Server::bind(cfg.clone()).with_context(|| format!("cannot listen on {bind}"))?;

@@ -11,6 +11,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod cpu;
 pub mod fdtable;
 pub mod host;
