@@ -10,10 +10,12 @@
 //!
 //! netchar's own protocol ([`NativeClient`]) is the first implementation, iperf3's
 //! ([`crate::peers::iperf3::Iperf3Control`]) the second. A peer protocol is one more
-//! implementation in its module under [`crate::peers`] (beside its server), one
-//! [`crate::dataplane::DatagramFormatKind`] variant when its UDP header differs, and one
-//! [`crate::client::Protocol`] variant: one CLI value. Protocols without a control connection
-//! (iperf2, echo/discard/chargen) say [`ControlConnection::None`].
+//! implementation in its module under [`crate::peers`] (beside its server, which sits behind
+//! the server seam, crate::server_control), its datagram format given to the data plane
+//! through [`crate::dataplane::DatagramFormatKind::Peer`] when its UDP header is its own, and
+//! one entry in the protocol registry ([`crate::protocols`]): its name, port, commands and
+//! constructor. Protocols without a control connection (iperf2, echo/discard/chargen) say
+//! [`ControlConnection::None`].
 
 use crate::dataplane::DatagramFormatKind;
 use netchar_model::{CpuUsage, Flow, HostInfo, StreamRecord, StreamTotal, TestSpec};
