@@ -47,6 +47,8 @@ use std::time::Instant;
 pub const DEFAULT_PORT: u16 = netchar_wire::netperf::CONTROL_PORT;
 /// Empty datagrams netperf sends to end a UDP test.
 const END_MARKS: u32 = 3;
+/// errno EINVAL: what netserver answers a request it cannot set up for its sizes.
+const EINVAL: i32 = 22;
 /// The format of netperf's UDP data, as netchar's client sends it and its server reads it.
 const DATAGRAMS: DatagramFormatKind = DatagramFormatKind::Unsequenced { end_marks: END_MARKS };
 
@@ -434,7 +436,7 @@ impl NetperfServer {
                     }))
                 }
                 Err(why) => {
-                    self.session.refuse(22);
+                    self.session.refuse(EINVAL);
                     ServerControlEvent::Refused(format!("refused: {why}"))
                 }
             },
