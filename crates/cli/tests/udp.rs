@@ -82,7 +82,11 @@ fn paced_rates_hit_their_targets() {
             let behind = on_schedule(tx, target, 2.0, 0.005);
             // Loopback drops nothing on the way; only a receiver held off the CPU (a busy
             // machine) lets its socket buffer overflow, and the kernel counts each such datagram.
-            assert_eq!(u(&rx["lost"]), u(&rx["kernel_drops"]), "loopback at {rate}: every loss is a socket overflow: {rx}");
+            assert_eq!(
+                u(&rx["lost"]),
+                u(&rx["kernel_drops"]),
+                "loopback at {rate}: every loss is a socket overflow: {rx}"
+            );
             // Each full one-second interval of the sender is on target too, unless the sender
             // fell behind its schedule (then the slot count above is the check).
             let rec = r["streams"].as_array().unwrap().iter().find(|x| x["role"] == "sender").unwrap();
