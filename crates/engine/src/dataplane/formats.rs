@@ -1,7 +1,8 @@
 //! The UDP datagram formats the workers speak, and the seam a peer protocol's own format comes
-//! in by. The data plane holds no protocol's header code: the codecs are netchar_wire's, and a
-//! format that must be built from the worker (iperf2's, whose datagrams carry the test's
-//! settings) is built by its protocol's adapter ([`PeerDatagrams`]).
+//! in by. The data plane holds no protocol's header code: netchar's own format and the
+//! protocol-neutral unsequenced one are netchar_wire::datagram's, and every peer protocol's
+//! format (iperf2's, iperf3's, the echo service's, netio's) is built by its protocol's adapter
+//! for each worker ([`PeerDatagrams`]).
 //!
 //! A format is chosen once per worker, and the worker's loop is monomorphised over it
 //! ([`UdpWorker::run`]): no `dyn` call per datagram.
@@ -9,8 +10,6 @@
 use super::{udp, Controls, StreamShared};
 use netchar_model::{Role, TestSpec};
 use netchar_wire::datagram::{DatagramFormat, NativeFormat, UnsequencedFormat};
-use netchar_wire::iperf3::Iperf3Datagrams;
-use netchar_wire::services::EchoFormat;
 use std::io;
 use std::net::UdpSocket;
 use std::time::Instant;
@@ -21,14 +20,6 @@ pub enum DatagramFormatKind {
     /// netchar's own 24-byte header (netchar_wire::datagram).
     #[default]
     Native,
-    /// iperf3's 12-byte header, 16 with 64-bit sequence numbers (netchar_wire::iperf3).
-    Iperf3 {
-        /// 64-bit sequence numbers (`udp_counters_64bit`).
-        wide: bool,
-    },
-    /// netchar's header through an echo server: echoes count for the stream this many ids
-    /// above the sender (netchar_wire::services::EchoFormat).
-    Echo(u32),
     /// A format its protocol's adapter builds for each worker.
     Peer(PeerDatagrams),
     /// A peer whose datagrams carry nothing of netchar's (netchar_wire::datagram::
@@ -65,6 +56,9 @@ impl DatagramFormatKind {
 pub struct PeerDatagrams {
     /// The protocol, as its registry entry names it (crate::protocols).
     pub protocol: &'static str,
+    /// A setting of the protocol's format that the worker does not know from its spec, as the
+    /// adapter chose it ([`UdpWorker::variant`]; iperf3: 64-bit sequence numbers); 0 for none.
+    pub variant: u32,
     /// Builds the worker's format and runs the worker over it.
     pub run: fn(UdpWorker<'_>) -> io::Result<()>,
 }
@@ -75,11 +69,11 @@ impl std::fmt::Debug for PeerDatagrams {
     }
 }
 
-/// One protocol's format is one function: compared by the protocol's name (function pointers
-/// have no reliable identity).
+/// One protocol's format is one function: compared by the protocol's name and variant
+/// (function pointers have no reliable identity).
 impl PartialEq for PeerDatagrams {
     fn eq(&self, other: &Self) -> bool {
-        self.protocol == other.protocol
+        (self.protocol, self.variant) == (other.protocol, other.variant)
     }
 }
 
@@ -92,6 +86,8 @@ pub struct UdpWorker<'a> {
     pub(super) spec: &'a TestSpec,
     pub(super) started: Instant,
     pub(super) socket: &'a UdpSocket,
+    /// [`PeerDatagrams::variant`] of the format the worker runs (0 for the others).
+    pub(super) variant: u32,
 }
 
 impl UdpWorker<'_> {
@@ -103,6 +99,11 @@ impl UdpWorker<'_> {
     /// Whether this worker sends (else it receives).
     pub fn is_sender(&self) -> bool {
         self.shared.role == Role::Sender
+    }
+
+    /// The setting its protocol's adapter chose for the format ([`PeerDatagrams::variant`]).
+    pub fn variant(&self) -> u32 {
+        self.variant
     }
 
     /// The worker's connected socket (its peer's address names the peer's port).
@@ -118,7 +119,7 @@ impl UdpWorker<'_> {
 
     /// Runs the worker's loop (sending or receiving) over `format`, to the stream's end.
     pub fn run<F: DatagramFormat>(self, format: &F) -> io::Result<()> {
-        let Self { shared, controls, spec, started, socket } = self;
+        let Self { shared, controls, spec, started, socket, .. } = self;
         match shared.role {
             Role::Sender => udp::send(format, shared, controls, spec, started, socket),
             Role::Receiver => udp::receive(format, shared, controls, spec, started, socket),
@@ -129,9 +130,7 @@ impl UdpWorker<'_> {
     pub(super) fn run_kind(self, kind: DatagramFormatKind) -> io::Result<()> {
         match kind {
             DatagramFormatKind::Native => self.run(&NativeFormat),
-            DatagramFormatKind::Iperf3 { wide } => self.run(&Iperf3Datagrams { wide }),
-            DatagramFormatKind::Echo(offset) => self.run(&EchoFormat { offset }),
-            DatagramFormatKind::Peer(peer) => (peer.run)(self),
+            DatagramFormatKind::Peer(peer) => (peer.run)(Self { variant: peer.variant, ..self }),
             DatagramFormatKind::Unsequenced { end_marks } => self.run(&UnsequencedFormat::new(end_marks)),
         }
     }

@@ -631,7 +631,8 @@ impl Worker {
             (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
             (_, DataSocket::Udp(s)) => {
-                UdpWorker { shared: sh, controls: ctl, spec, started: t0, socket: s }.run_kind(self.cfg.datagrams)
+                UdpWorker { shared: sh, controls: ctl, spec, started: t0, socket: s, variant: 0 }
+                    .run_kind(self.cfg.datagrams)
             }
         }))
         .unwrap_or_else(|panic| {

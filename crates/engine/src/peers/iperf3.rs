@@ -21,7 +21,7 @@ use super::{PeerContext, PeerListener};
 use crate::admission::canonical;
 use crate::admission::{DataConn, Refusal};
 use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
-use crate::dataplane::DatagramFormatKind;
+use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::server::{bind_udp, ServerLog};
 use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
 use netchar_model::{
@@ -359,7 +359,7 @@ impl ServerControl for Iperf3Server {
         Some(udp_reply_to(hello).to_vec())
     }
     fn datagrams(&self) -> DatagramFormatKind {
-        DatagramFormatKind::Iperf3 { wide: self.params.as_ref().is_some_and(|p| p.udp_counters_64bit) }
+        datagrams(self.params.as_ref().is_some_and(|p| p.udp_counters_64bit))
     }
     fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {
         // iperf3's client ends the test (TEST_END); this end's totals go in its results.
@@ -403,6 +403,18 @@ impl ServerControl for Iperf3Server {
 }
 
 /// A stream's figures as iperf3's results JSON carries them.
+/// iperf3's UDP datagrams (its 12-byte header, 16 with 64-bit sequence numbers: `wide`) for
+/// the data plane's workers, both roles.
+fn datagrams(wide: bool) -> DatagramFormatKind {
+    DatagramFormatKind::Peer(PeerDatagrams { protocol: "iperf3", variant: u32::from(wide), run: udp_worker })
+}
+
+/// One UDP worker over iperf3's datagrams ([`datagrams`]: the variant says `wide`).
+fn udp_worker(worker: UdpWorker<'_>) -> std::io::Result<()> {
+    let format = netchar_wire::iperf3::Iperf3Datagrams { wide: worker.variant() != 0 };
+    worker.run(&format)
+}
+
 fn figures_of(r: &StreamRecord) -> StreamFigures {
     let mut f = StreamFigures {
         id: wire_stream_id(r.id),
@@ -759,7 +771,7 @@ impl ClientControl for Iperf3Control {
         self.client.is_done()
     }
     fn datagrams(&self) -> DatagramFormatKind {
-        DatagramFormatKind::Iperf3 { wide: true }
+        datagrams(true)
     }
     /// An iperf3 server (up to 3.15) reads every stream from one select loop, which its own
     /// client feeds a block per stream in turn; threads that take turns by the scheduler's

@@ -18,7 +18,7 @@
 //! (netchar_wire::services::udp_reply_len).
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
-use crate::dataplane::DatagramFormatKind;
+use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener, PeerTest};
 use crate::server::{ServerLog, TestLog};
 use netchar_model::{
@@ -216,13 +216,23 @@ impl ClientControl for ServiceControl {
     }
     fn datagrams(&self) -> DatagramFormatKind {
         match self.spec.direction {
-            Direction::Bidir => DatagramFormatKind::Echo(self.spec.streams),
+            Direction::Bidir => {
+                DatagramFormatKind::Peer(PeerDatagrams { protocol: "echo", variant: 0, run: echo_worker })
+            }
             _ => DatagramFormatKind::Native,
         }
     }
     fn connection(&self) -> ControlConnection {
         ControlConnection::None
     }
+}
+
+/// One UDP worker of an echo test: netchar's header through the echo server, the echoes
+/// counted for the stream as many ids above the sender as the test has streams each way
+/// (netchar_wire::services::EchoFormat).
+fn echo_worker(worker: UdpWorker<'_>) -> io::Result<()> {
+    let format = netchar_wire::services::EchoFormat { offset: worker.spec().streams };
+    worker.run(&format)
 }
 
 /// The ports of `netchar server --services`.

@@ -309,7 +309,7 @@ impl ClientControl for Iperf2Control {
         self.reported
     }
     fn datagrams(&self) -> DatagramFormatKind {
-        DatagramFormatKind::Peer(PeerDatagrams { protocol: "iperf2", run: udp_worker })
+        DatagramFormatKind::Peer(PeerDatagrams { protocol: "iperf2", variant: 0, run: udp_worker })
     }
     fn connection(&self) -> ControlConnection {
         ControlConnection::None
