@@ -14,10 +14,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod evidence;
 pub mod result;
 pub mod spec;
 pub mod units;
 
+pub use evidence::*;
 pub use result::*;
 pub use spec::*;
 
