@@ -12,9 +12,14 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod counters;
 pub mod cpu;
+pub mod ethtool;
 pub mod fdtable;
 pub mod host;
+pub mod identity;
+pub mod netlink;
+pub mod proc_net;
 pub mod tcp;
 pub mod udp;
 pub mod zerocopy;
