@@ -81,7 +81,8 @@ pub trait DatagramFormat {
     /// Formats whose streams end with an exchange on the data socket (iperf2: the client's
     /// FIN, answered by the server's report) rewrite `buf`, a data datagram as sent, into the
     /// end datagram after `sent` datagrams, try `attempt` (from 0), at `sent_ns`, and say
-    /// true. The default, no exchange, says false and leaves `buf` alone.
+    /// true. The default, no exchange, says false and leaves `buf` alone; a format whose end
+    /// goes out once, answered by nobody, says false from try 1 on.
     fn end_datagram(&self, _buf: &mut [u8], _sent: u64, _attempt: u32, _sent_ns: u64) -> bool {
         false
     }

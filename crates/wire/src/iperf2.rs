@@ -566,12 +566,21 @@ pub struct UdpFormat {
     pub settings: Vec<u8>,
     /// A UDP `-R` receiver's request to the server (empty for none).
     pub request: Vec<u8>,
+    /// The FIN goes out once and no report is awaited: a server's `-R` sender, whose client
+    /// answers nothing (Debian's 2.1.8 ends so).
+    pub fin_once: bool,
 }
 
 impl UdpFormat {
     /// The format of `layout` with `settings` after the datagram header.
     pub fn new(layout: Layout, epoch_ns: u64, settings: Vec<u8>) -> Self {
-        Self { layout, epoch_ns, settings, request: Vec::new() }
+        Self { layout, epoch_ns, settings, request: Vec::new(), fin_once: false }
+    }
+
+    /// A server's `-R` sender's format ([`Self::fin_once`]).
+    pub fn with_fin_once(mut self) -> Self {
+        self.fin_once = true;
+        self
     }
 
     /// A receiver's format that asks the server to send with `request`
@@ -622,6 +631,9 @@ impl DatagramFormat for UdpFormat {
     }
 
     fn end_datagram(&self, buf: &mut [u8], sent: u64, attempt: u32, sent_ns: u64) -> bool {
+        if self.fin_once && attempt > 0 {
+            return false;
+        }
         self.fin(buf, sent, attempt, sent_ns);
         true
     }
@@ -813,6 +825,24 @@ mod tests {
         let mut data = [0u8; 16];
         f.emit(&mut data, 1, 5, 0);
         assert_eq!(f.end_of_stream(&data), None);
+    }
+
+    /// A server's `-R` sender: data numbered from 1 with no settings after the header, and
+    /// one FIN, −(last + 1), that awaits no report.
+    #[test]
+    fn a_reverse_senders_fin_goes_once() {
+        let f = UdpFormat::new(Layout::V21, 1_700_000_000_000_000_000, Vec::new()).with_fin_once();
+        assert_eq!(f.header_len(), 16);
+        let mut b = [0u8; 16];
+        f.emit(&mut b, 1, 0, 0);
+        assert_eq!(UdpHeader::parse(&b, Layout::V21).map(|h| (h.seq, h.sec)), Some((1, 1_700_000_000)));
+        assert!(f.end_datagram(&mut b, 250, 0, 0));
+        assert_eq!(UdpHeader::parse(&b, Layout::V21).map(|h| h.seq), Some(-251));
+        assert!(!f.end_datagram(&mut b, 250, 1, 0), "no second try");
+        assert!(
+            UdpFormat::new(Layout::V21, 0, Vec::new()).end_datagram(&mut b, 250, 1, 0),
+            "a client's FIN is repeated"
+        );
     }
 
     #[test]

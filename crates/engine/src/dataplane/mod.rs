@@ -18,6 +18,7 @@ mod wake_batching;
 
 pub use formats::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 pub(crate) use rr::latency_us;
+pub use udp::DatagramPacer;
 
 use netchar_model::{
     bits_per_second, Endpoint, Flow, IntervalRecord, Role, RrFigures, StreamInterval, StreamRecord, StreamTotal,
@@ -52,6 +53,58 @@ fn send_deadline(spec: &TestSpec, started: Instant) -> Option<Instant> {
         netchar_model::EndCondition::Seconds(s) => Some(started + Duration::from_secs_f64(s)),
         netchar_model::EndCondition::Bytes(_) => None,
     }
+}
+
+/// A TCP stream's pacer: the next write may start once the bytes so far fit the rate since
+/// the start (an absolute schedule: a stall is not caught up with a burst beyond one block).
+/// The TCP senders' (`-b`), and the one a protocol's own loop uses for what it writes.
+#[derive(Debug, Clone, Copy)]
+pub struct BytePacer {
+    started: Instant,
+    rate_bps: u64,
+}
+
+impl BytePacer {
+    /// A pacer of `rate_bps` from `started` (None for no rate or a zero one).
+    pub fn new(rate_bps: Option<u64>, started: Instant) -> Option<Self> {
+        rate_bps.filter(|&r| r > 0).map(|rate_bps| Self { started, rate_bps })
+    }
+
+    /// How long the next write must wait at `now` after `bytes` (None: it may go now).
+    pub fn wait(&self, bytes: u64, now: Instant) -> Option<Duration> {
+        let due = self.started + Duration::from_secs_f64(bytes as f64 * 8.0 / self.rate_bps as f64);
+        (due > now).then(|| due - now)
+    }
+}
+
+/// What a peer protocol's TCP sender writes instead of netchar's constant pattern.
+#[derive(Clone, Copy)]
+pub struct Payload {
+    /// Fills a buffer with the pattern from its start.
+    pub fill: fn(&mut [u8]),
+    /// The pattern repeats every this many bytes: a sender continues it across partial
+    /// writes, so the stream is the pattern unbroken (chargen's 95 lines of 74 bytes).
+    pub period: usize,
+}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Payload").field("period", &self.period).finish_non_exhaustive()
+    }
+}
+
+/// What only some protocols' streams need (the defaults are netchar's own): the seam a peer
+/// server's bulk data runs through the data plane by.
+#[derive(Debug, Clone, Default)]
+pub struct StreamOptions {
+    /// What TCP senders write (None: netchar's constant pattern).
+    pub payload: Option<Payload>,
+    /// A TCP sender whose peer closes the connection has ended, not failed (chargen sends
+    /// until its client closes).
+    pub until_peer_closes: bool,
+    /// TCP receivers read no faster than the test's rate (`spec.tcp.rate_bps_per_stream`),
+    /// for a server held to `--max-rate` whose only part is to read (discard).
+    pub pace_receivers: bool,
 }
 
 /// One connected data stream, ready to run.
@@ -372,6 +425,18 @@ impl DataPlane {
         live: Option<mpsc::Sender<IntervalRecord>>,
         started: Instant,
     ) -> io::Result<Self> {
+        Self::start_with(cfg, streams, live, started, StreamOptions::default())
+    }
+
+    /// [`Self::start`] with a peer protocol's [`StreamOptions`].
+    pub fn start_with(
+        cfg: DataPlaneConfig,
+        streams: Vec<DataStream>,
+        live: Option<mpsc::Sender<IntervalRecord>>,
+        started: Instant,
+        options: StreamOptions,
+    ) -> io::Result<Self> {
+        let options = Arc::new(options);
         let controls = Arc::new(Controls::default());
         let mut shared = Vec::new();
         let mut workers = Vec::new();
@@ -390,6 +455,8 @@ impl DataPlane {
                 && matches!(s.socket, DataSocket::Tcp(_))
                 && !t.zerocopy
                 && t.rate_bps_per_stream.filter(|&r| r > 0).is_none()
+                && options.payload.is_none()
+                && !options.until_peer_closes
         };
         let grouped = cfg.interleave_senders && streams.iter().filter(|s| groupable(s)).count() > cpus;
         let mut groups: Vec<Vec<send_group::Member>> =
@@ -438,6 +505,7 @@ impl DataPlane {
                 started,
                 copy_tx,
                 batch_wakeups,
+                options: options.clone(),
             };
             let name = format!("netchar-{}-{}", role_name(s.role), s.id);
             workers.push(std::thread::Builder::new().name(name).spawn(move || worker.run(s.socket))?);
@@ -548,6 +616,11 @@ impl DataPlane {
         }
     }
 
+    /// Bytes written or read so far by all of this end's streams.
+    pub fn bytes_moved(&self) -> u64 {
+        self.shared.iter().map(|s| s.bytes.load(Ordering::Acquire)).sum()
+    }
+
     /// Bytes received so far per receiving stream id.
     pub fn received(&self) -> Vec<(u32, u64)> {
         self.shared
@@ -602,6 +675,7 @@ struct Worker {
     copy_tx: Option<mpsc::Sender<Option<netchar_sys::fdtable::SharedCopy>>>,
     /// A TCP reader batches its wake-ups (wake_batching.rs) unless `--rx-wake-per-segment`.
     batch_wakeups: bool,
+    options: Arc<StreamOptions>,
 }
 
 impl Worker {
@@ -650,10 +724,19 @@ impl Worker {
         let spec = &self.cfg.spec;
         socket.set_write_timeout(Some(POLL))?;
         let block = spec.block_bytes as usize;
-        let buf = payload(block);
+        // A peer's pattern is laid out one period longer than a block, so that a write can
+        // start anywhere in its period.
+        let (buf, period) = match self.options.payload {
+            Some(p) => {
+                let mut buf = vec![0u8; block + p.period];
+                (p.fill)(&mut buf);
+                (buf, p.period as u64)
+            }
+            None => (payload(block), 0),
+        };
         let deadline = send_deadline(spec, self.started);
         let budget = spec.byte_budget(self.shared.id);
-        let rate = spec.tcp.rate_bps_per_stream.filter(|&r| r > 0);
+        let pacer = BytePacer::new(spec.tcp.rate_bps_per_stream, self.started);
         // Zero-copy sends use the sender's own page-aligned copy of `buf`, never changed; where
         // SO_ZEROCOPY is unsupported this stays None and the plain path below runs. Which way
         // it sends is chosen by measurement: a short probe of plain sends, MSG_ZEROCOPY and
@@ -685,22 +768,22 @@ impl Worker {
                 Some(b) => block.min((b - sent) as usize),
                 None => block,
             };
-            if let Some(rate) = rate {
-                // Absolute schedule: the next block may start once the bytes so far fit the
-                // rate since the start. A stall is not caught up with a burst beyond one block.
-                let due = self.started + Duration::from_secs_f64(sent as f64 * 8.0 / rate as f64);
-                if due > now {
-                    let until = deadline.map_or(due, |d| d.min(due));
-                    std::thread::sleep(until.saturating_duration_since(now).min(POLL));
-                    now = Instant::now();
-                    continue;
-                }
+            if let Some(wait) = pacer.and_then(|p| p.wait(sent, now)) {
+                let wait = deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now)));
+                std::thread::sleep(wait.min(POLL));
+                now = Instant::now();
+                continue;
             }
             let written = match zerocopy.as_mut() {
                 Some(zc) => zc.send(socket.as_fd(), len),
+                None if period > 0 => {
+                    let at = (sent % period) as usize;
+                    writer.write(&buf[at..at + len])
+                }
                 None => writer.write(&buf[..len]),
             };
             match written {
+                Ok(0) if self.options.until_peer_closes => break Ok(()),
                 Ok(0) => break Err(io::Error::new(io::ErrorKind::WriteZero, "the socket accepted no data")),
                 Ok(n) => {
                     sent += n as u64;
@@ -712,6 +795,7 @@ impl Worker {
                     }
                 }
                 Err(e) if crate::is_retry(&e) => now = Instant::now(),
+                Err(e) if self.options.until_peer_closes && peer_closed(&e) => break Ok(()),
                 Err(e) => break Err(e),
             }
         };
@@ -792,7 +876,16 @@ impl Worker {
         let mut last = self.started + Duration::from_nanos(self.shared.start_ns.load(Ordering::Acquire));
         let mut reader = socket;
         let mut discarded_once = false;
+        let pacer =
+            if self.options.pace_receivers { BytePacer::new(tcp.rate_bps_per_stream, self.started) } else { None };
         let outcome = loop {
+            if let Some(wait) = pacer.and_then(|p| p.wait(received, Instant::now())) {
+                if self.controls.abort.load(Ordering::Relaxed) {
+                    break Ok(());
+                }
+                std::thread::sleep(wait.min(POLL));
+                continue;
+            }
             let got = if discard {
                 match netchar_sys::tcp::recv_discard(socket.as_fd(), &mut buf) {
                     Err(e) if !discarded_once && e.kind() == io::ErrorKind::Unsupported => {
@@ -838,6 +931,12 @@ impl Worker {
         self.shared.end_ns.store(last.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
         outcome
     }
+}
+
+/// Whether a write failed because the peer closed the connection.
+fn peer_closed(e: &io::Error) -> bool {
+    use io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(e.kind(), ConnectionReset | BrokenPipe | ConnectionAborted)
 }
 
 /// The length of one `--skip-rx-copy` read (at least one block).

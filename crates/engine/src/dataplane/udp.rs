@@ -133,6 +133,28 @@ impl Schedule {
         }
     }
 
+    /// Starts the schedule afresh at `now` when datagram `seq`, due at `due`, is more than
+    /// [`MAX_BACKLOG`] late (a stall), rather than burst to catch up; returns the slots given up.
+    fn restart_if_behind(&mut self, seq: u64, due: Instant, now: Instant) -> u64 {
+        if self.pps.is_none() || now.saturating_duration_since(due) <= MAX_BACKLOG {
+            return 0;
+        }
+        let missed = self.slots_before(seq, now);
+        self.anchor = now;
+        self.anchor_seq = seq;
+        missed
+    }
+
+    /// A refusal uses its slots: a lasting one (a firewall) is then tried at the schedule's
+    /// rate, not as fast as the kernel can say no.
+    fn refused(&mut self, datagrams: u64) {
+        if let Some(pps) = self.pps {
+            if let Ok(slots) = Duration::try_from_secs_f64(datagrams as f64 / pps) {
+                self.anchor += slots;
+            }
+        }
+    }
+
     /// Datagrams due at `now` from `seq` on, at most `max`, all of one size and within one burst.
     fn due_count(&self, seq: u64, now: Instant, max: usize) -> usize {
         let Some(size) = self.size_of(seq) else { return 0 };
@@ -212,20 +234,10 @@ pub(super) fn send<F: DatagramFormat>(
         let due = schedule.due(seq);
         if due > now {
             let wait = due - now;
-            let wait = deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now)));
-            if wait > SPIN_BELOW {
-                std::thread::sleep((wait - WAKE_EARLY).min(POLL));
-            } else {
-                std::hint::spin_loop();
-            }
+            pause(deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now))));
             continue;
         }
-        if now - due > MAX_BACKLOG && schedule.pps.is_some() {
-            // Fell behind (a stall): start the schedule afresh rather than burst to catch up.
-            behind += schedule.slots_before(seq, now);
-            schedule.anchor = now;
-            schedule.anchor_seq = seq;
-        }
+        behind += schedule.restart_if_behind(seq, due, now);
         let room = if gso_ok { (65_000 / size).clamp(1, MAX_GSO_SEGMENTS) } else { BATCH };
         // With a pacing quantum, what falls due within it goes out now, as one batch (never a
         // datagram due at or after the deadline: a paced test's rate counts the slots before it).
@@ -282,13 +294,7 @@ pub(super) fn send<F: DatagramFormat>(
                     let refused = if segmented { n } else { 1 };
                     errors += refused as u64;
                     shared.send_errors.store(errors, Ordering::Release);
-                    if let Some(pps) = schedule.pps {
-                        // A refusal uses its slot: a lasting one (a firewall) is then tried at
-                        // the test's rate, not as fast as the kernel can say no.
-                        if let Ok(slots) = Duration::try_from_secs_f64(refused as f64 / pps) {
-                            schedule.anchor += slots;
-                        }
-                    }
+                    schedule.refused(refused as u64);
                 }
                 SendFailure::Fatal => break Err(e),
             },
@@ -328,14 +334,101 @@ pub(super) fn send<F: DatagramFormat>(
     outcome
 }
 
+/// Waits `wait` the pacer's way: a sleep that wakes [`WAKE_EARLY`] and at most [`POLL`] later,
+/// or a spin for waits too short to sleep.
+fn pause(wait: Duration) {
+    if wait > SPIN_BELOW {
+        std::thread::sleep((wait - WAKE_EARLY).min(POLL));
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+/// The UDP senders' pacer for a protocol that sends its datagrams one at a time from a loop
+/// of its own (a lock-step exchange, crate::peers::nc_test): the workers' schedule, catch-up
+/// and stall rules, and their count of refused sends and given-up slots, one datagram at a
+/// time.
+pub struct DatagramPacer {
+    schedule: Schedule,
+    /// Datagrams sent or refused: the next one's slot.
+    seq: u64,
+    sent: u64,
+    refused: u64,
+    behind: u64,
+}
+
+impl DatagramPacer {
+    /// A pacer of `pps` datagrams a second from `started` (None: unpaced, counting only).
+    pub fn new(pps: Option<f64>, started: Instant) -> Self {
+        let mut spec = TestSpec::udp_default();
+        if let Some(u) = spec.udp.as_mut() {
+            u.rate = netchar_model::UdpRate::Unlimited;
+        }
+        let mut schedule = Schedule::new(&spec, started);
+        schedule.pps = pps.filter(|&p| p > 0.0);
+        Self { schedule, seq: 0, sent: 0, refused: 0, behind: 0 }
+    }
+
+    /// Waits until the next datagram is due, returning early when `stop` says so.
+    pub fn wait(&mut self, stop: impl Fn() -> bool) {
+        loop {
+            let now = Instant::now();
+            let due = self.schedule.due(self.seq);
+            if due <= now {
+                self.behind += self.schedule.restart_if_behind(self.seq, due, now);
+                return;
+            }
+            if stop() {
+                return;
+            }
+            pause(due - now);
+        }
+    }
+
+    /// Counts one send's outcome as the workers count theirs: sent, or refused (its slot
+    /// used); an error that every later send would share is handed back.
+    pub fn record(&mut self, outcome: io::Result<usize>) -> io::Result<()> {
+        let now = Instant::now();
+        match outcome {
+            Ok(_) => {
+                self.sent += 1;
+                self.seq += 1;
+                self.schedule.last = Some((self.seq, now));
+                Ok(())
+            }
+            Err(e) => match udp::classify_send_error(&e, false) {
+                SendFailure::Refused | SendFailure::Unsegmentable => {
+                    self.refused += 1;
+                    self.seq += 1;
+                    self.schedule.refused(1);
+                    Ok(())
+                }
+                SendFailure::Fatal => Err(e),
+            },
+        }
+    }
+
+    /// The sender's figures so far (`behind_schedule` only when paced).
+    pub fn figures(&self) -> UdpSent {
+        UdpSent {
+            packets: self.sent,
+            send_errors: self.refused,
+            behind_schedule: self.schedule.pps.is_some().then_some(self.behind),
+            ..UdpSent::default()
+        }
+    }
+}
+
 /// How often an end datagram is repeated until its reply arrives, and for how long (iperf2
 /// 2.1 clients: every 10 ms for up to 2 s).
 const END_RETRY: Duration = Duration::from_millis(10);
 const END_WAIT: Duration = Duration::from_secs(2);
 
 /// The format's end exchange on the data socket, if it has one: the end datagram (`buf`, a
-/// data datagram as sent) repeated until a reply ends it or [`END_WAIT`] passes. Returns the
-/// bytes of the first end datagram sent and the reply, or None for formats without one.
+/// data datagram as sent) repeated until a reply ends it or [`END_WAIT`] passes, or sent once
+/// when the format has no second try (an end nobody answers: iperf2's FIN from a server's
+/// `-R`). Returns the bytes of the first end datagram sent and the reply, or None for formats
+/// without one.
 fn end_exchange<F: DatagramFormat>(
     format: &F,
     controls: &Controls,
@@ -361,6 +454,10 @@ fn end_exchange<F: DatagramFormat>(
             counted = Some(buf.len() as u64);
         }
         attempt += 1;
+        // (Asked again, with its own stamp, just before it goes out.)
+        if !format.end_datagram(buf, sent, attempt, stamp(Instant::now())) {
+            break;
+        }
         let until = Instant::now() + END_RETRY;
         while Instant::now() < until {
             match socket.recv(&mut reply) {

@@ -13,10 +13,11 @@ pub mod netio;
 pub mod services;
 
 use crate::admission::{canonical, ConnRefusal, Limits, Refusal, Request, SourceCounts, SourceSlot};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataStream, StreamOptions};
 use crate::reflection::RefusalKind;
 use crate::server::{ServerLog, Shared};
 use crate::StopFlag;
-use netchar_model::TestSpec;
+use netchar_model::{StreamRecord, TestSpec};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -207,6 +208,78 @@ impl PeerContext {
         let r = &self.shared.registry;
         self.shared.cfg.one_off && r.admitted_total.load(Ordering::SeqCst) > 0 && r.running.load(Ordering::SeqCst) == 0
     }
+}
+
+/// How often a peer test's data plane is looked at (its end, the stop flag, the limits).
+const PLANE_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The test a peer server's data plane runs for `spec`, held to the server's limits: a
+/// sender's time within `--max-duration`, its rate within `--max-rate`.
+pub(crate) fn capped(spec: &TestSpec, limits: &Limits) -> TestSpec {
+    use netchar_model::{EndCondition, UdpRate};
+    let mut run = spec.clone();
+    if let Some(max) = limits.max_duration {
+        let max = max.as_secs_f64();
+        run.end = match run.end {
+            EndCondition::Seconds(s) => EndCondition::Seconds(s.min(max)),
+            // A byte count still ends at the limit (the run loop stops it there).
+            bytes => bytes,
+        };
+    }
+    if let Some(max) = limits.max_rate.filter(|&r| r > 0) {
+        run.tcp.rate_bps_per_stream = Some(run.tcp.rate_bps_per_stream.map_or(max, |r| r.min(max)));
+        if let Some(u) = run.udp.as_mut() {
+            u.rate = match u.rate {
+                UdpRate::BitsPerSecond(r) if r > 0 => UdpRate::BitsPerSecond(r.min(max)),
+                _ => UdpRate::BitsPerSecond(max),
+            };
+        }
+    }
+    run
+}
+
+/// Runs a peer test's data streams through the data plane (its workers, pacer, counters and
+/// interval records, as for netchar's own tests) to their end, under the server's limits: the
+/// stop flag, `--max-duration` (with 2 s to spare) and `--idle-timeout` (no stream moved a
+/// byte) end it early, with that reason. Returns the streams' records (this end's, the
+/// server's) and why the test ended early, if it did.
+pub(crate) fn run_streams(
+    ctx: &PeerContext,
+    cfg: DataPlaneConfig,
+    options: StreamOptions,
+    streams: Vec<DataStream>,
+    started: Instant,
+) -> (Vec<StreamRecord>, Option<String>) {
+    let limits = ctx.limits();
+    let plane = match DataPlane::start_with(cfg, streams, None, started, options) {
+        Ok(p) => p,
+        Err(e) => return (Vec::new(), Some(format!("cannot start workers: {e}"))),
+    };
+    let mut moved = (0u64, Instant::now());
+    let mut error = None;
+    while !plane.all_done() {
+        let now = Instant::now();
+        let bytes = plane.bytes_moved();
+        if bytes != moved.0 {
+            moved = (bytes, now);
+        }
+        error = if ctx.stop().is_raised() {
+            Some("the server is stopping".to_string())
+        } else if limits.max_duration.is_some_and(|d| started.elapsed() > d + std::time::Duration::from_secs(2)) {
+            Some("the server's --max-duration was reached".to_string())
+        } else if now - moved.1 >= limits.idle_timeout {
+            Some(format!("idle for {:.0} s (the server's --idle-timeout)", limits.idle_timeout.as_secs_f64()))
+        } else {
+            None
+        };
+        if error.is_some() {
+            plane.abort();
+            break;
+        }
+        std::thread::sleep(PLANE_POLL);
+    }
+    let error = error.or_else(|| plane.first_error());
+    (plane.join(), error)
 }
 
 /// The one accept loop of every peer listener: each connection takes a connection slot (the

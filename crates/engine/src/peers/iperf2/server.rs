@@ -1,14 +1,17 @@
 //! The server role: `netchar server --iperf2` ([`Iperf2Listener`]) answering iperf2 clients
 //! over TCP and UDP, each test logged from netchar's own counters.
 
+use crate::dataplane::{
+    DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker,
+};
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
 use crate::server::{bind_udp, ServerLog, TestLog};
 use netchar_model::{
     Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpOptions, UdpRate, UdpReceived,
 };
-use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, DialBack, Layout, ServerReport, UdpHeader};
+use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, DialBack, Layout, ServerReport, UdpFormat, UdpHeader};
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -169,26 +172,38 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
         error = Some("--full-duplex is not supported: only the client's sending ran".into());
     }
     let started = Instant::now();
+    // The dial-back stream runs on its own clock from its connection (its -t is its own), and
+    // its record is placed on the test's.
     let send_back = |spec: &TestSpec| -> (StreamRecord, Option<String>) {
         let at = started.elapsed().as_secs_f64();
-        let (bytes, end, e) = match back_to {
+        let (mut r, e) = match back_to {
             Some(to) => match TcpStream::connect_timeout(&to, HEADER_WAIT) {
-                Ok(mut s) => {
-                    let (b, end) = tcp_send(&mut s, spec, ctx, Instant::now());
-                    (b, at + end, None)
-                }
-                Err(e) => (0, 0.0, Some(format!("cannot connect back to {to} for the -d/-r test: {e}"))),
+                Ok(s) => tcp_send(s, 2, spec, ctx, Instant::now()),
+                Err(e) => (
+                    StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0),
+                    Some(format!("cannot connect back to {to} for the -d/-r test: {e}")),
+                ),
             },
-            None => (0, 0.0, None),
+            None => (StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0), None),
         };
-        let mut r = StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, bytes, end);
+        if r.bytes > 0 {
+            r.seconds += at;
+            for iv in &mut r.intervals {
+                iv.start += at;
+                iv.end += at;
+            }
+        }
         r.started_seconds = Some(at.max(1e-9));
         (r, e)
     };
     let mut records = Vec::new();
     if spec.direction == Direction::Down {
-        let (bytes, end) = tcp_send(&mut stream, &spec, ctx, started);
-        records.push(StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, bytes, end));
+        let (r, e) = match stream.try_clone() {
+            Ok(s) => tcp_send(s, 1, &spec, ctx, started),
+            Err(e) => (StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0), Some(e.to_string())),
+        };
+        records.push(r);
+        error = error.or(e);
     } else {
         // -d: the server's direction runs beside the client's.
         let dual = (dial_back == Some(DialBack::Dual)).then(|| {
@@ -196,7 +211,7 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
             let spec = &spec;
             std::thread::scope(|scope| {
                 let back = scope.spawn(move || send_back(spec));
-                let up = receive_up(&mut stream, &head, &header, ctx, started);
+                let up = receive_up(&stream, &head, &header, ctx, started);
                 (
                     up,
                     back.join().unwrap_or_else(|_| {
@@ -210,7 +225,7 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
         });
         let ((up, e), back) = match dual {
             Some((up, back)) => (up, Some(back)),
-            None => (receive_up(&mut stream, &head, &header, ctx, started), None),
+            None => (receive_up(&stream, &head, &header, ctx, started), None),
         };
         error = error.or(e);
         records.push(up);
@@ -252,88 +267,76 @@ fn tcp_connection(mut stream: TcpStream, peer: SocketAddr, ctx: &PeerContext, te
 /// EXTEND, its header too; a 2.0.5 client (and netchar's, and lwiperf's flags) not its
 /// 24-byte header, written on its own).
 fn receive_up(
-    stream: &mut TcpStream,
+    stream: &TcpStream,
     head: &[u8],
     header: &ClientHeader,
     ctx: &PeerContext,
     started: Instant,
 ) -> (StreamRecord, Option<String>) {
-    let (bytes, end, e) = tcp_receive(stream, ctx, started);
-    let mut total = head.len() as u64 + bytes;
+    let mut spec = TestSpec::tcp_default();
+    spec.block_bytes = 128 * 1024;
+    let (mut record, error) = match stream.try_clone() {
+        Ok(s) => run_tcp(
+            ctx,
+            &spec,
+            DataStream { id: 1, flow: Flow::Up, role: Role::Receiver, socket: DataSocket::Tcp(s) },
+            started,
+        ),
+        Err(e) => (StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, 0, 0.0), Some(e.to_string())),
+    };
+    // The header's bytes as the client counts them, in the first interval.
+    let mut total = head.len() as u64 + record.bytes;
     if header.flags & wire::HEADER_EXTEND == 0 {
         total = total.saturating_sub(wire::V1_LEN as u64);
     }
-    (StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, total, end), e)
+    if let Some(first) = record.intervals.first_mut() {
+        first.bytes = (first.bytes + total).saturating_sub(record.bytes);
+        first.bits_per_second = netchar_model::bits_per_second(first.bytes, first.end - first.start);
+    }
+    record.bytes = total;
+    (record, error)
 }
 
-/// Reads until EOF: bytes, seconds to the last byte, and why it ended early.
-fn tcp_receive(stream: &mut TcpStream, ctx: &PeerContext, started: Instant) -> (u64, f64, Option<String>) {
-    let limits = ctx.limits();
-    let mut buf = vec![0u8; 128 * 1024];
-    let (mut bytes, mut end) = (0u64, 0.0);
-    let mut last = Instant::now();
-    let error = loop {
-        if ctx.stop().is_raised() {
-            break Some("the server is stopping".to_string());
-        }
-        if limits.max_duration.is_some_and(|d| started.elapsed() > d + Duration::from_secs(2)) {
-            break Some("the server's --max-duration was reached".to_string());
-        }
-        if last.elapsed() >= limits.idle_timeout {
-            break Some(format!("idle for {:.0} s (the server's --idle-timeout)", limits.idle_timeout.as_secs_f64()));
-        }
-        match stream.read(&mut buf) {
-            Ok(0) => break None,
-            Ok(n) => {
-                bytes += n as u64;
-                last = Instant::now();
-                end = started.elapsed().as_secs_f64();
-            }
-            Err(e) if crate::is_retry(&e) => {}
-            Err(e) => break Some(e.to_string()),
-        }
-    };
-    (bytes, end, error)
+/// Sends on `stream` for the test's time or bytes (2.1 `-R`, and `-d`/`-r`'s dial-back),
+/// through the data plane under the server's limits: the stream's record and why it ended
+/// early.
+fn tcp_send(
+    stream: TcpStream,
+    id: u32,
+    spec: &TestSpec,
+    ctx: &PeerContext,
+    started: Instant,
+) -> (StreamRecord, Option<String>) {
+    let mut run = crate::peers::capped(spec, ctx.limits());
+    run.block_bytes = run.block_bytes.clamp(1, 1 << 20);
+    run.streams = 1;
+    run.direction = Direction::Down;
+    // The dial-back stream is the test's second: its byte budget is the first's.
+    if let (2, EndCondition::Bytes(_)) = (id, run.end) {
+        run.direction = Direction::Bidir;
+    }
+    run_tcp(
+        ctx,
+        &run,
+        DataStream { id, flow: Flow::Down, role: Role::Sender, socket: DataSocket::Tcp(stream) },
+        started,
+    )
 }
 
-/// Sends for the test's time or bytes (2.1 `-R`), capped by the server's limits.
-fn tcp_send(stream: &mut TcpStream, spec: &TestSpec, ctx: &PeerContext, started: Instant) -> (u64, f64) {
-    let _ = stream.set_write_timeout(Some(POLL));
-    let limits = ctx.limits();
-    let buf: Vec<u8> = (0..spec.block_bytes.clamp(1, 1 << 20) as usize).map(|i| b"0123456789"[i % 10]).collect();
-    let mut until = match spec.end {
-        EndCondition::Seconds(s) => Some(started + Duration::from_secs_f64(s)),
-        EndCondition::Bytes(_) => None,
+/// One TCP stream of an iperf2 test through the data plane ([`crate::peers::run_streams`]).
+fn run_tcp(ctx: &PeerContext, spec: &TestSpec, stream: DataStream, started: Instant) -> (StreamRecord, Option<String>) {
+    let (id, flow, role) = (stream.id, stream.flow, stream.role);
+    let cfg = DataPlaneConfig {
+        spec: spec.clone(),
+        datagrams: DatagramFormatKind::Native,
+        endpoint: Endpoint::Server,
+        cpu: None,
+        interleave_senders: false,
     };
-    if let Some(d) = limits.max_duration {
-        until = Some(until.map_or(started + d, |u| u.min(started + d)));
-    }
-    let budget = match spec.end {
-        EndCondition::Bytes(b) => Some(b),
-        EndCondition::Seconds(_) => None,
-    };
-    let (mut sent, mut end) = (0u64, 0.0);
-    while !ctx.stop().is_raised() && until.is_none_or(|u| Instant::now() < u) && budget.is_none_or(|b| sent < b) {
-        if let Some(r) = limits.max_rate {
-            let due = started + Duration::from_secs_f64(sent as f64 * 8.0 / r as f64);
-            if due > Instant::now() {
-                std::thread::sleep(due.saturating_duration_since(Instant::now()).min(POLL));
-                continue;
-            }
-        }
-        let len = budget.map_or(buf.len(), |b| buf.len().min((b - sent) as usize));
-        match stream.write(&buf[..len]) {
-            Ok(0) => break,
-            Ok(n) => {
-                sent += n as u64;
-                end = started.elapsed().as_secs_f64();
-            }
-            Err(e) if crate::is_retry(&e) => {}
-            Err(_) => break,
-        }
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    (sent, end)
+    let (records, error) = crate::peers::run_streams(ctx, cfg, StreamOptions::default(), vec![stream], started);
+    let record =
+        records.into_iter().next().unwrap_or_else(|| StreamRecord::bare(id, flow, role, Endpoint::Server, 0, 0.0));
+    (record, error)
 }
 
 /// One UDP source's test: iperf2's receive accounting (the highest sequence number, lost as
@@ -470,14 +473,14 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
                 if ctx.may_send_unprompted("iperf2", from).is_err() {
                     continue;
                 }
-                match (tests.join(&ctx, &spec, from), socket.try_clone()) {
-                    (Ok(joined), Ok(out)) => {
+                match (tests.join(&ctx, &spec, from), socket.local_addr()) {
+                    (Ok(joined), Ok(local)) => {
                         if let Ok(mut m) = sending.lock() {
                             m.insert(from);
                         }
                         let (ctx, sending) = (ctx.clone(), sending.clone());
                         let _ = std::thread::Builder::new().name("netchar-iperf2-udp".into()).spawn(move || {
-                            udp_reverse(&out, from, spec, joined, &ctx);
+                            udp_reverse(local, from, spec, joined, &ctx);
                             // The client's late re-sent requests must not start a second test.
                             std::thread::sleep(FIN_LINGER);
                             if let Ok(mut m) = sending.lock() {
@@ -572,61 +575,42 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
     }
 }
 
-/// iperf 2.1's UDP `-R`, the server's side: datagrams of `-l` bytes numbered from 1 with the
-/// wall clock stamp, paced at the header's rate (iperf2's 1 Mbit/s without one) under the
-/// server's limits, for the header's time, then one FIN, −(last + 1), as Debian's 2.1.8 ends.
-/// The client counts the FIN as a datagram with data; so does the log.
-fn udp_reverse(socket: &UdpSocket, to: SocketAddr, spec: TestSpec, joined: Joined, ctx: &PeerContext) {
+/// iperf 2.1's UDP `-R`, the server's side: the data plane's sender on a socket of the
+/// listener's port connected to the client (the kernel gives it that client's datagrams
+/// first, and the client's late requests are read by nobody), over iperf2's datagrams
+/// ([`reverse_datagrams`]), paced at the header's rate (iperf2's 1 Mbit/s without one) under
+/// the server's limits, for the header's time. The client counts the FIN as a datagram with
+/// data; so does the log.
+fn udp_reverse(local: SocketAddr, to: SocketAddr, spec: TestSpec, joined: Joined, ctx: &PeerContext) {
     const DEFAULT_RATE: u64 = 1 << 20;
-    let limits = ctx.limits();
-    let len = (spec.block_bytes as usize).clamp(Layout::V21.datagram_header_len(), 65_507);
-    let mut rate = match spec.udp.as_ref().map(|u| u.rate) {
-        Some(UdpRate::BitsPerSecond(r)) if r > 0 => r,
-        _ => DEFAULT_RATE,
-    };
-    if let Some(max) = limits.max_rate {
-        rate = rate.min(max.max(1));
+    let mut run = spec.clone();
+    run.block_bytes = run.block_bytes.clamp(Layout::V21.datagram_header_len() as u64, 65_507);
+    if !matches!(run.end, EndCondition::Seconds(_)) {
+        run.end = EndCondition::Seconds(10.0);
     }
-    let mut duration = match spec.end {
-        EndCondition::Seconds(s) => Duration::from_secs_f64(s),
-        EndCondition::Bytes(_) => Duration::from_secs(10),
-    };
-    if let Some(max) = limits.max_duration {
-        duration = duration.min(max);
+    if let Some(u) = run.udp.as_mut() {
+        if !matches!(u.rate, UdpRate::BitsPerSecond(r) if r > 0) {
+            u.rate = UdpRate::BitsPerSecond(DEFAULT_RATE);
+        }
+        u.per_stream = true;
     }
-    let mut buf: Vec<u8> = (0..len).map(|i| b"0123456789"[i % 10]).collect();
-    let gap = Duration::from_secs_f64(len as f64 * 8.0 / rate as f64);
+    let run = crate::peers::capped(&run, ctx.limits());
     let started = Instant::now();
-    let wall = |buf: &mut [u8], seq: i64| {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        UdpHeader { seq, sec: t.as_secs() as u32, usec: t.subsec_micros() }.emit(buf, Layout::V21);
+    let (streams, error) = match bind_udp(local).and_then(|s| s.connect(to).map(|_| s)) {
+        Ok(socket) => {
+            crate::tcp_setup::size_udp_buffers(&socket);
+            let stream = DataStream { id: 1, flow: Flow::Down, role: Role::Sender, socket: DataSocket::Udp(socket) };
+            let cfg = DataPlaneConfig {
+                spec: run,
+                datagrams: reverse_datagrams(),
+                endpoint: Endpoint::Server,
+                cpu: None,
+                interleave_senders: false,
+            };
+            crate::peers::run_streams(ctx, cfg, StreamOptions::default(), vec![stream], started)
+        }
+        Err(e) => (Vec::new(), Some(format!("cannot open a UDP socket to {to}: {e}"))),
     };
-    let (mut sent, mut errors) = (0u64, 0u64);
-    while !ctx.stop().is_raised() && started.elapsed() < duration {
-        let due = started + gap.mul_f64(sent as f64);
-        let now = Instant::now();
-        if due > now {
-            std::thread::sleep((due - now).min(POLL));
-            continue;
-        }
-        wall(&mut buf, sent as i64 + 1);
-        match socket.send_to(&buf, to) {
-            Ok(_) => sent += 1,
-            Err(_) => {
-                errors += 1;
-                if errors > 1000 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-    }
-    let end = started.elapsed().as_secs_f64();
-    wall(&mut buf, -(sent as i64 + 1));
-    let fin = socket.send_to(&buf, to).is_ok();
-    let datagrams = sent + u64::from(fin);
-    let mut record = StreamRecord::bare(1, Flow::Down, Role::Sender, Endpoint::Server, datagrams * len as u64, end);
-    record.udp_sent = Some(netchar_model::UdpSent { packets: datagrams, send_errors: errors, ..Default::default() });
     ctx.log(ServerLog::Test(Box::new(TestLog {
         peer_software: None,
         protocol: "iperf2",
@@ -634,9 +618,22 @@ fn udp_reverse(socket: &UdpSocket, to: SocketAddr, spec: TestSpec, joined: Joine
         data_paths: vec![(1, to)],
         user: None,
         spec,
-        streams: vec![record],
+        streams,
         concurrent_tests: joined.test.concurrent_tests(),
         refused_data: 0,
-        error: (!fin).then(|| "the FIN could not be sent".to_string()),
+        error,
     })));
+}
+
+/// iperf 2.1's datagrams as a server sends them for `-R` (netchar_wire::iperf2::UdpFormat):
+/// the 16-byte header alone, numbered from 1 with the wall clock stamp, then one FIN,
+/// −(last + 1), as Debian's 2.1.8 ends, with no report awaited.
+fn reverse_datagrams() -> DatagramFormatKind {
+    DatagramFormatKind::Peer(PeerDatagrams { protocol: "iperf2", variant: 1, run: reverse_sender })
+}
+
+/// One worker of [`reverse_datagrams`].
+fn reverse_sender(worker: UdpWorker<'_>) -> io::Result<()> {
+    let format = UdpFormat::new(Layout::V21, worker.realtime_start_ns(), Vec::new()).with_fin_once();
+    worker.run(&format)
 }
