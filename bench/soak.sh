@@ -13,7 +13,7 @@
 #           receiver bytes = sender bytes per stream, = -n when given; UDP: sent = received + lost
 #           per stream; rr/crr: the responder received one request per transaction).
 #   peers   the same server with every peer listener on as well (--iperf3, --iperf2, --netio,
-#           --nc-test, --services; free ports the script picks), cycling through the peer tests:
+#           --nc-test, --services, --netperf; free ports the script picks), cycling through the peer tests:
 #             stock iperf3 -c -t 1 (-J): TCP, -R, -u -b 50M, -P 2
 #             stock iperf -c -t 1 (2.x): TCP, -u -b 50M, -r and -d (dialing back to a free -L
 #               port), -R, -u -b 50M -R
@@ -24,6 +24,7 @@
 #             netchar suite netio --proto netio -b 32k --netio-interval 1 (TCP: 1 s up, then the
 #               server's fixed 6 s down; netio's UDP test cannot run with client and server on
 #               one host: both bind the port after the server's)
+#             netchar --proto netperf: tcp, tcp -R, udp -b 50M, rr, rr --udp, crr (all -t 1)
 #             netchar --proto nc-test: udp and udp -R --pattern 640x1024, tcp and tcp -R -l 1024
 #               -n 1M, echo and echo --udp --pattern 640x1024, suite ecos --quick
 #           Checked (bench/netchar_bench/soak.py): exit 0 and, netchar: `error` null in every
@@ -89,19 +90,20 @@ READY_LINES=1    # "listening on", and one line per peer listener
 if [ "$MODE" != native ]; then
     # Ports P with P+1 free too: netio's UDP test is on P+1, and the nc_test and iperf2 -r/-d
     # clients bind a port of their own (the data port + 1, -L).
-    read -r I3_PORT I2_PORT NETIO_PORT NCT_PORT NCT_DATA ECHO_PORT DISCARD_PORT CHARGEN_PORT I2_LISTEN \
-        < <(bench_py soak ports 9) || { echo "soak.sh: no free ports" >&2; exit 2; }
+    read -r I3_PORT I2_PORT NETIO_PORT NCT_PORT NCT_DATA ECHO_PORT DISCARD_PORT CHARGEN_PORT I2_LISTEN NP_PORT \
+        < <(bench_py soak ports 10) || { echo "soak.sh: no free ports" >&2; exit 2; }
     SERVER_ARGS+=(--iperf3 --iperf3-port "$I3_PORT" --iperf2 --iperf2-port "$I2_PORT"
         --netio --netio-port "$NETIO_PORT" --nc-test --nc-test-port "$NCT_PORT" --nc-test-data-port "$NCT_DATA"
-        --services --echo-port "$ECHO_PORT" --discard-port "$DISCARD_PORT" --chargen-port "$CHARGEN_PORT")
-    READY_LINES=6
+        --services --echo-port "$ECHO_PORT" --discard-port "$DISCARD_PORT" --chargen-port "$CHARGEN_PORT"
+        --netperf --netperf-port "$NP_PORT")
+    READY_LINES=7
 fi
 "$NC" server "${SERVER_ARGS[@]}" 2>"$WORK/server.log" &
 SERVER_PID=$!
 PORT=
 for _ in $(seq 50); do
     PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$WORK/server.log" | head -1)
-    up=$(grep -c -E 'listening on 127\.0\.0\.1:|^services: |^netio: |^answering (iperf3|iperf2|eCos)' "$WORK/server.log" || true)
+    up=$(grep -c -E 'listening on 127\.0\.0\.1:|^services: |^netio: |^answering ' "$WORK/server.log" || true)
     [ -n "$PORT" ] && [ "$up" -ge "$READY_LINES" ] && break
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
@@ -186,6 +188,12 @@ if [ "$MODE" != native ]; then
         "netchar echo $H -p $NCT_PORT --nc-test-data-port $NCT_DATA --proto nc-test --pattern 640x1024"
         "netchar echo $H -p $NCT_PORT --nc-test-data-port $NCT_DATA --proto nc-test --udp --pattern 640x1024"
         "netchar suite ecos $H -p $NCT_PORT --nc-test-data-port $NCT_DATA --proto nc-test --quick"
+        "netchar tcp $H:$NP_PORT --proto netperf -t 1"
+        "netchar tcp $H:$NP_PORT --proto netperf -R -t 1"
+        "netchar udp $H:$NP_PORT --proto netperf -b 50M -t 1"
+        "netchar rr $H:$NP_PORT --proto netperf -t 1"
+        "netchar rr $H:$NP_PORT --proto netperf --udp -t 1"
+        "netchar crr $H:$NP_PORT --proto netperf -t 1"
     )
 fi
 case $MODE in
