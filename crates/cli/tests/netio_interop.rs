@@ -234,3 +234,32 @@ fn udp_client_against_netchars_netio_server() {
     assert_eq!(flow_bytes(&log, "up"), got_by_server, "the server's log == the count it sent in RES");
     assert_eq!(flow_bytes(&log, "down"), server_sent);
 }
+
+/// The server's UDP S2C phase runs through the data plane's sender: sends a firewall refuses
+/// (an nft rule dropping the server's outgoing datagrams, so each send fails with EPERM) are
+/// counted as `send_errors` in the server's log, never as datagrams sent, and RES says none
+/// went out.
+#[test]
+fn refused_udp_sends_are_logged_as_send_errors() {
+    let Ok(link) = Link::create().map_err(|e| netns::skip_or_fail(&e)) else { return };
+    let a = &link.a;
+    a.nft(&["add", "table", "inet", "netio_refuse"]).expect("nft table");
+    a.nft(&["add", "chain", "inet", "netio_refuse", "out", "{ type filter hook output priority 0; }"]).expect("chain");
+    a.nft(&["add", "rule", "inet", "netio_refuse", "out", "udp", "dport", "18768", "counter", "drop"]).expect("rule");
+    let server = start_server(Some(a), 18767);
+    let host = link.a_ip.to_string();
+    let (_, out, err) = run(
+        Some(&link.b),
+        &["suite", "netio", &host, "--proto", "netio", "-u", "-b", "1k", "--netio-interval", "1", "--json"],
+    );
+    let results: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let r = &results[0];
+    assert_eq!(record(r, "down", "sender"), Some(0), "RES counts no datagram sent: {r}");
+    assert_eq!(record(r, "down", "receiver").unwrap_or(0), 0, "{r}");
+    let log = server_test_log(&server);
+    let down = log["flows"].as_array().unwrap().iter().find(|f| f["flow"] == "down").unwrap();
+    assert_eq!(down["bytes"].as_u64(), Some(0), "{log}");
+    let refused = down["send_errors"].as_u64().unwrap_or(0);
+    let dropped = a.nft_counters("inet", "netio_refuse", "out").expect("counters")[0].0;
+    assert!(refused > 0 && dropped > 0, "refused {refused}, nft dropped {dropped}: {log}");
+}

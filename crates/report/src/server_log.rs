@@ -81,6 +81,8 @@ struct FlowFigures {
     bytes: u64,
     seconds: f64,
     bits_per_second: f64,
+    /// UDP sends the kernel refused (a firewall, a full queue): counted, never sent.
+    send_errors: u64,
 }
 
 /// The server's figures of each flow of the test: it receives the up flow and sends the down
@@ -103,6 +105,7 @@ fn flows(t: &TestEntry<'_>) -> Vec<FlowFigures> {
                 bytes,
                 seconds,
                 bits_per_second: netchar_model::bits_per_second(bytes, seconds),
+                send_errors: mine.iter().filter_map(|s| s.udp_sent.as_ref()).map(|u| u.send_errors).sum(),
             }
         })
         .collect()
@@ -124,8 +127,10 @@ impl ServerLogFormat for TextLines {
             .iter()
             .map(|f| {
                 let role = if f.role == Role::Sender { "sent" } else { "received" };
+                let refused =
+                    if f.send_errors > 0 { format!(" ({} sends refused)", f.send_errors) } else { String::new() };
                 format!(
-                    "{}: {role} {} bytes in {:.3} s = {}",
+                    "{}: {role} {} bytes in {:.3} s = {}{refused}",
                     f.name,
                     f.bytes,
                     f.seconds,
@@ -171,8 +176,12 @@ impl ServerLogFormat for JsonLines {
         let flows: Vec<_> = flows(t)
             .iter()
             .map(|f| {
-                serde_json::json!({"flow": f.name, "role": f.role, "bytes": f.bytes, "seconds": f.seconds,
-                    "bits_per_second": f.bits_per_second})
+                let mut flow = serde_json::json!({"flow": f.name, "role": f.role, "bytes": f.bytes,
+                    "seconds": f.seconds, "bits_per_second": f.bits_per_second});
+                if f.send_errors > 0 {
+                    flow["send_errors"] = f.send_errors.into();
+                }
+                flow
             })
             .collect();
         // Every stream's address and port (the text line names each address once).

@@ -748,9 +748,52 @@ impl Client {
     }
 }
 
+/// netio's UDP datagrams as a [`crate::datagram::DatagramFormat`]: one block each, its
+/// first byte 0 (netio looks at byte 0 of a block only; a UDP datagram carries no sequence
+/// number or time), so a receiver counts them in arrival order. A sender's datagrams end with
+/// nothing: its count goes in RES on the control connection. One per stream: the arrival
+/// count is the format's.
+#[derive(Debug, Default)]
+pub struct BlockDatagrams {
+    arrived: std::cell::Cell<u64>,
+}
+
+impl crate::datagram::DatagramFormat for BlockDatagrams {
+    const STREAM_IDS: bool = false;
+    const SEND_TIMES: bool = false;
+
+    fn header_len(&self) -> usize {
+        1
+    }
+
+    fn emit(&self, buf: &mut [u8], _stream_id: u32, _sequence: u64, _sent_ns: u64) {
+        buf[0] = 0;
+    }
+
+    fn stamp(&self, _buf: &mut [u8], _sequence: u64, _sent_ns: u64) {}
+
+    fn classify(&self, _buf: &[u8]) -> crate::datagram::Received {
+        let sequence = self.arrived.get();
+        self.arrived.set(sequence + 1);
+        crate::datagram::Received::Data { stream_id: 0, sequence, sent_ns: 0 }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn udp_blocks_lead_with_a_zero_and_count_in_arrival_order() {
+        use crate::datagram::{DatagramFormat, Received};
+        let f = BlockDatagrams::default();
+        let mut b = [7u8; 32];
+        f.emit(&mut b, 1, 5, 99);
+        f.stamp(&mut b, 6, 100);
+        assert_eq!((b[0], b[1]), (0, 7), "byte 0 is netio's, the rest the payload");
+        assert_eq!(f.classify(&b), Received::Data { stream_id: 0, sequence: 0, sent_ns: 0 });
+        assert_eq!(f.classify(&b), Received::Data { stream_id: 0, sequence: 1, sent_ns: 0 });
+    }
 
     #[test]
     fn labels_and_rates_are_netios() {

@@ -9,9 +9,12 @@
 //! UDP test's port+1 (18768), each connection admitted as a test through the shared admission;
 //! UDP datagrams go only to the address of an established control connection.
 
+use crate::dataplane::{
+    DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker,
+};
 use crate::peers::{PeerContext, PeerListener};
 use crate::server::{ServerLog, TestLog};
-use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec};
+use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpSent};
 use netchar_wire::netio::{Client, ClientStep, Cmd, Control, Server, ServerEvent, SizeResult, CONTROL_LEN, INTERVAL};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -81,19 +84,21 @@ fn block_buffer(size: u32) -> (Vec<u8>, u64) {
     (b, blocks as u64)
 }
 
-/// Sends whole TCP blocks until `until`; returns the blocks written.
+/// Sends whole TCP blocks until `until`, paced at `rate` by the data plane's pacer; returns
+/// the blocks written.
+///
+/// Not a data plane stream: the blocks share the connection with netio's control messages and
+/// must end on a block boundary with the marker block, after which the connection goes on
+/// (the data plane's senders end a stream by shutting its write side down).
 fn send_blocks(s: &TcpStream, size: u32, until: Instant, stop: &crate::StopFlag, rate: Option<u64>) -> io::Result<u64> {
     let (buf, per) = block_buffer(size);
     let mut w = s;
-    let started = Instant::now();
+    let pacer = crate::dataplane::BytePacer::new(rate, Instant::now());
     let mut blocks = 0u64;
     while Instant::now() < until && !stop.is_raised() {
-        if let Some(r) = rate {
-            let due = started + Duration::from_secs_f64(blocks as f64 * f64::from(size) * 8.0 / r as f64);
-            if due > Instant::now() {
-                std::thread::sleep((due - Instant::now()).min(POLL));
-                continue;
-            }
+        if let Some(wait) = pacer.and_then(|p| p.wait(blocks * u64::from(size), Instant::now())) {
+            std::thread::sleep(wait.min(POLL));
+            continue;
         }
         write_all(&mut w, &buf, stop)?;
         blocks += per;
@@ -375,15 +380,12 @@ impl NetioListener {
         };
         let tcp = listen(port)?;
         let udp_control = listen(aux)?;
-        let addr = SocketAddr::new(ip, aux);
-        let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
-        if addr.is_ipv6() {
-            s.set_only_v6(false)?;
-        }
-        s.bind(&addr.into())?;
+        // Shared with each S2C phase's socket, connected to its client (crate::server::bind_udp).
+        let udp = crate::server::bind_udp(SocketAddr::new(ip, aux))?;
+        let s = socket2::SockRef::from(&udp);
         let _ = s.set_recv_buffer_size(SOCKET_BUFFER * 4);
         let _ = s.set_send_buffer_size(SOCKET_BUFFER);
-        Ok(Self { tcp, udp_control, udp: s.into() })
+        Ok(Self { tcp, udp_control, udp })
     }
 
     /// The TCP test port.
@@ -480,16 +482,15 @@ fn accept_loop(listener: TcpListener, is_udp: bool, ctx: &PeerContext, udp: &Arc
                 m.insert(ip, (0, 0));
             }
         }
-        let (received, sent, error, secs) = serve(&stream, peer, is_udp, ctx, &udp, &counts);
+        let (received, sent, error, secs, udp_sent) = serve(&stream, peer, is_udp, ctx, &udp, &counts);
         if is_udp {
             if let Ok(mut m) = counts.lock() {
                 m.remove(&ip);
             }
         }
-        let streams = vec![
-            StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, secs.0),
-            StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, sent, secs.1),
-        ];
+        let mut down = StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, sent, secs.1);
+        down.udp_sent = udp_sent;
+        let streams = vec![StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, secs.0), down];
         ctx.log(ServerLog::Test(Box::new(TestLog {
             peer_software: None,
             protocol: "netio",
@@ -506,8 +507,12 @@ fn accept_loop(listener: TcpListener, is_udp: bool, ctx: &PeerContext, udp: &Arc
     });
 }
 
-/// Serves one connection; returns bytes received, bytes sent, why it ended early, and the
-/// seconds spent receiving (C2S to the end marker, or to RES for UDP) and sending.
+/// What one connection's test came to: bytes received, bytes sent, why it ended early, the
+/// seconds spent receiving (C2S to the end marker, or to RES for UDP) and sending, and (UDP)
+/// the S2C phases' datagram counts summed.
+type Served = (u64, u64, Option<String>, (f64, f64), Option<UdpSent>);
+
+/// Serves one connection.
 fn serve(
     stream: &TcpStream,
     peer: SocketAddr,
@@ -515,7 +520,7 @@ fn serve(
     ctx: &PeerContext,
     udp: &UdpSocket,
     counts: &UdpCounts,
-) -> (u64, u64, Option<String>, (f64, f64)) {
+) -> Served {
     tune(stream);
     let (mut recv_secs, mut send_secs) = (0.0f64, 0.0f64);
     let mut receiving_since: Option<Instant> = None;
@@ -526,6 +531,7 @@ fn serve(
     let rate = ctx.limits().max_rate;
     let mut server = Server::new(is_udp);
     let (mut received, mut sent) = (0u64, 0u64);
+    let mut udp_sent: Option<UdpSent> = None;
     let mut buf = vec![0u8; 256 * 1024];
     let mut last = Instant::now();
     let mut out = Vec::new();
@@ -568,12 +574,21 @@ fn serve(
                     // To the control connection's address at port+1, as netio's server does:
                     // the TCP handshake proved that address, so this cannot be aimed elsewhere.
                     let to = SocketAddr::new(peer.ip(), udp.local_addr().map_or(0, |a| a.port()));
-                    let t = Instant::now();
-                    let (n, b) = blast(udp, to, size, stop, rate);
-                    send_secs += t.elapsed().as_secs_f64();
-                    sent += b;
+                    let (record, error) = send_datagrams(udp, to, size, ctx);
+                    send_secs += record.seconds;
+                    sent += record.bytes;
+                    let n = record.udp_sent.as_ref().map_or(0, |u| u.packets);
+                    if let Some(u) = record.udp_sent {
+                        let total = udp_sent.get_or_insert_with(UdpSent::default);
+                        total.packets += u.packets;
+                        total.send_errors += u.send_errors;
+                        total.sends += u.sends;
+                    }
                     if let Err(e) = server.udp_sent(n.min(u64::from(u32::MAX)) as u32) {
                         failed = Some(e.to_string());
+                    }
+                    if error.is_some() {
+                        failed = error;
                     }
                 }
                 ServerEvent::Send { size } => {
@@ -623,30 +638,47 @@ fn serve(
             Err(e) => break Some(e.to_string()),
         }
     };
-    (received, sent, error, (recv_secs, send_secs))
+    (received, sent, error, (recv_secs, send_secs), udp_sent)
 }
 
-/// Sends datagrams of `size` to `to` for the interval; returns (datagrams, bytes) sent.
-fn blast(udp: &UdpSocket, to: SocketAddr, size: u32, stop: &crate::StopFlag, rate: Option<u64>) -> (u64, u64) {
-    let (buf, _) = block_buffer(size);
-    let dgram = &buf[..size as usize];
-    let started = Instant::now();
-    let until = started + INTERVAL;
-    let mut n = 0u64;
-    while Instant::now() < until && !stop.is_raised() {
-        if let Some(r) = rate {
-            let due = started + Duration::from_secs_f64(n as f64 * f64::from(size) * 8.0 / r as f64);
-            if due > Instant::now() {
-                std::thread::sleep((due - Instant::now()).min(Duration::from_millis(10)));
-                continue;
-            }
-        }
-        match udp.send_to(dgram, to) {
-            Ok(_) => n += 1,
-            // ENOBUFS: retried, as netio 1.34 does.
-            Err(e) if e.raw_os_error() == Some(105) || crate::is_retry(&e) => {}
-            Err(_) => std::thread::sleep(Duration::from_millis(1)),
-        }
+/// One S2C phase of the UDP test: datagrams of `size` to `to` for the interval (netio's
+/// blocks, netchar_wire::netio::BlockDatagrams), as fast as the socket takes them or at the
+/// server's `--max-rate`, through the data plane's sender on a socket of netio's UDP port
+/// connected to `to`; refused sends are counted (`send_errors`), never retried as data.
+/// Returns the sender's record and why it failed, if it did.
+fn send_datagrams(udp: &UdpSocket, to: SocketAddr, size: u32, ctx: &PeerContext) -> (StreamRecord, Option<String>) {
+    let mut spec = TestSpec::udp_default();
+    spec.direction = Direction::Down;
+    spec.block_bytes = u64::from(size.max(1));
+    spec.end = EndCondition::Seconds(INTERVAL.as_secs_f64());
+    if let Some(u) = spec.udp.as_mut() {
+        u.rate = netchar_model::UdpRate::Unlimited;
+        u.per_stream = true;
     }
-    (n, n * u64::from(size))
+    let spec = crate::peers::capped(&spec, ctx.limits());
+    let empty = StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0);
+    let local = match udp.local_addr() {
+        Ok(a) => a,
+        Err(e) => return (empty, Some(format!("netio UDP: {e}"))),
+    };
+    let socket = match crate::server::bind_udp(local).and_then(|s| s.connect(to).map(|_| s)) {
+        Ok(s) => s,
+        Err(e) => return (empty, Some(format!("netio UDP: cannot open a socket to {to}: {e}"))),
+    };
+    let _ = socket2::SockRef::from(&socket).set_send_buffer_size(SOCKET_BUFFER);
+    let cfg = DataPlaneConfig {
+        spec,
+        datagrams: DatagramFormatKind::Peer(PeerDatagrams { protocol: "netio", variant: 0, run: block_sender }),
+        endpoint: Endpoint::Server,
+        cpu: None,
+        interleave_senders: false,
+    };
+    let stream = DataStream { id: 2, flow: Flow::Down, role: Role::Sender, socket: DataSocket::Udp(socket) };
+    let (records, error) = crate::peers::run_streams(ctx, cfg, StreamOptions::default(), vec![stream], Instant::now());
+    (records.into_iter().next().unwrap_or(empty), error)
+}
+
+/// One worker of netio's UDP datagrams ([`send_datagrams`]).
+fn block_sender(worker: UdpWorker<'_>) -> io::Result<()> {
+    worker.run(&netchar_wire::netio::BlockDatagrams::default())
 }
