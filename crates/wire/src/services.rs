@@ -74,6 +74,9 @@ fn chargen_byte(line: usize, position: usize) -> u8 {
     }
 }
 
+/// Bytes after which RFC 864's pattern repeats: 95 lines of 72 characters and CR LF.
+pub const CHARGEN_CYCLE: usize = CHARGEN_CHARS * (CHARGEN_LINE + 2);
+
 /// RFC 864's pattern as an endless stream, resumable at any byte.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChargenSource {
@@ -254,6 +257,7 @@ mod tests {
         let mut all = vec![0u8; 74 * 96];
         s.fill(&mut all);
         assert_eq!(&all[..74], &all[74 * 95..]);
+        assert_eq!(CHARGEN_CYCLE, 74 * 95);
     }
 
     #[test]

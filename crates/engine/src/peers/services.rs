@@ -18,13 +18,15 @@
 //! (netchar_wire::services::udp_reply_len).
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
-use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
+use crate::dataplane::{
+    DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, Payload, PeerDatagrams, StreamOptions, UdpWorker,
+};
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener, PeerTest};
 use crate::server::{ServerLog, TestLog};
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec,
 };
-use netchar_wire::services::{udp_reply_len, ChargenSource, Service};
+use netchar_wire::services::{udp_reply_len, ChargenSource, Service, CHARGEN_CYCLE};
 use netchar_wire::ProtocolError;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -441,9 +443,10 @@ fn log_test(
     })));
 }
 
-/// Serves one TCP connection: echo returns, discard counts, chargen sends; ends at the
-/// client's close, the idle timeout (nothing read: echo, discard; nothing accepted: chargen),
-/// the server's --max-duration or its stop.
+/// Serves one TCP connection: discard counts and chargen sends through the data plane
+/// (chargen's RFC 864 lines as its payload); echo returns what it reads ([`echo_reflect`]).
+/// Each ends at the client's close, the idle timeout (nothing read: echo, discard; nothing
+/// accepted: chargen), the server's --max-duration or its stop.
 fn tcp_session(
     service: Service,
     stream: &TcpStream,
@@ -451,17 +454,60 @@ fn tcp_session(
     ctx: &PeerContext,
 ) -> (Vec<StreamRecord>, Option<String>) {
     let _ = stream.set_nonblocking(false);
+    if service == Service::Echo {
+        return echo_reflect(stream, ctx);
+    }
+    let mut run = crate::peers::capped(spec, ctx.limits());
+    run.streams = 1;
+    // Until the client closes, within the server's --max-duration.
+    run.end =
+        ctx.limits().max_duration.map_or(EndCondition::Bytes(u64::MAX), |d| EndCondition::Seconds(d.as_secs_f64()));
+    let (flow, role, options) = if service == Service::Chargen {
+        run.direction = Direction::Down;
+        run.block_bytes = 16 * 1024;
+        let payload = Payload { fill: |buf| ChargenSource::new().fill(buf), period: CHARGEN_CYCLE };
+        (
+            Flow::Down,
+            Role::Sender,
+            StreamOptions { payload: Some(payload), until_peer_closes: true, ..Default::default() },
+        )
+    } else {
+        run.direction = Direction::Up;
+        run.block_bytes = 64 * 1024;
+        // Under --max-rate discard takes no more than the rate.
+        (Flow::Up, Role::Receiver, StreamOptions { pace_receivers: true, ..Default::default() })
+    };
+    let socket = match stream.try_clone() {
+        Ok(s) => DataSocket::Tcp(s),
+        Err(e) => return (Vec::new(), Some(e.to_string())),
+    };
+    let cfg = DataPlaneConfig {
+        spec: run,
+        datagrams: DatagramFormatKind::Native,
+        endpoint: Endpoint::Server,
+        cpu: None,
+        interleave_senders: false,
+    };
+    let stream = DataStream { id: 1, flow, role, socket };
+    crate::peers::run_streams(ctx, cfg, options, vec![stream], Instant::now())
+}
+
+/// echo over TCP: what is read is written back, on the one socket, paced by the data plane's
+/// pacer under `--max-rate`.
+///
+/// Its own loop, not the data plane's: its workers own one direction of a stream each, and
+/// echo's writes are its reads (no schedule, no payload of its own).
+fn echo_reflect(stream: &TcpStream, ctx: &PeerContext) -> (Vec<StreamRecord>, Option<String>) {
     let _ = stream.set_read_timeout(Some(POLL));
     let _ = stream.set_write_timeout(Some(POLL));
     let idle = ctx.limits().idle_timeout;
     let until = ctx.limits().max_duration.map(|d| Instant::now() + d);
-    let rate = ctx.limits().max_rate;
     let started = Instant::now();
+    let pacer = crate::dataplane::BytePacer::new(ctx.limits().max_rate, started);
     let mut last_progress = started;
     let (mut received, mut sent) = (0u64, 0u64);
     let (mut r_end, mut s_end) = (0.0f64, 0.0f64);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut chargen = ChargenSource::new();
     let mut pending: (usize, usize) = (0, 0);
     let (mut reader, mut writer) = (stream, stream);
     let error = loop {
@@ -475,74 +521,42 @@ fn tcp_session(
         if now - last_progress >= idle {
             break Some(format!("idle for {:.0} s (the server's --idle-timeout)", idle.as_secs_f64()));
         }
-        if let Some(r) = rate {
-            let due = started + Duration::from_secs_f64((received.max(sent)) as f64 * 8.0 / r as f64);
-            if due > now {
-                std::thread::sleep((due - now).min(POLL));
-                continue;
-            }
+        if let Some(wait) = pacer.and_then(|p| p.wait(received.max(sent), now)) {
+            std::thread::sleep(wait.min(POLL));
+            continue;
         }
-        match service {
-            Service::Chargen => {
-                if pending.0 == pending.1 {
-                    chargen.fill(&mut buf[..16 * 1024]);
-                    pending = (0, 16 * 1024);
+        if pending.0 < pending.1 {
+            match writer.write(&buf[pending.0..pending.1]) {
+                Ok(0) => break None,
+                Ok(n) => {
+                    pending.0 += n;
+                    sent += n as u64;
+                    s_end = started.elapsed().as_secs_f64();
+                    last_progress = Instant::now();
                 }
-                match writer.write(&buf[pending.0..pending.1]) {
-                    Ok(0) => break None,
-                    Ok(n) => {
-                        pending.0 += n;
-                        sent += n as u64;
-                        s_end = started.elapsed().as_secs_f64();
-                        last_progress = Instant::now();
-                    }
-                    Err(e) if crate::is_retry(&e) => {}
-                    Err(e) if closed(&e) => break None,
-                    Err(e) => break Some(e.to_string()),
-                }
+                Err(e) if crate::is_retry(&e) => {}
+                Err(e) if closed(&e) => break None,
+                Err(e) => break Some(e.to_string()),
             }
-            Service::Echo | Service::Discard => {
-                if pending.0 < pending.1 {
-                    match writer.write(&buf[pending.0..pending.1]) {
-                        Ok(0) => break None,
-                        Ok(n) => {
-                            pending.0 += n;
-                            sent += n as u64;
-                            s_end = started.elapsed().as_secs_f64();
-                            last_progress = Instant::now();
-                        }
-                        Err(e) if crate::is_retry(&e) => {}
-                        Err(e) if closed(&e) => break None,
-                        Err(e) => break Some(e.to_string()),
-                    }
-                    continue;
-                }
-                match reader.read(&mut buf) {
-                    Ok(0) => break None,
-                    Ok(n) => {
-                        received += n as u64;
-                        r_end = started.elapsed().as_secs_f64();
-                        last_progress = Instant::now();
-                        if service == Service::Echo {
-                            pending = (0, n);
-                        }
-                    }
-                    Err(e) if crate::is_retry(&e) => {}
-                    Err(e) if closed(&e) => break None,
-                    Err(e) => break Some(e.to_string()),
-                }
+            continue;
+        }
+        match reader.read(&mut buf) {
+            Ok(0) => break None,
+            Ok(n) => {
+                received += n as u64;
+                r_end = started.elapsed().as_secs_f64();
+                last_progress = Instant::now();
+                pending = (0, n);
             }
+            Err(e) if crate::is_retry(&e) => {}
+            Err(e) if closed(&e) => break None,
+            Err(e) => break Some(e.to_string()),
         }
     };
-    let mut records = Vec::new();
-    if service != Service::Chargen {
-        records.push(StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, r_end));
-    }
-    if service != Service::Discard {
-        let id = if service == Service::Echo { 2 } else { 1 };
-        records.push(StreamRecord::bare(id, Flow::Down, Role::Sender, Endpoint::Server, sent, s_end));
-    }
-    let _ = spec;
+    let records = vec![
+        StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, r_end),
+        StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, sent, s_end),
+    ];
     (records, error)
 }
 
