@@ -226,6 +226,11 @@ pub(crate) struct CommonArgs {
     /// Measure idle headroom on both ends (idle-priority counters calibrated before the test).
     #[arg(long)]
     pub(crate) idle: bool,
+    /// The far end's nanoseconds per instruction, for a target that reports its own figures
+    /// (the C responder on a board; 32 under QEMU's `-icount shift=5`): its busy time per
+    /// byte, datagram or transaction is then also given in instructions.
+    #[arg(long = "target-ns-per-instruction", value_name = "NS")]
+    pub(crate) target_ns_per_instruction: Option<f64>,
     /// With --baseline: fail (exit 1) if the headline figure is this much worse, e.g. 5%.
     #[arg(long = "max-regression", value_name = "PCT")]
     pub(crate) max_regression: Option<String>,

@@ -396,6 +396,12 @@ impl TcpPlan {
         if !(0.0..=86_400.0).contains(&busy_wait) {
             return usage(format!("--busy-wait {busy_wait}: must be between 0 and 86400 seconds"));
         }
+        let target_ns_per_instruction = match a.target_ns_per_instruction {
+            Some(ns) if !(ns.is_finite() && ns > 0.0) => {
+                return usage(format!("--target-ns-per-instruction {ns}: must be a number of nanoseconds above 0"))
+            }
+            ns => ns,
+        };
         let family = match (a.ipv4, a.ipv6) {
             (true, _) => Some(Family::V4),
             (_, true) => Some(Family::V6),
@@ -417,6 +423,7 @@ impl TcpPlan {
                 auth: client_key(a)?,
                 protocol: a.proto,
                 dial_back: dial_back(a)?,
+                target_ns_per_instruction,
             },
             output: Output {
                 json: a.json,

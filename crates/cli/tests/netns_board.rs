@@ -18,8 +18,9 @@
 //!
 //! Under `-icount shift=5` the board's clock advances 32 ns per instruction, so the busy time
 //! it reports (`cpu.remote.user_seconds`: the time its loop was not idle) is an instruction
-//! count: the tests print instructions per byte, datagram and transaction, and hold them to
-//! the figures recorded for the board's build. The reflection guard's answer budget is checked
+//! count: the client, told so (`--target-ns-per-instruction 32`), puts instructions per byte,
+//! datagram and transaction in the result's `target` beside the board's own counters, and
+//! the tests hold them to the figures recorded for the board's build. The reflection guard's answer budget is checked
 //! without `-icount`, where the board's clock is the host's.
 //!
 //! Needs root, `ip`, `nft`, make, gcc-arm-none-eabi, libnewlib-arm-none-eabi, qemu-system-arm
@@ -264,18 +265,19 @@ impl Board {
         }
         assert_eq!(console.matches("booting").count(), 1, "the board rebooted; its console:\n{console}");
     }
+}
 
-    /// The changes of the board's counters over its latest test (the responder's "target
-    /// counters over the test" line): name → change.
-    fn counters(&self) -> Vec<(String, u64)> {
-        let line = self.line("target counters over the test");
-        let words: Vec<&str> = line.split("(since boot):").nth(1).unwrap_or("").split_whitespace().collect();
-        words.chunks(3).filter(|c| c.len() == 3).map(|c| (c[0].to_string(), c[1].parse().unwrap_or(0))).collect()
-    }
+/// The console line the board prints with the results of each test.
+const COUNTERS_LINE: &str = "target counters over the test";
 
-    fn counter(&self, name: &str) -> u64 {
-        self.counters().iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
-    }
+/// The changes of the board's counters in one of its COUNTERS_LINE lines, in name order:
+/// name → change.
+fn console_counters(line: &str) -> Vec<(String, u64)> {
+    let words: Vec<&str> = line.split("(since boot):").nth(1).unwrap_or("").split_whitespace().collect();
+    let mut counters: Vec<(String, u64)> =
+        words.chunks(3).filter(|c| c.len() == 3).map(|c| (c[0].to_string(), c[1].parse().unwrap_or(0))).collect();
+    counters.sort();
+    counters
 }
 
 fn u(v: &Value) -> u64 {
@@ -311,8 +313,10 @@ fn context(shown: &str, run: &Finished, board: &Board) -> String {
 /// by the responder.
 fn native(bed: &Bed, board: &Board, kind: &str, extra: &[&str]) -> Value {
     let port = PORT.to_string();
-    let mut args = vec![kind, BOARD_IP, "-p", &port];
+    let ns = (1u32 << ICOUNT_SHIFT).to_string();
+    let mut args = vec![kind, BOARD_IP, "-p", &port, "--target-ns-per-instruction", &ns];
     args.extend_from_slice(extra);
+    let earlier = board.lines(COUNTERS_LINE).len();
     let doc = netchar(bed, board, &args);
     let doc = match doc {
         Value::Array(mut all) => {
@@ -323,12 +327,50 @@ fn native(bed: &Bed, board: &Board, kind: &str, extra: &[&str]) -> Value {
     };
     assert!(doc["error"].is_null(), "{}\nconsole:\n{}", doc["error"], board.console());
     assert_eq!(doc["test"]["peer_software"], RESPONDER, "{}", doc["test"]);
+    let line = board.wait_line(COUNTERS_LINE, earlier, Duration::from_secs(5));
+    check_target(&doc, &console_counters(&line));
     doc
 }
 
-/// The board's busy time over a test, in instructions (`-icount`: 2^ICOUNT_SHIFT ns each).
-fn busy_instructions(res: &Value) -> f64 {
-    f(&res["cpu"]["remote"]["user_seconds"]) * 1e9 / f64::from(1u32 << ICOUNT_SHIFT)
+/// The board's own figures in the client's result (`target`): the counters it printed on its
+/// console for the test, the build it names, and derived figures that agree with the raw
+/// ones: busy ns per unit × units = the busy time, instructions × 2^ICOUNT_SHIFT ns = the
+/// busy ns, the idle share from the idle loop's counts, which with the busy share makes at
+/// most the whole test.
+fn check_target(doc: &Value, console: &[(String, u64)]) {
+    let t = &doc["target"];
+    let counters: Vec<(String, u64)> = t["counters"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no target counters in the result: {t}"))
+        .iter()
+        .map(|(name, v)| (name.clone(), u(v)))
+        .collect();
+    assert_eq!(counters, console, "the result's target counters are the board's");
+    for name in ["link_recv", "link_xmit", "ip_recv", "ip_xmit"] {
+        assert!(counters.iter().any(|(n, v)| n == name && *v > 0), "{name} did not move: {t}");
+    }
+    assert_eq!(t["build"], doc["remote_host"]["kernel"], "{t}");
+    let cpu = &doc["cpu"]["remote"];
+    let busy = f(&cpu["user_seconds"]) + f(&cpu["system_seconds"]);
+    assert!(busy > 0.0 && (f(&t["busy_seconds"]) - busy).abs() < 1e-9, "{t}\n{cpu}");
+    let unit = t["unit"].as_str().unwrap_or_else(|| panic!("no unit: {t}"));
+    let ns = f(&t[format!("busy_ns_per_{unit}")]);
+    assert!((ns * u(&t["units"]) as f64 / 1e9 - busy).abs() <= busy * 1e-9, "{t}");
+    let instructions = f(&t[format!("instructions_per_{unit}")]);
+    assert!((instructions * f64::from(1u32 << ICOUNT_SHIFT) - ns).abs() <= ns * 1e-9, "{t}");
+    let wall = f(&cpu["wall_seconds"]);
+    let idle = u(&t["idle_count"]) as f64 / (u(&t["idle_per_second"]) as f64 * wall) * 100.0;
+    assert!((f(&t["idle_pct"]) - idle).abs() < 1e-9, "{t}");
+    let busy_pct = busy / wall * 100.0;
+    assert!(idle + busy_pct <= 101.0, "idle {idle:.1}% + busy {busy_pct:.1}% of the test: {t}\n{cpu}");
+}
+
+/// The board's instructions per unit of work from the result (`target.instructions_per_UNIT`),
+/// after checking that it counted `units` of them, the test's own count.
+fn instructions(res: &Value, unit: &str, units: u64) -> f64 {
+    let t = &res["target"];
+    assert_eq!((t["unit"].as_str(), u(&t["units"])), (Some(unit), units), "{t}");
+    f(&t[format!("instructions_per_{unit}")])
 }
 
 /// min, max and (max − min) / min of some figures.
@@ -361,7 +403,7 @@ fn tcp_exact(bed: &Bed, board: &Board, extra: &[&str], flows: &[&str], budget: u
         .map(|r| u(&r["bytes"]))
         .sum();
     assert_eq!(board_bytes, budget * flows.len() as u64, "{extra:?}: the board's own count: {}", res["streams"]);
-    let per_byte = busy_instructions(&res) / board_bytes as f64;
+    let per_byte = instructions(&res, "byte", board_bytes);
     eprintln!("board tcp {extra:?}: {:.1} Mbit/s, {per_byte:.1} instructions per byte", rate / 1e6);
     (rate, per_byte)
 }
@@ -416,7 +458,7 @@ fn udp_against_nft(bed: &Bed, board: &Board, reverse: bool) {
         let s = &res["summary"][flow];
         let (sent, got, lost) = (u(&s["sender"]["packets"]), u(&s["receiver"]["packets"]), u(&s["receiver"]["lost"]));
         let nft = bed.link.a.counted_datagrams(TABLE, CHAIN, PAYLOAD).unwrap_or_else(|e| panic!("{e}"));
-        let near_full = board.counter("nic_near_full");
+        let near_full = res["target"]["counters"]["nic_near_full"].as_u64().unwrap_or(0);
         let client_drops = bed.link.b.udp_receive_buffer_drops().unwrap_or(0) - socket_drops;
         let tap_dropped = bed.tap_drops() - tap_drops;
         let line = format!(
@@ -463,7 +505,7 @@ fn udp_cost(bed: &Bed, board: &Board, reverse: bool) -> f64 {
     let s = &res["summary"][flow];
     let (sent, got, lost) = (u(&s["sender"]["packets"]), u(&s["receiver"]["packets"]), u(&s["receiver"]["lost"]));
     assert_eq!(sent, got + lost, "({flow}) sent != received + lost\n{s}");
-    let per = busy_instructions(&res) / (if reverse { sent } else { got }) as f64;
+    let per = instructions(&res, "datagram", if reverse { sent } else { got });
     eprintln!("board udp {flow} 1472 bytes at 2 Mbit/s: sent {sent}, lost {lost}, {per:.0} instructions per datagram");
     per
 }
@@ -481,7 +523,7 @@ fn rr_exact(bed: &Bed, board: &Board, udp: bool) -> (f64, f64, f64) {
     assert_eq!(u(&rr["lost"]), 0, "{rr}");
     let far = res["streams"].as_array().unwrap().iter().find(|s| s["measured_by"] == "server").unwrap();
     assert_eq!(u(&far["bytes"]), 2000 * 32, "{extra:?}: the board's count: {far}");
-    let per = busy_instructions(&res) / 2000.0;
+    let per = instructions(&res, "transaction", 2000);
     let rate = f(&rr["transactions_per_second"]);
     let p50 = f(&rr["latency_us"]["p50"]);
     eprintln!("board rr {extra:?}: {rate:.0}/s, p50 {p50:.1} us, {per:.0} instructions per transaction");

@@ -45,6 +45,10 @@ fn flag_errors_are_one_line_naming_the_flag_the_value_and_the_help_to_read() {
     one_line_error(&["tcp", "127.0.0.1", "--paralel", "2"], "'--paralel'");
     one_line_error(&["tcp", "127.0.0.1", "--paralel", "2"], "did you mean '--parallel'?");
     one_line_error(&["tcp", "127.0.0.1", "-R", "--bidir"], "cannot be used with");
+    one_line_error(
+        &["tcp", "127.0.0.1", "--target-ns-per-instruction", "0"],
+        "--target-ns-per-instruction 0: must be a number of nanoseconds above 0",
+    );
     one_line_error(&["frob"], "unrecognized subcommand 'frob'; see netchar --help");
 }
 

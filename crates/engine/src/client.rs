@@ -9,7 +9,7 @@ use crate::tcp_setup::{connect_data, ConnectFailure};
 use crate::StopFlag;
 use netchar_model::{
     CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, RrFigures, StreamRecord,
-    StreamTotal, TestInfo, TestKind, TestResult, TestSpec,
+    StreamTotal, TargetFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec,
 };
 use netchar_wire::auth::Credentials;
 use netchar_wire::session::Timeouts;
@@ -59,6 +59,10 @@ pub struct ClientConfig {
     pub protocol: ProtoChoice,
     /// iperf2's `-d`/`-r`: the server connects back for its direction.
     pub dial_back: Option<netchar_wire::iperf2::DialBack>,
+    /// The far end's nanoseconds per instruction (`--target-ns-per-instruction`; 32 for a
+    /// board under QEMU's `-icount shift=5`): a target's busy time per unit of work is then
+    /// also given in instructions.
+    pub target_ns_per_instruction: Option<f64>,
 }
 
 /// The session of `protocol` for `spec`, or why it cannot run the test (before any
@@ -328,6 +332,8 @@ struct Driver<'a> {
     peer_software: Option<String>,
     remote_host: Option<HostInfo>,
     remote: Option<(Vec<StreamRecord>, CpuUsage, Option<String>)>,
+    /// The far end's figures about itself, when it is a target that sends them.
+    target: Option<TargetFigures>,
     local_records: Vec<StreamRecord>,
     /// rr: every round trip of this end's connections.
     latency: Option<netchar_stats::distribution::Distribution>,
@@ -405,6 +411,7 @@ impl<'a> Driver<'a> {
                 peer_software: None,
                 remote_host: None,
                 remote: None,
+                target: None,
                 local_records: Vec::new(),
                 latency: None,
                 connect_latency: None,
@@ -591,6 +598,10 @@ impl<'a> Driver<'a> {
                     p.peer_senders_done(&totals, self.udp_grace());
                 }
                 self.peer_totals = Some((Instant::now(), totals));
+                Ok(())
+            }
+            ControlEvent::PeerTarget(figures) => {
+                self.target = Some(figures);
                 Ok(())
             }
             ControlEvent::PeerReport { streams, cpu, error } => {
@@ -846,6 +857,9 @@ impl<'a> Driver<'a> {
             result.summary.rr = Some(self.rr_summary(&result.streams));
             result.summary.placement = Some(self.placement(&result.streams));
         }
+        // Derived last: the cost per transaction needs the rr summary.
+        result.target =
+            self.target.take().map(|t| TargetReport::derive(t, &result, self.cfg.target_ns_per_instruction));
         result
     }
 

@@ -18,7 +18,7 @@
 //! [`ControlConnection::None`].
 
 use crate::dataplane::DatagramFormatKind;
-use netchar_model::{CpuUsage, Flow, HostInfo, StreamRecord, StreamTotal, TestSpec};
+use netchar_model::{CpuUsage, Flow, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec};
 use netchar_wire::auth::Credentials;
 use netchar_wire::datagram::{DatagramHeader, SETUP_LEN};
 use netchar_wire::hello::Hello;
@@ -50,6 +50,11 @@ pub enum ControlEvent {
     Start,
     /// The peer's senders finished with these exact totals.
     PeerSenderDone(Vec<StreamTotal>),
+    /// The far end's figures about itself over the test (a target's stack counters and idle
+    /// loop: the C responder on a board), before its [`Self::PeerReport`]. An event of its
+    /// own rather than a field of the report, so that the protocols whose far ends have none
+    /// (every peer's) say nothing about it.
+    PeerTarget(TargetFigures),
     /// The peer's own figures; the session is over.
     PeerReport {
         /// The peer's end of every stream.
@@ -245,6 +250,8 @@ pub enum ControlConnection {
 pub struct NativeClient {
     session: ClientSession,
     spec: TestSpec,
+    /// The report that follows a [`ControlEvent::PeerTarget`], until it is polled.
+    report: Option<ControlEvent>,
 }
 
 impl NativeClient {
@@ -257,7 +264,7 @@ impl NativeClient {
         companion: Option<[u8; 16]>,
         auth: Option<(Credentials, [u8; 16])>,
     ) -> Self {
-        Self { session: ClientSession::with_auth(now, spec.clone(), timeouts, companion, auth), spec }
+        Self { session: ClientSession::with_auth(now, spec.clone(), timeouts, companion, auth), spec, report: None }
     }
 
     /// The streams of an admitted test: TCP with netchar's data hello (tagged when
@@ -297,6 +304,9 @@ impl ClientControl for NativeClient {
         self.session.poll_output(out);
     }
     fn poll_event(&mut self) -> Option<ControlEvent> {
+        if let Some(report) = self.report.take() {
+            return Some(report);
+        }
         Some(match self.session.poll_event()? {
             ClientEvent::Accepted {
                 cookie, concurrent_tests, host, data_port, session_key, server_version, ..
@@ -308,7 +318,16 @@ impl ClientControl for NativeClient {
             ClientEvent::Busy { running, max, reason } => ControlEvent::Busy { running, max, reason },
             ClientEvent::Started => ControlEvent::Start,
             ClientEvent::PeerSenderDone(totals) => ControlEvent::PeerSenderDone(totals),
-            ClientEvent::Finished { streams, cpu, error } => ControlEvent::PeerReport { streams, cpu, error },
+            ClientEvent::Finished { streams, cpu, target, error } => {
+                let report = ControlEvent::PeerReport { streams, cpu, error };
+                match target {
+                    Some(t) => {
+                        self.report = Some(report);
+                        ControlEvent::PeerTarget(t)
+                    }
+                    None => report,
+                }
+            }
         })
     }
     fn poll_timeout(&self) -> Option<Instant> {
@@ -324,7 +343,7 @@ impl ClientControl for NativeClient {
         self.session.stop(now, reason);
     }
     fn is_done(&self) -> bool {
-        self.session.is_done()
+        self.session.is_done() && self.report.is_none()
     }
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Native
@@ -403,6 +422,43 @@ mod tests {
         assert!(!h.on_datagram(&DatagramHeader::challenge(2, &[9; 16])), "the same token again");
         let confirm = DatagramHeader::parse_setup(&h.datagram()).unwrap();
         assert_eq!(confirm.confirm, Some(([9; 16], [0; 8])));
+    }
+
+    #[test]
+    fn a_targets_figures_come_before_the_report_and_the_session_ends_after_both() {
+        use netchar_wire::codec::encode_frame;
+        use netchar_wire::message::ServerMessage;
+        let now = Instant::now();
+        let mut c = NativeClient::new(now, TestSpec::tcp_default(), Timeouts::default(), None, None);
+        let mut bytes = Hello::server().encode().to_vec();
+        let target = TargetFigures { idle_count: Some(5), idle_per_second: Some(10), ..TargetFigures::default() };
+        for m in [
+            ServerMessage::Accepted {
+                cookie: "07".repeat(16),
+                concurrent_tests: 1,
+                host: HostInfo::default(),
+                server_version: "netchar-responder 0.1".into(),
+                data_port: None,
+                server_proof: None,
+            },
+            ServerMessage::Ready,
+            ServerMessage::Results {
+                streams: Vec::new(),
+                cpu: CpuUsage::default(),
+                target: Some(target.clone()),
+                error: None,
+            },
+        ] {
+            encode_frame(&m.encode(), &mut bytes);
+        }
+        c.handle_input(now, &bytes).unwrap();
+        assert!(matches!(c.poll_event(), Some(ControlEvent::Admitted { .. })));
+        assert!(matches!(c.poll_event(), Some(ControlEvent::Start)));
+        assert!(matches!(c.poll_event(), Some(ControlEvent::PeerTarget(t)) if t == target));
+        assert!(!c.is_done(), "the report is still to come");
+        assert!(matches!(c.poll_event(), Some(ControlEvent::PeerReport { error: None, .. })));
+        assert!(c.is_done());
+        assert!(c.poll_event().is_none());
     }
 
     #[test]

@@ -17,11 +17,13 @@
 pub mod evidence;
 pub mod result;
 pub mod spec;
+pub mod target;
 pub mod units;
 
 pub use evidence::*;
 pub use result::*;
 pub use spec::*;
+pub use target::{TargetFigures, TargetReport, TargetUnit};
 
 /// The version of the JSON result schema (docs/json.md). Bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -768,6 +768,10 @@ pub struct TestResult {
     pub streams: Vec<StreamRecord>,
     /// CPU of both ends.
     pub cpu: CpuReport,
+    /// The far end's own figures over the test, when it is a target that reports them (the C
+    /// responder on a board): its stack's counters, its idle loop, its cost per unit of work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::TargetReport>,
     /// Null, or the one-line reason the test failed; the figures measured until then stay.
     pub error: Option<String>,
 }
@@ -824,6 +828,7 @@ impl TestResult {
             summary,
             streams,
             cpu,
+            target: None,
             error,
         }
     }

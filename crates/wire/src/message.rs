@@ -5,8 +5,8 @@
 //! object with a `type` tag, e.g. `{"type":"start"}`.
 
 use crate::ProtocolError;
-use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
-use serde::{Deserialize, Serialize};
+use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Client to server.
 // One message at a time on a control connection: boxing the large request buys nothing.
@@ -107,6 +107,11 @@ pub enum ServerMessage {
         streams: Vec<StreamRecord>,
         /// The server's CPU.
         cpu: CpuUsage,
+        /// A target's own figures over the test (the C responder on a board: its stack's
+        /// counters, its idle loop); netchar's server sends none. Read leniently
+        /// ([`lenient_target`]): a malformed one is dropped, never the results with it.
+        #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient_target")]
+        target: Option<TargetFigures>,
         /// Set when the server ended the test early (shutdown, a failed stream).
         error: Option<String>,
     },
@@ -117,6 +122,41 @@ pub enum ServerMessage {
         /// One line.
         message: String,
     },
+}
+
+/// The longest counter name kept: the responder's are a word or two (`tcp_memerr`).
+const COUNTER_NAME_MAX: usize = 32;
+/// The most counters kept (the board reports 24 kinds at most).
+const COUNTERS_MAX: usize = 64;
+
+/// `target` of a `results` message, taken as far as it is well formed: a value that is not
+/// an object is no target; `idle_count` or `idle_per_second` that is not an unsigned integer
+/// is left out, and so is a counter whose value is not one or whose name is not a short
+/// identifier (lowercase letters, digits, `_`: the names reach a terminal and a report).
+/// The figures are a far end's extra, so they never cost the client the test's results.
+fn lenient_target<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TargetFigures>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(d)?;
+    let Some(serde_json::Value::Object(o)) = value else {
+        return Ok(None);
+    };
+    let counters = match o.get("counters") {
+        Some(serde_json::Value::Object(c)) => c
+            .iter()
+            .filter(|(name, _)| {
+                !name.is_empty()
+                    && name.len() <= COUNTER_NAME_MAX
+                    && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            })
+            .filter_map(|(name, v)| Some((name.clone(), v.as_u64()?)))
+            .take(COUNTERS_MAX)
+            .collect(),
+        _ => Default::default(),
+    };
+    Ok(Some(TargetFigures {
+        idle_count: o.get("idle_count").and_then(serde_json::Value::as_u64),
+        idle_per_second: o.get("idle_per_second").and_then(serde_json::Value::as_u64),
+        counters,
+    }))
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<T, ProtocolError> {
@@ -217,6 +257,57 @@ mod tests {
             auth: None,
         };
         assert_eq!(ClientMessage::decode(&m.encode()).unwrap(), m);
+    }
+
+    fn results_with(target: &str) -> Vec<u8> {
+        format!(r#"{{"type":"results","streams":[],"cpu":{{"user_pct":1.5,"system_pct":0,"total_pct":1.5,"total_pct_of_all_cpus":1.5,"host_busy_pct":0,"host_softirq_pct":0,"user_seconds":0.75,"system_seconds":0,"wall_seconds":1,"cpus":1}}{target},"error":null}}"#)
+            .into_bytes()
+    }
+
+    fn target_of(payload: &[u8]) -> Option<TargetFigures> {
+        match ServerMessage::decode(payload) {
+            Ok(ServerMessage::Results { target, cpu, .. }) => {
+                assert_eq!(cpu.user_seconds, 0.75, "the results around the target are read");
+                target
+            }
+            other => panic!("not results: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_targets_figures_round_trip_and_are_absent_from_a_servers_results() {
+        // As the board writes them (responder/src/nc_responder.c, out_target).
+        let board = results_with(
+            r#","target":{"idle_count":812345,"idle_per_second":4080145,"counters":{"link_recv":2812,"tcp_drop":2}}"#,
+        );
+        let t = target_of(&board).expect("a target");
+        assert_eq!((t.idle_count, t.idle_per_second), (Some(812_345), Some(4_080_145)));
+        assert_eq!(t.counters.get("link_recv"), Some(&2812));
+        let m = ServerMessage::Results { streams: Vec::new(), cpu: CpuUsage::default(), target: Some(t), error: None };
+        assert_eq!(ServerMessage::decode(&m.encode()).unwrap(), m);
+        // netchar's server and the hosted responder send none, and none is written.
+        assert_eq!(target_of(&results_with("")), None);
+        let m = ServerMessage::Results { streams: Vec::new(), cpu: CpuUsage::default(), target: None, error: None };
+        assert!(!String::from_utf8(m.encode()).unwrap().contains("target"));
+    }
+
+    #[test]
+    fn a_malformed_target_is_dropped_not_the_results() {
+        for garbage in [r#","target":5"#, r#","target":null"#, r#","target":"x""#, r#","target":[1,2]"#] {
+            assert_eq!(target_of(&results_with(garbage)), None, "{garbage}");
+        }
+        // Each bad field is left out, the good ones kept.
+        let t = target_of(&results_with(
+            r#","target":{"idle_count":-1,"idle_per_second":1.5,"counters":{"ok":1,"neg":-2,"big":1e30,"s":"7","Bad Name":3,"x\u001b":4,"nested":{"a":1}},"extra":[]}"#,
+        ))
+        .expect("an object is a target");
+        assert_eq!((t.idle_count, t.idle_per_second), (None, None));
+        assert_eq!(t.counters.into_iter().collect::<Vec<_>>(), [("ok".to_string(), 1)]);
+        let t = target_of(&results_with(r#","target":{"counters":7}"#)).unwrap();
+        assert!(t.counters.is_empty());
+        let many: Vec<String> = (0..100).map(|i| format!("\"c{i}\":{i}")).collect();
+        let t = target_of(&results_with(&format!(r#","target":{{"counters":{{{}}}}}"#, many.join(",")))).unwrap();
+        assert_eq!(t.counters.len(), COUNTERS_MAX);
     }
 
     #[test]

@@ -393,6 +393,7 @@ pub fn server_bytes(pick: &ServerPick) -> Vec<u8> {
         ServerPick::Results { error } => ServerMessage::Results {
             streams: Vec::new(),
             cpu: CpuUsage::default(),
+            target: None,
             error: error.then(|| "fuzz".into()),
         },
         ServerPick::Keepalive => ServerMessage::Keepalive,

@@ -6,7 +6,7 @@ use crate::codec::{encode_frame, FrameDecoder, MAX_SERVER_FRAME};
 use crate::hello::{identify_peer, not_netchar, Hello, Role, HELLO_LEN, MAGIC};
 use crate::message::{cookie_from_hex, AuthProof, ClientMessage, ServerMessage};
 use crate::{ProtocolError, PROTOCOL_VERSION};
-use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
+use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -47,6 +47,8 @@ pub enum ClientEvent {
         streams: Vec<StreamRecord>,
         /// The server's CPU.
         cpu: CpuUsage,
+        /// A target's own figures over the test, when it sent them.
+        target: Option<TargetFigures>,
         /// Set when the server ended early.
         error: Option<String>,
     },
@@ -248,8 +250,8 @@ impl ClientSession {
             (State::Running, ServerMessage::SenderDone { totals }) => {
                 self.events.push_back(ClientEvent::PeerSenderDone(totals));
             }
-            (State::AwaitReady | State::Running, ServerMessage::Results { streams, cpu, error }) => {
-                self.events.push_back(ClientEvent::Finished { streams, cpu, error });
+            (State::AwaitReady | State::Running, ServerMessage::Results { streams, cpu, target, error }) => {
+                self.events.push_back(ClientEvent::Finished { streams, cpu, target, error });
                 self.state = State::Done;
             }
             (state, msg) => {

@@ -276,7 +276,7 @@ impl ServerSession {
     /// Sends the server's figures and ends the session.
     pub fn finish(&mut self, now: Instant, streams: Vec<StreamRecord>, cpu: CpuUsage, error: Option<String>) {
         if self.state != State::Done {
-            self.send(now, &ServerMessage::Results { streams, cpu, error });
+            self.send(now, &ServerMessage::Results { streams, cpu, target: None, error });
             self.state = State::Done;
         }
     }
