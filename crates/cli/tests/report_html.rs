@@ -1,6 +1,7 @@
 //! `netchar report --format html|png` end to end over the plot fixtures
 //! (crates/report/tests/fixtures-plots: a UDP sweep, the netio suite, rr under load, two
-//! `--save` sets, a three-stream TCP test): the HTML's structure, then the report opened in
+//! `--save` sets, a three-stream TCP test; and a UDP test of the C responder on a board, with
+//! its target figures): the HTML's structure, then the report opened in
 //! Debian's chromium (headless), which must lay out every plot and table, log nothing to the
 //! console and request nothing from the network. A page that does both is checked too, so
 //! that the checks are known to catch them.
@@ -25,7 +26,7 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-const INPUTS: [&str; 7] = [
+const INPUTS: [&str; 8] = [
     "base-16k",
     "new-128k",
     "rr-under-load.json",
@@ -33,6 +34,7 @@ const INPUTS: [&str; 7] = [
     "suite-netio.json",
     "tcp-p3-intervals.json",
     "../fixtures/tcp-bidir-p2.json",
+    "../fixtures-target/board-udp.json",
 ];
 
 /// Writes the HTML report of every fixture into `dir`, returning its path and text.
@@ -106,6 +108,10 @@ fn html_report_is_one_self_contained_file() {
     }
     assert!(html.contains("client (this end)") && html.contains("server (far end)"));
     assert!(html.contains("<td>kernel</td>"));
+    // The board's own figures: one table, its build as the caption, the drop counter marked.
+    assert_eq!(count(&html, "<table id=\"target-"), 1);
+    assert!(html.contains("build lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -Os, lwipopts 809da5f523f1</caption>"));
+    assert!(html.contains("<tr class=\"trouble\"><td>nic_near_full</td><td class=\"n\">113</td></tr>"));
     // The raw JSON reads back as every result, the same as --format json writes them.
     let raw: serde_json::Value =
         serde_json::from_str(&element_text(&html, "<pre id=\"raw-json\">", "</pre>")).expect("the embedded JSON");
@@ -119,7 +125,7 @@ fn html_report_is_one_self_contained_file() {
         .unwrap();
     let want: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(raw, want);
-    assert_eq!(raw.as_array().unwrap().len(), 4 + 4 + 1 + 12 + 24 + 1 + 1);
+    assert_eq!(raw.as_array().unwrap().len(), 4 + 4 + 1 + 12 + 24 + 1 + 1 + 1);
     assert!(html.contains("<a id=\"download\" download=\"netchar-results.json\""));
     let _ = std::fs::remove_dir_all(dir);
 }

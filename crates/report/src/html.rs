@@ -7,7 +7,7 @@
 use crate::rows::human_table;
 use crate::{chart, plots, Saved};
 use netchar_model::units::RateFormat;
-use netchar_model::{HostInfo, TestResult};
+use netchar_model::{HostInfo, TargetFigures, TargetReport, TestResult};
 use std::fmt::Write;
 
 /// The HTML reporter: silent while a test runs, the whole document at the end.
@@ -47,7 +47,8 @@ th,td{border:1px solid #bbb;padding:.2em .5em;text-align:left;white-space:nowrap
 .wide{overflow-x:auto}\
 th{background:#eee}figure{margin:1em 0}figcaption{font-size:.85em;color:#555}\
 svg{max-width:100%;height:auto}pre{background:#f6f6f6;padding:.5em;max-height:24em;overflow:auto;font-size:.8em}\
-.error{color:#a00}";
+.error{color:#a00}caption{caption-side:top;text-align:left;white-space:nowrap;font-size:.9em;padding:.2em 0;color:#555}\
+tr.trouble td{color:#a00;font-weight:bold}";
 
 /// Sets the download link to a blob of the embedded JSON, then records on `<body>` what the
 /// browser laid out: `data-plots`, the plots drawn at a visible size with their lines, and
@@ -209,6 +210,7 @@ pub fn document_with_charts(results: &[Saved], format: RateFormat, charts: &[cra
     }
     latency_table(&mut out, results);
     protocol_notes(&mut out, results);
+    target_tables(&mut out, results);
     if !charts.is_empty() {
         out.push_str("<h2>Plots</h2>\n");
     }
@@ -257,6 +259,66 @@ fn protocol_notes(out: &mut String, results: &[Saved]) {
         }
     }
     out.push_str("</dl>\n");
+}
+
+/// The far end's own figures, one table per result that has them (a target's: the C
+/// responder on a board): its idle share, its cost per unit of work, then every counter that
+/// moved, those counting trouble (drops, errors, retransmissions) in a `trouble` row; the
+/// build the figures are of as the caption.
+fn target_tables(out: &mut String, results: &[Saved]) {
+    let targets: Vec<(&Saved, &TargetReport)> =
+        results.iter().filter_map(|s| s.result.target.as_ref().map(|t| (s, t))).collect();
+    if targets.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Target</h2>\n");
+    for (i, (s, t)) in targets.into_iter().enumerate() {
+        let build = t.build.as_deref().unwrap_or("not reported");
+        let _ = writeln!(
+            out,
+            "<div class=\"wide\"><table id=\"target-{}\" class=\"target\"><caption>{}: build {}</caption>\
+             <thead><tr><th>figure</th><th>value</th></tr></thead><tbody>",
+            i + 1,
+            escape(&s.label),
+            escape(build)
+        );
+        for (name, value, trouble) in target_rows(t) {
+            let class = if trouble { " class=\"trouble\"" } else { "" };
+            let _ = writeln!(out, "<tr{class}><td>{}</td><td class=\"n\">{}</td></tr>", escape(&name), escape(&value));
+        }
+        out.push_str("</tbody></table></div>\n");
+    }
+}
+
+/// The rows of a target's table: (figure, value, counts trouble); never none, so that every
+/// table has a body.
+fn target_rows(t: &TargetReport) -> Vec<(String, String, bool)> {
+    let mut rows = Vec::new();
+    if let Some(idle) = t.idle_pct {
+        rows.push(("idle (idle loop)".to_string(), format!("{idle:.1}%"), false));
+    }
+    if let Some(busy) = t.busy_seconds {
+        rows.push(("busy time".to_string(), format!("{busy:.6} s"), false));
+    }
+    if let (Some(unit), Some(n)) = (t.unit, t.units) {
+        rows.push((format!("{}s", unit.name()), n.to_string(), false));
+        if let Some(ns) = t.busy_ns_per_unit() {
+            rows.push((format!("busy per {}", unit.name()), format!("{} ns", crate::text::cost_figure(ns)), false));
+        }
+        if let (Some(i), Some(at)) = (t.instructions_per_unit(), t.ns_per_instruction) {
+            let value = format!("{} (at {at} ns each)", crate::text::cost_figure(i));
+            rows.push((format!("instructions per {}", unit.name()), value, false));
+        }
+    }
+    let f = &t.figures;
+    if let (Some(count), Some(per_second)) = (f.idle_count, f.idle_per_second) {
+        rows.push(("idle count (per second unloaded)".to_string(), format!("{count} ({per_second})"), false));
+    }
+    rows.push(("counters that moved".to_string(), f.counters.len().to_string(), false));
+    for (name, v) in &f.counters {
+        rows.push((name.clone(), v.to_string(), *v > 0 && TargetFigures::is_trouble(name)));
+    }
+    rows
 }
 
 /// The head of a self-contained document titled `title`: the same policy and style as the report.

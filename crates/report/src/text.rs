@@ -2,8 +2,8 @@
 
 use netchar_model::units::{format_bytes, format_si, RateFormat};
 use netchar_model::{
-    Caveat, CaveatWhen, CpuUsage, EndCondition, FarEnd, Flow, FlowSummary, IntervalRecord, Role, RrFigures, TestInfo,
-    TestKind, TestResult, TestSpec, UdpOptions, UdpRate,
+    Caveat, CaveatWhen, CpuUsage, EndCondition, FarEnd, Flow, FlowSummary, IntervalRecord, Role, RrFigures,
+    TargetReport, TestInfo, TestKind, TestResult, TestSpec, UdpOptions, UdpRate,
 };
 use std::fmt::Write;
 
@@ -406,6 +406,9 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     if let Some(c) = &r.cpu.remote {
         let _ = writeln!(out, "CPU  server: {}", cpu_line(c));
     }
+    if let Some(t) = &r.target {
+        target_lines(t, &mut out);
+    }
     if r.test.concurrent_tests > 1 {
         let _ = writeln!(out, "note: the server ran {} tests at once during this one", r.test.concurrent_tests);
     }
@@ -682,6 +685,50 @@ fn cpu_line(c: &CpuUsage) -> String {
         let _ = write!(s, "; background load achieved {load:.1}% of a CPU per thread");
     }
     s
+}
+
+/// The far end's own figures (a target's): its idle share and its cost per unit of work on
+/// one line, the build they are of on the next, then its counters, and the ones that count
+/// trouble once more on a line of their own when any moved.
+fn target_lines(t: &TargetReport, out: &mut String) {
+    let mut parts = Vec::new();
+    if let Some(idle) = t.idle_pct {
+        parts.push(format!("idle {idle:.1}% (idle loop)"));
+    }
+    if let (Some(ns), Some(unit)) = (t.busy_ns_per_unit(), t.unit) {
+        let mut cost = format!("busy {} ns per {}", cost_figure(ns), unit.name());
+        if let (Some(i), Some(at)) = (t.instructions_per_unit(), t.ns_per_instruction) {
+            let _ = write!(cost, " = {} instructions at {at} ns", cost_figure(i));
+        }
+        parts.push(cost);
+    } else if let Some(busy) = t.busy_seconds {
+        parts.push(format!("busy {busy:.3} s"));
+    }
+    if !parts.is_empty() {
+        let _ = writeln!(out, "target: {}", parts.join("; "));
+    }
+    if let Some(b) = &t.build {
+        let _ = writeln!(out, "target build: {b}");
+    }
+    let counters: Vec<String> = t.figures.counters.iter().map(|(n, v)| format!("{n} {v}")).collect();
+    if !counters.is_empty() {
+        let _ = writeln!(out, "target counters: {}", counters.join(", "));
+    }
+    let trouble: Vec<String> = t.figures.trouble().map(|(n, v)| format!("{n} {v}")).collect();
+    if !trouble.is_empty() {
+        let _ = writeln!(out, "target drops: {}", trouble.join(", "));
+    }
+}
+
+/// A cost with the digits that matter: 5.86 instructions per byte, 187.5 ns, 8850.
+pub fn cost_figure(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.2}")
+    } else if v < 1000.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
 }
 
 /// The table of the quick characterization (`netchar` with no arguments): one row per test.
