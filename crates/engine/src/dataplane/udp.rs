@@ -1107,6 +1107,27 @@ mod tests {
         assert_eq!(bursty.slots_before(0, ms(20)), 15);
     }
 
+    /// A protocol's own loop paced by the workers' schedule: each datagram on its slot, a
+    /// refused send counted and using its slot, an error every send would share handed back.
+    #[test]
+    fn a_datagram_pacer_keeps_the_schedule_and_counts_refusals() {
+        let started = Instant::now();
+        let mut pacer = DatagramPacer::new(Some(1000.0), started);
+        for i in 0..50 {
+            pacer.wait(|| false);
+            // EPERM: a firewall's refusal.
+            let outcome = if i % 5 == 0 { Err(io::Error::from_raw_os_error(1)) } else { Ok(100) };
+            pacer.record(outcome).unwrap();
+        }
+        assert!(started.elapsed() >= Duration::from_millis(49), "50 slots at 1000/s: {:?}", started.elapsed());
+        let f = pacer.figures();
+        assert_eq!((f.packets, f.send_errors), (40, 10));
+        assert!(f.behind_schedule.is_some());
+        // EMSGSIZE: no later send would go either.
+        assert!(pacer.record(Err(io::Error::from_raw_os_error(90))).is_err());
+        assert_eq!(DatagramPacer::new(None, started).figures().behind_schedule, None, "unpaced");
+    }
+
     #[test]
     fn realtime_at_places_an_instant_on_the_realtime_clock() {
         let start = Instant::now();

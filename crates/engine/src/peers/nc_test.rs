@@ -7,7 +7,9 @@
 //! data plane's streaming workers: nc_test's control is UDP (request/reply datagrams on 7777),
 //! not a TCP control connection, and its data is lock-step (one buffer, then one answer, with
 //! per-buffer timeouts and the master's pauses), so every buffer is a transaction whose
-//! outcome the state machine must see before the next one goes out. The figures are the state
+//! outcome the state machine must see before the next one goes out; only the pacing of a UDP
+//! send test and the count of refused sends are the data plane's (its `DatagramPacer`, the
+//! schedule and counters of its UDP senders, one datagram at a time). The figures are the state
 //! machine's exact buffer counts (what was sent, received, lost, out of sequence, and the
 //! slave's own results record), mapped into the one result model by [`master_result`].
 //!
@@ -43,10 +45,11 @@ const TCP_READ_TIMEOUT: Duration = wire::RESULTS_TIMEOUT;
 const ACCEPT_WAIT: Duration = Duration::from_secs(15);
 /// In a UDP_SEND test, the slave's first datagram waits this long after the ACK.
 const UDP_SEND_HEAD_START: Duration = Duration::from_millis(100);
-/// The slave's UDP sends are paced at one datagram per this (10,000/s, about the 100 Mbit/s
-/// wire of the boards a slave stands in for): a stock master reads one datagram per loop and
-/// waits 3 s for every one it lost, so an unpaced sender turns a test into minutes.
-const UDP_SEND_INTERVAL: Duration = Duration::from_micros(100);
+/// The slave's UDP_SEND datagrams a second (about the 100 Mbit/s wire of the boards a slave
+/// stands in for), paced by the data plane's pacer (crate::dataplane::DatagramPacer): a stock
+/// master reads one datagram per loop and waits 3 s for every one it lost, so an unpaced
+/// sender turns a test into minutes.
+const UDP_SEND_RATE: f64 = 10_000.0;
 /// A background load left running by a master that went away stops after this long without
 /// requests.
 const LOAD_IDLE_OFF: Duration = Duration::from_secs(120);
@@ -813,6 +816,8 @@ impl NcTestListener {
         let kind = req.kind().unwrap_or(Kind::UdpEcho);
         let td = u64::from(req.buflen) + wire::DATA_HEADER_LEN as u64;
         let mut log = SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: None };
+        // UDP: what the pacer counted of the slave's sends (send errors, slots given up).
+        let mut sent_figures: Option<UdpSent> = None;
         let start = Instant::now();
         // The server's --max-duration holds for nc_test too (its requests count buffers).
         let deadline = ctx.limits().max_duration.map(|d| start + d);
@@ -829,7 +834,10 @@ impl NcTestListener {
                 // master then waits 3 s for each of the buffers it never gets).
                 std::thread::sleep(UDP_SEND_HEAD_START);
             }
-            let (paced_from, mut sent) = (Instant::now(), 0u32);
+            // Every datagram the slave sends, counted as the data plane's senders count
+            // theirs (refused sends as send errors); only UDP_SEND's are paced.
+            let rate = (kind == Kind::UdpSend).then_some(UDP_SEND_RATE);
+            let mut pacer = crate::dataplane::DatagramPacer::new(rate, Instant::now());
             loop {
                 if ctx.stop().is_raised() || over() {
                     log.error = Some(stopped(ctx));
@@ -846,20 +854,20 @@ impl NcTestListener {
                     Step::Send(b) if kind != Kind::UdpSend && !ctx.may_answer("nc-test", to, b.len()) => {
                         test.send_failed();
                     }
-                    Step::Send(b) => {
-                        if b.len() != wire::RESULTS_LEN {
-                            sent += 1;
-                            if sent % 10 == 0 {
-                                let due = paced_from + UDP_SEND_INTERVAL * sent;
-                                let now = Instant::now();
-                                if due > now {
-                                    std::thread::sleep(due - now);
-                                }
-                            }
-                        }
+                    Step::Send(b) if b.len() == wire::RESULTS_LEN => {
                         if self.udp.send_to(&b, to).is_err() {
                             test.send_failed();
                         }
+                    }
+                    Step::Send(b) => {
+                        pacer.wait(|| ctx.stop().is_raised());
+                        let sent = self.udp.send_to(&b, to);
+                        if sent.is_err() {
+                            test.send_failed();
+                        }
+                        // (A send that every later one would fail as well is the state
+                        // machine's to count, as a lost buffer.)
+                        let _ = pacer.record(sent);
                     }
                     Step::Recv { len, timeout } => {
                         let deadline = Instant::now() + timeout;
@@ -879,6 +887,7 @@ impl NcTestListener {
                     }
                 }
             }
+            sent_figures = Some(pacer.figures());
         } else {
             // The master connects 3 s after the ACK.
             let deadline = Instant::now() + ACCEPT_WAIT;
@@ -948,8 +957,8 @@ impl NcTestListener {
         }
         if kind.slave_sends() {
             let mut rec = record(2, Flow::Down, Role::Sender, Endpoint::Server, u64::from(r.nsent), td, secs);
-            if kind.is_udp() {
-                rec.udp_sent = Some(UdpSent { packets: u64::from(r.nsent), ..Default::default() });
+            if let Some(figures) = sent_figures.filter(|_| kind.is_udp()) {
+                rec.udp_sent = Some(UdpSent { packets: u64::from(r.nsent), ..figures });
             }
             log.streams.push(rec);
         }
