@@ -13,11 +13,12 @@ pub mod netio;
 pub mod services;
 
 use crate::admission::{canonical, ConnRefusal, Limits, Refusal, Request, SourceCounts, SourceSlot};
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataStream, StreamOptions};
+use crate::dataplane::{DataPlane, DataPlaneConfig, DataStream, DatagramFormatKind, StreamOptions};
 use crate::reflection::RefusalKind;
+use crate::server::TestLog;
 use crate::server::{ServerLog, Shared};
 use crate::StopFlag;
-use netchar_model::{StreamRecord, TestSpec};
+use netchar_model::{Endpoint, StreamRecord, TestSpec};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -61,6 +62,30 @@ impl PeerTest {
     /// Tests running, this one included.
     pub fn concurrent_tests(&self) -> u32 {
         self.running
+    }
+
+    /// Logs the test of `protocol` whose one data path is its client, `peer`.
+    pub(crate) fn log(
+        &self,
+        ctx: &PeerContext,
+        protocol: &'static str,
+        peer: SocketAddr,
+        spec: TestSpec,
+        streams: Vec<StreamRecord>,
+        error: Option<String>,
+    ) {
+        ctx.log(ServerLog::Test(Box::new(TestLog {
+            peer_software: None,
+            protocol,
+            peer,
+            data_paths: vec![(1, peer)],
+            user: None,
+            spec,
+            streams,
+            concurrent_tests: self.concurrent_tests(),
+            refused_data: 0,
+            error,
+        })));
     }
 }
 
@@ -245,12 +270,14 @@ pub(crate) fn capped(spec: &TestSpec, limits: &Limits) -> TestSpec {
 /// server's) and why the test ended early, if it did.
 pub(crate) fn run_streams(
     ctx: &PeerContext,
-    cfg: DataPlaneConfig,
+    spec: TestSpec,
+    datagrams: DatagramFormatKind,
     options: StreamOptions,
     streams: Vec<DataStream>,
     started: Instant,
 ) -> (Vec<StreamRecord>, Option<String>) {
     let limits = ctx.limits();
+    let cfg = DataPlaneConfig { spec, datagrams, endpoint: Endpoint::Server, cpu: None, interleave_senders: false };
     let plane = match DataPlane::start_with(cfg, streams, None, started, options) {
         Ok(p) => p,
         Err(e) => return (Vec::new(), Some(format!("cannot start workers: {e}"))),

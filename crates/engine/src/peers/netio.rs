@@ -9,11 +9,9 @@
 //! UDP test's port+1 (18768), each connection admitted as a test through the shared admission;
 //! UDP datagrams go only to the address of an established control connection.
 
-use crate::dataplane::{
-    DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker,
-};
+use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker};
 use crate::peers::{PeerContext, PeerListener};
-use crate::server::{ServerLog, TestLog};
+use crate::server::ServerLog;
 use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpSent};
 use netchar_wire::netio::{Client, ClientStep, Cmd, Control, Server, ServerEvent, SizeResult, CONTROL_LEN, INTERVAL};
 use std::collections::HashMap;
@@ -491,19 +489,7 @@ fn accept_loop(listener: TcpListener, is_udp: bool, ctx: &PeerContext, udp: &Arc
         let mut down = StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, sent, secs.1);
         down.udp_sent = udp_sent;
         let streams = vec![StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, received, secs.0), down];
-        ctx.log(ServerLog::Test(Box::new(TestLog {
-            peer_software: None,
-            protocol: "netio",
-            peer,
-            data_paths: vec![(1, peer)],
-            user: None,
-            spec,
-            streams,
-            concurrent_tests: test.concurrent_tests(),
-            refused_data: 0,
-            error,
-        })));
-        drop(test);
+        test.log(ctx, "netio", peer, spec, streams, error);
     });
 }
 
@@ -666,15 +652,10 @@ fn send_datagrams(udp: &UdpSocket, to: SocketAddr, size: u32, ctx: &PeerContext)
         Err(e) => return (empty, Some(format!("netio UDP: cannot open a socket to {to}: {e}"))),
     };
     let _ = socket2::SockRef::from(&socket).set_send_buffer_size(SOCKET_BUFFER);
-    let cfg = DataPlaneConfig {
-        spec,
-        datagrams: DatagramFormatKind::Peer(PeerDatagrams { protocol: "netio", variant: 0, run: block_sender }),
-        endpoint: Endpoint::Server,
-        cpu: None,
-        interleave_senders: false,
-    };
+    let datagrams = DatagramFormatKind::Peer(PeerDatagrams { protocol: "netio", variant: 0, run: block_sender });
     let stream = DataStream { id: 2, flow: Flow::Down, role: Role::Sender, socket: DataSocket::Udp(socket) };
-    let (records, error) = crate::peers::run_streams(ctx, cfg, StreamOptions::default(), vec![stream], Instant::now());
+    let (records, error) =
+        crate::peers::run_streams(ctx, spec, datagrams, StreamOptions::default(), vec![stream], Instant::now());
     (records.into_iter().next().unwrap_or(empty), error)
 }
 

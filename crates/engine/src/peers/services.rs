@@ -18,11 +18,9 @@
 //! (netchar_wire::services::udp_reply_len).
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
-use crate::dataplane::{
-    DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, Payload, PeerDatagrams, StreamOptions, UdpWorker,
-};
-use crate::peers::{AddressTests, Joined, PeerContext, PeerListener, PeerTest};
-use crate::server::{ServerLog, TestLog};
+use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, Payload, PeerDatagrams, StreamOptions, UdpWorker};
+use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
+use crate::server::ServerLog;
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec,
 };
@@ -416,31 +414,8 @@ fn serve_tcp(service: Service, listener: TcpListener, ctx: PeerContext, tests: A
             }
         };
         let (streams, error) = tcp_session(service, &stream, &spec, ctx);
-        log_test(ctx, service, peer, spec, streams, error, &test.test);
+        test.test.log(ctx, service.name(), peer, spec, streams, error);
     });
-}
-
-fn log_test(
-    ctx: &PeerContext,
-    service: Service,
-    peer: SocketAddr,
-    spec: TestSpec,
-    streams: Vec<StreamRecord>,
-    error: Option<String>,
-    test: &PeerTest,
-) {
-    ctx.log(ServerLog::Test(Box::new(TestLog {
-        peer_software: None,
-        protocol: service.name(),
-        peer,
-        data_paths: vec![(1, peer)],
-        user: None,
-        spec,
-        streams,
-        concurrent_tests: test.concurrent_tests(),
-        refused_data: 0,
-        error,
-    })));
 }
 
 /// Serves one TCP connection: discard counts and chargen sends through the data plane
@@ -481,15 +456,8 @@ fn tcp_session(
         Ok(s) => DataSocket::Tcp(s),
         Err(e) => return (Vec::new(), Some(e.to_string())),
     };
-    let cfg = DataPlaneConfig {
-        spec: run,
-        datagrams: DatagramFormatKind::Native,
-        endpoint: Endpoint::Server,
-        cpu: None,
-        interleave_senders: false,
-    };
     let stream = DataStream { id: 1, flow, role, socket };
-    crate::peers::run_streams(ctx, cfg, options, vec![stream], Instant::now())
+    crate::peers::run_streams(ctx, run, DatagramFormatKind::Native, options, vec![stream], Instant::now())
 }
 
 /// echo over TCP: what is read is written back, on the one socket, paced by the data plane's
@@ -696,7 +664,7 @@ fn finish_udp(ctx: &PeerContext, service: Service, from: SocketAddr, s: UdpSourc
         // The log shows both what came and what went.
         spec.direction = Direction::Bidir;
     }
-    log_test(ctx, service, from, spec, streams, None, &s.test.test);
+    s.test.test.log(ctx, service.name(), from, spec, streams, None);
 }
 
 #[cfg(test)]

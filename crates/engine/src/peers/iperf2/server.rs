@@ -1,9 +1,7 @@
 //! The server role: `netchar server --iperf2` ([`Iperf2Listener`]) answering iperf2 clients
 //! over TCP and UDP, each test logged from netchar's own counters.
 
-use crate::dataplane::{
-    DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker,
-};
+use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker};
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
 use crate::server::{bind_udp, ServerLog, TestLog};
 use netchar_model::{
@@ -326,14 +324,14 @@ fn tcp_send(
 /// One TCP stream of an iperf2 test through the data plane ([`crate::peers::run_streams`]).
 fn run_tcp(ctx: &PeerContext, spec: &TestSpec, stream: DataStream, started: Instant) -> (StreamRecord, Option<String>) {
     let (id, flow, role) = (stream.id, stream.flow, stream.role);
-    let cfg = DataPlaneConfig {
-        spec: spec.clone(),
-        datagrams: DatagramFormatKind::Native,
-        endpoint: Endpoint::Server,
-        cpu: None,
-        interleave_senders: false,
-    };
-    let (records, error) = crate::peers::run_streams(ctx, cfg, StreamOptions::default(), vec![stream], started);
+    let (records, error) = crate::peers::run_streams(
+        ctx,
+        spec.clone(),
+        DatagramFormatKind::Native,
+        StreamOptions::default(),
+        vec![stream],
+        started,
+    );
     let record =
         records.into_iter().next().unwrap_or_else(|| StreamRecord::bare(id, flow, role, Endpoint::Server, 0, 0.0));
     (record, error)
@@ -423,19 +421,7 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: AddressTests) {
                 let error = s.unserved.clone().or_else(|| {
                     s.report.is_none().then(|| "no FIN came: the client stopped without ending".to_string())
                 });
-                let record = s.record();
-                ctx.log(ServerLog::Test(Box::new(TestLog {
-                    peer_software: None,
-                    protocol: "iperf2",
-                    peer: a,
-                    data_paths: vec![(1, a)],
-                    user: None,
-                    spec: s.spec.clone(),
-                    streams: vec![record],
-                    concurrent_tests: s.joined.test.concurrent_tests(),
-                    refused_data: 0,
-                    error,
-                })));
+                s.joined.test.log(&ctx, "iperf2", a, s.spec.clone(), vec![s.record()], error);
             }
         }
         if stopping {
@@ -600,29 +586,11 @@ fn udp_reverse(local: SocketAddr, to: SocketAddr, spec: TestSpec, joined: Joined
         Ok(socket) => {
             crate::tcp_setup::size_udp_buffers(&socket);
             let stream = DataStream { id: 1, flow: Flow::Down, role: Role::Sender, socket: DataSocket::Udp(socket) };
-            let cfg = DataPlaneConfig {
-                spec: run,
-                datagrams: reverse_datagrams(),
-                endpoint: Endpoint::Server,
-                cpu: None,
-                interleave_senders: false,
-            };
-            crate::peers::run_streams(ctx, cfg, StreamOptions::default(), vec![stream], started)
+            crate::peers::run_streams(ctx, run, reverse_datagrams(), StreamOptions::default(), vec![stream], started)
         }
         Err(e) => (Vec::new(), Some(format!("cannot open a UDP socket to {to}: {e}"))),
     };
-    ctx.log(ServerLog::Test(Box::new(TestLog {
-        peer_software: None,
-        protocol: "iperf2",
-        peer: to,
-        data_paths: vec![(1, to)],
-        user: None,
-        spec,
-        streams,
-        concurrent_tests: joined.test.concurrent_tests(),
-        refused_data: 0,
-        error,
-    })));
+    joined.test.log(ctx, "iperf2", to, spec, streams, error);
 }
 
 /// iperf 2.1's datagrams as a server sends them for `-R` (netchar_wire::iperf2::UdpFormat):
