@@ -308,18 +308,7 @@ fn forged_peer_requests_earn_the_victim_nothing_and_start_no_loop() {
     eprintln!("iperf -u -R from A (allowed): {line}");
     assert!(datagrams > 1000, "iperf -u -R from an allowed network got {datagrams} datagrams: {line}");
     // The netchar nc_test master, UDP_SEND (`-R`), from the allowed address.
-    let run = bed.run_in_a(BIN, &["udp", &s, "--proto", "nc-test", "-R", "-l", "1024", "-n", "1024000", "--json"], 60);
-    assert_eq!(
-        run.status.and_then(|s| s.code()),
-        Some(0),
-        "nc_test UDP_SEND from A: {}\n{}",
-        run.stderr,
-        server.stderr()
-    );
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-    let got = v["summary"]["down"]["receiver"]["packets"].as_u64().unwrap_or(0);
-    let lost = v["summary"]["down"]["receiver"]["lost"].as_u64().unwrap_or(0);
-    assert_eq!(got + lost, 1000, "{}", v["summary"]);
+    udp_send_from_a_runs(&bed, &server);
     let after = bed.sent_and_reflected();
     assert_eq!(after.1, before.1, "the allowed runs sent the victim something");
 
@@ -352,6 +341,19 @@ fn forged_peer_requests_earn_the_victim_nothing_and_start_no_loop() {
     }
 }
 
+/// netchar's nc_test master asks S for UDP_SEND (1,000 buffers of 1 KiB) from A's own, allowed
+/// address: every buffer is received or counted lost.
+fn udp_send_from_a_runs(bed: &Bed, server: &Server) {
+    let s = bed.ip(S);
+    let run = bed.run_in_a(BIN, &["udp", &s, "--proto", "nc-test", "-R", "-l", "1024", "-n", "1024000", "--json"], 60);
+    let code = run.status.and_then(|s| s.code());
+    assert_eq!(code, Some(0), "nc_test UDP_SEND from A: {}\n{}", run.stderr, server.stderr());
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let got = v["summary"]["down"]["receiver"]["packets"].as_u64().unwrap_or(0);
+    let lost = v["summary"]["down"]["receiver"]["lost"].as_u64().unwrap_or(0);
+    assert_eq!(got + lost, 1000, "{}", v["summary"]);
+}
+
 /// The C responder's build (`make -C responder`), or why it cannot be made here.
 fn responder_binary() -> Result<std::path::PathBuf, String> {
     for tool in ["make", "gcc"] {
@@ -379,7 +381,7 @@ fn forged_requests_to_the_c_responder_earn_the_victim_nothing_and_start_no_loop(
             return;
         }
     };
-    let (a, s) = (bed.ip(A), bed.ip(S));
+    let a = bed.ip(A);
     let mut cmd = bed.node(S).command(&bin);
     cmd.args(["--nc-test-port", "7777", "--nc-test-data-port", "8770", "--echo-port", "7", "--discard-port", "9"])
         .args(["--allow-peers", &format!("{a}/32")]);
@@ -390,17 +392,6 @@ fn forged_requests_to_the_c_responder_earn_the_victim_nothing_and_start_no_loop(
 
     forged_requests_reflect_nothing(&bed, &responder, responder.child.id(), 7777, 7);
 
-    let run = bed.run_in_a(BIN, &["udp", &s, "--proto", "nc-test", "-R", "-l", "1024", "-n", "1024000", "--json"], 60);
-    assert_eq!(
-        run.status.and_then(|s| s.code()),
-        Some(0),
-        "nc_test UDP_SEND from A: {}\n{}",
-        run.stderr,
-        responder.stderr()
-    );
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-    let got = v["summary"]["down"]["receiver"]["packets"].as_u64().unwrap_or(0);
-    let lost = v["summary"]["down"]["receiver"]["lost"].as_u64().unwrap_or(0);
-    assert_eq!(got + lost, 1000, "{}", v["summary"]);
+    udp_send_from_a_runs(&bed, &responder);
     assert!(responder.stderr().contains("refused: not in --allow-peers"), "{}", responder.stderr());
 }
