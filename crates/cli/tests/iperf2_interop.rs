@@ -272,8 +272,13 @@ fn refusals_come_before_any_traffic() {
 
 /// A netchar server answering iperf2 on its own port, logging JSON lines.
 fn server() -> (Server, u16) {
+    server_with(&[])
+}
+
+/// [`server`] with more server flags.
+fn server_with(extra: &[&str]) -> (Server, u16) {
     // Port 0: a port found free beforehand could be taken by a parallel test.
-    let s = Server::start(&["--iperf2", "--iperf2-port", "0", "--json"]);
+    let s = Server::start(&[&["--iperf2", "--iperf2-port", "0", "--json"], extra].concat());
     let lines = [s.startup.clone(), s.log_lines(Duration::from_secs(5))].concat();
     let port = announced_port(&lines, "answering iperf2 clients on ").unwrap_or_else(|| panic!("{lines:?}"));
     (s, port)
@@ -464,4 +469,20 @@ fn hostile_iperf2_input_leaves_the_server_serving() {
     // netchar's server counts as the client counts: netchar's client (as iperf 2.0.5's) does
     // not count its 24-byte header, written before the data.
     assert_eq!(logged_bytes(test), 1_000_000);
+}
+
+/// `iperf -c -u -R` under the server's `--max-rate`: the server's sending runs through the
+/// data plane's pacer at the rate the client asked for, which the limit admits.
+#[test]
+fn iperf_udp_reverse_is_paced_under_max_rate() {
+    if !iperf_installed() {
+        return;
+    }
+    let (s, port) = server_with(&["--max-rate", "5M"]);
+    let line = &csv(&iperf(port, &["-u", "-R", "-b", "4M", "-t", "2", "-l", "1000", "-y", "C"]))[0];
+    let log = &logged_tests(&s, 1)[0];
+    let flow = &log["flows"].as_array().unwrap()[0];
+    let rate = flow["bits_per_second"].as_f64().unwrap();
+    assert!((3.6e6..=4.4e6).contains(&rate), "the server sent at {rate} bit/s for -b 4M: {log}");
+    assert_eq!(csv_u64(line, 11) * 1000, logged_bytes(log), "{line:?}");
 }
