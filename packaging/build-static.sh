@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# packaging/build-static.sh [TARGET]: netchar as one static executable, for TARGET
+# (default x86_64-unknown-linux-gnu; also aarch64-unknown-linux-gnu, armv7-unknown-linux-gnueabihf).
+# Prints the binary's path (target/TARGET/dist/netchar) on its last line.
+#
+# Static on the GNU target: `-C target-feature=+crt-static` links glibc in, so the binary
+# needs nothing from the system but the kernel (docs/install.md). The flag is given for the
+# target only (CARGO_TARGET_<TRIPLE>_RUSTFLAGS with --target): build scripts and proc macros,
+# which run on the build machine, stay dynamic, as they must. The `dist` profile is
+# Cargo.toml's: release code, no debug info, symbols stripped.
+#
+# A cross TARGET needs the Rust standard library for it (`rustup target add TARGET`) and
+# Debian's cross gcc as the linker (gcc-aarch64-linux-gnu, gcc-arm-linux-gnueabihf, with
+# libc6-dev-arm64-cross / libc6-dev-armhf-cross for the static libc). RUSTC may name another
+# compiler that has that library (docs/install.md, "Cross builds").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target=${1:-x86_64-unknown-linux-gnu}
+case $target in
+    x86_64-unknown-linux-gnu) linker=${LINKER:-} ;;
+    aarch64-unknown-linux-gnu) linker=${LINKER:-aarch64-linux-gnu-gcc} ;;
+    armv7-unknown-linux-gnueabihf) linker=${LINKER:-arm-linux-gnueabihf-gcc} ;;
+    *)
+        echo "build-static.sh: $target: not one of x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu, armv7-unknown-linux-gnueabihf" >&2
+        exit 2
+        ;;
+esac
+
+# The standard library for the target must be there before cargo starts: say so plainly.
+libdir=$(${RUSTC:-rustc} --print target-libdir --target "$target")
+if ! compgen -G "$libdir/libstd-*.rlib" >/dev/null; then
+    echo "build-static.sh: no Rust standard library for $target in $libdir;" \
+        "install it with 'rustup target add $target' (needs the network) or see docs/install.md, \"Cross builds\"" >&2
+    exit 2
+fi
+if [ -n "$linker" ] && ! command -v "$linker" >/dev/null; then
+    echo "build-static.sh: no linker $linker for $target (Debian: apt-get install gcc-${linker%-gcc})" >&2
+    exit 2
+fi
+
+triple=$(echo "$target" | tr 'a-z-' 'A-Z_')
+export "CARGO_TARGET_${triple}_RUSTFLAGS=-C target-feature=+crt-static"
+if [ -n "$linker" ]; then
+    export "CARGO_TARGET_${triple}_LINKER=$linker"
+fi
+cargo build --locked --profile dist --target "$target" -p netchar >&2
+
+target_dir=$(cargo metadata --format-version 1 --no-deps --locked | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+bin=${target_dir:-target}/$target/dist/netchar
+
+# Static means no program interpreter and no shared library needed (readelf reads any
+# architecture's ELF, where ldd runs only the host's).
+if readelf -lW "$bin" | grep -q 'INTERP' || readelf -dW "$bin" | grep -q '(NEEDED)'; then
+    echo "build-static.sh: $bin is not static:" >&2
+    readelf -dW "$bin" | grep '(NEEDED)' >&2 || true
+    exit 1
+fi
+echo "$bin"
