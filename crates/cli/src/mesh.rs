@@ -39,8 +39,9 @@ pub(crate) struct RenderArgs {
     /// Namespace of everything rendered.
     #[arg(long, default_value = "netchar")]
     pub(crate) namespace: String,
-    /// Container image with netchar on PATH.
-    #[arg(long, default_value = "netchar:0.1.0")]
+    /// Container image with netchar on PATH; the default is the image packaging/build-image.sh
+    /// builds (docs/install.md), which runs as UID 65532.
+    #[arg(long, default_value = concat!("localhost/netchar:", env!("CARGO_PKG_VERSION")))]
     pub(crate) image: String,
     /// Server port (TCP and UDP), on the node's address (hostPort, or the host's own with --host-network).
     #[arg(long, default_value_t = 5300)]
@@ -298,14 +299,18 @@ pub(crate) fn render(a: &RenderArgs, now: u64) -> Result<String> {
     let node_env = "        env:\n        - name: NODE_NAME\n          valueFrom:\n            fieldRef:\n              fieldPath: spec.nodeName\n";
     let psk_mount =
         "        volumeMounts:\n        - name: psk\n          mountPath: /etc/netchar/psk\n          readOnly: true\n";
-    let psk_volume = "      volumes:\n      - name: psk\n        secret:\n          secretName: netchar-psk\n          defaultMode: 256\n";
+    let psk_volume = "      volumes:\n      - name: psk\n        secret:\n          secretName: netchar-psk\n          defaultMode: 288\n";
+    // The image's user (UID and GID 65532) reads the key as the volume's group (fsGroup,
+    // mode 0440); no container needs a capability, a writable root or privilege escalation.
+    let pod_security = "      securityContext:\n        runAsNonRoot: true\n        runAsUser: 65532\n        runAsGroup: 65532\n        fsGroup: 65532\n";
+    let container_security = "        securityContext:\n          allowPrivilegeEscalation: false\n          readOnlyRootFilesystem: true\n          capabilities:\n            drop:\n            - ALL\n";
     let _ = write!(
         y,
         "---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: netchar-server\n  namespace: {ns}\n  labels:\n    {labels}\n    app.kubernetes.io/component: server\n\
          spec:\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: netchar\n      app.kubernetes.io/component: server\n\
          \x20 template:\n    metadata:\n      labels:\n        app.kubernetes.io/name: netchar\n        app.kubernetes.io/component: server\n\
-         \x20   spec:\n      serviceAccountName: netchar\n      automountServiceAccountToken: false\n{host_net}\
-         \x20     containers:\n      - name: server\n        image: {image}\n        command:\n{cmd}{ports}{node_env}{psk_mount}{psk_volume}",
+         \x20   spec:\n      serviceAccountName: netchar\n      automountServiceAccountToken: false\n{host_net}{pod_security}\
+         \x20     containers:\n      - name: server\n        image: {image}\n        command:\n{cmd}{ports}{node_env}{container_security}{psk_mount}{psk_volume}",
         image = serde_json::to_string(&a.image)?,
         cmd = yaml_list(&server_cmd, 8),
     );
@@ -350,13 +355,15 @@ pub(crate) fn render(a: &RenderArgs, now: u64) -> Result<String> {
         }
         cmd.extend(["--".into(), "-t".into(), a.duration.to_string()]);
         let pod = format!(
-            "serviceAccountName: netchar\nautomountServiceAccountToken: false\nrestartPolicy: Never\n{hn}\
-             nodeSelector:\n  kubernetes.io/hostname: {node}\ncontainers:\n- name: mesh\n  image: {image}\n  command:\n{cmd}{env}{mount}{vol}",
+            "serviceAccountName: netchar\nautomountServiceAccountToken: false\nrestartPolicy: Never\n{hn}{pod_sec}\
+             nodeSelector:\n  kubernetes.io/hostname: {node}\ncontainers:\n- name: mesh\n  image: {image}\n  command:\n{cmd}{env}{sec}{mount}{vol}",
             hn = if a.host_network { "hostNetwork: true\ndnsPolicy: ClusterFirstWithHostNet\n" } else { "" },
             node = serde_json::to_string(&node.name)?,
             image = serde_json::to_string(&a.image)?,
             cmd = yaml_list(&cmd, 2),
             env = dedent(&env, 6),
+            pod_sec = dedent(pod_security, 6),
+            sec = dedent(container_security, 6),
             mount = dedent(psk_mount, 6),
             vol = dedent(psk_volume, 6),
         );

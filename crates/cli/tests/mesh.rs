@@ -92,6 +92,21 @@ fn rendered_manifests_have_the_structure_kubernetes_needs() {
     assert_eq!(s(pod, &["volumes"])[0]["secret"]["secretName"], "netchar-psk");
     assert_eq!(server["ports"][0]["hostPort"], 5300);
     assert!(pod["hostNetwork"].is_null());
+    // The image packaging/build-image.sh builds, and what its user (65532) needs to read the
+    // key: the volume's group, readable by the group; no capability in any container.
+    let image = concat!("localhost/netchar:", env!("CARGO_PKG_VERSION"));
+    assert_eq!(server["image"], image);
+    let build_image =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/build-image.sh"))
+            .expect("packaging/build-image.sh");
+    assert!(build_image.contains("ref=${2:-localhost/netchar:$version}"), "build-image.sh names another image");
+    for key in ["runAsUser", "runAsGroup", "fsGroup"] {
+        assert_eq!(pod["securityContext"][key], 65532, "{key}");
+    }
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(s(pod, &["volumes"])[0]["secret"]["defaultMode"], 0o440);
+    assert_eq!(server["securityContext"]["capabilities"]["drop"][0], "ALL");
+    assert_eq!(server["securityContext"]["allowPrivilegeEscalation"], false);
     let svc = &docs[3];
     assert_eq!(svc["spec"]["clusterIP"], "None");
     assert_eq!(svc["spec"]["selector"], s(ds, &["spec", "template", "metadata", "labels"]).clone());
@@ -108,6 +123,9 @@ fn rendered_manifests_have_the_structure_kubernetes_needs() {
         assert_eq!(job["metadata"]["annotations"]["netchar/source-node"], node);
         let c = &pod["containers"][0];
         assert_eq!(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+        assert_eq!(c["image"], image);
+        assert_eq!(pod["securityContext"]["fsGroup"], 65532);
+        assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
         let cmd = command(c);
         assert_eq!(&cmd[..5], ["netchar", "mesh", "run", "--node", "$(NODE_NAME)"]);
         assert!(cmd.windows(2).any(|w| w == ["--nodes", "node-a,node-b.example,node-c=10.0.0.3"]));
