@@ -56,7 +56,7 @@ impl CpuMeter {
 /// This machine, for the result's `host` field.
 pub fn host_info() -> HostInfo {
     let (hostname, kernel, cpu_model, cores) = netchar_sys::host::describe();
-    HostInfo { hostname, kernel, cpu_model, cores, interfaces: interfaces(), sysctls: sysctls() }
+    HostInfo { hostname, kernel, cpu_model, cores, interfaces: interfaces(), sysctls: sysctls(), identity: None }
 }
 
 /// Sysctls that change what a test measures.

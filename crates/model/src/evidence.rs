@@ -81,6 +81,22 @@ pub struct Evidence {
     pub unavailable: BTreeMap<String, String>,
 }
 
+/// Both ends' evidence over a test (`evidence` in the result): the client's own, and the
+/// server's as it sent it. An end's evidence is absent when it could not be taken or was not
+/// sent, and `unavailable` says why (`remote`: a peer protocol's server sends none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceReport {
+    /// The client's end: the interface the route to the server leaves by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<Evidence>,
+    /// The server's end: the interface the route to the client leaves by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<Evidence>,
+    /// `local` or `remote` → why that end's evidence is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unavailable: BTreeMap<String, String>,
+}
+
 counters! {
     /// An interface's counters (`struct rtnl_link_stats64`; the names are the kernel's).
     ///

@@ -15,12 +15,14 @@
 #![deny(missing_docs)]
 
 pub mod evidence;
+pub mod loss;
 pub mod result;
 pub mod spec;
 pub mod target;
 pub mod units;
 
 pub use evidence::*;
+pub use loss::LossBreakdown;
 pub use result::*;
 pub use spec::*;
 pub use target::{TargetFigures, TargetReport, TargetUnit};

@@ -385,6 +385,11 @@ pub struct HostInfo {
     /// Settings that shape results: congestion control, buffer limits, default qdisc, busy poll.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub sysctls: std::collections::BTreeMap<String, String>,
+    /// The settings of this end that shape a test (kernel command line, the test's interface's
+    /// driver, firmware, offloads and coalescing, CPU frequency governors), read after the
+    /// test; absent where the end did not report them (peers, older netchar).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::HostIdentity>,
 }
 
 /// One network interface, as far as /sys tells.
@@ -647,6 +652,9 @@ pub struct FlowSummary {
     /// UDP: true when, on every stream, datagrams sent = distinct datagrams received + lost.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub packets_accounted: Option<bool>,
+    /// UDP: where the lost datagrams went, by the counters of both ends (crate::loss).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub loss_breakdown: Option<crate::LossBreakdown>,
 }
 
 /// Per-flow summaries. A flow the test did not run is absent.
@@ -772,6 +780,10 @@ pub struct TestResult {
     /// responder on a board): its stack's counters, its idle loop, its cost per unit of work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<crate::TargetReport>,
+    /// Both ends' interface, qdisc and stack counters over the test, as deltas; absent in
+    /// results of an older netchar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::EvidenceReport>,
     /// Null, or the one-line reason the test failed; the figures measured until then stay.
     pub error: Option<String>,
 }
@@ -808,6 +820,7 @@ impl TestResult {
             let fs = FlowSummary {
                 bytes_match: sender.total_bytes == receiver.total_bytes,
                 packets_accounted: udp_accounted(&streams, flow),
+                loss_breakdown: None,
                 sender,
                 receiver,
             };
@@ -829,6 +842,7 @@ impl TestResult {
             streams,
             cpu,
             target: None,
+            evidence: None,
             error,
         }
     }
