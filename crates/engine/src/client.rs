@@ -3,6 +3,7 @@
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, Transport, UdpHandshake};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
+use crate::evidence::EvidenceProbe;
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::protocols::{ClientRole, ProtoChoice, Protocol, SessionArgs};
 use crate::tcp_setup::{connect_data, ConnectFailure};
@@ -11,6 +12,7 @@ use netchar_model::{
     CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, RrFigures, StreamRecord,
     StreamTotal, TargetFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec,
 };
+use netchar_model::{Evidence, EvidenceReport, HostIdentity};
 use netchar_wire::auth::Credentials;
 use netchar_wire::session::Timeouts;
 use netchar_wire::ProtocolError;
@@ -334,6 +336,10 @@ struct Driver<'a> {
     remote: Option<(Vec<StreamRecord>, CpuUsage, Option<String>)>,
     /// The far end's figures about itself, when it is a target that sends them.
     target: Option<TargetFigures>,
+    /// This end's counters around the workers, from admission on.
+    evidence: Option<EvidenceProbe>,
+    /// The far end's counters and settings, when it sent them.
+    remote_evidence: Option<(Option<Evidence>, Option<HostIdentity>)>,
     local_records: Vec<StreamRecord>,
     /// rr: every round trip of this end's connections.
     latency: Option<netchar_stats::distribution::Distribution>,
@@ -412,6 +418,8 @@ impl<'a> Driver<'a> {
                 remote_host: None,
                 remote: None,
                 target: None,
+                evidence: None,
+                remote_evidence: None,
                 local_records: Vec::new(),
                 latency: None,
                 connect_latency: None,
@@ -441,6 +449,9 @@ impl<'a> Driver<'a> {
         }
         if let (Some(m), None) = (self.meter, &self.local_cpu) {
             self.local_cpu = Some(m.finish());
+        }
+        if let Some(p) = &mut self.evidence {
+            p.stop();
         }
         while let Ok(iv) = self.live_rx.try_recv() {
             on_interval(&iv);
@@ -483,6 +494,11 @@ impl<'a> Driver<'a> {
             // What finished senders made the session say (iperf3's TEST_END, netchar's
             // sender-done) goes out now, not after the next wait for the peer.
             self.flush()?;
+            // This end's workers are done (their CPU is measured): the counters after them,
+            // once the peer has what they said.
+            if let (Some(p), Some(_)) = (&mut self.evidence, &self.local_cpu) {
+                p.stop();
+            }
             self.send_udp_setup();
             self.read_control(&mut buf)?;
             let now = Instant::now();
@@ -580,6 +596,11 @@ impl<'a> Driver<'a> {
                 self.concurrent_tests = peer.concurrent_tests;
                 self.remote_host = peer.host;
                 self.peer_software = peer.software;
+                // The counters before the test: now, before any data stream exists, so that
+                // the snapshot delays no clock (the server's starts when its streams are in).
+                let mut probe = EvidenceProbe::open(self.addr.ip());
+                probe.start();
+                self.evidence = Some(probe);
                 self.open_streams(streams)
             }
             ControlEvent::Busy { running, max, reason } => {
@@ -602,6 +623,10 @@ impl<'a> Driver<'a> {
             }
             ControlEvent::PeerTarget(figures) => {
                 self.target = Some(figures);
+                Ok(())
+            }
+            ControlEvent::PeerEvidence { evidence, identity } => {
+                self.remote_evidence = Some((evidence.map(|e| *e), identity.map(|i| *i)));
                 Ok(())
             }
             ControlEvent::PeerReport { streams, cpu, error } => {
@@ -860,7 +885,35 @@ impl<'a> Driver<'a> {
         // Derived last: the cost per transaction needs the rr summary.
         result.target =
             self.target.take().map(|t| TargetReport::derive(t, &result, self.cfg.target_ns_per_instruction));
+        self.add_evidence(&mut result);
         result
+    }
+
+    /// Both ends' counters and identities into the result, and the loss breakdowns that
+    /// follow from them (and from a target's figures).
+    fn add_evidence(&mut self, result: &mut TestResult) {
+        let Some(probe) = self.evidence.take() else { return };
+        let (local, identity) = probe.finish(&result.streams, Endpoint::Client);
+        result.host.identity = Some(identity);
+        let mut evidence = EvidenceReport { local: Some(local), ..EvidenceReport::default() };
+        let (remote, remote_identity) = self.remote_evidence.take().unwrap_or_default();
+        if let (Some(host), Some(id)) = (result.remote_host.as_mut(), remote_identity) {
+            host.identity = Some(id);
+        }
+        match remote {
+            Some(e) => evidence.remote = Some(e),
+            None => {
+                let why = match self.cfg.protocol.name() {
+                    netchar_model::NATIVE_PROTOCOL => {
+                        "the server sent none (a netchar server older than this client, or the C responder)".to_string()
+                    }
+                    peer => format!("{peer}'s server sends none"),
+                };
+                evidence.unavailable.insert("remote".into(), why);
+            }
+        }
+        result.evidence = Some(evidence);
+        result.fill_loss_breakdowns();
     }
 
     /// Every transaction of every connection: counts from the records, percentiles from the

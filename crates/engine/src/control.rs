@@ -18,12 +18,15 @@
 //! [`ControlConnection::None`].
 
 use crate::dataplane::DatagramFormatKind;
-use netchar_model::{CpuUsage, Flow, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec};
+use netchar_model::{
+    CpuUsage, Evidence, Flow, HostIdentity, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec,
+};
 use netchar_wire::auth::Credentials;
 use netchar_wire::datagram::{DatagramHeader, SETUP_LEN};
 use netchar_wire::hello::Hello;
 use netchar_wire::session::{ClientEvent, ClientSession, Timeouts};
 use netchar_wire::ProtocolError;
+use std::collections::VecDeque;
 use std::time::Instant;
 
 /// What the driver must do next, whatever the protocol.
@@ -55,6 +58,15 @@ pub enum ControlEvent {
     /// own rather than a field of the report, so that the protocols whose far ends have none
     /// (every peer's) say nothing about it.
     PeerTarget(TargetFigures),
+    /// The far end's counters over the test towards this end and its settings, before its
+    /// [`Self::PeerReport`] (netchar's server; issue 23). An event of its own for the same
+    /// reason as [`Self::PeerTarget`]: the peers' far ends have none.
+    PeerEvidence {
+        /// Its interface, qdisc and stack counters, as deltas over the test.
+        evidence: Option<Box<Evidence>>,
+        /// Its kernel command line, interface driver, offloads, coalescing, governors.
+        identity: Option<Box<HostIdentity>>,
+    },
     /// The peer's own figures; the session is over.
     PeerReport {
         /// The peer's end of every stream.
@@ -250,8 +262,9 @@ pub enum ControlConnection {
 pub struct NativeClient {
     session: ClientSession,
     spec: TestSpec,
-    /// The report that follows a [`ControlEvent::PeerTarget`], until it is polled.
-    report: Option<ControlEvent>,
+    /// The events that follow the first of a finished session's (its target's figures, its
+    /// evidence, its report), until they are polled.
+    pending: VecDeque<ControlEvent>,
 }
 
 impl NativeClient {
@@ -264,7 +277,8 @@ impl NativeClient {
         companion: Option<[u8; 16]>,
         auth: Option<(Credentials, [u8; 16])>,
     ) -> Self {
-        Self { session: ClientSession::with_auth(now, spec.clone(), timeouts, companion, auth), spec, report: None }
+        let session = ClientSession::with_auth(now, spec.clone(), timeouts, companion, auth);
+        Self { session, spec, pending: VecDeque::new() }
     }
 
     /// The streams of an admitted test: TCP with netchar's data hello (tagged when
@@ -304,8 +318,8 @@ impl ClientControl for NativeClient {
         self.session.poll_output(out);
     }
     fn poll_event(&mut self) -> Option<ControlEvent> {
-        if let Some(report) = self.report.take() {
-            return Some(report);
+        if let Some(next) = self.pending.pop_front() {
+            return Some(next);
         }
         Some(match self.session.poll_event()? {
             ClientEvent::Accepted {
@@ -318,15 +332,14 @@ impl ClientControl for NativeClient {
             ClientEvent::Busy { running, max, reason } => ControlEvent::Busy { running, max, reason },
             ClientEvent::Started => ControlEvent::Start,
             ClientEvent::PeerSenderDone(totals) => ControlEvent::PeerSenderDone(totals),
-            ClientEvent::Finished { streams, cpu, target, error } => {
-                let report = ControlEvent::PeerReport { streams, cpu, error };
-                match target {
-                    Some(t) => {
-                        self.report = Some(report);
-                        ControlEvent::PeerTarget(t)
-                    }
-                    None => report,
+            ClientEvent::Finished { streams, cpu, target, evidence, identity, error } => {
+                self.pending.extend(target.map(ControlEvent::PeerTarget));
+                if evidence.is_some() || identity.is_some() {
+                    let (evidence, identity) = (evidence.map(Box::new), identity.map(Box::new));
+                    self.pending.push_back(ControlEvent::PeerEvidence { evidence, identity });
                 }
+                self.pending.push_back(ControlEvent::PeerReport { streams, cpu, error });
+                self.pending.pop_front()?
             }
         })
     }
@@ -343,7 +356,7 @@ impl ClientControl for NativeClient {
         self.session.stop(now, reason);
     }
     fn is_done(&self) -> bool {
-        self.session.is_done() && self.report.is_none()
+        self.session.is_done() && self.pending.is_empty()
     }
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Native
@@ -425,7 +438,7 @@ mod tests {
     }
 
     #[test]
-    fn a_targets_figures_come_before_the_report_and_the_session_ends_after_both() {
+    fn a_targets_figures_and_the_evidence_come_before_the_report_and_the_session_ends_after_them() {
         use netchar_wire::codec::encode_frame;
         use netchar_wire::message::ServerMessage;
         let now = Instant::now();
@@ -446,6 +459,8 @@ mod tests {
                 streams: Vec::new(),
                 cpu: CpuUsage::default(),
                 target: Some(target.clone()),
+                evidence: Some(Evidence { interface: "eth0".into(), ..Evidence::default() }),
+                identity: None,
                 error: None,
             },
         ] {
@@ -456,6 +471,10 @@ mod tests {
         assert!(matches!(c.poll_event(), Some(ControlEvent::Start)));
         assert!(matches!(c.poll_event(), Some(ControlEvent::PeerTarget(t)) if t == target));
         assert!(!c.is_done(), "the report is still to come");
+        assert!(matches!(
+            c.poll_event(),
+            Some(ControlEvent::PeerEvidence { evidence: Some(e), identity: None }) if e.interface == "eth0"
+        ));
         assert!(matches!(c.poll_event(), Some(ControlEvent::PeerReport { error: None, .. })));
         assert!(c.is_done());
         assert!(c.poll_event().is_none());

@@ -22,6 +22,7 @@ pub mod admission;
 pub mod client;
 pub mod control;
 pub mod dataplane;
+mod evidence;
 pub mod load;
 pub mod measure;
 pub mod peers;

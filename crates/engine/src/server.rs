@@ -653,6 +653,8 @@ pub(crate) struct SessionDriver<'a> {
     finished: bool,
     /// `--server-load`: the running background load.
     load: Option<crate::load::BackgroundLoad>,
+    /// This end's counters around the workers, for a session that reports them.
+    evidence: Option<crate::evidence::EvidenceProbe>,
     /// `--idle`: the idle counters and the mark taken at the start.
     idle: Option<(crate::load::IdleMeter, Option<(u64, Instant)>)>,
 }
@@ -752,6 +754,7 @@ impl<'a> SessionDriver<'a> {
             ready_at: None,
             finished: false,
             load: None,
+            evidence: None,
             idle: None,
         };
         let outcome = me.pump(&shared.stop);
@@ -892,6 +895,10 @@ impl<'a> SessionDriver<'a> {
                 if let Some((meter, mark)) = self.idle.as_mut() {
                     *mark = Some(meter.mark());
                 }
+                // Taken when the streams were in, or now (crr, whose clock starts at admission).
+                if let Some(p) = &mut self.evidence {
+                    p.start();
+                }
                 let streams = std::mem::take(&mut self.streams);
                 // The clock started when every stream was in: the client cannot send before
                 // that, so a late `start` here (a busy CPU) never shortens the receiver's time.
@@ -1001,6 +1008,9 @@ impl<'a> SessionDriver<'a> {
                 own => self.own = Some(own),
             }
         }
+        if self.session.reports_evidence() {
+            self.evidence = Some(crate::evidence::EvidenceProbe::open(self.peer.ip()));
+        }
         let admission =
             Admission { cookie: admitted.cookie, running: admitted.running, data_port, data_buffers, route: &tx };
         self.session.admitted(now, &admission);
@@ -1041,6 +1051,10 @@ impl<'a> SessionDriver<'a> {
         let mut cpu = self.meter.take().map(|m| m.finish()).unwrap_or_default();
         cpu.background_load_pct = self.load.take().map(|l| l.finish());
         cpu.idle_pct = self.idle.take().and_then(|(meter, mark)| mark.map(|m| meter.idle_since(m)));
+        if let Some(probe) = self.evidence.take() {
+            let (evidence, identity) = probe.finish(&records, Endpoint::Server);
+            self.session.evidence(evidence, identity);
+        }
         // The slot goes back before the results: a client that starts its next test as soon
         // as it has them (--repeat, suites, echo patterns) must never find this one counted.
         self.release();
@@ -1167,6 +1181,10 @@ impl<'a> SessionDriver<'a> {
             }
         }
         if self.streams.len() == expected {
+            // Before this end's clock starts: the snapshot takes a few tenths of a millisecond.
+            if let Some(p) = &mut self.evidence {
+                p.start();
+            }
             let now = Instant::now();
             self.ready_at = Some(now);
             // No more data streams for this test: late copies of UDP setup datagrams must not

@@ -14,7 +14,7 @@
 
 use crate::admission::{DataConn, Refusal};
 use crate::dataplane::DatagramFormatKind;
-use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
+use netchar_model::{CpuUsage, Evidence, HostIdentity, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use netchar_wire::session::{ServerEvent, ServerSession};
 use netchar_wire::ProtocolError;
 use std::sync::mpsc;
@@ -115,6 +115,14 @@ pub trait ServerControl: Send {
     fn ends_with_workers(&self) -> bool {
         true
     }
+    /// Whether the session sends this end's counters and settings with its figures (netchar's
+    /// own; a peer protocol has nowhere to put them): the driver then takes them around the
+    /// workers and gives them to [`Self::evidence`] before [`Self::finish`].
+    fn reports_evidence(&self) -> bool {
+        false
+    }
+    /// This end's counters over the test and its settings, for the report that follows.
+    fn evidence(&mut self, _evidence: Evidence, _identity: HostIdentity) {}
     /// This end's figures: the session reports them (with the error, if the test failed).
     fn finish(&mut self, now: Instant, records: &[StreamRecord], cpu: CpuUsage, error: Option<String>);
     /// The server stops the test now (it is shutting down, or the test reached its limit);
@@ -193,6 +201,12 @@ impl ServerControl for NativeServer {
     }
     fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
         self.session.local_senders_done(now, totals);
+    }
+    fn reports_evidence(&self) -> bool {
+        true
+    }
+    fn evidence(&mut self, evidence: Evidence, identity: HostIdentity) {
+        self.session.set_evidence(Some(evidence), Some(identity));
     }
     fn finish(&mut self, now: Instant, records: &[StreamRecord], cpu: CpuUsage, error: Option<String>) {
         self.session.finish(now, records.to_vec(), cpu, error);

@@ -5,7 +5,7 @@
 //! object with a `type` tag, e.g. `{"type":"start"}`.
 
 use crate::ProtocolError;
-use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec};
+use netchar_model::{CpuUsage, Evidence, HostIdentity, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Client to server.
@@ -56,6 +56,8 @@ pub struct AuthProof {
 }
 
 /// Server to client.
+// One message at a time on a control connection: boxing the results' evidence buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMessage {
@@ -112,6 +114,15 @@ pub enum ServerMessage {
         /// ([`lenient_target`]): a malformed one is dropped, never the results with it.
         #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient_target")]
         target: Option<TargetFigures>,
+        /// The server's interface, qdisc and stack counters over the test (towards the
+        /// client), as deltas; netchar 0.1 servers before issue 23, peers and targets send
+        /// none. Read leniently ([`lenient_part`]).
+        #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient_part")]
+        evidence: Option<Evidence>,
+        /// The server's settings that shape the test (kernel command line, its interface
+        /// towards the client, CPU frequency governors). Read leniently ([`lenient_part`]).
+        #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient_part")]
+        identity: Option<HostIdentity>,
         /// Set when the server ended the test early (shutdown, a failed stream).
         error: Option<String>,
     },
@@ -157,6 +168,31 @@ fn lenient_target<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TargetFigure
         idle_per_second: o.get("idle_per_second").and_then(serde_json::Value::as_u64),
         counters,
     }))
+}
+
+/// An optional part of a `results` message (`evidence`, `identity`), taken whole or not at
+/// all: a value that is not the part's shape, or that holds a control character in any name
+/// or text (they reach a terminal and a report), is no part. Like `target`, it is the far
+/// end's extra and never costs the client the test's results.
+fn lenient_part<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
+    let Some(value) = Option::<serde_json::Value>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if !printable(&value) {
+        return Ok(None);
+    }
+    Ok(serde_json::from_value(value).ok())
+}
+
+/// True when no string or key in `v` holds a control character.
+fn printable(v: &serde_json::Value) -> bool {
+    let clean = |s: &str| !s.chars().any(char::is_control);
+    match v {
+        serde_json::Value::String(s) => clean(s),
+        serde_json::Value::Array(a) => a.iter().all(printable),
+        serde_json::Value::Object(o) => o.iter().all(|(k, v)| clean(k) && printable(v)),
+        _ => true,
+    }
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<T, ProtocolError> {
@@ -283,11 +319,25 @@ mod tests {
         let t = target_of(&board).expect("a target");
         assert_eq!((t.idle_count, t.idle_per_second), (Some(812_345), Some(4_080_145)));
         assert_eq!(t.counters.get("link_recv"), Some(&2812));
-        let m = ServerMessage::Results { streams: Vec::new(), cpu: CpuUsage::default(), target: Some(t), error: None };
+        let m = ServerMessage::Results {
+            streams: Vec::new(),
+            cpu: CpuUsage::default(),
+            target: Some(t),
+            evidence: None,
+            identity: None,
+            error: None,
+        };
         assert_eq!(ServerMessage::decode(&m.encode()).unwrap(), m);
         // netchar's server and the hosted responder send none, and none is written.
         assert_eq!(target_of(&results_with("")), None);
-        let m = ServerMessage::Results { streams: Vec::new(), cpu: CpuUsage::default(), target: None, error: None };
+        let m = ServerMessage::Results {
+            streams: Vec::new(),
+            cpu: CpuUsage::default(),
+            target: None,
+            evidence: None,
+            identity: None,
+            error: None,
+        };
         assert!(!String::from_utf8(m.encode()).unwrap().contains("target"));
     }
 
@@ -308,6 +358,52 @@ mod tests {
         let many: Vec<String> = (0..100).map(|i| format!("\"c{i}\":{i}")).collect();
         let t = target_of(&results_with(&format!(r#","target":{{"counters":{{{}}}}}"#, many.join(",")))).unwrap();
         assert_eq!(t.counters.len(), COUNTERS_MAX);
+    }
+
+    fn evidence_of(payload: &[u8]) -> (Option<Evidence>, Option<HostIdentity>) {
+        match ServerMessage::decode(payload) {
+            Ok(ServerMessage::Results { evidence, identity, cpu, .. }) => {
+                assert_eq!(cpu.user_seconds, 0.75, "the results around the evidence are read");
+                (evidence, identity)
+            }
+            other => panic!("not results: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_servers_evidence_and_identity_round_trip_and_a_malformed_one_is_dropped_not_the_results() {
+        let mut evidence = Evidence { interface: "eth0".into(), seconds: 2.5, ..Evidence::default() };
+        evidence.socket_drops = Some(7);
+        evidence.unavailable.insert("driver".into(), "Operation not supported".into());
+        let identity = HostIdentity { kernel_cmdline: Some("quiet".into()), ..HostIdentity::default() };
+        let m = ServerMessage::Results {
+            streams: Vec::new(),
+            cpu: CpuUsage::default(),
+            target: None,
+            evidence: Some(evidence.clone()),
+            identity: Some(identity.clone()),
+            error: None,
+        };
+        assert_eq!(ServerMessage::decode(&m.encode()).unwrap(), m);
+        // An older server sends neither.
+        assert_eq!(evidence_of(&results_with("")), (None, None));
+        let good_identity = r#","identity":{"kernel_cmdline":"quiet"}"#;
+        for garbage in [
+            r#","evidence":5"#,
+            r#","evidence":null"#,
+            r#","evidence":{"seconds":1}"#,
+            r#","evidence":{"interface":"eth0","seconds":1,"snapshot_us":[1,2],"socket_drops":-1}"#,
+            r#","evidence":{"interface":"eth\u001b[2J","seconds":1,"snapshot_us":[1,2]}"#,
+            r#","evidence":{"interface":"eth0","seconds":1,"snapshot_us":[1,2],"snmp":{"Udp\u0007":1}}"#,
+        ] {
+            let (e, i) = evidence_of(&results_with(&format!("{garbage}{good_identity}")));
+            assert_eq!(e, None, "{garbage}");
+            assert_eq!(i, Some(identity.clone()), "the identity beside it is kept: {garbage}");
+        }
+        let (e, i) = evidence_of(&results_with(
+            r#","evidence":{"interface":"eth0","seconds":2.5,"snapshot_us":[0,0],"socket_drops":7,"unavailable":{"driver":"Operation not supported"}},"identity":{"cpu_governors":{"x":-1}}"#,
+        ));
+        assert_eq!((e, i), (Some(evidence), None));
     }
 
     #[test]

@@ -394,6 +394,8 @@ pub fn server_bytes(pick: &ServerPick) -> Vec<u8> {
             streams: Vec::new(),
             cpu: CpuUsage::default(),
             target: None,
+            evidence: None,
+            identity: None,
             error: error.then(|| "fuzz".into()),
         },
         ServerPick::Keepalive => ServerMessage::Keepalive,

@@ -6,11 +6,13 @@ use crate::codec::{encode_frame, FrameDecoder, MAX_SERVER_FRAME};
 use crate::hello::{identify_peer, not_netchar, Hello, Role, HELLO_LEN, MAGIC};
 use crate::message::{cookie_from_hex, AuthProof, ClientMessage, ServerMessage};
 use crate::{ProtocolError, PROTOCOL_VERSION};
-use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec};
+use netchar_model::{CpuUsage, Evidence, HostIdentity, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec};
 use std::collections::VecDeque;
 use std::time::Instant;
 
 /// What the driver must do next.
+// Few events a test, the largest (the results) once: boxing its parts buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
     /// The server admitted the test: open the data connections with this cookie.
@@ -49,6 +51,10 @@ pub enum ClientEvent {
         cpu: CpuUsage,
         /// A target's own figures over the test, when it sent them.
         target: Option<TargetFigures>,
+        /// The server's counters over the test, when it sent them.
+        evidence: Option<Evidence>,
+        /// The server's settings that shape the test, when it sent them.
+        identity: Option<HostIdentity>,
         /// Set when the server ended early.
         error: Option<String>,
     },
@@ -250,8 +256,11 @@ impl ClientSession {
             (State::Running, ServerMessage::SenderDone { totals }) => {
                 self.events.push_back(ClientEvent::PeerSenderDone(totals));
             }
-            (State::AwaitReady | State::Running, ServerMessage::Results { streams, cpu, target, error }) => {
-                self.events.push_back(ClientEvent::Finished { streams, cpu, target, error });
+            (
+                State::AwaitReady | State::Running,
+                ServerMessage::Results { streams, cpu, target, evidence, identity, error },
+            ) => {
+                self.events.push_back(ClientEvent::Finished { streams, cpu, target, evidence, identity, error });
                 self.state = State::Done;
             }
             (state, msg) => {

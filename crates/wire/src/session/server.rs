@@ -9,7 +9,7 @@ use crate::codec::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use crate::hello::{Hello, Role};
 use crate::message::{cookie_to_hex, AuthProof, ClientMessage, ServerMessage};
 use crate::{ProtocolError, PROTOCOL_VERSION};
-use netchar_model::{CpuUsage, HostInfo, StreamRecord, StreamTotal, TestSpec};
+use netchar_model::{CpuUsage, Evidence, HostIdentity, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -76,6 +76,8 @@ pub struct ServerSession {
     keys: Option<Arc<KeyTable>>,
     /// The server's proof for `accepted`, once the client authenticated.
     server_proof: Option<[u8; 32]>,
+    /// This end's counters and settings, for `results` ([`Self::set_evidence`]).
+    evidence: (Option<Evidence>, Option<HostIdentity>),
 }
 
 impl ServerSession {
@@ -106,6 +108,7 @@ impl ServerSession {
             nonce,
             keys,
             server_proof: None,
+            evidence: (None, None),
         };
         let problem = if hello.version != PROTOCOL_VERSION {
             Some(ProtocolError::Version { peer: hello.version, ours: PROTOCOL_VERSION })
@@ -273,10 +276,17 @@ impl ServerSession {
         }
     }
 
+    /// The server's counters and settings over the test, sent with its figures by
+    /// [`Self::finish`].
+    pub fn set_evidence(&mut self, evidence: Option<Evidence>, identity: Option<HostIdentity>) {
+        self.evidence = (evidence, identity);
+    }
+
     /// Sends the server's figures and ends the session.
     pub fn finish(&mut self, now: Instant, streams: Vec<StreamRecord>, cpu: CpuUsage, error: Option<String>) {
         if self.state != State::Done {
-            self.send(now, &ServerMessage::Results { streams, cpu, target: None, error });
+            let (evidence, identity) = std::mem::take(&mut self.evidence);
+            self.send(now, &ServerMessage::Results { streams, cpu, target: None, evidence, identity, error });
             self.state = State::Done;
         }
     }
