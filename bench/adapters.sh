@@ -34,7 +34,8 @@ SERVER_CPU=${SERVER_CPU:-1}
 need_posint DUR ROUNDS PORT_BASE
 need_uint PIN CLIENT_CPU SERVER_CPU
 have python3 || { echo "adapters.sh: python3 is needed for the JSON" >&2; exit 2; }
-have iperf3 || { echo "adapters.sh: iperf3 not found (sudo apt-get install iperf3): nothing to compare"; exit 0; }
+find_peers                        # IPERF3= (the newest build), else Debian's iperf3
+[ -n "$IPERF3" ] || { echo "adapters.sh: iperf3 not found (sudo apt-get install iperf3, or set IPERF3=PATH): nothing to compare"; exit 0; }
 
 bench_init
 build_netchar
@@ -51,7 +52,7 @@ if [ "$PIN" = 1 ]; then
   PLACEMENT="clients on CPU $CLIENT_CPU, servers on CPU $SERVER_CPU"
 fi
 
-"${SERVER[@]}" iperf3 -s -B $H -p $P_IPERF3 >/dev/null 2>&1 & PIDS+=($!)
+"${SERVER[@]}" "$IPERF3" -s -B $H -p $P_IPERF3 >/dev/null 2>&1 & PIDS+=($!)
 "${SERVER[@]}" "$NC" server -B $H -p $P_NATIVE --iperf3 --iperf3-port $P_NC_IPERF3 2>/dev/null & PIDS+=($!)
 sleep 1
 
@@ -70,7 +71,7 @@ run() {
   echo "$case $tool $v" >> "$RES"
 }
 
-HEADER="bench/adapters.sh DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN ($PLACEMENT); $(netchar_version); $(iperf3 --version | head -1)"
+HEADER="bench/adapters.sh DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN ($PLACEMENT); $(netchar_version); ${PEER_VER[iperf3]}"
 echo "$HEADER"
 # A case's two runs: the peer tool's, then netchar's; in even rounds netchar's first, so neither
 # always runs second (on the previous run's leftovers: TIME_WAIT sockets, warm caches).
@@ -85,10 +86,10 @@ pair() { # ROUND CASE PEER-RUN... -- NETCHAR-RUN...
 }
 for r in $(seq "$ROUNDS"); do
   for P in 1 4; do
-    pair "$r" "client-P$P" iperf3 -c $H -p $P_IPERF3 -t "$DUR" -P $P -J \
+    pair "$r" "client-P$P" "$IPERF3" -c $H -p $P_IPERF3 -t "$DUR" -P $P -J \
       -- "$NC" tcp $H -p $P_IPERF3 --proto iperf3 -t "$DUR" -P $P --json -i 0
-    pair "$r" "server-P$P" iperf3 -c $H -p $P_IPERF3 -t "$DUR" -P $P -J \
-      -- iperf3 -c $H -p $P_NC_IPERF3 -t "$DUR" -P $P -J
+    pair "$r" "server-P$P" "$IPERF3" -c $H -p $P_IPERF3 -t "$DUR" -P $P -J \
+      -- "$IPERF3" -c $H -p $P_NC_IPERF3 -t "$DUR" -P $P -J
   done
   echo "round $r of $ROUNDS done"
 done

@@ -59,24 +59,105 @@ bench_init() {
 }
 
 # ------------------------------------------------------------------ tools
-# find_iperfs: append iperf3 and iperf2 to TOOLS when installed, else say how to get them.
-# Sets I2_VER (iperf2's version text).  Debian's `iperf` package is iperf 2.x; make sure
-# `iperf` is not something else.  (`iperf --version` exits 1, so its text is captured rather
-# than piped under pipefail.)
-find_iperfs() {
-  if have iperf3; then TOOLS+=(iperf3)
-  else echo "iperf3 not found: skipping it (install with: sudo apt-get install iperf3)"; fi
-  I2_VER=$(have iperf && iperf --version 2>&1 || true)
-  if [[ $I2_VER == *"iperf version 2"* ]]; then TOOLS+=(iperf2)
-  else echo "iperf (2.x) not found: skipping it (install with: sudo apt-get install iperf)"; fi
+# find_peers: where each peer tool is, the newest the user points at first, Debian's package
+# otherwise.  Nothing here downloads or builds a peer: a newer release is built by hand outside
+# the repository and named by path (bench/README.md, "Which peer versions run"):
+#   IPERF3=PATH                    an iperf3 binary (e.g. a build of esnet/iperf's trunk)
+#   IPERF2=PATH                    an iperf 2.x binary
+#   NETPERF=PATH NETSERVER=PATH    netperf's two programs (or NETPERF_BIN=DIR holding both)
+#   SOCKPERF=PATH                  a sockperf binary
+# Without them, the program on PATH (Debian's packages iperf3, iperf, sockperf; Debian 12 has
+# no netperf package, so netperf runs only when named).  Sets IPERF3, IPERF2, NETPERF, NETSERVER
+# and SOCKPERF to the command to run ("" when absent) and PEER_VER[TOOL] to what a report
+# prints: "iperf3 3.21+ (IPERF3)", "iperf 2.1.8 (Debian 2.1.8+dfsg-1)", never a path.
+declare -A PEER_VER
+peer_origin() { # ENVNAME CMD: where CMD came from, for the report
+  local pkg
+  if [ -n "${!1:-}" ]; then echo "$1"; return; fi
+  pkg=$(dpkg -S "$(readlink -f "$2")" 2>/dev/null | head -1 | cut -d: -f1)
+  if [ -n "$pkg" ]; then echo "Debian $(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null)"
+  else echo "PATH"; fi
+}
+find_peers() {
+  local v
+  IPERF3=${IPERF3:-} IPERF2=${IPERF2:-} NETPERF=${NETPERF:-} NETSERVER=${NETSERVER:-} SOCKPERF=${SOCKPERF:-}
+  local e3=$IPERF3 e2=$IPERF2 enp=$NETPERF esp=$SOCKPERF
+  if [ -z "$NETPERF" ] && [ -n "${NETPERF_BIN:-}" ]; then
+    NETPERF=$NETPERF_BIN/netperf; NETSERVER=$NETPERF_BIN/netserver; enp=$NETPERF
+  fi
+  [ -n "$IPERF3" ] || IPERF3=$(command -v iperf3 || true)
+  [ -n "$IPERF2" ] || IPERF2=$(command -v iperf || true)
+  [ -n "$NETPERF" ] || NETPERF=$(command -v netperf || true)
+  [ -n "$NETSERVER" ] || NETSERVER=$(command -v netserver || true)
+  [ -n "$SOCKPERF" ] || SOCKPERF=$(command -v sockperf || true)
+  if [ -n "$IPERF3" ] && [ -x "$IPERF3" ]; then
+    v=$("$IPERF3" --version 2>&1 | awk 'NR==1 {print $2}')
+    PEER_VER[iperf3]="iperf3 $v ($(IPERF3=$e3 peer_origin IPERF3 "$IPERF3"))"
+  else
+    [ -n "$e3" ] && echo "IPERF3=$e3 is not an executable: iperf3 skipped"
+    IPERF3=""
+  fi
+  if [ -n "$IPERF2" ] && [ -x "$IPERF2" ] && [[ $("$IPERF2" --version 2>&1 || true) == *"iperf version 2"* ]]; then
+    v=$("$IPERF2" --version 2>&1 | awk '{print $3; exit}')
+    PEER_VER[iperf2]="iperf $v ($(IPERF2=$e2 peer_origin IPERF2 "$IPERF2"))"
+  else
+    IPERF2=""
+  fi
+  if [ -n "$NETPERF" ] && [ -x "$NETPERF" ] && [ -n "$NETSERVER" ] && [ -x "$NETSERVER" ]; then
+    v=$("$NETPERF" -V 2>&1 | awk '/[Vv]ersion/ {print $NF; exit}')
+    PEER_VER[netperf]="netperf $v ($(NETPERF=$enp peer_origin NETPERF "$NETPERF"))"
+  else
+    [ -n "$enp" ] && echo "NETPERF=$enp (with NETSERVER) is not a netperf and netserver pair: netperf skipped"
+    NETPERF="" NETSERVER=""
+  fi
+  if [ -n "$SOCKPERF" ] && [ -x "$SOCKPERF" ]; then
+    v=$("$SOCKPERF" --version 2>&1 | sed 's/\x1b\[[0-9;]*m//g' | awk '/version/ {print $3; exit}')
+    PEER_VER[sockperf]="sockperf $v ($(SOCKPERF=$esp peer_origin SOCKPERF "$SOCKPERF"))"
+  else
+    SOCKPERF=""
+  fi
 }
 
-# iperf_version iperf3|iperf2: "iperf3 X" / "iperf X" for the report header.
-iperf_version() {
-  case $1 in
-    iperf3) echo "iperf3 $(iperf3 --version 2>&1 | awk 'NR==1 {print $2}')" ;;
-    iperf2) echo "iperf $(awk '{print $3}' <<< "$I2_VER")" ;;
-  esac
+# find_iperfs: append iperf3 and iperf2 to TOOLS when found (find_peers: IPERF3=, IPERF2=, else
+# Debian's packages), else say how to get them.  Sets I2_VER (iperf2's version text).
+find_iperfs() {
+  find_peers
+  if [ -n "$IPERF3" ]; then TOOLS+=(iperf3)
+  else echo "iperf3 not found: skipping it (install with: sudo apt-get install iperf3, or set IPERF3=PATH)"; fi
+  I2_VER=$([ -n "$IPERF2" ] && "$IPERF2" --version 2>&1 || true)
+  if [ -n "$IPERF2" ]; then TOOLS+=(iperf2)
+  else echo "iperf (2.x) not found: skipping it (install with: sudo apt-get install iperf, or set IPERF2=PATH)"; fi
+}
+
+# iperf_version iperf3|iperf2: "iperf3 X (ORIGIN)" / "iperf X (ORIGIN)" for the report header.
+iperf_version() { echo "${PEER_VER[$1]}"; }
+
+# load_average: the first three fields of /proc/loadavg ("0.42 0.61 0.70").
+load_average() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# wait_quiet: before a measurement on a shared machine, wait until the 1-minute load average has
+# stayed below QUIET_LOAD (default 1.0) for QUIET_FOR seconds in a row (default 120), polling
+# every 5 s, for at most QUIET_MAX seconds (default 1800; 0: do not wait).  Sets QUIET to
+# "quiet" or to "busy machine" (it gave up), and QUIET_LOADAVG to the load average when the
+# measurement starts, both for the report's header.
+wait_quiet() {
+  local since="" start now l
+  start=$(date +%s)
+  QUIET="busy machine"
+  while :; do
+    now=$(date +%s); l=$(cut -d' ' -f1 /proc/loadavg)
+    if awk -v l="$l" -v q="${QUIET_LOAD:-1.0}" 'BEGIN {exit !(l < q)}'; then
+      [ -n "$since" ] || since=$now
+      if [ $((now - since)) -ge "${QUIET_FOR:-120}" ]; then QUIET=quiet; break; fi
+    else
+      since=""
+    fi
+    [ $((now - start)) -ge "${QUIET_MAX:-1800}" ] && break
+    [ -t 2 ] && printf '\r  waiting for a quiet machine (load %s, %ss so far) ...   ' "$l" $((now - start)) >&2
+    sleep 5
+  done
+  [ -t 2 ] && printf '\r%70s\r' '' >&2
+  QUIET_LOADAVG=$(load_average)
 }
 
 # build_netchar: build first so the benchmark measures the current tree, then copy the binary

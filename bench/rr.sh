@@ -12,7 +12,7 @@
 #   netchar -l 14      14-byte messages, like-for-like with sockperf (its minimum is 14 bytes)
 #   netchar --busy-poll  (cross core only) spinning non-blocking receives on both ends
 #   sockperf           pp --full-rtt, 14-byte messages (sockperf cannot go below 14)
-#   netperf            TCP_RR / UDP_RR -r 1,1, only when NETPERF_BIN points at a netperf build
+#   netperf            TCP_RR / UDP_RR -r 1,1, only when NETPERF/NETSERVER (or NETPERF_BIN) name a build
 # Within a round the tools run back to back (starting tool rotated each round) so they see the
 # same machine state; every figure is the median over rounds of that column.
 #
@@ -20,7 +20,8 @@
 #   DUR=3            seconds per run
 #   ROUNDS=3         rounds (median over these)
 #   PORT_BASE=15320  ports PORT_BASE..PORT_BASE+7 on 127.0.0.1 (TCP, and UDP for the UDP servers)
-#   NETPERF_BIN=     directory holding netperf and netserver (not packaged by Debian); unset = skip
+#   NETPERF= NETSERVER=  netperf's programs (not packaged by Debian 12; NETPERF_BIN=DIR also works);
+#                    SOCKPERF=PATH another sockperf (lib.sh: find_peers); unset = PATH
 #   SERVER_CPU_CROSS=1  the cross-core placement's server CPU (client and same-core server: CLIENT_CPU)
 #   CLIENT_CPU=0
 #   BENCH_SAVE=0     1 = also write the report to bench/results/<date>-rr-<machine>.txt
@@ -63,16 +64,11 @@ have python3 || { echo "rr.sh: python3 is required (JSON/summary parsing and the
 have taskset || { echo "rr.sh: taskset (util-linux) is required: every run is pinned" >&2; exit 2; }
 have ss || echo "note: ss (iproute2) not found; waiting a fixed 1 s for peer servers to listen"
 PEERS=()
-if have sockperf; then PEERS+=(sockperf)
-else echo "sockperf not found: skipping it (install with: sudo apt-get install sockperf)"; fi
-NETPERF="" NETSERVER=""
-if [ -n "${NETPERF_BIN:-}" ] && [ -x "$NETPERF_BIN/netperf" ] && [ -x "$NETPERF_BIN/netserver" ]; then
-  NETPERF=$NETPERF_BIN/netperf; NETSERVER=$NETPERF_BIN/netserver; PEERS+=(netperf)
-elif [ -n "${NETPERF_BIN:-}" ]; then
-  echo "netperf: not available (no executable netperf and netserver in NETPERF_BIN=$NETPERF_BIN)"
-else
-  echo "netperf: not available (set NETPERF_BIN)"
-fi
+find_peers                        # SOCKPERF, NETPERF, NETSERVER (lib.sh: the environment, else PATH)
+if [ -n "$SOCKPERF" ]; then PEERS+=(sockperf)
+else echo "sockperf not found: skipping it (install with: sudo apt-get install sockperf, or set SOCKPERF=PATH)"; fi
+if [ -n "$NETPERF" ]; then PEERS+=(netperf)
+else echo "netperf: not available (set NETPERF=PATH NETSERVER=PATH, or NETPERF_BIN=DIR)"; fi
 [ ${#PEERS[@]} -gt 0 ] || echo "rr.sh: no peer tool found: netchar alone (no ratios)"
 
 # ------------------------------------------------------------------ build netchar
@@ -90,7 +86,7 @@ declare -A SPORT=(
   [sp.tcp.same]=$((PORT_BASE + 4))  [sp.tcp.cross]=$((PORT_BASE + 5))
   [np.same]=$((PORT_BASE + 6))      [np.cross]=$((PORT_BASE + 7)))
 SERVERS=(nc.same nc.cross)
-have sockperf && SERVERS+=(sp.udp.same sp.udp.cross sp.tcp.same sp.tcp.cross)
+[ -n "$SOCKPERF" ] && SERVERS+=(sp.udp.same sp.udp.cross sp.tcp.same sp.tcp.cross)
 [ -n "$NETPERF" ] && SERVERS+=(np.same np.cross)
 
 if have ss; then
@@ -109,8 +105,8 @@ server_cmd() { # NAME -> sets CMD and READY (see start_server in lib.sh)
   READY=(tcp "$p")
   case $n in
     nc.*)     CMD=("$NC" server -B "$H" -p "$p"); READY=(log) ;;
-    sp.udp.*) CMD=(sockperf sr -i "$H" -p "$p"); READY=(udp "$p") ;;
-    sp.tcp.*) CMD=(sockperf sr --tcp -i "$H" -p "$p") ;;
+    sp.udp.*) CMD=("$SOCKPERF" sr -i "$H" -p "$p"); READY=(udp "$p") ;;
+    sp.tcp.*) CMD=("$SOCKPERF" sr --tcp -i "$H" -p "$p") ;;
     # -D: stay in the foreground (so `timeout` and the trap own it); it forks a child per test,
     # which inherits this pinning (and -T re-pins it to the same CPU).
     np.*)     CMD=("$NETSERVER" -D -L "$H" -p "$p") ;;
@@ -149,7 +145,7 @@ run_one() {
       [ "$v" = nc14 ] && args+=(-l 14)
       [ "$v" = ncbp ] && args+=(--busy-poll) ;;
     sockperf)
-      args=(taskset -c "$C" sockperf pp -i "$H" -p "${SPORT[$srv]}" -t "$DUR" -m 14 --full-rtt)
+      args=(taskset -c "$C" "$SOCKPERF" pp -i "$H" -p "${SPORT[$srv]}" -t "$DUR" -m 14 --full-rtt)
       [ "$proto" = tcp ] && args+=(--tcp) ;;
     netperf)
       local test=TCP_RR; [ "$proto" = udp ] && test=UDP_RR
@@ -197,8 +193,8 @@ variants() { # PLACEMENT -> VARS
 for n in "${SERVERS[@]}"; do start_server "$n" || { FAILED=1; exit 1; }; done
 
 VERS=$(netchar_version)
-have sockperf && VERS="$VERS, sockperf $(sockperf --version 2>&1 | sed 's/\x1b\[[0-9;]*m//g' | awk '/version/ {print $3; exit}')"
-[ -n "$NETPERF" ] && VERS="$VERS, netperf $("$NETPERF" -V 2>&1 | awk '/[Vv]ersion/ {print $NF; exit}')"
+[ -n "$SOCKPERF" ] && VERS="$VERS, ${PEER_VER[sockperf]}"
+[ -n "$NETPERF" ] && VERS="$VERS, ${PEER_VER[netperf]}"
 nruns=0; for pl in "${PLACEMENTS[@]}"; do variants "$pl"; nruns=$((nruns + 2 * ${#VARS[@]})); done
 echo "rr.sh: $nruns runs x $ROUNDS rounds of ${DUR}s on $H, client CPU $C, server CPU $C (same) / $SERVER_CPU_CROSS (cross) (~$(( nruns * ROUNDS * (DUR + 1) ))s); logs in $WORK"
 

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # bench/syscalls.sh — load-independent cost counts: system calls per request/response
-# transaction (netchar rr vs sockperf ping-pong, TCP and UDP, one CPU) and per GB of a single
+# transaction (netchar rr vs sockperf ping-pong and, at full speed under perf stat, netperf
+# TCP_RR/UDP_RR too; TCP and UDP, one CPU) and per GB of a single
 # TCP stream (netchar vs iperf3), counted with `strace -c -f` on both ends.  The absolute rates
 # under strace mean nothing; calls per transaction and per GB do not depend on machine load.
 #
 #   bash bench/syscalls.sh                 # the netchar in target/release (built if missing)
 #   NC=/path/to/netchar bash bench/syscalls.sh
 #   DUR=2 PORT_BASE=15340 bash bench/syscalls.sh
-# Needs strace, taskset, python3; sockperf and iperf3 are optional (skipped with a message).
+#   NETPERF=PATH NETSERVER=PATH bash bench/syscalls.sh   # with netperf's columns (lib.sh: find_peers)
+# Needs strace, taskset, python3; sockperf, netperf and iperf3 are optional (skipped with a message).
 set -u -o pipefail
+BENCH=syscalls
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" || exit 2
+find_peers                  # NETPERF/NETSERVER from the environment (Debian 12 has no netperf)
 DUR=${DUR:-2}
 PORT_BASE=${PORT_BASE:-15340}
 H=127.0.0.1
@@ -94,7 +99,7 @@ perf_table() {
   command -v perf >/dev/null || { echo "perf not installed: no per-transaction table"; return; }
   perf stat -e raw_syscalls:sys_enter,timer:timer_start true >/dev/null 2>&1 ||
     { echo "perf cannot count tracepoints here (needs root or perf_event_paranoid <= -1): no per-transaction table"; return; }
-  local ev=raw_syscalls:sys_enter,context-switches,timer:timer_start libc
+  local ev=task-clock,raw_syscalls:sys_enter,context-switches,timer:timer_start libc
   libc=$(ldd "$NC" | awk '/libc\.so/ {print $3; exit}')
   # (perf list into a variable: under pipefail, grep -q closing the pipe early fails it)
   local have
@@ -125,12 +130,22 @@ perf_table() {
       kill -INT $pp; wait $pp 2>/dev/null; kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
       sed -n 's/.*\[Total Run\].*SentMessages=\([0-9]*\).*/\1/p' "$WORK/pc-sp-$proto.log" | tail -1 > "$WORK/pc-sp-$proto.n"
     fi
+    if [ -n "$NETPERF" ]; then
+      # -f: netserver runs the test itself instead of a forked child, so perf stat -p sees it.
+      setsid taskset -c 0 "$NETSERVER" -D -f -L $H -p $((P + 20)) > "$WORK/pc-np-srv-$proto.log" 2>&1 &
+      spid=$!; sleep 1.5
+      perf stat -x, -e "$ev" -p "$spid" -o "$WORK/pc-np-srv-$proto.csv" & pp=$!
+      local nt=TCP_RR; [ $proto = udp ] && nt=UDP_RR
+      perf stat -x, -e "$ev" -o "$WORK/pc-np-cli-$proto.csv" taskset -c 0 "$NETPERF" -H $H -p $((P + 20)) -t $nt -l "$DUR" -P 0 -T 0,0 -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME > "$WORK/pc-np-$proto.log" 2>&1
+      kill -INT $pp; wait $pp 2>/dev/null; kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+      awk -F, '$1 ~ /^[0-9.]+$/ {printf "%d\n", $1 * $2}' "$WORK/pc-np-$proto.log" | tail -1 > "$WORK/pc-np-$proto.n"
+    fi
     P=$((P + 2))
   done
   python3 - "$WORK" <<'PY'
 import os, sys
 work = sys.argv[1]
-names = [("raw_syscalls:sys_enter", "system calls"), ("context-switches", "context switches"),
+names = [("task-clock", "CPU µs (task-clock)"), ("raw_syscalls:sys_enter", "system calls"), ("context-switches", "context switches"),
          ("timer:timer_start", "kernel timers armed"), ("probe_libc:clock_gettime", "clock reads (libc)")]
 def counts(path):
     d = {}
@@ -138,7 +153,8 @@ def counts(path):
         for line in open(path):
             f = line.strip().split(",")
             if len(f) >= 3 and f[0] and f[0][0].isdigit():
-                d[f[2]] = float(f[0])
+                # task-clock is in ms: per transaction it is printed in µs
+                d[f[2]] = float(f[0]) * (1000.0 if f[2] == "task-clock" else 1.0)
     except OSError:
         pass
     return d
@@ -149,19 +165,20 @@ def txns(tool, proto):
         return 0.0
 for proto in ("tcp", "udp"):
     cols = []
-    for tool in ("nc", "sp"):
+    for tool in ("nc", "sp", "np"):
         n = txns(tool, proto)
         for end in ("cli", "srv"):
             cols.append((n, counts(os.path.join(work, "pc-%s-%s-%s.csv" % (tool, end, proto)))))
-    print("%s rr, per transaction (%d netchar, %d sockperf)  netchar client  server | sockperf client  server"
-          % (proto.upper(), cols[0][0], cols[2][0]))
+    print("%s rr, per transaction (%d netchar, %d sockperf, %d netperf)" % (proto.upper(), cols[0][0], cols[2][0], cols[4][0]))
+    print("  %-24s %15s %7s | %15s %7s | %15s %7s" % ("", "netchar client", "server", "sockperf client", "server", "netperf client", "server"))
     for key, label in names:
         if not any(key in c for _, c in cols):
             continue
-        cells = ["%6.3f" % (c[key] / n) if n and key in c else "     -" for n, c in cols]
-        print("  %-24s %26s %8s | %15s %7s" % (label, cells[0], cells[1], cells[2], cells[3]))
+        cells = ["%7.3f" % (c[key] / n) if n and key in c else "      -" for n, c in cols]
+        print("  %-24s %15s %7s | %15s %7s | %15s %7s" % (label, *cells))
 PY
-  echo "  (sockperf keeps time with inline rdtsc: its clock reads are not libc calls)"
+  echo "  (sockperf keeps time with inline rdtsc: its clock reads are not libc calls; netperf built"
+  echo "   without --enable-histogram reads no clock per transaction)"
 }
 echo "## request/response at full speed, per transaction (perf stat), client and server on CPU 0"
 perf_table

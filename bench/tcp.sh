@@ -76,10 +76,10 @@ SERVER_TO=$(( ROUNDS * 26 * (DUR + 6 + IDLE_WAIT) + 600 ))
 server_cmd() { # TOOL -> sets CMD and READY (see start_server)
   case $1 in
     netchar) CMD=("$NC" server -B "$H" -p "$P_NC"); READY=(log) ;;
-    iperf3)  CMD=(iperf3 -s -B "$H" -p "$P_I3"); READY=(tcp "$P_I3") ;;
+    iperf3)  CMD=("$IPERF3" -s -B "$H" -p "$P_I3"); READY=(tcp "$P_I3") ;;
     # -y C makes the server print one CSV line per finished stream: that is the receiver's
     # figure for upload tests, and tells us when the server has finished a test.
-    iperf2)  CMD=(iperf -s -B "$H" -p "$P_I2" -y C); READY=(tcp "$P_I2") ;;
+    iperf2)  CMD=("$IPERF2" -s -B "$H" -p "$P_I2" -y C); READY=(tcp "$P_I2") ;;
   esac
 }
 stop_servers_on_exit
@@ -104,9 +104,9 @@ run_one() {
     netchar) args=("$NC" tcp "$H" -p "$P_NC" -t "$DUR" -P "$P" -i 0 --json)
              [ "$rev" = 1 ] && args+=(-R); [ "$zc" = 1 ] && args+=(--zerocopy)
              [ "$zc" = skip ] && args+=(--skip-rx-copy); [ "$zc" = seg ] && args+=(--rx-wake-per-segment) ;;
-    iperf3)  args=(iperf3 -c "$H" -p "$P_I3" -t "$DUR" -P "$P" -J); [ "$rev" = 1 ] && args+=(-R)
+    iperf3)  args=("$IPERF3" -c "$H" -p "$P_I3" -t "$DUR" -P "$P" -J); [ "$rev" = 1 ] && args+=(-R)
              [ "$zc" = skip ] && args+=(--skip-rx-copy) ;;
-    iperf2)  args=(iperf -c "$H" -p "$P_I2" -t "$DUR" -P "$P" -y C); [ "$rev" = 1 ] && args+=(-R)
+    iperf2)  args=("$IPERF2" -c "$H" -p "$P_I2" -t "$DUR" -P "$P" -y C); [ "$rev" = 1 ] && args+=(-R)
              n0=$(wc -l < "$WORK/srv.iperf2.out") ;;
   esac
   echo "${args[*]}" > "$base.cmd"
@@ -155,7 +155,7 @@ declare -A C_REV=([up1]=0 [seg1]=0 [zc1]=0 [skip1]=0 [up2]=0 [up4]=0 [rev1]=1)
 declare -A C_ZC=([up1]=0 [seg1]=seg [zc1]=1 [skip1]=skip [up2]=0 [up4]=0 [rev1]=0)
 # iperf3 has --skip-rx-copy from 3.19 (Debian 12 ships 3.12, which lacks it); iperf2 has none.
 SKIP_PEERS=""
-if have iperf3 && iperf3 --help 2>&1 | grep -q -- --skip-rx-copy; then SKIP_PEERS=iperf3
+if [ -n "$IPERF3" ] && "$IPERF3" --help 2>&1 | grep -q -- --skip-rx-copy; then SKIP_PEERS=iperf3
 else echo "note: this iperf3 has no --skip-rx-copy (3.19+); the --skip-rx-copy row compares with its plain 1-stream run"; fi
 
 for t in "${TOOLS[@]}"; do start_server "$t" || { FAILED=1; exit 1; }; done

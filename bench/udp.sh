@@ -106,8 +106,8 @@ SERVER_TO=$(( ROUNDS * 30 * (DUR + 6 + IDLE_WAIT) + 600 ))
 server_cmd() { # TOOL -> sets CMD and READY (see start_server)
   case $1 in
     netchar) CMD=("$NC" server -B "$H" -p "$P_NC"); READY=(log) ;;
-    iperf3)  CMD=(iperf3 -s -B "$H" -p "$P_I3"); READY=(tcp "$P_I3") ;;
-    iperf2)  CMD=(iperf -s -u -B "$H" -p "$P_I2" -e); READY=(udp "$P_I2") ;;
+    iperf3)  CMD=("$IPERF3" -s -B "$H" -p "$P_I3"); READY=(tcp "$P_I3") ;;
+    iperf2)  CMD=("$IPERF2" -s -u -B "$H" -p "$P_I2" -e); READY=(udp "$P_I2") ;;
     # nuttcp's server has no bind option: it listens on the wildcard address, but the only
     # client that ever connects is ours, to 127.0.0.1.
     nuttcp)  CMD=(nuttcp -4 -S --nofork -P "$P_NT"); READY=(tcp "$P_NT") ;;
@@ -168,9 +168,9 @@ run_one() {
               if [ "$mode" = paced ]; then args+=(-b 1G); else args+=(-b 0); fi
               [ "$v" = netchar-nogso ] && args+=(--no-gso); [ "$v" = netchar-gro ] && args+=(--gro)
               [ "$v" = netchar-q100 ] && args+=(--pacing-quantum 100us) ;;
-    iperf3)   args=(iperf3 -c "$H" -p "$P_I3" -u -t "$DUR" -l "$L" -J)
+    iperf3)   args=("$IPERF3" -c "$H" -p "$P_I3" -u -t "$DUR" -l "$L" -J)
               if [ "$mode" = paced ]; then args+=(-b 1G); else args+=(-b 0); fi ;;
-    iperf2)   args=(iperf -c "$H" -p "$P_I2" -u -t "$DUR" -l "$L" -e)
+    iperf2)   args=("$IPERF2" -c "$H" -p "$P_I2" -u -t "$DUR" -l "$L" -e)
               if [ "$mode" = paced ]; then args+=(-b 1000000000); else args+=(-b 10G); fi ;;
     nuttcp)   args=(nuttcp -4 -P "$P_NT" -p "$P_ND" -T "$DUR" -u -l "$L" -fparse -fxmitstats)
               if [ "$mode" = paced ]; then args+=(-R 1000000); else args+=(-R 0); fi

@@ -1,5 +1,5 @@
 """Parsers for what each tool prints: netchar --json, iperf3 -J, iperf2 -y C and -e text, nuttcp
--fparse, sockperf pp and netperf -o.
+-fparse, sockperf pp, netperf -o and bench/ref/udp_ref.
 
 Every parser takes the tool's output as text and returns a dict of figures plus "notes" (tokens
 without spaces naming anything odd in the output, listed in the report).  Output that carries no
@@ -14,7 +14,7 @@ the output is unusable):
     python3 -m netchar_bench.peers udp VARIANT FILE LEN DUR MODE [SERVERLOG]
         -> "sent_pkts sent_secs rx_pkts rx_secs rx_bps sent_bps loss_pct cpu_self|- note..."
     python3 -m netchar_bench.peers rr TOOL FILE PROTO LEN CCPU SCPU BUSYPOLL DUR
-        -> "tps mean_us p50_us p99_us p999_us|- note..."
+        -> "tps mean_us p50_us p99_us p999_us|- note..."   (PROTO crr: netchar crr, netperf TCP_CRR)
     python3 -m netchar_bench.peers placement FILE    -> netchar's .summary.placement
     python3 -m netchar_bench.peers bps FILE          -> receiver bit/s of iperf3 -J or netchar --json, or nan
     python3 -m netchar_bench.peers csv-bps < CSV     -> bit/s of iperf2 -y C lines, or nan
@@ -135,6 +135,21 @@ def tcp_iperf3(text):
                 retransmits=e.get("sum_sent", {}).get("retransmits"), notes=[])
 
 
+@_guarded("netperf output")
+def tcp_netperf(text):
+    """`netperf -t TCP_STREAM -P 0 ... -- -o THROUGHPUT,THROUGHPUT_UNITS,ELAPSED_TIME`: one line
+    "42345.67,10^6bits/s,3.00" (the receiver's rate: netperf reports netserver's bytes)."""
+    for line in text.splitlines():
+        f = line.strip().split(",")
+        if len(f) >= 3 and f[1].endswith("bits/s"):
+            scale = {"10^6bits/s": 1e6, "10^9bits/s": 1e9, "10^3bits/s": 1e3}.get(f[1])
+            if scale is None:
+                raise ParseError("netperf: unknown unit %r" % f[1])
+            bps, secs = float(f[0]) * scale, float(f[2])
+            return dict(bps=bps, bytes=int(bps * secs / 8), cpu=None, retransmits=None, notes=[])
+    raise ParseError("no netperf -o THROUGHPUT,THROUGHPUT_UNITS,ELAPSED_TIME line")
+
+
 def _iperf2_csv_rows(text):
     # CSV: date,local_ip,local_port,remote_ip,remote_port,id,interval,bytes,bits_per_second
     return [r for r in csv.reader(text.splitlines()) if len(r) >= 9]
@@ -241,6 +256,21 @@ def udp_netchar(text, variant, length, dur):
     cpu = _netchar_cpu(d, notes)
     return _udp(sp, snd["seconds"], rp, rcv["seconds"], rcv["bits_per_second"], snd["bits_per_second"],
                 rcv.get("loss_percent", 0.0), cpu, notes)
+
+
+@_guarded("udp_ref output")
+def udp_ref(text, length):
+    """bench/ref/udp_ref's line "udp_ref len=L segments=S sent=N sent_s=T received=M received_s=U"."""
+    m = re.search(r"udp_ref len=(\d+) segments=(\d+) sent=(\d+) sent_s=([\d.]+) received=(\d+) received_s=([\d.]+)", text)
+    if not m:
+        raise ParseError("no udp_ref line")
+    L, sent, sent_s, rx, rx_s = int(m.group(1)), int(m.group(3)), float(m.group(4)), int(m.group(5)), float(m.group(6))
+    if L != length:
+        raise ParseError("udp_ref ran with len=%d, not %d" % (L, length))
+    if rx_s <= 0 or sent_s <= 0:
+        raise ParseError("udp_ref measured no interval")
+    loss = 100.0 * (sent - rx) / sent if sent else 0.0
+    return _udp(sent, sent_s, rx, rx_s, rx * L * 8 / rx_s, sent * L * 8 / sent_s, loss, None, [])
 
 
 @_guarded("iperf3 JSON")
@@ -379,6 +409,19 @@ def rr_netchar(text, proto, length, ccpu, scpu, busy_poll, dur):
 
 
 @_guarded("netchar JSON")
+def crr_netchar(text):
+    """`netchar crr --json`: connections (transactions) per second and their latency."""
+    notes = []
+    d = _json_object(text)
+    _error_note(d, notes)
+    s = (d.get("summary") or {}).get("rr")
+    if not s or not s.get("latency_us"):
+        raise ParseError("no summary.rr in netchar crr JSON (error=%r)" % d.get("error"))
+    lat = s["latency_us"]
+    return _rr(s["transactions_per_second"], lat["mean"], lat.get("p50"), lat.get("p99"), lat.get("p999"), notes)
+
+
+@_guarded("netchar JSON")
 def netchar_placement(text):
     """netchar's own description of where client and server ran (.summary.placement), or None."""
     return (_json_object(text).get("summary") or {}).get("placement")
@@ -447,8 +490,10 @@ def _tcp_line(tool, path, direction, dur, zc):
         r = tcp_iperf3(text)
     elif tool == "iperf2":
         r = tcp_iperf2(text)
+    elif tool == "netperf":
+        r = tcp_netperf(text)
     else:
-        raise ParseError(f"unknown TCP tool {tool!r} (netchar, iperf3, iperf2)")
+        raise ParseError(f"unknown TCP tool {tool!r} (netchar, iperf3, iperf2, netperf)")
     return "%.4f %d %s %s %s" % (r["bps"] / 1e9, r["bytes"], "-" if r["cpu"] is None else "%.4f" % r["cpu"],
                                  "-" if r["retransmits"] is None else r["retransmits"], " ".join(r["notes"]))
 
@@ -466,6 +511,8 @@ def _udp_line(variant, path, length, dur, mode, server_log=None):
         r = udp_iperf2(text, _read(server_log), L)
     elif variant == "nuttcp":
         r = udp_nuttcp(text, L)
+    elif variant == "udp_ref":
+        r = udp_ref(text, L)
     else:
         raise ParseError(f"unknown UDP variant {variant!r}")
     return "%d %.6f %d %.6f %.1f %.1f %.4f %s %s" % (
@@ -475,7 +522,9 @@ def _udp_line(variant, path, length, dur, mode, server_log=None):
 
 def _rr_line(tool, path, proto, length, ccpu, scpu, busy, dur):
     text = _read(path)
-    if tool == "netchar":
+    if tool == "netchar" and proto == "crr":
+        r = crr_netchar(text)
+    elif tool == "netchar":
         r = rr_netchar(text, proto, int(length), int(ccpu), int(scpu), busy == "1", float(dur))
     elif tool == "sockperf":
         r = rr_sockperf(text)
