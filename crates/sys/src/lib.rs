@@ -14,6 +14,7 @@
 pub mod alloc;
 pub mod counters;
 pub mod cpu;
+pub mod direct;
 pub mod ethtool;
 pub mod fdtable;
 pub mod host;

@@ -12,7 +12,7 @@ use super::{send_deadline, Controls, DatagramFormatKind, StreamShared, POLL};
 use crate::is_retry;
 use netchar_model::{LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
-use netchar_sys::udp;
+use netchar_sys::{direct, udp};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
@@ -212,7 +212,6 @@ pub(super) fn tcp_requester(
     let mut pauses = Pauses::new(&opts);
     let (mut issued, mut partial, mut bytes, mut interval_bytes) = (0u64, 0usize, 0u64, 0u64);
     let mut writer = socket;
-    let mut reader = socket;
     let mut end = started;
     // One clock reading per transaction: the moment a response is read ends its round trip and
     // starts the next request's, which is sent before any bookkeeping. `fresh`: no request was
@@ -249,7 +248,7 @@ pub(super) fn tcp_requester(
         if controls.abort.load(Ordering::Relaxed) {
             break Ok(());
         }
-        match reader.read(&mut buf) {
+        match direct::recv(socket.as_fd(), &mut buf) {
             Ok(0) if controls.abort.load(Ordering::Relaxed) => break Ok(()),
             Ok(0) => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the responder closed the connection")),
             Ok(n) => {
@@ -280,9 +279,11 @@ pub(super) fn tcp_requester(
     outcome
 }
 
+/// Writes all of `data`, by the system call itself (netchar_sys::direct: no cancellation
+/// wrapper around each send).
 fn write_all_retrying(w: &mut &TcpStream, mut data: &[u8], controls: &Controls) -> io::Result<()> {
     while !data.is_empty() {
-        match w.write(data) {
+        match direct::send(w.as_fd(), data) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "the socket accepted no data")),
             Ok(n) => data = &data[n..],
             Err(e) if is_retry(&e) => {
@@ -326,12 +327,12 @@ pub(super) fn tcp_responder(
     let responses = vec![b'r'; resp * batch];
     let mut buf = vec![0u8; (req * batch).clamp(4096, 1 << 20)];
     let (mut partial, mut answered, mut bytes) = (0usize, 0u64, 0u64);
-    let (mut reader, mut writer) = (socket, socket);
+    let mut writer = socket;
     loop {
         if controls.abort.load(Ordering::Relaxed) {
             return Ok(());
         }
-        match reader.read(&mut buf) {
+        match direct::recv(socket.as_fd(), &mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 partial += n;
@@ -418,7 +419,7 @@ pub(super) fn udp_requester(
             // responder run) inside this very call.
             let sent_at = Instant::now();
             now = sent_at;
-            match socket.send(&request) {
+            match direct::send(socket.as_fd(), &request) {
                 Ok(_) => {
                     outstanding.push_back((seq, sent_at));
                     seq += 1;
@@ -441,7 +442,7 @@ pub(super) fn udp_requester(
         let received = if stamps {
             udp::recv_timestamped(socket.as_fd(), &mut buf)
         } else {
-            socket.recv(&mut buf).map(|n| (n, None))
+            direct::recv(socket.as_fd(), &mut buf).map(|n| (n, None))
         };
         match received {
             // A challenge still in flight when the test started (docs/protocol.md): not an answer.
@@ -521,7 +522,7 @@ pub(super) fn udp_responder(
         if controls.abort.load(Ordering::Relaxed) || shared.receive_deadline().is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        match socket.recv(&mut buf) {
+        match direct::recv(socket.as_fd(), &mut buf) {
             Ok(n) if n >= width => {
                 // Setup datagrams only come before the first request; after it, a request that
                 // happens to look like one is still a request.
@@ -529,7 +530,7 @@ pub(super) fn udp_responder(
                     continue;
                 }
                 response[..width].copy_from_slice(&buf[..width]);
-                let _ = socket.send(&response);
+                let _ = direct::send(socket.as_fd(), &response);
                 answered += 1;
                 last_answer = Some(Instant::now());
                 bytes += n as u64;
