@@ -7,7 +7,7 @@
 use crate::rows::human_table;
 use crate::{chart, plots, Saved};
 use netchar_model::units::RateFormat;
-use netchar_model::{HostInfo, TargetFigures, TargetReport, TestResult};
+use netchar_model::{Flow, HostIdentity, HostInfo, TargetFigures, TargetReport, TestResult};
 use std::fmt::Write;
 
 /// The HTML reporter: silent while a test runs, the whole document at the end.
@@ -100,7 +100,57 @@ fn host_rows(h: &HostInfo) -> Vec<(String, String)> {
     for (k, v) in &h.sysctls {
         rows.push((k.clone(), v.clone()));
     }
+    if let Some(id) = &h.identity {
+        identity_rows(id, &mut rows);
+    }
     rows
+}
+
+/// Offload features shown in the hosts table (every one is in the JSON): receive and
+/// segmentation offloads and checksumming, which change what a test measures.
+fn shown_offload(name: &str) -> bool {
+    ["gro", "lro", "segmentation", "checksum"].iter().any(|k| name.contains(k))
+}
+
+/// The rows of a host's identity: what `netchar compare` warns about when two runs differ.
+fn identity_rows(id: &HostIdentity, rows: &mut Vec<(String, String)>) {
+    let unread = |what: &str, unavailable: &std::collections::BTreeMap<String, String>| {
+        unavailable.get(what).map_or_else(|| "none".to_string(), |why| format!("not read: {why}"))
+    };
+    rows.push((
+        "kernel command line".into(),
+        id.kernel_cmdline.clone().unwrap_or_else(|| unread("kernel_cmdline", &id.unavailable)),
+    ));
+    let governors: Vec<String> = id.cpu_governors.iter().map(|(g, n)| format!("{g} on {n} CPUs")).collect();
+    let governors = if governors.is_empty() { unread("cpu_governors", &id.unavailable) } else { governors.join(", ") };
+    rows.push(("CPU frequency governors".into(), governors));
+    for nic in &id.interfaces {
+        let mut driver = nic.driver.clone().unwrap_or_else(|| unread("driver", &nic.unavailable));
+        for (what, v) in [("version", &nic.driver_version), ("firmware", &nic.firmware_version), ("bus", &nic.bus_info)]
+        {
+            if let Some(v) = v {
+                let _ = write!(driver, ", {what} {v}");
+            }
+        }
+        rows.push((format!("{} driver (ethtool)", nic.name), driver));
+        let (on, off): (Vec<_>, Vec<_>) =
+            nic.offloads.iter().filter(|(name, _)| shown_offload(name)).partition(|(_, on)| **on);
+        let names = |v: Vec<(&String, &bool)>| v.into_iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" ");
+        let offloads = if nic.offloads.is_empty() {
+            unread("offloads", &nic.unavailable)
+        } else {
+            format!("on: {}; off: {}", names(on), names(off))
+        };
+        rows.push((format!("{} offloads", nic.name), offloads));
+        let coalesce: Vec<String> =
+            nic.coalesce.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+        let coalesce = match (nic.coalesce.is_empty(), coalesce.is_empty()) {
+            (true, _) => unread("coalesce", &nic.unavailable),
+            (false, true) => "all 0".into(),
+            (false, false) => coalesce.join(", "),
+        };
+        rows.push((format!("{} interrupt coalescing", nic.name), coalesce));
+    }
 }
 
 /// The hosts section: one table per distinct pair of ends, naming the results that ran there.
@@ -210,6 +260,7 @@ pub fn document_with_charts(results: &[Saved], format: RateFormat, charts: &[cra
     }
     latency_table(&mut out, results);
     protocol_notes(&mut out, results);
+    loss_table(&mut out, results);
     target_tables(&mut out, results);
     if !charts.is_empty() {
         out.push_str("<h2>Plots</h2>\n");
@@ -259,6 +310,45 @@ fn protocol_notes(out: &mut String, results: &[Saved]) {
         }
     }
     out.push_str("</dl>\n");
+}
+
+/// Where each UDP flow's lost datagrams went (`summary.<flow>.loss_breakdown`): a row per
+/// result and flow that has a breakdown, a cause whose counter is not known so marked.
+fn loss_table(out: &mut String, results: &[Saved]) {
+    let mut rows = Vec::new();
+    for s in results {
+        for flow in [Flow::Up, Flow::Down] {
+            let Some(b) = s.result.summary.flow(flow).and_then(|f| f.loss_breakdown.as_ref()) else { continue };
+            let mut row = vec![s.label.clone(), flow.name().to_string(), b.lost.to_string()];
+            row.extend(b.causes().iter().map(|(_, v)| v.map_or_else(|| "not known".into(), |n| n.to_string())));
+            row.push(b.unexplained.to_string());
+            let mut note =
+                if b.approximate { format!("approximate: {}", b.notes.join("; ")) } else { b.notes.join("; ") };
+            if note.is_empty() {
+                note = "-".into();
+            }
+            row.push(note);
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Loss breakdown</h2>\n");
+    out.push_str(
+        "<p>Each UDP flow's lost datagrams by the counters of both ends over the test (docs/json.md, \
+         <code>loss_breakdown</code>): a cause counts no more than the loss it can explain; the rest is unexplained, \
+         lost between the ends.</p>\n",
+    );
+    let mut headers: Vec<String> = ["source", "flow", "lost"].iter().map(|s| s.to_string()).collect();
+    headers.extend(
+        netchar_model::LossBreakdown::default().causes().iter().map(|(n, _)| crate::text::cause_label(n).to_string()),
+    );
+    headers.extend(["unexplained".to_string(), "note".to_string()]);
+    let mut numeric = vec![false, false, true];
+    numeric.extend([true; 7]);
+    numeric.push(false);
+    table(out, "loss-breakdown", &headers, &numeric, &rows);
 }
 
 /// The far end's own figures, one table per result that has them (a target's: the C

@@ -1,10 +1,11 @@
 //! The trial table of `netchar udp --find-max-rate` (the RFC 2544-style search for the
 //! highest UDP rate whose loss stays at or under a threshold): the probe's line when the
 //! search measured its own ceiling, a row per trial with its verdict as it ends, and the
-//! rate found. [`verdict`] is the one rule both the search and the table apply.
+//! rate found, with where the trials' lost datagrams went when they carry loss breakdowns.
+//! [`verdict`] is the one rule both the search and the table apply.
 
 use netchar_model::units::format_si;
-use netchar_model::{EndCondition, FlowSummary, TestInfo, TestResult, TestSpec, UdpRate};
+use netchar_model::{EndCondition, FlowSummary, LossBreakdown, TestInfo, TestResult, TestSpec, UdpRate};
 use std::fmt::Write;
 
 /// A trial's receive rate must reach this share of the offered rate to pass: a deep queue
@@ -149,7 +150,18 @@ impl MaxRateTableReporter {
             1 => "1 trial".to_string(),
             n => format!("{n} trials"),
         };
-        match best {
+        let breakdowns: Vec<&LossBreakdown> = trials.iter().filter_map(|r| flow(r)?.loss_breakdown.as_ref()).collect();
+        let mut lost = String::new();
+        if let Some(sum) = LossBreakdown::sum(breakdowns).filter(|b| b.lost > 0 || b.counted_beyond_lost > 0) {
+            let mut lines = crate::text::loss_breakdown_lines(&sum).into_iter();
+            if let Some(first) = lines.next() {
+                let _ = writeln!(lost, "over the {n}, {first}");
+            }
+            for line in lines {
+                let _ = writeln!(lost, "  {line}");
+            }
+        }
+        let found = match best {
             Some(b) => format!(
                 "highest rate with loss <= {}%: {} offered, {} received ({n})\n",
                 self.loss_percent,
@@ -157,7 +169,8 @@ impl MaxRateTableReporter {
                 format_si(received_bps(b), "bit/s"),
             ),
             None => format!("no rate tried met loss <= {}% ({n})\n", self.loss_percent),
-        }
+        };
+        found + &lost
     }
 }
 

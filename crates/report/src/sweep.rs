@@ -1,9 +1,10 @@
 //! The rate sweep table of `netchar suite bwsweep`, as `bwtest.sh` printed it: per direction a
 //! header, a row per offered rate (achieved rate, loss, jitter) with the knee (the first rate
-//! that loses datagrams) marked, and "no loss up to" where no rate lost any.
+//! that loses datagrams) marked, and "no loss up to" where no rate lost any; then, where the
+//! steps carry loss breakdowns, where the lost datagrams of all the direction's steps went.
 
 use netchar_model::units::format_si;
-use netchar_model::{Direction, FlowSummary, TestInfo, TestResult, UdpRate};
+use netchar_model::{Direction, FlowSummary, LossBreakdown, TestInfo, TestResult, UdpRate};
 use std::fmt::Write;
 
 /// The sweep table: a row as each trial ends.
@@ -14,20 +15,35 @@ pub struct SweepTableReporter {
     /// The direction of the rows so far: a new one starts a new table.
     direction: Option<Direction>,
     knee_found: bool,
+    /// The loss breakdowns of the direction's steps so far.
+    breakdowns: Vec<LossBreakdown>,
 }
 
 impl SweepTableReporter {
     /// A table for a sweep up to `to_bps` bit/s.
     pub fn new(to_bps: u64) -> Self {
-        Self { to_bps, direction: None, knee_found: false }
+        Self { to_bps, direction: None, knee_found: false, breakdowns: Vec::new() }
     }
 
-    /// The end of the previous direction's table.
-    fn close(&self) -> String {
-        match self.direction {
+    /// The end of the previous direction's table: "no loss up to" where no step lost any,
+    /// and the sum of the steps' loss breakdowns where any step lost datagrams.
+    fn close(&mut self) -> String {
+        let mut out = match self.direction {
             Some(_) if !self.knee_found => format!("no loss up to {}\n", format_si(self.to_bps as f64, "bit/s")),
             _ => String::new(),
+        };
+        let steps = self.breakdowns.len();
+        if let Some(sum) = LossBreakdown::sum(&self.breakdowns).filter(|b| b.lost > 0 || b.counted_beyond_lost > 0) {
+            let mut lines = crate::text::loss_breakdown_lines(&sum).into_iter();
+            if let Some(first) = lines.next() {
+                let _ = writeln!(out, "over the {steps} steps, {first}");
+            }
+            for line in lines {
+                let _ = writeln!(out, "  {line}");
+            }
         }
+        self.breakdowns.clear();
+        out
     }
 
     /// The header when `direction` starts, after the previous table's end.
@@ -46,6 +62,7 @@ impl SweepTableReporter {
 
     fn row(&mut self, r: &TestResult) -> String {
         let flow: Option<&FlowSummary> = r.summary.up.as_ref().or(r.summary.down.as_ref());
+        self.breakdowns.extend(flow.and_then(|f| f.loss_breakdown.clone()));
         let received = flow.map_or(0.0, |f| f.receiver.bits_per_second);
         let udp = flow.and_then(|f| f.receiver.udp_received.as_ref());
         // No receiver figures: nothing arrived, all was lost.

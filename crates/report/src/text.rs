@@ -2,8 +2,8 @@
 
 use netchar_model::units::{format_bytes, format_si, RateFormat};
 use netchar_model::{
-    Caveat, CaveatWhen, CpuUsage, EndCondition, FarEnd, Flow, FlowSummary, IntervalRecord, Role, RrFigures,
-    TargetReport, TestInfo, TestKind, TestResult, TestSpec, UdpOptions, UdpRate,
+    Caveat, CaveatWhen, CpuUsage, EndCondition, FarEnd, Flow, FlowSummary, IntervalRecord, LossBreakdown, Role,
+    RrFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec, UdpOptions, UdpRate,
 };
 use std::fmt::Write;
 
@@ -587,6 +587,11 @@ fn udp_summary(f: &FlowSummary, short: Option<&Caveat>, out: &mut String) {
             if r.coalesced { "; GRO: coalesced deliveries" } else { "" }
         );
     }
+    if let Some(b) = f.loss_breakdown.as_ref().filter(|b| b.lost > 0 || b.counted_beyond_lost > 0) {
+        for line in loss_breakdown_lines(b) {
+            let _ = writeln!(out, "     {line}");
+        }
+    }
     match f.packets_accounted {
         Some(true) => {
             let _ = writeln!(out, "     every datagram accounted for: sent = received + lost on every stream");
@@ -717,6 +722,44 @@ fn target_lines(t: &TargetReport, out: &mut String) {
     let trouble: Vec<String> = t.figures.trouble().map(|(n, v)| format!("{n} {v}")).collect();
     if !trouble.is_empty() {
         let _ = writeln!(out, "target drops: {}", trouble.join(", "));
+    }
+}
+
+/// A loss breakdown in words: where the lost datagrams went, by cause (those not known
+/// named as such), and, when it is approximate, why.
+pub fn loss_breakdown_lines(b: &LossBreakdown) -> Vec<String> {
+    let mut known = Vec::new();
+    let mut unknown = Vec::new();
+    for (name, share) in b.causes() {
+        match share {
+            Some(n) => known.push(format!("{} {n}", cause_label(name))),
+            // A target's own counters exist only for a target: not known elsewhere is no news.
+            None if name == "target" => {}
+            None => unknown.push(cause_label(name)),
+        }
+    }
+    known.push(format!("unexplained {} (between the ends, or where no counter sees)", b.unexplained));
+    let mut first = format!("where the {} lost went: {}", b.lost, known.join(", "));
+    if !unknown.is_empty() {
+        let _ = write!(first, "; not known: {}", unknown.join(", "));
+    }
+    let mut lines = vec![first];
+    if b.approximate {
+        lines.push(format!("approximate: {}", b.notes.join("; ")));
+    }
+    lines
+}
+
+/// The words for a cause of [`LossBreakdown`].
+pub fn cause_label(name: &str) -> &'static str {
+    match name {
+        "sender_qdisc" => "sender's qdisc",
+        "sender_interface" => "sender's interface",
+        "receiver_interface" => "receiver's interface",
+        "receiver_stack" => "receiver's stack",
+        "receiver_socket" => "receiver's socket",
+        "target" => "target's own drops",
+        _ => "another cause",
     }
 }
 
@@ -953,5 +996,37 @@ mod tests {
         for quiet in [sender_lines(42_459, Some(1)), sender_lines(42_459, Some(0)), sender_lines(42_459, None)] {
             assert!(!quiet.contains("behind"), "{quiet}");
         }
+    }
+
+    #[test]
+    fn the_loss_breakdown_is_said_under_the_receiver_with_what_is_not_known() {
+        let mut f = FlowSummary::default();
+        f.receiver.udp_received = Some(netchar_model::UdpReceived { packets: 600, lost: 400, ..Default::default() });
+        let mut b = LossBreakdown::split(
+            400,
+            [("sender_qdisc", Some(397)), ("sender_interface", Some(0)), ("receiver_socket", None)],
+        );
+        f.loss_breakdown = Some(b.clone());
+        let mut out = String::new();
+        udp_summary(&f, None, &mut out);
+        assert!(
+            out.contains(
+                "     where the 400 lost went: sender's qdisc 397, sender's interface 0, unexplained 3 (between the \
+                 ends, or where no counter sees); not known: receiver's interface, receiver's stack, receiver's socket\n"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("approximate"), "{out}");
+        b.approximate = true;
+        b.notes = vec!["the sender used UDP GSO".into()];
+        f.loss_breakdown = Some(b);
+        let mut out = String::new();
+        udp_summary(&f, None, &mut out);
+        assert!(out.contains("     approximate: the sender used UDP GSO\n"), "{out}");
+        // Nothing lost: nothing to say.
+        f.loss_breakdown = Some(LossBreakdown::split(0, [("sender_qdisc", Some(0))]));
+        let mut out = String::new();
+        udp_summary(&f, None, &mut out);
+        assert!(!out.contains("lost went"), "{out}");
     }
 }
