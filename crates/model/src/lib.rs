@@ -16,6 +16,7 @@
 
 pub mod evidence;
 pub mod loss;
+pub mod payload;
 pub mod result;
 pub mod spec;
 pub mod target;
@@ -23,6 +24,7 @@ pub mod units;
 
 pub use evidence::*;
 pub use loss::LossBreakdown;
+pub use payload::{Integrity, PayloadKind, PayloadSpec, RrIntegrity};
 pub use result::*;
 pub use spec::*;
 pub use target::{TargetFigures, TargetReport, TargetUnit};

@@ -306,6 +306,14 @@ pub struct TestSpec {
     /// Both ends measure their idle headroom with idle-priority counters (`--idle`).
     #[serde(default)]
     pub measure_idle: bool,
+    /// What the senders write (`--payload`); absent: netchar's constant pattern (rr: its
+    /// constant request and response bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<crate::PayloadSpec>,
+    /// Receivers compare every byte with the sender's generator and report what differed
+    /// (`--verify`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verify: bool,
 }
 
 /// A spec that cannot run, with the flag to blame.
@@ -378,6 +386,9 @@ pub enum SpecError {
     /// `-C` not a plausible algorithm name.
     #[error("-C {0:?}: a congestion control name is 1 to 15 letters, digits, '_' or '-'")]
     Congestion(String),
+    /// `--payload` or `--verify` with an option that cannot keep to it.
+    #[error("{0}")]
+    Payload(String),
 }
 
 /// The most streams per flow a test may ask for.
@@ -410,6 +421,8 @@ impl TestSpec {
             server_cpu: None,
             server_load: None,
             measure_idle: false,
+            payload: None,
+            verify: false,
         }
     }
 
@@ -566,6 +579,7 @@ impl TestSpec {
                 return Err(SpecError::Window(w));
             }
         }
+        self.validate_payload()?;
         if let Some(c) = &self.tcp.congestion {
             let ok = !c.is_empty()
                 && c.len() <= 15
@@ -573,6 +587,28 @@ impl TestSpec {
             if !ok {
                 return Err(SpecError::Congestion(c.clone()));
             }
+        }
+        Ok(())
+    }
+
+    /// `--payload` and `--verify` against the options that would break them.
+    fn validate_payload(&self) -> Result<(), SpecError> {
+        let kind = self.payload.map(|p| p.kind).unwrap_or_default();
+        let refuse = |what: &str| Err(SpecError::Payload(what.into()));
+        if self.verify && self.tcp.skip_rx_copy {
+            return refuse("--verify reads every byte: not with --skip-rx-copy, which discards them unread");
+        }
+        if self.tcp.zerocopy && (self.verify || !kind.is_constant()) {
+            return refuse(
+                "--zerocopy sends one constant buffer from its start, not the stream's generator: \
+                 not with --verify or --payload random/stackthru",
+            );
+        }
+        let crr = self.rr.as_ref().is_some_and(|r| r.connect_per_transaction);
+        if crr && (self.verify || self.payload.is_some()) {
+            return refuse(
+                "crr: --payload and --verify apply to rr (one connection), not to a connection per transaction",
+            );
         }
         Ok(())
     }
@@ -661,6 +697,34 @@ mod tests {
         assert_eq!(s.udp_pps_per_stream(), Some(1000.0));
         s.block_bytes = 10;
         assert!(s.validate().unwrap_err().to_string().starts_with("-l 10"));
+    }
+
+    #[test]
+    fn payloads_and_verify_refuse_the_options_that_would_break_them() {
+        use crate::{PayloadKind, PayloadSpec};
+        let mut s = TestSpec::tcp_default();
+        assert!(!serde_json::to_string(&s).unwrap().contains("payload"), "absent unless asked");
+        s.verify = true;
+        s.payload = Some(PayloadSpec { kind: PayloadKind::Random, seed: 3 });
+        assert_eq!(s.validate(), Ok(()));
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            (&v["payload"], &v["verify"]),
+            (&serde_json::json!({"kind": "random", "seed": 3}), &serde_json::json!(true))
+        );
+        assert_eq!(serde_json::from_value::<TestSpec>(v).unwrap(), s);
+        s.tcp.skip_rx_copy = true;
+        assert!(matches!(s.validate(), Err(SpecError::Payload(_))), "--verify reads what --skip-rx-copy discards");
+        s.tcp.skip_rx_copy = false;
+        s.tcp.zerocopy = true;
+        assert!(matches!(s.validate(), Err(SpecError::Payload(_))), "zero-copy sends one buffer from its start");
+        s.verify = false;
+        s.payload = Some(PayloadSpec { kind: PayloadKind::Zeros, seed: 0 });
+        assert_eq!(s.validate(), Ok(()), "a constant payload without --verify is any buffer");
+        let mut crr = TestSpec::rr_default();
+        crr.rr.as_mut().unwrap().connect_per_transaction = true;
+        crr.verify = true;
+        assert!(matches!(crr.validate(), Err(SpecError::Payload(_))));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`netio`]: netio's CONTROL message, block framing, client and server state machines;
 //! - [`netperf`]: netperf's control messages and OMNI tests, client and server state machines;
 //! - [`nc_test`]: eCos nc_test_master / nc_test_slave, both roles;
+//! - [`payload`]: the bytes senders write (`--payload`) and the receivers' check of them (`--verify`);
 //! - [`services`]: echo, discard and chargen (RFC 862/863/864): the chargen pattern and checks;
 //! - [`session`]: the client and server state machines. Time comes in as `now`; bytes come in
 //!   through `handle_input` and go out through `poll_output`; what the driver must do comes out
@@ -36,6 +37,7 @@ pub mod message;
 pub mod nc_test;
 pub mod netio;
 pub mod netperf;
+pub mod payload;
 pub mod services;
 pub mod session;
 
