@@ -579,6 +579,10 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
         } else if (index == 1 && want_u(m, v) != 1) {
             refuse(m, "--server-load-threads above 1 is not supported by netchar-responder (one load thread)");
         }
+    } else if ((strcmp(path, "payload.kind") == 0 && !str_is(v, "pattern")) ||
+               (strcmp(path, "verify") == 0 && present(v))) {
+        /* Its senders write its own 0123456789 and its receivers do not compare. */
+        refuse(m, "--verify and --payload (other than pattern) are not supported by netchar-responder");
     } else if (strcmp(path, "measure_idle") == 0) {
         if (present(v) && !NC_HAVE_IDLE_COUNTER)
             refuse(m, "--idle is not supported by this netchar-responder build (no idle-counter hook)");

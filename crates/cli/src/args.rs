@@ -249,6 +249,31 @@ pub(crate) struct CommonArgs {
     /// (default 7777).
     #[arg(long = "nc-test-data-port", value_name = "PORT")]
     pub(crate) nc_test_data_port: Option<u16>,
+    /// What the senders write and whether the receivers check it.
+    #[command(flatten)]
+    pub(crate) payload: PayloadArgs,
+}
+
+/// `--payload` and `--verify`.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct PayloadArgs {
+    /// What the senders write: zeros, pattern (netchar's 0123456789, the default),
+    /// random[:SEED], or stackthru[:SEED] (random bytes 32-255 between stackthru's
+    /// `##### BEGIN #####` and `##### END #####`, a block every -l bytes or every datagram);
+    /// without a SEED one is drawn, and the result records it.
+    #[arg(long, value_name = "KIND[:SEED]")]
+    pub(crate) payload: Option<String>,
+    /// Receivers compare every byte with the sender's generator and report corrupted bytes
+    /// (UDP: and datagrams) and the first bad offset; rr and echo compare what came back.
+    #[arg(long)]
+    pub(crate) verify: bool,
+}
+
+impl PayloadArgs {
+    /// Whether either was given.
+    pub(crate) fn given(&self) -> bool {
+        self.payload.is_some() || self.verify
+    }
 }
 
 /// `netchar tcp`.

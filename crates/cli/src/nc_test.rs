@@ -56,6 +56,9 @@ fn not_applicable(c: &CommonArgs) -> Result<()> {
     if c.time.is_some() || c.bidir || c.parallel != "1" || c.psk_file.is_some() || c.server_load.is_some() || c.idle {
         bail!("--proto nc-test: nc_test runs a count of buffers, one stream, one way or echoed, without authentication (-t, --bidir, -P, --psk-file, --server-load and --idle do not apply; the suite runs the slave's load and idle sections)");
     }
+    if c.payload.given() {
+        bail!("--proto nc-test: the slave writes and reads its own buffers (--payload and --verify are netchar's own generator; use --proto echo or a netchar server)");
+    }
     if !c.expect.is_empty() || c.baseline.is_some() || c.save.is_some() || c.repeat != "1" || c.warmup != "0" {
         bail!("--proto nc-test: --expect, --baseline, --save, --repeat and --warmup are not supported with nc_test yet; use --json and judge the result file");
     }

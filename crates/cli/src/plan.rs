@@ -263,6 +263,11 @@ impl TcpPlan {
         if a.common.reverse || a.common.bidir {
             return usage("-R/--bidir: a request/response test always goes both ways".into());
         }
+        if command == Command::Crr && a.common.payload.given() {
+            return usage(
+                "crr: --payload and --verify apply to rr (one connection), not to a connection per transaction".into(),
+            );
+        }
         if a.wakeup_stamps && !a.udp {
             return usage("--wakeup-stamps: UDP only (add --udp); TCP answers carry no kernel receive stamp".into());
         }
@@ -376,6 +381,8 @@ impl TcpPlan {
         spec.server_cpu = server_cpu;
         spec.server_load = a.server_load.map(|p| (p, a.server_load_threads));
         spec.measure_idle = a.idle;
+        spec.payload = payload(&a.payload)?;
+        spec.verify = a.payload.verify;
         // UDP payload defaults depend on the family; validate with a stand-in until then.
         let mut check = spec.clone();
         if check.kind == TestKind::Udp && check.block_bytes == 0 {
@@ -459,6 +466,27 @@ impl TcpPlan {
             under_load: None,
             explicit_rate: false,
         })
+    }
+}
+
+/// `--payload KIND[:SEED]`; `--verify` alone checks netchar's pattern (named in the spec, so
+/// rr tests, whose bytes are constant without one, make it too).
+fn payload(a: &crate::args::PayloadArgs) -> Result<Option<netchar_model::PayloadSpec>, UsageError> {
+    let draw = || {
+        let mut seed = [0u8; 8];
+        // Without the kernel's random numbers the clock's nanoseconds still differ per run.
+        if getrandom::getrandom(&mut seed).is_err() {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            seed = (now.as_nanos() as u64).to_le_bytes();
+        }
+        u64::from_le_bytes(seed)
+    };
+    match &a.payload {
+        Some(p) => {
+            netchar_model::PayloadSpec::parse(p, draw).map(Some).map_err(|e| UsageError(format!("--payload {p}: {e}")))
+        }
+        None if a.verify => Ok(Some(netchar_model::PayloadSpec::default())),
+        None => Ok(None),
     }
 }
 

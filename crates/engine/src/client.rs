@@ -86,6 +86,7 @@ pub fn session(
     if cfg.dial_back.is_some() && !def.dial_back {
         return Err(format!("-d/-r: iperf2's dial-back test, not {}'s", def.name));
     }
+    crate::protocols::payload_options(def, spec)?;
     make(&SessionArgs { now, spec, cfg })
 }
 
@@ -781,7 +782,8 @@ impl<'a> Driver<'a> {
         self.started_at = now_rfc3339();
         // The server starts its clock when it sends `ready`, before this; the client's clock
         // starts now, before it sends `start`: each end's clock starts before the other can send.
-        let plane = DataPlane::start(cfg, streams, Some(self.live_tx.clone()), Instant::now())
+        let options = self.session.stream_options();
+        let plane = DataPlane::start_with(cfg, streams, Some(self.live_tx.clone()), Instant::now(), options)
             .map_err(|e| ClientError::Stream(format!("cannot start the data workers: {e}")))?;
         self.plane = Some(plane);
         self.plane_started = true;

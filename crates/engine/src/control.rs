@@ -217,6 +217,11 @@ pub trait ClientControl: Send {
     fn interleaves_senders(&self) -> bool {
         false
     }
+    /// What this end's data streams need beyond netchar's own defaults: for a peer that returns
+    /// what it gets (the echo service), that receivers compare it with what was sent.
+    fn stream_options(&self) -> crate::dataplane::StreamOptions {
+        crate::dataplane::StreamOptions::default()
+    }
     /// Whether the driver connects a control connection for this session first.
     fn connection(&self) -> ControlConnection {
         ControlConnection::Tcp

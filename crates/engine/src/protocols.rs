@@ -113,6 +113,31 @@ pub struct ProtocolDef {
     pub measurement: fn(&TestSpec) -> (FarEnd, Vec<Caveat>),
 }
 
+/// `--payload` and `--verify` against `def`'s far end: netchar's generator is netchar's own,
+/// so a peer's server neither writes it nor checks it. A peer that returns what it is sent (the
+/// echo service) returns the generator's bytes, and `--verify` compares them with what was
+/// sent. Elsewhere `--payload pattern` (what netchar's senders write anyway) is the only one.
+pub fn payload_options(def: &ProtocolDef, spec: &TestSpec) -> Result<(), String> {
+    if def.name == netchar_model::NATIVE_PROTOCOL || (def.measurement)(spec).0 == FarEnd::Echoes {
+        return Ok(());
+    }
+    let name = def.name;
+    if let Some(p) = spec.payload.filter(|p| p.kind != netchar_model::PayloadKind::Pattern) {
+        return Err(format!(
+            "--proto {name}: --payload {} is netchar's own generator, which the {name} server neither sends nor \
+             checks (leave --payload out)",
+            p.kind.name()
+        ));
+    }
+    if spec.verify {
+        return Err(format!(
+            "--proto {name}: --verify compares with netchar's generator, which the {name} server does not send; \
+             of the peers only an echo server (--proto echo) returns it to compare"
+        ));
+    }
+    Ok(())
+}
+
 impl std::fmt::Debug for ProtocolDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)

@@ -304,6 +304,10 @@ pub struct StreamRecord {
     /// more TCP streams and as many as it may use CPUs, `--rx-wake-per-segment`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub receive_low_water: Option<u64>,
+    /// `--verify` receivers (and rr requesters, of the answers): what they found when they
+    /// compared every byte read with the sender's generator.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub verify: Option<crate::Integrity>,
     /// Interval samples in time order.
     pub intervals: Vec<StreamInterval>,
 }
@@ -331,6 +335,7 @@ impl StreamRecord {
             zerocopy: None,
             receive_method: None,
             receive_low_water: None,
+            verify: None,
             intervals: Vec::new(),
         }
     }
@@ -655,6 +660,10 @@ pub struct FlowSummary {
     /// UDP: where the lost datagrams went, by the counters of both ends (crate::loss).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub loss_breakdown: Option<crate::LossBreakdown>,
+    /// `--verify`: the receivers' comparison of every byte with the sender's generator, summed
+    /// over the flow's streams.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub verify: Option<crate::Integrity>,
 }
 
 /// Per-flow summaries. A flow the test did not run is absent.
@@ -681,6 +690,10 @@ pub struct Summary {
     /// Where the requesting and responding workers ran, as `client CPU x, server CPU y`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub placement: Option<String>,
+    /// rr tests with `--verify`: the requests as the responders found them and the responses
+    /// as the requesters did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rr_verify: Option<crate::RrIntegrity>,
 }
 
 impl Summary {
@@ -821,6 +834,7 @@ impl TestResult {
                 bytes_match: sender.total_bytes == receiver.total_bytes,
                 packets_accounted: udp_accounted(&streams, flow),
                 loss_breakdown: None,
+                verify: verify_of(&streams, |s| s.flow == flow && s.role == Role::Receiver),
                 sender,
                 receiver,
             };
@@ -828,6 +842,12 @@ impl TestResult {
                 Flow::Up => summary.up = Some(fs),
                 Flow::Down => summary.down = Some(fs),
             }
+        }
+        if header.test.spec.kind == crate::TestKind::Rr {
+            let requests = verify_of(&streams, |s| s.role == Role::Receiver);
+            let responses = verify_of(&streams, |s| s.role == Role::Sender);
+            summary.rr_verify =
+                (requests.is_some() || responses.is_some()).then_some(crate::RrIntegrity { requests, responses });
         }
         let intervals = merge_intervals(&streams);
         Self {
@@ -846,6 +866,11 @@ impl TestResult {
             error,
         }
     }
+}
+
+/// The sum of the `--verify` records of the streams `of` picks (None when none has one).
+fn verify_of(streams: &[StreamRecord], of: impl Fn(&StreamRecord) -> bool) -> Option<crate::Integrity> {
+    crate::Integrity::sum(streams.iter().filter(|s| of(s)).filter_map(|s| s.verify.as_ref().map(|v| (s.id, v))))
 }
 
 fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> SideTotals {
@@ -1054,6 +1079,7 @@ mod tests {
             zerocopy: None,
             receive_method: None,
             receive_low_water: None,
+            verify: None,
             intervals: vec![StreamInterval {
                 start: 0.0,
                 end: 1.0,
@@ -1135,6 +1161,48 @@ mod tests {
         let json = serde_json::to_string(&r.streams[1]).unwrap();
         assert!(json.contains("\"started_seconds\":2.1"), "{json}");
         assert!(!serde_json::to_string(&r.streams[0]).unwrap().contains("started_seconds"));
+    }
+
+    #[test]
+    fn verify_summaries_sum_the_receivers_records() {
+        let bad = |bytes, offset, at| crate::Integrity {
+            checked_bytes: 1000,
+            corrupted_bytes: bytes,
+            first_bad_offset: offset,
+            first_bad_seconds: at,
+            ..crate::Integrity::default()
+        };
+        let mut spec = TestSpec::tcp_default();
+        spec.streams = 2;
+        spec.verify = true;
+        let mut streams = vec![record(1, Role::Sender, 1000, 1.0, 0), record(2, Role::Sender, 1000, 1.0, 0)];
+        for (id, v) in [(1, bad(0, None, None)), (2, bad(3, Some(512), Some(0.5)))] {
+            let mut rx = record(id, Role::Receiver, 1000, 1.0, 0);
+            rx.verify = Some(v);
+            streams.push(rx);
+        }
+        let r = TestResult::assemble(header(spec), streams, CpuReport::default(), None);
+        let v = r.summary.up.as_ref().unwrap().verify.clone().unwrap();
+        assert_eq!(
+            (v.checked_bytes, v.corrupted_bytes, v.first_bad_stream, v.first_bad_offset),
+            (2000, 3, Some(2), Some(512))
+        );
+        assert_eq!(r.summary.rr_verify, None);
+        // Without --verify there is nothing to sum, and nothing in the JSON.
+        let plain = TestResult::assemble(
+            header(TestSpec::tcp_default()),
+            vec![record(1, Role::Receiver, 10, 1.0, 0)],
+            CpuReport::default(),
+            None,
+        );
+        assert!(!serde_json::to_string(&plain).unwrap().contains("verify"));
+        // rr: the responders' records are the requests, the requesters' the answers.
+        let mut rr = vec![record(1, Role::Sender, 10, 1.0, 0), record(1, Role::Receiver, 10, 1.0, 0)];
+        rr[0].verify = Some(bad(1, Some(7), Some(0.1)));
+        rr[1].verify = Some(bad(0, None, None));
+        let r = TestResult::assemble(header(TestSpec::rr_default()), rr, CpuReport::default(), None);
+        let v = r.summary.rr_verify.unwrap();
+        assert_eq!((v.requests.unwrap().corrupted_bytes, v.responses.unwrap().corrupted_bytes), (0, 1));
     }
 
     #[test]

@@ -141,6 +141,12 @@ fn describe_options(s: &TestSpec, line: &mut String) {
     if s.omit_seconds > 0.0 {
         let _ = write!(line, ", warm-up {} s omitted", s.omit_seconds);
     }
+    if let Some(p) = s.payload {
+        let _ = write!(line, ", payload {}", p.describe());
+    }
+    if s.verify {
+        line.push_str(", every byte verified");
+    }
     if let Some(r) = o.rate_bps_per_stream {
         let _ = write!(line, ", capped at {r} bit/s per stream");
     }
@@ -395,6 +401,7 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
         }
         let _ = writeln!(out, "--zerocopy (stream {}): {how}", s.id);
     }
+    verify_lines(r, &mut out);
     if let (Some(idle), Some(loaded)) = (&r.summary.rr_idle, &r.summary.rr_loaded) {
         under_load_summary(idle, loaded, r, format, &mut out);
     } else if let Some(rr) = &r.summary.rr {
@@ -416,6 +423,52 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
         let _ = writeln!(out, "error: {e}");
     }
     out
+}
+
+/// `--verify`: per flow (rr: requests and responses), what the receivers found when they
+/// compared every byte with the sender's generator.
+fn verify_lines(r: &TestResult, out: &mut String) {
+    let rr = r.summary.rr_verify.as_ref();
+    let parts = [
+        ("up", r.summary.up.as_ref().and_then(|f| f.verify.as_ref())),
+        ("down", r.summary.down.as_ref().and_then(|f| f.verify.as_ref())),
+        ("requests", rr.and_then(|v| v.requests.as_ref())),
+        ("responses", rr.and_then(|v| v.responses.as_ref())),
+    ];
+    for (what, v) in parts.iter().filter_map(|(w, v)| v.map(|v| (w, v))) {
+        let _ = writeln!(out, "verify {what:<9} {}", integrity_line(v));
+    }
+}
+
+/// One `--verify` record in words.
+fn integrity_line(v: &netchar_model::Integrity) -> String {
+    let datagrams = v.checked_datagrams.map(|n| format!(" in {n} datagrams")).unwrap_or_default();
+    if v.intact() {
+        return format!("intact: {} bytes{datagrams} compared, none differed", v.checked_bytes);
+    }
+    let mut line = match v.corrupted_datagrams {
+        Some(d) => format!(
+            "CORRUPTED: {} bytes in {d} datagrams differed ({} bytes{datagrams} compared)",
+            v.corrupted_bytes, v.checked_bytes
+        ),
+        None => format!("CORRUPTED: {} of {} bytes compared differed", v.corrupted_bytes, v.checked_bytes),
+    };
+    let mut first = Vec::new();
+    if let Some(s) = v.first_bad_stream {
+        first.push(format!("stream {s}"));
+    }
+    match (v.first_bad_datagram, v.first_bad_offset) {
+        (Some(d), Some(o)) => first.push(format!("datagram {d}, byte {o}")),
+        (None, Some(o)) => first.push(format!("offset {o}")),
+        _ => {}
+    }
+    if let Some(t) = v.first_bad_seconds {
+        first.push(format!("at {t:.3} s"));
+    }
+    if !first.is_empty() {
+        let _ = write!(line, "; first: {}", first.join(", "));
+    }
+    line
 }
 
 /// Every caveat of a result that applies to its figures, each prefixed with its flow: what
@@ -874,6 +927,7 @@ pub fn echo_line(r: &TestResult) -> String {
         let _ = write!(line, " [{p}]");
     }
     line.push('\n');
+    verify_lines(r, &mut line);
     line
 }
 

@@ -88,6 +88,9 @@ pub struct UdpWorker<'a> {
     pub(super) socket: &'a UdpSocket,
     /// [`PeerDatagrams::variant`] of the format the worker runs (0 for the others).
     pub(super) variant: u32,
+    /// What the sender writes behind each header and the receiver compares (`--payload`,
+    /// `--verify`).
+    pub(super) payload: udp::UdpPayload,
 }
 
 impl UdpWorker<'_> {
@@ -119,10 +122,10 @@ impl UdpWorker<'_> {
 
     /// Runs the worker's loop (sending or receiving) over `format`, to the stream's end.
     pub fn run<F: DatagramFormat>(self, format: &F) -> io::Result<()> {
-        let Self { shared, controls, spec, started, socket, .. } = self;
+        let Self { shared, controls, spec, started, socket, payload, .. } = self;
         match shared.role {
-            Role::Sender => udp::send(format, shared, controls, spec, started, socket),
-            Role::Receiver => udp::receive(format, shared, controls, spec, started, socket),
+            Role::Sender => udp::send(format, shared, controls, spec, started, socket, &payload),
+            Role::Receiver => udp::receive(format, shared, controls, spec, started, socket, &payload),
         }
     }
 

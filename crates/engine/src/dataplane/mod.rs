@@ -11,6 +11,7 @@
 //! (exact byte totals, unlike iperf3's cut-off, esnet/iperf#382) or when the test is aborted.
 
 mod formats;
+mod integrity;
 mod rr;
 mod send_group;
 mod udp;
@@ -40,12 +41,6 @@ const POLL: Duration = Duration::from_millis(100);
 /// A final interval shorter than this share of the interval is merged into the one before,
 /// so a 10 s test ends with ten intervals and no 0.3 ms stub, and interval sums stay exact.
 const TAIL_MERGE_SHARE: f64 = 0.1;
-
-/// The payload every sender writes: a recognisable constant, never changed, so zero-copy
-/// sends need no care.
-fn payload(len: usize) -> Vec<u8> {
-    (0..len).map(|i| b"0123456789"[i % 10]).collect()
-}
 
 /// When senders stop on their own: `-t` after `started`; None for a byte count (`-n`).
 fn send_deadline(spec: &TestSpec, started: Instant) -> Option<Instant> {
@@ -105,6 +100,10 @@ pub struct StreamOptions {
     /// TCP receivers read no faster than the test's rate (`spec.tcp.rate_bps_per_stream`),
     /// for a server held to `--max-rate` whose only part is to read (discard).
     pub pace_receivers: bool,
+    /// The peer returns what this end sends (the echo service): with `--verify` a receiver
+    /// compares what it reads with what its sender wrote (stream id − streams of a flow; an
+    /// rr requester, its requests), not with a generator of the far end's.
+    pub echoed: bool,
 }
 
 /// One connected data stream, ready to run.
@@ -209,6 +208,8 @@ struct StreamShared {
     receive_method: Mutex<Option<&'static str>>,
     /// The largest SO_RCVLOWAT the TCP reader set (0: none).
     receive_low_water: AtomicU64,
+    /// `--verify`: what the receiver (or rr requester) found in the bytes it read.
+    integrity: Mutex<Option<netchar_model::Integrity>>,
 }
 
 /// The final figures of a worker that keeps its own intervals (UDP, rr).
@@ -249,6 +250,14 @@ impl StreamShared {
             udp_final: Mutex::new(None),
             receive_method: Mutex::new(None),
             receive_low_water: AtomicU64::new(0),
+            integrity: Mutex::new(None),
+        }
+    }
+
+    /// Keeps a `--verify` tally for the stream's record.
+    fn set_integrity(&self, found: netchar_model::Integrity) {
+        if let Ok(mut slot) = self.integrity.lock() {
+            *slot = Some(found);
         }
     }
 
@@ -437,6 +446,7 @@ impl DataPlane {
         options: StreamOptions,
     ) -> io::Result<Self> {
         let options = Arc::new(options);
+        let payload = Arc::new(integrity::TestPayload::for_spec(&cfg.spec));
         let controls = Arc::new(Controls::default());
         let mut shared = Vec::new();
         let mut workers = Vec::new();
@@ -506,6 +516,7 @@ impl DataPlane {
                 copy_tx,
                 batch_wakeups,
                 options: options.clone(),
+                payload: payload.clone(),
             };
             let name = format!("netchar-{}-{}", role_name(s.role), s.id);
             workers.push(std::thread::Builder::new().name(name).spawn(move || worker.run(s.socket))?);
@@ -516,13 +527,16 @@ impl DataPlane {
         }
         for (g, members) in groups.into_iter().enumerate() {
             let (controls, spec, cpu) = (controls.clone(), cfg.spec.clone(), cfg.cpu);
+            let source = payload.stream.clone().unwrap_or_else(|| {
+                Arc::new(netchar_wire::payload::StreamPayload::new(Default::default(), spec.block_bytes as usize, 1))
+            });
             let name = format!("netchar-senders-{}", g + 1);
             workers.push(std::thread::Builder::new().name(name).spawn(move || {
                 if let Some(c) = cpu {
                     let _ = netchar_sys::cpu::pin_current_thread(c);
                 }
                 let outcomes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    send_group::send(&members, &controls, &spec, started)
+                    send_group::send(&members, &controls, &spec, &source, started)
                 }))
                 .unwrap_or_else(|_| {
                     (0..members.len()).map(|_| Err(io::Error::other("a sender group failed: internal error"))).collect()
@@ -676,6 +690,8 @@ struct Worker {
     /// A TCP reader batches its wake-ups (wake_batching.rs) unless `--rx-wake-per-segment`.
     batch_wakeups: bool,
     options: Arc<StreamOptions>,
+    /// What the test's senders write and its receivers compare with.
+    payload: Arc<integrity::TestPayload>,
 }
 
 impl Worker {
@@ -688,13 +704,17 @@ impl Worker {
         }
         let (sh, ctl, spec, t0) = (&*self.shared, &*self.controls, &self.cfg.spec, self.started);
         let rr = spec.kind == TestKind::Rr;
+        let made = rr::RrBytes { payload: &self.payload, echoed: self.options.echoed };
+        let key = self.sender_key();
         // A panic in a worker must not leave its stream "running" forever: the collector, and
         // with it the test's slot on the server, wait for every worker to be done.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match (self.shared.role, &socket) {
-            (Role::Sender, DataSocket::Tcp(s)) if rr => rr::tcp_requester(sh, ctl, spec, t0, s),
-            (Role::Receiver, DataSocket::Tcp(s)) if rr => rr::tcp_responder(sh, ctl, spec, s),
-            (Role::Sender, DataSocket::Udp(s)) if rr => rr::udp_requester(sh, ctl, spec, t0, s, self.cfg.datagrams),
-            (Role::Receiver, DataSocket::Udp(s)) if rr => rr::udp_responder(sh, ctl, spec, s, self.cfg.datagrams),
+            (Role::Sender, DataSocket::Tcp(s)) if rr => rr::tcp_requester(sh, ctl, spec, t0, s, made),
+            (Role::Receiver, DataSocket::Tcp(s)) if rr => rr::tcp_responder(sh, ctl, spec, s, made),
+            (Role::Sender, DataSocket::Udp(s)) if rr => {
+                rr::udp_requester(sh, ctl, spec, t0, s, self.cfg.datagrams, made)
+            }
+            (Role::Receiver, DataSocket::Udp(s)) if rr => rr::udp_responder(sh, ctl, spec, s, self.cfg.datagrams, made),
             (Role::Sender, DataSocket::CrrTarget(a)) => rr::crr_requester(sh, ctl, spec, t0, *a),
             (Role::Receiver, DataSocket::CrrListener(l, allow)) => rr::crr_responder(sh, ctl, spec, l, allow),
             (_, DataSocket::CrrTarget(_) | DataSocket::CrrListener(..)) => Ok(()),
@@ -705,7 +725,8 @@ impl Worker {
             (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
             (_, DataSocket::Udp(s)) => {
-                UdpWorker { shared: sh, controls: ctl, spec, started: t0, socket: s, variant: 0 }
+                let payload = udp::UdpPayload::of(&self.payload, key);
+                UdpWorker { shared: sh, controls: ctl, spec, started: t0, socket: s, variant: 0, payload }
                     .run_kind(self.cfg.datagrams)
             }
         }))
@@ -724,16 +745,7 @@ impl Worker {
         let spec = &self.cfg.spec;
         socket.set_write_timeout(Some(POLL))?;
         let block = spec.block_bytes as usize;
-        // A peer's pattern is laid out one period longer than a block, so that a write can
-        // start anywhere in its period.
-        let (buf, period) = match self.options.payload {
-            Some(p) => {
-                let mut buf = vec![0u8; block + p.period];
-                (p.fill)(&mut buf);
-                (buf, p.period as u64)
-            }
-            None => (payload(block), 0),
-        };
+        let source = SendSource::new(self.options.payload, self.payload.stream.as_deref(), self.shared.id, block);
         let deadline = send_deadline(spec, self.started);
         let budget = spec.byte_budget(self.shared.id);
         let pacer = BytePacer::new(spec.tcp.rate_bps_per_stream, self.started);
@@ -744,7 +756,8 @@ impl Worker {
         // knowingly slower than plain sends (the kernel copies MSG_ZEROCOPY data on loopback
         // and veth, and splicing is slower than copying on some machines).
         let mut zerocopy = if spec.tcp.zerocopy {
-            ZeroCopySender::new(socket.as_fd(), &buf, netchar_sys::zerocopy::OnCopy::KeepZeroCopy).ok()
+            let buf = source.bytes(0, block);
+            ZeroCopySender::new(socket.as_fd(), buf, netchar_sys::zerocopy::OnCopy::KeepZeroCopy).ok()
         } else {
             None
         };
@@ -776,11 +789,7 @@ impl Worker {
             }
             let written = match zerocopy.as_mut() {
                 Some(zc) => zc.send(socket.as_fd(), len),
-                None if period > 0 => {
-                    let at = (sent % period) as usize;
-                    writer.write(&buf[at..at + len])
-                }
-                None => writer.write(&buf[..len]),
+                None => writer.write(source.bytes(sent, len)),
             };
             match written {
                 Ok(0) if self.options.until_peer_closes => break Ok(()),
@@ -878,6 +887,13 @@ impl Worker {
         let mut discarded_once = false;
         let pacer =
             if self.options.pace_receivers { BytePacer::new(tcp.rate_bps_per_stream, self.started) } else { None };
+        // --verify: every read is compared with the sender's generator at its stream offset.
+        let mut check = self
+            .payload
+            .stream
+            .clone()
+            .filter(|_| self.payload.verify)
+            .map(|p| integrity::StreamCheck::new(p, self.sender_key()));
         let outcome = loop {
             if let Some(wait) = pacer.and_then(|p| p.wait(received, Instant::now())) {
                 if self.controls.abort.load(Ordering::Relaxed) {
@@ -904,6 +920,9 @@ impl Worker {
             match got {
                 Ok(0) => break Ok(()),
                 Ok(n) => {
+                    if let Some(c) = check.as_mut() {
+                        c.check(received, &buf[..n], || self.started.elapsed().as_secs_f64());
+                    }
                     received += n as u64;
                     self.shared.bytes.store(received, Ordering::Release);
                     last = Instant::now();
@@ -925,12 +944,73 @@ impl Worker {
         if let Ok(mut slot) = self.shared.receive_method.lock() {
             *slot = Some(if discard { "msg_trunc" } else { "read" });
         }
+        if let Some(c) = check {
+            self.shared.set_integrity(c.finish());
+        }
         self.shared
             .receive_low_water
             .store(batching.as_ref().and_then(|b| b.largest()).unwrap_or(0), Ordering::Release);
         self.shared.end_ns.store(last.saturating_duration_since(self.started).as_nanos() as u64, Ordering::Release);
         outcome
     }
+}
+
+impl Worker {
+    /// The generator key of the bytes this receiver reads: its own stream's, or, when the
+    /// peer echoes, the stream whose sender wrote them (a flow's streams below it).
+    fn sender_key(&self) -> u32 {
+        let spec = &self.cfg.spec;
+        match self.shared.flow {
+            Flow::Down if self.options.echoed && spec.direction == netchar_model::Direction::Bidir => {
+                self.shared.id.saturating_sub(spec.streams)
+            }
+            _ => self.shared.id,
+        }
+    }
+}
+
+/// Where a TCP sender's bytes come from: slices of the test's generator (the stream's bytes at
+/// each offset: no copy, and for the constant kinds the same few bytes over and over), or of a
+/// peer's pattern laid out one period longer than a block, so a write can start anywhere in
+/// its period.
+enum SendSource<'a> {
+    Generator { payload: &'a netchar_wire::payload::StreamPayload, key: u32 },
+    Peer { buf: Vec<u8>, period: u64 },
+}
+
+impl<'a> SendSource<'a> {
+    fn new(
+        peer: Option<Payload>,
+        generator: Option<&'a netchar_wire::payload::StreamPayload>,
+        key: u32,
+        block: usize,
+    ) -> Self {
+        match (peer, generator) {
+            (None, Some(payload)) => Self::Generator { payload, key },
+            (peer, _) => {
+                let p = peer.unwrap_or(Payload { fill: fill_pattern, period: 10 });
+                let mut buf = vec![0u8; block + p.period];
+                (p.fill)(&mut buf);
+                Self::Peer { buf, period: p.period.max(1) as u64 }
+            }
+        }
+    }
+
+    /// The `len` bytes the stream carries from offset `sent`.
+    fn bytes(&self, sent: u64, len: usize) -> &[u8] {
+        match self {
+            Self::Generator { payload, key } => payload.slice(*key, sent, len),
+            Self::Peer { buf, period } => {
+                let at = (sent % period) as usize;
+                &buf[at..at + len]
+            }
+        }
+    }
+}
+
+/// netchar's constant pattern, for a sender without a generator.
+fn fill_pattern(buf: &mut [u8]) {
+    buf.iter_mut().enumerate().for_each(|(i, b)| *b = b"0123456789"[i % 10]);
 }
 
 /// Whether a write failed because the peer closed the connection.
@@ -1257,6 +1337,7 @@ impl Collector {
                 self.shared[i].receive_method.lock().ok().and_then(|mut m| m.take()).map(str::to_string);
             t.record.receive_low_water =
                 Some(self.shared[i].receive_low_water.load(Ordering::Acquire)).filter(|&b| b > 0);
+            t.record.verify = self.shared[i].integrity.lock().ok().and_then(|mut v| v.take());
             if let Some(f) = self.shared[i].udp_final.lock().ok().and_then(|mut g| g.take()) {
                 t.record.udp_sent = f.sent;
                 t.record.udp_received = f.received;

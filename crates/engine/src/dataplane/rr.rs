@@ -7,6 +7,7 @@
 //! non-blocking receives: on a VM most of a blocking round trip between cores is the halted
 //! vCPU waking up (reference/perf.md, technique 8).
 
+use super::integrity::{DatagramCheck, StreamCheck, TestPayload, RESPONSE_KEY};
 use super::udp::realtime_at;
 use super::{send_deadline, Controls, DatagramFormatKind, StreamShared, POLL};
 use crate::is_retry;
@@ -145,6 +146,72 @@ impl Ledger {
     }
 }
 
+/// What an rr worker's requests and responses are (`--payload`) and whether it compares what
+/// it reads (`--verify`). Without a payload in the spec they are the constant bytes `q` and
+/// `r`; with one, each direction of a connection is a stream of the generator (TCP: by byte
+/// offset; UDP: by the request's sequence key), the responses under their own key
+/// ([`RESPONSE_KEY`]) unless the peer echoes, when they are the requests.
+#[derive(Clone, Copy)]
+pub(super) struct RrBytes<'a> {
+    pub(super) payload: &'a TestPayload,
+    /// The peer returns each request as its response (the echo service).
+    pub(super) echoed: bool,
+}
+
+impl RrBytes<'_> {
+    fn requests_key(id: u32) -> u32 {
+        id
+    }
+
+    fn responses_key(&self, id: u32) -> u32 {
+        if self.echoed {
+            id
+        } else {
+            id | RESPONSE_KEY
+        }
+    }
+
+    /// The stream generator, when requests and responses are made by it (TCP).
+    fn stream(&self) -> Option<&netchar_wire::payload::StreamPayload> {
+        self.payload.stream.as_deref().filter(|_| self.payload.rr_generated)
+    }
+
+    /// The datagram generator, when requests and responses are made by it (UDP).
+    fn datagrams(&self) -> Option<&netchar_wire::payload::DatagramPayload> {
+        self.payload.datagrams.as_deref().filter(|_| self.payload.rr_generated)
+    }
+
+    /// A check of what comes in under `key` over TCP, with `--verify`.
+    fn stream_check(&self, key: u32) -> Option<StreamCheck> {
+        let p = self.payload.stream.clone().filter(|_| self.payload.verify && self.payload.rr_generated)?;
+        Some(StreamCheck::new(p, key))
+    }
+
+    /// A check of what comes in under `key` over UDP, behind `width` bytes of sequence key.
+    fn datagram_check(&self, key: u32, width: usize) -> Option<DatagramCheck> {
+        let p = self.payload.datagrams.clone().filter(|_| self.payload.verify && self.payload.rr_generated)?;
+        Some(DatagramCheck::new(p, key, width))
+    }
+}
+
+/// Writes `len` bytes of stream `key` from `offset` of the generator, in slices.
+fn write_generated(
+    w: &mut &TcpStream,
+    payload: &netchar_wire::payload::StreamPayload,
+    key: u32,
+    offset: u64,
+    len: usize,
+    controls: &Controls,
+) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        let piece = (len - done).min(payload.max_len());
+        write_all_retrying(w, payload.slice(key, offset + done as u64, piece), controls)?;
+        done += piece;
+    }
+    Ok(())
+}
+
 /// The echo pattern's pauses: after every `every` requests, wait `pause` before the next.
 struct Pauses {
     every: Option<u64>,
@@ -199,6 +266,7 @@ pub(super) fn tcp_requester(
     spec: &TestSpec,
     started: Instant,
     socket: &TcpStream,
+    made: RrBytes<'_>,
 ) -> io::Result<()> {
     let opts = spec.rr.clone().unwrap_or_default();
     socket.set_nodelay(true)?;
@@ -220,6 +288,8 @@ pub(super) fn tcp_requester(
     let mut fresh = true;
     // Round trips (ns) read but not yet recorded.
     let mut completed: Vec<u64> = Vec::with_capacity(opts.inflight as usize);
+    let generated = made.stream();
+    let mut check = made.stream_check(made.responses_key(shared.id));
     let outcome = loop {
         let stopping = ending.reached(controls, issued, now);
         while !stopping && sent_at.len() < opts.inflight as usize && !ending.reached(controls, issued, now) {
@@ -228,7 +298,13 @@ pub(super) fn tcp_requester(
             }
             fresh = false;
             sent_at.push_back(now);
-            write_all_retrying(&mut writer, &request, controls)?;
+            match generated {
+                Some(g) => {
+                    let key = RrBytes::requests_key(shared.id);
+                    write_generated(&mut writer, g, key, issued * req as u64, req, controls)?
+                }
+                None => write_all_retrying(&mut writer, &request, controls)?,
+            }
             issued += 1;
         }
         // With the next request on its way, record the answers read last time: no round trip
@@ -254,6 +330,9 @@ pub(super) fn tcp_requester(
             Ok(n) => {
                 now = Instant::now();
                 fresh = true;
+                if let Some(c) = check.as_mut() {
+                    c.check(bytes, &buf[..n], || (now - started).as_secs_f64());
+                }
                 partial += n;
                 bytes += n as u64;
                 interval_bytes += n as u64;
@@ -276,6 +355,9 @@ pub(super) fn tcp_requester(
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     ledger.finish(shared, end_s.as_secs_f64(), interval_bytes);
+    if let Some(c) = check {
+        shared.set_integrity(c.finish());
+    }
     outcome
 }
 
@@ -318,6 +400,7 @@ pub(super) fn tcp_responder(
     controls: &Controls,
     spec: &TestSpec,
     socket: &TcpStream,
+    made: RrBytes<'_>,
 ) -> io::Result<()> {
     let opts = spec.rr.clone().unwrap_or_default();
     socket.set_nodelay(true)?;
@@ -328,20 +411,34 @@ pub(super) fn tcp_responder(
     let mut buf = vec![0u8; (req * batch).clamp(4096, 1 << 20)];
     let (mut partial, mut answered, mut bytes) = (0usize, 0u64, 0u64);
     let mut writer = socket;
-    loop {
+    let generated = made.stream();
+    let mut check = made.stream_check(RrBytes::requests_key(shared.id));
+    let outcome = 'serve: loop {
         if controls.abort.load(Ordering::Relaxed) {
-            return Ok(());
+            break Ok(false);
         }
         match direct::recv(socket.as_fd(), &mut buf) {
-            Ok(0) => break,
+            Ok(0) => break Ok(true),
             Ok(n) => {
+                if let Some(c) = check.as_mut() {
+                    c.check(bytes, &buf[..n], || shared.started.elapsed().as_secs_f64());
+                }
                 partial += n;
                 bytes += n as u64;
                 let mut due = partial / req;
                 partial %= req;
                 while due > 0 {
                     let k = due.min(batch);
-                    write_all_retrying(&mut writer, &responses[..k * resp], controls)?;
+                    let written = match generated {
+                        Some(g) => {
+                            let key = made.responses_key(shared.id);
+                            write_generated(&mut writer, g, key, answered * resp as u64, k * resp, controls)
+                        }
+                        None => write_all_retrying(&mut writer, &responses[..k * resp], controls),
+                    };
+                    if let Err(e) = written {
+                        break 'serve Err(e);
+                    }
                     due -= k;
                     answered += k as u64;
                 }
@@ -349,10 +446,16 @@ pub(super) fn tcp_responder(
                 shared.packets.store(answered, Ordering::Release);
             }
             Err(e) if is_retry(&e) => {}
-            Err(e) => return Err(e),
+            Err(e) => break Err(e),
         }
+    };
+    if let Some(c) = check {
+        shared.set_integrity(c.finish());
     }
-    shared.end_ns.store(shared.started.elapsed().as_nanos() as u64, Ordering::Release);
+    // (An aborted responder leaves its time unset, as the requester's EOF never came.)
+    if outcome? {
+        shared.end_ns.store(shared.started.elapsed().as_nanos() as u64, Ordering::Release);
+    }
     Ok(())
 }
 
@@ -378,6 +481,7 @@ pub(super) fn udp_requester(
     started: Instant,
     socket: &UdpSocket,
     datagrams: DatagramFormatKind,
+    made: RrBytes<'_>,
 ) -> io::Result<()> {
     let opts = spec.rr.clone().unwrap_or_default();
     if opts.busy_poll {
@@ -392,6 +496,12 @@ pub(super) fn udp_requester(
     let mask = if width == 8 { u64::MAX } else { (1u64 << (8 * width)) - 1 };
     let timeout = Duration::from_secs_f64(opts.timeout_seconds);
     let mut request = vec![b'q'; req];
+    let generated = made.datagrams();
+    let varies = generated.is_some_and(|g| !g.is_constant());
+    if let Some(g) = generated {
+        g.fill(RrBytes::requests_key(shared.id), 0, &mut request, width);
+    }
+    let mut check = made.datagram_check(made.responses_key(shared.id), width);
     let mut buf = vec![0u8; resp.max(64) + 1];
     let ending = Ending::new(spec, started, shared.id);
     let mut ledger = Ledger::new(spec);
@@ -415,6 +525,10 @@ pub(super) fn udp_requester(
         while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq, now) {
             pauses.before(seq);
             request[..width].copy_from_slice(&seq.to_le_bytes()[..width]);
+            if let (true, Some(g)) = (varies, generated) {
+                // A random payload's bytes are the request's: one copy from the ring.
+                g.fill(RrBytes::requests_key(shared.id), seq & mask, &mut request, width);
+            }
             // The clock starts before the send: on one core the answer can arrive (and the
             // responder run) inside this very call.
             let sent_at = Instant::now();
@@ -456,6 +570,9 @@ pub(super) fn udp_requester(
                 }
                 bytes += n as u64;
                 interval_bytes += n as u64;
+                if let Some(c) = check.as_mut() {
+                    c.check(key_of(&buf, width), &buf[..n], || (at - started).as_secs_f64());
+                }
                 let answered = if keyed {
                     let key = key_of(&buf, width);
                     outstanding.iter().position(|&(s, _)| s & mask == key)
@@ -491,6 +608,9 @@ pub(super) fn udp_requester(
     }
     shared.packets.store(seq, Ordering::Release);
     ledger.finish_all(shared, end_s.as_secs_f64(), interval_bytes, None, Some(wakeups));
+    if let Some(c) = check {
+        shared.set_integrity(c.finish());
+    }
     outcome
 }
 
@@ -503,6 +623,7 @@ pub(super) fn udp_responder(
     spec: &TestSpec,
     socket: &UdpSocket,
     datagrams: DatagramFormatKind,
+    made: RrBytes<'_>,
 ) -> io::Result<()> {
     let ends_on_empty = datagrams.end_marks().is_some();
     let opts = spec.rr.clone().unwrap_or_default();
@@ -515,6 +636,12 @@ pub(super) fn udp_responder(
     }
     let mut buf = vec![0u8; 65_536];
     let mut response = vec![b'r'; resp];
+    let generated = made.datagrams();
+    let varies = generated.is_some_and(|g| !g.is_constant());
+    if let Some(g) = generated {
+        g.fill(made.responses_key(shared.id), 0, &mut response, width);
+    }
+    let mut check = made.datagram_check(RrBytes::requests_key(shared.id), width);
     let (mut answered, mut bytes) = (0u64, 0u64);
     // The stream's time ends at its last answer, not at the grace or timer that ended it.
     let mut last_answer = None;
@@ -530,7 +657,14 @@ pub(super) fn udp_responder(
                     continue;
                 }
                 response[..width].copy_from_slice(&buf[..width]);
+                let key = key_of(&buf, width);
+                if let (true, Some(g)) = (varies, generated) {
+                    g.fill(made.responses_key(shared.id), key, &mut response, width);
+                }
                 let _ = direct::send(socket.as_fd(), &response);
+                if let Some(c) = check.as_mut() {
+                    c.check(key, &buf[..n], || shared.started.elapsed().as_secs_f64());
+                }
                 answered += 1;
                 last_answer = Some(Instant::now());
                 bytes += n as u64;
@@ -544,6 +678,9 @@ pub(super) fn udp_responder(
         }
     }
     store_end(shared, last_answer);
+    if let Some(c) = check {
+        shared.set_integrity(c.finish());
+    }
     Ok(())
 }
 
@@ -717,7 +854,10 @@ mod tests {
         spec.interval_seconds = 0.0;
         let started = Instant::now();
         let shared = StreamShared::new(1, Flow::Up, Role::Sender, started);
-        udp_requester(&shared, &Controls::default(), &spec, started, &client, DatagramFormatKind::Native).unwrap();
+        let payload = TestPayload::for_spec(&spec);
+        let made = RrBytes { payload: &payload, echoed: false };
+        udp_requester(&shared, &Controls::default(), &spec, started, &client, DatagramFormatKind::Native, made)
+            .unwrap();
         let f = shared.udp_final.lock().unwrap().take().unwrap();
         let rr = f.rr.unwrap();
         assert_eq!(rr.transactions, 50);
@@ -746,9 +886,11 @@ mod tests {
         let requester = StreamShared::new(1, Flow::Up, Role::Sender, started);
         let responder = StreamShared::new(1, Flow::Up, Role::Receiver, started);
         let controls = Controls::default();
+        let payload = TestPayload::for_spec(&spec);
+        let made = RrBytes { payload: &payload, echoed: false };
         std::thread::scope(|s| {
-            let answering = s.spawn(|| udp_responder(&responder, &controls, &spec, &server, kind));
-            udp_requester(&requester, &controls, &spec, started, &client, kind).unwrap();
+            let answering = s.spawn(|| udp_responder(&responder, &controls, &spec, &server, kind, made));
+            udp_requester(&requester, &controls, &spec, started, &client, kind, made).unwrap();
             answering.join().unwrap().unwrap();
         });
         let rr = requester.udp_final.lock().unwrap().take().unwrap().rr.unwrap();

@@ -6,8 +6,9 @@
 //! writes, as iperf3's client does: it makes one `pselect` per ~30 blocks) interleaves them
 //! block by block instead.
 
-use super::{payload, send_deadline, Controls, StreamShared, POLL};
+use super::{send_deadline, Controls, StreamShared, POLL};
 use netchar_model::TestSpec;
+use netchar_wire::payload::StreamPayload;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
@@ -33,10 +34,16 @@ struct State {
 
 /// Sends on every member until the deadline, each member's byte budget or a stop; returns
 /// each member's outcome, in order. Every member's write side is shut down at its end, so its
-/// receiver reads every byte and then EOF, as with a thread per stream.
-pub(super) fn send(members: &[Member], controls: &Controls, spec: &TestSpec, started: Instant) -> Vec<io::Result<()>> {
+/// receiver reads every byte and then EOF, as with a thread per stream. Each writes its
+/// stream's bytes of `payload` (dataplane/integrity.rs).
+pub(super) fn send(
+    members: &[Member],
+    controls: &Controls,
+    spec: &TestSpec,
+    payload: &StreamPayload,
+    started: Instant,
+) -> Vec<io::Result<()>> {
     let block = spec.block_bytes as usize;
-    let buf = payload(block);
     let deadline = send_deadline(spec, started);
     let mut states: Vec<State> = members
         .iter()
@@ -75,7 +82,7 @@ pub(super) fn send(members: &[Member], controls: &Controls, spec: &TestSpec, sta
                 Some(b) => block.min((b - st.sent) as usize),
                 None => block,
             };
-            match (&m.socket).write(&buf[..len]) {
+            match (&m.socket).write(payload.slice(m.shared.id, st.sent, len)) {
                 Ok(0) => {
                     st.outcome = Err(io::Error::new(io::ErrorKind::WriteZero, "the socket accepted no data"));
                     finish(m, st, started);

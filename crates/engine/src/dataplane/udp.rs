@@ -5,6 +5,7 @@
 //! by its kernel receive timestamp, and loss per interval is settled at the end, when the
 //! sender's exact total is known. The collector only reads what they publish.
 
+use super::integrity::{DatagramCheck, TestPayload};
 use super::{Controls, StreamShared, POLL};
 use netchar_model::{StreamInterval, TestSpec, UdpReceived, UdpSent};
 use netchar_stats::distribution::Distribution;
@@ -12,10 +13,12 @@ use netchar_stats::jitter::JitterMeter;
 use netchar_stats::sequence::{Arrival, RangeLedger, SequenceTracker};
 use netchar_sys::udp::{self, RecvBuffers, RecvMeta, SendFailure, BATCH, GRO_BUFFER, MAX_GSO_SEGMENTS};
 use netchar_wire::datagram::{DatagramFormat, Received};
+use netchar_wire::payload::DatagramPayload;
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A paced sender sleeps only for waits longer than this, and spins on the clock for shorter
@@ -38,6 +41,85 @@ const RECV_POLL: Duration = Duration::from_millis(10);
 /// How often, and how many times, a receiver re-sends its start request (iperf2's UDP -R).
 const REQUEST_EVERY: Duration = Duration::from_millis(20);
 const REQUEST_TRIES: u32 = 99;
+
+/// What a UDP worker writes behind each datagram's header (`--payload`) and, with `--verify`,
+/// compares what it reads with.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UdpPayload {
+    /// The test's generator (None: netchar's constant pattern, built by the worker).
+    generator: Option<Arc<DatagramPayload>>,
+    verify: bool,
+    /// The generator key of the stream's bytes: its own id, or the echoed sender's.
+    key: u32,
+}
+
+impl UdpPayload {
+    /// The payload of a worker of the test whose bytes are stream `key`'s.
+    pub(super) fn of(payload: &TestPayload, key: u32) -> Self {
+        Self { generator: payload.datagrams.clone(), verify: payload.verify, key }
+    }
+
+    fn generator(&self, largest: usize) -> Arc<DatagramPayload> {
+        self.generator.clone().unwrap_or_else(|| Arc::new(DatagramPayload::new(Default::default(), largest)))
+    }
+}
+
+/// A sender's buffer of back-to-back datagram slots, laid out for one datagram size: headers
+/// emitted and, for a constant payload, the payload written once; per datagram only the
+/// sequence number and timestamp change, and for a random payload one copy from the ring.
+struct Slots {
+    buf: Vec<u8>,
+    slots: usize,
+    /// The datagram size the slots are laid out for (0: not yet).
+    size: usize,
+}
+
+impl Slots {
+    fn new(max_size: usize, slots: usize) -> Self {
+        Self { buf: vec![0u8; max_size * slots], slots, size: 0 }
+    }
+
+    /// Lays the slots out for datagrams of `size` bytes, unless they are already.
+    fn lay_out<F: DatagramFormat>(
+        &mut self,
+        format: &F,
+        id: u32,
+        size: usize,
+        payload: &UdpPayload,
+        g: &DatagramPayload,
+    ) {
+        if self.size == size {
+            return;
+        }
+        for i in 0..self.slots {
+            let d = &mut self.buf[i * size..(i + 1) * size];
+            g.fill(payload.key, 0, d, format.header_len());
+            format.emit(d, id, 0, 0);
+        }
+        self.size = size;
+    }
+
+    /// Stamps datagrams `seq..seq + n` into the first `n` slots (and, for a payload that
+    /// differs per datagram, writes each one's).
+    fn stamp<F: DatagramFormat>(
+        &mut self,
+        format: &F,
+        seq: u64,
+        n: usize,
+        stamp: u64,
+        payload: &UdpPayload,
+        g: &DatagramPayload,
+    ) {
+        let size = self.size;
+        for i in 0..n {
+            let d = &mut self.buf[i * size..(i + 1) * size];
+            if !g.is_constant() {
+                g.fill(payload.key, seq + i as u64, d, format.header_len());
+            }
+            format.stamp(d, seq + i as u64, stamp);
+        }
+    }
+}
 
 /// What a sender sends: the payload size of datagram `seq` and when it is due.
 struct Schedule {
@@ -180,6 +262,7 @@ pub(super) fn send<F: DatagramFormat>(
     spec: &TestSpec,
     started: Instant,
     socket: &UdpSocket,
+    payload: &UdpPayload,
 ) -> io::Result<()> {
     socket.set_write_timeout(Some(POLL))?;
     let opts = spec.udp.clone().unwrap_or_default();
@@ -194,12 +277,8 @@ pub(super) fn send<F: DatagramFormat>(
     let max_size = schedule.sizes.iter().map(|&(_, s)| s as usize).max().unwrap_or(0).max(spec.block_bytes as usize);
     let gso = opts.gso && udp::gso_supported(socket.as_fd());
     let slots = if gso { MAX_GSO_SEGMENTS } else { BATCH };
-    // One buffer of back-to-back datagram slots, headers emitted once; per datagram only the
-    // sequence number and timestamp change.
-    let mut buf = super::payload(max_size * slots);
-    for i in 0..slots {
-        format.emit(&mut buf[i * max_size..], shared.id, 0, 0);
-    }
+    let generator = payload.generator(max_size);
+    let mut slots = Slots::new(max_size, slots);
     let deadline = super::send_deadline(spec, started);
     let budget = spec.byte_budget(shared.id);
     let mut gso_ok = gso;
@@ -252,16 +331,9 @@ pub(super) fn send<F: DatagramFormat>(
         // Close intervals that ended before this send, so it counts in the interval it is in.
         intervals.close_due(now.saturating_duration_since(started).as_secs_f64(), (bytes, seq, errors), Some(shared));
         let stamp = now.saturating_duration_since(started).as_nanos() as u64;
-        for i in 0..n {
-            format.stamp(&mut buf[i * size..], seq + i as u64, stamp);
-        }
-        // Slots are laid out at `size` spacing for this batch (headers re-emitted when the
-        // size differs from the slot size used for the first emit).
-        if size != max_size {
-            for i in 0..n {
-                format.emit(&mut buf[i * size..], shared.id, seq + i as u64, stamp);
-            }
-        }
+        slots.lay_out(format, shared.id, size, payload, &generator);
+        slots.stamp(format, seq, n, stamp, payload, &generator);
+        let buf = &slots.buf;
         let segmented = gso_ok && n > 1;
         let result = if segmented {
             udp::send_segmented(socket.as_fd(), &buf[..n * size], size as u16).map(|_| n)
@@ -303,8 +375,8 @@ pub(super) fn send<F: DatagramFormat>(
     if outcome.is_ok() {
         // Formats with an end exchange (iperf2's FIN and server report): the first end
         // datagram carries data as the peer counts it, so it counts as sent here too.
-        let size = schedule.default_size.min(buf.len());
-        if let Some((fin_bytes, reply)) = end_exchange(format, controls, socket, &mut buf[..size], seq, started) {
+        let size = schedule.default_size.min(slots.buf.len());
+        if let Some((fin_bytes, reply)) = end_exchange(format, controls, socket, &mut slots.buf[..size], seq, started) {
             seq += 1;
             bytes += fin_bytes;
             shared.bytes.store(bytes, Ordering::Release);
@@ -600,6 +672,7 @@ pub(super) fn receive<F: DatagramFormat>(
     spec: &TestSpec,
     started: Instant,
     socket: &UdpSocket,
+    payload: &UdpPayload,
 ) -> io::Result<()> {
     let opts = spec.udp.clone().unwrap_or_default();
     socket.set_read_timeout(Some(RECV_POLL))?;
@@ -616,6 +689,10 @@ pub(super) fn receive<F: DatagramFormat>(
     let mut bufs = RecvBuffers::new(slot);
     let mut meta = [RecvMeta::default(); BATCH];
     let mut rx = ReceiverState::new(spec, gro, started_real);
+    if payload.verify {
+        let g = payload.generator(super::integrity::largest_datagram(spec));
+        rx.verify = Some(DatagramCheck::new(g, payload.key, format.header_len()));
+    }
     // A receiver that must ask for its data (iperf2's UDP -R) asks every 20 ms, at most 99
     // times, until the first datagram comes, as iperf 2.1's client does.
     let mut request = format.start_request().map(|r| (r, 0u32, None::<Instant>));
@@ -748,6 +825,9 @@ struct ReceiverState {
     last_offset_ns: u64,
     /// The start on the realtime clock of kernel timestamps.
     started_real_ns: u64,
+    /// `--verify`: every datagram of the stream's numbers is compared on arrival (duplicates
+    /// too; a datagram of another stream or a number past the sender's total is foreign).
+    verify: Option<DatagramCheck>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -781,6 +861,7 @@ impl ReceiverState {
             },
             last_offset_ns: 0,
             started_real_ns,
+            verify: None,
         }
     }
 
@@ -808,7 +889,12 @@ impl ReceiverState {
         };
         // A segment is at most 64 KiB.
         let len = seg.len() as u32;
-        match self.tracker.record_at(h.sequence, at_ns, len) {
+        let arrival = self.tracker.record_at(h.sequence, at_ns, len);
+        if let (Some(v), false) = (self.verify.as_mut(), matches!(arrival, Arrival::Foreign)) {
+            let since_start = at_ns.saturating_sub(self.started_real_ns) as f64 / 1e9;
+            v.check(h.sequence, seg, || since_start);
+        }
+        match arrival {
             Arrival::Duplicate => {}
             // Held until the sender's total says whether it was sent, or not the sender's:
             // neither its bytes nor its timing count (its send stamp is as forged as its number).
@@ -926,6 +1012,9 @@ impl ReceiverState {
         };
         total.set_lost(self.tracker.lost(sent));
         shared.set_udp_final(None, Some(total), Some(intervals));
+        if let Some(v) = self.verify.take() {
+            shared.set_integrity(v.finish());
+        }
     }
 }
 
@@ -989,9 +1078,11 @@ mod tests {
             StreamShared::new(1, Flow::Up, Role::Receiver, started),
         );
         let controls = Controls::default();
+        let none = UdpPayload::default();
         std::thread::scope(|s| {
-            let receiver = s.spawn(|| receive(&UnsequencedFormat::new(0), &rx, &controls, &spec, started, &rx_sock));
-            send(&UnsequencedFormat::new(3), &tx, &controls, &spec, started, &tx_sock).unwrap();
+            let receiver =
+                s.spawn(|| receive(&UnsequencedFormat::new(0), &rx, &controls, &spec, started, &rx_sock, &none));
+            send(&UnsequencedFormat::new(3), &tx, &controls, &spec, started, &tx_sock, &none).unwrap();
             receiver.join().unwrap().unwrap();
         });
         let sent = tx.udp_final.lock().unwrap().take().unwrap().sent.unwrap();
@@ -1068,7 +1159,8 @@ mod tests {
         spec.udp.as_mut().unwrap().rate = netchar_model::UdpRate::PacketsPerSecond(1000);
         let started = Instant::now();
         let shared = StreamShared::new(1, netchar_model::Flow::Up, netchar_model::Role::Sender, started);
-        let outcome = send(&NativeFormat, &shared, &Controls::default(), &spec, started, &socket);
+        let outcome =
+            send(&NativeFormat, &shared, &Controls::default(), &spec, started, &socket, &UdpPayload::default());
         assert!(outcome.is_ok(), "{outcome:?}");
         assert!(started.elapsed() >= Duration::from_millis(300), "the sender stopped early");
         let (sent, refused) = (shared.packets.load(Ordering::Acquire), shared.send_errors.load(Ordering::Acquire));

@@ -225,6 +225,9 @@ impl ClientControl for ServiceControl {
     fn connection(&self) -> ControlConnection {
         ControlConnection::None
     }
+    fn stream_options(&self) -> StreamOptions {
+        StreamOptions { echoed: self.service == Service::Echo, ..StreamOptions::default() }
+    }
 }
 
 /// One UDP worker of an echo test: netchar's header through the echo server, the echoes

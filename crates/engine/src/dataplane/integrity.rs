@@ -1,0 +1,337 @@
+//! The test's payload generators, built once per test end and shared by its workers, and a
+//! receiver's tally of what it found when it compared the bytes it read with them
+//! (`--verify`).
+//!
+//! The generators themselves are netchar_wire::payload's: what a worker writes and what it
+//! compares with are slices of a ring laid out here, at the start, never per byte.
+
+use netchar_model::{Integrity, TestKind, TestSpec};
+use netchar_wire::payload::{DatagramPayload, Mismatch, StreamPayload};
+use std::sync::Arc;
+
+/// The generator key of an rr test's responses: the stream's id with this bit set, so a
+/// stream's answers are not its requests (an echo's are: its requester compares them with the
+/// requests).
+pub(super) const RESPONSE_KEY: u32 = 1 << 31;
+
+/// The longest slice an rr worker takes at once: longer requests and responses are written and
+/// checked in pieces of this.
+const RR_SLICE: usize = 1 << 20;
+
+/// What a test end's workers write and compare with.
+#[derive(Debug, Clone)]
+pub(super) struct TestPayload {
+    /// TCP tests and TCP rr: the stream generator (every TCP test has one: the default pattern
+    /// is its constant kind).
+    pub(super) stream: Option<Arc<StreamPayload>>,
+    /// UDP tests and UDP rr.
+    pub(super) datagrams: Option<Arc<DatagramPayload>>,
+    /// Receivers compare what they read (`--verify`).
+    pub(super) verify: bool,
+    /// rr: the spec asked for a payload; without one, requests and responses keep their
+    /// constant bytes.
+    pub(super) rr_generated: bool,
+}
+
+impl TestPayload {
+    /// The generators `spec` needs.
+    pub(super) fn for_spec(spec: &TestSpec) -> Self {
+        let kind = spec.payload.unwrap_or_default();
+        let block = spec.block_bytes as usize;
+        let mut out = Self { stream: None, datagrams: None, verify: spec.verify, rr_generated: spec.payload.is_some() };
+        match (spec.kind, spec.rr.as_ref()) {
+            (TestKind::Tcp, _) => out.stream = Some(Arc::new(StreamPayload::new(kind, block, block))),
+            (TestKind::Udp, _) => out.datagrams = Some(Arc::new(DatagramPayload::new(kind, largest_datagram(spec)))),
+            (TestKind::Rr, Some(r)) if out.rr_generated => {
+                let longest = r.request_bytes.max(r.response_bytes) as usize;
+                if r.udp {
+                    out.datagrams = Some(Arc::new(DatagramPayload::new(kind, longest)));
+                } else {
+                    out.stream = Some(Arc::new(StreamPayload::new(kind, block, longest.min(RR_SLICE))));
+                }
+            }
+            (TestKind::Rr, _) => {}
+        }
+        out
+    }
+}
+
+/// The largest datagram a UDP test sends: `-l`, or the largest of a `--pattern` size list.
+pub(super) fn largest_datagram(spec: &TestSpec) -> usize {
+    let listed = spec.udp.as_ref().and_then(|u| u.pattern.as_ref()).map(|p| p.sizes.iter().map(|&(_, s)| s).max());
+    listed.flatten().unwrap_or(0).max(spec.block_bytes) as usize
+}
+
+/// A receiver's running tally: bytes and datagrams compared and what differed.
+#[derive(Debug, Default)]
+pub(super) struct IntegrityMeter {
+    record: Integrity,
+}
+
+impl IntegrityMeter {
+    /// A tally for a TCP stream.
+    pub(super) fn stream() -> Self {
+        Self::default()
+    }
+
+    /// A tally for UDP datagrams.
+    pub(super) fn datagrams() -> Self {
+        Self { record: Integrity { checked_datagrams: Some(0), corrupted_datagrams: Some(0), ..Integrity::default() } }
+    }
+
+    /// Counts a TCP read of `len` bytes at stream `offset`; `at` (seconds since the start) is
+    /// asked only for the first corruption.
+    pub(super) fn on_stream(&mut self, m: Mismatch, offset: u64, len: usize, at: impl FnOnce() -> f64) {
+        let r = &mut self.record;
+        r.checked_bytes += len as u64;
+        if m.bytes == 0 {
+            return;
+        }
+        r.corrupted_bytes += m.bytes;
+        if r.first_bad_offset.is_none() {
+            r.first_bad_offset = m.first.map(|i| offset + i as u64);
+            r.first_bad_seconds = Some(at());
+        }
+    }
+
+    /// Counts datagram `number`, whose payload after `header_len` bytes was compared.
+    pub(super) fn on_datagram(
+        &mut self,
+        m: Mismatch,
+        number: u64,
+        datagram_len: usize,
+        header_len: usize,
+        at: impl FnOnce() -> f64,
+    ) {
+        let r = &mut self.record;
+        r.checked_bytes += datagram_len.saturating_sub(header_len) as u64;
+        *r.checked_datagrams.get_or_insert(0) += 1;
+        if m.bytes == 0 {
+            return;
+        }
+        r.corrupted_bytes += m.bytes;
+        *r.corrupted_datagrams.get_or_insert(0) += 1;
+        if r.first_bad_offset.is_none() {
+            r.first_bad_offset = m.first.map(|i| i as u64);
+            r.first_bad_datagram = Some(number);
+            r.first_bad_seconds = Some(at());
+        }
+    }
+
+    /// The tally, for the stream's record.
+    pub(super) fn finish(self) -> Integrity {
+        self.record
+    }
+}
+
+/// Compares TCP bytes read from stream `key` as they come, offset by offset.
+#[derive(Debug)]
+pub(super) struct StreamCheck {
+    payload: Arc<StreamPayload>,
+    key: u32,
+    meter: IntegrityMeter,
+}
+
+impl StreamCheck {
+    pub(super) fn new(payload: Arc<StreamPayload>, key: u32) -> Self {
+        Self { payload, key, meter: IntegrityMeter::stream() }
+    }
+
+    /// Checks `data`, read at stream `offset`.
+    pub(super) fn check(&mut self, offset: u64, data: &[u8], at: impl FnOnce() -> f64) {
+        let m = self.payload.check(self.key, offset, data);
+        self.meter.on_stream(m, offset, data.len(), at);
+    }
+
+    pub(super) fn finish(self) -> Integrity {
+        self.meter.finish()
+    }
+}
+
+/// Compares UDP datagrams of stream `key` as they come.
+#[derive(Debug)]
+pub(super) struct DatagramCheck {
+    payload: Arc<DatagramPayload>,
+    key: u32,
+    header_len: usize,
+    meter: IntegrityMeter,
+}
+
+impl DatagramCheck {
+    pub(super) fn new(payload: Arc<DatagramPayload>, key: u32, header_len: usize) -> Self {
+        Self { payload, key, header_len, meter: IntegrityMeter::datagrams() }
+    }
+
+    /// Checks `datagram`, number `number` of the stream (header included).
+    pub(super) fn check(&mut self, number: u64, datagram: &[u8], at: impl FnOnce() -> f64) {
+        let m = self.payload.check(self.key, number, datagram, self.header_len);
+        self.meter.on_datagram(m, number, datagram.len(), self.header_len, at);
+    }
+
+    pub(super) fn finish(self) -> Integrity {
+        self.meter.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, StreamOptions};
+    use netchar_model::{EndCondition, Endpoint, Flow, PayloadKind, PayloadSpec, Role, StreamRecord, TestSpec};
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+    use std::time::{Duration, Instant};
+
+    fn plane(spec: &TestSpec, role: Role, socket: DataSocket, options: StreamOptions) -> DataPlane {
+        let cfg = DataPlaneConfig {
+            spec: spec.clone(),
+            datagrams: DatagramFormatKind::Native,
+            endpoint: if role == Role::Sender { Endpoint::Client } else { Endpoint::Server },
+            cpu: None,
+            interleave_senders: false,
+        };
+        DataPlane::start_with(
+            cfg,
+            vec![DataStream { id: 1, flow: Flow::Up, role, socket }],
+            None,
+            Instant::now(),
+            options,
+        )
+        .unwrap()
+    }
+
+    fn finished(p: DataPlane) -> StreamRecord {
+        let t0 = Instant::now();
+        while !p.all_done() {
+            assert!(t0.elapsed() < Duration::from_secs(60), "the stream never ended");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        p.join().remove(0)
+    }
+
+    fn random_verified(mut spec: TestSpec, end: EndCondition) -> TestSpec {
+        spec.payload = Some(PayloadSpec { kind: PayloadKind::Random, seed: 99 });
+        spec.verify = true;
+        spec.end = end;
+        spec.interval_seconds = 0.0;
+        spec
+    }
+
+    /// A TCP stream through a relay that flips one byte at every 100,000th offset: the
+    /// receiver counts exactly those, and finds the first where it is.
+    #[test]
+    fn a_tcp_receiver_counts_exactly_the_bytes_changed_on_the_way() {
+        let total: u64 = 3_000_000;
+        let spec = random_verified(TestSpec::tcp_default(), EndCondition::Bytes(total));
+        let (to_relay, to_receiver) =
+            (TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap());
+        let sender_socket = TcpStream::connect(to_relay.local_addr().unwrap()).unwrap();
+        let relay_out = TcpStream::connect(to_receiver.local_addr().unwrap()).unwrap();
+        let (receiver_socket, _) = to_receiver.accept().unwrap();
+        let (mut relay_in, _) = to_relay.accept().unwrap();
+        let relay = std::thread::spawn(move || {
+            let (mut out, mut buf, mut at, mut flipped) = (relay_out, vec![0u8; 65536], 0u64, 0u64);
+            loop {
+                let n = relay_in.read(&mut buf).unwrap();
+                if n == 0 {
+                    return flipped;
+                }
+                for (i, b) in buf[..n].iter_mut().enumerate() {
+                    if (at + i as u64) % 100_000 == 77 {
+                        *b ^= 0x5a;
+                        flipped += 1;
+                    }
+                }
+                at += n as u64;
+                out.write_all(&buf[..n]).unwrap();
+            }
+        });
+        let receiver = plane(&spec, Role::Receiver, DataSocket::Tcp(receiver_socket), StreamOptions::default());
+        let sender = plane(&spec, Role::Sender, DataSocket::Tcp(sender_socket), StreamOptions::default());
+        assert_eq!(finished(sender).bytes, total);
+        let flipped = relay.join().unwrap();
+        let got = finished(receiver);
+        let v = got.verify.expect("--verify record");
+        assert_eq!(flipped, 30);
+        assert_eq!((got.bytes, v.checked_bytes, v.corrupted_bytes), (total, total, flipped), "{v:?}");
+        assert_eq!(v.first_bad_offset, Some(77));
+        assert!(v.first_bad_seconds.is_some() && v.corrupted_datagrams.is_none());
+    }
+
+    /// UDP through a relay that changes one payload byte of every 7th datagram (and passes the
+    /// rest): the receiver's corrupted datagrams are exactly those, and so are its bytes.
+    #[test]
+    fn a_udp_receiver_counts_exactly_the_datagrams_changed_on_the_way() {
+        let mut spec = random_verified(TestSpec::udp_default(), EndCondition::Bytes(1000 * 700));
+        spec.block_bytes = 1000;
+        spec.udp.as_mut().unwrap().rate = netchar_model::UdpRate::PacketsPerSecond(2_000);
+        let bind = || UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (sender_socket, relay_in, relay_out, receiver_socket) = (bind(), bind(), bind(), bind());
+        sender_socket.connect(relay_in.local_addr().unwrap()).unwrap();
+        relay_out.connect(receiver_socket.local_addr().unwrap()).unwrap();
+        receiver_socket.connect(relay_out.local_addr().unwrap()).unwrap();
+        relay_in.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let relay = std::thread::spawn(move || {
+            let (mut buf, mut n_seen, mut changed) = (vec![0u8; 2048], 0u64, 0u64);
+            while let Ok(n) = relay_in.recv(&mut buf) {
+                n_seen += 1;
+                if n_seen.is_multiple_of(7) {
+                    buf[500] = buf[500].wrapping_add(1);
+                    changed += 1;
+                }
+                relay_out.send(&buf[..n]).unwrap();
+            }
+            changed
+        });
+        let receiver = plane(&spec, Role::Receiver, DataSocket::Udp(receiver_socket), StreamOptions::default());
+        let sender = plane(&spec, Role::Sender, DataSocket::Udp(sender_socket), StreamOptions::default());
+        let totals = {
+            let t0 = Instant::now();
+            loop {
+                if let Some(t) = sender.senders_done() {
+                    break t;
+                }
+                assert!(t0.elapsed() < Duration::from_secs(30), "the sender never ended");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        receiver.peer_senders_done(&totals, Duration::from_millis(500));
+        assert_eq!(finished(sender).udp_sent.unwrap().packets, 700);
+        let got = finished(receiver);
+        let changed = relay.join().unwrap();
+        let (v, r) = (got.verify.expect("--verify record"), got.udp_received.unwrap());
+        assert_eq!((r.packets, r.lost, changed), (700, 0, 100), "{r:?}");
+        assert_eq!((v.checked_datagrams, v.corrupted_datagrams, v.corrupted_bytes), (Some(700), Some(100), 100));
+        assert_eq!(v.checked_bytes, 700 * (1000 - 24));
+        assert_eq!((v.first_bad_datagram, v.first_bad_offset), (Some(6), Some(500)), "{v:?}");
+    }
+
+    /// An echo peer that returns every 5th request changed: the requester compares what came
+    /// back with what it sent, and counts exactly those.
+    #[test]
+    fn an_rr_requester_compares_an_echoes_answers_with_its_requests() {
+        let mut spec = random_verified(TestSpec::rr_default(), EndCondition::Bytes(200));
+        spec.rr =
+            Some(netchar_model::RrOptions { udp: true, request_bytes: 300, response_bytes: 300, ..Default::default() });
+        let (client, echo) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+        client.connect(echo.local_addr().unwrap()).unwrap();
+        echo.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let echoing = std::thread::spawn(move || {
+            let (mut buf, mut n_seen) = (vec![0u8; 2048], 0u64);
+            while let Ok((n, from)) = echo.recv_from(&mut buf) {
+                n_seen += 1;
+                if n_seen.is_multiple_of(5) {
+                    buf[n - 1] ^= 1;
+                    buf[n - 2] ^= 1;
+                }
+                echo.send_to(&buf[..n], from).unwrap();
+            }
+        });
+        let echoed = StreamOptions { echoed: true, ..StreamOptions::default() };
+        let got = finished(plane(&spec, Role::Sender, DataSocket::Udp(client), echoed));
+        echoing.join().unwrap();
+        let v = got.verify.expect("--verify record");
+        assert_eq!(got.rr.unwrap().transactions, 200);
+        assert_eq!((v.checked_datagrams, v.corrupted_datagrams, v.corrupted_bytes), (Some(200), Some(40), 80), "{v:?}");
+        assert_eq!((v.first_bad_datagram, v.first_bad_offset), (Some(4), Some(298)), "{v:?}");
+    }
+}
