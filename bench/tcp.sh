@@ -6,7 +6,9 @@
 # receiver woken for every segment as iperf3's and iperf2's are, where by default it batches
 # its wake-ups; compared with the peers' 1-stream figures) and --skip-rx-copy (1 stream; iperf3 runs it
 # with its own --skip-rx-copy where it has one, 3.19 and later, else it is compared with
-# iperf3's plain 1-stream figure).  Every case runs ROUNDS times per tool;
+# iperf3's plain 1-stream figure), and netchar's payload rows, --payload random (1 stream) and
+# --payload random --verify (its receiver compares every byte with the sender's generator),
+# whose cost is read against netchar's own 1-stream row.  Every case runs ROUNDS times per tool;
 # within a round the tools run back to back (starting tool rotated each round) so that they
 # see the same machine state, and the median over rounds is reported.
 #
@@ -72,7 +74,7 @@ fi
 # ------------------------------------------------------------------ servers
 # One server per tool for the whole run, under `timeout`, stopped on exit (lib.sh: start_server).
 # Budget: every run may be retried once, and each round or retry may wait IDLE_WAIT.
-SERVER_TO=$(( ROUNDS * 26 * (DUR + 6 + IDLE_WAIT) + 600 ))
+SERVER_TO=$(( ROUNDS * 30 * (DUR + 6 + IDLE_WAIT) + 600 ))
 server_cmd() { # TOOL -> sets CMD and READY (see start_server)
   case $1 in
     netchar) CMD=("$NC" server -B "$H" -p "$P_NC"); READY=(log) ;;
@@ -93,7 +95,8 @@ stop_servers_on_exit
 # sets ROW to "round case tool status gbps bytes cpu_self cpu_acct other% retrans notes"
 # (a results.tsv line; the caller decides whether to keep it) and OTHER to other%.  other% = CPU time of the whole machine during the run that neither the client
 # nor the server was charged for (other processes; also ksoftirqd), in % of all CPUs.
-# ZC is the case's mode: 0 plain, 1 --zerocopy, skip --skip-rx-copy, seg --rx-wake-per-segment.
+# ZC is the case's mode: 0 plain, 1 --zerocopy, skip --skip-rx-copy, seg --rx-wake-per-segment,
+# rand --payload random, ver --payload random --verify.
 run_one() {
   local r=$1 c=$2 t=$3 P=$4 rev=$5 zc=$6
   local base="$WORK/r$r.$c.$t${ATTEMPT:-}" dir=up line s0 s1 m0 m1 n0=0 i args=()
@@ -103,7 +106,8 @@ run_one() {
   case $t in
     netchar) args=("$NC" tcp "$H" -p "$P_NC" -t "$DUR" -P "$P" -i 0 --json)
              [ "$rev" = 1 ] && args+=(-R); [ "$zc" = 1 ] && args+=(--zerocopy)
-             [ "$zc" = skip ] && args+=(--skip-rx-copy); [ "$zc" = seg ] && args+=(--rx-wake-per-segment) ;;
+             [ "$zc" = skip ] && args+=(--skip-rx-copy); [ "$zc" = seg ] && args+=(--rx-wake-per-segment)
+             [ "$zc" = rand ] && args+=(--payload random:1); [ "$zc" = ver ] && args+=(--payload random:1 --verify) ;;
     iperf3)  args=("$IPERF3" -c "$H" -p "$P_I3" -t "$DUR" -P "$P" -J); [ "$rev" = 1 ] && args+=(-R)
              [ "$zc" = skip ] && args+=(--skip-rx-copy) ;;
     iperf2)  args=("$IPERF2" -c "$H" -p "$P_I2" -t "$DUR" -P "$P" -y C); [ "$rev" = 1 ] && args+=(-R)
@@ -144,15 +148,15 @@ run_one() {
 }
 
 # ------------------------------------------------------------------ main
-# Case table: id, label, streams, reverse, zerocopy.  zc1 and seg1 are netchar only; the
-# report compares them with the peers' up1 figures.  They run right after up1 so all see a
-# similar machine.
-CASES=(up1 seg1 zc1 skip1 up2 up4 rev1)
-NETCHAR_ONLY=" seg1 zc1 "
-declare -A C_LABEL=([up1]="TCP 1 stream" [seg1]="TCP 1 wake/segment" [zc1]="TCP 1 --zerocopy" [skip1]="TCP 1 skip-rx-copy" [up2]="TCP -P 2" [up4]="TCP -P 4" [rev1]="TCP -R 1 stream")
-declare -A C_P=([up1]=1 [seg1]=1 [zc1]=1 [skip1]=1 [up2]=2 [up4]=4 [rev1]=1)
-declare -A C_REV=([up1]=0 [seg1]=0 [zc1]=0 [skip1]=0 [up2]=0 [up4]=0 [rev1]=1)
-declare -A C_ZC=([up1]=0 [seg1]=seg [zc1]=1 [skip1]=skip [up2]=0 [up4]=0 [rev1]=0)
+# Case table: id, label, streams, reverse, zerocopy.  zc1, seg1, rand1 and ver1 are netchar
+# only; the report compares them with the peers' up1 figures, and the payload rows with
+# netchar's own.  They run right after up1 so all see a similar machine.
+CASES=(up1 seg1 zc1 skip1 rand1 ver1 up2 up4 rev1)
+NETCHAR_ONLY=" seg1 zc1 rand1 ver1 "
+declare -A C_LABEL=([up1]="TCP 1 stream" [seg1]="TCP 1 wake/segment" [zc1]="TCP 1 --zerocopy" [skip1]="TCP 1 skip-rx-copy" [rand1]="TCP 1 random payload" [ver1]="TCP 1 random+verify" [up2]="TCP -P 2" [up4]="TCP -P 4" [rev1]="TCP -R 1 stream")
+declare -A C_P=([up1]=1 [seg1]=1 [zc1]=1 [skip1]=1 [rand1]=1 [ver1]=1 [up2]=2 [up4]=4 [rev1]=1)
+declare -A C_REV=([up1]=0 [seg1]=0 [zc1]=0 [skip1]=0 [rand1]=0 [ver1]=0 [up2]=0 [up4]=0 [rev1]=1)
+declare -A C_ZC=([up1]=0 [seg1]=seg [zc1]=1 [skip1]=skip [rand1]=rand [ver1]=ver [up2]=0 [up4]=0 [rev1]=0)
 # iperf3 has --skip-rx-copy from 3.19 (Debian 12 ships 3.12, which lacks it); iperf2 has none.
 SKIP_PEERS=""
 if [ -n "$IPERF3" ] && "$IPERF3" --help 2>&1 | grep -q -- --skip-rx-copy; then SKIP_PEERS=iperf3
@@ -162,7 +166,7 @@ for t in "${TOOLS[@]}"; do start_server "$t" || { FAILED=1; exit 1; }; done
 
 VERS=$(netchar_version)
 for t in "${TOOLS[@]:1}"; do VERS="$VERS, $(iperf_version "$t")"; done
-nruns=$(( (${#CASES[@]} - 3) * ${#TOOLS[@]} + 3 ))
+nruns=$(( (${#CASES[@]} - 5) * ${#TOOLS[@]} + 5 ))
 echo "tcp.sh: ${#CASES[@]} cases x ${#TOOLS[@]} tools x $ROUNDS rounds of ${DUR}s on $H (~$(( nruns * ROUNDS * (DUR + 1) ))s); logs in $WORK"
 
 T0=$(date +%s)

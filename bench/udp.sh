@@ -5,7 +5,10 @@
 #   u64    64-byte payload at maximum rate: datagrams/s sent and received, CPU per received
 #          datagram.  netchar runs twice: default (UDP GSO on the sender) and --no-gso.
 #   u1472  1472-byte payload at maximum rate: received Gbit/s.  netchar default (GSO),
-#          --no-gso, and --gro (receiver GRO; its figure is "coalesced" and kept apart).
+#          --no-gso, and --gro (receiver GRO; its figure is "coalesced" and kept apart), and
+#          netchar's payload rows: --payload random (a copy from the pregenerated ring behind
+#          each header) and --payload random --verify (the receiver compares every datagram),
+#          read against netchar (GSO).
 #   p1g    1472-byte payload paced at 1 Gbit/s (10^9 bit/s of payload): achieved receiver
 #          rate, loss and CPU.  netchar default (each datagram at its own time) and with
 #          --pacing-quantum 100us (datagrams due within 100 µs sent as one batch).
@@ -146,7 +149,7 @@ declare -A C_LABEL=([u64]="UDP 64 B max rate" [u1472]="UDP 1472 B max rate" [p1g
 declare -A C_LEN=([u64]=64 [u1472]=1472 [p1g]=1472)
 declare -A C_MODE=([u64]=max [u1472]=max [p1g]=paced)
 declare -A C_VARIANTS=([u64]="netchar netchar-nogso iperf3 iperf2 nuttcp"
-                       [u1472]="netchar netchar-nogso netchar-gro iperf3 iperf2 nuttcp"
+                       [u1472]="netchar netchar-nogso netchar-gro netchar-rand netchar-verify iperf3 iperf2 nuttcp"
                        [p1g]="netchar netchar-q100 iperf3 iperf2 nuttcp")
 
 # run_one ROUND CASE VARIANT: runs a client against the variant's server and sets ROW to a
@@ -167,7 +170,9 @@ run_one() {
     netchar*) args=("$NC" udp "$H" -p "$P_NC" -t "$DUR" -l "$L" -i 0 --json)
               if [ "$mode" = paced ]; then args+=(-b 1G); else args+=(-b 0); fi
               [ "$v" = netchar-nogso ] && args+=(--no-gso); [ "$v" = netchar-gro ] && args+=(--gro)
-              [ "$v" = netchar-q100 ] && args+=(--pacing-quantum 100us) ;;
+              [ "$v" = netchar-q100 ] && args+=(--pacing-quantum 100us)
+              [ "$v" = netchar-rand ] && args+=(--payload random:1)
+              [ "$v" = netchar-verify ] && args+=(--payload random:1 --verify) ;;
     iperf3)   args=("$IPERF3" -c "$H" -p "$P_I3" -u -t "$DUR" -l "$L" -J)
               if [ "$mode" = paced ]; then args+=(-b 1G); else args+=(-b 0); fi ;;
     iperf2)   args=("$IPERF2" -c "$H" -p "$P_I2" -u -t "$DUR" -l "$L" -e)
@@ -228,7 +233,7 @@ for t in "${TOOLS[@]}"; do
 done
 # Variants in run order (rotated per round); a variant runs only if its tool is present.
 ALL_VARIANTS=()
-for v in netchar netchar-nogso netchar-gro netchar-q100 iperf3 iperf2 nuttcp; do
+for v in netchar netchar-nogso netchar-gro netchar-q100 netchar-rand netchar-verify iperf3 iperf2 nuttcp; do
   [[ " ${TOOLS[*]} " == *" ${v%%-*} "* ]] && ALL_VARIANTS+=("$v")
 done
 nruns=0

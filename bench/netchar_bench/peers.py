@@ -80,7 +80,7 @@ def _netchar_cpu(d, notes):
 
 
 @_guarded("netchar JSON")
-def tcp_netchar(text, direction, dur, zerocopy, skip_rx_copy=False):
+def tcp_netchar(text, direction, dur, zerocopy, skip_rx_copy=False, verify=False):
     notes = []
     d = _json_object(text)
     _error_note(d, notes)
@@ -112,6 +112,7 @@ def tcp_netchar(text, direction, dur, zerocopy, skip_rx_copy=False):
                 tried = ",".join("%s=%.1f" % (t["method"], t["bits_per_second"] / 1e9) for t in z.get("tried") or [])
                 notes.append("zc-method=%s%s" % (z["method"], "(" + tried + ")" if tried else ""))
                 break
+    _verify_notes(s, rcv, verify, notes)
     if skip_rx_copy:
         methods = {st.get("receive_method") for st in d.get("streams") or [] if st.get("role") == "receiver"}
         if methods != {"msg_trunc"}:
@@ -119,6 +120,21 @@ def tcp_netchar(text, direction, dur, zerocopy, skip_rx_copy=False):
     cpu = _netchar_cpu(d, notes)
     return dict(bps=rcv["bits_per_second"], bytes=rcv["bytes"], cpu=cpu,
                 retransmits=snd.get("retransmits"), notes=notes)
+
+
+def _verify_notes(flow, rcv, verify, notes):
+    """--verify runs: loopback corrupts nothing, and every byte received was compared."""
+    v = flow.get("verify")
+    if verify and not v:
+        notes.append("verify-not-in-summary")
+    if not v:
+        return
+    if v.get("corrupted_bytes") or v.get("corrupted_datagrams"):
+        notes.append("verify-corrupted=%s" % v.get("corrupted_bytes"))
+    # UDP compares the payload behind each datagram's 24-byte header.
+    expected = rcv["total_bytes"] - 24 * rcv["packets"] if "packets" in rcv else rcv["total_bytes"]
+    if v.get("checked_bytes") != expected:
+        notes.append("verify-checked=%s(expected %d)" % (v.get("checked_bytes"), expected))
 
 
 @_guarded("iperf3 JSON")
@@ -210,7 +226,8 @@ def _udp(sent, sent_s, rx, rx_s, rx_bps, sent_bps, loss, cpu, notes):
 
 @_guarded("netchar JSON")
 def udp_netchar(text, variant, length, dur):
-    """VARIANT: netchar (GSO), netchar-nogso, netchar-gro or netchar-q100."""
+    """VARIANT: netchar (GSO), netchar-nogso, netchar-gro, netchar-q100, netchar-rand (--payload
+    random) or netchar-verify (--payload random --verify)."""
     notes = []
     L = length
     d = _json_object(text)
@@ -253,6 +270,7 @@ def udp_netchar(text, variant, length, dur):
         notes.append("rate!=bytes/seconds")
     if abs(rcv["seconds"] - dur) > 0.05 * dur:
         notes.append("receiver-seconds=%.3f(expected~%g)" % (rcv["seconds"], dur))
+    _verify_notes(s, rcv, variant == "netchar-verify", notes)
     cpu = _netchar_cpu(d, notes)
     return _udp(sp, snd["seconds"], rp, rcv["seconds"], rcv["bits_per_second"], snd["bits_per_second"],
                 rcv.get("loss_percent", 0.0), cpu, notes)
@@ -482,10 +500,11 @@ def _read(path):
 
 
 def _tcp_line(tool, path, direction, dur, zc):
-    # zc: the case's mode, "0" plain, "1" --zerocopy, "skip" --skip-rx-copy.
+    # zc: the case's mode, "0" plain, "1" --zerocopy, "skip" --skip-rx-copy, "rand" --payload
+    # random, "ver" --payload random --verify.
     text = _read(path)
     if tool == "netchar":
-        r = tcp_netchar(text, direction, float(dur), zc == "1", zc == "skip")
+        r = tcp_netchar(text, direction, float(dur), zc == "1", zc == "skip", zc == "ver")
     elif tool == "iperf3":
         r = tcp_iperf3(text)
     elif tool == "iperf2":

@@ -26,10 +26,11 @@ def main(argv):
     peers = [t for t in tools if t != "netchar"]
     cases = [("up1", "TCP 1 stream"), ("up2", "TCP -P 2"), ("up4", "TCP -P 4"),
              ("rev1", "TCP -R 1 stream"), ("seg1", "TCP 1 wake/segment"), ("zc1", "TCP 1 --zerocopy"),
-             ("skip1", "TCP 1 skip-rx-copy")]
+             ("skip1", "TCP 1 skip-rx-copy"), ("rand1", "TCP 1 random payload"), ("ver1", "TCP 1 random+verify")]
     label = dict(cases)
-    # zerocopy and wake/segment are netchar-only: compare with the peers' 1-stream runs
-    PEER_CASE = {"zc1": "up1", "seg1": "up1"}
+    # zerocopy, wake/segment and the payload rows are netchar-only: compare with the peers'
+    # 1-stream runs
+    PEER_CASE = {"zc1": "up1", "seg1": "up1", "rand1": "up1", "ver1": "up1"}
 
     def peer_case(case, peer):
         if case == "skip1" and peer not in skip_peers:
@@ -74,6 +75,18 @@ def main(argv):
     def fx(x, f="%.3f"):
         return "-" if x is None else f % x
 
+    def payload_cost(base, rows):
+        """Each row's rate as a share of netchar's `base` rate, and its extra CPU s/GB."""
+        b = S.get((base, "netchar"))
+        out = []
+        for c in rows:
+            s = S.get((c, "netchar"))
+            if not (b and s and b["gbps"]):
+                continue
+            extra = None if s["cpu"] is None or b["cpu"] is None else s["cpu"] - b["cpu"]
+            out.append(f" {label[c]} {s['gbps'] / b['gbps']:.2f}x, CPU {fx(extra, '%+.3f')} s/GB")
+        return ";".join(out) or " not measured"
+
     # ---- main table
     print(f"# netchar loopback TCP benchmark: median of {rounds} rounds x {dur}s, 127.0.0.1")
     print(f"# {vers}; Linux {kernel}, {ncpu} CPUs; wall {wall}s")
@@ -104,6 +117,9 @@ def main(argv):
               " peers' are; ratios are against the peers' 'TCP 1 stream' medians)")
     if "zc1" in dict(cases) and peers:
         print("  (--zerocopy row: ratios are against the peers' 'TCP 1 stream' medians)")
+    if "rand1" in dict(cases) or "ver1" in dict(cases):
+        print("  (payload rows: netchar --payload random, and with --verify; their cost against netchar's own"
+              " 'TCP 1 stream':" + payload_cost("up1", ["rand1", "ver1"]) + ")")
     plain_skip = [p for p in peers if p not in skip_peers]
     if "skip1" in dict(cases) and plain_skip:
         print("  (--skip-rx-copy row: " + ", ".join(plain_skip) + " have no --skip-rx-copy here;"

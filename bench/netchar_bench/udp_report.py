@@ -21,9 +21,12 @@ def main(argv):
     variants = variants.split()
     PEERS = [v for v in ("iperf3", "iperf2", "nuttcp") if v in variants]
     NAME = {"netchar": "netchar (GSO)", "netchar-nogso": "netchar --no-gso",
-            "netchar-gro": "netchar --gro", "netchar-q100": "netchar (GSO) 100us", "iperf3": "iperf3", "iperf2": "iperf2", "nuttcp": "nuttcp"}
+            "netchar-gro": "netchar --gro", "netchar-q100": "netchar (GSO) 100us",
+            "netchar-rand": "netchar random payload", "netchar-verify": "netchar random+verify",
+            "iperf3": "iperf3", "iperf2": "iperf2", "nuttcp": "nuttcp"}
     CASES = [("u64", "UDP 64 B, max rate", ["netchar", "netchar-nogso"] + PEERS),
-             ("u1472", "UDP 1472 B, max rate", ["netchar", "netchar-nogso"] + PEERS + ["netchar-gro"]),
+             ("u1472", "UDP 1472 B, max rate",
+              ["netchar", "netchar-nogso"] + PEERS + ["netchar-gro", "netchar-rand", "netchar-verify"]),
              ("p1g", "UDP 1472 B, paced 1 Gbit/s", ["netchar", "netchar-q100"] + PEERS)]
     LABEL = {c: l for c, l, _ in CASES}
     COLS = ["round", "case", "variant", "status", "sent_pps", "rx_pps", "rx_gbps", "sent_gbps", "loss",
@@ -112,8 +115,12 @@ def main(argv):
           f"{'recv/iperf3':>12}{'recv/best':>10}")
     for v in CASES[1][2]:
         s = S[(c, v)]
+        if v in ("netchar-rand", "netchar-verify") and not runs.get((c, v)):
+            continue                                # results from before the payload rows
         if v == "netchar-gro":
             print("  -- receiver GRO: coalesced deliveries, not comparable with the rows above --")
+        if v == "netchar-rand":
+            print("  -- netchar's payload rows (GSO), against netchar (GSO) --")
         if s is None:
             print(f"{NAME[v]:<26}{status(c, v):>12}"); continue
         lab = NAME[v] + (" (coalesced)" if v == "netchar-gro" else "")
@@ -123,6 +130,11 @@ def main(argv):
             row += fx(ratio(s["rx_gbps"], i3g), "%.2fx", 12) + fx(ratio(s["rx_gbps"], bg), "%.2fx", 10)
         elif v == "netchar-gro":
             row += f"{'not comparable':>22}"
+        elif v in ("netchar-rand", "netchar-verify"):
+            base = S.get((c, "netchar"))
+            if base and base["rx_gbps"] and s["rx_gbps"] is not None:
+                extra = None if s["cpu"] is None or base["cpu"] is None else s["cpu"] - base["cpu"]
+                row += f"  {s['rx_gbps'] / base['rx_gbps']:.2f}x of netchar (GSO), CPU {fx(extra, '%+.3f')} s/M"
         print(row + status(c, v))
 
     # ---- paced
