@@ -410,7 +410,10 @@ pub(crate) struct CompareArgs {
     /// one number per line. The first is the baseline.
     #[arg(required = true, num_args = 1..)]
     pub(crate) files: Vec<std::path::PathBuf>,
-    /// The figure to compare in JSON results (default: the headline, e.g. up.receiver.bits_per_second).
+    /// The figure to compare in JSON results: bps, pps, tx-bps, tx-pps, loss, jitter,
+    /// retransmits (the first flow's), tps, rtt-min, rtt-mean, rtt-p50, rtt-p90, rtt-p99,
+    /// rtt-p999, rtt-max, or a path such as down.receiver.packets_per_second (default: the
+    /// headline, receiver bit/s or transactions/s).
     #[arg(long)]
     pub(crate) metric: Option<String>,
     /// Confidence level in percent: 80, 90, 95, 98, 99 or 99.5.

@@ -11,7 +11,12 @@ pub(crate) fn run(a: &crate::args::CompareArgs) -> Result<u8> {
         anyhow::bail!("-c {}: use one of 80, 90, 95, 98, 99, 99.5", a.confidence);
     }
     let mut sets = Vec::new();
-    let mut metric = a.metric.clone();
+    // The figure's path, from the first result: a name (`pps`) picks its first flow.
+    let mut metric: Option<String> = None;
+    let path_in = |doc: &serde_json::Value| match &a.metric {
+        Some(m) => crate::metrics::metric_path(m, doc).map_err(|e| anyhow::anyhow!(e)),
+        None => Ok(crate::metrics::headline(doc).to_string()),
+    };
     for file in &a.files {
         if file.is_dir() {
             // A directory written by --save: every JSON result in it is one run of the set.
@@ -31,7 +36,10 @@ pub(crate) fn run(a: &crate::args::CompareArgs) -> Result<u8> {
                 );
             }
             let Some(first) = docs.first() else { anyhow::bail!("{} holds no JSON results", file.display()) };
-            let path = metric.get_or_insert_with(|| crate::metrics::headline(first).to_string()).clone();
+            let path = match metric.clone() {
+                Some(p) => p,
+                None => metric.insert(path_in(first)?).clone(),
+            };
             let values = crate::metrics::collect(&docs, &path);
             if values.len() < 3 {
                 anyhow::bail!("{} has {} values of {path}: a set needs at least 3", file.display(), values.len());
@@ -44,7 +52,10 @@ pub(crate) fn run(a: &crate::args::CompareArgs) -> Result<u8> {
         let values = match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(doc) if doc.is_object() || doc.is_array() => {
                 let first = if doc.is_array() { doc[0].clone() } else { doc.clone() };
-                let path = metric.get_or_insert_with(|| crate::metrics::headline(&first).to_string()).clone();
+                let path = match metric.clone() {
+                    Some(p) => p,
+                    None => metric.insert(path_in(&first)?).clone(),
+                };
                 let v = crate::metrics::collect(std::slice::from_ref(&doc), &path);
                 if v.is_empty() {
                     anyhow::bail!("{}: no {path} in it (choose one with --metric)", file.display());

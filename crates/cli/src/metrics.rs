@@ -22,6 +22,47 @@ pub(crate) fn headline(doc: &Value) -> &'static str {
     }
 }
 
+/// The figures `netchar compare --metric` knows by name, each with what it picks: the
+/// receiving or sending side of the result's first flow (up, else down), or the
+/// request/response summary.
+pub(crate) const METRIC_NAMES: &[(&str, &str)] = &[
+    ("bps", "receiver.bits_per_second"),
+    ("pps", "receiver.packets_per_second"),
+    ("tx-bps", "sender.bits_per_second"),
+    ("tx-pps", "sender.packets_per_second"),
+    ("loss", "receiver.loss_percent"),
+    ("jitter", "receiver.jitter_ms"),
+    ("retransmits", "sender.retransmits"),
+    ("tps", "rr.transactions_per_second"),
+    ("rtt-min", "rr.latency_us.min"),
+    ("rtt-mean", "rr.latency_us.mean"),
+    ("rtt-p50", "rr.latency_us.p50"),
+    ("rtt-p90", "rr.latency_us.p90"),
+    ("rtt-p99", "rr.latency_us.p99"),
+    ("rtt-p999", "rr.latency_us.p999"),
+    ("rtt-max", "rr.latency_us.max"),
+];
+
+/// The path of `metric` in `doc`: a name of [`METRIC_NAMES`] (`pps`: the first flow's
+/// receiver's datagrams per second), or a path as it is (`down.receiver.packets_per_second`).
+pub(crate) fn metric_path(metric: &str, doc: &Value) -> Result<String, String> {
+    if metric.contains('.') {
+        return Ok(metric.to_string());
+    }
+    let Some(&(_, tail)) = METRIC_NAMES.iter().find(|(n, _)| *n == metric) else {
+        let names: Vec<&str> = METRIC_NAMES.iter().map(|(n, _)| *n).collect();
+        return Err(format!(
+            "--metric {metric}: one of {}, or a path such as up.receiver.bits_per_second",
+            names.join(", ")
+        ));
+    };
+    if tail.starts_with("rr.") {
+        return Ok(tail.to_string());
+    }
+    let flow = if doc["summary"]["up"].is_object() { "up" } else { "down" };
+    Ok(format!("{flow}.{tail}"))
+}
+
 /// Whether a larger value of `path` is better (rates) or worse (latency, loss, errors).
 pub(crate) fn higher_is_better(path: &str) -> bool {
     let worse =
@@ -122,5 +163,20 @@ mod tests {
         assert_eq!(headline(&doc), "up.receiver.bits_per_second");
         assert!(higher_is_better("up.receiver.bits_per_second"));
         assert!(!higher_is_better("rr.latency_us.p99"));
+    }
+
+    #[test]
+    fn metric_names_pick_the_first_flow_or_the_rr_summary() {
+        let down: Value = serde_json::json!({"summary": {"down": {"receiver": {"packets_per_second": 7.0}}}});
+        assert_eq!(metric_path("pps", &down).unwrap(), "down.receiver.packets_per_second");
+        assert_eq!(lookup(&down, &metric_path("pps", &down).unwrap()), Some(7.0));
+        let up: Value = serde_json::json!({"summary": {"up": {}, "down": {}}});
+        assert_eq!(metric_path("tx-pps", &up).unwrap(), "up.sender.packets_per_second");
+        assert_eq!(metric_path("bps", &up).unwrap(), "up.receiver.bits_per_second");
+        assert_eq!(metric_path("rtt-p99", &up).unwrap(), "rr.latency_us.p99");
+        assert_eq!(metric_path("down.sender.bytes", &up).unwrap(), "down.sender.bytes");
+        let e = metric_path("ppps", &up).unwrap_err();
+        assert!(e.contains("pps, tx-bps") && e.contains("rtt-p50"), "{e}");
+        assert!(!higher_is_better(&metric_path("loss", &up).unwrap()));
     }
 }

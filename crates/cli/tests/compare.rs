@@ -172,3 +172,55 @@ fn repeat_save_compare_and_gates_work_end_to_end() {
     assert_eq!(bad.code, 2);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn pps_figures_agree_with_ministat() {
+    if !require::tool("pps_figures_agree_with_ministat", "ministat", &["-h"], "apt-get install ministat") {
+        return;
+    }
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let dir = std::env::temp_dir().join(format!("netchar-pps-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Two series of three UDP runs at different datagram rates, each kept as one JSON array.
+    let mut sets = Vec::new();
+    for (name, pps) in [("slow", "2000"), ("fast", "3000")] {
+        let args = ["udp", "127.0.0.1", "-p", &port, "-t", "0.5", "-i", "0", "--pps", pps, "-l", "100"];
+        let series = netchar(&[&args[..], &["--repeat", "3", "--json"]].concat());
+        assert_eq!(series.code, 0, "{}", series.stderr);
+        let runs: serde_json::Value = serde_json::from_str(&series.stdout).unwrap();
+        // The figure compared: the receiver's datagrams per second, as the summary has it.
+        let values: Vec<f64> = runs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let up = &r["summary"]["up"];
+                let pps = up["receiver"]["packets_per_second"].as_f64().expect("packets_per_second");
+                let expected =
+                    up["receiver"]["packets"].as_f64().unwrap() / up["receiver"]["seconds"].as_f64().unwrap();
+                assert!((pps - expected).abs() <= 1e-9 * expected, "{pps} vs {expected}");
+                assert!(up["sender"]["packets_per_second"].as_f64().is_some(), "{up}");
+                pps
+            })
+            .collect();
+        let json = dir.join(format!("{name}.json"));
+        std::fs::write(&json, &series.stdout).unwrap();
+        sets.push((json, write(&dir, &format!("{name}.txt"), &values)));
+    }
+    let (a, b) = (sets[0].0.to_str().unwrap(), sets[1].0.to_str().unwrap());
+    let ours = netchar(&["compare", "--metric", "pps", a, b]);
+    assert_eq!(ours.code, 0, "{}", ours.stderr);
+    let theirs = Command::new("ministat").args([&sets[0].1, &sets[1].1]).output().unwrap();
+    let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+    let numeric = |report: &str| numeric_lines(report).into_iter().filter(|l| !l.contains(".json")).collect::<Vec<_>>();
+    assert_eq!(numeric(&ours.stdout), numeric(&theirs), "ours:\n{}\nministat:\n{theirs}", ours.stdout);
+    assert!(ours.stdout.contains("Difference at 95.0% confidence"), "{}", ours.stdout);
+    // The path says the same; an unknown name lists the names.
+    let by_path = netchar(&["compare", "--metric", "up.receiver.packets_per_second", a, b]);
+    assert_eq!(by_path.stdout, ours.stdout);
+    let bad = netchar(&["compare", "--metric", "ppps", a, b]);
+    assert_eq!(bad.code, 2, "{}", bad.stdout);
+    assert!(bad.stderr.contains("pps, tx-bps, tx-pps"), "{}", bad.stderr);
+    let _ = std::fs::remove_dir_all(dir);
+}

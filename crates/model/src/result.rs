@@ -552,6 +552,10 @@ pub struct SideTotals {
     /// TCP retransmits after the warm-up (sender with TCP_INFO only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub retransmits: Option<u64>,
+    /// UDP: datagrams after the warm-up (sent by the kernel's count, or received distinct)
+    /// per second of `seconds`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub packets_per_second: Option<f64>,
     /// UDP sender counts (UDP senders only).
     #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
     pub udp_sent: Option<UdpSent>,
@@ -569,6 +573,8 @@ struct SideTotalsWire {
     total_bytes: u64,
     #[serde(default)]
     retransmits: Option<u64>,
+    #[serde(default)]
+    packets_per_second: Option<f64>,
     #[serde(default)]
     packets: Option<u64>,
     #[serde(default)]
@@ -639,6 +645,7 @@ impl From<SideTotalsWire> for SideTotals {
             bits_per_second: w.bits_per_second,
             total_bytes: w.total_bytes,
             retransmits: w.retransmits,
+            packets_per_second: w.packets_per_second,
             udp_sent,
             udp_received,
         }
@@ -905,6 +912,8 @@ fn side_totals(streams: &[StreamRecord], flow: Flow, role: Role, omit: f64) -> S
     t.udp_received = sum_received(
         mine.iter().filter_map(|s| udp_part(s, omit, |x| x.udp_received.clone(), |r| r.udp_received.clone())),
     );
+    let packets = t.udp_sent.as_ref().map(|u| u.packets).or(t.udp_received.as_ref().map(|u| u.packets));
+    t.packets_per_second = packets.map(|p| if t.seconds > 0.0 { p as f64 / t.seconds } else { 0.0 });
     t
 }
 
@@ -1161,6 +1170,31 @@ mod tests {
         let json = serde_json::to_string(&r.streams[1]).unwrap();
         assert!(json.contains("\"started_seconds\":2.1"), "{json}");
         assert!(!serde_json::to_string(&r.streams[0]).unwrap().contains("started_seconds"));
+    }
+
+    #[test]
+    fn udp_sides_carry_packets_per_second_over_their_own_time() {
+        let mut spec = TestSpec::udp_default();
+        spec.block_bytes = 1000;
+        let mut tx = record(1, Role::Sender, 2_000_000, 2.0, 0);
+        tx.udp_sent = Some(UdpSent { packets: 2000, ..UdpSent::default() });
+        let mut rx = record(1, Role::Receiver, 1_990_000, 2.5, 0);
+        rx.udp_received = Some(UdpReceived { packets: 1990, lost: 10, ..UdpReceived::default() });
+        let r = TestResult::assemble(header(spec), vec![tx, rx], CpuReport::default(), None);
+        let up = r.summary.up.as_ref().unwrap();
+        assert_eq!(up.sender.packets_per_second, Some(1000.0));
+        assert_eq!(up.receiver.packets_per_second, Some(796.0));
+        let v = serde_json::to_value(&r.summary).unwrap();
+        assert_eq!(v["up"]["receiver"]["packets_per_second"], 796.0, "{v}");
+        assert_eq!(serde_json::from_value::<Summary>(v).unwrap(), r.summary);
+        // TCP sides have none.
+        let t = TestResult::assemble(
+            header(TestSpec::tcp_default()),
+            vec![record(1, Role::Sender, 10, 1.0, 0)],
+            CpuReport::default(),
+            None,
+        );
+        assert_eq!(t.summary.up.unwrap().sender.packets_per_second, None);
     }
 
     #[test]

@@ -608,7 +608,11 @@ fn near_end_summary(r: &TestResult, format: RateFormat, out: &mut String) {
 /// for a receiver that counted fewer datagrams than were sent.
 fn udp_summary(f: &FlowSummary, short: Option<&Caveat>, out: &mut String) {
     if let Some(s) = &f.sender.udp_sent {
-        let _ = write!(out, "     sender: {} datagrams sent, {} refused by the kernel", s.packets, s.send_errors);
+        let _ = write!(out, "     sender: {} datagrams sent", s.packets);
+        if let Some(pps) = f.sender.packets_per_second {
+            let _ = write!(out, " ({}/s)", format_si(pps, "").trim());
+        }
+        let _ = write!(out, ", {} refused by the kernel", s.send_errors);
         if let (Some(mean), Some(p99)) = (s.gap_mean_us, s.gap_p99_us) {
             let _ = write!(out, "; gap mean {mean:.2} us, p99 {p99:.2} us");
         }
@@ -626,9 +630,11 @@ fn udp_summary(f: &FlowSummary, short: Option<&Caveat>, out: &mut String) {
         }
     }
     if let Some(r) = &f.receiver.udp_received {
+        let rate =
+            f.receiver.packets_per_second.map(|p| format!(" ({}/s)", format_si(p, "").trim())).unwrap_or_default();
         let _ = writeln!(
             out,
-            "     receiver: {} datagrams, {} lost ({:.4}%, {} of them dropped by the receiving socket), {} late, {} duplicate, reorder extent max {}",
+            "     receiver: {} datagrams{rate}, {} lost ({:.4}%, {} of them dropped by the receiving socket), {} late, {} duplicate, reorder extent max {}",
             r.packets, r.lost, r.loss_percent, r.kernel_drops, r.out_of_order, r.duplicates, r.reorder_extent_max
         );
         let _ = writeln!(
@@ -1007,6 +1013,27 @@ mod tests {
         f.receiver.total_bytes = f.sender.total_bytes + 5;
         let out = summary(&r, RateFormat::AutoBits);
         assert!(out.contains("BYTES DIFFER") && !out.contains("in flight"), "{out}");
+    }
+
+    #[test]
+    fn udp_sides_say_their_datagrams_per_second() {
+        let f = FlowSummary {
+            sender: netchar_model::SideTotals {
+                packets_per_second: Some(850_000.0),
+                udp_sent: Some(netchar_model::UdpSent { packets: 850_000, ..Default::default() }),
+                ..Default::default()
+            },
+            receiver: netchar_model::SideTotals {
+                packets_per_second: Some(849.5),
+                udp_received: Some(netchar_model::UdpReceived { packets: 849, ..Default::default() }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut out = String::new();
+        udp_summary(&f, None, &mut out);
+        assert!(out.contains("sender: 850000 datagrams sent (850 k/s), 0 refused"), "{out}");
+        assert!(out.contains("receiver: 849 datagrams (850/s), 0 lost"), "{out}");
     }
 
     fn short_caveat() -> Caveat {
