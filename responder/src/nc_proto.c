@@ -546,6 +546,10 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
     } else if (strcmp(path, "udp.pattern") == 0) {
         if (present(v))
             refuse(m, "--pattern is not supported by netchar-responder");
+    } else if (strcmp(path, "udp.no_checksum") == 0) {
+        /* Sent only when set. */
+        if (v->type == NC_J_BOOL && v->boolean)
+            refuse(m, "--no-udp-checksum is not supported by netchar-responder");
     } else if (strcmp(path, "udp.grace_seconds") == 0) {
         s->grace_us = want_us(m, v);
     } else if (strcmp(path, "rr") == 0) {
@@ -579,6 +583,11 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
         } else if (index == 1 && want_u(m, v) != 1) {
             refuse(m, "--server-load-threads above 1 is not supported by netchar-responder (one load thread)");
         }
+    } else if (strcmp(path, "ip") == 0) {
+        /* The IP options (sent only when one is set), which the far end must set on its own
+         * sockets for its packets to carry them too. */
+        if (present(v))
+            refuse(m, "--tos, --dscp, --flowlabel and --df are not applied by netchar-responder; run the test without them");
     } else if ((strcmp(path, "payload.kind") == 0 && !str_is(v, "pattern")) ||
                (strcmp(path, "verify") == 0 && present(v))) {
         /* Its senders write its own 0123456789 and its receivers do not compare. */

@@ -249,9 +249,53 @@ pub(crate) struct CommonArgs {
     /// (default 7777).
     #[arg(long = "nc-test-data-port", value_name = "PORT")]
     pub(crate) nc_test_data_port: Option<u16>,
+    /// How the test's packets are marked and routed: TOS, flow label, don't-fragment, binding.
+    #[command(flatten)]
+    pub(crate) traffic: TrafficArgs,
     /// What the senders write and whether the receivers check it.
     #[command(flatten)]
     pub(crate) payload: PayloadArgs,
+}
+
+/// The IP options of a test's data sockets (set on both ends, so both directions carry them)
+/// and where the client's sockets are bound.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct TrafficArgs {
+    /// TOS byte (IPv4) or traffic class (IPv6) of every data packet, both ways: 0-255, e.g.
+    /// 0xb8 (the server marks its packets too).
+    #[arg(long, value_name = "VALUE", conflicts_with = "dscp")]
+    pub(crate) tos: Option<String>,
+    /// DSCP of every data packet, both ways: ef, af11-af43, cs0-cs7, va, le, or 0-63 (the TOS
+    /// byte is DSCP << 2).
+    #[arg(long, value_name = "NAME|NUMBER")]
+    pub(crate) dscp: Option<String>,
+    /// IPv6 flow label of every data packet, 1-0xFFFFF (the client's packets, and the server's
+    /// UDP datagrams).
+    #[arg(long, value_name = "N")]
+    pub(crate) flowlabel: Option<String>,
+    /// Don't fragment (IP_PMTUDISC_DO, IPV6_DONTFRAG): UDP datagrams above the path MTU are
+    /// refused and counted as send errors; each stream reports the path MTU the kernel learned.
+    #[arg(long)]
+    pub(crate) df: bool,
+    /// Source address of the control and data sockets; with :PORT, stream n sends from
+    /// PORT + n - 1.
+    #[arg(short = 'B', long = "bind", value_name = "ADDR[:PORT]")]
+    pub(crate) bind: Option<String>,
+    /// Send and receive through this interface only (SO_BINDTODEVICE).
+    #[arg(long = "bind-dev", value_name = "IF")]
+    pub(crate) bind_dev: Option<String>,
+}
+
+impl TrafficArgs {
+    /// Whether any of them was given.
+    pub(crate) fn given(&self) -> bool {
+        self.tos.is_some()
+            || self.dscp.is_some()
+            || self.flowlabel.is_some()
+            || self.df
+            || self.bind.is_some()
+            || self.bind_dev.is_some()
+    }
 }
 
 /// `--payload` and `--verify`.
@@ -352,6 +396,9 @@ pub(crate) struct UdpArgs {
     /// With --find-max-rate: the loss allowed, in percent.
     #[arg(long, default_value = "0")]
     pub(crate) loss: f64,
+    /// Send datagrams with a UDP checksum of zero (SO_NO_CHECK; IPv4 only), both ways.
+    #[arg(long = "no-udp-checksum")]
+    pub(crate) no_udp_checksum: bool,
 }
 
 /// `netchar rr`.

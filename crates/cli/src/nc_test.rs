@@ -56,6 +56,9 @@ fn not_applicable(c: &CommonArgs) -> Result<()> {
     if c.time.is_some() || c.bidir || c.parallel != "1" || c.psk_file.is_some() || c.server_load.is_some() || c.idle {
         bail!("--proto nc-test: nc_test runs a count of buffers, one stream, one way or echoed, without authentication (-t, --bidir, -P, --psk-file, --server-load and --idle do not apply; the suite runs the slave's load and idle sections)");
     }
+    if c.traffic.given() {
+        bail!("--proto nc-test: --tos, --dscp, --flowlabel, --df, -B and --bind-dev are not applied by netchar's nc_test master (its own sockets), and nc_test carries none of them to the slave");
+    }
     if c.payload.given() {
         bail!("--proto nc-test: the slave writes and reads its own buffers (--payload and --verify are netchar's own generator; use --proto echo or a netchar server)");
     }
@@ -114,6 +117,9 @@ pub(crate) fn udp(a: &UdpArgs, figures: &FigureFiles, stop: &StopFlag) -> Result
     not_applicable(&a.common)?;
     if a.bitrate.is_some() || a.pps.is_some() || a.find_max_rate {
         bail!("--proto nc-test: nc_test senders send as fast as they can (-b, --pps and --find-max-rate do not apply)");
+    }
+    if a.no_udp_checksum {
+        bail!("--proto nc-test: --no-udp-checksum is not applied by netchar's nc_test master, and nc_test carries no such setting to the slave");
     }
     let pattern = a.pattern.clone().unwrap_or_else(|| "640x1024".into());
     let p = Pattern::parse(&pattern).map_err(|e| anyhow::anyhow!("--pattern {pattern}: {e}"))?;

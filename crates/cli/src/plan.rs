@@ -1,7 +1,7 @@
 //! From flags to a runnable test: parses units, checks ranges, applies defaults. Pure; every
 //! error names the flag and the value, and is raised before any traffic.
 
-use crate::args::{CommonArgs, EchoArgs, RrArgs, TcpArgs, UdpArgs};
+use crate::args::{CommonArgs, EchoArgs, RrArgs, TcpArgs, TrafficArgs, UdpArgs};
 use crate::metrics::Expectation;
 use netchar_engine::client::{ClientConfig, Family};
 use netchar_engine::protocols::Command;
@@ -215,8 +215,10 @@ impl TcpPlan {
                 || UsageError(format!("--pacing-quantum {q}: expected a duration up to 10ms, like 100us")),
             )?,
         };
-        u.gso = !a.no_gso;
+        // Linux refuses to segment datagrams that carry no checksum (EINVAL): plain sends.
+        u.gso = !a.no_gso && !a.no_udp_checksum;
         u.gro = a.gro;
+        u.no_checksum = a.no_udp_checksum;
         let mut plan = Self::with_common(spec, &a.common, Command::Udp)?;
         plan.explicit_rate = a.bitrate.is_some() || a.pps.is_some();
         if a.find_max_rate && a.common.time.is_none() {
@@ -285,6 +287,10 @@ impl TcpPlan {
     pub(crate) fn from_crr_args(a: &RrArgs) -> Result<Self, UsageError> {
         if a.udp || a.busy_poll || a.under_load.is_some() || a.inflight != "1" {
             return usage("crr: --udp, --busy-poll, --under-load and --inflight do not apply".into());
+        }
+        if a.common.traffic.given() {
+            // Its requester connects once per transaction, outside the data streams' setup.
+            return usage("crr: --tos, --dscp, --flowlabel, --df, -B and --bind-dev are not applied to its per-transaction connections; measure them with rr".into());
         }
         let mut plan = Self::rr_plan(a, Command::Crr)?;
         if let Some(r) = plan.client.spec.rr.as_mut() {
@@ -381,6 +387,7 @@ impl TcpPlan {
         spec.server_cpu = server_cpu;
         spec.server_load = a.server_load.map(|p| (p, a.server_load_threads));
         spec.measure_idle = a.idle;
+        spec.ip = ip_options(&a.traffic)?;
         spec.payload = payload(&a.payload)?;
         spec.verify = a.payload.verify;
         // UDP payload defaults depend on the family; validate with a stand-in until then.
@@ -409,11 +416,8 @@ impl TcpPlan {
             }
             ns => ns,
         };
-        let family = match (a.ipv4, a.ipv6) {
-            (true, _) => Some(Family::V4),
-            (_, true) => Some(Family::V6),
-            _ => None,
-        };
+        let bind = binding(&a.traffic)?;
+        let family = family(a, &spec, &host, bind.as_ref())?;
         Ok(Self {
             client: ClientConfig {
                 host,
@@ -430,6 +434,7 @@ impl TcpPlan {
                 auth: client_key(a)?,
                 protocol: a.proto,
                 dial_back: dial_back(a)?,
+                bind,
                 target_ns_per_instruction,
             },
             output: Output {
@@ -466,6 +471,90 @@ impl TcpPlan {
             under_load: None,
             explicit_rate: false,
         })
+    }
+}
+
+/// `--tos`/`--dscp`, `--flowlabel` and `--df`.
+fn ip_options(t: &TrafficArgs) -> Result<netchar_model::IpOptions, UsageError> {
+    use netchar_model::spec::{parse_dscp, parse_tos, MAX_FLOWLABEL};
+    let tos = match (&t.tos, &t.dscp) {
+        (Some(v), _) => Some(parse_tos(v).map_err(|e| UsageError(format!("--tos {v}: {e}")))?),
+        (None, Some(v)) => Some(parse_dscp(v).map_err(|e| UsageError(format!("--dscp {v}: {e}")))? << 2),
+        (None, None) => None,
+    };
+    let flowlabel = match &t.flowlabel {
+        Some(v) => {
+            let hex = v.trim().strip_prefix("0x").map(|h| u32::from_str_radix(h, 16));
+            match hex.unwrap_or_else(|| v.trim().parse()) {
+                Ok(l) if (1..=MAX_FLOWLABEL).contains(&l) => Some(l),
+                _ => return usage(format!("--flowlabel {v}: a flow label is 1 to {MAX_FLOWLABEL} (0xFFFFF)")),
+            }
+        }
+        None => None,
+    };
+    Ok(netchar_model::IpOptions { tos, flowlabel, dont_fragment: t.df })
+}
+
+/// `-B ADDR[:PORT]` and `--bind-dev IF`.
+fn binding(t: &TrafficArgs) -> Result<Option<netchar_model::LocalBinding>, UsageError> {
+    let (address, port) = match &t.bind {
+        Some(b) => {
+            let (host, port) = split_host(b).map_err(|e| UsageError(format!("-B {b}: {e}")))?;
+            let ip = host.parse::<std::net::IpAddr>().map_err(|_| {
+                UsageError(format!("-B {b}: expected an address of this host (ADDR, ADDR:PORT or [IPV6]:PORT)"))
+            })?;
+            (Some(ip), port.filter(|&p| p != 0))
+        }
+        None => (None, None),
+    };
+    let device = match &t.bind_dev {
+        Some(d) if d.is_empty() || d.len() > 15 || d.contains(['/', ' ', '\0']) => {
+            return usage(format!("--bind-dev {d:?}: an interface name is 1 to 15 characters"))
+        }
+        d => d.clone(),
+    };
+    Ok((address.is_some() || device.is_some()).then_some(netchar_model::LocalBinding { address, port, device }))
+}
+
+/// The address family: `-4`/`-6`, or the one family that the options asked for exist in
+/// (`--flowlabel` IPv6, `--no-udp-checksum` IPv4, `-B`'s address); the server's address must
+/// be of it too.
+fn family(
+    a: &CommonArgs,
+    spec: &TestSpec,
+    host: &str,
+    bind: Option<&netchar_model::LocalBinding>,
+) -> Result<Option<Family>, UsageError> {
+    let name = |f: Family| if f == Family::V4 { "IPv4" } else { "IPv6" };
+    let asked = [
+        (a.ipv4.then_some(Family::V4), "-4".to_string()),
+        (a.ipv6.then_some(Family::V6), "-6".to_string()),
+        (spec.ip.flowlabel.map(|_| Family::V6), "--flowlabel (an IPv4 header has no flow label)".to_string()),
+        (
+            spec.udp.as_ref().filter(|u| u.no_checksum).map(|_| Family::V4),
+            "--no-udp-checksum (the UDP checksum is mandatory over IPv6, RFC 8200)".to_string(),
+        ),
+        (
+            bind.and_then(|b| b.address).map(|ip| if ip.is_ipv4() { Family::V4 } else { Family::V6 }),
+            format!("-B {}", bind.and_then(|b| b.address).map(|ip| ip.to_string()).unwrap_or_default()),
+        ),
+    ];
+    let mut chosen: Option<(Family, &str)> = None;
+    for (f, why) in asked.iter().filter_map(|(f, why)| f.map(|f| (f, why.as_str()))) {
+        match chosen {
+            Some((c, first)) if c != f => {
+                return usage(format!("{why} is {} only, and {first} is {}", name(f), name(c)))
+            }
+            _ => chosen = Some((f, why)),
+        }
+    }
+    let host_family =
+        host.parse::<std::net::IpAddr>().ok().map(|ip| if ip.is_ipv4() { Family::V4 } else { Family::V6 });
+    match (chosen, host_family) {
+        (Some((f, why)), Some(h)) if f != h => {
+            usage(format!("{why} is {} only, and {host} is an {} address", name(f), name(h)))
+        }
+        (chosen, _) => Ok(chosen.map(|(f, _)| f)),
     }
 }
 
@@ -517,6 +606,47 @@ fn dial_back(a: &CommonArgs) -> Result<Option<netchar_wire::iperf2::DialBack>, U
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn udp_plan(args: &[&str]) -> Result<TcpPlan, UsageError> {
+        use clap::Parser;
+        let argv = ["netchar", "udp"].iter().chain(args).copied();
+        match crate::args::Cli::try_parse_from(argv).expect("parses").command {
+            Some(crate::args::Command::Udp(a)) => TcpPlan::from_udp_args(&a),
+            _ => unreachable!("a udp command"),
+        }
+    }
+
+    #[test]
+    fn traffic_options_fill_the_spec_the_binding_and_the_family() {
+        let p = udp_plan(&["h", "--dscp", "ef", "--df", "-B", "10.0.0.3:7000", "--bind-dev", "eth1"]).unwrap();
+        let ip = &p.client.spec.ip;
+        assert_eq!((ip.tos, ip.flowlabel, ip.dont_fragment), (Some(0xb8), None, true));
+        let b = p.client.bind.as_ref().unwrap();
+        assert_eq!(
+            (b.address, b.port, b.device.as_deref()),
+            (Some("10.0.0.3".parse().unwrap()), Some(7000), Some("eth1"))
+        );
+        assert_eq!(p.client.family, Some(Family::V4));
+        let p = udp_plan(&["h", "--tos", "0x10", "--flowlabel", "0xfffff"]).unwrap();
+        assert_eq!((p.client.spec.ip.tos, p.client.spec.ip.flowlabel), (Some(0x10), Some(0xfffff)));
+        assert_eq!(p.client.family, Some(Family::V6));
+        let p = udp_plan(&["h", "--no-udp-checksum"]).unwrap();
+        let u = p.client.spec.udp.as_ref().unwrap();
+        assert!(u.no_checksum && !u.gso && p.client.family == Some(Family::V4));
+        for (args, said) in [
+            (&["h", "--dscp", "af44"][..], "--dscp af44: expected a DSCP name"),
+            (&["h", "--tos", "256"], "--tos 256:"),
+            (&["h", "--flowlabel", "0x100000"], "--flowlabel 0x100000: a flow label is 1 to"),
+            (&["h", "--flowlabel", "5", "-4"], "--flowlabel (an IPv4 header has no flow label) is IPv6 only, and -4"),
+            (&["::1", "--no-udp-checksum"], "is IPv4 only, and ::1 is an IPv6 address"),
+            (&["h", "-B", "::1", "--no-udp-checksum"], "-B ::1 is IPv6 only"),
+            (&["h", "-B", "host.example"], "-B host.example: expected an address of this host"),
+            (&["h", "--bind-dev", "a-name-of-sixteen"], "--bind-dev \"a-name-of-sixteen\""),
+        ] {
+            let e = udp_plan(args).err().unwrap_or_else(|| panic!("{args:?} planned")).0;
+            assert!(e.contains(said), "{args:?}: {e}");
+        }
+    }
 
     #[test]
     fn hosts_split_with_and_without_ports() {

@@ -136,6 +136,13 @@ const KEYS: &[(&str, &str)] = &[
     ("server_load", "--server-load"),
     ("server_load_threads", "--server-load-threads"),
     ("idle", "--idle"),
+    ("tos", "--tos"),
+    ("dscp", "--dscp"),
+    ("flowlabel", "--flowlabel"),
+    ("df", "--df"),
+    ("no_udp_checksum", "--no-udp-checksum"),
+    ("bind", "-B"),
+    ("bind_dev", "--bind-dev"),
 ];
 
 /// The longest pause a plan may ask for between tests (a day).
@@ -390,5 +397,26 @@ rate = "10M"
             .unwrap_err()
             .to_string();
         assert!(e.contains("p.toml:3"), "{e}");
+    }
+
+    #[test]
+    fn traffic_options_become_their_flags_and_loop() {
+        let plan = r#"
+[[test]]
+kind = "udp"
+dscp = ["ef", "af41"]
+df = true
+no_udp_checksum = true
+bind = "10.0.0.3:7000"
+bind_dev = "eth1"
+flowlabel = 7
+"#;
+        let tests = expand(plan, "p.toml", Some("h")).unwrap();
+        assert_eq!(tests.len(), 2);
+        let argv = &tests[1].argv;
+        for pair in [["--dscp", "af41"], ["-B", "10.0.0.3:7000"], ["--bind-dev", "eth1"], ["--flowlabel", "7"]] {
+            assert!(argv.windows(2).any(|w| w == pair), "{pair:?} in {argv:?}");
+        }
+        assert!(argv.contains(&"--df".to_string()) && argv.contains(&"--no-udp-checksum".to_string()), "{argv:?}");
     }
 }

@@ -89,6 +89,7 @@ pub(crate) fn run(time: &str, json: bool, figures: &FigureFiles, stop: &StopFlag
             auth: None,
             protocol: Default::default(),
             dial_back: None,
+            bind: None,
             target_ns_per_instruction: None,
         };
         reporters.emit(&progress, |r| r.on_start(&crate::single_run::client_test_info(&cfg)))?;

@@ -330,6 +330,8 @@ fn options_it_cannot_honour_are_refused_by_name_before_any_traffic() {
         (&["crr"][..], "crr"),
         (&["tcp", "--server-load", "50", "--server-load-threads", "2"][..], "--server-load-threads"),
         (&["tcp", "-O", "0.5"][..], "-O"),
+        (&["tcp", "--dscp", "ef"][..], "--dscp"),
+        (&["udp", "--no-udp-checksum"][..], "--no-udp-checksum"),
         (&["tcp", "--verify"][..], "--verify"),
         (&["udp", "--payload", "zeros"][..], "--payload"),
     ] {

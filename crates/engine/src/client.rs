@@ -6,11 +6,11 @@ use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::evidence::EvidenceProbe;
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::protocols::{ClientRole, ProtoChoice, Protocol, SessionArgs};
-use crate::tcp_setup::{connect_data, ConnectFailure};
+use crate::tcp_setup::{connect_control, connect_data, open_udp, ConnectFailure, LocalEnd, PathMtuProbes};
 use crate::StopFlag;
 use netchar_model::{
-    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, RrFigures, StreamRecord,
-    StreamTotal, TargetFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec,
+    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, LocalBinding, ResultHeader, Role, RrFigures,
+    StreamRecord, StreamTotal, TargetFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec,
 };
 use netchar_model::{Evidence, EvidenceReport, HostIdentity};
 use netchar_wire::auth::Credentials;
@@ -61,6 +61,9 @@ pub struct ClientConfig {
     pub protocol: ProtoChoice,
     /// iperf2's `-d`/`-r`: the server connects back for its direction.
     pub dial_back: Option<netchar_wire::iperf2::DialBack>,
+    /// Where this end's control and data sockets are bound (`-B`, `--bind-dev`); None: where
+    /// the kernel chooses.
+    pub bind: Option<LocalBinding>,
     /// The far end's nanoseconds per instruction (`--target-ns-per-instruction`; 32 for a
     /// board under QEMU's `-icount shift=5`): a target's busy time per unit of work is then
     /// also given in instructions.
@@ -86,6 +89,7 @@ pub fn session(
     if cfg.dial_back.is_some() && !def.dial_back {
         return Err(format!("-d/-r: iperf2's dial-back test, not {}'s", def.name));
     }
+    crate::protocols::far_end_options(def, spec).refusal.map_or(Ok(()), Err)?;
     crate::protocols::payload_options(def, spec)?;
     make(&SessionArgs { now, spec, cfg })
 }
@@ -342,6 +346,8 @@ struct Driver<'a> {
     /// The far end's counters and settings, when it sent them.
     remote_evidence: Option<(Option<Evidence>, Option<HostIdentity>)>,
     local_records: Vec<StreamRecord>,
+    /// `--df`: this end's data sockets, for their path MTU after the test.
+    mtu_probes: PathMtuProbes,
     /// rr: every round trip of this end's connections.
     latency: Option<netchar_stats::distribution::Distribution>,
     /// crr: every connect of this end.
@@ -373,16 +379,20 @@ impl<'a> Driver<'a> {
                 spec = shape(&spec).map_err(ClientError::Unsupported)?;
             }
             let session = session(protocol, Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?;
+            let local = LocalEnd::of(cfg.bind.as_ref(), None);
             let control = match session.connection() {
                 // Without a control connection the first address is the one: nothing tells
                 // whether it answers before the data streams try it.
                 ControlConnection::None => None,
-                ControlConnection::Tcp => match TcpStream::connect_timeout(&addr, cfg.connect_timeout) {
+                ControlConnection::Tcp => match connect_control(addr, cfg.connect_timeout, local) {
                     Ok(control) => {
                         let _ = control.set_nodelay(true);
                         Some(control)
                     }
-                    Err(e) => {
+                    Err(ConnectFailure::Option(o)) => {
+                        return Err(ClientError::SocketOption { flag: o.flag, message: o.message })
+                    }
+                    Err(ConnectFailure::Io(e)) => {
                         last = Some(connect_error(addr, e, cfg.connect_timeout));
                         continue;
                     }
@@ -391,9 +401,15 @@ impl<'a> Driver<'a> {
             let mut more_controls = Vec::new();
             if control.is_some() {
                 for _ in 1..session.control_connections() {
-                    let c = TcpStream::connect_timeout(&addr, cfg.connect_timeout)
-                        .and_then(|c| c.set_nonblocking(true).map(|_| c))
-                        .map_err(|e| connect_error(addr, e, cfg.connect_timeout))?;
+                    let c = connect_control(addr, cfg.connect_timeout, local)
+                        .map_err(|f| match f {
+                            ConnectFailure::Io(e) => connect_error(addr, e, cfg.connect_timeout),
+                            ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
+                        })
+                        .and_then(|c| {
+                            c.set_nonblocking(true).map_err(|e| connect_error(addr, e, cfg.connect_timeout))?;
+                            Ok(c)
+                        })?;
                     let _ = c.set_nodelay(true);
                     more_controls.push(Some(c));
                 }
@@ -422,6 +438,7 @@ impl<'a> Driver<'a> {
                 evidence: None,
                 remote_evidence: None,
                 local_records: Vec::new(),
+                mtu_probes: PathMtuProbes::default(),
                 latency: None,
                 connect_latency: None,
                 wakeups: None,
@@ -655,7 +672,9 @@ impl<'a> Driver<'a> {
                 // the address it sees this client at.
                 let any: SocketAddr =
                     if self.addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal addresses parse");
-                let listener = std::net::TcpListener::bind(any)
+                // With -B, where this client sends from.
+                let at = LocalEnd::of(self.cfg.bind.as_ref(), None).address.unwrap_or(any);
+                let listener = std::net::TcpListener::bind(at)
                     .and_then(|l| l.local_addr().map(|a| (l, a.port())))
                     .map_err(|e| ClientError::Stream(format!("cannot open a listener for the dial-back: {e}")))?;
                 self.session.listening(Instant::now(), listener.1);
@@ -670,6 +689,11 @@ impl<'a> Driver<'a> {
         let mut streams = Vec::new();
         for OpenStream { id, flow, transport } in open {
             let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
+            let local = LocalEnd::of(self.cfg.bind.as_ref(), Some(id));
+            let refused = |f: ConnectFailure, to: SocketAddr, what: &str| match f {
+                ConnectFailure::Io(e) => ClientError::Stream(format!("cannot open {what} stream {id} to {to}: {e}")),
+                ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
+            };
             let socket = match transport {
                 Transport::PerTransaction { port } => DataSocket::CrrTarget(SocketAddr::new(self.addr.ip(), port)),
                 Transport::DialBack => {
@@ -690,7 +714,7 @@ impl<'a> Driver<'a> {
                 }
                 Transport::Udp { handshake } => {
                     let failed = |e: io::Error| ClientError::Stream(format!("cannot open UDP stream {id}: {e}"));
-                    let socket = udp_data_socket(self.addr).map_err(failed)?;
+                    let socket = open_udp(self.addr, &self.spec, local).map_err(|f| refused(f, self.addr, "UDP"))?;
                     let setup = socket.try_clone().map_err(failed)?;
                     // Non-blocking while setting up, to poll for the peer's answers; the clone
                     // shares the data socket's file, so it is set back before the workers start.
@@ -700,22 +724,20 @@ impl<'a> Driver<'a> {
                 }
                 Transport::UdpToPort { port } => {
                     let to = SocketAddr::new(self.addr.ip(), port);
-                    DataSocket::Udp(
-                        udp_data_socket(to)
-                            .map_err(|e| ClientError::Stream(format!("cannot open UDP stream {id} to {to}: {e}")))?,
-                    )
+                    DataSocket::Udp(open_udp(to, &self.spec, local).map_err(|f| refused(f, to, "UDP"))?)
                 }
                 Transport::TcpToPort { port } => {
                     let to = SocketAddr::new(self.addr.ip(), port);
-                    let socket = connect_data(to, &self.spec, role, self.cfg.connect_timeout).map_err(|f| match f {
-                        ConnectFailure::Io(e) => connect_error(to, e, self.cfg.connect_timeout),
-                        ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
-                    })?;
+                    let socket =
+                        connect_data(to, &self.spec, role, self.cfg.connect_timeout, local).map_err(|f| match f {
+                            ConnectFailure::Io(e) => connect_error(to, e, self.cfg.connect_timeout),
+                            ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
+                        })?;
                     DataSocket::Tcp(socket)
                 }
                 Transport::Tcp { preamble } => {
                     let mut socket =
-                        connect_data(self.addr, &self.spec, role, self.cfg.connect_timeout).map_err(|f| match f {
+                        connect_data(self.addr, &self.spec, role, self.cfg.connect_timeout, local).map_err(|f| match f {
                             ConnectFailure::Io(e) if self.control.is_none() && e.kind() == io::ErrorKind::ConnectionRefused => {
                                 // No control connection came first: this is the peer's own port.
                                 ClientError::Stream(format!(
@@ -768,6 +790,7 @@ impl<'a> Driver<'a> {
 
     fn start_plane(&mut self) -> Result<(), ClientError> {
         let streams = self.pending_streams.take().unwrap_or_default();
+        self.mtu_probes = PathMtuProbes::of(&streams, &self.spec);
         let cfg = DataPlaneConfig {
             spec: self.spec.clone(),
             datagrams: self.session.datagrams(),
@@ -853,7 +876,9 @@ impl<'a> Driver<'a> {
 
     fn assemble(&mut self, error: Option<String>) -> TestResult {
         let family = if self.addr.is_ipv4() { "ipv4" } else { "ipv6" };
-        let (far_end, caveats) = (self.cfg.protocol.protocol().def().measurement)(&self.spec);
+        let def = self.cfg.protocol.protocol().def();
+        let (far_end, mut caveats) = (def.measurement)(&self.spec);
+        caveats.extend(crate::protocols::far_end_options(def, &self.spec).caveats);
         let header = ResultHeader {
             test: TestInfo {
                 spec: self.spec.clone(),
@@ -872,6 +897,7 @@ impl<'a> Driver<'a> {
             remote_host: self.remote_host.clone(),
         };
         let mut streams = std::mem::take(&mut self.local_records);
+        self.mtu_probes.fill(&mut streams, Endpoint::Client);
         let mut remote_cpu = None;
         if let Some((remote_streams, cpu, _)) = self.remote.take() {
             streams.extend(remote_streams);
@@ -880,6 +906,7 @@ impl<'a> Driver<'a> {
         }
         let cpu = CpuReport { local: self.local_cpu.clone(), remote: remote_cpu };
         let mut result = TestResult::assemble(header, streams, cpu, error);
+        result.bind = self.cfg.bind.clone();
         if self.spec.kind == TestKind::Rr {
             result.summary.rr = Some(self.rr_summary(&result.streams));
             result.summary.placement = Some(self.placement(&result.streams));
@@ -979,16 +1006,4 @@ struct UdpSetup {
     id: u32,
     socket: UdpSocket,
     handshake: Box<dyn UdpHandshake>,
-}
-
-/// A fresh nonce for the authentication exchange; all zeros only if the system has no
-/// randomness, which the server's fresh nonce still keeps replay-proof.
-/// A UDP socket connected to the server's port, with buffers sized for high rates.
-fn udp_data_socket(server: SocketAddr) -> io::Result<UdpSocket> {
-    let local: SocketAddr =
-        if server.is_ipv4() { "0.0.0.0:0".parse() } else { "[::]:0".parse() }.expect("literal addresses parse");
-    let socket = UdpSocket::bind(local)?;
-    crate::tcp_setup::size_udp_buffers(&socket);
-    socket.connect(server)?;
-    Ok(socket)
 }

@@ -14,7 +14,7 @@
 use crate::client::ClientConfig;
 use crate::control::{ClientControl, NativeClient};
 use crate::peers::PeerListener;
-use netchar_model::{Caveat, CaveatWhen, FarEnd, Flow, TestSpec};
+use netchar_model::{Caveat, CaveatWhen, Direction, FarEnd, Flow, TestKind, TestSpec};
 use std::net::IpAddr;
 use std::time::Instant;
 
@@ -111,6 +111,98 @@ pub struct ProtocolDef {
     pub silent_hint: Option<&'static str>,
     /// How its far end takes part in a test's figures, and the caveats of its figures.
     pub measurement: fn(&TestSpec) -> (FarEnd, Vec<Caveat>),
+    /// Which of a test's IP options its far end applies to its own sockets, its requests
+    /// carrying them ([`far_end_options`] checks a test against it).
+    pub far_end_applies: fn(&TestSpec) -> FarEndApplies,
+}
+
+/// Which of a test's IP options (`--tos`, `--flowlabel`, `--df`, `--no-udp-checksum`) a
+/// protocol carries to its far end, which then sets them on its own data sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FarEndApplies {
+    /// The TOS byte / traffic class (iperf3's `TOS`, iperf2's header, netperf's socket_tos).
+    pub tos: bool,
+    /// The IPv6 flow label.
+    pub flowlabel: bool,
+    /// Don't-fragment.
+    pub dont_fragment: bool,
+    /// UDP checksums of zero.
+    pub no_udp_checksum: bool,
+}
+
+impl FarEndApplies {
+    /// A far end that is told none of them.
+    pub const NONE: Self = Self { tos: false, flowlabel: false, dont_fragment: false, no_udp_checksum: false };
+    /// netchar's own: the spec carries them all.
+    pub const ALL: Self = Self { tos: true, flowlabel: true, dont_fragment: true, no_udp_checksum: true };
+    /// The TOS byte only.
+    pub const TOS: Self = Self { tos: true, ..Self::NONE };
+}
+
+fn applies_all(_: &TestSpec) -> FarEndApplies {
+    FarEndApplies::ALL
+}
+
+fn applies_none(_: &TestSpec) -> FarEndApplies {
+    FarEndApplies::NONE
+}
+
+/// netperf's request carries a TOS for netserver's data socket (its `-Y`).
+fn applies_tos(_: &TestSpec) -> FarEndApplies {
+    FarEndApplies::TOS
+}
+
+/// What a test's IP options come to with a protocol: the one line refusing it, when its far
+/// end sends data in the test but would not apply an option asked for, or the caveats that
+/// say which options are this end's alone.
+#[derive(Debug, Default)]
+pub struct OptionReach {
+    /// Why the test cannot run (before any traffic).
+    pub refusal: Option<String>,
+    /// Sentences for the result: what the far end's packets carry not.
+    pub caveats: Vec<Caveat>,
+}
+
+/// Checks the test's IP options against what `def`'s far end applies. An option it does not
+/// apply is refused when the far end sends the test's data (its packets would go out without
+/// it), and otherwise applies to this end's packets only, which a caveat says.
+pub fn far_end_options(def: &ProtocolDef, spec: &TestSpec) -> OptionReach {
+    let far_sends = spec.kind == TestKind::Rr || spec.direction != Direction::Up;
+    let a = (def.far_end_applies)(spec);
+    let no_checksum = spec.udp.as_ref().is_some_and(|u| u.no_checksum);
+    let asked = [
+        (spec.ip.tos.is_some() && !a.tos, "--tos"),
+        (spec.ip.flowlabel.is_some() && !a.flowlabel, "--flowlabel"),
+        (spec.ip.dont_fragment && !a.dont_fragment, "--df"),
+        (no_checksum && !a.no_udp_checksum, "--no-udp-checksum"),
+    ];
+    let mut reach = OptionReach::default();
+    for (_, flag) in asked.iter().filter(|(missing, _)| *missing) {
+        if far_sends {
+            reach.refusal = Some(format!(
+                "--proto {name}: {flag} is not carried to the {name} server, which sends data in this test; its \
+                 packets would go out without it (run the test up only, or without {flag})",
+                name = def.name
+            ));
+            return reach;
+        }
+        reach.caveats.push(Caveat::always(
+            None,
+            format!(
+                "{flag} applies to this end's packets only: {} does not carry it to the far end, whose packets \
+                 (acknowledgements, reports) go out without it",
+                def.name
+            ),
+        ));
+    }
+    if a.flowlabel && spec.ip.flowlabel.is_some() && !spec.uses_udp() {
+        reach.caveats.push(Caveat::always(
+            None,
+            "--flowlabel labels the client's packets; the server's TCP packets carry the label its kernel chose \
+             (Linux takes a TCP connection's label only from the side that connects)",
+        ));
+    }
+    reach
 }
 
 /// `--payload` and `--verify` against `def`'s far end: netchar's generator is netchar's own,
@@ -180,6 +272,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: None,
         silent_hint: None,
         measurement: reports,
+        far_end_applies: applies_all,
     },
     ProtocolDef {
         name: "iperf3",
@@ -194,6 +287,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: None,
         silent_hint: None,
         measurement: crate::peers::iperf3::measurement,
+        far_end_applies: crate::peers::iperf3::far_end_applies,
     },
     ProtocolDef {
         name: "iperf2",
@@ -209,6 +303,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: None,
         silent_hint: Some("add --proto iperf2 (or --proto lwiperf for lwIP's)"),
         measurement: crate::peers::iperf2::measurement,
+        far_end_applies: crate::peers::iperf2::far_end_applies,
     },
     ProtocolDef {
         name: "lwiperf",
@@ -223,6 +318,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: None,
         silent_hint: None,
         measurement: crate::peers::iperf2::measurement_lwiperf,
+        far_end_applies: applies_none,
     },
     ProtocolDef {
         name: "echo",
@@ -237,6 +333,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: Some(crate::peers::services::echo_shape),
         silent_hint: None,
         measurement: crate::peers::services::echo_measurement,
+        far_end_applies: applies_none,
     },
     ProtocolDef {
         name: "discard",
@@ -251,6 +348,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: Some(crate::peers::services::discard_shape),
         silent_hint: Some("add --proto discard"),
         measurement: crate::peers::services::discard_measurement,
+        far_end_applies: applies_none,
     },
     ProtocolDef {
         name: "chargen",
@@ -265,6 +363,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: Some(crate::peers::services::chargen_shape),
         silent_hint: None,
         measurement: crate::peers::services::chargen_measurement,
+        far_end_applies: applies_none,
     },
     ProtocolDef {
         name: "netperf",
@@ -280,6 +379,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: None,
         silent_hint: Some("add --proto netperf"),
         measurement: crate::peers::netperf::measurement,
+        far_end_applies: applies_tos,
     },
     ProtocolDef {
         name: "netio",
@@ -294,6 +394,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: None,
         silent_hint: Some("run `netchar suite netio {host} --proto netio`"),
         measurement: reports,
+        far_end_applies: applies_none,
     },
     ProtocolDef {
         name: "nc-test",
@@ -308,6 +409,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: None,
         silent_hint: None,
         measurement: reports,
+        far_end_applies: applies_none,
     },
     ProtocolDef {
         name: "nc6-test",
@@ -322,6 +424,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         shape: None,
         silent_hint: None,
         measurement: reports,
+        far_end_applies: applies_none,
     },
 ];
 
@@ -592,6 +695,35 @@ mod tests {
         }
         assert_eq!(ProtoChoice::parse("auto"), Ok(ProtoChoice::Auto));
         assert_eq!(ProtoChoice::parse("iperf").unwrap().name(), "iperf2");
+    }
+
+    #[test]
+    fn an_ip_option_the_far_end_cannot_apply_is_refused_where_it_sends_and_a_caveat_elsewhere() {
+        let echo = Protocol::find("echo").unwrap().def();
+        let mut up = TestSpec::tcp_default();
+        up.ip.tos = Some(0xb8);
+        let reach = far_end_options(echo, &up);
+        assert!(reach.refusal.is_none());
+        assert!(reach.caveats[0].text.starts_with("--tos applies to this end's packets only: echo"), "{reach:?}");
+        let mut down = up.clone();
+        down.direction = Direction::Down;
+        let e = far_end_options(echo, &down).refusal.unwrap();
+        assert!(e.starts_with("--proto echo: --tos is not carried to the echo server"), "{e}");
+        // iperf3 carries the TOS and don't-fragment, not the flow label; iperf2 the TOS of -R only.
+        let iperf3 = Protocol::find("iperf3").unwrap().def();
+        down.ip.dont_fragment = true;
+        assert!(far_end_options(iperf3, &down).refusal.is_none());
+        down.ip.flowlabel = Some(5);
+        assert!(far_end_options(iperf3, &down).refusal.unwrap().contains("--flowlabel"));
+        let iperf2 = Protocol::find("iperf2").unwrap().def();
+        assert!(far_end_options(iperf2, &up).caveats.len() == 1);
+        up.direction = Direction::Down;
+        assert!(far_end_options(iperf2, &up).caveats.is_empty() && far_end_options(iperf2, &up).refusal.is_none());
+        // netchar's own applies them all; only its TCP flow labels are the client's alone.
+        let native = Protocol::native().def();
+        assert!(far_end_options(native, &TestSpec::tcp_default()).caveats.is_empty());
+        let reach = far_end_options(native, &down);
+        assert!(reach.refusal.is_none() && reach.caveats.len() == 1, "{reach:?}");
     }
 
     #[test]

@@ -657,6 +657,8 @@ pub(crate) struct SessionDriver<'a> {
     evidence: Option<crate::evidence::EvidenceProbe>,
     /// `--idle`: the idle counters and the mark taken at the start.
     idle: Option<(crate::load::IdleMeter, Option<(u64, Instant)>)>,
+    /// `--df`: this end's data sockets, for their path MTU after the test.
+    mtu_probes: crate::tcp_setup::PathMtuProbes,
 }
 
 /// A test's own data socket (crate::server_control::ServerRequest::own_data_port).
@@ -756,6 +758,7 @@ impl<'a> SessionDriver<'a> {
             load: None,
             evidence: None,
             idle: None,
+            mtu_probes: Default::default(),
         };
         let outcome = me.pump(&shared.stop);
         me.finish(outcome.err());
@@ -900,6 +903,7 @@ impl<'a> SessionDriver<'a> {
                     p.start();
                 }
                 let streams = std::mem::take(&mut self.streams);
+                self.mtu_probes = crate::tcp_setup::PathMtuProbes::of(&streams, &spec);
                 // The clock started when every stream was in: the client cannot send before
                 // that, so a late `start` here (a busy CPU) never shortens the receiver's time.
                 let started = self.ready_at.unwrap_or(now);
@@ -1047,7 +1051,8 @@ impl<'a> SessionDriver<'a> {
     }
 
     /// Hands the session this end's records and CPU, once.
-    fn report(&mut self, records: Vec<StreamRecord>) {
+    fn report(&mut self, mut records: Vec<StreamRecord>) {
+        self.mtu_probes.fill(&mut records, Endpoint::Server);
         let mut cpu = self.meter.take().map(|m| m.finish()).unwrap_or_default();
         cpu.background_load_pct = self.load.take().map(|l| l.finish());
         cpu.idle_pct = self.idle.take().and_then(|(meter, mark)| mark.map(|m| meter.idle_since(m)));
@@ -1109,9 +1114,9 @@ impl<'a> SessionDriver<'a> {
                         let flow =
                             spec.flow_of(id).ok_or_else(|| format!("UDP stream {id}, which the test does not have"))?;
                         let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
-                        socket
-                            .connect(from)
-                            .and_then(|_| socket.set_nonblocking(false))
+                        crate::tcp_setup::connect_udp(&socket, from, spec)
+                            .map_err(|f| f.to_string())
+                            .and_then(|_| socket.set_nonblocking(false).map_err(|e| e.to_string()))
                             .map_err(|e| format!("UDP stream {id} from {from}: {e}"))?;
                         self.data_paths.push((id, from));
                         self.streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
@@ -1218,7 +1223,8 @@ impl<'a> SessionDriver<'a> {
         let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
         let local = self.stream.local_addr().map_err(|e| e.to_string())?;
         let socket = bind_udp(SocketAddr::new(self.shared.cfg.bind.ip(), local.port()))
-            .and_then(|s| s.connect(peer).map(|_| s))
+            .map_err(crate::tcp_setup::ConnectFailure::Io)
+            .and_then(|s| crate::tcp_setup::connect_udp(&s, peer, spec).map(|_| s))
             .map_err(|e| format!("cannot open UDP stream {id} to {peer}: {e}"))?;
         crate::tcp_setup::size_udp_buffers(&socket);
         if let Some(answer) = answer {

@@ -304,6 +304,10 @@ pub struct StreamRecord {
     /// more TCP streams and as many as it may use CPUs, `--rx-wake-per-segment`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub receive_low_water: Option<u64>,
+    /// `--df`: the path MTU the kernel held for the stream's destination after the test
+    /// (IP_MTU, IPV6_MTU): the route's MTU, lowered by what path MTU discovery learned.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub path_mtu: Option<u32>,
     /// `--verify` receivers (and rr requesters, of the answers): what they found when they
     /// compared every byte read with the sender's generator.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -335,6 +339,7 @@ impl StreamRecord {
             zerocopy: None,
             receive_method: None,
             receive_low_water: None,
+            path_mtu: None,
             verify: None,
             intervals: Vec::new(),
         }
@@ -446,6 +451,21 @@ pub struct TestInfo {
     /// under a flow's figures, each when its condition holds.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub caveats: Vec<Caveat>,
+}
+
+/// Where the client binds its control and data sockets (`-B ADDR[:PORT]`, `--bind-dev IF`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalBinding {
+    /// The source address of every socket (`-B ADDR`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub address: Option<std::net::IpAddr>,
+    /// The first data stream's source port (`-B ADDR:PORT`); stream n sends from PORT + n − 1.
+    /// The control connection takes a port of the kernel's choosing.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub port: Option<u16>,
+    /// The interface every socket sends and receives through (`--bind-dev`, SO_BINDTODEVICE).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub device: Option<String>,
 }
 
 /// The name of netchar's own protocol in `test.protocol`.
@@ -796,6 +816,10 @@ pub struct TestResult {
     pub streams: Vec<StreamRecord>,
     /// CPU of both ends.
     pub cpu: CpuReport,
+    /// Where the client bound its sockets (`-B`, `--bind-dev`); absent when it left that to
+    /// the kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind: Option<LocalBinding>,
     /// The far end's own figures over the test, when it is a target that reports them (the C
     /// responder on a board): its stack's counters, its idle loop, its cost per unit of work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -868,6 +892,7 @@ impl TestResult {
             summary,
             streams,
             cpu,
+            bind: None,
             target: None,
             evidence: None,
             error,
@@ -1088,6 +1113,7 @@ mod tests {
             zerocopy: None,
             receive_method: None,
             receive_low_water: None,
+            path_mtu: None,
             verify: None,
             intervals: vec![StreamInterval {
                 start: 0.0,

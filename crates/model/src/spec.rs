@@ -176,6 +176,11 @@ pub struct UdpOptions {
     /// datagram at its own time). Trades a short burst for far less sender CPU at high rates.
     #[serde(default)]
     pub pacing_quantum_seconds: f64,
+    /// Datagrams go out with a UDP checksum of zero (SO_NO_CHECK, `--no-udp-checksum`): IPv4
+    /// only, where the checksum is optional (RFC 768). Saves the sender computing it where the
+    /// NIC would not; left out of the JSON when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_checksum: bool,
 }
 
 impl Default for UdpOptions {
@@ -188,6 +193,7 @@ impl Default for UdpOptions {
             gso: true,
             gro: false,
             pacing_quantum_seconds: 0.0,
+            no_checksum: false,
         }
     }
 }
@@ -272,6 +278,98 @@ pub struct TcpOptions {
     pub rate_bps_per_stream: Option<u64>,
 }
 
+/// IP-level options of every data socket, on both ends and in both directions: the far end
+/// applies them to its own sockets too, so its packets (data, or acknowledgements and answers)
+/// carry them as well. Left out of the JSON when none is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpOptions {
+    /// The TOS byte (IPv4) or traffic class (IPv6) of every data packet: the DSCP in its upper
+    /// six bits, ECN in the lower two (`--tos`; `--dscp` sets the DSCP, shifted left by two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
+    /// The IPv6 flow label of every data packet, 1 to 0xFFFFF (`--flowlabel`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flowlabel: Option<u32>,
+    /// Never fragment (`--df`: IP_PMTUDISC_DO, IPV6_DONTFRAG): a UDP datagram larger than the
+    /// path MTU is refused by the kernel and counted as a send error, TCP sizes its segments to
+    /// the path MTU it learns, and each stream reports that path MTU.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dont_fragment: bool,
+}
+
+impl IpOptions {
+    /// True when no option is set.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// The DSCP names (RFC 2474 class selectors, RFC 2597 assured forwarding, RFC 3246 expedited
+/// forwarding, RFC 5865 voice-admit, RFC 8622 lower effort) and their code points.
+pub const DSCP_NAMES: &[(&str, u8)] = &[
+    ("cs0", 0),
+    ("df", 0),
+    ("le", 1),
+    ("cs1", 8),
+    ("af11", 10),
+    ("af12", 12),
+    ("af13", 14),
+    ("cs2", 16),
+    ("af21", 18),
+    ("af22", 20),
+    ("af23", 22),
+    ("cs3", 24),
+    ("af31", 26),
+    ("af32", 28),
+    ("af33", 30),
+    ("cs4", 32),
+    ("af41", 34),
+    ("af42", 36),
+    ("af43", 38),
+    ("cs5", 40),
+    ("va", 44),
+    ("ef", 46),
+    ("cs6", 48),
+    ("cs7", 56),
+];
+
+/// A whole number written in decimal or in hexadecimal with `0x`.
+fn parse_small(s: &str) -> Option<u32> {
+    let s = s.trim();
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Parses `--tos`: the whole TOS byte, 0 to 255, in decimal or `0x` hexadecimal (`0xb8`).
+pub fn parse_tos(s: &str) -> Result<u8, String> {
+    parse_small(s)
+        .and_then(|v| u8::try_from(v).ok())
+        .ok_or_else(|| "expected the TOS byte, 0 to 255 (e.g. 184 or 0xb8; --dscp ef says the same)".into())
+}
+
+/// Parses `--dscp`: a name of [`DSCP_NAMES`] (`ef`, `af41`, `cs1`, any case) or a code point
+/// 0 to 63; returns the code point.
+pub fn parse_dscp(s: &str) -> Result<u8, String> {
+    let lower = s.trim().to_ascii_lowercase();
+    if let Some(&(_, v)) = DSCP_NAMES.iter().find(|(n, _)| *n == lower) {
+        return Ok(v);
+    }
+    parse_small(&lower)
+        .and_then(|v| u8::try_from(v).ok())
+        .filter(|&v| v < 64)
+        .ok_or_else(|| "expected a DSCP name (ef, af11 to af43, cs0 to cs7, va, le, df) or a code point 0 to 63".into())
+}
+
+/// The name of DSCP `code` (`ef`), the class selectors' and `df` for 0 included.
+pub fn dscp_name(code: u8) -> Option<&'static str> {
+    DSCP_NAMES.iter().find(|&&(n, v)| v == code && n != "cs0").map(|(n, _)| *n)
+}
+
+/// The largest IPv6 flow label (20 bits).
+pub const MAX_FLOWLABEL: u32 = 0xF_FFFF;
+
 /// Everything both ends need to run one test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestSpec {
@@ -306,6 +404,9 @@ pub struct TestSpec {
     /// Both ends measure their idle headroom with idle-priority counters (`--idle`).
     #[serde(default)]
     pub measure_idle: bool,
+    /// IP-level options of the data sockets, applied on both ends.
+    #[serde(default, skip_serializing_if = "IpOptions::is_default")]
+    pub ip: IpOptions,
     /// What the senders write (`--payload`); absent: netchar's constant pattern (rr: its
     /// constant request and response bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -386,6 +487,9 @@ pub enum SpecError {
     /// `-C` not a plausible algorithm name.
     #[error("-C {0:?}: a congestion control name is 1 to 15 letters, digits, '_' or '-'")]
     Congestion(String),
+    /// `--flowlabel` out of range.
+    #[error("--flowlabel {0}: a flow label is 1 to {MAX_FLOWLABEL} (20 bits)")]
+    FlowLabel(u32),
     /// `--payload` or `--verify` with an option that cannot keep to it.
     #[error("{0}")]
     Payload(String),
@@ -421,6 +525,7 @@ impl TestSpec {
             server_cpu: None,
             server_load: None,
             measure_idle: false,
+            ip: IpOptions::default(),
             payload: None,
             verify: false,
         }
@@ -579,6 +684,11 @@ impl TestSpec {
                 return Err(SpecError::Window(w));
             }
         }
+        if let Some(l) = self.ip.flowlabel {
+            if !(1..=MAX_FLOWLABEL).contains(&l) {
+                return Err(SpecError::FlowLabel(l));
+            }
+        }
         self.validate_payload()?;
         if let Some(c) = &self.tcp.congestion {
             let ok = !c.is_empty()
@@ -697,6 +807,41 @@ mod tests {
         assert_eq!(s.udp_pps_per_stream(), Some(1000.0));
         s.block_bytes = 10;
         assert!(s.validate().unwrap_err().to_string().starts_with("-l 10"));
+    }
+
+    #[test]
+    fn tos_and_dscp_parse_by_number_and_name() {
+        assert_eq!(parse_tos("184"), Ok(184));
+        assert_eq!(parse_tos("0xB8"), Ok(0xb8));
+        assert!(parse_tos("256").is_err() && parse_tos("ef").is_err() && parse_tos("-1").is_err());
+        assert_eq!(parse_dscp("EF"), Ok(46));
+        assert_eq!(parse_dscp("af41"), Ok(34));
+        assert_eq!(parse_dscp("cs1"), Ok(8));
+        assert_eq!(parse_dscp("le"), Ok(1));
+        assert_eq!(parse_dscp("0x2e"), Ok(46));
+        assert_eq!(parse_dscp("63"), Ok(63));
+        assert!(parse_dscp("64").is_err() && parse_dscp("af44").is_err());
+        assert_eq!((dscp_name(46), dscp_name(0), dscp_name(3)), (Some("ef"), Some("df"), None));
+    }
+
+    #[test]
+    fn ip_options_are_absent_from_the_json_unless_set_and_flow_labels_are_20_bits() {
+        let mut s = TestSpec::tcp_default();
+        assert!(!serde_json::to_string(&s).unwrap().contains("\"ip\""));
+        s.ip = IpOptions { tos: Some(0xb8), flowlabel: Some(MAX_FLOWLABEL), dont_fragment: true };
+        assert_eq!(s.validate(), Ok(()));
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["ip"], serde_json::json!({"tos": 184, "flowlabel": 1048575, "dont_fragment": true}));
+        assert_eq!(serde_json::from_value::<TestSpec>(v).unwrap(), s);
+        for bad in [0, MAX_FLOWLABEL + 1] {
+            s.ip.flowlabel = Some(bad);
+            assert_eq!(s.validate(), Err(SpecError::FlowLabel(bad)));
+        }
+        let mut u = TestSpec::udp_default();
+        u.block_bytes = 1472;
+        assert!(!serde_json::to_string(&u).unwrap().contains("no_checksum"));
+        u.udp.as_mut().unwrap().no_checksum = true;
+        assert!(serde_json::to_string(&u).unwrap().contains("\"no_checksum\":true"));
     }
 
     #[test]

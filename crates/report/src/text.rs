@@ -171,6 +171,21 @@ fn describe_options(s: &TestSpec, line: &mut String) {
     if o.wake_per_segment {
         line.push_str(", receiver woken per segment");
     }
+    if let Some(tos) = s.ip.tos {
+        let _ = write!(line, ", TOS {tos:#04x}");
+        if let Some(name) = netchar_model::spec::dscp_name(tos >> 2) {
+            let _ = write!(line, " (DSCP {name})");
+        }
+    }
+    if let Some(l) = s.ip.flowlabel {
+        let _ = write!(line, ", flow label {l:#x}");
+    }
+    if s.ip.dont_fragment {
+        line.push_str(", don't fragment");
+    }
+    if s.udp.as_ref().is_some_and(|u| u.no_checksum) {
+        line.push_str(", UDP checksums off");
+    }
 }
 
 impl crate::Reporter for TextReporter {
@@ -378,6 +393,13 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
             );
         }
     }
+    if !fixed_shape {
+        // About the whole test (the near end's summary above prints them for those shapes).
+        for c in caveats(r, None, CaveatWhen::Always) {
+            let _ = writeln!(out, "{}", c.text);
+        }
+    }
+    path_lines(r, &mut out);
     for s in r.streams.iter().filter(|s| s.zerocopy.is_some()).take(1) {
         let z = s.zerocopy.as_ref().expect("filtered");
         let mut how = match z.method.as_str() {
@@ -601,6 +623,34 @@ fn near_end_summary(r: &TestResult, format: RateFormat, out: &mut String) {
                 notes(out, Some(Flow::Down));
             }
         }
+    }
+}
+
+/// Where the client's sockets were bound (`-B`, `--bind-dev`), and each end's path MTU
+/// (`--df`; the smallest and largest of its streams when they differ).
+fn path_lines(r: &TestResult, out: &mut String) {
+    if let Some(b) = &r.bind {
+        let mut parts = Vec::new();
+        if let Some(ip) = b.address {
+            parts.push(format!("source {ip}"));
+        }
+        if let Some(p) = b.port {
+            parts.push(format!("data streams from port {p} up"));
+        }
+        if let Some(d) = &b.device {
+            parts.push(format!("interface {d}"));
+        }
+        let _ = writeln!(out, "client bound: {}", parts.join(", "));
+    }
+    let mut ends = Vec::new();
+    for who in [netchar_model::Endpoint::Client, netchar_model::Endpoint::Server] {
+        let mtus: Vec<u32> = r.streams.iter().filter(|s| s.measured_by == who).filter_map(|s| s.path_mtu).collect();
+        let (Some(lo), Some(hi)) = (mtus.iter().min(), mtus.iter().max()) else { continue };
+        let name = if who == netchar_model::Endpoint::Client { "client" } else { "server" };
+        ends.push(if lo == hi { format!("{name} {lo}") } else { format!("{name} {lo} to {hi}") });
+    }
+    if !ends.is_empty() {
+        let _ = writeln!(out, "path MTU (don't fragment): {} bytes", ends.join(", "));
     }
 }
 
@@ -995,6 +1045,30 @@ mod tests {
         // The same figures from a far end that reports: both rows, the byte check.
         let out = summary(&peer_result(FarEnd::Reports, Vec::new()), RateFormat::AutoBits);
         assert!(out.contains("receiver (server)") && out.contains("every byte arrived"), "{out}");
+    }
+
+    #[test]
+    fn traffic_options_the_binding_and_the_path_mtu_are_said() {
+        let note = Caveat::always(None, "--tos applies to this end's packets only");
+        let mut r = peer_result(FarEnd::Reports, vec![note]);
+        r.test.spec.ip = netchar_model::IpOptions { tos: Some(0xb8), flowlabel: Some(0x12345), dont_fragment: true };
+        r.bind = Some(netchar_model::LocalBinding {
+            address: Some("10.0.0.3".parse().unwrap()),
+            port: Some(7000),
+            device: Some("eth1".into()),
+        });
+        for (i, s) in r.streams.iter_mut().enumerate() {
+            s.path_mtu = Some(1280 + 100 * i as u32);
+        }
+        let head = describe_test(&r.test);
+        assert!(head.ends_with(", TOS 0xb8 (DSCP ef), flow label 0x12345, don't fragment"), "{head}");
+        let out = summary(&r, RateFormat::AutoBits);
+        assert!(out.contains("\n--tos applies to this end's packets only\n"), "{out}");
+        assert!(
+            out.contains("client bound: source 10.0.0.3, data streams from port 7000 up, interface eth1\n"),
+            "{out}"
+        );
+        assert!(out.contains("path MTU (don't fragment): client 1280, server 1380 bytes\n"), "{out}");
     }
 
     #[test]

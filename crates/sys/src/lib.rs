@@ -19,6 +19,7 @@ pub mod ethtool;
 pub mod fdtable;
 pub mod host;
 pub mod identity;
+pub mod ip;
 pub mod netlink;
 pub mod proc_net;
 pub mod tcp;

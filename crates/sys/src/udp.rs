@@ -55,10 +55,11 @@ pub enum SendFailure {
     /// (never as sent) and go on. A full queue (ENOBUFS, EAGAIN after the send timeout), a
     /// local firewall (EPERM from netfilter, EACCES from a prohibit route), or an ICMP error
     /// an earlier datagram brought back to the connected socket (ECONNREFUSED,
-    /// EHOSTUNREACH, ENETUNREACH...), which the kernel reports once, on the next send.
+    /// EHOSTUNREACH, ENETUNREACH...), which the kernel reports once, on the next send; or a
+    /// datagram larger than the path MTU on a don't-fragment socket (EMSGSIZE, `--df`: the
+    /// path MTU may change, and every refusal is a figure of the test).
     Refused,
-    /// Every later send would fail the same way (a closed socket, a datagram too large for
-    /// the socket): stop.
+    /// Every later send would fail the same way (a closed or unusable socket): stop.
     Fatal,
 }
 
@@ -78,7 +79,8 @@ pub fn classify_send_error(err: &io::Error, segmented: bool) -> SendFailure {
             | libc::EHOSTUNREACH
             | libc::ENETUNREACH
             | libc::EHOSTDOWN
-            | libc::ENETDOWN,
+            | libc::ENETDOWN
+            | libc::EMSGSIZE,
         ) => SendFailure::Refused,
         Some(_) => SendFailure::Fatal,
         None => match err.kind() {
@@ -340,10 +342,19 @@ mod tests {
     fn refusals_are_counted_and_broken_sockets_are_fatal() {
         let class = |errno| classify_send_error(&io::Error::from_raw_os_error(errno), false);
         // A local firewall's EPERM used to end `udp -R`'s sender on the server.
-        for errno in [libc::EPERM, libc::ENOBUFS, libc::EAGAIN, libc::ECONNREFUSED, libc::EHOSTUNREACH, libc::EACCES] {
+        // EMSGSIZE: a datagram above the path MTU of a don't-fragment socket (--df), counted.
+        for errno in [
+            libc::EPERM,
+            libc::ENOBUFS,
+            libc::EAGAIN,
+            libc::ECONNREFUSED,
+            libc::EHOSTUNREACH,
+            libc::EACCES,
+            libc::EMSGSIZE,
+        ] {
             assert_eq!(class(errno), SendFailure::Refused, "errno {errno}");
         }
-        for errno in [libc::EBADF, libc::ENOTSOCK, libc::EMSGSIZE, libc::EINVAL, libc::EIO] {
+        for errno in [libc::EBADF, libc::ENOTSOCK, libc::EINVAL, libc::EIO] {
             assert_eq!(class(errno), SendFailure::Fatal, "errno {errno}");
         }
         let segmented = |errno| classify_send_error(&io::Error::from_raw_os_error(errno), true);

@@ -312,6 +312,17 @@ impl ClientHeader {
         b
     }
 
+    /// A UDP `-R` request ([`Self::udp_reverse_request`]) asking the server to send with TOS
+    /// `tos` (iperf2's `-S`): the extension's TOS field, which a 2.1+ server sets on the socket
+    /// it sends from.
+    pub fn with_tos(mut request: Vec<u8>, tos: u8) -> Vec<u8> {
+        let at = Layout::V21.datagram_header_len() + 44;
+        if request.len() >= at + 4 {
+            put32(&mut request, at, u32::from(tos));
+        }
+        request
+    }
+
     /// How many bytes of header a server takes from the start of `bytes` (the rule of iperf2
     /// 2.1.8's `Settings.cpp`): the length field under [`HEADER_LEN_BIT`]; else 24 with
     /// VERSION1 or EXTEND, plus 36 with VERSION2 or EXTEND; else the flags word alone. None

@@ -216,6 +216,8 @@ pub fn iperf3_client(data: &[u8]) {
         mss: None,
         nodelay: false,
         congestion: None,
+        tos: None,
+        dont_fragment: false,
     };
     let mut c = Client::new(now, params, make_cookie(&[mode; 36]));
     let mut out = Vec::new();

@@ -456,6 +456,8 @@ pub fn to_spec(p: &ClientParams, ipv4: bool) -> Result<TestSpec, String> {
         EndCondition::Seconds(if p.seconds == 0 { 10.0 } else { p.seconds as f64 })
     };
     spec.omit_seconds = p.omit as f64;
+    // The client's -S: this server marks its data sockets as an iperf3 server does.
+    spec.ip.tos = p.tos;
     match p.transport {
         wire::Transport::Tcp => {
             if p.len > 0 {
@@ -625,7 +627,17 @@ fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String
         mss: spec.tcp.mss,
         nodelay: spec.tcp.nodelay,
         congestion: spec.tcp.congestion.clone(),
+        tos: spec.ip.tos,
+        dont_fragment: spec.ip.dont_fragment,
     })
+}
+
+/// The IP options an iperf3 server applies, its parameters carrying them: the TOS (`TOS`, on
+/// every data socket since 3.0) and don't-fragment (`dont_fragment`, 3.10+, on UDP sockets
+/// over IPv4; TCP sets DF itself). Its server never sets a flow label (iperf3 labels only a
+/// client's TCP connections) nor zero UDP checksums.
+pub(crate) fn far_end_applies(_: &TestSpec) -> crate::protocols::FarEndApplies {
+    crate::protocols::FarEndApplies { tos: true, dont_fragment: true, ..crate::protocols::FarEndApplies::NONE }
 }
 
 /// iperf3's UDP stream setup: a 4-byte hello per stream, one stream after the other as iperf3

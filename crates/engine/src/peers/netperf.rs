@@ -144,6 +144,7 @@ fn params_of(spec: &TestSpec, id: u32, family: Family) -> Result<TestParams, Str
     (p.remote_send_buffer, p.remote_recv_buffer) = (window, window);
     p.remote_nodelay = spec.tcp.nodelay;
     p.remote_congestion = spec.tcp.congestion.clone();
+    p.remote_tos = spec.ip.tos;
     p.remote_affinity = spec.server_cpu.and_then(|c| u32::try_from(c).ok());
     p.remote_cpu = true;
     p.check()?;
@@ -584,6 +585,8 @@ pub fn to_spec(req: &TestRequest) -> Result<TestSpec, String> {
         TestEnd::Units(n) => EndCondition::Bytes(u64::from(n)),
     };
     spec.interval_seconds = 0.0;
+    // netperf's `-Y ,TOS`: netserver marks its data socket (−1, and 0, leave it alone).
+    spec.ip.tos = u8::try_from(r.socket_tos).ok().filter(|&t| t > 0);
     match req.kind {
         NetperfTest::TcpStream => {
             if r.receive_size > 0 {

@@ -202,6 +202,11 @@ pub struct Params {
     pub nodelay: bool,
     /// TCP_CONGESTION (`congestion`).
     pub congestion: Option<String>,
+    /// The TOS byte of the server's data sockets (`TOS`, iperf3's `-S`).
+    pub tos: Option<u8>,
+    /// Don't-fragment on the server's UDP sockets over IPv4 (`dont_fragment`, iperf3 3.10+'s
+    /// `--dont-fragment`; earlier servers ignore it).
+    pub dont_fragment: bool,
 }
 
 impl Params {
@@ -242,6 +247,13 @@ impl Params {
         }
         if let Some(c) = &self.congestion {
             m.insert("congestion".into(), c.clone().into());
+        }
+        // iperf3 sends each only when set (a TOS of 0 is its default).
+        if let Some(tos) = self.tos.filter(|&t| t != 0) {
+            m.insert("TOS".into(), tos.into());
+        }
+        if self.dont_fragment {
+            m.insert("dont_fragment".into(), 1.into());
         }
         m.insert("client_version".into(), concat!("netchar ", env!("CARGO_PKG_VERSION")).into());
         serde_json::to_vec(&serde_json::Value::Object(m)).expect("a JSON map serialises")
@@ -614,6 +626,8 @@ mod tests {
             mss: None,
             nodelay: false,
             congestion: None,
+            tos: None,
+            dont_fragment: false,
         }
     }
 

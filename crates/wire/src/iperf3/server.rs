@@ -77,6 +77,8 @@ pub struct ClientParams {
     pub nodelay: bool,
     /// TCP_CONGESTION.
     pub congestion: Option<String>,
+    /// The TOS byte of the data sockets (`TOS`, the client's `-S`), when one is set.
+    pub tos: Option<u8>,
     /// The client wants the server's output in the results (`get_server_output`).
     pub get_server_output: bool,
     /// UDP sequence numbers are 64-bit (`udp_counters_64bit`).
@@ -128,6 +130,7 @@ impl ClientParams {
             mss: num("MSS").filter(|&w| w > 0).map(|w| w.min(u64::from(u32::MAX)) as u32),
             nodelay: flag("nodelay"),
             congestion: m.get("congestion").and_then(|v| v.as_str()).map(str::to_string),
+            tos: num("TOS").filter(|&t| t > 0).and_then(|t| u8::try_from(t).ok()),
             get_server_output: num("get_server_output").is_some_and(|n| n != 0),
             udp_counters_64bit: num("udp_counters_64bit").is_some_and(|n| n != 0),
             client_version: m.get("client_version").and_then(|v| v.as_str()).map(|s| s.chars().take(64).collect()),
@@ -538,12 +541,12 @@ mod tests {
             udp: bool, seconds in 1u32..86_400, bytes in proptest::option::of(1u64..1 << 40),
             parallel in 1u32..128, len in 1u64..1 << 20, way in 0u8..3,
             bandwidth in proptest::option::of(0u64..1 << 40), window in proptest::option::of(1u64..1 << 30),
-            mss in proptest::option::of(88u32..9000), nodelay: bool,
+            mss in proptest::option::of(88u32..9000), nodelay: bool, tos in proptest::option::of(1u8..=255),
         ) {
             let p = super::super::Params {
                 udp, seconds: f64::from(seconds), bytes: bytes.unwrap_or(0), parallel, len,
                 reverse: way == 1, bidirectional: way == 2, omit: 0.0, bandwidth, window, mss: if udp { None } else { mss },
-                nodelay: nodelay && !udp, congestion: None,
+                nodelay: nodelay && !udp, congestion: None, tos, dont_fragment: false,
             };
             let back = ClientParams::parse(&p.to_json()).unwrap();
             proptest::prop_assert_eq!(back.transport, if udp { Transport::Udp } else { Transport::Tcp });
@@ -555,6 +558,7 @@ mod tests {
             proptest::prop_assert_eq!(back.window, window);
             proptest::prop_assert_eq!(back.mss, p.mss);
             proptest::prop_assert_eq!(back.nodelay, p.nodelay);
+            proptest::prop_assert_eq!(back.tos, tos);
             proptest::prop_assert_eq!(back.udp_counters_64bit, udp);
             proptest::prop_assert!(back.unsupported.is_empty());
         }

@@ -63,6 +63,8 @@ pub struct TestParams {
     pub remote_congestion: Option<String>,
     /// The CPU netserver should bind to (`-T ,N`).
     pub remote_affinity: Option<u32>,
+    /// The TOS byte of netserver's data socket (`-Y ,TOS`; IPV6_TCLASS over IPv6).
+    pub remote_tos: Option<u8>,
     /// The passphrase of a netserver started with `-Z` (at most 647 bytes).
     pub passphrase: Option<String>,
 }
@@ -85,6 +87,7 @@ impl TestParams {
             remote_data_port: None,
             remote_congestion: None,
             remote_affinity: None,
+            remote_tos: None,
             passphrase: None,
         }
     }
@@ -186,7 +189,7 @@ impl TestParams {
             netperf_ip: [0; 4],
             netserver_ip: [0; 4],
             socket_prio: -1,
-            socket_tos: -1,
+            socket_tos: self.remote_tos.map_or(-1, i32::from),
             cong_control: omni::text_field(self.remote_congestion.as_deref().unwrap_or("")),
             fill_file: [0; 32],
         }

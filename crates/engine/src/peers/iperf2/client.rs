@@ -157,8 +157,14 @@ impl Iperf2Control {
                 h.flags = wire::HEADER_VERSION2;
                 h.num_threads = self.spec.streams as i32;
                 let (version_u, version_l) = (0x0002_0001, 0x0008_0003);
-                h.ext =
-                    Some(Extension { upper_flags: wire::UPPER_REVERSE, version_u, version_l, ..Default::default() });
+                let tos = self.spec.ip.tos.map_or(0, u16::from);
+                h.ext = Some(Extension {
+                    upper_flags: wire::UPPER_REVERSE,
+                    version_u,
+                    version_l,
+                    tos,
+                    ..Default::default()
+                });
                 h.encode(Layout::V21)
             }
             (Flavour::Iperf2, _) => {
@@ -344,7 +350,23 @@ fn udp_format(worker: &UdpWorker<'_>) -> UdpFormat {
     }
     // UDP -R (iperf 2.1+): the request names the client's wall clock at the start.
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    format.with_request(ClientHeader::udp_reverse_request(amount, block, rate, port, wall.as_nanos() as u64))
+    let request = ClientHeader::udp_reverse_request(amount, block, rate, port, wall.as_nanos() as u64);
+    format.with_request(match spec.ip.tos {
+        Some(tos) => ClientHeader::with_tos(request, tos),
+        None => request,
+    })
+}
+
+/// The IP options an iperf2 server applies: the TOS of a `-R` test, which its 2.1+ server
+/// reads from the request's extension (`-S`) and sets on the socket it sends from. The other
+/// tests' headers carry no extension (2.0.5's layout, which every iperf2 server reads), and
+/// iperf2 has no flow label, don't-fragment or checksum setting to ask for.
+pub(crate) fn far_end_applies(spec: &TestSpec) -> crate::protocols::FarEndApplies {
+    if spec.direction == Direction::Down {
+        crate::protocols::FarEndApplies::TOS
+    } else {
+        crate::protocols::FarEndApplies::NONE
+    }
 }
 
 /// The registry's client constructor for iperf2 (crate::protocols).

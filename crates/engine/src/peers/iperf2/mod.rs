@@ -24,6 +24,6 @@ mod client;
 mod server;
 
 pub use client::{check_spec, Flavour, Iperf2Control};
-pub(crate) use client::{iperf2_session, lwiperf_session, measurement, measurement_lwiperf};
+pub(crate) use client::{far_end_applies, iperf2_session, lwiperf_session, measurement, measurement_lwiperf};
 pub(crate) use server::bind_listener;
 pub use server::{to_spec, Iperf2Listener};
