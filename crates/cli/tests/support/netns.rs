@@ -340,6 +340,58 @@ impl Link {
     }
 }
 
+/// Three namespaces in a line joined by two veth pairs, `client` — `router` — `server`: the
+/// client holds 10.203.x.1/24 (`DEV_A`), the router 10.203.x.2/24 (`DEV_B`) and 10.204.x.1/24
+/// (`DEV_R`), the server 10.204.x.2/24 (`DEV_S`); the ends route to each other through the
+/// router, which forwards. `path_mtu` is the MTU of the router–server link, so the client's
+/// path is narrower than its own link: what path MTU discovery must find.
+#[derive(Debug)]
+pub struct Routed {
+    pub client: Netns,
+    pub router: Netns,
+    pub server: Netns,
+    pub client_ip: Ipv4Addr,
+    pub server_ip: Ipv4Addr,
+}
+
+/// The router's interface towards the server in a [`Routed`].
+pub const DEV_R: &str = "ncveth2";
+/// The server's interface in a [`Routed`].
+pub const DEV_S: &str = "ncveth3";
+
+impl Routed {
+    /// Builds the line. Errors carry a human-readable reason suitable for [`skip_or_fail`].
+    pub fn create(path_mtu: u32) -> Result<Self, String> {
+        let (base, x) = new_topology()?;
+        let client_ip = Ipv4Addr::new(10, 203, x, 1);
+        let router_near = Ipv4Addr::new(10, 203, x, 2);
+        let router_far = Ipv4Addr::new(10, 204, x, 1);
+        let server_ip = Ipv4Addr::new(10, 204, x, 2);
+        let client = new_netns(&format!("{base}-c"))?;
+        let router = new_netns(&format!("{base}-r"))?;
+        let server = new_netns(&format!("{base}-s"))?;
+        // Each pair created in one namespace with its peer placed straight into the next.
+        client
+            .ip(&["link", "add", DEV_A, "type", "veth", "peer", "name", DEV_B, "netns", router.name()])
+            .map_err(|e| format!("cannot create a veth pair: {e}"))?;
+        router.ip(&["link", "add", DEV_R, "type", "veth", "peer", "name", DEV_S, "netns", server.name()])?;
+        let mtu = path_mtu.to_string();
+        router.ip(&["link", "set", DEV_R, "mtu", &mtu])?;
+        server.ip(&["link", "set", DEV_S, "mtu", &mtu])?;
+        client.ip(&["addr", "add", &format!("{client_ip}/24"), "dev", DEV_A])?;
+        router.ip(&["addr", "add", &format!("{router_near}/24"), "dev", DEV_B])?;
+        router.ip(&["addr", "add", &format!("{router_far}/24"), "dev", DEV_R])?;
+        server.ip(&["addr", "add", &format!("{server_ip}/24"), "dev", DEV_S])?;
+        for (ns, dev) in [(&client, DEV_A), (&router, DEV_B), (&router, DEV_R), (&server, DEV_S)] {
+            ns.ip(&["link", "set", dev, "up"])?;
+        }
+        client.ip(&["route", "add", "default", "via", &router_near.to_string()])?;
+        server.ip(&["route", "add", "default", "via", &router_far.to_string()])?;
+        router.sysctl("net/ipv4/ip_forward", "1")?;
+        Ok(Self { client, router, server, client_ip, server_ip })
+    }
+}
+
 /// Bridge and port names inside the hub namespace of a [`Bridged`] (private to it).
 pub const BRIDGE_DEV: &str = "ncbr";
 /// Each node's end of its veth pair to the bridge (in the node's own namespace).
