@@ -639,7 +639,7 @@ mod tests {
 
     fn check_plan(n: usize) {
         let plan = round_robin(n);
-        let want_rounds = if n % 2 == 0 { 2 * (n - 1) } else { 2 * n };
+        let want_rounds = if n.is_multiple_of(2) { 2 * (n - 1) } else { 2 * n };
         assert_eq!(plan.len(), want_rounds, "n = {n}");
         let mut seen = HashSet::new();
         for round in &plan {

@@ -104,7 +104,7 @@ fn tcp_client_against_netchars_netio_server() {
     assert!(r["test"]["title"].as_str().unwrap().starts_with("Packet size  4k bytes: "), "{}", r["test"]["title"]);
     let tx = record(r, "up", "sender").unwrap();
     let rx = record(r, "down", "receiver").unwrap();
-    assert!(tx > 0 && rx > 0 && tx % 4096 == 0 && rx % 4096 == 0);
+    assert!(tx > 0 && rx > 0 && tx.is_multiple_of(4096) && rx.is_multiple_of(4096));
     let log = server_test_log(&server);
     assert_eq!(log["protocol"].as_str().unwrap_or("netio"), "netio");
     // The server counted every block the client wrote, plus the end marker.

@@ -222,7 +222,7 @@ impl SequenceTracker {
         let mut s = from;
         while s < to {
             let i = (s % WINDOW) as usize;
-            if i % 64 == 0 && to - s >= 64 {
+            if i.is_multiple_of(64) && to - s >= 64 {
                 self.seen[i / 64] = 0;
                 s += 64;
             } else {

@@ -237,7 +237,7 @@ impl ZeroCopySender {
         let pending = self.stats.sends - self.stats.completed;
         if pending >= MAX_OUTSTANDING {
             self.reap(fd, Some(Duration::from_millis(100)))?;
-        } else if pending > 0 && self.stats.sends % REAP_EVERY == 0 {
+        } else if pending > 0 && self.stats.sends.is_multiple_of(REAP_EVERY) {
             self.reap(fd, None)?;
         }
         match self.stats.method {

@@ -699,7 +699,7 @@ pub mod lwiperf {
     /// The bytes of stream offset `at` that an lwiperf server strips and does not count:
     /// the check points at 0 and at 24 + k·128 KiB carry a header when a segment starts there.
     pub fn is_check_point(at: u64) -> bool {
-        at == 0 || (at >= 24 && (at - 24) % super::LWIPERF_CHECK_INTERVAL == 0)
+        at == 0 || (at >= 24 && (at - 24).is_multiple_of(super::LWIPERF_CHECK_INTERVAL))
     }
 }
 

@@ -122,7 +122,7 @@ impl Control {
 
 /// netio's label for a block size: `" 1k"`, `"32k"` (32767 too), or the plain number.
 pub fn packet_size(n: u32) -> String {
-    if n % 1024 == 0 || n % 1024 == 1023 {
+    if n.is_multiple_of(1024) || n % 1024 == 1023 {
         format!("{:2}k", (n + 512) / 1024)
     } else {
         n.to_string()

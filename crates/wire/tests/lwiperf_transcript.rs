@@ -67,7 +67,7 @@ impl LwiperfServer {
         if self.aborted {
             return;
         }
-        let at_check = self.settings.is_none() || (self.bytes >= 24 && (self.bytes - 24) % (128 * 1024) == 0);
+        let at_check = self.settings.is_none() || (self.bytes >= 24 && (self.bytes - 24).is_multiple_of(128 * 1024));
         let mut data = seg;
         if at_check {
             if seg.len() < 24 {

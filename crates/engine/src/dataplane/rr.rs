@@ -227,7 +227,7 @@ impl Pauses {
     /// Sleeps if request number `issued` starts a new burst; true when it slept.
     fn before(&mut self, issued: u64) -> bool {
         if let Some(n) = self.every {
-            if issued > 0 && issued % n == 0 && self.last != issued {
+            if issued > 0 && issued.is_multiple_of(n) && self.last != issued {
                 self.last = issued;
                 std::thread::sleep(self.pause);
                 return true;

@@ -246,7 +246,7 @@ impl Schedule {
             if self.size_of(s) != Some(size) || self.due(s) > now {
                 break;
             }
-            if n > 0 && self.burst.is_some_and(|(b, _)| s % b == 0) {
+            if n > 0 && self.burst.is_some_and(|(b, _)| s.is_multiple_of(b)) {
                 break;
             }
             n += 1;
