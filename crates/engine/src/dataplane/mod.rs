@@ -403,9 +403,9 @@ pub struct DataPlane {
     workers: Vec<JoinHandle<()>>,
     collector: JoinHandle<Joined>,
     started: Instant,
-    /// TCP rr sockets, whose workers block in reads with no timeout: [`Self::abort`] shuts
-    /// their read side to wake them.
-    wake_on_abort: Vec<TcpStream>,
+    /// rr sockets (TCP, and UDP responders'), whose workers block in reads with no timeout:
+    /// [`Self::abort`] shuts their read side to wake them.
+    wake_on_abort: Vec<socket2::Socket>,
     /// When this end's senders stop on their own (None: no senders here, or `-n`).
     senders_deadline: Option<Instant>,
 }
@@ -452,6 +452,7 @@ impl DataPlane {
         let mut workers = Vec::new();
         let mut info_sockets = Vec::new();
         let mut wake_on_abort = Vec::new();
+        let mut wake_at_grace_end = Vec::new();
         let rr = cfg.spec.kind == TestKind::Rr;
         // More plain TCP senders than CPUs to run them on, for a peer that reads them best
         // interleaved: one thread per CPU sends for several (send_group.rs). Zero-copy and
@@ -498,8 +499,14 @@ impl DataPlane {
             // a single-threaded peer does not) and hands back the copy this table keeps.
             let mut moved_copy = None;
             if let (true, DataSocket::Tcp(t)) = (rr, &s.socket) {
-                wake_on_abort.push(t.try_clone()?);
+                wake_on_abort.push(t.try_clone()?.into());
                 moved_copy = Some(mpsc::channel());
+            }
+            // A UDP rr responder blocks in its receives with no timeout (rr::udp_responder): the
+            // abort and the end of its grace after the requester's last request wake it.
+            if let (true, Role::Receiver, DataSocket::Udp(u)) = (rr, s.role, &s.socket) {
+                wake_on_abort.push(u.try_clone()?.into());
+                wake_at_grace_end.push((shared.len(), u.try_clone()?.into()));
             }
             let sh = Arc::new(StreamShared::new(s.id, s.flow, s.role, started));
             // The collector reads TCP_INFO through its own descriptor of the sender's socket.
@@ -555,6 +562,7 @@ impl DataPlane {
             started,
             live,
             udp: cfg.spec.kind != TestKind::Tcp,
+            wake_at_grace_end,
         };
         let cpu = cfg.cpu;
         let collector = std::thread::Builder::new().name("netchar-collector".into()).spawn(move || {
@@ -1130,6 +1138,10 @@ struct Collector {
     live: Option<mpsc::Sender<IntervalRecord>>,
     /// UDP and rr streams: the workers keep the intervals.
     udp: bool,
+    /// UDP rr responders (index in `shared`, a descriptor of the socket), which block in their
+    /// receives with no timeout: once a responder's grace after the requester's last request
+    /// has passed, the collector shuts the socket's read side so that its receive returns.
+    wake_at_grace_end: Vec<(usize, socket2::Socket)>,
 }
 
 /// The collector's running view of one stream.
@@ -1141,7 +1153,7 @@ struct Track {
 }
 
 impl Collector {
-    fn run(self) -> Joined {
+    fn run(mut self) -> Joined {
         let interval = self.spec.interval_seconds;
         let omit = self.spec.omit_seconds;
         let mut tracks: Vec<Track> = self
@@ -1170,6 +1182,7 @@ impl Collector {
             if wake > now {
                 std::thread::sleep(Duration::from_secs_f64(wake - now));
             }
+            self.wake_responders_past_grace();
             let now = self.elapsed();
             if omit_pending && now >= omit {
                 for (t, i) in tracks.iter_mut().zip(0..) {
@@ -1204,6 +1217,19 @@ impl Collector {
 
     fn elapsed(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
+    }
+
+    /// Shuts the read side of every UDP rr responder whose grace has passed (at most one wake-up
+    /// of this thread, 50 ms, after it), so its blocking receive returns and it ends.
+    fn wake_responders_past_grace(&mut self) {
+        let Self { shared, wake_at_grace_end, .. } = self;
+        wake_at_grace_end.retain(|(i, socket)| {
+            let due = shared[*i].receive_deadline().is_some_and(|d| Instant::now() >= d);
+            if due {
+                let _ = socket.shutdown(Shutdown::Read);
+            }
+            !due
+        });
     }
 
     fn tcp_info(&self, i: usize) -> Option<netchar_sys::tcp::TcpInfo> {
