@@ -367,10 +367,14 @@ static int present(const struct nc_jval *v)
     return v->type != NC_J_NULL && !(v->type == NC_J_BOOL && !v->boolean);
 }
 
-static void refuse(struct nc_client_msg *m, const char *why)
+/* The first option the responder cannot honour: its name, and an optional note after
+ * " is not supported by netchar-responder" (the words every refusal shares are stored once). */
+static void refuse(struct nc_client_msg *m, const char *what, const char *note)
 {
-    if (!m->spec.refused)
-        m->spec.refused = why;
+    if (!m->spec.refused) {
+        m->spec.refused = what;
+        m->spec.refused_note = note;
+    }
 }
 
 /* Non-negative whole number, or mark the message bad. */
@@ -443,11 +447,11 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
         return;
     }
     if (strcmp(path, "auth") == 0 && present(v)) {
-        refuse(m, "--psk-file (authentication) is not supported by netchar-responder; run the test without it");
+        refuse(m, "--psk-file (authentication)", "; run the test without it");
         return;
     }
     if (strcmp(path, "companion") == 0 && present(v)) {
-        refuse(m, "latency under load (a companion test) is not supported by netchar-responder: it runs one test at a time");
+        refuse(m, "latency under load (a companion test)", ": it runs one test at a time");
         return;
     }
     if (strncmp(path, "spec", 4) != 0 || (path[4] != 0 && path[4] != '.'))
@@ -499,30 +503,30 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
         s->block_bytes = want_u(m, v);
     } else if (strcmp(path, "omit_seconds") == 0) {
         if (want_us(m, v) > 0)
-            refuse(m, "-O (omit) is not supported by netchar-responder; run without it");
+            refuse(m, "-O (omit)", "; run without it");
     } else if (strcmp(path, "interval_seconds") == 0) {
         (void)want_us(m, v); /* the responder reports whole-test figures only */
     } else if (strcmp(path, "tcp.window_bytes") == 0) {
         if (present(v))
-            refuse(m, "-w (window) is not supported by netchar-responder: lwIP has no SO_SNDBUF/SO_RCVBUF");
+            refuse(m, "-w (window)", ": lwIP has no SO_SNDBUF/SO_RCVBUF");
     } else if (strcmp(path, "tcp.mss") == 0) {
         if (present(v))
-            refuse(m, "-M (MSS) is not supported by netchar-responder");
+            refuse(m, "-M (MSS)", NULL);
     } else if (strcmp(path, "tcp.nodelay") == 0) {
         s->nodelay = v->type == NC_J_BOOL && v->boolean;
     } else if (strcmp(path, "tcp.congestion") == 0) {
         if (present(v))
-            refuse(m, "-C (congestion control) is not supported by netchar-responder");
+            refuse(m, "-C (congestion control)", NULL);
     } else if (strcmp(path, "tcp.zerocopy") == 0) {
         if (present(v))
-            refuse(m, "--zerocopy is not supported by netchar-responder");
+            refuse(m, "--zerocopy", NULL);
     } else if (strcmp(path, "tcp.skip_rx_copy") == 0) {
         /* Sent only when set: the responder's receiver always copies, so it says so first. */
         if (v->type == NC_J_BOOL && v->boolean)
-            refuse(m, "--skip-rx-copy is not supported by netchar-responder");
+            refuse(m, "--skip-rx-copy", NULL);
     } else if (strcmp(path, "tcp.rate_bps_per_stream") == 0) {
         if (present(v))
-            refuse(m, "-b on a TCP test (a paced TCP sender) is not supported by netchar-responder");
+            refuse(m, "-b on a TCP test (a paced TCP sender)", NULL);
     } else if (strcmp(path, "udp") == 0) {
         if (present(v))
             m->seen |= SEEN_UDP;
@@ -545,11 +549,11 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
         s->per_stream = v->type == NC_J_BOOL && v->boolean;
     } else if (strcmp(path, "udp.pattern") == 0) {
         if (present(v))
-            refuse(m, "--pattern is not supported by netchar-responder");
+            refuse(m, "--pattern", NULL);
     } else if (strcmp(path, "udp.no_checksum") == 0) {
         /* Sent only when set. */
         if (v->type == NC_J_BOOL && v->boolean)
-            refuse(m, "--no-udp-checksum is not supported by netchar-responder");
+            refuse(m, "--no-udp-checksum", NULL);
     } else if (strcmp(path, "udp.grace_seconds") == 0) {
         s->grace_us = want_us(m, v);
     } else if (strcmp(path, "rr") == 0) {
@@ -565,14 +569,14 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
         s->rr_timeout_us = want_us(m, v);
     } else if (strcmp(path, "rr.connect_per_transaction") == 0) {
         if (present(v))
-            refuse(m, "crr (a connection per transaction) is not supported by netchar-responder");
+            refuse(m, "crr (a connection per transaction)", NULL);
     } else if (strcmp(path, "server_cpu") == 0) {
         if (present(v))
-            refuse(m, "-A with a server CPU is not supported by netchar-responder");
+            refuse(m, "-A with a server CPU", NULL);
     } else if (strcmp(path, "server_load") == 0) {
         /* [percent of one CPU per thread, threads] */
         if (present(v) && !NC_HAVE_BACKGROUND_LOAD)
-            refuse(m, "--server-load is not supported by this netchar-responder build (no background-load hook)");
+            refuse(m, "--server-load", " (this build has no background-load hook)");
         else if (present(v) && v->type != NC_J_ARR)
             m->bad = 1;
     } else if (strcmp(path, "server_load[]") == 0 && NC_HAVE_BACKGROUND_LOAD) {
@@ -581,20 +585,20 @@ static void on_value(void *ctx, const char *path, int index, const struct nc_jva
             if (s->load_micro_pct > 100000000u)
                 m->bad = 1;
         } else if (index == 1 && want_u(m, v) != 1) {
-            refuse(m, "--server-load-threads above 1 is not supported by netchar-responder (one load thread)");
+            refuse(m, "--server-load-threads above 1", " (one load thread)");
         }
     } else if (strcmp(path, "ip") == 0) {
         /* The IP options (sent only when one is set), which the far end must set on its own
          * sockets for its packets to carry them too. */
         if (present(v))
-            refuse(m, "--tos, --dscp, --flowlabel and --df are not applied by netchar-responder; run the test without them");
+            refuse(m, "setting --tos, --dscp, --flowlabel or --df", "; run the test without them");
     } else if ((strcmp(path, "payload.kind") == 0 && !str_is(v, "pattern")) ||
                (strcmp(path, "verify") == 0 && present(v))) {
         /* Its senders write its own 0123456789 and its receivers do not compare. */
-        refuse(m, "--verify and --payload (other than pattern) are not supported by netchar-responder");
+        refuse(m, "--verify or a --payload other than pattern", NULL);
     } else if (strcmp(path, "measure_idle") == 0) {
         if (present(v) && !NC_HAVE_IDLE_COUNTER)
-            refuse(m, "--idle is not supported by this netchar-responder build (no idle-counter hook)");
+            refuse(m, "--idle", " (this build has no idle-counter hook)");
         else if (present(v))
             s->measure_idle = 1;
     }

@@ -92,8 +92,10 @@ struct nc_spec {
     uint64_t load_micro_pct;
     /* --idle: the idle headroom during the test (needs the platform's idle counter). */
     int measure_idle;
-    /* The first option the responder cannot honour, as the message to the client. */
+    /* The first option the responder cannot honour, and a note after the words
+     * " is not supported by netchar-responder" (NULL for none); check_spec joins them. */
     const char *refused;
+    const char *refused_note;
 };
 
 enum nc_msg_type { NC_MSG_NONE, NC_MSG_REQUEST, NC_MSG_START, NC_MSG_SENDER_DONE, NC_MSG_STOP, NC_MSG_KEEPALIVE };

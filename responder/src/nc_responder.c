@@ -753,9 +753,12 @@ static const char *check_spec(const struct nc_spec *sp, char *buf, size_t cap)
     o.cap = cap - 1;
     o.len = 0;
     o.overflow = 0;
-    if (sp->refused)
-        return sp->refused;
-    if (sp->streams == 0 || total > NC_MAX_STREAMS) {
+    if (sp->refused) {
+        nc_out_raw(&o, sp->refused);
+        nc_out_raw(&o, " is not supported by netchar-responder");
+        if (sp->refused_note)
+            nc_out_raw(&o, sp->refused_note);
+    } else if (sp->streams == 0 || total > NC_MAX_STREAMS) {
         nc_out_raw(&o, "-P ");
         nc_out_u64(&o, sp->streams);
         nc_out_raw(&o, sp->direction == NC_BIDIR ? " with --bidir: " : ": ");
