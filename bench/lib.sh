@@ -169,7 +169,7 @@ build_netchar() {
   if [ -n "${NETCHAR:-}" ]; then
     NC=$WORK/netchar
     cp "$NETCHAR" "$NC" || { echo "$BENCH.sh: no netchar binary at $NETCHAR" >&2; exit 2; }
-    NC_REV="NETCHAR binary"
+    NC_REV="NETCHAR binary${NETCHAR_REV:+, $NETCHAR_REV}"
     return
   fi
   if [ "$NO_BUILD" != 1 ]; then

@@ -231,7 +231,7 @@ run_one() {
 # ------------------------------------------------------------------ main
 for n in "${SERVERS[@]}"; do start_server "$n" || { FAILED=1; exit 1; }; done
 VERS=$(netchar_version)
-[ -n "$NCB" ] && VERS="$VERS, netchar-before $("$NCB" --version 2>/dev/null | awk '{print $2}') (NETCHAR_BEFORE)"
+[ -n "$NCB" ] && VERS="$VERS, netchar-before $("$NCB" --version 2>/dev/null | awk '{print $2}') (NETCHAR_BEFORE${NETCHAR_BEFORE_REV:+, $NETCHAR_BEFORE_REV})"
 for t in iperf3 iperf2 netperf sockperf; do [ -n "${PEER_VER[$t]:-}" ] && VERS="$VERS, ${PEER_VER[$t]}"; done
 [ -n "$UDP_REF" ] && VERS="$VERS, udp_ref ($(gcc -dumpfullversion 2>/dev/null || gcc -dumpversion) -O2)"
 echo "newest.sh: cases: $CASES; $ROUNDS rounds of ${DUR}s; logs in $WORK"
