@@ -42,8 +42,9 @@ pub(crate) enum Command {
     Echo(EchoArgs),
     /// Compare sets of results or plain number files, as ministat does (Student's t).
     Compare(CompareArgs),
-    /// Built-in characterizations; `netchar suite bwsweep HOST --from 50M --to 1G --step 50M`.
-    Suite(SuiteArgs),
+    /// Built-in characterizations, each its own command: ecos, netio, sizes, bwsweep.
+    #[command(subcommand)]
+    Suite(SuiteCommand),
     /// Run a test plan (TOML, docs/plans.md) against HOST.
     Run(RunArgs),
     /// Tables, CSV or SVG plots of saved results: `--json` files, `--repeat` arrays, `--save` directories.
@@ -510,64 +511,210 @@ pub(crate) struct ManArgs {
     pub(crate) command: Option<String>,
 }
 
-/// `netchar suite`.
+/// `netchar suite`: the built-in suites. Each is its own command with only the flags it
+/// honours, so `netchar suite NAME --help` lists what it takes and anything else is refused.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SuiteCommand {
+    /// The eCos nc6_test_master sequence, printed as it printed it: echo, send (the server
+    /// sends) and recv (the server receives), the server under 0-50% compute load, the pause
+    /// patterns with the idle shares.
+    Ecos(EcosSuiteArgs),
+    /// netio's block-size table: TCP and UDP, client to server (tx) and back (rx), MB/s (2^20).
+    Netio(NetioSuiteArgs),
+    /// stackthru's block-size sweep, client sending: timed, or a fixed transfer per size (-n).
+    Sizes(SizesSuiteArgs),
+    /// The bwtest.sh UDP rate sweep in both directions, the knee where loss starts marked.
+    Bwsweep(BwsweepSuiteArgs),
+}
+
+impl SuiteCommand {
+    /// The suite's name, as on the command line (its plots and report are named after it).
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Ecos(_) => "ecos",
+            Self::Netio(_) => "netio",
+            Self::Sizes(_) => "sizes",
+            Self::Bwsweep(_) => "bwsweep",
+        }
+    }
+
+    /// The flags every suite shares.
+    pub(crate) fn target(&self) -> &SuiteTarget {
+        match self {
+            Self::Ecos(a) => &a.target,
+            Self::Netio(a) => &a.target,
+            Self::Sizes(a) => &a.target,
+            Self::Bwsweep(a) => &a.target,
+        }
+    }
+}
+
+/// What every suite takes: the server, JSON, the plots and the report.
 #[derive(Debug, Args)]
-pub(crate) struct SuiteArgs {
-    /// Which suite: ecos (the eCos nc6_test_master sequence), bwsweep (the bwtest.sh UDP rate
-    /// sweep, both directions), netio (netio's block-size table), sizes (stackthru's
-    /// block-size sweep).
-    pub(crate) suite: String,
+pub(crate) struct SuiteTarget {
     /// Server as HOST, HOST:PORT or [IPV6]:PORT.
     pub(crate) host: String,
-    #[command(flatten)]
-    pub(crate) finish: FinishArgs,
     /// Server port (overrides a port in HOST).
     #[arg(short = 'p', long)]
     pub(crate) port: Option<u16>,
-    /// bwsweep: first rate.
-    #[arg(long, default_value = "50M")]
-    pub(crate) from: String,
-    /// bwsweep: last rate.
-    #[arg(long, default_value = "1G")]
-    pub(crate) to: String,
-    /// bwsweep: rate step.
-    #[arg(long, default_value = "50M")]
-    pub(crate) step: String,
-    /// Seconds per test.
-    #[arg(long, default_value = "2")]
-    pub(crate) duration: String,
-    /// Print the results as a JSON array.
+    /// Print the results as one JSON array.
     #[arg(long)]
     pub(crate) json: bool,
-    /// ecos: a short form (fewer buffers, shorter pauses; against an nc_test slave: 256 buffers
-    /// per load test, a 1 s idle calibration, two of the five pause patterns) for a quick look or a test.
+    #[command(flatten)]
+    pub(crate) finish: FinishArgs,
+}
+
+/// `netchar suite ecos`.
+#[derive(Debug, Args)]
+pub(crate) struct EcosSuiteArgs {
+    #[command(flatten)]
+    pub(crate) target: SuiteTarget,
+    /// A short form: loads of 0 and 50% with 256 buffers per load test, two of the five pause
+    /// patterns (and against an nc_test slave a 1 s idle calibration).
     #[arg(long)]
     pub(crate) quick: bool,
-    /// netio --proto netio: the UDP test (control on port+1, datagrams to and from port+1).
-    #[arg(short = 'u', long = "udp")]
-    pub(crate) udp: bool,
-    /// netio --proto netio: one block size (bytes, or NUMk) instead of the stock table.
-    #[arg(short = 'b', long = "block")]
-    pub(crate) block: Option<String>,
-    /// netio --proto netio: send only (a sink server such as lwIP's contrib netio never sends).
-    #[arg(long = "tx-only")]
-    pub(crate) tx_only: bool,
-    /// netio --proto netio: seconds without data before Rx gives up and the rest runs Tx only.
-    #[arg(long = "rx-timeout", default_value = "10")]
-    pub(crate) rx_timeout: String,
-    /// netio --proto netio: seconds per direction (netio's: 6).
-    #[arg(long = "netio-interval", default_value = "6")]
-    pub(crate) netio_interval: String,
-    /// The server's protocol: netchar's own (auto, the default); for `netio`, netio (a netio
-    /// server, e.g. `netio -s`, Keil MDK's or lwIP's; port 18767 unless -p); for `ecos`, nc-test
-    /// for an eCos nc_test_slave (nc_test_master's sequence, control on UDP 7777 unless -p) or
-    /// nc6-test for nc6_test_master's sequence.
-    #[arg(long = "proto", value_name = "PROTO", default_value = "auto", value_parser = ProtoParser)]
+    /// The server's protocol: auto (netchar's own: `netchar server` or the C responder, the
+    /// nc6_test_master sequence), nc-test for an eCos nc_test_slave (nc_test_master's
+    /// sequence, control on UDP 7777 unless -p) or nc6-test (nc6_test_master's sequence).
+    #[arg(long = "proto", value_name = "PROTO", default_value = "auto", value_parser = SuiteProtoParser(SuiteProto::Ecos))]
     pub(crate) proto: ProtoChoice,
-    /// ecos with --proto nc-test: the slave's data port (default 8770); its control port is -p
-    /// (default 7777).
+    /// With --proto nc-test or nc6-test: the slave's data port (default 8770); its control
+    /// port is -p (default 7777).
     #[arg(long = "nc-test-data-port", value_name = "PORT")]
     pub(crate) nc_test_data_port: Option<u16>,
+}
+
+/// `netchar suite netio`.
+#[derive(Debug, Args)]
+pub(crate) struct NetioSuiteArgs {
+    #[command(flatten)]
+    pub(crate) target: SuiteTarget,
+    /// Block sizes, comma-separated, in bytes or NUMk (NUM times 1024, as netio's -b):
+    /// `-b 256,1k,1440,2000,4000`. Default: netio's 1k, 2k, 4k, 8k, 16k, 32767.
+    #[arg(short = 'b', long = "block", value_name = "SIZES", conflicts_with = "preset")]
+    pub(crate) block: Option<String>,
+    /// A named list of block sizes: netio (netio's own, the default) or mdk (256, 1024, 1440,
+    /// 2000 and 4000: the Keil MDK netio server's published table).
+    #[arg(long, value_name = "NAME", value_parser = ["netio", "mdk"])]
+    pub(crate) preset: Option<String>,
+    /// TCP (with -u as well: both). Without either: both, or TCP only with --proto netio.
+    #[arg(long)]
+    pub(crate) tcp: bool,
+    /// UDP (with --tcp as well: both). With --proto netio: control on port+1, datagrams to and
+    /// from port+1.
+    #[arg(short = 'u', long = "udp")]
+    pub(crate) udp: bool,
+    /// Client to server (tx) only: for a sink server (lwIP's contrib netio never sends).
+    #[arg(long = "tx-only")]
+    pub(crate) tx_only: bool,
+    /// Seconds per test and direction (default 2; with --proto netio, netio's 6).
+    #[arg(long, visible_alias = "netio-interval", value_name = "SECS")]
+    pub(crate) duration: Option<String>,
+    /// With --proto netio: seconds without data before Rx gives up and the rest runs Tx only
+    /// (default 10).
+    #[arg(long = "rx-timeout", value_name = "SECS")]
+    pub(crate) rx_timeout: Option<String>,
+    /// The server's protocol: auto (netchar's own) or netio (a netio server: `netio -s`,
+    /// Keil MDK's, lwIP's, the C responder's; port 18767 unless -p).
+    #[arg(long = "proto", value_name = "PROTO", default_value = "auto", value_parser = SuiteProtoParser(SuiteProto::Netio))]
+    pub(crate) proto: ProtoChoice,
+}
+
+/// `netchar suite sizes`.
+#[derive(Debug, Args)]
+pub(crate) struct SizesSuiteArgs {
+    #[command(flatten)]
+    pub(crate) target: SuiteTarget,
+    /// Seconds per block size and protocol (default 2).
+    #[arg(long, value_name = "SECS", conflicts_with = "bytes")]
+    pub(crate) duration: Option<String>,
+    /// Transfer exactly this many bytes per block size and protocol instead, as stackthru's
+    /// DATASIZE (its 256 MB is 256Mi); the table then shows the blocks and the last, shorter
+    /// block (X-Block).
+    #[arg(short = 'n', long = "bytes", value_name = "BYTES")]
+    pub(crate) bytes: Option<String>,
+    /// Block sizes, comma-separated, instead of the default list (64 to 65507, with the jumbo
+    /// frame sizes where the path's MTU allows them).
+    #[arg(short = 'b', long = "block", value_name = "SIZES")]
+    pub(crate) block: Option<String>,
+}
+
+/// `netchar suite bwsweep`.
+#[derive(Debug, Args)]
+pub(crate) struct BwsweepSuiteArgs {
+    #[command(flatten)]
+    pub(crate) target: SuiteTarget,
+    /// First rate.
+    #[arg(long, default_value = "50M")]
+    pub(crate) from: String,
+    /// Last rate.
+    #[arg(long, default_value = "1G")]
+    pub(crate) to: String,
+    /// Rate step.
+    #[arg(long, default_value = "50M")]
+    pub(crate) step: String,
+    /// Seconds per rate and direction.
+    #[arg(long, default_value = "2")]
+    pub(crate) duration: String,
+}
+
+/// The suites with a `--proto`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SuiteProto {
+    Ecos,
+    Netio,
+}
+
+/// A suite's `--proto`: `auto` or a protocol of the registry that runs the suite; only those
+/// are in its help and its errors.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SuiteProtoParser(pub(crate) SuiteProto);
+
+impl SuiteProtoParser {
+    fn protocols(self) -> impl Iterator<Item = &'static netchar_engine::protocols::ProtocolDef> {
+        use netchar_engine::protocols::Command as C;
+        let command = match self.0 {
+            SuiteProto::Ecos => C::SuiteEcos,
+            SuiteProto::Netio => C::SuiteNetio,
+        };
+        PROTOCOLS.iter().filter(move |p| p.commands.contains(&command))
+    }
+}
+
+impl clap::builder::TypedValueParser for SuiteProtoParser {
+    type Value = ProtoChoice;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<ProtoChoice, clap::Error> {
+        use clap::error::{ContextKind, ContextValue, ErrorKind};
+        let text = value.to_str().unwrap_or_default();
+        let known = |p: &&netchar_engine::protocols::ProtocolDef| p.name == text || p.aliases.contains(&text);
+        match ProtoChoice::parse(text) {
+            Ok(choice) if text == "auto" || self.protocols().any(|p| known(&p)) => Ok(choice),
+            _ => {
+                let mut e = clap::Error::new(ErrorKind::InvalidValue).with_cmd(cmd);
+                e.insert(
+                    ContextKind::InvalidArg,
+                    ContextValue::String(arg.map_or("--proto".into(), |a| a.to_string())),
+                );
+                e.insert(ContextKind::InvalidValue, ContextValue::String(text.to_string()));
+                let names = std::iter::once("auto").chain(self.protocols().map(|p| p.name)).map(String::from).collect();
+                e.insert(ContextKind::ValidValue, ContextValue::Strings(names));
+                Err(e)
+            }
+        }
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        use clap::builder::PossibleValue;
+        let auto = PossibleValue::new("auto").help("netchar's own");
+        let all = self.protocols().map(|p| PossibleValue::new(p.name).aliases(p.aliases.iter().copied()).help(p.about));
+        Some(Box::new(std::iter::once(auto).chain(all)))
+    }
 }
 
 impl UdpArgs {

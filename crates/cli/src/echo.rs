@@ -13,12 +13,9 @@ use netchar_report::json::JobJsonReporter;
 /// Runs each echo group in turn and prints one eCos-style line per group (or a JSON array).
 pub(crate) fn run(plans: &[crate::plan::TcpPlan], figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     let json = plans.first().is_some_and(|p| p.output.json);
-    let mut reporters = if json {
-        Reporters::of(Box::new(JobJsonReporter))
-    } else {
-        Reporters::of(Box::new(EcosLinesReporter::new(false)))
-    }
-    .with_figures(figures);
+    let mut reporters =
+        if json { Reporters::of(Box::new(JobJsonReporter)) } else { Reporters::of(Box::new(EcosLinesReporter)) }
+            .with_figures(figures);
     // Short tests, one after another: no progress line.
     let progress = Progress::hidden();
     let mut results = Vec::new();

@@ -46,7 +46,7 @@ impl FigureFiles {
             Some(Command::Rr(a)) => ("rr".into(), &a.common.finish, false),
             Some(Command::Crr(a)) => ("crr".into(), &a.common.finish, false),
             Some(Command::Echo(a)) => ("echo".into(), &a.common.finish, false),
-            Some(Command::Suite(a)) => (a.suite.clone(), &a.finish, false),
+            Some(Command::Suite(s)) => (s.name().into(), &s.target().finish, false),
             Some(Command::Run(a)) => {
                 (a.plan.file_stem().map_or("plan".into(), |s| s.to_string_lossy().into_owned()), &a.finish, false)
             }

@@ -15,19 +15,24 @@ pub(crate) fn completions(a: &CompletionsArgs) -> Result<u8> {
     Ok(crate::EXIT_OK)
 }
 
-/// Prints netchar(1) (every command in its COMMANDS section), or netchar-COMMAND(1).
+/// Prints netchar(1) (every command in its COMMANDS section), or netchar-COMMAND(1); a
+/// command of a command by its page's name, `suite-netio` (or `"suite netio"`).
 pub(crate) fn man(a: &ManArgs) -> Result<u8> {
     let mut cmd = Cli::command();
     cmd.build();
     let page = match &a.command {
         None => cmd,
         Some(name) => {
-            let Some(sub) = cmd.find_subcommand(name) else {
-                let known: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
-                bail!("man {name}: no such command; one of {}", known.join(", "));
-            };
+            let mut page = &cmd;
+            for word in name.split(['-', ' ']).filter(|w| !w.is_empty()) {
+                let Some(sub) = page.find_subcommand(word) else {
+                    let known: Vec<&str> = page.get_subcommands().map(|c| c.get_name()).collect();
+                    bail!("man {name}: no such command; one of {}", known.join(", "));
+                };
+                page = sub;
+            }
             // Built, the subcommand is titled netchar-tcp and its synopsis reads `netchar tcp`.
-            sub.clone().version(env!("CARGO_PKG_VERSION"))
+            page.clone().version(env!("CARGO_PKG_VERSION"))
         }
     };
     let mut out = Vec::new();

@@ -14,6 +14,7 @@ mod generate;
 mod mesh;
 mod metrics;
 mod nc_test;
+mod netio;
 mod plan;
 mod plans;
 mod progress;
@@ -70,7 +71,6 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Tcp(a)) if nc_test::wanted(&a.common.proto) => nc_test::tcp(&a, &figures, &stop),
         Some(C::Udp(a)) if nc_test::wanted(&a.common.proto) => nc_test::udp(&a, &figures, &stop),
         Some(C::Echo(a)) if nc_test::wanted(&a.common.proto) => nc_test::echo(&a, &figures, &stop),
-        Some(C::Suite(a)) if nc_test::wanted(&a.proto) => nc_test::suite(&a, &figures, &stop),
         Some(C::Tcp(a)) => repeat::run(&plan::TcpPlan::from_args(&a)?, &figures, &stop),
         Some(C::Udp(a)) if a.find_max_rate => {
             suites::find_max_rate(&plan::TcpPlan::from_udp_args(&a)?, a.loss, &figures, &stop)
@@ -79,7 +79,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Rr(a)) => repeat::run(&plan::TcpPlan::from_rr_args(&a)?, &figures, &stop),
         Some(C::Crr(a)) => repeat::run(&plan::TcpPlan::from_crr_args(&a)?, &figures, &stop),
         Some(C::Echo(a)) => echo::run(&plan::TcpPlan::from_echo_args(&a)?, &figures, &stop),
-        Some(C::Suite(a)) => suites::run(&a, &figures, &stop),
+        Some(C::Suite(s)) => suites::run(&s, &figures, &stop),
         Some(C::Run(a)) => plans::run(&a, &figures, &stop),
         Some(C::Compare(a)) => compare::run(&a),
         Some(C::Report(a)) => report::run(&a),

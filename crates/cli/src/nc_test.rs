@@ -13,7 +13,7 @@
 //! (crates/report/src/nc_test_lines.rs); `--json` gives the results as one document (an object,
 //! the suite an array), and the suite shows a progress line on a terminal.
 
-use crate::args::{CommonArgs, EchoArgs, SuiteArgs, TcpArgs, UdpArgs};
+use crate::args::{CommonArgs, EchoArgs, EcosSuiteArgs, TcpArgs, UdpArgs};
 use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
@@ -23,7 +23,7 @@ use netchar_engine::protocols::{ClientRole, ProtoChoice};
 use netchar_engine::StopFlag;
 use netchar_model::{Pattern, TestResult};
 use netchar_report::json::{JobJsonReporter, JsonReporter};
-use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesReporter};
+use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesReporter, RttUs};
 use netchar_wire::nc_test::{self as wire, Kind, MasterReport, Pause, Sequence};
 use std::net::{SocketAddr, ToSocketAddrs};
 
@@ -184,17 +184,14 @@ fn exit_code(results: &[TestResult], stop: &StopFlag) -> u8 {
 }
 
 /// `netchar suite ecos --proto nc-test|nc6-test HOST`.
-pub(crate) fn suite(a: &SuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
-    if a.suite != "ecos" {
-        bail!("suite {}: --proto {} runs only with the ecos suite", a.suite, a.proto.name());
-    }
+pub(crate) fn suite(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     let sequence = match a.proto.protocol().def().client {
         ClientRole::NcTestMaster { v6: true } => {
             Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: true }
         }
         _ => Sequence::Nc,
     };
-    let slave = resolve(&a.host, a.port, false, false)?;
+    let slave = resolve(&a.target.host, a.target.port, false, false)?;
     let cfg = MasterConfig {
         slave,
         slave_data_port: a.nc_test_data_port.unwrap_or(wire::DATA_SLAVE_PORT),
@@ -202,9 +199,10 @@ pub(crate) fn suite(a: &SuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Re
         plan: if a.quick { MasterPlan::QuickSuite(sequence) } else { MasterPlan::Suite(sequence) },
     };
     // A sequence of untimed tests: elapsed time and the test now running.
-    let progress = Progress::start(a.json, true, None);
-    let mut reporters = Reporters::of(if a.json { Box::new(JobJsonReporter) } else { Box::new(NcTestLinesReporter) })
-        .with_figures(figures);
+    let progress = Progress::start(a.target.json, true, None);
+    let mut reporters =
+        Reporters::of(if a.target.json { Box::new(JobJsonReporter) } else { Box::new(NcTestLinesReporter) })
+            .with_figures(figures);
     let results = run(&cfg, &mut reporters, &progress, stop)?;
     for r in &results {
         reporters.emit(&progress, |rep| rep.on_finish(r))?;
@@ -216,7 +214,7 @@ pub(crate) fn suite(a: &SuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Re
 /// netchar's own figures of a test, for the line under its stock lines.
 fn figures(r: &MasterReport) -> MasterFigures {
     MasterFigures {
-        rtts_us: r.rtts.iter().map(|d| d.as_secs_f64() * 1e6).collect(),
+        rtt_us: RttUs::of_samples(&r.rtts.iter().map(|d| d.as_secs_f64() * 1e6).collect::<Vec<_>>()),
         sent: r.sent,
         received: r.received,
         slave_receives: r.kind.slave_receives(),
@@ -224,6 +222,7 @@ fn figures(r: &MasterReport) -> MasterFigures {
         slave_counts: r.results.map(|x| (x.nsent, x.nrecvd)),
         out_of_sequence: r.seq_errors,
         bad: r.bad,
+        ..Default::default()
     }
 }
 

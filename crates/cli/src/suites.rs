@@ -1,59 +1,70 @@
 //! Tests made of tests: the RFC 2544-style search for the highest loss-free UDP rate
-//! (`netchar udp --find-max-rate`) and the built-in suites: the `bwtest.sh` rate sweep
-//! (`bwsweep`), netio's block-size table (`netio`) and stackthru's block-size sweep (`sizes`).
-//! Each trial is an ordinary test; its result is kept whole.
+//! (`netchar udp --find-max-rate`) and the built-in suites, each its own command: the
+//! `bwtest.sh` rate sweep (`bwsweep`) and stackthru's block-size sweep (`sizes`) here, netio's
+//! table in netio.rs, the eCos sequence in ecos.rs (netchar's own protocol) and nc_test.rs (an
+//! eCos slave). Each trial is an ordinary test; its result is kept whole.
 
+use crate::args::{SizesSuiteArgs, SuiteCommand, SuiteTarget};
 use crate::figure_files::FigureFiles;
 use crate::plan::TcpPlan;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::Result;
 use netchar_engine::client::{self, ClientError};
-use netchar_engine::protocols::{ClientRole, Command};
 use netchar_engine::StopFlag;
 use netchar_model::units::format_si;
 use netchar_model::{Direction, EndCondition, TestResult, UdpRate};
-use netchar_report::block_sizes::{NetioLinesReporter, NetioTableReporter, SizesTableReporter};
+use netchar_report::block_sizes::SizesTableReporter;
 use netchar_report::json::JobJsonReporter;
 use netchar_report::max_rate::{self, MaxRateTableReporter};
 use netchar_report::sweep::SweepTableReporter;
 
-/// `netchar suite NAME HOST ...`.
-pub(crate) fn run(a: &crate::args::SuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
-    use netchar_model::units::parse_bit_rate;
-    match a.suite.as_str() {
-        "bwsweep" => {
+/// `netchar suite NAME HOST ...`: each suite's own command.
+pub(crate) fn run(suite: &SuiteCommand, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
+    match suite {
+        SuiteCommand::Ecos(a) if crate::nc_test::wanted(&a.proto) => crate::nc_test::suite(a, figures, stop),
+        SuiteCommand::Ecos(a) => crate::ecos::run(a, figures, stop),
+        SuiteCommand::Netio(a) => crate::netio::run(a, figures, stop),
+        SuiteCommand::Sizes(a) => sizes_suite(a, figures, stop),
+        SuiteCommand::Bwsweep(a) => {
+            use netchar_model::units::parse_bit_rate;
             let rate = |flag: &str, v: &str| parse_bit_rate(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"));
             let (from, to, step) = (rate("--from", &a.from)?, rate("--to", &a.to)?, rate("--step", &a.step)?);
             let secs = crate::plan::seconds("--duration", &a.duration)?;
-            let udp = crate::args::UdpArgs::for_suite(&a.host, a.port, secs);
+            let udp = crate::args::UdpArgs::for_suite(&a.target.host, a.target.port, secs);
             let plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
-            bwsweep(&plan, from, to, step, a.json, figures, stop)
+            bwsweep(&plan, from, to, step, a.target.json, figures, stop)
         }
-        "netio" if matches!(a.proto.protocol().def().client, ClientRole::NetioClient) => netio_peer(a, figures, stop),
-        "netio" if !a.proto.protocol().runs(Command::SuiteNetio) => anyhow::bail!(
-            "suite netio --proto {}: one of auto, {}",
-            a.proto.name(),
-            netchar_engine::protocols::Protocol::names_for(Command::SuiteNetio)
-        ),
-        "netio" | "sizes" => {
-            let secs = crate::plan::seconds("--duration", &a.duration)?;
-            let udp = crate::plan::TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&a.host, a.port, secs))?;
-            let mut tcp = udp.clone();
-            tcp.client.spec = netchar_model::TestSpec {
-                end: udp.client.spec.end,
-                interval_seconds: 0.0,
-                ..netchar_model::TestSpec::tcp_default()
-            };
-            if a.suite == "netio" {
-                netio(&tcp, &udp, a.json, figures, stop)
-            } else {
-                sizes(&tcp, &udp, a.json, figures, stop)
-            }
-        }
-        "ecos" => crate::ecos::run(a, figures, stop),
-        other => anyhow::bail!("suite {other:?}: known suites: ecos, bwsweep, netio, sizes"),
     }
+}
+
+/// The TCP and UDP plans a block-size suite varies: this server, `seconds` per test, no
+/// intervals.
+pub(crate) fn block_size_plans(target: &SuiteTarget, seconds: f64) -> Result<(TcpPlan, TcpPlan)> {
+    let udp = TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&target.host, target.port, seconds))?;
+    let mut tcp = udp.clone();
+    tcp.client.spec = netchar_model::TestSpec {
+        end: udp.client.spec.end,
+        interval_seconds: 0.0,
+        ..netchar_model::TestSpec::tcp_default()
+    };
+    Ok((tcp, udp))
+}
+
+/// A list of block sizes, comma-separated, in bytes or NUMk (NUM × 1024, as netio's and
+/// stackthru's sizes are written), each from 1 to `max`.
+pub(crate) fn size_list(flag: &str, text: &str, max: u64) -> Result<Vec<u64>> {
+    text.split(',')
+        .map(|item| {
+            let t = item.trim();
+            let (num, scale) = t.strip_suffix(['k', 'K']).map_or((t, 1), |n| (n, 1024));
+            let n: u64 =
+                num.parse().map_err(|_| anyhow::anyhow!("{flag} {text}: {t:?} is not a size in bytes or NUMk"))?;
+            let size = n.saturating_mul(scale);
+            anyhow::ensure!((1..=max).contains(&size), "{flag} {text}: {t} is not between 1 and {max} bytes");
+            Ok(size)
+        })
+        .collect()
 }
 
 /// Trials of a search at most; the search also stops once the bracket is within 1%.
@@ -189,7 +200,7 @@ pub(crate) fn bwsweep(
 }
 
 /// One trial's length, if timed: the progress line's estimate of what is left.
-fn trial_length(plan: &TcpPlan) -> Option<std::time::Duration> {
+pub(crate) fn trial_length(plan: &TcpPlan) -> Option<std::time::Duration> {
     match plan.client.spec.end {
         EndCondition::Seconds(s) => Some(std::time::Duration::from_secs_f64(s)),
         EndCondition::Bytes(_) => None,
@@ -197,7 +208,7 @@ fn trial_length(plan: &TcpPlan) -> Option<std::time::Duration> {
 }
 
 /// Runs one variant of `base` (a TCP or UDP plan), returning its result.
-fn run_variant(
+pub(crate) fn run_variant(
     base: &TcpPlan,
     adjust: impl FnOnce(&mut netchar_model::TestSpec),
     stop: &StopFlag,
@@ -220,48 +231,120 @@ fn run_variant(
     Ok(r)
 }
 
-/// `netchar suite netio`: TCP and UDP, each block size, client to server (tx) and server to
-/// client (rx), in netio's table: the receiving end's rate in MB/s (2^20 bytes, as netio).
-pub(crate) fn netio(tcp: &TcpPlan, udp: &TcpPlan, json: bool, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
-    const SIZES: [u64; 6] = [1024, 2048, 4096, 8192, 16384, 32767];
-    let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 4 * SIZES.len() as u32));
-    let mut reporters = suite_reporters(json, Box::<NetioTableReporter>::default(), figures);
-    let mut results = Vec::new();
-    for size in SIZES {
-        for (plan, direction) in
-            [(tcp, Direction::Up), (tcp, Direction::Down), (udp, Direction::Up), (udp, Direction::Down)]
-        {
-            let way = if direction == Direction::Up { "tx" } else { "rx" };
-            progress.set_current(format!("{size} bytes, {}-{way}", plan.client.spec.kind.name().to_uppercase()));
-            let r = run_variant(
-                plan,
-                |s| {
-                    s.block_bytes = size;
-                    s.direction = direction;
-                    if let Some(u) = s.udp.as_mut() {
-                        u.rate = UdpRate::Unlimited;
-                    }
-                },
-                stop,
-                &mut reporters,
-                &progress,
-            )?;
-            results.push(r);
+/// `suite sizes`' block sizes besides the full-frame payloads: small writes, and large ones.
+const SIZES: [u64; 7] = [64, 256, 512, 1024, 4096, 16384, 65507];
+/// A standard Ethernet MTU, and a jumbo frame's.
+const MTUS: [u32; 2] = [1500, 9000];
+
+/// The block sizes `suite sizes` runs over each protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SizeLists {
+    tcp: Vec<u64>,
+    udp: Vec<u64>,
+    /// UDP sizes left out: their datagrams are larger than the path's MTU (they would leave
+    /// fragmented).
+    udp_above_mtu: Vec<u64>,
+}
+
+/// `listed` (-b), or the default list with the payloads of full frames: TCP's (with
+/// timestamps, 32 bytes of TCP header) and UDP's, for a 1500-byte MTU and, where the path
+/// `mtu` takes one, a 9000-byte jumbo frame. UDP sizes whose datagram is larger than `mtu`
+/// are left out. `ipv6`: 40 bytes of IP header rather than 20.
+fn size_lists(listed: Option<&[u64]>, mtu: Option<u32>, ipv6: bool) -> SizeLists {
+    let ip: u64 = if ipv6 { 40 } else { 20 };
+    let sizes = match listed {
+        Some(l) => l.to_vec(),
+        None => {
+            let mut v = SIZES.to_vec();
+            for frame in MTUS.into_iter().filter(|&m| m == MTUS[0] || mtu.is_some_and(|p| p >= m)) {
+                v.extend([u64::from(frame) - ip - 32, u64::from(frame) - ip - 8]);
+            }
+            v.sort_unstable();
+            v
         }
+    };
+    let fits = |s: &u64| mtu.is_none_or(|m| s + ip + 8 <= u64::from(m));
+    let (udp, udp_above_mtu) = sizes.iter().partition(|s| fits(s));
+    SizeLists { tcp: sizes, udp, udp_above_mtu }
+}
+
+/// The path MTU towards the server, as the kernel holds it for a UDP socket connected there
+/// (connecting sends nothing), and whether the path is IPv6; None where it cannot be learned.
+fn path_mtu(target: &SuiteTarget) -> Option<(u32, bool)> {
+    use std::net::ToSocketAddrs;
+    use std::os::fd::AsFd;
+    let (host, in_host) = crate::plan::split_host(&target.host).ok()?;
+    // The port does not matter to the route; the data's would be any.
+    let addr = (host.as_str(), target.port.or(in_host).unwrap_or(9)).to_socket_addrs().ok()?.next()?;
+    let sock = std::net::UdpSocket::bind(if addr.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }).ok()?;
+    sock.connect(addr).ok()?;
+    let mtu = netchar_sys::ip::path_mtu(sock.as_fd(), addr.is_ipv6()).ok()?;
+    Some((mtu, addr.is_ipv6()))
+}
+
+/// `netchar suite sizes`: the flags to plans, the sizes the path takes, then the sweep.
+fn sizes_suite(a: &SizesSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
+    let secs = crate::plan::seconds("--duration", a.duration.as_deref().unwrap_or("2"))?;
+    let bytes = match &a.bytes {
+        None => None,
+        Some(b) => {
+            let n = netchar_model::units::parse_bytes(b).map_err(|e| anyhow::anyhow!("-n {b}: {e}"))?;
+            anyhow::ensure!(n > 0, "-n {b}: at least 1 byte");
+            Some(n)
+        }
+    };
+    let listed = a.block.as_deref().map(|b| size_list("-b", b, netchar_model::spec::MAX_UDP_PAYLOAD)).transpose()?;
+    let (mut tcp, mut udp) = block_size_plans(&a.target, secs)?;
+    if let Some(n) = bytes {
+        tcp.client.spec.end = EndCondition::Bytes(n);
+        udp.client.spec.end = EndCondition::Bytes(n);
     }
-    reporters.emit(&progress, |r| r.on_job_end(&results))?;
-    Ok(0)
+    let path = path_mtu(&a.target);
+    let lists = size_lists(listed.as_deref(), path.map(|p| p.0), path.is_some_and(|p| p.1));
+    let progress = Progress::start(
+        a.target.json,
+        true,
+        trial_length(&tcp).map(|t| t * (lists.tcp.len() + lists.udp.len()) as u32),
+    );
+    if let (Some((mtu, _)), false) = (path, lists.udp_above_mtu.is_empty()) {
+        let skipped: Vec<String> = lists.udp_above_mtu.iter().map(u64::to_string).collect();
+        progress.suspend(|| {
+            eprintln!(
+                "netchar: suite sizes: UDP {} bytes skipped: larger datagrams than the path's MTU of {mtu} bytes",
+                skipped.join(", ")
+            )
+        });
+    }
+    sizes(&tcp, &udp, &lists, a.target.json, figures, &progress, stop)
 }
 
 /// `netchar suite sizes`: stackthru's block-size sweep over TCP and UDP (client sends):
-/// real and system time, MB/s (2^20), Mbit/s (10^6) and frames/s.
-pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
-    const SIZES: [u64; 9] = [64, 256, 512, 1024, 1448, 1472, 4096, 16384, 65507];
-    let progress = Progress::start(json, true, trial_length(tcp).map(|t| t * 2 * SIZES.len() as u32));
+/// real and system time, MB/s (2^20), Mbit/s (10^6) and frames/s; with -n, a transfer of
+/// that many bytes per size, the last block shorter (stackthru's X-Block) where the size
+/// does not divide it.
+fn sizes(
+    tcp: &TcpPlan,
+    udp: &TcpPlan,
+    lists: &SizeLists,
+    json: bool,
+    figures: &FigureFiles,
+    progress: &Progress,
+    stop: &StopFlag,
+) -> Result<u8> {
     let mut reporters = suite_reporters(json, Box::<SizesTableReporter>::default(), figures);
     let mut results = Vec::new();
-    for (name, plan) in [("TCP", tcp), ("UDP", udp)] {
-        for size in SIZES {
+    for (name, plan, sizes) in [("TCP", tcp, &lists.tcp), ("UDP", udp, &lists.udp)] {
+        for &size in sizes {
+            let pattern = match (plan.client.spec.end, name) {
+                (EndCondition::Bytes(n), "UDP") => match transfer_datagrams(n, size) {
+                    Ok(p) => Some(p),
+                    Err(why) => {
+                        progress.suspend(|| eprintln!("netchar: suite sizes: UDP {size} bytes skipped: {why}"));
+                        continue;
+                    }
+                },
+                _ => None,
+            };
             progress.set_current(format!("{name}, {size} bytes"));
             let r = run_variant(
                 plan,
@@ -270,99 +353,82 @@ pub(crate) fn sizes(tcp: &TcpPlan, udp: &TcpPlan, json: bool, figures: &FigureFi
                     s.direction = Direction::Up;
                     if let Some(u) = s.udp.as_mut() {
                         u.rate = UdpRate::Unlimited;
+                        u.pattern = pattern;
                     }
                 },
                 stop,
                 &mut reporters,
-                &progress,
+                progress,
             )?;
             anyhow::ensure!(r.summary.up.is_some(), "no up flow");
             results.push(r);
         }
     }
-    reporters.emit(&progress, |r| r.on_job_end(&results))?;
+    reporters.emit(progress, |r| r.on_job_end(&results))?;
     Ok(0)
+}
+
+/// The datagrams of a UDP transfer of `total` bytes in blocks of `size`: the whole blocks,
+/// then one datagram of what is left (stackthru's X-Block). A remainder under netchar's
+/// datagram header cannot be sent as a datagram of its own.
+fn transfer_datagrams(total: u64, size: u64) -> Result<netchar_model::Pattern, String> {
+    let (blocks, rest) = (total / size, total % size);
+    let header = netchar_model::spec::UDP_HEADER_BYTES;
+    if rest > 0 && rest < header {
+        return Err(format!("-n leaves a last block of {rest} bytes, under netchar's {header}-byte datagram header"));
+    }
+    let sizes = [(blocks, size), (1, rest)].into_iter().filter(|&(n, s)| n > 0 && s > 0).collect();
+    Ok(netchar_model::Pattern { sizes, ..Default::default() })
 }
 
 /// A suite's reporters: its classic `table`, or with `--json` one array of every result; and
 /// the figure files'.
-fn suite_reporters(json: bool, table: Box<dyn netchar_report::Reporter>, figures: &FigureFiles) -> Reporters {
+pub(crate) fn suite_reporters(
+    json: bool,
+    table: Box<dyn netchar_report::Reporter>,
+    figures: &FigureFiles,
+) -> Reporters {
     if json { Reporters::of(Box::new(JobJsonReporter)) } else { Reporters::of(table) }.with_figures(figures)
 }
 
-/// `netchar suite netio --proto netio HOST`: netchar as the client of a netio server, netio's
-/// sequence and its output lines (NetioLinesReporter) under a progress line; with --json, one
-/// array of a result per block size (`test.protocol` "netio", the line in `test.title`).
-pub(crate) fn netio_peer(a: &crate::args::SuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
-    use netchar_engine::peers::netio::{run_client, to_results, NetioClientConfig};
-    use std::net::ToSocketAddrs;
-    let (host, host_port) = crate::plan::split_host(&a.host).map_err(|e| anyhow::anyhow!("{}", e.0))?;
-    let port = a.port.or(host_port).unwrap_or(netchar_wire::netio::TCP_PORT);
-    let server = (host.as_str(), port)
-        .to_socket_addrs()
-        .map_err(|e| anyhow::anyhow!("cannot resolve {host}: {e}"))?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("cannot resolve {host}: no address"))?;
-    let sizes = match &a.block {
-        None => netchar_wire::netio::SIZES.to_vec(),
-        Some(b) => {
-            let t = b.trim();
-            let (num, k) = t.strip_suffix(['k', 'K']).map_or((t, 1), |n| (n, 1024));
-            let n: u32 = num.parse().map_err(|_| anyhow::anyhow!("-b {b}: a size in bytes, or NUMk"))?;
-            vec![(n.saturating_mul(k)).clamp(1, netchar_wire::netio::MAX_BLOCK)]
-        }
-    };
-    let secs = |flag: &str, v: &str| -> Result<std::time::Duration> {
-        let s = crate::plan::seconds(flag, v).map_err(|e| anyhow::anyhow!("{}", e.0))?;
-        anyhow::ensure!(s > 0.0 && s <= 3600.0, "{flag} {v}: between 0 and 3600 seconds");
-        Ok(std::time::Duration::from_secs_f64(s))
-    };
-    let cfg = NetioClientConfig {
-        server,
-        udp: a.udp,
-        sizes,
-        tx_only: a.tx_only,
-        rx_timeout: secs("--rx-timeout", &a.rx_timeout)?,
-        interval: secs("--netio-interval", &a.netio_interval)?,
-        connect_timeout: std::time::Duration::from_secs(5),
-    };
-    // Each size: Tx for --netio-interval, then (unless Tx only) Rx for as long as the server
-    // sends, netio's own interval.
-    let rx = if cfg.tx_only { std::time::Duration::ZERO } else { netchar_wire::netio::INTERVAL };
-    let expected = (cfg.interval + rx) * cfg.sizes.len() as u32;
-    let progress = Progress::start(a.json, true, Some(expected));
-    // The figure files keep the results with the run's error (the job's end settles them).
-    let mut reporters = suite_reporters(a.json, Box::<NetioLinesReporter>::default(), figures);
-    let info = netchar_engine::peers::netio::test_info(&cfg, cfg.sizes[0], !cfg.tx_only, None);
-    reporters.emit(&progress, |rep| rep.on_start(&info))?;
-    let now_running = |done: usize| {
-        if let Some(size) = cfg.sizes.get(done) {
-            progress.set_current(format!("{} of {}: {size} bytes", done + 1, cfg.sizes.len()));
-        }
-    };
-    now_running(0);
-    let mut shown = 0;
-    let mut failed = None;
-    let (results, error) = run_client(&cfg, stop, &mut |r| {
-        // The size's line as it ends; its result is made again below with the run's error.
-        if let Some(live) = to_results(&cfg, std::slice::from_ref(r), None).first() {
-            if let Err(e) = reporters.emit(&progress, |rep| rep.on_finish(live)) {
-                failed.get_or_insert(e);
-            }
-        }
-        shown += 1;
-        now_running(shown);
-    });
-    if let Some(e) = failed {
-        return Err(e.into());
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_size_list_follows_the_paths_mtu() {
+        // A standard Ethernet path: the full-frame payloads of 1500, no jumbo sizes, and the
+        // UDP sizes whose datagrams would leave fragmented left out.
+        let eth = size_lists(None, Some(1500), false);
+        assert_eq!(eth.tcp, [64, 256, 512, 1024, 1448, 1472, 4096, 16384, 65507]);
+        assert_eq!(eth.udp, [64, 256, 512, 1024, 1448, 1472]);
+        assert_eq!(eth.udp_above_mtu, [4096, 16384, 65507]);
+        // Jumbo frames: their payloads join the list; IPv6 has 20 bytes more of header.
+        let jumbo = size_lists(None, Some(9000), true);
+        assert_eq!(jumbo.tcp, [64, 256, 512, 1024, 1428, 1452, 4096, 8928, 8952, 16384, 65507]);
+        assert_eq!(jumbo.udp_above_mtu, [16384, 65507]);
+        // Loopback (65536) takes every size; an unknown MTU leaves the list as it is.
+        assert!(size_lists(None, Some(65536), false).udp_above_mtu.is_empty());
+        let unknown = size_lists(Some(&[100, 70000]), None, false);
+        assert_eq!((unknown.tcp.len(), unknown.udp.len()), (2, 2));
     }
-    let finished = to_results(&cfg, &results, error.as_deref());
-    reporters.emit(&progress, |rep| rep.on_job_end(&finished))?;
-    match error {
-        None => Ok(0),
-        Some(e) => {
-            progress.suspend(|| eprintln!("netchar: error: {e}"));
-            Ok(2)
+
+    #[test]
+    fn a_udp_transfer_is_its_whole_blocks_and_the_rest() {
+        let p = transfer_datagrams(256 << 20, 1448).unwrap();
+        assert_eq!(p.sizes, [(185_383, 1448), (1, 872)]);
+        assert_eq!(transfer_datagrams(4096, 1024).unwrap().sizes, [(4, 1024)]);
+        assert_eq!(transfer_datagrams(100, 1024).unwrap().sizes, [(1, 100)]);
+        let short = transfer_datagrams(1034, 1024).unwrap_err();
+        assert!(short.contains("last block of 10 bytes"), "{short}");
+    }
+
+    #[test]
+    fn size_lists_take_bytes_and_netios_k() {
+        assert_eq!(size_list("-b", "256, 1k,1440", 65536).unwrap(), [256, 1024, 1440]);
+        for bad in ["", "1k,", "x", "0", "65k"] {
+            let e = size_list("-b", bad, 65536).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("-b {bad}: ")), "{e}");
         }
     }
 }

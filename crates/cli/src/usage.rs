@@ -21,10 +21,7 @@ pub(crate) fn usage_error(e: &clap::Error) -> ExitCode {
         }
         _ => {}
     }
-    let sub = match e.kind() {
-        ErrorKind::InvalidSubcommand => String::new(),
-        _ => subcommand_named().map(|s| format!(" {s}")).unwrap_or_default(),
-    };
+    let sub = subcommand_named().map(|s| format!(" {s}")).unwrap_or_default();
     eprintln!("netchar: error: {}; see netchar{sub} --help", usage_message(e));
     ExitCode::from(crate::EXIT_ERROR)
 }
@@ -86,12 +83,18 @@ fn value_problem(e: &clap::Error, value: &str) -> String {
     text.strip_prefix(&format!("{value} is ")).map(str::to_string).unwrap_or(text)
 }
 
-/// The subcommand on the command line, for the `--help` to point to. Scanned rather than
-/// taken from the error, because clap's value errors do not say which subcommand they are in.
+/// The subcommand on the command line, for the `--help` to point to, with the subcommand
+/// under it where it has some (`suite netio`). Scanned rather than taken from the error,
+/// because clap's value errors do not say which subcommand they are in.
 fn subcommand_named() -> Option<String> {
     use clap::CommandFactory;
-    let cli = crate::args::Cli::command();
-    let known: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
+    let mut cmd = crate::args::Cli::command();
+    let mut path: Vec<String> = Vec::new();
     // args_os: std::env::args panics on an argument that is not UTF-8 (a file name).
-    std::env::args_os().skip(1).filter_map(|a| a.into_string().ok()).find(|a| known.contains(&a.as_str()))
+    for arg in std::env::args_os().skip(1).filter_map(|a| a.into_string().ok()) {
+        let Some(sub) = cmd.find_subcommand(&arg).cloned() else { continue };
+        path.push(arg);
+        cmd = sub;
+    }
+    (!path.is_empty()).then(|| path.join(" "))
 }

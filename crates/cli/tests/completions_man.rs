@@ -72,7 +72,11 @@ fn man_page_lists_every_command_and_groff_formats_it_cleanly() {
     let report = netchar(&["man", "report"]);
     assert!(report.contains(".TH netchar-report 1"));
     assert!(report.contains("\\-\\-intervals") && report.contains("\\-\\-format"), "netchar-report(1) lacks its flags");
-    for page in [page, report] {
+    // Each suite has its own page with only its flags.
+    let netio = netchar(&["man", "suite-netio"]);
+    assert!(netio.contains(".TH netchar-suite-netio 1") && netio.contains("\\-\\-preset"), "{netio}");
+    assert!(!netio.contains("\\-\\-quick"), "netchar-suite-netio(1) shows ecos' flag");
+    for page in [page, report, netio] {
         // -ww: all warnings; -z: no output, only the diagnostics.
         match parse_with("groff", &["-man", "-Tutf8", "-ww", "-z"], &page) {
             None => require::unavailable("the groff check", "groff is not installed (apt-get install groff-base)"),

@@ -9,6 +9,8 @@
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/ecos.rs"]
+mod ecos;
 #[path = "support/require.rs"]
 mod require;
 
@@ -522,6 +524,24 @@ fn run_json(r: &mut Responder, args: &[&str]) -> Value {
     r.assert_alive();
     assert_eq!(run.code, 0, "netchar {v:?} failed: {}", run.stderr);
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", run.stdout))
+}
+
+/// `suite ecos` over netchar's own protocol runs against the responder (no UDP `--pattern`,
+/// which it refuses: counted bytes instead; its POSIX platform has the load and idle hooks)
+/// and prints what `--proto nc6-test` prints for the same tests: nc_test's words, "send" the
+/// responder sending (a down flow in the JSON), "recv" it receiving.
+#[test]
+fn native_ecos_suite_runs_against_the_responder_in_nc_tests_words() {
+    let Some(mut r) = Responder::start() else { return };
+    let port = r.port.to_string();
+    let args = ["suite", "ecos", "127.0.0.1", "-p", &port, "--quick"];
+    let text = netchar(&args);
+    r.assert_alive();
+    assert_eq!(text.code, 0, "{}\n{}", text.stderr, text.stdout);
+    ecos::check_quick_text(&text.stdout, "native against the responder");
+    let doc = run_json(&mut r, &args);
+    assert_eq!(ecos::directions(&doc), ecos::quick_directions());
+    assert!(doc.as_array().unwrap().iter().all(|t| t["error"].is_null()), "{doc}");
 }
 
 #[test]

@@ -1,58 +1,55 @@
-//! The eCos nc_test master's lines (`netchar echo`, `netchar suite ecos`): one line per test as
-//! it ends, `UDP echo - 640 bufs of 1024 bytes in ...` or `TCP send - ...`, and for the suite
-//! the master's idle share and the slave's background load under it.
+//! The eCos nc_test master's line of one test from its result, for `netchar echo` as it ends
+//! and for saved results of either eCos mode (`netchar report`): `UDP echo - 640 bufs of 1024
+//! bytes in ...` or `TCP send - ...`.
+//!
+//! The words are nc_test's, named from the server's ("slave's") side: in "send" the server
+//! sends (the client's `-R`, the result's down flow) and in "recv" it receives (up). The
+//! suites print the stock lines as they run ([`crate::nc_test_lines`]).
 
 use crate::text::{echo_line, transfer_line};
 use netchar_model::{Direction, TestResult};
-use std::fmt::Write;
 
-/// The master's lines.
-#[derive(Debug, Default)]
-pub struct EcosLinesReporter {
-    /// Also the CPU lines under each test (the suite's load and idle sections).
-    cpu_lines: bool,
+/// nc_test's name of a one-way test: "send" when the server sends, "recv" when it receives.
+pub fn one_way_name(r: &TestResult) -> String {
+    let way = if r.test.spec.direction == Direction::Down { "send" } else { "recv" };
+    format!("{} {way}", r.test.spec.kind.name().to_uppercase())
 }
 
-impl EcosLinesReporter {
-    /// The lines of `netchar echo` (`cpu_lines` false) or of the eCos suite (true).
-    pub fn new(cpu_lines: bool) -> Self {
-        Self { cpu_lines }
-    }
+/// The master's line of each test.
+#[derive(Debug, Default)]
+pub struct EcosLinesReporter;
 
-    fn lines(&self, r: &TestResult) -> String {
-        let mut out = match (&r.summary.rr, &r.test.spec.rr) {
+impl EcosLinesReporter {
+    fn lines(r: &TestResult) -> String {
+        match (&r.summary.rr, &r.test.spec.rr) {
             (Some(_), _) => echo_line(r),
             // An echo test without its figures has no line, as echo_line says.
             (None, Some(_)) => String::new(),
-            (None, None) => {
-                let way = if r.test.spec.direction == Direction::Down { "recv" } else { "send" };
-                transfer_line(r, &format!("{} {way}", r.test.spec.kind.name().to_uppercase()))
-            }
-        };
-        if self.cpu_lines {
-            if let Some(i) = r.cpu.local.as_ref().and_then(|c| c.idle_pct) {
-                let _ = writeln!(out, "    master {i:.0}% idle");
-            }
-            if let Some(l) = r.cpu.remote.as_ref().and_then(|c| c.background_load_pct) {
-                let _ = writeln!(out, "    slave background load achieved {l:.0}%");
-            }
+            (None, None) => transfer_line(r, &one_way_name(r)),
         }
-        out
     }
 }
 
 impl crate::Reporter for EcosLinesReporter {
-    /// The master's own lines (the suite's section headings), as they come.
-    fn on_master_output(&mut self, output: crate::nc_test_lines::MasterOutput<'_>) -> String {
-        match output {
-            crate::nc_test_lines::MasterOutput::Line(l) => format!("{l}\n"),
-            crate::nc_test_lines::MasterOutput::Figures(_) => String::new(),
-        }
-    }
     fn on_finish(&mut self, result: &TestResult) -> String {
-        self.lines(result)
+        Self::lines(result)
     }
     fn on_results(&mut self, results: &[crate::Saved]) -> String {
-        results.iter().map(|s| self.lines(&s.result)).collect()
+        results.iter().map(|s| Self::lines(&s.result)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same words as nc_test's: "send" is the server sending (down), "recv" receiving.
+    #[test]
+    fn one_way_tests_are_named_from_the_servers_side() {
+        let mut r: TestResult = serde_json::from_str(include_str!("../tests/fixtures/tcp.json")).unwrap();
+        r.test.spec.direction = Direction::Down;
+        assert_eq!(one_way_name(&r), "TCP send");
+        r.test.spec.direction = Direction::Up;
+        assert_eq!(one_way_name(&r), "TCP recv");
     }
 }

@@ -1,12 +1,14 @@
-//! netchar as the master of an eCos `nc_test_slave` (`--proto nc-test`): the stock master's
-//! lines as it printed them (`Start TCP echo [64,10240] - no delays`, `TCP echo - 128 bufs of
-//! 10240 bytes in ...`, `   slave sent 64, recvd 64`), each as the run prints it, and under
-//! each test netchar's own figures (`    netchar: rtt us min ...; buffers: ...; out of
-//! sequence 0`).
+//! The eCos nc_test master's lines, from netchar as the master of an eCos `nc_test_slave`
+//! (`--proto nc-test`) or from the native `suite ecos` (the same lines made from netchar's
+//! own tests): the stock master's lines as it printed them (`Start TCP echo [64,10240] - no
+//! delays`, `TCP echo - 128 bufs of 10240 bytes in ...`, `   slave sent 64, recvd 64`), each
+//! as the run prints it, and under each test netchar's own figures (`    netchar: rtt us min
+//! ...; buffers: ...; out of sequence 0`).
 //!
-//! The stock lines come from the protocol's state machine as it runs, so they reach the
-//! reporters through [`crate::Reporter::on_master_output`]; the figures line is formatted here
-//! from [`MasterFigures`]. [`NcTestLinesReporter`] shows them (and the eCos suite's lines its
+//! The stock lines come from the protocol's state machine as it runs (or from the native
+//! suite as each test ends), so they reach the reporters through
+//! [`crate::Reporter::on_master_output`]; the figures line is formatted here from
+//! [`MasterFigures`]. [`NcTestLinesReporter`] shows them (and the eCos suite's lines its
 //! section headings): the JSON reporters write the results, which carry the same counts.
 
 use netchar_model::TestResult;
@@ -20,11 +22,42 @@ pub enum MasterOutput<'a> {
     Figures(&'a MasterFigures),
 }
 
-/// netchar's own figures of one nc_test test, counted by the master (netchar).
+/// Round-trip times of a test's echoes, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RttUs {
+    /// The fastest.
+    pub min: f64,
+    /// The median.
+    pub p50: f64,
+    /// The 90th percentile.
+    pub p90: f64,
+    /// The 99th percentile.
+    pub p99: f64,
+    /// The slowest.
+    pub max: f64,
+}
+
+impl RttUs {
+    /// The figures of every echo's time, by nearest rank on the raw times (every echo is
+    /// kept, no histogram in between); None without any.
+    pub fn of_samples(rtts_us: &[f64]) -> Option<Self> {
+        if rtts_us.is_empty() {
+            return None;
+        }
+        let mut v = rtts_us.to_vec();
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+        Some(RttUs { min: v[0], p50: q(0.5), p90: q(0.9), p99: q(0.99), max: v[v.len() - 1] })
+    }
+}
+
+/// netchar's own figures of one test of the eCos sequence, counted by the master (netchar):
+/// from the nc_test master's loop (`--proto nc-test`), or from a test over netchar's own
+/// protocol (the native `suite ecos`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MasterFigures {
-    /// Echo round-trip times in microseconds, one per answered buffer (empty for one-way tests).
-    pub rtts_us: Vec<f64>,
+    /// Echo round-trip times (None for one-way tests).
+    pub rtt_us: Option<RttUs>,
     /// Buffers the master sent.
     pub sent: u32,
     /// Buffers the master received.
@@ -39,23 +72,21 @@ pub struct MasterFigures {
     pub out_of_sequence: u32,
     /// Buffers with bad keys.
     pub bad: u32,
+    /// The slave's background load as achieved, in percent (native: `--server-load`, measured
+    /// by the server; an nc_test slave reports none).
+    pub slave_load_pct: Option<f64>,
+    /// Idle shares during the test, in percent: the slave's and the master's (native: `--idle`;
+    /// with nc_test the slave's idle is the stock `IDLE - ticks` line).
+    pub idle_pct: (Option<f64>, Option<f64>),
 }
 
 /// The figures line under a test's stock lines, with its newline.
 pub fn figures_line(f: &MasterFigures) -> String {
     let mut parts = Vec::new();
-    if !f.rtts_us.is_empty() {
-        let mut v = f.rtts_us.clone();
-        v.sort_by(f64::total_cmp);
-        // Nearest rank on the raw times: every echo is kept, no histogram in between.
-        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    if let Some(r) = f.rtt_us {
         parts.push(format!(
             "rtt us min {:.0} p50 {:.0} p90 {:.0} p99 {:.0} max {:.0}",
-            v[0],
-            q(0.5),
-            q(0.9),
-            q(0.99),
-            v[v.len() - 1]
+            r.min, r.p50, r.p90, r.p99, r.max
         ));
     }
     let (sent, recvd) = (f.sent, f.received);
@@ -81,6 +112,16 @@ pub fn figures_line(f: &MasterFigures) -> String {
     parts.push(format!("out of sequence {}", f.out_of_sequence));
     if f.bad > 0 {
         parts.push(format!("bad {}", f.bad));
+    }
+    if let Some(l) = f.slave_load_pct {
+        parts.push(format!("slave background load {l:.0}%"));
+    }
+    let idle: Vec<String> = [("slave", f.idle_pct.0), ("master", f.idle_pct.1)]
+        .iter()
+        .filter_map(|(end, p)| p.map(|p| format!("{end} {p:.0}%")))
+        .collect();
+    if !idle.is_empty() {
+        parts.push(format!("idle {}", idle.join(", ")));
     }
     format!("    netchar: {}\n", parts.join("; "))
 }
@@ -111,6 +152,6 @@ impl crate::Reporter for NcTestLinesReporter {
     /// Saved results keep no master lines: netchar's own line per test, as `netchar echo`
     /// prints them.
     fn on_results(&mut self, results: &[crate::Saved]) -> String {
-        crate::ecos_lines::EcosLinesReporter::new(false).on_results(results)
+        crate::ecos_lines::EcosLinesReporter.on_results(results)
     }
 }

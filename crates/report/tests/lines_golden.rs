@@ -6,7 +6,7 @@
 
 use netchar_model::{Direction, Endpoint, Flow, Role, StreamRecord, TestKind, TestResult, TestSpec};
 use netchar_report::block_sizes::NetioLinesReporter;
-use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesReporter};
+use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesReporter, RttUs};
 use netchar_report::server_log::{self, LogEntry, TestEntry};
 use netchar_report::Reporter;
 use std::net::SocketAddr;
@@ -138,7 +138,7 @@ fn nc_test_master_lines() {
     line(&mut r, "   slave sent 10, recvd 10");
     let echo = MasterFigures {
         // 10 echoes, 100..1000 us given out of order: the percentiles are nearest rank.
-        rtts_us: vec![500.0, 100.0, 300.0, 1000.0, 200.0, 400.0, 600.0, 800.0, 700.0, 900.0],
+        rtt_us: RttUs::of_samples(&[500.0, 100.0, 300.0, 1000.0, 200.0, 400.0, 600.0, 800.0, 700.0, 900.0]),
         sent: 10,
         received: 10,
         slave_receives: true,
@@ -146,6 +146,7 @@ fn nc_test_master_lines() {
         slave_counts: Some((10, 10)),
         out_of_sequence: 0,
         bad: 0,
+        ..Default::default()
     };
     out.push_str(&r.on_master_output(MasterOutput::Figures(&echo)));
     let recv = MasterFigures { sent: 640, slave_receives: true, slave_counts: Some((0, 600)), ..Default::default() };

@@ -6,6 +6,24 @@ use std::time::Duration;
 /// A line netchar adds to the stock output starts with this.
 pub const NOTE_PREFIX: &str = "netchar: ";
 
+/// The heading of the no-load section.
+pub const NO_LOAD_HEADING: &str = "================== No load, master at 100% ========================";
+/// The heading of the slave-load section (after an empty line).
+pub const SLAVE_LOADS_HEADING: &str = "\n====================== Various slave compute loads ===================";
+/// The heading of the master-load (idle) section (after an empty line).
+pub const MASTER_LOADS_HEADING: &str = "\n====================== Various master loads ===================";
+
+/// The line before each slave load's tests.
+pub fn slave_load_line(load_pct: u32) -> String {
+    format!(">>>>>>>>>>>> slave processing load at {load_pct}%")
+}
+
+/// The line under a test with the slave's results record (signed, as the stock master prints
+/// its `%d`).
+pub fn slave_counts_line(nsent: u32, nrecvd: u32) -> String {
+    format!("   slave sent {}, recvd {}", nsent as i32, nrecvd as i32)
+}
+
 /// The stock result line: `"%s - %d bufs of %d bytes in %d.%02d seconds - %.2f KB/S - %.4f
 /// Mbit/S (M = 10^6)"` (+ lost, + out of sequence). The time is truncated to 10 ms.
 pub fn result_line(

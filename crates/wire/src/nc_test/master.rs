@@ -1,7 +1,7 @@
 //! The master's side of one test: its data loop ([`MasterTest`]) and what it measured
 //! ([`MasterReport`]). The requests that start each test are [`super::suite`]'s.
 
-use super::lines::{result_line, NOTE_PREFIX};
+use super::lines::{result_line, slave_counts_line, NOTE_PREFIX};
 use super::{
     be, data_buffer, DataHeader, Kind, Pause, Results, Step, DATA_HEADER_LEN, DATA_KEY1, MAX_ERRORS, RESULTS_LEN,
     RESULTS_TIMEOUT, TEST_TIMEOUT, TICK,
@@ -170,7 +170,7 @@ impl MasterTest {
                 MPhase::Results => {
                     if let Some(r) = self.report.results {
                         self.phase = MPhase::Done;
-                        self.print(format!("   slave sent {}, recvd {}", r.nsent as i32, r.nrecvd as i32));
+                        self.print(slave_counts_line(r.nsent, r.nrecvd));
                         continue;
                     }
                     return Step::Recv { len: RESULTS_LEN, timeout: RESULTS_TIMEOUT };
@@ -290,7 +290,7 @@ impl MasterTest {
                 match Results::decode(b) {
                     Ok(r) if r.seq == self.report.seq => {
                         self.report.results = Some(r);
-                        format!("   slave sent {}, recvd {}", r.nsent as i32, r.nrecvd as i32)
+                        slave_counts_line(r.nsent, r.nrecvd)
                     }
                     _ => format!(
                         "   ... invalid results - keys: {:x}/{:x}, seq: {}/{}",

@@ -39,10 +39,13 @@ mod master;
 mod slave;
 mod suite;
 
-pub use lines::{result_line, start_line, NOTE_PREFIX};
+pub use lines::{
+    result_line, slave_counts_line, slave_load_line, start_line, MASTER_LOADS_HEADING, NOTE_PREFIX, NO_LOAD_HEADING,
+    SLAVE_LOADS_HEADING,
+};
 pub use master::{MasterReport, MasterTest};
 pub use slave::{Slave, SlaveAction, SlaveDecision, SlaveTest, DEFAULT_MAX_UDP_SEND_BYTES};
-pub use suite::{MasterSuite, Sequence, SuiteStep};
+pub use suite::{MasterSuite, Sequence, SuiteShape, SuiteStep};
 
 use std::time::Duration;
 

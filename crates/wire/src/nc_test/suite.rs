@@ -1,7 +1,9 @@
 //! The master's whole sequence ([`MasterSuite`]): `nc_test_master`'s or
 //! `nc6_test_master`'s requests, their replies, the tests they start and the lines between.
 
-use super::lines::{start_line, NOTE_PREFIX};
+use super::lines::{
+    slave_load_line, start_line, MASTER_LOADS_HEADING, NOTE_PREFIX, NO_LOAD_HEADING, SLAVE_LOADS_HEADING,
+};
 use super::master::{MasterReport, MasterTest};
 use super::{Kind, Pause, Reply, Request, IDLE_TEST_TIME};
 use std::time::Duration;
@@ -24,6 +26,85 @@ pub enum Sequence {
         /// Run the master-load section (not `-m`).
         master_loads: bool,
     },
+}
+
+/// The sizes of a master's sequence: the stock master's, or the short form of `suite ecos
+/// --quick`. The native eCos suite (`netchar suite ecos` over netchar's own protocol) runs the
+/// same shape, so both modes run the same tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SuiteShape {
+    /// The slave's background loads of the slave-load section, in percent.
+    pub loads: &'static [u32],
+    /// Buffers of 1024 bytes per test of the two load sections.
+    pub load_bufs: u32,
+    /// The master's idle calibration before the master-load section.
+    pub idle_time: Duration,
+    /// The master's pauses of the master-load section, in its order.
+    pub pauses: &'static [Pause],
+    /// The short form: the line that says so comes first.
+    pub quick: bool,
+}
+
+impl SuiteShape {
+    /// The stock master's sizes (`quick` false) or the short form: loads of 0 and 50% where
+    /// the stock master steps 0-50% by 10, 256 buffers where it sends 2048, a 1 s idle
+    /// calibration instead of 10 s, and the first two of its five pause patterns (the last
+    /// three pause for 10-20 s each).
+    pub fn new(quick: bool) -> Self {
+        const fn p(ticks: u32, threshold: u32) -> Pause {
+            Pause { ticks, threshold }
+        }
+        const STOCK: [Pause; 5] = [p(0, 0), p(1, 10), p(5, 10), p(10, 10), p(1, 1)];
+        if quick {
+            SuiteShape {
+                loads: &[0, 50],
+                load_bufs: 256,
+                idle_time: Duration::from_secs(1),
+                pauses: &STOCK[..2],
+                quick,
+            }
+        } else {
+            SuiteShape {
+                loads: &[0, 10, 20, 30, 40, 50],
+                load_bufs: 2048,
+                idle_time: IDLE_TEST_TIME,
+                pauses: &STOCK,
+                quick,
+            }
+        }
+    }
+
+    /// The line the short form starts with (netchar's note).
+    pub fn quick_note(&self) -> String {
+        format!(
+            "{NOTE_PREFIX}--quick: loads {:?}%, {} buffers per load test, a {} s idle calibration, {} pause patterns",
+            self.loads,
+            self.load_bufs,
+            self.idle_time.as_secs(),
+            self.pauses.len()
+        )
+    }
+
+    /// The no-load section's tests (kind, buffers, bytes per buffer), in the master's order:
+    /// nc6_test_master's UDP and TCP echo, send and recv of 640 × 1024 (those it runs), then
+    /// both masters' TCP echo of 64 × 10240.
+    pub fn no_load_tests(sequence: Sequence) -> Vec<(Kind, u32, u32)> {
+        let mut tests = Vec::new();
+        let (tcp, udp) = match sequence {
+            Sequence::Nc => (true, false),
+            Sequence::Nc6 { tcp, udp, .. } => (tcp, udp),
+        };
+        if udp {
+            tests.extend([Kind::UdpEcho, Kind::UdpSend, Kind::UdpRecv].map(|k| (k, 640, 1024)));
+        }
+        if tcp && matches!(sequence, Sequence::Nc6 { .. }) {
+            tests.extend([Kind::TcpEcho, Kind::TcpSend, Kind::TcpRecv].map(|k| (k, 640, 1024)));
+        }
+        if tcp {
+            tests.push((Kind::TcpEcho, 64, 10240));
+        }
+        tests
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -86,41 +167,22 @@ impl MasterSuite {
     }
 
     fn build(sequence: Sequence, quick: bool) -> Self {
-        type Plan = (&'static [u32], u32, Duration, &'static [(u32, u32)]);
-        let (loads, load_bufs, idle_time, pauses): Plan = if quick {
-            (&[0, 50], 256, Duration::from_secs(1), &[(0, 0), (1, 10)])
-        } else {
-            (&[0, 10, 20, 30, 40, 50], 2048, IDLE_TEST_TIME, &[(0, 0), (1, 10), (5, 10), (10, 10), (1, 1)])
-        };
+        let shape = SuiteShape::new(quick);
+        let (loads, load_bufs, idle_time) = (shape.loads, shape.load_bufs, shape.idle_time);
         let (tcp, udp, slave_loads, master_loads, disconnect) = match sequence {
             Sequence::Nc => (true, true, true, true, true),
             Sequence::Nc6 { tcp, udp, slave_loads, master_loads } => (tcp, udp, slave_loads, master_loads, false),
         };
         let mut ops = Vec::new();
         if quick {
-            ops.push(Op::Print(format!(
-                "{NOTE_PREFIX}--quick: loads {loads:?}%, {load_bufs} buffers per load test, a {} s idle calibration, {} pause patterns",
-                idle_time.as_secs(),
-                pauses.len()
-            )));
+            ops.push(Op::Print(shape.quick_note()));
         }
-        ops.push(Op::Print("================== No load, master at 100% ========================".into()));
-        if matches!(sequence, Sequence::Nc6 { .. }) {
-            if udp {
-                ops.extend([Kind::UdpEcho, Kind::UdpSend, Kind::UdpRecv].map(|k| test(k, 640, 1024)));
-            }
-            if tcp {
-                ops.extend([Kind::TcpEcho, Kind::TcpSend, Kind::TcpRecv].map(|k| test(k, 640, 1024)));
-            }
-        }
-        if tcp {
-            ops.push(test(Kind::TcpEcho, 64, 10240));
-        }
+        ops.push(Op::Print(NO_LOAD_HEADING.into()));
+        ops.extend(SuiteShape::no_load_tests(sequence).into_iter().map(|(k, n, len)| test(k, n, len)));
         if slave_loads {
-            let mut then =
-                vec![Op::Print("\n====================== Various slave compute loads ===================".into())];
+            let mut then = vec![Op::Print(SLAVE_LOADS_HEADING.into())];
             for &load in loads {
-                then.push(Op::Print(format!(">>>>>>>>>>>> slave processing load at {load}%")));
+                then.push(Op::Print(slave_load_line(load)));
                 then.push(Op::Control { kind: Kind::SetLoad, nbufs: load });
                 if udp {
                     then.push(test(Kind::UdpEcho, load_bufs, 1024));
@@ -137,13 +199,12 @@ impl MasterSuite {
         }
         if master_loads {
             let mut then = vec![
-                Op::Print("\n====================== Various master loads ===================".into()),
+                Op::Print(MASTER_LOADS_HEADING.into()),
                 Op::Print(format!("Testing IDLE for {} seconds", idle_time.as_secs())),
                 Op::Sleep(idle_time),
                 Op::StopIdle { calibrate: true },
             ];
-            for &(ticks, threshold) in pauses {
-                let pause = Pause { ticks, threshold };
+            for &pause in shape.pauses {
                 for (kind, on) in [(Kind::UdpEcho, udp), (Kind::TcpEcho, tcp)] {
                     if on {
                         then.push(Op::Control { kind: Kind::StartIdle, nbufs: 0 });
