@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod console;
 pub mod evidence;
 pub mod loss;
 pub mod payload;
@@ -22,6 +23,7 @@ pub mod spec;
 pub mod target;
 pub mod units;
 
+pub use console::{ConsoleFlag, ConsoleLine, ConsoleLog};
 pub use evidence::*;
 pub use loss::LossBreakdown;
 pub use payload::{Integrity, PayloadKind, PayloadSpec, RrIntegrity};

@@ -828,6 +828,9 @@ pub struct TestResult {
     /// results of an older netchar.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<crate::EvidenceReport>,
+    /// The target's console over the test (`--console`, `--console-cmd`); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub console: Option<crate::ConsoleLog>,
     /// Null, or the one-line reason the test failed; the figures measured until then stay.
     pub error: Option<String>,
 }
@@ -895,6 +898,7 @@ impl TestResult {
             bind: None,
             target: None,
             evidence: None,
+            console: None,
             error,
         }
     }
