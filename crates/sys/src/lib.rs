@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod console;
 pub mod counters;
 pub mod cpu;
 pub mod direct;
