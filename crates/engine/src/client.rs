@@ -187,13 +187,23 @@ pub struct ClientRun {
     pub result: Option<TestResult>,
     /// Set when the run failed; the result's `error` field holds the same line.
     pub error: Option<ClientError>,
+    /// The instant the test's clock counts from (the intervals' `start`, `end`): when the
+    /// data plane started. None when it never did.
+    pub clock_zero: Option<Instant>,
+}
+
+impl ClientRun {
+    /// A run whose test never started.
+    pub fn failed(error: ClientError) -> Self {
+        Self { result: None, error: Some(error), clock_zero: None }
+    }
 }
 
 /// Runs one test. `on_interval` sees this end's interval figures as they complete.
 pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> ClientRun {
     let addrs = match resolve(cfg) {
         Ok(a) => a,
-        Err(e) => return ClientRun { result: None, error: Some(e) },
+        Err(e) => return ClientRun::failed(e),
     };
     let busy_until = Instant::now() + cfg.busy_wait;
     loop {
@@ -218,9 +228,9 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
                     )),
                     None => e,
                 };
-                return ClientRun { result: None, error: Some(e) };
+                return ClientRun::failed(e);
             }
-            Err(e) => return ClientRun { result: None, error: Some(e) },
+            Err(e) => return ClientRun::failed(e),
         };
         match driver.run(stop, on_interval) {
             // `--proto auto`: the server speaks a peer protocol; run the test in it if it can.
@@ -229,11 +239,11 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
             {
                 let Some(peer) = Protocol::find(protocol) else {
                     let e = ProtocolError::PeerProtocol { protocol, what };
-                    return ClientRun { result: None, error: Some(e.into()) };
+                    return ClientRun::failed(e.into());
                 };
                 let switched = ClientConfig { protocol: ProtoChoice::Only(peer), ..cfg.clone() };
                 if let Err(why) = session(peer, Instant::now(), &cfg.spec, &switched) {
-                    return ClientRun { result: None, error: Some(ClientError::Unsupported(format!("{what}; {why}"))) };
+                    return ClientRun::failed(ClientError::Unsupported(format!("{what}; {why}")));
                 }
                 // Close this connection first: the peer serves one test at a time, and it took
                 // netchar's hello for the start of one. An iperf3 server then resets and
@@ -264,20 +274,20 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
                     Some((p, how)) => format!("{what}; port {} is {p}'s: if {p} runs there, {how}", cfg.port),
                     None => what,
                 };
-                return ClientRun { result: None, error: Some(ClientError::Protocol(ProtocolError::NotNetchar(what))) };
+                return ClientRun::failed(ClientError::Protocol(ProtocolError::NotNetchar(what)));
             }
             Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
                 std::thread::sleep(Duration::from_millis(500));
             }
             Err(e) if driver.plane_started => {
                 let result = driver.assemble(Some(e.to_string()));
-                return ClientRun { result: Some(result), error: Some(e) };
+                return ClientRun { result: Some(result), error: Some(e), clock_zero: driver.clock_zero };
             }
-            Err(e) => return ClientRun { result: None, error: Some(e) },
+            Err(e) => return ClientRun::failed(e),
             Ok(()) => {
                 let error = driver.first_error.take();
                 let result = driver.assemble(error.as_ref().map(|e| e.to_string()));
-                return ClientRun { result: Some(result), error };
+                return ClientRun { result: Some(result), error, clock_zero: driver.clock_zero };
             }
         }
     }
@@ -332,6 +342,8 @@ struct Driver<'a> {
     pending_streams: Option<Vec<DataStream>>,
     plane: Option<DataPlane>,
     plane_started: bool,
+    /// When the data plane started: the zero of the test's clock.
+    clock_zero: Option<Instant>,
     meter: Option<CpuMeter>,
     started_at: String,
     concurrent_tests: u32,
@@ -428,6 +440,7 @@ impl<'a> Driver<'a> {
                 pending_streams: None,
                 plane: None,
                 plane_started: false,
+                clock_zero: None,
                 meter: None,
                 started_at: now_rfc3339(),
                 concurrent_tests: 1,
@@ -806,7 +819,9 @@ impl<'a> Driver<'a> {
         // The server starts its clock when it sends `ready`, before this; the client's clock
         // starts now, before it sends `start`: each end's clock starts before the other can send.
         let options = self.session.stream_options();
-        let plane = DataPlane::start_with(cfg, streams, Some(self.live_tx.clone()), Instant::now(), options)
+        let zero = Instant::now();
+        self.clock_zero = Some(zero);
+        let plane = DataPlane::start_with(cfg, streams, Some(self.live_tx.clone()), zero, options)
             .map_err(|e| ClientError::Stream(format!("cannot start the data workers: {e}")))?;
         self.plane = Some(plane);
         self.plane_started = true;

@@ -68,7 +68,7 @@ const LOAD_MARGIN: Duration = Duration::from_secs(1);
 pub fn run(rr: &ClientConfig, load: Load, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> ClientRun {
     let EndCondition::Seconds(seconds) = rr.spec.end else {
         let e = ClientError::Stream("--under-load needs a duration (-t), not a transaction count".into());
-        return ClientRun { result: None, error: Some(e) };
+        return ClientRun::failed(e);
     };
     let idle = client::run(rr, stop, on_interval);
     if idle.error.is_some() || stop.is_raised() {
@@ -88,19 +88,18 @@ pub fn run(rr: &ClientConfig, load: Load, stop: &StopFlag, on_interval: &mut dyn
             cfg.companion = Some(cookie);
             client::run(&cfg, stop, on_interval)
         }
-        Err(_) => ClientRun { result: None, error: Some(ClientError::Stream("the load test did not start".into())) },
+        Err(_) => ClientRun::failed(ClientError::Stream("the load test did not start".into())),
     };
-    let load_run = load_thread.join().unwrap_or(ClientRun {
-        result: None,
-        error: Some(ClientError::Stream("the load test's thread failed".into())),
-    });
+    let load_run = load_thread
+        .join()
+        .unwrap_or_else(|_| ClientRun::failed(ClientError::Stream("the load test's thread failed".into())));
     merge(idle, loaded, load_run)
 }
 
 fn merge(idle: ClientRun, loaded: ClientRun, load: ClientRun) -> ClientRun {
     let error = loaded.error.or(load.error);
     let Some(mut result): Option<TestResult> = loaded.result else {
-        return ClientRun { result: idle.result, error };
+        return ClientRun { result: idle.result, error, clock_zero: idle.clock_zero };
     };
     result.summary.rr_idle = idle.result.and_then(|r| r.summary.rr);
     result.summary.rr_loaded = result.summary.rr.clone();
@@ -108,5 +107,6 @@ fn merge(idle: ClientRun, loaded: ClientRun, load: ClientRun) -> ClientRun {
     if let (Some(e), None) = (&error, &result.error) {
         result.error = Some(e.to_string());
     }
-    ClientRun { result: Some(result), error }
+    // The result is the loaded phase's: so is its clock.
+    ClientRun { result: Some(result), error, clock_zero: loaded.clock_zero }
 }
