@@ -20,6 +20,7 @@
 
 pub mod block_sizes;
 pub mod chart;
+pub mod console;
 pub mod csv;
 pub mod ecos_lines;
 pub mod heatmap;

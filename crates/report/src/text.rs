@@ -438,6 +438,9 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     if let Some(t) = &r.target {
         target_lines(t, &mut out);
     }
+    if let Some(c) = &r.console {
+        out.push_str(&crate::console::console_lines(c));
+    }
     if r.test.concurrent_tests > 1 {
         let _ = writeln!(out, "note: the server ran {} tests at once during this one", r.test.concurrent_tests);
     }
