@@ -232,6 +232,15 @@ pub(crate) struct CommonArgs {
     /// byte, datagram or transaction is then also given in instructions.
     #[arg(long = "target-ns-per-instruction", value_name = "NS")]
     pub(crate) target_ns_per_instruction: Option<f64>,
+    /// Read the target's console from this serial port (8N1; BAUD 115200 unless given) from
+    /// before the test to just after it: its lines, on the test's clock and with error lines
+    /// flagged, go in the result.
+    #[arg(long = "console", value_name = "DEVICE[:BAUD]", conflicts_with = "console_cmd")]
+    pub(crate) console: Option<String>,
+    /// The target's console as the output of CMD (run with `sh -c`, ended after the test),
+    /// e.g. 'ssh board dmesg -w'.
+    #[arg(long = "console-cmd", value_name = "CMD")]
+    pub(crate) console_cmd: Option<String>,
     /// With --baseline: fail (exit 1) if the headline figure is this much worse, e.g. 5%.
     #[arg(long = "max-regression", value_name = "PCT")]
     pub(crate) max_regression: Option<String>,

@@ -4,6 +4,7 @@
 
 mod args;
 mod compare;
+mod console;
 mod echo;
 mod ecos;
 mod exporter;

@@ -11,6 +11,7 @@ use netchar_model::{
     parse_duration, Direction, EndCondition, Pattern, RrOptions, TestKind, TestSpec, UdpRate, MAX_SECONDS,
     UDP_HEADER_BYTES,
 };
+use netchar_sys::console::ConsoleSource;
 use netchar_wire::session::Timeouts;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,6 +44,35 @@ fn client_key(a: &CommonArgs) -> Result<Option<netchar_wire::auth::Credentials>,
     })
 }
 
+/// A serial console's speed when `--console` gives none: the usual one of boards' UARTs.
+const DEFAULT_BAUD: u32 = 115_200;
+
+/// `--console DEVICE[:BAUD]` or `--console-cmd CMD`.
+fn console_source(a: &CommonArgs) -> Result<Option<ConsoleSource>, UsageError> {
+    if let Some(cmd) = &a.console_cmd {
+        if cmd.trim().is_empty() {
+            return usage("--console-cmd: give the command that prints the console, e.g. 'ssh board dmesg -w'".into());
+        }
+        return Ok(Some(ConsoleSource::Command(cmd.clone())));
+    }
+    let Some(given) = &a.console else { return Ok(None) };
+    let (device, baud) = match given.rsplit_once(':') {
+        Some((device, baud)) => match baud.parse::<u32>() {
+            Ok(b) if b > 0 => (device, b),
+            _ => {
+                return usage(format!(
+                "--console {given}: {baud:?} is not a baud rate; give DEVICE or DEVICE:BAUD, e.g. /dev/ttyUSB0:115200"
+            ))
+            }
+        },
+        None => (given.as_str(), DEFAULT_BAUD),
+    };
+    if device.is_empty() {
+        return usage(format!("--console {given}: no device; give DEVICE or DEVICE:BAUD, e.g. /dev/ttyUSB0:115200"));
+    }
+    Ok(Some(ConsoleSource::Serial { device: device.to_string(), baud }))
+}
+
 fn usage<T>(msg: String) -> Result<T, UsageError> {
     Err(UsageError(msg))
 }
@@ -71,6 +101,8 @@ pub(crate) struct TcpPlan {
     pub(crate) under_load: Option<Load>,
     /// UDP: -b or --pps was given (a search then uses it as its ceiling).
     pub(crate) explicit_rate: bool,
+    /// `--console`, `--console-cmd`: the target's console, read around each run.
+    pub(crate) console: Option<ConsoleSource>,
 }
 
 pub(crate) fn seconds(flag: &str, value: &str) -> Result<f64, UsageError> {
@@ -470,6 +502,7 @@ impl TcpPlan {
             },
             under_load: None,
             explicit_rate: false,
+            console: console_source(a)?,
         })
     }
 }
@@ -606,6 +639,20 @@ fn dial_back(a: &CommonArgs) -> Result<Option<netchar_wire::iperf2::DialBack>, U
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn console_takes_a_device_an_optional_baud_or_a_command() {
+        let serial = |d: &str, baud| Some(ConsoleSource::Serial { device: d.into(), baud });
+        assert_eq!(udp_plan(&["h", "--console", "/dev/ttyUSB0"]).unwrap().console, serial("/dev/ttyUSB0", 115_200));
+        assert_eq!(udp_plan(&["h", "--console", "/dev/ttyACM1:9600"]).unwrap().console, serial("/dev/ttyACM1", 9600));
+        let cmd = udp_plan(&["h", "--console-cmd", "ssh board dmesg -w"]).unwrap().console;
+        assert_eq!(cmd, Some(ConsoleSource::Command("ssh board dmesg -w".into())));
+        for bad in ["/dev/ttyUSB0:", "/dev/ttyUSB0:fast", "/dev/ttyUSB0:0", ":115200"] {
+            let e = udp_plan(&["h", "--console", bad]).err().map(|e| e.0).unwrap_or_default();
+            assert!(e.starts_with(&format!("--console {bad}:")) && e.contains("DEVICE:BAUD"), "{bad}: {e}");
+        }
+        assert!(udp_plan(&["h", "--console-cmd", " "]).is_err());
+    }
 
     fn udp_plan(args: &[&str]) -> Result<TcpPlan, UsageError> {
         use clap::Parser;

@@ -16,6 +16,8 @@ pub(crate) fn run(
     progress: &Progress,
 ) -> Result<(Option<netchar_model::TestResult>, u8)> {
     let info = test_info(plan);
+    // Before the header: a console that cannot be read stops the command before any test.
+    let console = crate::console::start(plan.console.as_ref())?;
     reporters.emit(progress, |r| r.on_start(&info))?;
     let mut print_error = None;
     let mut on_interval = |iv: &netchar_model::IntervalRecord| {
@@ -25,10 +27,13 @@ pub(crate) fn run(
             }
         }
     };
-    let run = match plan.under_load {
+    let mut run = match plan.under_load {
         Some(load) => netchar_engine::under_load::run(&plan.client, load, stop, &mut on_interval),
         None => client::run(&plan.client, stop, &mut on_interval),
     };
+    if let Some(c) = console {
+        c.finish_into(&mut run, stop);
+    }
     if let Some(e) = print_error {
         return Err(e.into());
     }

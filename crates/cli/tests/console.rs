@@ -1,0 +1,158 @@
+//! `--console` and `--console-cmd` end to end over loopback: a pseudo-terminal pair stands in
+//! for a board's serial port, the test writes the board's lines into its master side while a
+//! test runs, and the result must hold them, in order, on the test's clock, flagged.
+//!
+//! Ground truth is causal: a line written after netchar printed the interval that ends at
+//! 1 s was read after that second of the test, so its `t` is at least 1.0; every line was read
+//! before netchar exited, so its `t` is at most the run's whole wall time.
+
+#[path = "support/loopback.rs"]
+mod common;
+
+use common::*;
+use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::OwnedFd;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A pseudo-terminal pair: the master (the "board" side, written by the test) and the path
+/// of its slave (the "serial port" netchar opens).
+fn pty() -> (std::fs::File, String) {
+    let master: OwnedFd = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("open /dev/ptmx");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("ptsname").into_string().expect("a UTF-8 pts path");
+    (std::fs::File::from(master), name)
+}
+
+/// The board's lines, each with the flag netchar must give it.
+const LINES: &[(&str, Option<&str>)] = &[
+    ("netchar-responder listening on 10.77.0.2:5300", None),
+    ("sendto UDP data: No buffer space available", Some("no_buffers")),
+    ("recvfrom timeout (5 s), giving up", Some("giving_up")),
+    ("eth0: RX FIFO overrun", Some("overrun")),
+    ("test done", None),
+];
+
+#[test]
+fn lines_of_a_serial_console_written_during_the_test_land_in_the_result_in_order_and_flagged() {
+    let server = Server::start(&[]);
+    let (mut master, slave) = pty();
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &server.port.to_string(), "-t", "3", "-b", "10M"])
+        .args(["--console", &format!("{slave}:115200"), "--json-out"])
+        .arg(json.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn netchar");
+    // The first interval line (0.00-1.00) is printed after the test's first second.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut shown = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "netchar ended before its first interval:\n{shown}");
+        shown.push_str(&line);
+        if line.contains("0.00-1.00") {
+            break;
+        }
+    }
+    for (text, _) in LINES {
+        master.write_all(format!("{text}\r\n").as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "netchar failed: {status}\n{shown}{rest}\n{err}");
+
+    let r: Value = serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
+    let console = &r["console"];
+    assert_eq!(console["source"], format!("serial {slave} 115200"), "{console}");
+    assert_eq!(console["dropped"], 0, "{console}");
+    let lines = console["lines"].as_array().unwrap();
+    let texts: Vec<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, LINES.iter().map(|l| l.0).collect::<Vec<_>>(), "{console}");
+    let mut last = 1.0;
+    for (line, (_, flag)) in lines.iter().zip(LINES) {
+        let t = line["t"].as_f64().unwrap();
+        assert!(t >= last && t <= wall, "t {t} not in [{last}, {wall}] (written after 1 s, in order): {line}");
+        last = t;
+        assert_eq!(line["flag"].as_str(), *flag, "{line}");
+    }
+    // The master still open: the console did not end.
+    assert!(console.get("ended").is_none(), "{console}");
+    // The text report shows them after the figures, the flagged ones marked.
+    let text = format!("{shown}{rest}");
+    let at = text.find("console (serial").unwrap_or_else(|| panic!("no console section:\n{text}"));
+    assert!(text[..at].contains("Summary:"), "the console comes after the figures:\n{text}");
+    assert!(text[at..].contains("[no_buffers] sendto UDP data: No buffer space available"), "{text}");
+    drop(master);
+}
+
+#[test]
+fn a_console_that_ends_mid_test_is_noted_and_the_test_goes_on() {
+    let server = Server::start(&[]);
+    let cmd = "echo booting; echo 'tcp: connection reset by peer'; sleep 1; echo last words";
+    let out = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &server.port.to_string(), "-t", "3", "-b", "10M", "--json"])
+        .args(["--console-cmd", cmd])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["error"].is_null(), "{}", r["error"]);
+    let console = &r["console"];
+    assert_eq!(console["source"], format!("command {cmd}"));
+    let lines = console["lines"].as_array().unwrap();
+    let got: Vec<(&str, &Value)> = lines.iter().map(|l| (l["text"].as_str().unwrap(), &l["flag"])).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("booting", &Value::Null),
+            ("tcp: connection reset by peer", &"reset".into()),
+            ("last words", &Value::Null)
+        ]
+    );
+    let ended = &console["ended"];
+    assert_eq!(ended["reason"], "end of output", "{console}");
+    // In order, and it ended after its last line.
+    let t: Vec<f64> = lines.iter().map(|l| l["t"].as_f64().unwrap()).collect();
+    assert!(t.windows(2).all(|w| w[0] <= w[1]) && ended["t"].as_f64().unwrap() >= t[2], "{console}");
+    // The test's own figures are all there.
+    assert!(r["summary"]["up"]["receiver"]["bytes"].as_u64().unwrap() > 0, "{}", r["summary"]);
+}
+
+/// Runs netchar with `args` against a port nothing listens on: the console's error must come
+/// first, on one line, with exit status 2.
+fn fails_before_the_test(args: &[&str], expect: &str) {
+    let out = Command::new(BIN).args(["tcp", "127.0.0.1", "-p", "9", "-t", "1"]).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(expect), "{expect:?} not in {err}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing reported before the console opened: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_missing_device_a_bad_baud_and_a_failing_command_stop_before_the_test() {
+    fails_before_the_test(
+        &["--console", "/dev/netchar-no-such-tty:115200"],
+        "cannot open the console /dev/netchar-no-such-tty",
+    );
+    fails_before_the_test(&["--console", "/dev/ttyS0:fast"], "\"fast\" is not a baud rate");
+    fails_before_the_test(&["--console", "/dev/ttyS0:0"], "\"0\" is not a baud rate");
+    fails_before_the_test(&["--console-cmd", "netchar-no-such-command"], "exit status: 127");
+    fails_before_the_test(&["--console", "/dev/ttyS0", "--console-cmd", "true"], "cannot be used with");
+}
