@@ -7,7 +7,7 @@
 use crate::rows::human_table;
 use crate::{chart, plots, Saved};
 use netchar_model::units::RateFormat;
-use netchar_model::{Flow, HostIdentity, HostInfo, TargetFigures, TargetReport, TestResult};
+use netchar_model::{ConsoleLog, Flow, HostIdentity, HostInfo, TargetFigures, TargetReport, TestResult};
 use std::fmt::Write;
 
 /// The HTML reporter: silent while a test runs, the whole document at the end.
@@ -275,6 +275,7 @@ pub fn document_with_charts(results: &[Saved], format: RateFormat, charts: &[cra
         }
         let _ = writeln!(out, "<figcaption>{}</figcaption></figure>", escape(&c.title));
     }
+    console_tables(&mut out, results);
     out.push_str("<h2>Hosts</h2>\n");
     hosts(&mut out, results);
     out.push_str("<h2>Raw results</h2>\n");
@@ -375,6 +376,48 @@ fn target_tables(out: &mut String, results: &[Saved]) {
         for (name, value, trouble) in target_rows(t) {
             let class = if trouble { " class=\"trouble\"" } else { "" };
             let _ = writeln!(out, "<tr{class}><td>{}</td><td class=\"n\">{}</td></tr>", escape(&name), escape(&value));
+        }
+        out.push_str("</tbody></table></div>\n");
+    }
+}
+
+/// The target's console, one table per result that has one, under the plots: each line at
+/// its second of the test (the throughput chart's time axis, where the flagged ones are
+/// marked), flagged lines in the `trouble` style.
+fn console_tables(out: &mut String, results: &[Saved]) {
+    let consoles: Vec<(&Saved, &ConsoleLog)> =
+        results.iter().filter_map(|s| s.result.console.as_ref().map(|c| (s, c))).collect();
+    if consoles.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Console</h2>\n");
+    for (i, (s, c)) in consoles.into_iter().enumerate() {
+        let mut caption =
+            format!("{}: {}; {} lines, {} flagged", s.label, c.source, c.lines.len(), c.flagged().count());
+        if c.dropped > 0 {
+            caption.push_str(&format!(", {} more dropped (over the bound)", c.dropped));
+        }
+        if let Some(end) = &c.ended {
+            caption.push_str(&format!("; ended at {:.3} s: {}", end.t, end.reason));
+        }
+        let _ = writeln!(
+            out,
+            "<div class=\"wide\"><table id=\"console-{}\" class=\"console\"><caption>{}</caption>\
+             <thead><tr><th>t (s)</th><th>flag</th><th>line</th></tr></thead><tbody>",
+            i + 1,
+            escape(&caption)
+        );
+        for l in &c.lines {
+            let (class, flag) = match l.flag {
+                Some(f) => (" class=\"trouble\"", f.name()),
+                None => ("", ""),
+            };
+            let _ = writeln!(
+                out,
+                "<tr{class}><td class=\"n\">{:.3}</td><td>{flag}</td><td><code>{}</code></td></tr>",
+                l.t,
+                escape(&l.text)
+            );
         }
         out.push_str("</tbody></table></div>\n");
     }

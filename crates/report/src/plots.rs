@@ -142,6 +142,7 @@ pub fn throughput_chart(index: usize, s: &Saved) -> Option<Chart> {
     let (div, unit) = rate_unit(max_y(&series));
     scale(&mut series, div, false);
     let r = &s.result;
+    let markers = console_markers(r, &series);
     Some(Chart {
         stem: format!("{:03}-{}", index + 1, slug(&s.label)),
         title: format!("{}: {} {} throughput over time", s.label, r.test.protocol, r.test.spec.kind.name()),
@@ -149,9 +150,28 @@ pub fn throughput_chart(index: usize, s: &Saved) -> Option<Chart> {
         y: Axis::linear(format!("throughput ({unit})")),
         y2: None,
         series,
-        markers: vec![],
+        markers,
         boxes: vec![],
     })
+}
+
+/// At most this many console markers on a throughput chart: their labels stack down the
+/// chart, and more would run off it. The HTML report's console table lists every line.
+pub const CONSOLE_MARKERS: usize = 8;
+
+/// The target's flagged console lines as markers on the throughput chart's time axis: those
+/// within the chart's time span, the first [`CONSOLE_MARKERS`] of them, labelled with their
+/// flag.
+pub fn console_markers(r: &TestResult, series: &[Series]) -> Vec<Marker> {
+    let Some(console) = &r.console else { return vec![] };
+    let xs = series.iter().flat_map(|s| &s.points).map(|p| p.0);
+    let (lo, hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    console
+        .flagged()
+        .filter(|l| l.t >= lo && l.t <= hi)
+        .take(CONSOLE_MARKERS)
+        .filter_map(|l| l.flag.map(|f| Marker { x: l.t, label: format!("console: {}", f.name()) }))
+        .collect()
 }
 
 /// The receiving end's rate of a result, all flows added.
