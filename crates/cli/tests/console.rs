@@ -2,9 +2,10 @@
 //! for a board's serial port, the test writes the board's lines into its master side while a
 //! test runs, and the result must hold them, in order, on the test's clock, flagged.
 //!
-//! Ground truth is causal: a line written after netchar printed the interval that ends at
-//! 1 s was read after that second of the test, so its `t` is at least 1.0; every line was read
-//! before netchar exited, so its `t` is at most the run's whole wall time.
+//! Ground truth is causal: a line written after netchar printed its first interval (ending
+//! at 1 s, or a little later on a busy machine) was read after that second of the test, so
+//! its `t` is at least that interval's end; every line was read before netchar exited, so its
+//! `t` is at most the run's whole wall time.
 
 #[path = "support/loopback.rs"]
 mod common;
@@ -18,13 +19,31 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A pseudo-terminal pair: the master (the "board" side, written by the test) and the path
-/// of its slave (the "serial port" netchar opens).
+/// of its slave (the "serial port" netchar opens). The master is close-on-exec: netchar must
+/// not hold it, or closing it here would not end the console.
 fn pty() -> (std::fs::File, String) {
-    let master: OwnedFd = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("open /dev/ptmx");
+    let master: OwnedFd =
+        openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).expect("open /dev/ptmx");
     grantpt(&master).expect("grantpt");
     unlockpt(&master).expect("unlockpt");
     let name = ptsname(&master, Vec::new()).expect("ptsname").into_string().expect("a UTF-8 pts path");
     (std::fs::File::from(master), name)
+}
+
+/// Reads netchar's text output up to its first interval line (`0.00-1.00`, or later on a
+/// busy machine); returns the earliest end of that interval its two decimals allow, in
+/// seconds, and the text read.
+fn first_interval(out: &mut impl BufRead) -> (f64, String) {
+    let mut shown = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "netchar ended before its first interval:\n{shown}");
+        shown.push_str(&line);
+        let end = line.split_once(" 0.00-").and_then(|(_, rest)| rest.split_whitespace().next());
+        if let Some(end) = end.and_then(|e| e.parse::<f64>().ok()) {
+            return (end - 0.005, shown);
+        }
+    }
 }
 
 /// The board's lines, each with the flag netchar must give it.
@@ -50,17 +69,9 @@ fn lines_of_a_serial_console_written_during_the_test_land_in_the_result_in_order
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn netchar");
-    // The first interval line (0.00-1.00) is printed after the test's first second.
+    // The first interval line is printed after that interval's end.
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut shown = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(out.read_line(&mut line).unwrap() > 0, "netchar ended before its first interval:\n{shown}");
-        shown.push_str(&line);
-        if line.contains("0.00-1.00") {
-            break;
-        }
-    }
+    let (after, shown) = first_interval(&mut out);
     for (text, _) in LINES {
         master.write_all(format!("{text}\r\n").as_bytes()).unwrap();
         std::thread::sleep(Duration::from_millis(100));
@@ -80,10 +91,10 @@ fn lines_of_a_serial_console_written_during_the_test_land_in_the_result_in_order
     let lines = console["lines"].as_array().unwrap();
     let texts: Vec<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
     assert_eq!(texts, LINES.iter().map(|l| l.0).collect::<Vec<_>>(), "{console}");
-    let mut last = 1.0;
+    let mut last = after;
     for (line, (_, flag)) in lines.iter().zip(LINES) {
         let t = line["t"].as_f64().unwrap();
-        assert!(t >= last && t <= wall, "t {t} not in [{last}, {wall}] (written after 1 s, in order): {line}");
+        assert!(t >= last && t <= wall, "t {t} not in [{last}, {wall}] (written after {after} s, in order): {line}");
         last = t;
         assert_eq!(line["flag"].as_str(), *flag, "{line}");
     }
@@ -155,4 +166,35 @@ fn a_missing_device_a_bad_baud_and_a_failing_command_stop_before_the_test() {
     fails_before_the_test(&["--console", "/dev/ttyS0:0"], "\"0\" is not a baud rate");
     fails_before_the_test(&["--console-cmd", "netchar-no-such-command"], "exit status: 127");
     fails_before_the_test(&["--console", "/dev/ttyS0", "--console-cmd", "true"], "cannot be used with");
+}
+
+#[test]
+fn a_serial_console_whose_other_side_closes_mid_test_is_noted_and_the_test_goes_on() {
+    let server = Server::start(&[]);
+    let (master, slave) = pty();
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &server.port.to_string(), "-t", "3", "-b", "10M"])
+        .args(["--console", &slave, "--json-out"])
+        .arg(json.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn netchar");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (after, mut shown) = first_interval(&mut out);
+    // The board's side goes away (a USB serial adapter unplugged) after the test's first second.
+    drop(master);
+    std::io::Read::read_to_string(&mut out, &mut shown).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "netchar failed: {status}\n{shown}");
+    let r: Value = serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
+    assert!(r["error"].is_null(), "{}", r["error"]);
+    let c = &r["console"];
+    assert_eq!(c["source"], format!("serial {slave} 115200"), "{c}");
+    assert_eq!(c["lines"], Value::Array(vec![]), "{c}");
+    assert_eq!(c["ended"]["reason"], "hung up", "{c}");
+    assert!(c["ended"]["t"].as_f64().unwrap() >= after, "closed after the first interval: {c}");
+    assert!(shown.contains("console ended at"), "the text says so:\n{shown}");
+    assert!(r["summary"]["up"]["receiver"]["bytes"].as_u64().unwrap() > 0, "{}", r["summary"]);
 }

@@ -179,6 +179,9 @@ pub struct ConsoleReader {
     stop: Arc<AtomicBool>,
     child: Option<Child>,
     command: Option<String>,
+    /// The serial port's reader, joined when the capture stops: it holds the port open
+    /// (exclusively), and the next run (`--repeat`) opens it again.
+    serial_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 /// How long a serial read waits before it looks at the stop flag.
@@ -216,16 +219,20 @@ impl ConsoleReader {
             open_readers: inputs.len(),
             ended: None,
         }));
+        let mut readers = Vec::new();
         for input in inputs {
             let (shared, stop) = (shared.clone(), stop.clone());
-            // Not joined: a command's grandchild may keep its pipe open after the group is
-            // killed, and a read of it would never return. The thread ends at the next read.
-            std::thread::Builder::new()
-                .name("console".into())
-                .spawn(move || read_lines(input, &shared, &stop))
-                .map_err(|e| ConsoleError::Spawn { command: source.describe(), source: e })?;
+            readers.push(
+                std::thread::Builder::new()
+                    .name("console".into())
+                    .spawn(move || read_lines(input, &shared, &stop))
+                    .map_err(|e| ConsoleError::Spawn { command: source.describe(), source: e })?,
+            );
         }
-        Ok(Self { shared, stop, child, command })
+        // A command's readers are not joined: a grandchild may keep its pipe open after the
+        // group is killed, and a read of it would never return. Each ends at its next read.
+        let serial_reader = if child.is_none() { readers.pop() } else { None };
+        Ok(Self { shared, stop, child, command, serial_reader })
     }
 
     /// Waits, up to `limit`, for the console's first byte or its command's end; a command
@@ -257,6 +264,10 @@ impl ConsoleReader {
     /// Stops reading (and the command) and returns what was read.
     pub fn finish(mut self) -> Capture {
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(reader) = self.serial_reader.take() {
+            // Within one SERIAL_POLL: its reads time out.
+            let _ = reader.join();
+        }
         let mut shared = lock(&self.shared);
         shared.collector.flush();
         let capture = Capture {
@@ -289,15 +300,22 @@ fn read_lines(mut input: Box<dyn Read + Send>, shared: &Mutex<Shared>, stop: &At
     let mut buf = [0u8; 4096];
     let why = loop {
         let read = input.read(&mut buf);
+        if let Ok(n @ 1..) = read {
+            lock(shared).collector.feed(Instant::now(), &buf[..n]);
+        }
         if stop.load(Ordering::SeqCst) {
             return;
         }
         match read {
             Ok(0) => break "end of output".to_string(),
-            Ok(n) => lock(shared).collector.feed(Instant::now(), &buf[..n]),
+            Ok(_) => {}
             Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
-            // A pty whose other side closed: the console's end, not an error of netchar's.
-            Err(e) if e.raw_os_error() == Some(libc::EIO) => break "end of output (the other side closed)".into(),
+            // A serial port that went away (a USB adapter unplugged, the other side of a pty
+            // closed): the console's end, not an error of netchar's. Bytes still buffered may be
+            // lost: the port reports the hangup before them.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe || e.raw_os_error() == Some(libc::EIO) => {
+                break "hung up".into()
+            }
             Err(e) => break format!("read error: {e}"),
         }
     };
