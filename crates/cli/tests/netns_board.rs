@@ -181,6 +181,14 @@ impl Board {
     /// Boots `image`; with `icount`, the board's clock counts instructions (-icount), else it
     /// is the host's (QEMU's virtual clock without -icount follows real time).
     fn boot(bed: &Bed, image: &Path, icount: bool) -> Self {
+        Self::boot_with(bed, image, icount, None)
+    }
+
+    /// [`Board::boot`], with UART 0 on a pseudo-terminal when `uart_log` is given (QEMU's
+    /// `-chardev pty` with `logfile=`): a client can open it as a serial port (`--console`),
+    /// while the test reads what the board prints from the log, which QEMU writes whether or
+    /// not the pty is open.
+    fn boot_with(bed: &Bed, image: &Path, icount: bool, uart_log: Option<&Path>) -> Self {
         // At a higher priority than the machine's other work (nice exec's QEMU): an emulated
         // board kept off the CPU lets its controller's FIFO overflow (PAYLOAD), and
         // its figures are what a host that runs it promptly measures.
@@ -190,6 +198,9 @@ impl Board {
             .args(["-nic", &format!("tap,ifname={TAP},script=no,downscript=no,model=lan9118")]);
         if icount {
             cmd.args(["-icount", &format!("shift={ICOUNT_SHIFT},align=on")]);
+        }
+        if let Some(log) = uart_log {
+            cmd.args(["-chardev", &format!("pty,id=uart0,logfile={}", log.display()), "-serial", "chardev:uart0"]);
         }
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let started = Instant::now();
@@ -207,6 +218,9 @@ impl Board {
                 }
             });
         }
+        if let Some(log) = uart_log {
+            follow_log(log.to_path_buf(), Arc::downgrade(&console));
+        }
         let mut board = Self { child: ChildGuard::new(child), console, booted_in: Duration::ZERO };
         while !board.console().contains(READY) {
             assert!(
@@ -223,6 +237,13 @@ impl Board {
         board.booted_in = started.elapsed();
         eprintln!("board {} ready in {:?}: {}", image.display(), board.booted_in, board.line(READY));
         board
+    }
+
+    /// The pseudo-terminal QEMU put UART 0 on ([`Board::boot_with`] with a log).
+    fn uart_pty(&self) -> String {
+        let line = self.line("char device redirected to");
+        let pts = line.split("redirected to ").nth(1).and_then(|r| r.split_whitespace().next());
+        pts.unwrap_or_else(|| panic!("no pty in {line:?}")).to_string()
     }
 
     fn console(&self) -> String {
@@ -265,6 +286,36 @@ impl Board {
         }
         assert_eq!(console.matches("booting").count(), 1, "the board rebooted; its console:\n{console}");
     }
+}
+
+/// Appends what QEMU writes to the UART's log file to `console`, line by line, until the
+/// board is dropped.
+fn follow_log(log: PathBuf, console: std::sync::Weak<Mutex<String>>) {
+    thread::spawn(move || {
+        let mut file = None;
+        let mut partial = Vec::new();
+        while let Some(console) = console.upgrade() {
+            if file.is_none() {
+                file = std::fs::File::open(&log).ok();
+            }
+            let mut chunk = Vec::new();
+            if let Some(f) = file.as_mut() {
+                let _ = f.read_to_end(&mut chunk);
+            }
+            for &b in &chunk {
+                if b == b'\n' {
+                    let mut c = console.lock().unwrap_or_else(|p| p.into_inner());
+                    c.push_str(String::from_utf8_lossy(&partial).trim_end_matches('\r'));
+                    c.push('\n');
+                    partial.clear();
+                } else {
+                    partial.push(b);
+                }
+            }
+            drop(console);
+            thread::sleep(Duration::from_millis(20));
+        }
+    });
 }
 
 /// The console line the board prints with the results of each test.
@@ -634,6 +685,50 @@ fn board_boots_and_netchar_measures_it_exactly() {
 
 /// The peer roles' image: the netchar nc_test master, netio client and echo/discard clients
 /// against it, with the board's own counts on its console.
+/// The board's UART as the client's `--console`: QEMU puts UART 0 on a pseudo-terminal, the
+/// client reads it as a serial port through a test, and the line the firmware prints with
+/// that test's results (its counters over the test, which the board prints before it sends
+/// them) must be in the result, word for word, within the test: after its clock started
+/// (the board prints it after the data moved) and before the client exited.
+#[test]
+fn board_uart_lines_land_in_the_client_result_around_a_test() {
+    let _one = ONE_BOARD.lock().unwrap_or_else(|p| p.into_inner());
+    let (native_image, _) = match images() {
+        Ok(i) => i,
+        Err(reason) => return netns::skip_or_fail(&reason),
+    };
+    let bed = match Bed::create() {
+        Ok(b) => b,
+        Err(reason) => return netns::skip_or_fail(&reason),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("uart0.log");
+    let board = Board::boot_with(&bed, &native_image, true, Some(&log));
+    let pty = board.uart_pty();
+    let earlier = board.lines(COUNTERS_LINE).len();
+    let console = format!("{pty}:115200");
+    let started = Instant::now();
+    // -t 3: QEMU looks for a reader on its pty once a second and drops what the board
+    // prints before it sees one; the board prints its counters line at the test's end.
+    let doc = native(&bed, &board, "tcp", &["-t", "3", "--console", &console]);
+    let wall = started.elapsed().as_secs_f64();
+    let printed = board.wait_line(COUNTERS_LINE, earlier, Duration::from_secs(5));
+    let c = &doc["console"];
+    assert_eq!(c["source"], format!("serial {pty} 115200"), "{c}");
+    let lines = c["lines"].as_array().unwrap_or_else(|| panic!("no console lines: {c}"));
+    let got = lines
+        .iter()
+        .find(|l| l["text"] == printed.as_str())
+        .unwrap_or_else(|| panic!("the board's line {printed:?} is not in the result's console: {c}"));
+    let t = f(&got["t"]);
+    eprintln!("console of a board test ({wall:.3} s): {}", serde_json::to_string_pretty(lines).unwrap_or_default());
+    assert!((0.0..=wall).contains(&t), "t {t} not within the test [0, {wall}]: {got}");
+    // The line names the same counters the result's target has.
+    check_target(&doc, &console_counters(got["text"].as_str().unwrap()));
+    assert_eq!(c["dropped"], 0, "{c}");
+    assert!(c.get("ended").is_none(), "the pty stayed open: {c}");
+}
+
 #[test]
 fn board_peer_roles_serve_nc_test_netio_and_echo() {
     let _one = ONE_BOARD.lock().unwrap_or_else(|p| p.into_inner());
