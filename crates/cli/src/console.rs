@@ -38,6 +38,21 @@ pub(crate) fn start(source: Option<&ConsoleSource>) -> Result<Option<ConsoleCapt
     Ok(Some(ConsoleCapture { reader, source: source.describe(), opened }))
 }
 
+/// Runs one test (`run`) with `plan`'s console, if it has one, read around it and put in its
+/// result.
+pub(crate) fn around(
+    plan: &crate::plan::TcpPlan,
+    stop: &StopFlag,
+    run: impl FnOnce() -> ClientRun,
+) -> Result<ClientRun> {
+    let console = start(plan.console.as_ref())?;
+    let mut done = run();
+    if let Some(c) = console {
+        c.finish_into(&mut done, stop);
+    }
+    Ok(done)
+}
+
 impl ConsoleCapture {
     /// Reads on for [`LINGER`] (not after Ctrl-C), stops, and puts the lines in the run's
     /// result.

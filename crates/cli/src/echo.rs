@@ -25,11 +25,7 @@ pub(crate) fn run(plans: &[crate::plan::TcpPlan], figures: &FigureFiles, stop: &
             code = crate::EXIT_INTERRUPTED;
             break;
         }
-        let console = crate::console::start(plan.console.as_ref())?;
-        let mut run = client::run(&plan.client, stop, &mut |_| {});
-        if let Some(c) = console {
-            c.finish_into(&mut run, stop);
-        }
+        let run = crate::console::around(plan, stop, || client::run(&plan.client, stop, &mut |_| {}))?;
         if let Some(r) = &run.result {
             crate::save::save_json(&plan.output, r)?;
             reporters.emit(&progress, |rep| rep.on_finish(r))?;

@@ -84,7 +84,7 @@ fn trial_plan(plan: &TcpPlan, rate: u64) -> TcpPlan {
 /// One trial at the paced `rate`: its whole result.
 fn trial(plan: &TcpPlan, rate: u64, stop: &StopFlag) -> Result<TestResult> {
     let p = trial_plan(plan, rate);
-    let run = client::run(&p.client, stop, &mut |_| {});
+    let run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))?;
     match (run.result, run.error) {
         (Some(result), None) => Ok(result),
         (_, Some(ClientError::Interrupted)) => anyhow::bail!("interrupted"),
@@ -112,7 +112,7 @@ pub(crate) fn find_max_rate(plan: &TcpPlan, loss_percent: f64, figures: &FigureF
             let mut p = plan.clone();
             p.client.spec.udp.as_mut().expect("UDP spec").rate = UdpRate::Unlimited;
             p.client.spec.interval_seconds = 0.0;
-            let run = client::run(&p.client, stop, &mut |_| {});
+            let run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))?;
             let r = run
                 .result
                 .ok_or_else(|| anyhow::anyhow!("the probing trial failed: {:?}", run.error.map(|e| e.to_string())))?;
@@ -221,7 +221,7 @@ pub(crate) fn run_variant(
     adjust(&mut p.client.spec);
     p.client.spec.validate()?;
     reporters.emit(progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
-    let run = client::run(&p.client, stop, &mut |_| {});
+    let run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))?;
     let r = match (run.result, run.error) {
         (Some(r), None) => r,
         (_, Some(e)) => return Err(e.into()),

@@ -166,6 +166,14 @@ fn a_missing_device_a_bad_baud_and_a_failing_command_stop_before_the_test() {
     fails_before_the_test(&["--console", "/dev/ttyS0:0"], "\"0\" is not a baud rate");
     fails_before_the_test(&["--console-cmd", "netchar-no-such-command"], "exit status: 127");
     fails_before_the_test(&["--console", "/dev/ttyS0", "--console-cmd", "true"], "cannot be used with");
+    // nc_test's master does not read a console yet: refused, not ignored.
+    let out = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", "9", "--proto", "nc-test", "--console", "/dev/ttyS0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), err.trim().lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("not supported with nc_test"), "{err}");
 }
 
 #[test]
@@ -197,4 +205,23 @@ fn a_serial_console_whose_other_side_closes_mid_test_is_noted_and_the_test_goes_
     assert!(c["ended"]["t"].as_f64().unwrap() >= after, "closed after the first interval: {c}");
     assert!(shown.contains("console ended at"), "the text says so:\n{shown}");
     assert!(r["summary"]["up"]["receiver"]["bytes"].as_u64().unwrap() > 0, "{}", r["summary"]);
+}
+
+#[test]
+fn every_trial_of_a_rate_search_has_its_own_console() {
+    let server = Server::start(&[]);
+    let cmd = "echo trial; echo 'sendto: ENOBUFS'";
+    let out = Command::new(BIN)
+        .args(["udp", "127.0.0.1", "-p", &server.port.to_string(), "--find-max-rate", "-t", "0.3", "-b", "2M"])
+        .args(["--console-cmd", cmd, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{}", String::from_utf8_lossy(&out.stderr));
+    let trials: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!trials.is_empty());
+    for r in &trials {
+        let lines = r["console"]["lines"].as_array().unwrap_or_else(|| panic!("no console: {}", r["console"]));
+        let got: Vec<(&str, &Value)> = lines.iter().map(|l| (l["text"].as_str().unwrap(), &l["flag"])).collect();
+        assert_eq!(got, vec![("trial", &Value::Null), ("sendto: ENOBUFS", &"no_buffers".into())]);
+    }
 }
