@@ -9,6 +9,8 @@
 
 #[path = "support/loopback.rs"]
 mod common;
+#[path = "support/require.rs"]
+mod require;
 
 use common::*;
 use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
@@ -21,13 +23,18 @@ use std::time::{Duration, Instant};
 /// A pseudo-terminal pair: the master (the "board" side, written by the test) and the path
 /// of its slave (the "serial port" netchar opens). The master is close-on-exec: netchar must
 /// not hold it, or closing it here would not end the console.
-fn pty() -> (std::fs::File, String) {
-    let master: OwnedFd =
-        openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).expect("open /dev/ptmx");
-    grantpt(&master).expect("grantpt");
-    unlockpt(&master).expect("unlockpt");
+fn pty() -> Option<(std::fs::File, String)> {
+    let opened = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
+        .and_then(|master| grantpt(&master).and_then(|()| unlockpt(&master)).map(|()| master));
+    let master: OwnedFd = match opened {
+        Ok(m) => m,
+        Err(e) => {
+            require::unavailable("console pty test", &format!("no pseudo-terminal (/dev/ptmx: {e})"));
+            return None;
+        }
+    };
     let name = ptsname(&master, Vec::new()).expect("ptsname").into_string().expect("a UTF-8 pts path");
-    (std::fs::File::from(master), name)
+    Some((std::fs::File::from(master), name))
 }
 
 /// Reads netchar's text output up to its first interval line (`0.00-1.00`, or later on a
@@ -58,7 +65,7 @@ const LINES: &[(&str, Option<&str>)] = &[
 #[test]
 fn lines_of_a_serial_console_written_during_the_test_land_in_the_result_in_order_and_flagged() {
     let server = Server::start(&[]);
-    let (mut master, slave) = pty();
+    let Some((mut master, slave)) = pty() else { return };
     let json = tempfile::NamedTempFile::new().unwrap();
     let started = Instant::now();
     let mut child = Command::new(BIN)
@@ -179,7 +186,7 @@ fn a_missing_device_a_bad_baud_and_a_failing_command_stop_before_the_test() {
 #[test]
 fn a_serial_console_whose_other_side_closes_mid_test_is_noted_and_the_test_goes_on() {
     let server = Server::start(&[]);
-    let (master, slave) = pty();
+    let Some((master, slave)) = pty() else { return };
     let json = tempfile::NamedTempFile::new().unwrap();
     let mut child = Command::new(BIN)
         .args(["tcp", "127.0.0.1", "-p", &server.port.to_string(), "-t", "3", "-b", "10M"])
