@@ -232,15 +232,9 @@ pub(crate) struct CommonArgs {
     /// byte, datagram or transaction is then also given in instructions.
     #[arg(long = "target-ns-per-instruction", value_name = "NS")]
     pub(crate) target_ns_per_instruction: Option<f64>,
-    /// Read the target's console from this serial port (8N1; BAUD 115200 unless given) from
-    /// before the test to just after it: its lines, on the test's clock and with error lines
-    /// flagged, go in the result.
-    #[arg(long = "console", value_name = "DEVICE[:BAUD]", conflicts_with = "console_cmd")]
-    pub(crate) console: Option<String>,
-    /// The target's console as the output of CMD (run with `sh -c`, ended after the test),
-    /// e.g. 'ssh board dmesg -w'.
-    #[arg(long = "console-cmd", value_name = "CMD")]
-    pub(crate) console_cmd: Option<String>,
+    /// The target's console, read around each test.
+    #[command(flatten)]
+    pub(crate) console_args: ConsoleArgs,
     /// With --baseline: fail (exit 1) if the headline figure is this much worse, e.g. 5%.
     #[arg(long = "max-regression", value_name = "PCT")]
     pub(crate) max_regression: Option<String>,
@@ -558,7 +552,7 @@ impl SuiteCommand {
     }
 }
 
-/// What every suite takes: the server, JSON, the plots and the report.
+/// What every suite takes: the server, JSON, the plots and the report, the target's console.
 #[derive(Debug, Args)]
 pub(crate) struct SuiteTarget {
     /// Server as HOST, HOST:PORT or [IPV6]:PORT.
@@ -571,6 +565,30 @@ pub(crate) struct SuiteTarget {
     pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) finish: FinishArgs,
+    /// The target's console, read around each test of the suite.
+    #[command(flatten)]
+    pub(crate) console_args: ConsoleArgs,
+}
+
+/// `--console`, `--console-cmd`: the target's console, read around each test (docs/console.md).
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct ConsoleArgs {
+    /// Read the target's console from this serial port (8N1; BAUD 115200 unless given) from
+    /// before the test to just after it: its lines, on the test's clock and with error lines
+    /// flagged, go in the result.
+    #[arg(long = "console", value_name = "DEVICE[:BAUD]", conflicts_with = "console_cmd")]
+    pub(crate) console: Option<String>,
+    /// The target's console as the output of CMD (run with `sh -c`, ended after the test),
+    /// e.g. 'ssh board dmesg -w'.
+    #[arg(long = "console-cmd", value_name = "CMD")]
+    pub(crate) console_cmd: Option<String>,
+}
+
+impl ConsoleArgs {
+    /// Whether either flag was given.
+    pub(crate) fn given(&self) -> bool {
+        self.console.is_some() || self.console_cmd.is_some()
+    }
 }
 
 /// `netchar suite ecos`.

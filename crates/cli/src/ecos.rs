@@ -104,6 +104,7 @@ pub(crate) fn run(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> 
         if a.target.json { Box::new(JobJsonReporter) } else { Box::new(NcTestLinesReporter) };
     let mut suite = NativeSuite {
         host,
+        console: crate::plan::console_source(&a.target.console_args)?,
         reporters: Reporters::of(reporter).with_figures(figures),
         progress,
         results: Vec::new(),
@@ -122,6 +123,8 @@ pub(crate) fn run(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> 
 /// held back until the section's first test shows whether the server runs it.
 struct NativeSuite<'a> {
     host: String,
+    /// `--console`, `--console-cmd`: read around each test.
+    console: Option<netchar_sys::console::ConsoleSource>,
     reporters: Reporters,
     progress: Progress,
     results: Vec<TestResult>,
@@ -203,7 +206,8 @@ impl NativeSuite<'_> {
         };
         for mut p in plans {
             p.client.busy_wait = Duration::from_secs(5);
-            let run = client::run(&p.client, self.stop, &mut |_| {});
+            p.console = self.console.clone();
+            let run = crate::console::around(&p, self.stop, || client::run(&p.client, self.stop, &mut |_| {}))?;
             if let (None, Some(e)) = (&run.result, &run.error) {
                 if section != Section::Plain && refused_section(e, section) {
                     return Ok(Ran::Refused);

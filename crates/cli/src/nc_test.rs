@@ -62,7 +62,7 @@ fn not_applicable(c: &CommonArgs) -> Result<()> {
     if c.payload.given() {
         bail!("--proto nc-test: the slave writes and reads its own buffers (--payload and --verify are netchar's own generator; use --proto echo or a netchar server)");
     }
-    if c.console.is_some() || c.console_cmd.is_some() {
+    if c.console_args.given() {
         bail!("--proto nc-test: --console and --console-cmd are not supported with nc_test yet; read the console with the native protocol (--proto auto) or on its own");
     }
     if !c.expect.is_empty() || c.baseline.is_some() || c.save.is_some() || c.repeat != "1" || c.warmup != "0" {
@@ -188,6 +188,9 @@ fn exit_code(results: &[TestResult], stop: &StopFlag) -> u8 {
 
 /// `netchar suite ecos --proto nc-test|nc6-test HOST`.
 pub(crate) fn suite(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
+    if a.target.console_args.given() {
+        bail!("suite ecos --proto nc-test: --console and --console-cmd are not supported with nc_test yet; read the console with the native protocol (--proto auto) or on its own");
+    }
     let sequence = match a.proto.protocol().def().client {
         ClientRole::NcTestMaster { v6: true } => {
             Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: true }

@@ -121,6 +121,9 @@ fn native(a: &NetioSuiteArgs, run: &NetioRun, figures: &FigureFiles, stop: &Stop
 fn peer(a: &NetioSuiteArgs, run: &NetioRun, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     use netchar_engine::peers::netio::NetioClientConfig;
     use std::net::ToSocketAddrs;
+    if a.target.console_args.given() {
+        anyhow::bail!("suite netio --proto netio: --console and --console-cmd are not supported with a netio server yet; read the console with the native protocol (--proto auto) or on its own");
+    }
     let (host, host_port) = crate::plan::split_host(&a.target.host).map_err(|e| anyhow::anyhow!("{}", e.0))?;
     let port = a.target.port.or(host_port).unwrap_or(netchar_wire::netio::TCP_PORT);
     let server = (host.as_str(), port)

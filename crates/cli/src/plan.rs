@@ -1,7 +1,7 @@
 //! From flags to a runnable test: parses units, checks ranges, applies defaults. Pure; every
 //! error names the flag and the value, and is raised before any traffic.
 
-use crate::args::{CommonArgs, EchoArgs, RrArgs, TcpArgs, TrafficArgs, UdpArgs};
+use crate::args::{CommonArgs, ConsoleArgs, EchoArgs, RrArgs, TcpArgs, TrafficArgs, UdpArgs};
 use crate::metrics::Expectation;
 use netchar_engine::client::{ClientConfig, Family};
 use netchar_engine::protocols::Command;
@@ -48,7 +48,7 @@ fn client_key(a: &CommonArgs) -> Result<Option<netchar_wire::auth::Credentials>,
 const DEFAULT_BAUD: u32 = 115_200;
 
 /// `--console DEVICE[:BAUD]` or `--console-cmd CMD`.
-fn console_source(a: &CommonArgs) -> Result<Option<ConsoleSource>, UsageError> {
+pub(crate) fn console_source(a: &ConsoleArgs) -> Result<Option<ConsoleSource>, UsageError> {
     if let Some(cmd) = &a.console_cmd {
         if cmd.trim().is_empty() {
             return usage("--console-cmd: give the command that prints the console, e.g. 'ssh board dmesg -w'".into());
@@ -502,7 +502,7 @@ impl TcpPlan {
             },
             under_load: None,
             explicit_rate: false,
-            console: console_source(a)?,
+            console: console_source(&a.console_args)?,
         })
     }
 }

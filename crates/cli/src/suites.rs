@@ -32,16 +32,18 @@ pub(crate) fn run(suite: &SuiteCommand, figures: &FigureFiles, stop: &StopFlag) 
             let (from, to, step) = (rate("--from", &a.from)?, rate("--to", &a.to)?, rate("--step", &a.step)?);
             let secs = crate::plan::seconds("--duration", &a.duration)?;
             let udp = crate::args::UdpArgs::for_suite(&a.target.host, a.target.port, secs);
-            let plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
+            let mut plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
+            plan.console = crate::plan::console_source(&a.target.console_args)?;
             bwsweep(&plan, from, to, step, a.target.json, figures, stop)
         }
     }
 }
 
 /// The TCP and UDP plans a block-size suite varies: this server, `seconds` per test, no
-/// intervals.
+/// intervals, the suite's console.
 pub(crate) fn block_size_plans(target: &SuiteTarget, seconds: f64) -> Result<(TcpPlan, TcpPlan)> {
-    let udp = TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&target.host, target.port, seconds))?;
+    let mut udp = TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&target.host, target.port, seconds))?;
+    udp.console = crate::plan::console_source(&target.console_args)?;
     let mut tcp = udp.clone();
     tcp.client.spec = netchar_model::TestSpec {
         end: udp.client.spec.end,

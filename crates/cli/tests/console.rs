@@ -232,3 +232,31 @@ fn every_trial_of_a_rate_search_has_its_own_console() {
         assert_eq!(got, vec![("trial", &Value::Null), ("sendto: ENOBUFS", &"no_buffers".into())]);
     }
 }
+
+#[test]
+fn every_step_of_a_sweep_suite_has_its_own_console() {
+    let server = Server::start(&[]);
+    let cmd = "echo step; echo 'eth0: rx overrun'";
+    let out = Command::new(BIN)
+        .args(["suite", "bwsweep", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["--from", "1M", "--to", "2M", "--step", "1M", "--duration", "0.3", "--json", "--console-cmd", cmd])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let steps: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    // Two rates, up then down.
+    assert_eq!(steps.len(), 4);
+    for r in &steps {
+        let lines = r["console"]["lines"].as_array().unwrap_or_else(|| panic!("no console: {}", r["console"]));
+        let got: Vec<(&str, &Value)> = lines.iter().map(|l| (l["text"].as_str().unwrap(), &l["flag"])).collect();
+        assert_eq!(got, vec![("step", &Value::Null), ("eth0: rx overrun", &"overrun".into())]);
+    }
+    // A suite whose peer protocol runs outside the client's tests refuses the flags.
+    let out = Command::new(BIN)
+        .args(["suite", "netio", "127.0.0.1", "-p", "9", "--proto", "netio", "--console-cmd", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), err.trim().lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("not supported with a netio server"), "{err}");
+}
