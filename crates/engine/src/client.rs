@@ -976,6 +976,7 @@ impl<'a> Driver<'a> {
             latency_us: self.latency.as_ref().map(crate::dataplane::latency_us).unwrap_or_default(),
             connect_latency_us: self.connect_latency.as_ref().map(crate::dataplane::latency_us),
             receive_wakeup_us: self.wakeups.as_ref().filter(|d| d.count() > 0).map(crate::dataplane::latency_us),
+            latency_cdf: self.latency.as_ref().map(crate::dataplane::latency_cdf).unwrap_or_default(),
         }
     }
 

@@ -80,6 +80,20 @@ pub struct RrFigures {
     /// (SO_TIMESTAMPNS) to the requester having it: mostly the wakeup of a sleeping thread.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub receive_wakeup_us: Option<LatencyUs>,
+    /// The whole test's round trips as points of their CDF, read from the HDR histogram (about
+    /// 150, denser in the tail; the last is the maximum), so the CDF can be drawn from a saved
+    /// result. Empty in intervals and per-stream records, and in results of an older netchar.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub latency_cdf: Vec<CdfPoint>,
+}
+
+/// One point of a latency CDF: `quantile` of the round trips took at most `us`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CdfPoint {
+    /// Fraction of round trips, 0 to 1.
+    pub quantile: f64,
+    /// Round-trip latency at that fraction, µs.
+    pub us: f64,
 }
 
 /// How a `--zerocopy` TCP sender actually sent (the kernel may copy anyway).

@@ -18,7 +18,7 @@ mod udp;
 mod wake_batching;
 
 pub use formats::{DatagramFormatKind, PeerDatagrams, UdpWorker};
-pub(crate) use rr::latency_us;
+pub(crate) use rr::{latency_cdf, latency_us};
 pub use udp::DatagramPacer;
 
 use netchar_model::{

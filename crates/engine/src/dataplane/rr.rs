@@ -11,7 +11,7 @@ use super::integrity::{DatagramCheck, StreamCheck, TestPayload, RESPONSE_KEY};
 use super::udp::realtime_at;
 use super::{send_deadline, Controls, DatagramFormatKind, StreamShared, POLL};
 use crate::is_retry;
-use netchar_model::{LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
+use netchar_model::{CdfPoint, LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
 use netchar_sys::{direct, udp};
 use std::collections::VecDeque;
@@ -37,6 +37,11 @@ pub(crate) fn latency_us(d: &Distribution) -> LatencyUs {
         p999: us(d.quantile(0.999)),
         max: us(d.max()),
     }
+}
+
+/// The CDF points of a latency distribution (ns) in microseconds.
+pub(crate) fn latency_cdf(d: &Distribution) -> Vec<CdfPoint> {
+    d.cdf_points().into_iter().map(|(quantile, ns)| CdfPoint { quantile, us: ns as f64 / 1e3 }).collect()
 }
 
 /// The requester's running figures and its intervals. Each round trip is recorded once, into
@@ -88,6 +93,7 @@ impl Ledger {
             latency_us: latency_us(d),
             connect_latency_us: None,
             receive_wakeup_us: None,
+            latency_cdf: Vec::new(),
         }
     }
 

@@ -505,8 +505,7 @@ pub fn master_result(cfg: &MasterConfig, r: &MasterReport, started_at: &str, err
                 lost: u64::from(r.lost),
                 late: u64::from(r.late),
                 latency_us: latency(&r.rtts),
-                connect_latency_us: None,
-                receive_wakeup_us: None,
+                ..RrFigures::default()
             });
             streams.push(s);
         }
