@@ -3,8 +3,9 @@
 //! last slot, and a companion cannot slip past a limit between a check and its registration.
 //!
 //! The rules, each answered before any traffic:
-//! - `--max-concurrent` tests at once; a companion (latency under load) may run beside its own
-//!   client's test, one per test, and still counts toward every other limit;
+//! - `--max-concurrent` tests at once; companions (latency under load: its other load flows and
+//!   its latency probes) may run beside their own client's test, up to
+//!   [`MAX_COMPANIONS_PER_TEST`] per test, and still count toward every other limit;
 //! - `--max-streams`, `--max-duration` and `--max-rate` (the sum of the running tests' rates);
 //! - `--max-starts-per-minute` test starts per source address;
 //! - `--max-per-source` connections open at once from one address (those still presenting
@@ -19,8 +20,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// Companions one test may have at once (`rr --under-load` runs one).
-pub const MAX_COMPANIONS_PER_TEST: u32 = 1;
+/// Companions one test may have at once: `rr --under-load` with its most load flows and
+/// classes (crate::under_load::MAX_LOAD_FLOWS, MAX_PROBES) runs the first flow as the test
+/// and the other 7 flows and 4 probes beside it.
+pub const MAX_COMPANIONS_PER_TEST: u32 = 11;
 /// Return-routability challenges the server sends for one test: setup datagrams are repeated
 /// every 50 ms during the 10 s setup phase, so 200 per stream is generous, and the cap bounds
 /// what a flood of setups for a known cookie can make the server send.
@@ -266,10 +269,13 @@ impl Registry {
                 }));
             }
         }
-        if req.companion.is_some() && (spec.server_load.is_some() || spec.kind != TestKind::Rr) {
-            // Latency under load runs an rr test beside its load; nothing else needs a place
-            // beside --max-concurrent.
-            return Err(Refusal::Rejected("a companion test must be an rr test without --server-load".into()));
+        if req.companion.is_some() && (spec.server_load.is_some() || (spec.kind != TestKind::Rr && spec.streams != 1)) {
+            // Latency under load runs rr probes and single-stream load flows beside its first
+            // flow; nothing else needs a place beside --max-concurrent, and one stream each
+            // keeps the companions of a test within a few times one test's streams.
+            return Err(Refusal::Rejected(
+                "a companion test must be an rr test or a one-stream load flow, without --server-load".into(),
+            ));
         }
         let rate = requested_rate(spec);
         let mut st = self.lock();
@@ -519,12 +525,22 @@ mod tests {
         // Another client cannot use the parent's cookie to get past --max-concurrent.
         let other = reg.admit(req(&rr, "192.0.2.9", Some(parent)), &limits, now).err().unwrap();
         assert!(matches!(other, Refusal::Rejected(ref m) if m.contains("no running test of this client")));
-        // Only an rr test accompanies (latency under load); a throughput companion is refused.
-        assert!(matches!(reg.admit(req(&spec, "192.0.2.1", Some(parent)), &limits, now), Err(Refusal::Rejected(_))));
-        // The same client gets one companion; the second is refused.
+        // rr probes and one-stream load flows accompany (latency under load); a throughput
+        // companion of several streams is refused.
+        let mut wide = spec.clone();
+        wide.streams = 2;
+        assert!(matches!(reg.admit(req(&wide, "192.0.2.1", Some(parent)), &limits, now), Err(Refusal::Rejected(_))));
         let first = reg.admit(req(&rr, "192.0.2.1", Some(parent)), &limits, now).ok().unwrap();
         assert_eq!(first.running, 2);
+        let flow = reg.admit(req(&spec, "192.0.2.1", Some(parent)), &limits, now).ok().unwrap();
+        // The same client gets MAX_COMPANIONS_PER_TEST companions; the next is refused.
+        let more: Vec<_> = (2..MAX_COMPANIONS_PER_TEST)
+            .map(|_| reg.admit(req(&rr, "192.0.2.1", Some(parent)), &limits, now).ok().unwrap().cookie)
+            .collect();
         assert!(matches!(reg.admit(req(&rr, "192.0.2.1", Some(parent)), &limits, now), Err(Refusal::Busy { .. })));
+        for c in more.iter().chain([&flow.cookie]) {
+            reg.release(c);
+        }
         // A companion cannot be the parent of another companion.
         let chained = reg.admit(req(&rr, "192.0.2.1", Some(first.cookie)), &limits, now).err().unwrap();
         assert!(matches!(chained, Refusal::Rejected(_)));
