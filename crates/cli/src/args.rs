@@ -432,8 +432,10 @@ pub(crate) struct RrArgs {
     /// wait to be woken (costs ~4% of a transaction on one core).
     #[arg(long = "wakeup-stamps")]
     pub(crate) wakeup_stamps: bool,
-    /// Measure latency idle, then under a load on the same path: tcp-up, tcp-down, tcp-bidir
-    /// or udp-up:RATE.
+    /// Measure latency idle, then under load on the same path: rrul (TCP up and down in each of
+    /// BE, BK, CS5, EF, one latency probe per class), or flows separated by commas, each
+    /// tcp-up, tcp-down, tcp-bidir or udp-up:RATE with an optional :dscp=CLASS
+    /// (tcp-up:dscp=ef,tcp-down:dscp=cs1,udp-up:100M); one probe per class of the flows.
     #[arg(long = "under-load", value_name = "LOAD")]
     pub(crate) under_load: Option<String>,
 }

@@ -5,7 +5,7 @@ use crate::args::{CommonArgs, ConsoleArgs, EchoArgs, RrArgs, TcpArgs, TrafficArg
 use crate::metrics::Expectation;
 use netchar_engine::client::{ClientConfig, Family};
 use netchar_engine::protocols::Command;
-use netchar_engine::under_load::Load;
+use netchar_engine::under_load::LoadPlan;
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
 use netchar_model::{
     parse_duration, Direction, EndCondition, Pattern, RrOptions, TestKind, TestSpec, UdpRate, MAX_SECONDS,
@@ -98,7 +98,7 @@ pub(crate) struct TcpPlan {
     pub(crate) client: ClientConfig,
     pub(crate) output: Output,
     /// rr only: measure idle, then under this load.
-    pub(crate) under_load: Option<Load>,
+    pub(crate) under_load: Option<LoadPlan>,
     /// UDP: -b or --pps was given (a search then uses it as its ceiling).
     pub(crate) explicit_rate: bool,
     /// `--console`, `--console-cmd`: the target's console, read around each run.
@@ -307,7 +307,7 @@ impl TcpPlan {
         }
         let mut plan = Self::with_common(spec, &a.common, command)?;
         if let Some(l) = &a.under_load {
-            plan.under_load = Some(Load::parse(l).map_err(|e| UsageError(format!("--under-load {l}: {e}")))?);
+            plan.under_load = Some(LoadPlan::parse(l).map_err(|e| UsageError(format!("--under-load {l}: {e}")))?);
             if a.common.bytes.is_some() {
                 return usage("--under-load: give a duration (-t), not a transaction count (-n)".into());
             }

@@ -27,7 +27,7 @@ pub(crate) fn run(
             }
         }
     };
-    let mut run = match plan.under_load {
+    let mut run = match &plan.under_load {
         Some(load) => netchar_engine::under_load::run(&plan.client, load, stop, &mut on_interval),
         None => client::run(&plan.client, stop, &mut on_interval),
     };

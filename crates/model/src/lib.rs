@@ -21,6 +21,7 @@ pub mod payload;
 pub mod result;
 pub mod spec;
 pub mod target;
+pub mod under_load;
 pub mod units;
 
 pub use console::{ConsoleFlag, ConsoleLine, ConsoleLog};
@@ -30,6 +31,7 @@ pub use payload::{Integrity, PayloadKind, PayloadSpec, RrIntegrity};
 pub use result::*;
 pub use spec::*;
 pub use target::{TargetFigures, TargetReport, TargetUnit};
+pub use under_load::{FlowRate, LatencyProbe, LoadFlow, ProbeInterval, UnderLoad};
 
 /// The version of the JSON result schema (docs/json.md). Bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -728,6 +728,9 @@ pub struct Summary {
     /// Latency under load: what the load test achieved meanwhile (its per-flow summaries).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub load: Option<Box<Summary>>,
+    /// Latency under load: every load flow and latency probe, on one time axis.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub under_load: Option<Box<crate::UnderLoad>>,
     /// Where the requesting and responding workers ran, as `client CPU x, server CPU y`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub placement: Option<String>,
