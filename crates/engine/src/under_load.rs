@@ -70,7 +70,7 @@ fn parse_class(s: &str) -> Result<u8, String> {
     match s.to_ascii_lowercase().as_str() {
         "be" => Ok(0),
         "bk" => Ok(8),
-        other => netchar_model::spec::parse_dscp(other),
+        other => netchar_model::spec::parse_dscp(other).map_err(|e| format!("{e}, or be or bk")),
     }
 }
 
