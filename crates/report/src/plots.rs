@@ -6,7 +6,9 @@
 //!   knee (the lowest offered rate that lost datagrams) marked; with two or more sweeps, also
 //!   all of them in one chart, named by set;
 //! - per request/response result: latency percentiles and their CDF, idle against under load
-//!   where the result has both (`rr --under-load`);
+//!   where the result has both (`rr --under-load`), the CDF from the histogram's points
+//!   (`latency_cdf`) where the result has them;
+//! - per latency-under-load result: each load flow's rate and each probe's latency over time;
 //! - per set at two or more block sizes (`suite netio`, `suite sizes`): received rate
 //!   against block size, per protocol and direction;
 //! - over sets of repeated runs (`--repeat`, `--save` directories): a box/strip plot of each
@@ -405,6 +407,30 @@ pub fn latency_sets(r: &TestResult) -> Vec<(String, &RrFigures)> {
     out
 }
 
+/// The sets of a latency CDF: each probe's idle and loaded figures when the result has
+/// several probes (`rr --under-load rrul`), else [`latency_sets`].
+fn cdf_sets(r: &TestResult) -> Vec<(String, &RrFigures)> {
+    match r.summary.under_load.as_deref() {
+        Some(u) if u.probes.len() > 1 => u
+            .probes
+            .iter()
+            .flat_map(|p| [(format!("{} idle", p.class), &p.idle), (format!("{} under load", p.class), &p.loaded)])
+            .filter_map(|(name, f)| f.as_ref().map(|f| (name, f)))
+            .collect(),
+        _ => latency_sets(r),
+    }
+}
+
+/// The CDF points of a latency set, (µs, percent): the histogram's own points where the
+/// result has them, else the six percentiles.
+fn cdf_points(f: &RrFigures) -> Vec<(f64, f64)> {
+    if f.latency_cdf.is_empty() {
+        percentiles(f).iter().map(|&(pct, us)| (us, pct)).collect()
+    } else {
+        f.latency_cdf.iter().map(|p| (p.us, p.quantile * 100.0)).collect()
+    }
+}
+
 /// The percentile points of a latency set: (percent, µs), min at 0 and max at 100.
 fn percentiles(f: &RrFigures) -> [(f64, f64); 6] {
     let l = &f.latency_us;
@@ -421,21 +447,23 @@ pub fn latency_charts(index: usize, s: &Saved) -> Vec<Chart> {
     let names = ["min", "p50", "p90", "p99", "p99.9", "max"];
     let stem = format!("{:03}-{}", index + 1, slug(&s.label));
     let series = |cdf: bool| -> Vec<Series> {
+        let sets = if cdf { cdf_sets(&s.result) } else { sets.clone() };
         sets.iter()
             .map(|(name, f)| Series {
                 name: name.clone(),
-                points: percentiles(f)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &(pct, us))| if cdf { (us, pct) } else { (i as f64, us) })
-                    .collect(),
-                shape: Shape::LineAndPoints,
+                points: if cdf {
+                    cdf_points(f)
+                } else {
+                    percentiles(f).iter().enumerate().map(|(i, &(_, us))| (i as f64, us)).collect()
+                },
+                shape: if cdf && !f.latency_cdf.is_empty() { Shape::Line } else { Shape::LineAndPoints },
                 right_axis: false,
                 emphasis: false,
                 colour: None,
             })
             .collect()
     };
+    let whole = cdf_sets(&s.result).iter().all(|(_, f)| !f.latency_cdf.is_empty());
     let pct = Chart {
         stem: format!("{stem}-latency"),
         title: format!("{}: round-trip latency percentiles", s.label),
@@ -448,7 +476,11 @@ pub fn latency_charts(index: usize, s: &Saved) -> Vec<Chart> {
     };
     let cdf = Chart {
         stem: format!("{stem}-latency-cdf"),
-        title: format!("{}: round-trip latency CDF (through min, p50, p90, p99, p99.9, max)", s.label),
+        title: if whole {
+            format!("{}: round-trip latency CDF (every round trip)", s.label)
+        } else {
+            format!("{}: round-trip latency CDF (through min, p50, p90, p99, p99.9, max)", s.label)
+        },
         x: Axis::log("round-trip latency (µs)"),
         y: Axis::linear("transactions at or below (%)"),
         y2: None,
@@ -533,6 +565,56 @@ pub fn compare_charts(results: &[Saved]) -> Vec<Chart> {
     out
 }
 
+/// Latency under load over time (`rr --under-load`): each load flow's rate (left axis) and
+/// each probe's median round trip per interval (right axis) on the time axis the flows and
+/// probes share. None without flow or probe intervals.
+pub fn under_load_time_chart(index: usize, s: &Saved) -> Option<Chart> {
+    let u = s.result.summary.under_load.as_deref()?;
+    let mut series = Vec::new();
+    for f in &u.flows {
+        for &flow in f.direction.flows() {
+            let points: Vec<(f64, f64)> = f
+                .intervals
+                .iter()
+                .filter(|iv| iv.flow == flow)
+                .flat_map(|iv| [(iv.start, iv.bits_per_second), (iv.end, iv.bits_per_second)])
+                .collect();
+            if !points.is_empty() {
+                series.push(Series::line(format!("{} {} {}", f.protocol, flow.name(), f.class), points));
+            }
+        }
+    }
+    let flows = series.len();
+    for p in &u.probes {
+        let points: Vec<(f64, f64)> = p.intervals.iter().map(|iv| ((iv.start + iv.end) / 2.0, iv.p50_us)).collect();
+        if !points.is_empty() {
+            series.push(Series {
+                name: format!("{} probe p50", p.class),
+                points,
+                shape: Shape::LineAndPoints,
+                right_axis: true,
+                emphasis: false,
+                colour: None,
+            });
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    let (div, unit) = rate_unit(max_y(&series));
+    scale(&mut series, div, false);
+    Some(Chart {
+        stem: format!("{:03}-{}-under-load-time", index + 1, slug(&s.label)),
+        title: format!("{}: {} load flows and round-trip latency over time ({})", s.label, flows, u.load),
+        x: Axis::linear("time (s)"),
+        y: Axis::linear(format!("throughput ({unit})")),
+        y2: Some(Axis::linear("median round trip (µs)")),
+        series,
+        markers: vec![],
+        boxes: vec![],
+    })
+}
+
 /// Every chart the results make, in a stable order: per result (throughput, latency), then
 /// per set (sweeps, block sizes), then the comparisons.
 pub fn charts(results: &[Saved]) -> Vec<Chart> {
@@ -540,6 +622,7 @@ pub fn charts(results: &[Saved]) -> Vec<Chart> {
     for (i, s) in results.iter().enumerate() {
         out.extend(throughput_chart(i, s));
         out.extend(latency_charts(i, s));
+        out.extend(under_load_time_chart(i, s));
     }
     for (name, set) in sets(results) {
         out.extend(sweep_chart(&name, &set));

@@ -3,7 +3,7 @@
 use netchar_model::units::{format_bytes, format_si, RateFormat};
 use netchar_model::{
     Caveat, CaveatWhen, CpuUsage, EndCondition, FarEnd, Flow, FlowSummary, IntervalRecord, LossBreakdown, Role,
-    RrFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec, UdpOptions, UdpRate,
+    RrFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec, UdpOptions, UdpRate, UnderLoad,
 };
 use std::fmt::Write;
 
@@ -776,7 +776,9 @@ fn under_load_summary(idle: &RrFigures, loaded: &RrFigures, r: &TestResult, form
         loaded.latency_us.p99 - idle.latency_us.p99,
         if ratio > 1.5 { ": queueing on the path (bufferbloat)" } else { "" }
     );
-    if let Some(load) = &r.summary.load {
+    if let Some(u) = &r.summary.under_load {
+        under_load_flows(u, format, out);
+    } else if let Some(load) = &r.summary.load {
         for flow in [Flow::Up, Flow::Down] {
             if let Some(f) = load.flow(flow) {
                 let _ = writeln!(out, "load {:<4} receiver {}", flow.name(), format.format(f.receiver.bits_per_second));
@@ -785,6 +787,41 @@ fn under_load_summary(idle: &RrFigures, loaded: &RrFigures, r: &TestResult, form
     }
     if let Some(p) = &r.summary.placement {
         let _ = writeln!(out, "placement: {p}");
+    }
+}
+
+/// Each load flow (direction, class, what its receiver got) and each probe (class, p50 and
+/// p99 idle against loaded).
+fn under_load_flows(u: &UnderLoad, format: RateFormat, out: &mut String) {
+    let _ = writeln!(out, "load flow        class         receiver");
+    for f in &u.flows {
+        for flow in f.direction.flows() {
+            let Some(s) = (match flow {
+                Flow::Up => &f.up,
+                Flow::Down => &f.down,
+            }) else {
+                continue;
+            };
+            let what = format!("{} {}", f.protocol, flow.name());
+            let failed = f.error.as_deref().map_or(String::new(), |e| format!("  (failed: {e})"));
+            let rate = format.format(s.receiver.bits_per_second);
+            let _ = writeln!(out, "{what:<16} {:<9} {rate:>12}{failed}", f.class);
+        }
+    }
+    let _ = writeln!(out, "latency probe   idle p50 us  loaded p50 us   idle p99 us  loaded p99 us  p99 loaded/idle");
+    for p in &u.probes {
+        let (Some(idle), Some(loaded)) = (&p.idle, &p.loaded) else {
+            let why = p.error.as_deref().unwrap_or("no figures");
+            let _ = writeln!(out, "{:<15} (failed: {why})", p.class);
+            continue;
+        };
+        let (i, l) = (&idle.latency_us, &loaded.latency_us);
+        let ratio = if i.p99 > 0.0 { format!("{:.1}x", l.p99 / i.p99) } else { "-".into() };
+        let _ = writeln!(
+            out,
+            "{:<15} {:>11.2} {:>14.2} {:>13.2} {:>14.2} {ratio:>16}",
+            p.class, i.p50, l.p50, i.p99, l.p99
+        );
     }
 }
 
