@@ -7,6 +7,10 @@
 //! * `dscp_marks_both_directions_of_tcp_and_udp`: `--dscp ef` over IPv4 and IPv6, TCP and
 //!   UDP, up and `-R`: the server's input hook counts the client's packets with DSCP EF, its
 //!   output hook the server's own (data, or the acknowledgements of the client's data).
+//! * `rrul_marks_each_flow_and_probe_with_its_class`: `rr --under-load rrul`: per DSCP class
+//!   (BE, BK, CS5, EF) the server's input hook counts at least the bytes its up flow delivered
+//!   and its output hook at least the bytes its down flow sent; no TCP packet carries another
+//!   class.
 //! * `dscp_reaches_iperf3_and_iperf2_servers`: a stock `iperf3 -s` and `iperf -s` mark what
 //!   they send for `-R` when netchar's request carries the TOS.
 //! * `zero_udp_checksums_are_on_the_wire_both_ways`: with `--no-udp-checksum` every data
@@ -175,6 +179,47 @@ fn dscp_marks_both_directions_of_tcp_and_udp() {
             }
         }
     }
+}
+
+#[test]
+fn rrul_marks_each_flow_and_probe_with_its_class() {
+    let Some(link) = link() else { return };
+    let port = 5417;
+    let srv = server(&link.a, port, &[]);
+    let classes = [("BE", "cs0"), ("BK", "cs1"), ("CS5", "cs5"), ("EF", "ef")];
+    let mut rules: Vec<String> =
+        classes.iter().map(|(_, nft)| format!("meta l4proto tcp ip dscp {nft} counter")).collect();
+    rules.push("meta l4proto tcp ip dscp != { cs0, cs1, cs5, ef } counter".into());
+    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+    counting(&link.a, &rules, &rules).unwrap();
+    let host = link.a_ip.to_string();
+    let port_s = port.to_string();
+    let doc = client(&link.b, &["rr", &host, "-p", &port_s, "-t", "1", "-i", "0", "--under-load", "rrul"], &srv);
+    assert!(doc["error"].is_null(), "{}", doc["error"]);
+    let (inp, out) =
+        (link.a.nft_counters("inet", TABLE, "in").unwrap(), link.a.nft_counters("inet", TABLE, "out").unwrap());
+    eprintln!("rrul (packets, bytes) per class BE, BK, CS5, EF, other: in {inp:?}, out {out:?}");
+    let ul = &doc["summary"]["under_load"];
+    let flow = |class: &str, dir: &str| -> u64 {
+        let f = ul["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["class"] == class && f["direction"] == dir)
+            .unwrap_or_else(|| panic!("no {dir} flow of {class} in {ul}"));
+        num(f, &format!("{dir}.receiver.total_bytes"))
+    };
+    for (i, (class, _)) in classes.iter().enumerate() {
+        let (up, down) = (flow(class, "up"), flow(class, "down"));
+        assert!(up > 0 && down > 0, "{class}: up {up}, down {down}");
+        // The up flow's payload all reached the server marked with its class, the down flow's
+        // all left it so: the hook's bytes (headers included) cover at least that much.
+        assert!(inp[i].1 >= up, "{class}: {up} bytes delivered up, the input hook counted {:?}", inp[i]);
+        assert!(out[i].1 >= down, "{class}: {down} bytes sent down, the output hook counted {:?}", out[i]);
+        let probe = ul["probes"].as_array().unwrap().iter().find(|p| p["class"] == *class).unwrap();
+        assert!(num(probe, "loaded.transactions") > 0 && num(probe, "idle.transactions") > 0, "{probe}");
+    }
+    assert_eq!((inp[4].0, out[4].0), (0, 0), "TCP packets of another class: in {inp:?}, out {out:?}");
 }
 
 #[test]
