@@ -1,7 +1,8 @@
 //! Latency under load against ground truth: two namespaces joined by a veth pair shaped with
 //! tbf to 50 Mbit/s with a deep queue. Idle, a 1-byte round trip crosses an empty queue; with a
 //! bulk TCP upload on the same link, requests wait behind the upload's backlog in the shaper,
-//! so the loaded p99 must exceed the idle p99, and the report must say so.
+//! so the loaded p99 must exceed the idle p99, and the report must say so. With `rrul` (four
+//! flows each way, shaped both ways) the same holds for each class's probe.
 //!
 //! Needs root, `ip` and `tc`; otherwise it prints "skipping netns test: <reason>" and passes,
 //! unless NETCHAR_REQUIRE_ALL=1, in which case it fails.
@@ -50,4 +51,28 @@ fn latency_under_upload_exceeds_idle_latency_at_a_bloated_bottleneck() {
     // The load really ran over the shaped link while latency was measured.
     assert!(load_bps > 30e6 && load_bps < 52e6, "load {load_bps} bit/s through a 50 Mbit/s shaper");
     assert!(s["rr_loaded"]["transactions"].as_u64().unwrap() > 0);
+}
+
+/// RRUL through the same bottleneck, shaped both ways: four TCP flows up and four down fill
+/// the shaper in each direction, and every class's probe waits behind them (tbf is one FIFO:
+/// it schedules no class ahead of another).
+#[test]
+fn rrul_through_a_bloated_bottleneck_delays_every_class() {
+    let Some(link) = Link::shaped(TBF) else { return };
+    let r = run_rr(&link, 5312, &["-t", "3", "-i", "0", "--under-load", "rrul"]);
+    assert!(r["error"].is_null(), "{}", r["error"]);
+    let ul = &r["summary"]["under_load"];
+    for dir in ["up", "down"] {
+        let bps: f64 =
+            ul["flows"].as_array().unwrap().iter().filter_map(|f| f[dir]["receiver"]["bits_per_second"].as_f64()).sum();
+        eprintln!("netns_latency rrul: {dir} flows {:.1} Mbit/s in all", bps / 1e6);
+        assert!(bps > 30e6 && bps < 52e6, "{dir}: {bps} bit/s through a 50 Mbit/s shaper");
+    }
+    for p in ul["probes"].as_array().unwrap() {
+        let p99 = |phase: &str| p[phase]["latency_us"]["p99"].as_f64().unwrap_or_else(|| panic!("{phase}: {p}"));
+        let (idle, loaded) = (p99("idle"), p99("loaded"));
+        eprintln!("netns_latency rrul: {} idle p99 {idle:.1} us, loaded p99 {loaded:.1} us", p["class"]);
+        assert!(loaded > idle, "{}: idle p99 {idle} us, loaded p99 {loaded} us", p["class"]);
+        assert!(p["loaded"]["transactions"].as_u64().unwrap() > 0);
+    }
 }
