@@ -223,8 +223,7 @@ pub fn run(
         }
         Member { cfg, delay: Duration::ZERO, live: first && live_intervals }
     };
-    let mut forward = |iv: &IntervalRecord| on_interval(iv);
-    let idle = run_together(classes.iter().enumerate().map(|(i, &c)| probe(c, i == 0)).collect(), stop, &mut forward);
+    let idle = run_together(classes.iter().enumerate().map(|(i, &c)| probe(c, i == 0)).collect(), stop, on_interval);
     if idle[0].run.error.is_some() || stop.is_raised() {
         return idle.into_iter().next().expect("one probe at least").run;
     }
@@ -240,7 +239,7 @@ pub fn run(
         })
         .collect();
     loaded_members.extend(classes.iter().enumerate().map(|(i, &c)| Member { delay: LOAD_MARGIN, ..probe(c, i == 0) }));
-    let mut loaded = run_together(loaded_members, stop, &mut forward);
+    let mut loaded = run_together(loaded_members, stop, on_interval);
     let probes_loaded = loaded.split_off(plan.flows.len());
     merge(rr, plan, idle, loaded, probes_loaded)
 }
@@ -250,8 +249,9 @@ pub fn run(
 /// intervals to `on_interval` (it runs on this thread, the others on their own).
 fn run_together(members: Vec<Member>, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> Vec<Ran> {
     let n = members.len();
+    // Long enough for the first test's connection and setup: its own limits.
+    let admission_timeout = members.first().map_or(Duration::ZERO, |m| m.cfg.connect_timeout + m.cfg.timeouts.phase);
     let (first_tx, first_rx) = mpsc::channel::<[u8; 16]>();
-    // The first admission's cookie and instant, handed to each companion.
     let mut to_companions = Vec::new();
     let mut admitted_rx = Vec::new();
     let mut handles = Vec::new();
@@ -284,18 +284,7 @@ fn run_together(members: Vec<Member>, stop: &StopFlag, on_interval: &mut dyn FnM
         }
     }
     drop(first_tx);
-    let timeout = Duration::from_secs(30);
-    let hand_out = std::thread::spawn(move || {
-        if let Ok(cookie) = first_rx.recv_timeout(timeout) {
-            let origin = Instant::now();
-            for tx in &to_companions {
-                let _ = tx.send((cookie, origin));
-            }
-            Some(origin)
-        } else {
-            None
-        }
-    });
+    let hand_out = std::thread::spawn(move || hand_out_cookie(&first_rx, &to_companions, admission_timeout));
     let mut runs: Vec<Option<ClientRun>> = (0..n).map(|_| None).collect();
     if let Some((i, mut m, job)) = live {
         runs[i] = Some(job(&mut m, stop, on_interval));
@@ -309,13 +298,29 @@ fn run_together(members: Vec<Member>, stop: &StopFlag, on_interval: &mut dyn FnM
     runs.into_iter()
         .zip(admitted_rx)
         .map(|(run, adm)| Ran {
-            run: run.expect("every member ran"),
+            run: run.expect("every member ran: on this thread or joined above"),
             start: match (origin, adm.try_recv()) {
                 (Some(o), Ok(at)) => Some(at.saturating_duration_since(o).as_secs_f64()),
                 _ => None,
             },
         })
         .collect()
+}
+
+/// Waits for the first test's cookie and hands it, with the instant it came (the phase's time
+/// zero), to every companion. None when the first test was not admitted in `timeout` or ended
+/// first; the companions' channels then close, and they report that the load did not start.
+fn hand_out_cookie(
+    first: &mpsc::Receiver<[u8; 16]>,
+    companions: &[mpsc::Sender<([u8; 16], Instant)>],
+    timeout: Duration,
+) -> Option<Instant> {
+    let cookie = first.recv_timeout(timeout).ok()?;
+    let origin = Instant::now();
+    for tx in companions {
+        let _ = tx.send((cookie, origin));
+    }
+    Some(origin)
 }
 
 /// A cookie channel for one test that notes the instant of its admission on `admitted` and,
