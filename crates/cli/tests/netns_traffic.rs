@@ -11,6 +11,11 @@
 //!   (BE, BK, CS5, EF) the server's input hook counts at least the bytes its up flow delivered
 //!   and its output hook at least the bytes its down flow sent; no TCP packet carries another
 //!   class.
+//! * `under_load_list_marks_each_flow_in_its_own_direction`: `--under-load
+//!   tcp-up:dscp=ef,tcp-down:dscp=cs1,udp-up:20M:dscp=af41`: one class per flow, so each
+//!   flow's marks are told apart by direction: EF carries the up flow's bytes into the server
+//!   and only acknowledgements out of it, CS1 the reverse, and every UDP datagram the server
+//!   receives is AF41.
 //! * `dscp_reaches_iperf3_and_iperf2_servers`: a stock `iperf3 -s` and `iperf -s` mark what
 //!   they send for `-R` when netchar's request carries the TOS.
 //! * `zero_udp_checksums_are_on_the_wire_both_ways`: with `--no-udp-checksum` every data
@@ -220,6 +225,47 @@ fn rrul_marks_each_flow_and_probe_with_its_class() {
         assert!(num(probe, "loaded.transactions") > 0 && num(probe, "idle.transactions") > 0, "{probe}");
     }
     assert_eq!((inp[4].0, out[4].0), (0, 0), "TCP packets of another class: in {inp:?}, out {out:?}");
+}
+
+#[test]
+fn under_load_list_marks_each_flow_in_its_own_direction() {
+    let Some(link) = link() else { return };
+    let port = 5418;
+    let srv = server(&link.a, port, &[]);
+    let rules = [
+        "meta l4proto tcp ip dscp ef counter",
+        "meta l4proto tcp ip dscp cs1 counter",
+        "meta l4proto tcp ip dscp != { cs0, cs1, af41, ef } counter",
+        "meta l4proto udp ip dscp af41 counter",
+        "meta l4proto udp ip dscp != af41 counter",
+    ];
+    counting(&link.a, &rules, &rules).unwrap();
+    let (host, port_s) = (link.a_ip.to_string(), port.to_string());
+    let load = "tcp-up:dscp=ef,tcp-down:dscp=cs1,udp-up:20M:dscp=af41";
+    let doc = client(&link.b, &["rr", &host, "-p", &port_s, "-t", "1", "-i", "0", "--under-load", load], &srv);
+    assert!(doc["error"].is_null(), "{}", doc["error"]);
+    let (inp, out) =
+        (link.a.nft_counters("inet", TABLE, "in").unwrap(), link.a.nft_counters("inet", TABLE, "out").unwrap());
+    eprintln!("list (packets, bytes) tcp EF, tcp CS1, tcp other, udp AF41, udp other: in {inp:?}, out {out:?}");
+    let flows = doc["summary"]["under_load"]["flows"].as_array().unwrap();
+    let up = num(&flows[0], "up.receiver.total_bytes");
+    let down = num(&flows[1], "down.receiver.total_bytes");
+    let udp = num(&flows[2], "up.receiver.total_bytes");
+    assert_eq!(
+        (flows[0]["class"].as_str(), flows[1]["class"].as_str(), flows[2]["class"].as_str()),
+        (Some("EF"), Some("BK"), Some("AF41"))
+    );
+    assert!(up > 0 && down > 0 && udp > 0, "up {up}, down {down}, udp {udp} bytes");
+    // EF: the up flow's data into the server; out of it only the acknowledgements of that data
+    // and the EF probe's answers, fewer bytes than the data.
+    assert!(inp[0].1 >= up && out[0].1 < up, "EF: {up} bytes up; in {:?}, out {:?}", inp[0], out[0]);
+    // CS1: the down flow's data out of the server; into it only acknowledgements and requests.
+    assert!(out[1].1 >= down && inp[1].1 < down, "CS1: {down} bytes down; in {:?}, out {:?}", inp[1], out[1]);
+    assert_eq!((inp[2].0, out[2].0), (0, 0), "TCP packets of a class the test did not ask for");
+    // Every byte the UDP flow delivered arrived marked AF41 (its sender batches datagrams
+    // with GSO, so the hook sees fewer, larger packets: bytes, not datagrams), and no UDP
+    // packet came in otherwise.
+    assert!(inp[3].1 >= udp && inp[4].0 == 0, "AF41: {udp} bytes received; in {inp:?}");
 }
 
 #[test]
