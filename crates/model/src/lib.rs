@@ -16,6 +16,7 @@
 
 pub mod console;
 pub mod evidence;
+pub mod hooks;
 pub mod loss;
 pub mod payload;
 pub mod result;
@@ -26,6 +27,7 @@ pub mod units;
 
 pub use console::{ConsoleFlag, ConsoleLine, ConsoleLog};
 pub use evidence::*;
+pub use hooks::{CommandRun, ResetRecord, StepRecord};
 pub use loss::LossBreakdown;
 pub use payload::{Integrity, PayloadKind, PayloadSpec, RrIntegrity};
 pub use result::*;

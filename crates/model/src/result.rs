@@ -848,6 +848,13 @@ pub struct TestResult {
     /// The target's console over the test (`--console`, `--console-cmd`); absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub console: Option<crate::ConsoleLog>,
+    /// The result's place in a sweep, suite or plan, with the `--step-cmd` runs around it;
+    /// absent for a test run on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<crate::StepRecord>,
+    /// `--reset-cmd` before this iteration, and how long the server took to answer again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<crate::ResetRecord>,
     /// Null, or the one-line reason the test failed; the figures measured until then stay.
     pub error: Option<String>,
 }
@@ -916,6 +923,8 @@ impl TestResult {
             target: None,
             evidence: None,
             console: None,
+            step: None,
+            reset: None,
             error,
         }
     }
