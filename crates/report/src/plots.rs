@@ -206,9 +206,10 @@ fn sweep_points(set: &[&Saved], flow: Flow) -> Vec<SweepPoint> {
     pts
 }
 
-/// The knee of a sweep: the lowest offered rate that lost datagrams.
-pub fn knee(points: &[SweepPoint]) -> Option<f64> {
-    points.iter().find(|p| p.2 > 0.0).map(|p| p.0)
+/// The knee of a sweep: the lowest offered rate that lost more than `loss_percent` of its
+/// datagrams (`--knee-loss`; [`crate::sweep::knee_loss_of`] gives a saved sweep's).
+pub fn knee(points: &[SweepPoint], loss_percent: f64) -> Option<f64> {
+    points.iter().find(|p| p.2 > loss_percent).map(|p| p.0)
 }
 
 /// The sweep chart of a set, when it holds UDP results at two or more offered rates.
@@ -255,27 +256,29 @@ pub fn sweeps_compared_chart(results: &[Saved]) -> Option<Chart> {
 /// One sweep chart over `sets`: per set and direction with `min_rates` or more offered rates,
 /// the received rate (left axis) and loss % (right axis), and the knee marked.
 fn sweeps_chart(stem: String, title: String, sets: &[(String, Vec<&Saved>)], min_rates: usize) -> Option<Chart> {
-    let mut lines: Vec<(String, Vec<SweepPoint>)> = Vec::new();
+    let mut lines: Vec<(String, Vec<SweepPoint>, f64)> = Vec::new();
     for (name, set) in sets {
+        // Each set's knee at the threshold it was swept with.
+        let knee_loss = crate::sweep::knee_loss_of(set.iter().map(|s| &s.result));
         for flow in [Flow::Up, Flow::Down] {
             let p = sweep_points(set, flow);
             let mut rates: Vec<u64> = p.iter().map(|x| x.0 as u64).collect();
             rates.dedup();
             if rates.len() >= min_rates.max(1) {
                 let label = if sets.len() > 1 { format!("{} {}", slug(name), flow.name()) } else { flow.name().into() };
-                lines.push((label, p));
+                lines.push((label, p, knee_loss));
             }
         }
     }
     if lines.is_empty() {
         return None;
     }
-    let top = lines.iter().flat_map(|(_, p)| p).map(|p| p.0.max(p.1)).fold(0.0, f64::max);
+    let top = lines.iter().flat_map(|(_, p, _)| p).map(|p| p.0.max(p.1)).fold(0.0, f64::max);
     let (div, unit) = rate_unit(top);
     let mut series = Vec::new();
     let mut markers = Vec::new();
     let (lo, hi) =
-        lines.iter().flat_map(|(_, p)| p).fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+        lines.iter().flat_map(|(_, p, _)| p).fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
     series.push(Series {
         name: "received = offered".into(),
         points: vec![(lo / div, lo / div), (hi / div, hi / div)],
@@ -284,7 +287,7 @@ fn sweeps_chart(stem: String, title: String, sets: &[(String, Vec<&Saved>)], min
         emphasis: false,
         colour: None,
     });
-    for (n, (label, p)) in lines.iter().enumerate() {
+    for (n, (label, p, knee_loss)) in lines.iter().enumerate() {
         series.push(Series {
             name: format!("{label} received"),
             points: p.iter().map(|x| (x.0 / div, x.1 / div)).collect(),
@@ -301,7 +304,7 @@ fn sweeps_chart(stem: String, title: String, sets: &[(String, Vec<&Saved>)], min
             emphasis: false,
             colour: Some(n),
         });
-        if let Some(k) = knee(p) {
+        if let Some(k) = knee(p, *knee_loss) {
             markers.push(Marker { x: k / div, label: format!("{label} knee {} {unit}", crate::chart::tick(k / div)) });
         }
     }
@@ -651,8 +654,11 @@ mod tests {
     }
 
     #[test]
-    fn the_knee_is_the_lowest_lossy_rate() {
-        assert_eq!(knee(&[(1.0, 1.0, 0.0), (2.0, 2.0, 0.0), (3.0, 2.5, 12.0), (4.0, 2.5, 30.0)]), Some(3.0));
-        assert_eq!(knee(&[(1.0, 1.0, 0.0)]), None);
+    fn the_knee_is_the_lowest_rate_losing_more_than_the_threshold() {
+        let sweep = [(1.0, 1.0, 0.0), (2.0, 2.0, 0.05), (3.0, 2.5, 12.0), (4.0, 2.5, 30.0)];
+        assert_eq!(knee(&sweep, 0.0), Some(2.0));
+        assert_eq!(knee(&sweep, 0.1), Some(3.0));
+        assert_eq!(knee(&sweep, 12.0), Some(4.0));
+        assert_eq!(knee(&[(1.0, 1.0, 0.0)], 0.0), None);
     }
 }

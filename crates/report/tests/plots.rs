@@ -78,7 +78,8 @@ fn sweep_plots_received_rate_and_loss_against_offered_with_the_knees() {
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         assert_eq!(pts.len(), 6, "{dir}: 1G to 6G by 1G");
-        let k = knee(&pts).expect("the fixture loses above some rate");
+        let k =
+            knee(&pts, netchar_report::sweep::DEFAULT_KNEE_LOSS_PERCENT).expect("the fixture loses above some rate");
         want.push(format!("{dir} knee {} Gbit/s", k / 1e9));
         // The series carry the fixture's own figures, in the axis units.
         let rx = c.series.iter().find(|s| s.name == format!("{dir} received")).unwrap();
