@@ -205,6 +205,14 @@ pub(crate) struct CommonArgs {
     /// Run the test N times (after --warmup runs) and report mean ± confidence interval.
     #[arg(long, default_value = "1", allow_negative_numbers = true)]
     pub(crate) repeat: String,
+    /// Before each run (warm-up and counted): run this shell command (`sh -c`; a target's
+    /// reboot), then wait until the server accepts a connection again; both are recorded in
+    /// the run's result (`reset`). A failing command is recorded, and the run still goes.
+    #[arg(long = "reset-cmd", value_name = "CMD")]
+    pub(crate) reset_cmd: Option<String>,
+    /// With --reset-cmd: seconds the command and the wait for the server together may take.
+    #[arg(long = "reset-timeout", value_name = "SECS", default_value = "120", requires = "reset_cmd")]
+    pub(crate) reset_timeout: String,
     /// Runs before the counted ones, not kept in the statistics.
     #[arg(long, default_value = "0", allow_negative_numbers = true)]
     pub(crate) warmup: String,
@@ -400,6 +408,9 @@ pub(crate) struct UdpArgs {
     /// With --find-max-rate: the loss allowed, in percent.
     #[arg(long, default_value = "0")]
     pub(crate) loss: f64,
+    /// With --find-max-rate: --step-cmd runs around each trial.
+    #[command(flatten)]
+    pub(crate) step: StepArgs,
     /// Send datagrams with a UDP checksum of zero (SO_NO_CHECK; IPv4 only), both ways.
     #[arg(long = "no-udp-checksum")]
     pub(crate) no_udp_checksum: bool,
@@ -566,6 +577,8 @@ pub(crate) struct SuiteTarget {
     #[arg(long)]
     pub(crate) json: bool,
     #[command(flatten)]
+    pub(crate) step: StepArgs,
+    #[command(flatten)]
     pub(crate) finish: FinishArgs,
     /// The target's console, read around each test of the suite.
     #[command(flatten)]
@@ -590,6 +603,32 @@ impl ConsoleArgs {
     /// Whether either flag was given.
     pub(crate) fn given(&self) -> bool {
         self.console.is_some() || self.console_cmd.is_some()
+    }
+}
+
+/// `--step-cmd`: a user's command before and after each step of a sweep, suite or plan.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct StepArgs {
+    /// Run this shell command (`sh -c`) before and after each step, with the step in its
+    /// environment (NETCHAR_STEP, NETCHAR_PHASE=before|after, NETCHAR_RATE_BPS,
+    /// NETCHAR_BLOCK_BYTES, NETCHAR_DIRECTION, NETCHAR_PROTOCOL); its output and exit status
+    /// go into the step's result. A failing command is recorded; the sweep goes on.
+    #[arg(long = "step-cmd", value_name = "CMD")]
+    pub(crate) step_cmd: Option<String>,
+    /// With --step-cmd: seconds each run of the command may take before it is killed.
+    #[arg(long = "step-timeout", value_name = "SECS", default_value = "30", requires = "step_cmd")]
+    pub(crate) step_timeout: String,
+}
+
+impl StepArgs {
+    /// The command, checked.
+    pub(crate) fn command(&self) -> anyhow::Result<Option<crate::hooks::UserCommand>> {
+        crate::hooks::UserCommand::from_flags(
+            "--step-cmd",
+            self.step_cmd.as_deref(),
+            "--step-timeout",
+            &self.step_timeout,
+        )
     }
 }
 
@@ -685,6 +724,10 @@ pub(crate) struct BwsweepSuiteArgs {
     /// Seconds per rate and direction.
     #[arg(long, default_value = "2")]
     pub(crate) duration: String,
+    /// The knee is the first rate of a direction that loses more than this share of its
+    /// datagrams, in percent (`0.1%` or `0.1`); `0` marks the first rate that loses any.
+    #[arg(long = "knee-loss", value_name = "PCT", default_value = "0.1%")]
+    pub(crate) knee_loss: String,
 }
 
 /// The suites with a `--proto`.
@@ -774,6 +817,9 @@ pub(crate) struct RunArgs {
     /// Print every test's results as one JSON array at the end.
     #[arg(long)]
     pub(crate) json: bool,
+    /// --step-cmd runs around each test of the plan (each --repeat run).
+    #[command(flatten)]
+    pub(crate) step: StepArgs,
     #[command(flatten)]
     pub(crate) finish: FinishArgs,
 }

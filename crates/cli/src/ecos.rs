@@ -110,6 +110,7 @@ pub(crate) fn run(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> 
         results: Vec::new(),
         pending: Vec::new(),
         stop,
+        steps: crate::hooks::StepCommand::new(a.target.step.command()?),
     };
     let outcome = suite.sequence(&shape);
     suite.progress.finish();
@@ -130,6 +131,8 @@ struct NativeSuite<'a> {
     results: Vec<TestResult>,
     pending: Vec<String>,
     stop: &'a StopFlag,
+    /// `--step-cmd`: each test is a step.
+    steps: crate::hooks::StepCommand,
 }
 
 /// A test's outcome: it ran, or the server refused what its section asks (the section is
@@ -207,7 +210,9 @@ impl NativeSuite<'_> {
         for mut p in plans {
             p.client.busy_wait = Duration::from_secs(5);
             p.console = self.console.clone();
-            let run = crate::console::around(&p, self.stop, || client::run(&p.client, self.stop, &mut |_| {}))?;
+            let step = self.steps.begin(&p.client);
+            let mut run = crate::console::around(&p, self.stop, || client::run(&p.client, self.stop, &mut |_| {}))?;
+            step.end(run.result.as_mut());
             if let (None, Some(e)) = (&run.result, &run.error) {
                 if section != Section::Plain && refused_section(e, section) {
                     return Ok(Ran::Refused);

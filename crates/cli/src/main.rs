@@ -12,6 +12,7 @@ mod figure_files;
 mod files;
 mod gate;
 mod generate;
+mod hooks;
 mod mesh;
 mod metrics;
 mod nc_test;

@@ -65,8 +65,14 @@ fn not_applicable(c: &CommonArgs) -> Result<()> {
     if c.console_args.given() {
         bail!("--proto nc-test: --console and --console-cmd are not supported with nc_test yet; read the console with the native protocol (--proto auto) or on its own");
     }
-    if !c.expect.is_empty() || c.baseline.is_some() || c.save.is_some() || c.repeat != "1" || c.warmup != "0" {
-        bail!("--proto nc-test: --expect, --baseline, --save, --repeat and --warmup are not supported with nc_test yet; use --json and judge the result file");
+    if !c.expect.is_empty()
+        || c.baseline.is_some()
+        || c.save.is_some()
+        || c.repeat != "1"
+        || c.warmup != "0"
+        || c.reset_cmd.is_some()
+    {
+        bail!("--proto nc-test: --expect, --baseline, --save, --repeat, --warmup and --reset-cmd are not supported with nc_test yet; use --json and judge the result file");
     }
     Ok(())
 }

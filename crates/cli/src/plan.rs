@@ -73,6 +73,18 @@ pub(crate) fn console_source(a: &ConsoleArgs) -> Result<Option<ConsoleSource>, U
     Ok(Some(ConsoleSource::Serial { device: device.to_string(), baud }))
 }
 
+/// `--reset-cmd` and `--reset-timeout`.
+fn reset_command(a: &crate::args::CommonArgs) -> Result<Option<crate::hooks::ResetCommand>, UsageError> {
+    let command = crate::hooks::UserCommand::from_flags(
+        "--reset-cmd",
+        a.reset_cmd.as_deref(),
+        "--reset-timeout",
+        &a.reset_timeout,
+    )
+    .map_err(|e| UsageError(e.to_string()))?;
+    Ok(command.map(|c| crate::hooks::ResetCommand { ready_timeout: c.timeout, command: c }))
+}
+
 fn usage<T>(msg: String) -> Result<T, UsageError> {
     Err(UsageError(msg))
 }
@@ -90,6 +102,8 @@ pub(crate) struct Output {
     pub(crate) expect: Vec<Expectation>,
     /// (baseline file, largest allowed regression in percent).
     pub(crate) baseline: Option<(PathBuf, f64)>,
+    /// `--reset-cmd`: before each run.
+    pub(crate) reset: Option<crate::hooks::ResetCommand>,
 }
 
 /// A test ready to run.
@@ -103,6 +117,8 @@ pub(crate) struct TcpPlan {
     pub(crate) explicit_rate: bool,
     /// `--console`, `--console-cmd`: the target's console, read around each run.
     pub(crate) console: Option<ConsoleSource>,
+    /// `--step-cmd` of the sweep, suite or plan the test is a step of, and the job's step count.
+    pub(crate) step: crate::hooks::StepCommand,
 }
 
 pub(crate) fn seconds(flag: &str, value: &str) -> Result<f64, UsageError> {
@@ -253,6 +269,10 @@ impl TcpPlan {
         u.no_checksum = a.no_udp_checksum;
         let mut plan = Self::with_common(spec, &a.common, Command::Udp)?;
         plan.explicit_rate = a.bitrate.is_some() || a.pps.is_some();
+        if a.step.step_cmd.is_some() && !a.find_max_rate {
+            return usage("--step-cmd: only with --find-max-rate (its trials are the steps); for one test, run the command before it".into());
+        }
+        plan.step = crate::hooks::StepCommand::new(a.step.command().map_err(|e| UsageError(e.to_string()))?);
         if a.find_max_rate && a.common.time.is_none() {
             plan.client.spec.end = EndCondition::Seconds(2.0);
         }
@@ -337,6 +357,9 @@ impl TcpPlan {
     pub(crate) fn from_echo_args(a: &EchoArgs) -> Result<Vec<Self>, UsageError> {
         if a.common.time.is_some() || a.common.reverse || a.common.bidir || a.common.parallel != "1" {
             return usage("echo: the pattern sets the test (-t, -R, --bidir and -P do not apply)".into());
+        }
+        if a.common.reset_cmd.is_some() {
+            return usage("echo: --reset-cmd is for tcp, udp, rr and crr (run the command before netchar echo)".into());
         }
         let pattern = Pattern::parse(&a.pattern).or_else(|e| usage(format!("--pattern {}: {e}", a.pattern)))?;
         if pattern.sizes.is_empty() {
@@ -499,10 +522,12 @@ impl TcpPlan {
                     (None, Some(r)) => return usage(format!("--max-regression {r}: give --baseline FILE too")),
                     (None, None) => None,
                 },
+                reset: reset_command(a)?,
             },
             under_load: None,
             explicit_rate: false,
             console: console_source(&a.console_args)?,
+            step: crate::hooks::StepCommand::new(None),
         })
     }
 }

@@ -23,6 +23,7 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
     let text = crate::files::read_text(&a.plan, crate::files::SMALL_FILE_CAP)
         .map_err(|e| anyhow::anyhow!("the plan {file}: {e}"))?;
     let tests = expand(&text, &file, a.host.as_deref())?;
+    let steps = crate::hooks::StepCommand::new(a.step.command()?);
     // Validate every test before any traffic.
     let mut planned = Vec::new();
     for t in &tests {
@@ -44,7 +45,10 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
             _ => anyhow::bail!("{}: not a test", where_()),
         }
         .map_err(|e| anyhow::anyhow!("{}: {e}", where_()))?;
-        planned.extend(plans.into_iter().map(|p| (t, p)));
+        planned.extend(plans.into_iter().map(|mut p| {
+            p.step = steps.clone();
+            (t, p)
+        }));
     }
     let expected = planned.iter().map(|(_, p)| crate::repeat::expected_length(p)).sum::<Option<Duration>>();
     let progress = Progress::start(a.json, true, expected);

@@ -77,7 +77,22 @@ pub(crate) fn run_collecting(
             progress.set_current(what.clone());
             reporters.emit(progress, |r| r.on_section(&what))?;
         }
-        let (result, run_code) = crate::single_run::run(plan, stop, &mut reporters, progress)?;
+        let reset = out.reset.as_ref().map(|c| {
+            progress.set_current(format!("--reset-cmd before run {}", i + 1));
+            let r = c.run(i + 1, &plan.client.host, plan.client.port);
+            if r.time_to_ready_seconds.is_none() {
+                // Said here too: a run that cannot connect has no result to carry the record.
+                progress.suspend(|| {
+                    eprintln!(
+                        "netchar: --reset-cmd ({}): the server did not answer within --reset-timeout {} s; running anyway",
+                        r.command.outcome(),
+                        c.ready_timeout.as_secs_f64()
+                    )
+                });
+            }
+            r
+        });
+        let (result, run_code) = crate::single_run::run(plan, stop, &mut reporters, progress, reset)?;
         if let Some(r) = result {
             if i >= out.warmup {
                 if let Some(dir) = &out.save {
@@ -137,6 +152,10 @@ fn repeat_statistics(docs: &[serde_json::Value]) -> String {
     if paths[0].starts_with("rr.") {
         paths.push("rr.latency_us.p50");
         paths.push("rr.latency_us.p99");
+    }
+    if docs[0].get("reset").is_some() {
+        // --reset-cmd: how long the target took to answer again.
+        paths.push("reset.time_to_ready_seconds");
     }
     let mut out = format!("=== {} runs: mean ± 95% confidence interval (Student's t)\n", docs.len());
     for path in paths {

@@ -8,12 +8,13 @@ use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
 
 /// One run: start, live intervals, end, through `reporters`; returns the result and the
-/// run's exit status.
+/// run's exit status. `reset`: the `--reset-cmd` before the run, for its result.
 pub(crate) fn run(
     plan: &crate::plan::TcpPlan,
     stop: &StopFlag,
     reporters: &mut Reporters,
     progress: &Progress,
+    reset: Option<netchar_model::ResetRecord>,
 ) -> Result<(Option<netchar_model::TestResult>, u8)> {
     let info = test_info(plan);
     // Before the header: a console that cannot be read stops the command before any test.
@@ -27,12 +28,20 @@ pub(crate) fn run(
             }
         }
     };
+    // `netchar run --step-cmd`: each test of the plan is a step.
+    let step = plan.step.command.is_some().then(|| plan.step.begin(&plan.client));
     let mut run = match &plan.under_load {
         Some(load) => netchar_engine::under_load::run(&plan.client, load, stop, &mut on_interval),
         None => client::run(&plan.client, stop, &mut on_interval),
     };
     if let Some(c) = console {
         c.finish_into(&mut run, stop);
+    }
+    if let Some(step) = step {
+        step.end(run.result.as_mut());
+    }
+    if let (Some(r), Some(reset)) = (run.result.as_mut(), reset) {
+        r.reset = Some(reset);
     }
     if let Some(e) = print_error {
         return Err(e.into());

@@ -31,10 +31,13 @@ pub(crate) fn run(suite: &SuiteCommand, figures: &FigureFiles, stop: &StopFlag) 
             let rate = |flag: &str, v: &str| parse_bit_rate(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"));
             let (from, to, step) = (rate("--from", &a.from)?, rate("--to", &a.to)?, rate("--step", &a.step)?);
             let secs = crate::plan::seconds("--duration", &a.duration)?;
+            let knee_loss = knee_loss_percent(&a.knee_loss)?;
             let udp = crate::args::UdpArgs::for_suite(&a.target.host, a.target.port, secs);
             let mut plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
             plan.console = crate::plan::console_source(&a.target.console_args)?;
-            bwsweep(&plan, from, to, step, a.target.json, figures, stop)
+            plan.step = crate::hooks::StepCommand::new(a.target.step.command()?);
+            let sweep = Sweep { from, to, step, knee_loss_percent: knee_loss };
+            bwsweep(&plan, &sweep, a.target.json, figures, stop)
         }
     }
 }
@@ -44,6 +47,8 @@ pub(crate) fn run(suite: &SuiteCommand, figures: &FigureFiles, stop: &StopFlag) 
 pub(crate) fn block_size_plans(target: &SuiteTarget, seconds: f64) -> Result<(TcpPlan, TcpPlan)> {
     let mut udp = TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&target.host, target.port, seconds))?;
     udp.console = crate::plan::console_source(&target.console_args)?;
+    // One step count for both protocols' steps.
+    udp.step = crate::hooks::StepCommand::new(target.step.command()?);
     let mut tcp = udp.clone();
     tcp.client.spec = netchar_model::TestSpec {
         end: udp.client.spec.end,
@@ -83,10 +88,12 @@ fn trial_plan(plan: &TcpPlan, rate: u64) -> TcpPlan {
     p
 }
 
-/// One trial at the paced `rate`: its whole result.
+/// One trial at the paced `rate`: its whole result, with its step record (`--step-cmd`).
 fn trial(plan: &TcpPlan, rate: u64, stop: &StopFlag) -> Result<TestResult> {
     let p = trial_plan(plan, rate);
-    let run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))?;
+    let step = p.step.begin(&p.client);
+    let mut run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))?;
+    step.end(run.result.as_mut());
     match (run.result, run.error) {
         (Some(result), None) => Ok(result),
         (_, Some(ClientError::Interrupted)) => anyhow::bail!("interrupted"),
@@ -165,33 +172,50 @@ fn search(
     Ok(())
 }
 
+/// A rate sweep's rates and its knee threshold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sweep {
+    pub(crate) from: u64,
+    pub(crate) to: u64,
+    pub(crate) step: u64,
+    /// `--knee-loss`, in percent.
+    pub(crate) knee_loss_percent: f64,
+}
+
+/// `--knee-loss PCT`: a percentage from 0 to 100, with or without its `%`.
+fn knee_loss_percent(text: &str) -> Result<f64> {
+    let pct = text.trim().trim_end_matches('%').trim().parse::<f64>().ok().filter(|p| (0.0..100.0).contains(p));
+    pct.ok_or_else(|| anyhow::anyhow!("--knee-loss {text}: expected a loss share from 0 to under 100%, like 0.1%"))
+}
+
 /// `netchar suite bwsweep`: every rate from `from` to `to` by `step`, up then down; per rate
-/// the achieved rate, loss and jitter, and the knee: the first rate that loses datagrams.
-pub(crate) fn bwsweep(
-    plan: &TcpPlan,
-    from: u64,
-    to: u64,
-    step: u64,
-    json: bool,
-    figures: &FigureFiles,
-    stop: &StopFlag,
-) -> Result<u8> {
+/// the achieved rate, loss and jitter, and the knee: the first rate of a direction whose loss
+/// is above the threshold, marked in the step's record as in the table.
+pub(crate) fn bwsweep(plan: &TcpPlan, sweep: &Sweep, json: bool, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
+    let Sweep { from, to, step, knee_loss_percent } = *sweep;
     anyhow::ensure!(step > 0 && from > 0 && from <= to, "--from, --to, --step: need 0 < from <= to and step > 0");
     let trials = 2 * ((to - from) / step + 1);
     let progress = Progress::start(json, true, trial_length(plan).map(|t| t * trials as u32));
-    let mut reporters = suite_reporters(json, Box::new(SweepTableReporter::new(to)), figures);
+    let table = SweepTableReporter::new(to).with_knee_loss(knee_loss_percent);
+    let mut reporters = suite_reporters(json, Box::new(table), figures);
     let mut results = Vec::new();
     for (direction, name) in [(Direction::Up, "up (client sends)"), (Direction::Down, "down (server sends)")] {
         let mut p = plan.clone();
         p.client.spec.direction = direction;
         let mut rate = from;
+        let mut knee_found = false;
         while rate <= to {
             if stop.is_raised() {
                 anyhow::bail!("interrupted");
             }
             progress.set_current(format!("{name}: {}", format_si(rate as f64, "bit/s")));
             reporters.emit(&progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
-            let t = trial(&p, rate, stop)?;
+            let mut t = trial(&p, rate, stop)?;
+            let knee = !knee_found && netchar_report::sweep::step_loss_percent(&t) > knee_loss_percent;
+            knee_found |= knee;
+            let record = t.step.get_or_insert_with(Default::default);
+            record.knee_loss_percent = Some(knee_loss_percent);
+            record.knee = knee;
             reporters.emit(&progress, |r| r.on_finish(&t))?;
             results.push(t);
             rate += step;
@@ -223,7 +247,9 @@ pub(crate) fn run_variant(
     adjust(&mut p.client.spec);
     p.client.spec.validate()?;
     reporters.emit(progress, |r| r.on_start(&crate::single_run::test_info(&p)))?;
-    let run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))?;
+    let step = p.step.begin(&p.client);
+    let mut run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))?;
+    step.end(run.result.as_mut());
     let r = match (run.result, run.error) {
         (Some(r), None) => r,
         (_, Some(e)) => return Err(e.into()),
@@ -423,6 +449,17 @@ mod tests {
         assert_eq!(transfer_datagrams(100, 1024).unwrap().sizes, [(1, 100)]);
         let short = transfer_datagrams(1034, 1024).unwrap_err();
         assert!(short.contains("last block of 10 bytes"), "{short}");
+    }
+
+    #[test]
+    fn the_knee_threshold_is_a_percentage() {
+        assert_eq!(knee_loss_percent("0.1%").unwrap(), 0.1);
+        assert_eq!(knee_loss_percent("2").unwrap(), 2.0);
+        assert_eq!(knee_loss_percent("0").unwrap(), 0.0);
+        for bad in ["", "x%", "-1%", "100%", "NaN"] {
+            let e = knee_loss_percent(bad).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--knee-loss {bad}: ")), "{e}");
+        }
     }
 
     #[test]
