@@ -167,3 +167,100 @@ fn bad_step_and_knee_flags_are_refused_in_one_line() {
         assert!(lines[0].contains(want), "{args:?}: {}", run.stderr);
     }
 }
+
+#[test]
+fn a_rate_search_runs_the_step_command_around_every_trial() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run = netchar(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-b",
+        "20M",
+        "-t",
+        "0.5",
+        "--find-max-rate",
+        "--loss",
+        "100",
+        "--json",
+        "--step-cmd",
+        ECHO_ENV,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let trials: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    // Loss up to 100% passes: the first trial, at -b, is the only one.
+    assert_eq!(trials.len(), 1, "{}", run.stdout);
+    check_step(&trials[0], 1);
+}
+
+#[test]
+fn each_test_of_a_plan_and_each_of_its_repeats_is_a_step() {
+    let s = Server::start(&[]);
+    let host = format!("127.0.0.1:{}", s.port);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "[[test]]\nkind = \"udp\"\nrate = \"20M\"\nduration = 0.3\nrepeat = 2\n\n\
+         [[test]]\nkind = \"tcp\"\nbytes = \"1M\"\ndirection = \"down\"\n",
+    )
+    .unwrap();
+    let run = netchar(&["run", plan.to_str().unwrap(), &host, "--json", "--step-cmd", ECHO_ENV]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let results: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(results.len(), 3, "two udp runs, one tcp");
+    for (i, r) in results.iter().enumerate() {
+        check_step(r, i as u64 + 1);
+    }
+}
+
+#[test]
+fn the_netio_suite_runs_the_step_command_around_every_test() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run = netchar(&[
+        "suite",
+        "netio",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-b",
+        "1k",
+        "--duration",
+        "0.3",
+        "--json",
+        "--step-cmd",
+        ECHO_ENV,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let steps: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(steps.len(), 4, "TCP and UDP, tx and rx");
+    for (i, r) in steps.iter().enumerate() {
+        check_step(r, i as u64 + 1);
+    }
+}
+
+#[test]
+fn the_ecos_suite_runs_the_step_command_around_every_test() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let run =
+        netchar(&["suite", "ecos", "127.0.0.1", "-p", &port, "--quick", "--json", "--step-cmd", "echo $NETCHAR_STEP"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let steps: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    assert!(!steps.is_empty());
+    for (i, r) in steps.iter().enumerate() {
+        let step = &r["step"];
+        assert_eq!(u(&step["index"]), i as u64 + 1, "{step}");
+        let phases: Vec<(&str, &str)> = step["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["phase"].as_str().unwrap(), c["stdout"].as_str().unwrap().trim()))
+            .collect();
+        let n = (i + 1).to_string();
+        assert_eq!(phases, [("before", n.as_str()), ("after", n.as_str())], "{step}");
+    }
+}
