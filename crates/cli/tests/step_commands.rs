@@ -151,6 +151,42 @@ fn the_text_table_shows_each_steps_command_briefly() {
 }
 
 #[test]
+fn the_search_and_sizes_tables_show_each_steps_command_briefly() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let cmd = "echo at $NETCHAR_BLOCK_BYTES bytes";
+    let search = netchar(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-b",
+        "20M",
+        "-t",
+        "0.5",
+        "--find-max-rate",
+        "--loss",
+        "100",
+        "--step-cmd",
+        cmd,
+    ]);
+    assert_eq!(search.code, 0, "{}", search.stderr);
+    let sizes =
+        netchar(&["suite", "sizes", "127.0.0.1", "-p", &port, "-b", "512", "--duration", "0.5", "--step-cmd", cmd]);
+    assert_eq!(sizes.code, 0, "{}", sizes.stderr);
+    for (out, want) in [
+        (&search.stdout, "--step-cmd step 1 before: exit 0 in "),
+        (&search.stdout, "--step-cmd step 1 after: exit 0 in "),
+        (&sizes.stdout, "--step-cmd step 1 before: exit 0 in "),
+        (&sizes.stdout, "--step-cmd step 2 after: exit 0 in "),
+        (&sizes.stdout, ": at 512 bytes"),
+    ] {
+        assert!(out.contains(want), "{want:?} missing:\n{out}");
+    }
+    assert!(search.stdout.contains(": at 1472 bytes"), "{}", search.stdout);
+}
+
+#[test]
 fn bad_step_and_knee_flags_are_refused_in_one_line() {
     for (args, want) in [
         (&["suite", "bwsweep", "127.0.0.1", "--knee-loss", "lots"][..], "--knee-loss lots: "),

@@ -237,6 +237,9 @@ impl SizesTableReporter {
             bps / 1e6,
             frames
         );
+        for line in crate::text::hook_lines(r) {
+            let _ = writeln!(out, "{:>13} {line}", "");
+        }
         out
     }
 }

@@ -136,6 +136,9 @@ impl MaxRateTableReporter {
             loss_percent(r),
             verdict(r, self.loss_percent).text()
         );
+        for line in crate::text::hook_lines(r) {
+            let _ = writeln!(out, "{:>6} {line}", "");
+        }
         out
     }
 
