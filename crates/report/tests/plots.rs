@@ -240,3 +240,29 @@ fn two_sweeps_are_also_drawn_in_one_chart_named_by_set() {
     the_chart(&all, "sweep-suite-bwsweep_json");
     assert_texts(&c, &["suite-bwsweep_json down received", "offered rate (Gbit/s)", "loss (%)"]);
 }
+
+/// A sweep saved with `--knee-loss` keeps its threshold in its steps' records, and the plot
+/// marks the knee there: per direction the lowest offered rate whose loss (the plotted loss
+/// series' own points) is above it.
+#[test]
+fn the_sweep_plot_marks_the_knee_at_the_threshold_the_sweep_was_run_with() {
+    for pct in [0.0, 5.0, 20.0] {
+        let mut saved = load("suite-bwsweep-knee.json");
+        for s in &mut saved {
+            s.result.step = Some(netchar_model::StepRecord { knee_loss_percent: Some(pct), ..Default::default() });
+        }
+        let c = the_chart(&charts(&saved), "sweep-suite-bwsweep-knee_json");
+        let mut want = Vec::new();
+        for dir in ["up", "down"] {
+            let loss = c.series.iter().find(|s| s.name == format!("{dir} loss %")).unwrap();
+            // The points in Gbit/s, as the knee marker names them.
+            let pts: Vec<(f64, f64, f64)> = loss.points.iter().map(|&(x, l)| (x, 0.0, l)).collect();
+            if let Some(k) = knee(&pts, pct) {
+                want.push(format!("{dir} knee {k} Gbit/s"));
+            }
+        }
+        assert!(!want.is_empty(), "the fixture loses more than {pct}% somewhere");
+        let marks: Vec<&str> = c.markers.iter().map(|m| m.label.as_str()).collect();
+        assert_eq!(marks, want, "--knee-loss {pct}");
+    }
+}
