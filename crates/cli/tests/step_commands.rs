@@ -226,9 +226,12 @@ fn a_rate_search_runs_the_step_command_around_every_trial() {
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let trials: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
-    // Loss up to 100% passes: the first trial, at -b, is the only one.
-    assert_eq!(trials.len(), 1, "{}", run.stdout);
-    check_step(&trials[0], 1);
+    // How many trials the search takes is its own business (a sender that fell behind its
+    // schedule fails a trial on a busy machine): each one is a step.
+    assert!(!trials.is_empty());
+    for (i, r) in trials.iter().enumerate() {
+        check_step(r, i as u64 + 1);
+    }
 }
 
 #[test]
