@@ -39,11 +39,11 @@ impl CommandRun {
         self.exit_code == Some(0) && !self.timed_out && self.error.is_none()
     }
 
-    /// A few words on how it ended: `exit 0`, `exit 3`, `timed out after 10 s`, or the error.
+    /// A few words on how it ended: `exit 0`, `exit 3`, `timed out, killed`, or the error.
     pub fn outcome(&self) -> String {
         match (&self.error, self.timed_out, self.exit_code) {
             (Some(e), _, _) => format!("failed: {e}"),
-            (None, true, _) => format!("timed out after {:.3} s, killed", self.seconds),
+            (None, true, _) => "timed out, killed".into(),
             (None, false, Some(c)) => format!("exit {c}"),
             (None, false, None) => "killed by a signal".into(),
         }

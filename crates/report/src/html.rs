@@ -261,6 +261,7 @@ pub fn document_with_charts(results: &[Saved], format: RateFormat, charts: &[cra
     latency_table(&mut out, results);
     protocol_notes(&mut out, results);
     loss_table(&mut out, results);
+    command_table(&mut out, results);
     target_tables(&mut out, results);
     if !charts.is_empty() {
         out.push_str("<h2>Plots</h2>\n");
@@ -350,6 +351,46 @@ fn loss_table(out: &mut String, results: &[Saved]) {
     numeric.extend([true; 7]);
     numeric.push(false);
     table(out, "loss-breakdown", &headers, &numeric, &rows);
+}
+
+/// The user's commands around the results (`--step-cmd`'s runs before and after each step,
+/// `--reset-cmd`'s before each run, with the time until the server answered): a row per run.
+fn command_table(out: &mut String, results: &[Saved]) {
+    let mut rows = Vec::new();
+    for s in results {
+        let reset = s.result.reset.iter().map(|r| {
+            let ready = r.time_to_ready_seconds.map_or("not ready".into(), |t| format!("{t:.3}"));
+            ("-".to_string(), &r.command, ready)
+        });
+        let steps =
+            s.result.step.iter().flat_map(|st| st.commands.iter().map(|c| (st.index.to_string(), c, "-".into())));
+        for (step, c, ready) in reset.chain(steps) {
+            let first = c.stdout.lines().chain(c.stderr.lines()).find(|l| !l.trim().is_empty()).unwrap_or("");
+            rows.push(vec![
+                s.label.clone(),
+                step,
+                c.phase.clone(),
+                c.outcome(),
+                format!("{:.3}", c.seconds),
+                ready,
+                first.chars().take(200).collect(),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Commands</h2>\n");
+    out.push_str(
+        "<p>The <code>--step-cmd</code> and <code>--reset-cmd</code> runs (docs/sweeps.md); their whole output is in \
+         the raw results (<code>step.commands</code>, <code>reset.command</code>).</p>\n",
+    );
+    let headers: Vec<String> = ["source", "step", "phase", "outcome", "seconds", "ready after s", "first line"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let numeric = [false, true, false, false, true, true, false];
+    table(out, "commands", &headers, &numeric, &rows);
 }
 
 /// The far end's own figures, one table per result that has them (a target's: the C
