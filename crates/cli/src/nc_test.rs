@@ -197,6 +197,9 @@ pub(crate) fn suite(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -
     if a.target.console_args.given() {
         bail!("suite ecos --proto nc-test: --console and --console-cmd are not supported with nc_test yet; read the console with the native protocol (--proto auto) or on its own");
     }
+    if a.target.step.step_cmd.is_some() {
+        bail!("suite ecos --proto nc-test: --step-cmd is not supported against an eCos slave yet; use netchar's own server (the native eCos sequence)");
+    }
     let sequence = match a.proto.protocol().def().client {
         ClientRole::NcTestMaster { v6: true } => {
             Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: true }

@@ -71,6 +71,9 @@ impl NetioRun {
 /// `netchar suite netio` (its `--proto` is auto, netchar or netio: args::SuiteProtoParser).
 pub(crate) fn run(a: &NetioSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     if matches!(a.proto.protocol().def().client, ClientRole::NetioClient) {
+        if a.target.step.step_cmd.is_some() {
+            bail!("suite netio --proto netio: --step-cmd is not supported against a netio server yet (netio's sequence runs as one); use netchar's own server");
+        }
         return peer(a, &NetioRun::from_args(a, true)?, figures, stop);
     }
     if let Some(t) = &a.rx_timeout {

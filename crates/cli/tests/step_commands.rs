@@ -195,6 +195,14 @@ fn bad_step_and_knee_flags_are_refused_in_one_line() {
         (&["udp", "127.0.0.1", "--step-cmd", "true"][..], "--step-cmd: only with --find-max-rate"),
         (&["tcp", "127.0.0.1", "--reset-cmd", "true", "--reset-timeout", "x"][..], "--reset-timeout x: "),
         (&["echo", "127.0.0.1", "--pattern", "1x64", "--reset-cmd", "true"][..], "echo: --reset-cmd is for tcp"),
+        (
+            &["suite", "netio", "127.0.0.1", "--proto", "netio", "--step-cmd", "true"][..],
+            "--step-cmd is not supported against a netio server",
+        ),
+        (
+            &["suite", "ecos", "127.0.0.1", "--proto", "nc-test", "--step-cmd", "true"][..],
+            "--step-cmd is not supported against an eCos slave",
+        ),
     ] {
         let run = netchar(args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
