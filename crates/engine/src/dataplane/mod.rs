@@ -494,12 +494,16 @@ impl DataPlane {
                 shared.push(sh);
                 continue;
             }
-            // A TCP rr worker moves its socket into a descriptor table of its own (a socket
-            // call in a process whose threads share one table pays for a file reference, which
-            // a single-threaded peer does not) and hands back the copy this table keeps.
+            // An rr worker, TCP or UDP, moves its socket into a descriptor table of its own (a
+            // socket call in a process whose threads share one table pays for a file
+            // reference, fdget's atomic and fput's, which a single-threaded peer does not) and
+            // hands back the copy this table keeps.
             let mut moved_copy = None;
             if let (true, DataSocket::Tcp(t)) = (rr, &s.socket) {
                 wake_on_abort.push(t.try_clone()?.into());
+                moved_copy = Some(mpsc::channel());
+            }
+            if let (true, DataSocket::Udp(_)) = (rr, &s.socket) {
                 moved_copy = Some(mpsc::channel());
             }
             // A UDP rr responder blocks in its receives with no timeout (rr::udp_responder): the
@@ -692,7 +696,7 @@ struct Worker {
     controls: Arc<Controls>,
     cfg: DataPlaneConfig,
     started: Instant,
-    /// TCP rr: where to send the process table's copy of the socket once this worker moved it
+    /// TCP and UDP rr: where to send the process table's copy of the socket once this worker moved it
     /// into a table of its own (None: it stayed).
     copy_tx: Option<mpsc::Sender<Option<netchar_sys::fdtable::SharedCopy>>>,
     /// A TCP reader batches its wake-ups (wake_batching.rs) unless `--rx-wake-per-segment`.
@@ -707,8 +711,13 @@ impl Worker {
         if let Some(c) = self.cfg.cpu {
             let _ = netchar_sys::cpu::pin_current_thread(c);
         }
-        if let (Some(tx), DataSocket::Tcp(s)) = (&self.copy_tx, &socket) {
-            let _ = tx.send(netchar_sys::fdtable::move_to_own_table(s.as_fd()).ok());
+        if let Some(tx) = &self.copy_tx {
+            let fd = match &socket {
+                DataSocket::Tcp(s) => Some(s.as_fd()),
+                DataSocket::Udp(s) => Some(s.as_fd()),
+                _ => None,
+            };
+            let _ = tx.send(fd.and_then(|fd| netchar_sys::fdtable::move_to_own_table(fd).ok()));
         }
         let (sh, ctl, spec, t0) = (&*self.shared, &*self.controls, &self.cfg.spec, self.started);
         let rr = spec.kind == TestKind::Rr;

@@ -525,23 +525,32 @@ pub(super) fn udp_requester(
     // Kernel stamps are on the realtime clock: place them on this end's monotonic timeline once,
     // rather than reading a second clock with every reply.
     let started_real = realtime_at(started);
+    // One clock reading per transaction, as in the TCP requester: the moment an answer is read
+    // ends its round trip and starts the next request's, which is sent before any bookkeeping.
+    // `fresh`: no request was stamped with `now` yet (a second request of a burst, or one after
+    // a pause, reads the clock again). On one core the answer can arrive (and the responder
+    // run) inside the send itself, so the reading must come before the send, which it does.
     let mut now = Instant::now();
+    let mut fresh = true;
+    // Round trips (ns) read but not yet recorded, and whether an answer came since the last
+    // bookkeeping.
+    let mut completed: Vec<u64> = Vec::with_capacity(opts.inflight as usize);
+    let mut answered_since = false;
     let outcome = loop {
         let stopping = ending.reached(controls, seq, now);
         while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq, now) {
-            pauses.before(seq);
+            if pauses.before(seq) || !fresh {
+                now = Instant::now();
+            }
+            fresh = false;
             request[..width].copy_from_slice(&seq.to_le_bytes()[..width]);
             if let (true, Some(g)) = (varies, generated) {
                 // A random payload's bytes are the request's: one copy from the ring.
                 g.fill(RrBytes::requests_key(shared.id), seq & mask, &mut request, width);
             }
-            // The clock starts before the send: on one core the answer can arrive (and the
-            // responder run) inside this very call.
-            let sent_at = Instant::now();
-            now = sent_at;
             match direct::send(socket.as_fd(), &request) {
                 Ok(_) => {
-                    outstanding.push_back((seq, sent_at));
+                    outstanding.push_back((seq, now));
                     seq += 1;
                 }
                 Err(e) if is_retry(&e) || e.raw_os_error() == Some(105) => break,
@@ -550,6 +559,18 @@ pub(super) fn udp_requester(
                 }
                 Err(e) => return Err(e),
             }
+        }
+        // With the next request on its way, record the answers read last time: no round trip
+        // includes this work.
+        if answered_since {
+            answered_since = false;
+            for &ns in &completed {
+                ledger.record_ns(ns);
+            }
+            completed.clear();
+            ledger.close_due((end - started).as_secs_f64(), shared, &mut interval_bytes);
+            shared.bytes.store(bytes, Ordering::Release);
+            shared.packets.store(ledger.transactions, Ordering::Release);
         }
         while outstanding.front().is_some_and(|&(_, t)| now - t >= timeout) {
             outstanding.pop_front();
@@ -570,6 +591,7 @@ pub(super) fn udp_requester(
             Ok((n, stamp)) if n >= width => {
                 let at = Instant::now();
                 now = at;
+                fresh = true;
                 if let Some(k) = stamp {
                     let at_real = started_real + (at - started).as_nanos() as u64;
                     wakeups.record(at_real.saturating_sub(k));
@@ -588,23 +610,29 @@ pub(super) fn udp_requester(
                 match answered {
                     Some(i) => {
                         let (_, t) = outstanding.remove(i).expect("index from position");
-                        ledger.record(at - t);
+                        completed.push((at - t).as_nanos() as u64);
                     }
                     None => ledger.late += 1,
                 }
                 end = at;
-                ledger.close_due((at - started).as_secs_f64(), shared, &mut interval_bytes);
-                shared.bytes.store(bytes, Ordering::Release);
-                shared.packets.store(ledger.transactions, Ordering::Release);
+                answered_since = true;
             }
-            Ok(_) => now = Instant::now(),
+            Ok(_) => {
+                now = Instant::now();
+                fresh = true;
+            }
             Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {
                 now = Instant::now();
+                fresh = true;
                 ledger.close_due((now - started).as_secs_f64(), shared, &mut interval_bytes);
             }
             Err(e) => break Err(e),
         }
     };
+    // Answers read in the round that ended the loop.
+    for &ns in &completed {
+        ledger.record_ns(ns);
+    }
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     // netchar's UDP rr sends no end marker (its responder stops after the client's
