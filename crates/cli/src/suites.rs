@@ -76,6 +76,8 @@ pub(crate) fn size_list(flag: &str, text: &str, max: u64) -> Result<Vec<u64>> {
 
 /// Trials of a search at most; the search also stops once the bracket is within 1%.
 const MAX_TRIALS: usize = 14;
+/// Trials run again because their sender stalled, at most, over a whole search.
+const MAX_STALL_RETRIES: usize = 6;
 
 /// `plan` at the paced `rate`, as a trial runs it.
 fn trial_plan(plan: &TcpPlan, rate: u64) -> TcpPlan {
@@ -152,12 +154,24 @@ fn search(
 ) -> Result<()> {
     let (mut lo, mut hi) = (0u64, ceiling);
     let mut rate = ceiling;
-    for n in 1..=MAX_TRIALS {
+    let mut stalls = 0;
+    let mut n = 0;
+    while n < MAX_TRIALS {
+        n += 1;
         progress.set_current(format!("trial {n}: {}", format_si(rate as f64, "bit/s")));
         reporters.emit(progress, |r| r.on_start(&crate::single_run::test_info(&trial_plan(plan, rate))))?;
         let t = trial(plan, rate, stop)?;
         reporters.emit(progress, |r| r.on_finish(&t))?;
-        let pass = max_rate::verdict(&t, loss_percent).passed();
+        let verdict = max_rate::verdict(&t, loss_percent);
+        if verdict == max_rate::Verdict::SenderStalled && stalls < MAX_STALL_RETRIES {
+            // The rate was not offered as paced: run it again, not counted as a trial of
+            // the search; past the retries the machine cannot test it, and it fails.
+            stalls += 1;
+            n -= 1;
+            results.push(t);
+            continue;
+        }
+        let pass = verdict.passed();
         if pass {
             lo = rate;
         } else {

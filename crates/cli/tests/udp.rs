@@ -118,12 +118,14 @@ fn a_pacing_quantum_batches_sends_and_keeps_the_rate() {
     };
     let batched = client_json("udp", &s, "127.0.0.1", &["-b", "200M", "-t", "2", "--pacing-quantum", "500us"]);
     let (tx, rx) = check_udp_flow(&batched, "up", 1);
-    let stalled = on_schedule(tx, 200e6, 2.0, 0.005);
+    // A sender that went out later than one quantum after a slot (its own `late_max_ms`)
+    // had a backlog to send, whether or not the whole run missed its rate.
+    let stalled = on_schedule(tx, 200e6, 2.0, 0.005) | (f(&tx["late_max_ms"]) > 0.5);
     assert_eq!(u(&rx["lost"]), u(&rx["kernel_drops"]), "every loss on loopback is a counted socket overflow: {rx}");
     let b = per_send(&batched);
     // At most what a quantum holds at the catch-up rate (twice the target: 17 datagrams), the
     // bound a sender that woke late on a busy machine still keeps (13.2 seen in CI under load);
-    // a sender that stalled long enough to fall behind its schedule sends its backlog in
+    // a sender that stalled for longer than a quantum sends its backlog in
     // batches of up to one GSO send (44 datagrams of 1472 B: 18.5 per send on average seen
     // with three spinning neighbours on two CPUs).
     let most = if stalled { 44.0 } else { 18.0 };
@@ -310,15 +312,25 @@ fn find_max_rate_json_is_one_document_of_the_trials_the_search_ran() {
     let v: Value =
         serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not one JSON document ({e}): {}", run.stdout));
     let trials = v.as_array().expect("an array of the trials");
-    assert!((1..=14).contains(&trials.len()), "{} trials", trials.len());
+    // 14 trials at most, and up to 6 more run again after a sender stall.
+    assert!((1..=20).contains(&trials.len()), "{} trials", trials.len());
     let (mut lo, mut hi, mut rate) = (0u64, ceiling, ceiling);
     let mut found = false;
+    let mut stalls = 0;
     for (n, t) in trials.iter().enumerate() {
         let (offered, received, loss) = trial_figures(t);
         assert_eq!(offered, rate, "trial {}: the rate the search's bracket gives", n + 1);
         assert_eq!(t["test"]["end"]["seconds"], 0.2, "trial {}: {}", n + 1, t["test"]);
         check_udp_flow(t, "up", 1);
         let pass = loss <= 0.0 && received >= 0.995 * offered as f64;
+        // A failed trial whose sender went out more than 0.5% of the trial late is run again.
+        let tx = &t["summary"]["up"]["sender"];
+        let stalled = !pass && f(&tx["late_max_ms"]) * 1e-3 > 0.005 * f(&tx["seconds"]);
+        if stalled && stalls < 6 {
+            stalls += 1;
+            assert!(n + 1 < trials.len(), "trial {}: a stalled trial is run again", n + 1);
+            continue;
+        }
         found |= pass;
         if pass {
             lo = rate;
@@ -345,14 +357,20 @@ fn find_max_rate_text_table_shows_the_probe_and_each_trial_and_plots_one_trial()
     assert!(
         lines[1].starts_with(&format!("searching 0 .. {probed} for the highest rate with loss <= 0% (0.2 s trials)"))
     );
-    let rows: Vec<&str> = lines[3..lines.len() - 1].to_vec();
-    assert!(!rows.is_empty() && rows.len() <= 14, "{}", run.stdout);
+    // The rows run to the line with the rate found; where the lost datagrams went, and a
+    // sender's stalls, are said after it.
+    let found = lines
+        .iter()
+        .position(|l| l.starts_with("highest rate") || l.starts_with("no rate tried"))
+        .unwrap_or_else(|| panic!("no rate-found line: {}", run.stdout));
+    let rows: Vec<&str> = lines[3..found].to_vec();
+    assert!(!rows.is_empty(), "{}", run.stdout);
     for (n, row) in rows.iter().enumerate() {
         assert!(row.trim_start().starts_with(&format!("{} ", n + 1)), "{row}");
     }
     assert!(rows[0].contains(probed), "the first trial offers the probed rate: {}", run.stdout);
     let n = if rows.len() == 1 { "1 trial".to_string() } else { format!("{} trials", rows.len()) };
-    assert!(lines.last().unwrap().ends_with(&format!("({n})")), "{}", run.stdout);
+    assert!(lines[found].ends_with(&format!("({n})")), "{}", run.stdout);
 
     // 50 Mbit/s is loss-free on loopback: the first trial passes and ends the search (unless a
     // busy machine makes its receiver fall behind), and its one point is still plotted: the

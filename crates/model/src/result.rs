@@ -161,6 +161,11 @@ pub struct UdpSent {
     /// short of the target by this much is the sender's, not the network's.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub behind_schedule: Option<u64>,
+    /// Paced senders, whole stream: the longest any datagram went out after its slot in the
+    /// schedule, ms. A stall (the sender did not get the CPU); what it owed then went out at
+    /// up to twice the rate, a burst the path saw that the schedule did not ask for.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub late_max_ms: Option<f64>,
 }
 
 /// What a UDP receiver counted, over a stream or an interval.
@@ -624,6 +629,8 @@ struct SideTotalsWire {
     #[serde(default)]
     behind_schedule: Option<u64>,
     #[serde(default)]
+    late_max_ms: Option<f64>,
+    #[serde(default)]
     lost: Option<u64>,
     #[serde(default)]
     loss_percent: Option<f64>,
@@ -658,6 +665,7 @@ impl From<SideTotalsWire> for SideTotals {
             gso: w.gso.unwrap_or(false),
             sends: w.sends.unwrap_or(0),
             behind_schedule: w.behind_schedule,
+            late_max_ms: w.late_max_ms,
         });
         let udp_received = w.lost.map(|lost| UdpReceived {
             packets,
@@ -1003,6 +1011,10 @@ fn sum_sent(parts: impl Iterator<Item = Vec<UdpSent>>) -> Option<UdpSent> {
         };
         t.behind_schedule = match (t.behind_schedule, p.behind_schedule) {
             (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        t.late_max_ms = match (t.late_max_ms, p.late_max_ms) {
+            (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
     }

@@ -24,6 +24,10 @@ pub enum Verdict {
     /// The sender itself did not reach the offered rate (its own CPU or socket was the
     /// limit): the rate was never offered, so the far end is not to blame.
     SenderShort,
+    /// The trial failed after its sender stalled for longer than the pace the search allows
+    /// (it did not get the CPU): what it owed went out as a catch-up burst at up to twice the
+    /// rate, which is not the paced rate under test. The search runs the rate again.
+    SenderStalled,
 }
 
 impl Verdict {
@@ -39,6 +43,7 @@ impl Verdict {
             Self::Loss => "fail: loss",
             Self::FellBehind => "fail: the receiver fell behind (queueing)",
             Self::SenderShort => "fail: the sender fell short of the rate",
+            Self::SenderStalled => "again: the sender stalled (it did not get the CPU)",
         }
     }
 }
@@ -71,8 +76,27 @@ pub fn offered_bps(spec: &TestSpec) -> Option<u64> {
     }
 }
 
+/// How long a trial's sender stalled, ms, when that was longer than the search's tolerance:
+/// the receiver may trail the offered bytes by 1 - [`KEEP_PACE`] of the trial, so may the
+/// sender's schedule.
+pub fn sender_stall_ms(r: &TestResult) -> Option<f64> {
+    let f = flow(r)?;
+    let late = f.sender.udp_sent.as_ref()?.late_max_ms?;
+    (late * 1e-3 > (1.0 - KEEP_PACE) * f.sender.seconds).then_some(late)
+}
+
 /// The verdict on a paced trial for a loss threshold of `loss_percent`.
 pub fn verdict(r: &TestResult, loss_percent: f64) -> Verdict {
+    match path_verdict(r, loss_percent) {
+        // A path that carried even the catch-up burst passed; a failure after a stall says
+        // nothing about the paced rate.
+        v if !v.passed() && sender_stall_ms(r).is_some() => Verdict::SenderStalled,
+        v => v,
+    }
+}
+
+/// The verdict on what reached the receiver, whatever the sender's schedule.
+fn path_verdict(r: &TestResult, loss_percent: f64) -> Verdict {
     let offered = offered_bps(&r.test.spec).unwrap_or(0) as f64;
     let kept_pace = received_bps(r) >= KEEP_PACE * offered;
     let sender_short = sent_bps(r) < KEEP_PACE * offered;
@@ -173,7 +197,25 @@ impl MaxRateTableReporter {
             ),
             None => format!("no rate tried met loss <= {}% ({n})\n", self.loss_percent),
         };
-        found + &lost
+        // Rates only a stalled sender tried, above the rate found: the search could not tell
+        // whether the path carries them.
+        let best_rate = best.and_then(|b| offered_bps(&b.test.spec)).unwrap_or(0);
+        let untested = trials
+            .iter()
+            .filter_map(|r| offered_bps(&r.test.spec).filter(|&o| o > best_rate))
+            .filter(|&o| {
+                let at = trials.iter().filter(|r| offered_bps(&r.test.spec) == Some(o));
+                at.clone().count() > 0 && at.clone().all(|r| verdict(r, self.loss_percent) == Verdict::SenderStalled)
+            })
+            .min();
+        let stalled = match untested {
+            Some(o) => format!(
+                "the sender stalled (it did not get the CPU) in every trial at {}: this machine, not the path, may set the rate found\n",
+                format_si(o as f64, "bit/s")
+            ),
+            None => String::new(),
+        };
+        found + &stalled + &lost
     }
 }
 

@@ -721,6 +721,14 @@ fn udp_summary(f: &FlowSummary, short: Option<&Caveat>, out: &mut String) {
                 "     sender fell behind its schedule: {n} datagrams due before the end were never sent (it did not get the CPU in time); that shortfall is the sender's, not the network's"
             );
         }
+        // A stall longer than the search's own tolerance (0.5% of the test): its catch-up went
+        // out at up to twice the rate, a burst a shaper may drop.
+        if let Some(ms) = s.late_max_ms.filter(|&ms| ms * 1e-3 > 0.005 * f.sender.seconds) {
+            let _ = writeln!(
+                out,
+                "     sender stalled: a datagram went out {ms:.1} ms after its slot (it did not get the CPU); what it owed went out at up to twice the rate"
+            );
+        }
     }
     if let Some(r) = &f.receiver.udp_received {
         let rate =

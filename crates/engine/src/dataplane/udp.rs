@@ -292,6 +292,8 @@ pub(super) fn send<F: DatagramFormat>(
     // Paced: slots the sender never filled because it ran behind (given up after a long stall,
     // or still owed at the deadline).
     let mut behind: u64 = 0;
+    // Paced: the longest a datagram went out after its slot (a stall, then catch-up).
+    let mut late_max = Duration::ZERO;
     let outcome = loop {
         if controls.stop_senders.load(Ordering::Relaxed) {
             break Ok(());
@@ -315,6 +317,9 @@ pub(super) fn send<F: DatagramFormat>(
             let wait = due - now;
             pause(deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now))));
             continue;
+        }
+        if schedule.pps.is_some() {
+            late_max = late_max.max(now.saturating_duration_since(schedule.slot(seq)));
         }
         behind += schedule.restart_if_behind(seq, due, now);
         let room = if gso_ok { (65_000 / size).clamp(1, MAX_GSO_SEGMENTS) } else { BATCH };
@@ -400,6 +405,7 @@ pub(super) fn send<F: DatagramFormat>(
         gso: gso_ok,
         sends,
         behind_schedule: schedule.pps.is_some().then_some(behind),
+        late_max_ms: schedule.pps.is_some().then_some(late_max.as_secs_f64() * 1e3),
     };
     let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors), shared);
     shared.set_udp_final(Some(total), None, Some(intervals));
@@ -427,6 +433,7 @@ pub struct DatagramPacer {
     sent: u64,
     refused: u64,
     behind: u64,
+    late_max: Duration,
 }
 
 impl DatagramPacer {
@@ -438,7 +445,7 @@ impl DatagramPacer {
         }
         let mut schedule = Schedule::new(&spec, started);
         schedule.pps = pps.filter(|&p| p > 0.0);
-        Self { schedule, seq: 0, sent: 0, refused: 0, behind: 0 }
+        Self { schedule, seq: 0, sent: 0, refused: 0, behind: 0, late_max: Duration::ZERO }
     }
 
     /// Waits until the next datagram is due, returning early when `stop` says so.
@@ -447,6 +454,9 @@ impl DatagramPacer {
             let now = Instant::now();
             let due = self.schedule.due(self.seq);
             if due <= now {
+                if self.schedule.pps.is_some() {
+                    self.late_max = self.late_max.max(now.saturating_duration_since(self.schedule.slot(self.seq)));
+                }
                 self.behind += self.schedule.restart_if_behind(self.seq, due, now);
                 return;
             }
@@ -486,6 +496,7 @@ impl DatagramPacer {
             packets: self.sent,
             send_errors: self.refused,
             behind_schedule: self.schedule.pps.is_some().then_some(self.behind),
+            late_max_ms: self.schedule.pps.is_some().then_some(self.late_max.as_secs_f64() * 1e3),
             ..UdpSent::default()
         }
     }
