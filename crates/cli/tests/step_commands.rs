@@ -54,34 +54,28 @@ fn check_step(r: &Value, index: u64) {
     }
 }
 
+/// Runs `args` with `--json --step-cmd ECHO_ENV`, which must succeed (commands that fail do not
+/// stop a sweep), and checks every result as the step of its place.
+fn steps_of(args: &[&str]) -> Vec<Value> {
+    let mut all = args.to_vec();
+    all.extend(["--json", "--step-cmd", ECHO_ENV]);
+    let run = netchar(&all);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let steps: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    for (i, r) in steps.iter().enumerate() {
+        check_step(r, i as u64 + 1);
+    }
+    steps
+}
+
 #[test]
 fn a_sweep_runs_the_step_command_around_every_step_and_keeps_its_output_and_counters() {
     let s = Server::start(&[]);
     let port = s.port.to_string();
-    let run = netchar(&[
-        "suite",
-        "bwsweep",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "--from",
-        "10M",
-        "--to",
-        "20M",
-        "--step",
-        "10M",
-        "--duration",
-        "0.5",
-        "--json",
-        "--step-cmd",
-        ECHO_ENV,
-    ]);
-    // Commands that fail do not stop the sweep.
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let steps: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    let args = ["suite", "bwsweep", "127.0.0.1", "-p", &port, "--from", "10M", "--to", "20M", "--step", "10M"];
+    let steps = steps_of(&[&args[..], &["--duration", "0.5"]].concat());
     assert_eq!(steps.len(), 4, "two rates, both directions");
     for (i, r) in steps.iter().enumerate() {
-        check_step(r, i as u64 + 1);
         // Each step carries its own counters and loss breakdown.
         assert!(r["evidence"]["local"].is_object(), "step {}: {}", i + 1, r["evidence"]);
         let flow = if r["summary"]["up"].is_object() { &r["summary"]["up"] } else { &r["summary"]["down"] };
@@ -96,26 +90,8 @@ fn a_sweep_runs_the_step_command_around_every_step_and_keeps_its_output_and_coun
 fn the_sizes_suite_tells_each_step_its_block_size() {
     let s = Server::start(&[]);
     let port = s.port.to_string();
-    let run = netchar(&[
-        "suite",
-        "sizes",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-b",
-        "512,1024",
-        "--duration",
-        "0.5",
-        "--json",
-        "--step-cmd",
-        ECHO_ENV,
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let steps: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    let steps = steps_of(&["suite", "sizes", "127.0.0.1", "-p", &port, "-b", "512,1024", "--duration", "0.5"]);
     assert_eq!(steps.len(), 4, "two sizes over TCP and UDP");
-    for (i, r) in steps.iter().enumerate() {
-        check_step(r, i as u64 + 1);
-    }
 }
 
 #[test]
@@ -216,30 +192,10 @@ fn bad_step_and_knee_flags_are_refused_in_one_line() {
 fn a_rate_search_runs_the_step_command_around_every_trial() {
     let s = Server::start(&[]);
     let port = s.port.to_string();
-    let run = netchar(&[
-        "udp",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-b",
-        "20M",
-        "-t",
-        "0.5",
-        "--find-max-rate",
-        "--loss",
-        "100",
-        "--json",
-        "--step-cmd",
-        ECHO_ENV,
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let trials: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    let args = ["udp", "127.0.0.1", "-p", &port, "-b", "20M", "-t", "0.5", "--find-max-rate", "--loss", "100"];
     // How many trials the search takes is its own business (a sender that fell behind its
     // schedule fails a trial on a busy machine): each one is a step.
-    assert!(!trials.is_empty());
-    for (i, r) in trials.iter().enumerate() {
-        check_step(r, i as u64 + 1);
-    }
+    assert!(!steps_of(&args).is_empty());
 }
 
 #[test]
@@ -254,39 +210,16 @@ fn each_test_of_a_plan_and_each_of_its_repeats_is_a_step() {
          [[test]]\nkind = \"tcp\"\nbytes = \"1M\"\ndirection = \"down\"\n",
     )
     .unwrap();
-    let run = netchar(&["run", plan.to_str().unwrap(), &host, "--json", "--step-cmd", ECHO_ENV]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let results: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    let results = steps_of(&["run", plan.to_str().unwrap(), &host]);
     assert_eq!(results.len(), 3, "two udp runs, one tcp");
-    for (i, r) in results.iter().enumerate() {
-        check_step(r, i as u64 + 1);
-    }
 }
 
 #[test]
 fn the_netio_suite_runs_the_step_command_around_every_test() {
     let s = Server::start(&[]);
     let port = s.port.to_string();
-    let run = netchar(&[
-        "suite",
-        "netio",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-b",
-        "1k",
-        "--duration",
-        "0.3",
-        "--json",
-        "--step-cmd",
-        ECHO_ENV,
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let steps: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    let steps = steps_of(&["suite", "netio", "127.0.0.1", "-p", &port, "-b", "1k", "--duration", "0.3"]);
     assert_eq!(steps.len(), 4, "TCP and UDP, tx and rx");
-    for (i, r) in steps.iter().enumerate() {
-        check_step(r, i as u64 + 1);
-    }
 }
 
 #[test]
