@@ -6,7 +6,7 @@
 //! falls back silently, because a test that was asked to mark its packets and did not would
 //! measure something else.
 
-use crate::check;
+use crate::{check, getsockopt_int, setsockopt_int};
 use std::io;
 use std::net::SocketAddrV6;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -35,29 +35,6 @@ struct FlowLabelRequest {
     expires: u16,
     linger: u16,
     pad: u32,
-}
-
-fn setsockopt_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: `value` is a live c_int for the call; the size passed matches it.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    check(ret).map(|_| ())
-}
-
-fn getsockopt_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `value` and `len` are live; `len` holds the int's size, as getsockopt requires.
-    let ret =
-        unsafe { libc::getsockopt(fd.as_raw_fd(), level, name, (&mut value as *mut libc::c_int).cast(), &mut len) };
-    check(ret).map(|_| value)
 }
 
 /// The socket's address family: true for AF_INET6.

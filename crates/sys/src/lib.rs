@@ -28,6 +28,7 @@ pub mod udp;
 pub mod zerocopy;
 
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// Turns a -1 return into the thread's `errno` as an `io::Error`.
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -36,4 +37,29 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     } else {
         Ok(ret)
     }
+}
+
+/// An int socket option, set.
+fn setsockopt_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: `value` is a live c_int for the call; the size passed matches it.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    check(ret).map(|_| ())
+}
+
+/// An int socket option, read.
+fn getsockopt_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are live; `len` holds the int's size, as getsockopt requires.
+    let ret =
+        unsafe { libc::getsockopt(fd.as_raw_fd(), level, name, (&mut value as *mut libc::c_int).cast(), &mut len) };
+    check(ret).map(|_| value)
 }

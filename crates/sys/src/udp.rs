@@ -5,7 +5,7 @@
 //! feature is probed and degrades to plain calls; errors are returned for the caller to
 //! count, never swallowed (a measurement tool must count what it could not send).
 
-use crate::check;
+use crate::{check, setsockopt_int};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
@@ -15,20 +15,6 @@ pub const BATCH: usize = 64;
 pub const MAX_GSO_SEGMENTS: usize = 64;
 /// Bytes a GRO receive buffer needs: the largest coalesced datagram.
 pub const GRO_BUFFER: usize = 65_535;
-
-fn setsockopt_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: `value` is a live c_int for the call; the size passed matches it.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    check(ret).map(|_| ())
-}
 
 /// Asks for a kernel receive timestamp with every datagram (SO_TIMESTAMPNS, CLOCK_REALTIME).
 pub fn enable_rx_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
