@@ -50,7 +50,7 @@ need_posint() {
 # crashed/failed run -> exit status 1).
 bench_init() {
   ROOT=$(cd "$BENCH_DIR/.." && pwd)
-  WORK=$(mktemp -d "/tmp/netchar-bench-$BENCH.XXXXXX")
+  WORK=$(mktemp -d -t "netchar-bench-$BENCH.XXXXXX")
   RES=$WORK/results.tsv
   NOTES=$WORK/notes.txt
   : > "$RES"; : > "$NOTES"

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 [ -f /lib/systemd/system/netchar.service ] || { echo "check-service.sh: the netchar package is not installed" >&2; exit 2; }
 command -v systemd-nspawn >/dev/null || { echo "check-service.sh: no systemd-nspawn (apt-get install systemd-container)" >&2; exit 2; }
 
-work=$(mktemp -d /tmp/netchar-service.XXXXXX)
+work=$(mktemp -d -t netchar-service.XXXXXX)
 cleanup() {
     umount "$work/root" 2>/dev/null || true
     umount "$work/layers" 2>/dev/null || true

@@ -29,7 +29,7 @@ have() {
 }
 [ "$(id -u)" = 0 ] || fail "run as root (dpkg -i, overlay mounts, podman)"
 
-work=$(mktemp -d /tmp/netchar-packaging.XXXXXX)
+work=$(mktemp -d -t netchar-packaging.XXXXXX)
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
