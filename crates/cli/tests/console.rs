@@ -37,6 +37,19 @@ fn pty() -> Option<(std::fs::File, String)> {
     Some((std::fs::File::from(master), name))
 }
 
+/// A 3 s paced TCP test reading its console from `console`, its result into `json`, printing
+/// its intervals on a pipe the test reads as they come.
+fn spawn_paced_tcp(server: &Server, console: &str, json: &tempfile::NamedTempFile) -> std::process::Child {
+    Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &server.port.to_string(), "-t", "3", "-b", "10M"])
+        .args(["--console", console, "--json-out"])
+        .arg(json.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn netchar")
+}
+
 /// Reads netchar's text output up to its first interval line (`0.00-1.00`, or later on a
 /// busy machine); returns the earliest end of that interval its two decimals allow, in
 /// seconds, and the text read.
@@ -68,14 +81,7 @@ fn lines_of_a_serial_console_written_during_the_test_land_in_the_result_in_order
     let Some((mut master, slave)) = pty() else { return };
     let json = tempfile::NamedTempFile::new().unwrap();
     let started = Instant::now();
-    let mut child = Command::new(BIN)
-        .args(["tcp", "127.0.0.1", "-p", &server.port.to_string(), "-t", "3", "-b", "10M"])
-        .args(["--console", &format!("{slave}:115200"), "--json-out"])
-        .arg(json.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn netchar");
+    let mut child = spawn_paced_tcp(&server, &format!("{slave}:115200"), &json);
     // The first interval line is printed after that interval's end.
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let (after, shown) = first_interval(&mut out);
@@ -188,14 +194,7 @@ fn a_serial_console_whose_other_side_closes_mid_test_is_noted_and_the_test_goes_
     let server = Server::start(&[]);
     let Some((master, slave)) = pty() else { return };
     let json = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(BIN)
-        .args(["tcp", "127.0.0.1", "-p", &server.port.to_string(), "-t", "3", "-b", "10M"])
-        .args(["--console", &slave, "--json-out"])
-        .arg(json.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn netchar");
+    let mut child = spawn_paced_tcp(&server, &slave, &json);
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let (after, mut shown) = first_interval(&mut out);
     // The board's side goes away (a USB serial adapter unplugged) after the test's first second.
