@@ -367,7 +367,7 @@ struct Driver<'a> {
     /// UDP rr: every answer's kernel-stamp-to-requester time.
     wakeups: Option<netchar_stats::distribution::Distribution>,
     /// `--idle`: this end's idle counters and the mark taken at the start.
-    idle: Option<(crate::load::IdleMeter, Option<(u64, Instant)>)>,
+    idle: Option<(crate::load::IdleMeter, Option<crate::load::IdleMark>)>,
     local_cpu: Option<CpuUsage>,
     peer_totals: Option<(Instant, Vec<StreamTotal>)>,
     senders_reported: bool,
@@ -456,7 +456,7 @@ impl<'a> Driver<'a> {
                 connect_latency: None,
                 wakeups: None,
                 // Calibrated before connecting, while this end is quiet.
-                idle: cfg.spec.measure_idle.then(|| (crate::load::IdleMeter::start(Duration::from_millis(300)), None)),
+                idle: cfg.spec.measure_idle.then(|| (crate::load::IdleMeter::start(), None)),
                 local_cpu: None,
                 peer_totals: None,
                 senders_reported: false,
@@ -873,7 +873,7 @@ impl<'a> Driver<'a> {
         if plane.all_done() && self.local_cpu.is_none() {
             self.local_cpu = self.meter.map(|m| m.finish());
             if let (Some(cpu), Some((meter, Some(mark)))) = (self.local_cpu.as_mut(), self.idle.as_ref()) {
-                cpu.idle_pct = Some(meter.idle_since(*mark));
+                cpu.idle_pct = meter.idle_since(mark);
             }
         }
         if plane.all_done() && self.remote.is_some() {

@@ -35,8 +35,6 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long the idle counters calibrate before a test that asks for idle headroom.
-const IDLE_CALIBRATION: Duration = Duration::from_millis(300);
 /// Refused connections waiting to be closed gently (their answer read by the client); beyond
 /// this many, a refused connection is closed at once.
 const MAX_LINGERING_REFUSALS: usize = 1024;
@@ -656,7 +654,7 @@ pub(crate) struct SessionDriver<'a> {
     /// This end's counters around the workers, for a session that reports them.
     evidence: Option<crate::evidence::EvidenceProbe>,
     /// `--idle`: the idle counters and the mark taken at the start.
-    idle: Option<(crate::load::IdleMeter, Option<(u64, Instant)>)>,
+    idle: Option<(crate::load::IdleMeter, Option<crate::load::IdleMark>)>,
     /// `--df`: this end's data sockets, for their path MTU after the test.
     mtu_probes: crate::tcp_setup::PathMtuProbes,
 }
@@ -971,8 +969,7 @@ impl<'a> SessionDriver<'a> {
         self.data_rx = Some(rx);
         self.concurrent = admitted.running;
         if spec.measure_idle {
-            // Calibrated before the test: the machine is as idle as it gets here.
-            self.idle = Some((crate::load::IdleMeter::start(IDLE_CALIBRATION), None));
+            self.idle = Some((crate::load::IdleMeter::start(), None));
         }
         let crr = spec.rr.as_ref().is_some_and(|r| r.connect_per_transaction);
         let (udp, window) = (spec.uses_udp(), spec.tcp.window_bytes);
@@ -1055,7 +1052,7 @@ impl<'a> SessionDriver<'a> {
         self.mtu_probes.fill(&mut records, Endpoint::Server);
         let mut cpu = self.meter.take().map(|m| m.finish()).unwrap_or_default();
         cpu.background_load_pct = self.load.take().map(|l| l.finish());
-        cpu.idle_pct = self.idle.take().and_then(|(meter, mark)| mark.map(|m| meter.idle_since(m)));
+        cpu.idle_pct = self.idle.take().and_then(|(meter, mark)| mark.and_then(|m| meter.idle_since(&m)));
         if let Some(probe) = self.evidence.take() {
             let (evidence, identity) = probe.finish(&records, Endpoint::Server);
             self.session.evidence(evidence, identity);

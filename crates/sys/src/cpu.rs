@@ -64,6 +64,33 @@ pub fn thread_cpu_seconds() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
+/// A thread's CPU-time clock.
+pub type CpuClock = libc::clockid_t;
+
+/// The CPU-time clock of another thread of this process (`pthread_getcpuclockid`), to read
+/// with [`clock_seconds`] while that thread runs.
+pub fn thread_cpu_clock(thread: libc::pthread_t) -> io::Result<CpuClock> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `thread` names a live thread of this process (its owner keeps it joined until
+    // it is done with the clock); `clock` is a live clockid_t to fill.
+    match unsafe { libc::pthread_getcpuclockid(thread, &mut clock) } {
+        0 => Ok(clock),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// Seconds on `clock` (a thread's CPU-time clock from [`thread_cpu_clock`]); 0 where it
+/// cannot be read.
+pub fn clock_seconds(clock: CpuClock) -> f64 {
+    // SAFETY: timespec is plain old data.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is a live timespec; an invalid clock id only returns EINVAL.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// Makes the calling thread SCHED_IDLE: it runs only when nothing else wants the CPU (the
 /// idle-headroom counters).
 pub fn make_current_thread_idle() -> io::Result<()> {

@@ -21,7 +21,7 @@
 //! `--allow-data-from`).
 
 use super::{PeerContext, PeerListener, PeerRefusal, PeerTest};
-use crate::load::{BackgroundLoad, IdleMeter};
+use crate::load::{BackgroundLoad, IdleMark, IdleMeter};
 use crate::server::{ServerLog, TestLog};
 use crate::StopFlag;
 use netchar_model::{
@@ -744,7 +744,7 @@ impl PeerListener for NcTestListener {
 struct SlaveState {
     wire: wire::Slave,
     load: Option<BackgroundLoad>,
-    idle: Option<(IdleMeter, (u64, Instant))>,
+    idle: Option<(IdleMeter, IdleMark)>,
     last_request: Instant,
 }
 
@@ -765,16 +765,16 @@ impl SlaveState {
     fn start_idle(&mut self) {
         let meter = match self.idle.take() {
             Some((m, _)) => m,
-            None => IdleMeter::start(Duration::from_millis(50)),
+            None => IdleMeter::start(),
         };
         let mark = meter.mark();
         self.idle = Some((meter, mark));
     }
 
     fn stop_idle(&mut self, reply: &mut wire::Reply) {
-        if let Some((meter, (count0, t0))) = &self.idle {
+        if let Some((meter, IdleMark { count: count0, at: t0, .. })) = &self.idle {
             let (count0, t0) = (*count0, *t0);
-            let (count1, _) = meter.mark();
+            let count1 = meter.mark().count;
             // At least one tick: a stock master divides by it (SIGFPE on a test under 10 ms).
             let ticks = ((t0.elapsed().as_millis() / wire::TICK.as_millis()) as u32).max(1);
             let count = count1.saturating_sub(count0);
