@@ -475,3 +475,55 @@ fn udp_setup_survives_lost_setup_datagrams() {
     assert!(run.flag("packets_accounted"), "{}", run.context);
     assert!(run.int(&["receiver", "packets"]) > 0, "{}", run.context);
 }
+
+/// UDP request/response over a lossy link: nft rules drop ≈2% of the requests entering the
+/// server and of the answers entering the client (`udp length 9`: the 1-byte requests and
+/// answers, not the setup exchange) and count them. Every dropped datagram is one transaction
+/// lost, so `lost` must equal the two counters' sum and nothing may come late. The requester
+/// blocks in its receives with no timeout: each loss is a request whose answer never comes,
+/// and only the collector's wake at its `--timeout` lets the test go on (a missing wake hangs
+/// the test until run_with_timeout fails it).
+#[test]
+fn udp_rr_lost_equals_the_drop_counters() {
+    let Some(link) = shaped_link() else { return };
+    let port = 5314u16;
+    let port_s = port.to_string();
+    let rules = link
+        .a
+        .drop_at_random("ncrrreq", "in", &["udp", "dport", &port_s, "udp", "length", "9"])
+        .and_then(|_| link.b.drop_at_random("ncrrans", "in", &["udp", "sport", &port_s, "udp", "length", "9"]));
+    if let Err(e) = rules {
+        netns::skip_or_fail(&format!("cannot install the nftables drop rules: {e}"));
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_netchar");
+    let mut server_cmd = link.a.command(bin);
+    server_cmd.args(["server", "-p", &port_s, "--one-off"]);
+    let mut server = Server::spawn(server_cmd, "listening on", Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("netchar server did not start in {}: {e}", link.a.name()));
+    let mut client_cmd = link.b.command(bin);
+    let a_ip = link.a_ip.to_string();
+    client_cmd.args(["rr", &a_ip, "-p", &port_s, "--udp", "-t", "3", "--timeout", "100ms", "-i", "0.5", "--json"]);
+    let shown = format!("{client_cmd:?}");
+    let run = netns::run_with_timeout(client_cmd, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    let _ = server.child.wait_timeout(Duration::from_secs(5));
+    let context = netns::failure_context(&shown, &run, &server, &link);
+    assert!(run.status.is_some_and(|s| s.success()), "netchar rr --udp failed\n{context}\n{}", run.stdout);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not JSON: {e}\n{context}"));
+    let counted = |ns: &Netns, table: &str| -> u64 {
+        let c = ns.nft_counters("inet", table, "in").unwrap_or_else(|e| panic!("{e}"));
+        c.iter().map(|&(packets, _)| packets).sum()
+    };
+    let (requests_dropped, answers_dropped) = (counted(&link.a, "ncrrreq"), counted(&link.b, "ncrrans"));
+    let rr = &doc["summary"]["rr"];
+    let (transactions, lost, late) =
+        (rr["transactions"].as_u64().unwrap(), rr["lost"].as_u64().unwrap(), rr["late"].as_u64().unwrap());
+    eprintln!(
+        "netns_udp rr: {transactions} transactions, {lost} lost, {late} late; nft dropped {requests_dropped} requests and {answers_dropped} answers"
+    );
+    assert!(requests_dropped > 0 && answers_dropped > 0, "a direction dropped nothing: not exercised\n{rr}");
+    assert_eq!((lost, late), (requests_dropped + answers_dropped, 0), "{rr}\n{context}");
+    // Intervals kept closing while the requester waited out its losses.
+    let intervals = doc["intervals"].as_array().map_or(0, |v| v.len());
+    assert!(intervals >= 5, "{intervals} intervals of 0.5 s in a 3 s test\n{context}");
+}

@@ -25,6 +25,7 @@ pub mod netlink;
 pub mod proc_net;
 pub mod tcp;
 pub mod udp;
+pub mod wake;
 pub mod zerocopy;
 
 use std::io;

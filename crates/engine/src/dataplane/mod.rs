@@ -210,6 +210,12 @@ struct StreamShared {
     receive_low_water: AtomicU64,
     /// `--verify`: what the receiver (or rr requester) found in the bytes it read.
     integrity: Mutex<Option<netchar_model::Integrity>>,
+    /// UDP rr requester: ns after the start by which it wants to be woken from a receive that
+    /// waits (its oldest request's `--timeout`, its interval's end); u64::MAX: never.
+    wake_by_ns: AtomicU64,
+    /// UDP rr requester: its thread id while it may block waiting for that (None once it
+    /// returned): the collector wakes it under this lock, so never a thread that ended.
+    waiter: Mutex<Option<i32>>,
 }
 
 /// The final figures of a worker that keeps its own intervals (UDP, rr).
@@ -251,6 +257,8 @@ impl StreamShared {
             receive_method: Mutex::new(None),
             receive_low_water: AtomicU64::new(0),
             integrity: Mutex::new(None),
+            wake_by_ns: AtomicU64::new(u64::MAX),
+            waiter: Mutex::new(None),
         }
     }
 
@@ -323,6 +331,45 @@ impl StreamShared {
     fn receive_deadline(&self) -> Option<Instant> {
         let ns = self.receive_until_ns.load(Ordering::Acquire);
         (ns != u64::MAX).then(|| self.started + Duration::from_nanos(ns))
+    }
+
+    /// The calling thread becomes this stream's waiter: it may block with no timeout, and the
+    /// collector wakes it at `wake_by_ns` (netchar_sys::wake). Dropping the guard ends that.
+    fn become_waiter(&self) -> io::Result<Waiter<'_>> {
+        netchar_sys::wake::prepare()?;
+        if let Ok(mut w) = self.waiter.lock() {
+            *w = Some(netchar_sys::wake::current_thread());
+        }
+        Ok(Waiter(self))
+    }
+
+    /// Wakes the waiting thread, if one is still waiting.
+    fn wake_waiter(&self) {
+        if let Ok(w) = self.waiter.lock() {
+            if let Some(tid) = *w {
+                let _ = netchar_sys::wake::wake(tid);
+            }
+        }
+    }
+}
+
+/// A stream's waiting thread, registered until dropped (see [`StreamShared::become_waiter`]).
+struct Waiter<'a>(&'a StreamShared);
+
+impl Waiter<'_> {
+    /// Wake me at `at` if I am still blocked then.
+    fn wake_by(&self, at: Instant) {
+        let ns = at.saturating_duration_since(self.0.started).as_nanos() as u64;
+        self.0.wake_by_ns.store(ns, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.0.wake_by_ns.store(u64::MAX, Ordering::Relaxed);
+        if let Ok(mut w) = self.0.waiter.lock() {
+            *w = None;
+        }
     }
 }
 
@@ -403,7 +450,7 @@ pub struct DataPlane {
     workers: Vec<JoinHandle<()>>,
     collector: JoinHandle<Joined>,
     started: Instant,
-    /// rr sockets (TCP, and UDP responders'), whose workers block in reads with no timeout:
+    /// rr sockets (TCP and UDP), whose workers block in reads with no timeout:
     /// [`Self::abort`] shuts their read side to wake them.
     wake_on_abort: Vec<socket2::Socket>,
     /// When this end's senders stop on their own (None: no senders here, or `-n`).
@@ -453,6 +500,7 @@ impl DataPlane {
         let mut info_sockets = Vec::new();
         let mut wake_on_abort = Vec::new();
         let mut wake_at_grace_end = Vec::new();
+        let mut wake_when_due = Vec::new();
         let rr = cfg.spec.kind == TestKind::Rr;
         // More plain TCP senders than CPUs to run them on, for a peer that reads them best
         // interleaved: one thread per CPU sends for several (send_group.rs). Zero-copy and
@@ -512,6 +560,12 @@ impl DataPlane {
                 wake_on_abort.push(u.try_clone()?.into());
                 wake_at_grace_end.push((shared.len(), u.try_clone()?.into()));
             }
+            // So does a UDP rr requester (rr::udp_requester): the collector wakes it when a
+            // request's --timeout or an interval's end passes while it waits.
+            if let (true, Role::Sender, DataSocket::Udp(u)) = (rr, s.role, &s.socket) {
+                wake_on_abort.push(u.try_clone()?.into());
+                wake_when_due.push(WakeWhenDue { stream: shared.len(), woken: None });
+            }
             let sh = Arc::new(StreamShared::new(s.id, s.flow, s.role, started));
             // The collector reads TCP_INFO through its own descriptor of the sender's socket.
             info_sockets.push(match (&s.socket, s.role) {
@@ -567,6 +621,7 @@ impl DataPlane {
             live,
             udp: cfg.spec.kind != TestKind::Tcp,
             wake_at_grace_end,
+            wake_when_due,
         };
         let cpu = cfg.cpu;
         let collector = std::thread::Builder::new().name("netchar-collector".into()).spawn(move || {
@@ -1151,6 +1206,38 @@ struct Collector {
     /// receives with no timeout: once a responder's grace after the requester's last request
     /// has passed, the collector shuts the socket's read side so that its receive returns.
     wake_at_grace_end: Vec<(usize, socket2::Socket)>,
+    /// UDP rr requesters, which block in their receives with no timeout and say by when they
+    /// want to be woken (`StreamShared::wake_by_ns`).
+    wake_when_due: Vec<WakeWhenDue>,
+}
+
+/// A waiting stream the collector wakes when its time has come.
+struct WakeWhenDue {
+    /// Index in `shared`.
+    stream: usize,
+    /// The last wake: for which `wake_by_ns`, and when (s after the start).
+    woken: Option<(u64, f64)>,
+}
+
+/// How long after a requester's wake-by time the collector wakes it: between two transactions
+/// its time may have passed for a moment (an interval just ended) with no need of a wake.
+const WAKE_SLACK: f64 = 0.002;
+/// A requester woken for a time it has not moved on from (the wake came between two receives)
+/// is woken again this much later.
+const WAKE_AGAIN: f64 = 0.01;
+
+impl WakeWhenDue {
+    /// When this stream is next due a wake (s after the start; None: not waiting), for its
+    /// wake-by time `ns`.
+    fn due(&self, ns: u64) -> Option<f64> {
+        if ns == u64::MAX {
+            return None;
+        }
+        match self.woken {
+            Some((for_ns, at)) if for_ns == ns => Some(at + WAKE_AGAIN),
+            _ => Some(ns as f64 * 1e-9 + WAKE_SLACK),
+        }
+    }
 }
 
 /// The collector's running view of one stream.
@@ -1187,11 +1274,17 @@ impl Collector {
             if omit_pending {
                 wake = wake.min(omit);
             }
+            for w in &self.wake_when_due {
+                if let Some(due) = w.due(self.shared[w.stream].wake_by_ns.load(Ordering::Relaxed)) {
+                    wake = wake.min(due);
+                }
+            }
             let now = self.elapsed();
             if wake > now {
                 std::thread::sleep(Duration::from_secs_f64(wake - now));
             }
             self.wake_responders_past_grace();
+            self.wake_requesters_due();
             let now = self.elapsed();
             if omit_pending && now >= omit {
                 for (t, i) in tracks.iter_mut().zip(0..) {
@@ -1239,6 +1332,20 @@ impl Collector {
             }
             !due
         });
+    }
+
+    /// Wakes every UDP rr requester whose wake-by time has passed.
+    fn wake_requesters_due(&mut self) {
+        let now = self.elapsed();
+        let Self { shared, wake_when_due, .. } = self;
+        for w in wake_when_due.iter_mut() {
+            let stream = &shared[w.stream];
+            let ns = stream.wake_by_ns.load(Ordering::Relaxed);
+            if w.due(ns).is_some_and(|due| now >= due) {
+                stream.wake_waiter();
+                w.woken = Some((ns, now));
+            }
+        }
     }
 
     fn tcp_info(&self, i: usize) -> Option<netchar_sys::tcp::TcpInfo> {
