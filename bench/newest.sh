@@ -15,7 +15,8 @@
 #                and bench/ref/udp_ref (sendmmsg with GSO into recvmmsg: this machine's limit)
 #   udp1472      the same with 1472 B datagrams
 #   rr.tcp.same  TCP request/response, 1 B, one in flight, both ends on CLIENT_CPU: netchar,
-#                netperf TCP_RR, sockperf ping-pong (14 B, its minimum)
+#                netperf TCP_RR, netperf -j (it then times every transaction, as netchar
+#                does for its percentiles: a clock read each), sockperf ping-pong (14 B, its minimum)
 #   rr.udp.same  the same over UDP (netperf UDP_RR)
 #   rr.tcp.cross rr with the server on SERVER_CPU: netchar, netchar --busy-poll, netperf, sockperf
 #   rr.udp.cross the same over UDP
@@ -139,8 +140,8 @@ tools_of() { # CASE -> TOOLS (those present)
     tcp1)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2); [ -n "$NETPERF" ] && t+=(netperf) ;;
     tcp4)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2) ;;
     udp*)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$UDP_REF" ] && t+=(udp_ref) ;;
-    rr.*.cross) t+=(netchar-bp); [ -n "$NETPERF" ] && t+=(netperf); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
-    rr.*)    [ -n "$NETPERF" ] && t+=(netperf); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
+    rr.*.cross) t+=(netchar-bp); [ -n "$NETPERF" ] && t+=(netperf netperf-j); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
+    rr.*)    [ -n "$NETPERF" ] && t+=(netperf netperf-j); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
     crr)     [ -n "$NETPERF" ] && t+=(netperf) ;;
   esac
   TOOLS=("${t[@]}")
@@ -174,11 +175,12 @@ run_one() {
       args=("$IPERF3" -c "$H" -p "${SPORT[i3]}" -t "$DUR" -J)
       if [ "$kind" = udp ]; then args+=(-u -l "$L" -b 0); else args+=(-P "$P"); fi ;;
     iperf2) srv=i2; args=("$IPERF2" -c "$H" -p "${SPORT[i2]}" -t "$DUR" -P "$P" -y C) ;;
-    netperf) srv=np.$sfx
+    netperf|netperf-j) srv=np.$sfx
       case $kind in
         tcp) args=("$NETPERF" -H "$H" -p "${SPORT[$srv]}" -t TCP_STREAM -l "$DUR" -P 0 "${T[@]}" -- -m 131072 -o THROUGHPUT,THROUGHPUT_UNITS,ELAPSED_TIME) ;;
         rr)  local nt=TCP_RR; [ "$proto" = udp ] && nt=UDP_RR
-             args=("$NETPERF" -H "$H" -p "${SPORT[$srv]}" -t "$nt" -l "$DUR" -P 0 "${T[@]}" -- -r 1,1 -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY) ;;
+             local j=(); [ "$t" = netperf-j ] && j=(-j)
+             args=("$NETPERF" -H "$H" -p "${SPORT[$srv]}" -t "$nt" -l "$DUR" -P 0 "${T[@]}" "${j[@]}" -- -r 1,1 -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY) ;;
         crr) args=("$NETPERF" -H "$H" -p "${SPORT[$srv]}" -t TCP_CRR -l "$DUR" -P 0 "${T[@]}" -- -r 1,1 -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY) ;;
       esac ;;
     sockperf) srv=spt.$sfx; [ "$proto" = udp ] && srv=spu.$sfx

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/rr_counts.sh — what each thread of a request/response run does per transaction, netchar
-# beside netperf, both ends on one CPU: system calls by kind, context switches (blocked or
+# beside netperf and netperf -j (which times each transaction, as netchar does), both ends on one CPU: system calls by kind, context switches (blocked or
 # preempted), kernel timers armed (by function) and libc clock_gettime calls, from tracepoints
 # and a uprobe recorded with `perf record -C CPU`, only the two processes of the run counted.
 # Counts, not rates: they do not depend on how busy the machine is (a VM without a PMU has no
@@ -23,12 +23,26 @@ libc=$(ldd "$NC" | awk '/libc\.so/ {print $3; exit}')
 added=""
 # (perf list into a variable: under pipefail, grep -q closing the pipe early fails it)
 events=$(perf list 2>/dev/null)
-if [[ $events != *probe_libc:clock_gettime* ]]; then
-  perf probe -q -x "$libc" -a clock_gettime >/dev/null 2>&1 && added=probe_libc:clock_gettime
+# Clock reads: clock_gettime (netchar's Instant::now) and gettimeofday (netperf -j's timing).
+for fn in clock_gettime gettimeofday; do
+  if [[ $events != *probe_libc:$fn* ]]; then
+    perf probe -q -x "$libc" -a $fn >/dev/null 2>&1 && added="$added probe_libc:$fn"
+  fi
+done
+# glibc's gettimeofday is an IFUNC bound to the vDSO, so its calls never pass the libc symbol:
+# netperf -j's reads are counted at its two timing functions (one gettimeofday each).
+if [ -n "$NETPERF" ]; then
+  for fn in HIST_timestamp_start HIST_timestamp_stop_add; do
+    if [[ $events != *probe_netperf:$fn* ]]; then
+      perf probe -q -x "$NETPERF" -a $fn >/dev/null 2>&1 && added="$added probe_netperf:$fn"
+    fi
+  done
 fi
 ev=raw_syscalls:sys_enter,sched:sched_switch,timer:timer_start,timer:hrtimer_start
 events=$(perf list 2>/dev/null)
-[[ $events == *probe_libc:clock_gettime* ]] && ev=$ev,probe_libc:clock_gettime
+for fn in probe_libc:clock_gettime probe_libc:gettimeofday probe_netperf:HIST_timestamp_start probe_netperf:HIST_timestamp_stop_add; do
+  [[ $events == *$fn* ]] && ev=$ev,$fn
+done
 WORK=$(mktemp -d -t netchar-rr-counts.XXXXXX)
 # pidof_run FILE CMD...: runs CMD with its pid written to FILE first.
 pidof_run() { local f=$1; shift; sh -c 'echo $$ > "$0"; exec "$@"' "$f" "$@"; }
@@ -50,9 +64,12 @@ run() {
     pidof_run "$d/srvpid" taskset -c "$CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$P" > "$d/srv.log" 2>&1 & sp=$!
     sleep 1
     local nt=TCP_RR; [ "$proto" = udp ] && nt=UDP_RR
+    # netperf-j: netperf -j, which times every transaction (for its percentiles) as netchar does.
+    local j=(); [ "$tool" = netperf-j ] && j=(-j)
     perf record -q -m 16M -e "$ev" -C "$CPU" -o "$d/perf.data" -- \
-      sh -c 'echo $$ > "$0"; exec "$@"' "$d/clipid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$P" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$CPU" -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME > "$d/out.txt" 2> "$d/err"
-    kill "$sp"; wait "$sp" 2>/dev/null
+      sh -c 'echo $$ > "$0"; exec "$@"' "$d/clipid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$P" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$CPU" "${j[@]}" -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME > "$d/out.txt" 2> "$d/err"
+    # ($sp is the shell that wrote the pid file; netserver is the process it exec'd into.)
+    kill "$(cat "$d/srvpid")" 2>/dev/null; wait "$sp" 2>/dev/null
     awk -F, '$1 ~ /^[0-9.]+$/ {printf "%d\n", $1 * $2}' "$d/out.txt" | tail -1 > "$d/n"
   fi
   perf report -i "$d/perf.data" --stats 2>/dev/null | grep -i lost > "$d/lost"
@@ -62,8 +79,8 @@ run() {
 
 echo "# rr_counts: netchar $("$NC" --version 2>/dev/null | awk '{print $2}') beside ${PEER_VER[netperf]:-no netperf}; Linux $(uname -r); both ends on CPU $CPU; ${DUR} s each; load average $(load_average)"
 for proto in $PROTOS; do
-  run netchar "$proto"; run netperf "$proto"
-  for tool in netchar netperf; do
+  run netchar "$proto"; run netperf "$proto"; run netperf-j "$proto"
+  for tool in netchar netperf netperf-j; do
     [ -s "$WORK/$tool-$proto/n" ] || continue
     python3 - "$WORK/$tool-$proto" "$tool $proto" <<'PY'
 import collections, re, sys
@@ -92,8 +109,10 @@ for line in open(d + '/script.txt'):
     elif ev in ('timer:timer_start', 'timer:hrtimer_start'):
         c['timers armed'] += 1
         c['timer ' + re.search(r'function=(\S+)', rest).group(1)] += 1
-    elif ev.startswith('probe_libc:clock_gettime'):
-        c['clock_gettime (libc)'] += 1
+    elif ev.startswith('probe_libc:'):
+        c['clock reads (libc %s)' % ev.split(':')[1]] += 1
+    elif ev.startswith('probe_netperf:'):
+        c['clock reads (netperf %s)' % ev.split(':')[1]] += 1
 print('%s: %d transactions; per transaction, by process (server first) and by thread' % (label, n))
 for pid in [open(d + '/srvpid').read().strip(), open(d + '/clipid').read().strip()]:
     tot = collections.Counter()
@@ -108,5 +127,5 @@ for pid in [open(d + '/srvpid').read().strip(), open(d + '/clipid').read().strip
 PY
   done
 done
-[ -n "$added" ] && perf probe -q -d "$added" >/dev/null 2>&1
+for p in $added; do perf probe -q -d "$p" >/dev/null 2>&1; done
 echo "perf data in $WORK"

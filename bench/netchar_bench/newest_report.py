@@ -22,7 +22,7 @@ CASES = [
     ("rr.udp.cross", "UDP rr, cross core", "transactions/s"),
     ("crr", "TCP crr", "connections/s"),
 ]
-TOOL_LABEL = {"netchar-bp": "netchar --busy-poll", "udp_ref": "udp_ref (limit)"}
+TOOL_LABEL = {"netchar-bp": "netchar --busy-poll", "netperf-j": "netperf -j (timed)", "udp_ref": "udp_ref (limit)"}
 
 
 def read(path):
@@ -124,9 +124,10 @@ def targets(rows):
             line("%s received datagrams/s >= 2.5x iperf3" % label, paired(rows, case, "netchar", "iperf3"), False, 2.5)
     for case, label in (("rr.tcp.same", "TCP rr same core"), ("rr.udp.same", "UDP rr same core"),
                         ("rr.tcp.cross", "TCP rr cross core (blocking)"), ("rr.udp.cross", "UDP rr cross core (blocking)")):
-        for peer in ("netperf", "sockperf"):
+        for peer in ("netperf", "netperf-j", "sockperf"):
             if have(case, peer):
-                line("%s >= 1.00x %s in every round" % (label, peer), paired(rows, case, "netchar", peer), True)
+                shown = TOOL_LABEL.get(peer, peer).split(" (")[0]
+                line("%s >= 1.00x %s in every round" % (label, shown), paired(rows, case, "netchar", peer), True)
         if case.endswith("cross"):
             for peer in ("netperf", "sockperf"):
                 rs = paired(rows, case, "netchar-bp", peer)
