@@ -11,6 +11,7 @@ use netchar_engine::client::{ClientConfig, Family};
 use netchar_model::{CommandRun, Direction, ResetRecord, StepRecord, TestResult, TestSpec, UdpRate};
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,7 +51,10 @@ impl UserCommand {
     pub(crate) fn run(&self, phase: &str, env: BTreeMap<String, String>) -> CommandRun {
         let mut record = CommandRun { phase: phase.into(), command: self.command.clone(), env, ..Default::default() };
         let start = Instant::now();
+        // Its own process group: a command that times out is killed with everything it started
+        // in it (`timeout(1)` does the same), not only the shell.
         let child = Command::new("sh")
+            .process_group(0)
             .arg("-c")
             .arg(&self.command)
             .envs(&record.env)
@@ -74,7 +78,9 @@ impl UserCommand {
                     break;
                 }
                 Ok(None) if start.elapsed() >= self.timeout => {
-                    // The shell only: what it started in the background is the user's.
+                    // The whole group: a hung `ssh board ...` under the shell included. What left
+                    // the group (setsid, a service manager's restart) is the user's and stays.
+                    let _ = netchar_sys::process::kill_group(child.id());
                     let _ = child.kill();
                     let _ = child.wait();
                     record.timed_out = true;
@@ -297,5 +303,38 @@ mod tests {
     fn a_command_past_its_timeout_is_killed_and_recorded() {
         let r = cmd("exec sleep 30", 0.2).run("before", BTreeMap::new());
         assert!(r.timed_out && r.exit_code.is_none(), "{r:?}");
+    }
+
+    /// A timed-out command's children die with it (the shell's foreground child and one it
+    /// put in the background), and one that left the group with setsid does not.
+    #[test]
+    fn a_timed_out_command_takes_its_process_group_with_it() {
+        let dir = std::env::temp_dir().join(format!("netchar-hooks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pids = |name: &str| dir.join(name).display().to_string();
+        let script = format!(
+            "sleep 31 & echo $! > {bg}; setsid sleep 32 & echo $! > {away}; sleep 33 & echo $! > {fg}; wait",
+            bg = pids("bg"),
+            away = pids("away"),
+            fg = pids("fg")
+        );
+        let r = cmd(&script, 0.5).run("before", BTreeMap::new());
+        assert!(r.timed_out, "{r:?}");
+        let pid = |name: &str| -> i32 { std::fs::read_to_string(dir.join(name)).unwrap().trim().parse().unwrap() };
+        // A process is gone once its /proc entry is (or it is a zombie nobody reaped yet).
+        let alive = |p: i32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while (alive(pid("bg")) || alive(pid("fg"))) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let away = pid("away");
+        let survivors = (alive(pid("bg")), alive(pid("fg")), alive(away));
+        let _ =
+            rustix::process::kill_process(rustix::process::Pid::from_raw(away).unwrap(), rustix::process::Signal::KILL);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(survivors, (false, false, true), "(background, foreground, setsid) alive after the timeout");
     }
 }

@@ -23,6 +23,7 @@ pub mod identity;
 pub mod ip;
 pub mod netlink;
 pub mod proc_net;
+pub mod process;
 pub mod tcp;
 pub mod udp;
 pub mod wake;
