@@ -220,6 +220,29 @@ fn the_netio_suite_runs_the_step_command_around_every_test() {
     let port = s.port.to_string();
     let steps = steps_of(&["suite", "netio", "127.0.0.1", "-p", &port, "-b", "1k", "--duration", "0.3"]);
     assert_eq!(steps.len(), 4, "TCP and UDP, tx and rx");
+    // The text: netio's table, then each command with the test it ran around.
+    let run = netchar(&[
+        "suite",
+        "netio",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-b",
+        "1k",
+        "--duration",
+        "0.3",
+        "--step-cmd",
+        "echo at $NETCHAR_STEP",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for want in [
+        "--step-cmd step 1 before: exit 0 in ",
+        ": at 1 (1024 bytes, TCP-tx)",
+        "--step-cmd step 4 after: exit 0 in ",
+        ": at 4 (1024 bytes, UDP-rx)",
+    ] {
+        assert!(run.stdout.contains(want), "{want:?} missing:\n{}", run.stdout);
+    }
 }
 
 #[test]
@@ -243,4 +266,19 @@ fn the_ecos_suite_runs_the_step_command_around_every_test() {
         let n = (i + 1).to_string();
         assert_eq!(phases, [("before", n.as_str()), ("after", n.as_str())], "{step}");
     }
+    // The text: each test's master lines, then its commands.
+    let run = netchar(&["suite", "ecos", "127.0.0.1", "-p", &port, "--quick", "--step-cmd", "echo at $NETCHAR_STEP"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let first = run.stdout.find("--step-cmd step 1 before: exit 0 in ").expect(&run.stdout);
+    assert!(
+        run.stdout[..first].contains("Start UDP echo"),
+        "the first command's line before its test:\n{}",
+        run.stdout
+    );
+    let last = format!("--step-cmd step {} after: exit 0 in ", steps.len());
+    assert!(
+        run.stdout.contains(&last) && run.stdout.contains(&format!(": at {}", steps.len())),
+        "{last:?}:\n{}",
+        run.stdout
+    );
 }

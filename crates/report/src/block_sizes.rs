@@ -162,9 +162,10 @@ impl crate::Reporter for NetioTableReporter {
     }
     /// The rows not shown yet and the footer; a table shown only now (after a netio client's
     /// lines) after an empty line.
-    fn on_job_end(&mut self, _: &[TestResult]) -> String {
+    /// Then the user's commands around each test (`--step-cmd`), a line each.
+    fn on_job_end(&mut self, results: &[TestResult]) -> String {
         let gap = if self.header_done { "" } else { "\n" };
-        format!("{gap}{}", self.table())
+        format!("{gap}{}{}", self.table(), netio_hook_lines(results.iter()))
     }
     fn on_results(&mut self, results: &[crate::Saved]) -> String {
         let ran: Vec<NetioColumn> = results.iter().flat_map(|s| netio_cells(&s.result)).map(|(c, _)| c).collect();
@@ -172,8 +173,23 @@ impl crate::Reporter for NetioTableReporter {
         for s in results {
             table.add(&s.result);
         }
-        table.table()
+        table.table() + &netio_hook_lines(results.iter().map(|s| &s.result))
     }
+}
+
+/// The step commands of a netio table's tests, a line each with the test they ran around (a
+/// row of the table holds four tests).
+fn netio_hook_lines<'a>(results: impl Iterator<Item = &'a TestResult>) -> String {
+    let mut out = String::new();
+    for r in results {
+        let lines = crate::text::hook_lines(r);
+        let way = if r.test.spec.direction == netchar_model::Direction::Down { "rx" } else { "tx" };
+        let kind = r.test.spec.kind.name().to_uppercase();
+        for line in lines {
+            out.push_str(&format!("{line} ({} bytes, {kind}-{way})\n", r.test.spec.block_bytes));
+        }
+    }
+    out
 }
 
 /// stackthru's table: a row per test as it ends. A transfer of a fixed size (`suite sizes -n`)

@@ -6,7 +6,7 @@
 //! sends (the client's `-R`, the result's down flow) and in "recv" it receives (up). The
 //! suites print the stock lines as they run ([`crate::nc_test_lines`]).
 
-use crate::text::{echo_line, transfer_line};
+use crate::text::{echo_line, hook_lines, transfer_line};
 use netchar_model::{Direction, TestResult};
 
 /// nc_test's name of a one-way test: "send" when the server sends, "recv" when it receives.
@@ -20,13 +20,15 @@ pub fn one_way_name(r: &TestResult) -> String {
 pub struct EcosLinesReporter;
 
 impl EcosLinesReporter {
+    /// The test's line, then the user's commands around it (`--step-cmd`), a line each.
     fn lines(r: &TestResult) -> String {
-        match (&r.summary.rr, &r.test.spec.rr) {
+        let line = match (&r.summary.rr, &r.test.spec.rr) {
             (Some(_), _) => echo_line(r),
             // An echo test without its figures has no line, as echo_line says.
             (None, Some(_)) => String::new(),
             (None, None) => transfer_line(r, &one_way_name(r)),
-        }
+        };
+        line + &hook_lines(r).into_iter().map(|l| l + "\n").collect::<String>()
     }
 }
 

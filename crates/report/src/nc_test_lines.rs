@@ -146,8 +146,9 @@ impl crate::Reporter for NcTestLinesReporter {
             MasterOutput::Figures(f) => figures_line(f),
         }
     }
-    fn on_finish(&mut self, _: &TestResult) -> String {
-        String::new()
+    /// The user's commands around the test (`--step-cmd`), a line each.
+    fn on_finish(&mut self, result: &TestResult) -> String {
+        crate::text::hook_lines(result).into_iter().map(|l| l + "\n").collect()
     }
     /// Saved results keep no master lines: netchar's own line per test, as `netchar echo`
     /// prints them.
