@@ -40,6 +40,43 @@ fn check_flow_bytes(flow: &Value, dir: &str) -> u64 {
     received
 }
 
+/// `netchar report --format csv` of a saved under-load result: a row per load flow and
+/// direction with both ends' bytes, and a row per probe idle and loaded with its
+/// transactions/s, each the JSON's figure exactly; markdown names the same rows.
+fn check_csv_rows(r: &Value, saved: &std::path::Path) {
+    let run = netchar(&["report", saved.to_str().unwrap(), "--format", "csv"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut lines = run.stdout.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} column"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let row = |suffix: &str| -> &Vec<&str> {
+        let mut found = rows.iter().filter(|c| c[col("source")].ends_with(suffix));
+        let row = found.next().unwrap_or_else(|| panic!("no row {suffix:?} in\n{}", run.stdout));
+        assert!(found.next().is_none(), "two rows {suffix:?}");
+        row
+    };
+    let ul = &r["summary"]["under_load"];
+    for flow in ul["flows"].as_array().unwrap() {
+        let (dir, class) = (flow["direction"].as_str().unwrap(), flow["class"].as_str().unwrap());
+        let cells = row(&format!(" load {class} tcp {dir}"));
+        assert_eq!((cells[col("kind")], cells[col("flow")]), ("tcp", dir));
+        for (side, column) in [("sender", "sender_bytes"), ("receiver", "receiver_bytes")] {
+            assert_eq!(cells[col(column)], u(&flow[dir][side]["bytes"]).to_string(), "{class} {dir} {side}");
+        }
+    }
+    for probe in ul["probes"].as_array().unwrap() {
+        let class = probe["class"].as_str().unwrap();
+        for when in ["idle", "loaded"] {
+            let cells = row(&format!(" probe {class} {when}"));
+            let tps: f64 = cells[col("transactions_per_second")].parse().unwrap();
+            assert_eq!(tps, f(&probe[when]["transactions_per_second"]), "{class} {when}");
+        }
+    }
+    let md = netchar(&["report", saved.to_str().unwrap(), "--format", "markdown"]);
+    assert!(md.stdout.contains(" load EF tcp down |") && md.stdout.contains(" probe CS5 loaded |"), "{}", md.stdout);
+}
+
 #[test]
 fn rrul_runs_every_flow_in_its_direction_and_every_probe_in_its_class() {
     let s = Server::start(&[]);
@@ -107,6 +144,7 @@ fn rrul_runs_every_flow_in_its_direction_and_every_probe_in_its_class() {
     let start = html.find("-rrul_json-latency-cdf\"").expect("the CDF figure");
     let figure = &html[start..start + html[start..].find("</figure>").unwrap()];
     assert!(figure.contains("every round trip") && figure.contains("EF under load"), "the CDF of the histogram");
+    check_csv_rows(&r, &saved);
     let _ = std::fs::remove_dir_all(dir);
 }
 

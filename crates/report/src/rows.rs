@@ -102,22 +102,80 @@ pub(crate) fn summary_rows(saved: &[Saved]) -> Vec<SummaryRow> {
             });
         }
         if let Some(rr) = r.summary.rr.as_ref().or(r.summary.rr_loaded.as_ref()) {
-            rows.push(SummaryRow {
-                rr: Some((rr.transactions_per_second, rr.latency_us.p50 / 1e6, rr.latency_us.p99 / 1e6)),
-                lost: (r.test.spec.kind == TestKind::Rr && rr.lost > 0).then(|| {
-                    let all = rr.transactions + rr.lost;
-                    (rr.lost, if all > 0 { 100.0 * rr.lost as f64 / all as f64 } else { 0.0 })
-                }),
-                ..base.clone()
-            });
+            rows.push(SummaryRow { lost: rr_lost(rr).filter(|_| r.test.spec.kind == TestKind::Rr), ..rr_row(rr, &base) });
             any = true;
         }
         if !any {
             // A test that failed before any figure: still a row, with its error.
-            rows.push(base);
+            rows.push(base.clone());
+        }
+        if let Some(u) = &r.summary.under_load {
+            under_load_rows(u, &base, &mut rows);
         }
     }
     rows
+}
+
+/// A request/response row: transactions/s and the round trip's p50 and p99.
+fn rr_row(rr: &netchar_model::RrFigures, base: &SummaryRow) -> SummaryRow {
+    SummaryRow {
+        flow: "-",
+        rr: Some((rr.transactions_per_second, rr.latency_us.p50 / 1e6, rr.latency_us.p99 / 1e6)),
+        ..base.clone()
+    }
+}
+
+/// Transactions lost, and as a share of those sent; None when none was.
+fn rr_lost(rr: &netchar_model::RrFigures) -> Option<(u64, f64)> {
+    let all = rr.transactions + rr.lost;
+    (rr.lost > 0).then(|| (rr.lost, if all > 0 { 100.0 * rr.lost as f64 / all as f64 } else { 0.0 }))
+}
+
+/// Latency under load (`rr --under-load`): a row per load flow and direction, then each
+/// class's probe idle and loaded; the source says which (`FILE load BE tcp up`, `FILE probe EF
+/// loaded`). CPU belongs to the whole test, on its own row.
+fn under_load_rows(u: &netchar_model::UnderLoad, base: &SummaryRow, rows: &mut Vec<SummaryRow>) {
+    let part = |what: String| SummaryRow {
+        source: format!("{} {what}", base.source),
+        streams: 1,
+        cpu_client: None,
+        cpu_server: None,
+        error: None,
+        ..base.clone()
+    };
+    for f in &u.flows {
+        let kind = if f.protocol == "udp" { "udp" } else { "tcp" };
+        for (flow, summary) in [(Flow::Up, &f.up), (Flow::Down, &f.down)] {
+            let Some(s) = summary else { continue };
+            let side = |t: &netchar_model::SideTotals| Side {
+                bytes: t.bytes,
+                seconds: t.seconds,
+                bits_per_second: t.bits_per_second,
+            };
+            rows.push(SummaryRow {
+                kind,
+                flow: flow.name(),
+                sender: Some(side(&s.sender)),
+                receiver: Some(side(&s.receiver)),
+                retransmits: s.sender.retransmits,
+                lost: s.receiver.udp_received.as_ref().map(|x| (x.lost, x.loss_percent)),
+                error: f.error.clone(),
+                ..part(format!("load {} {kind} {}", f.class, flow.name()))
+            });
+        }
+        if f.up.is_none() && f.down.is_none() {
+            rows.push(SummaryRow { kind, error: f.error.clone(), ..part(format!("load {} {kind}", f.class)) });
+        }
+    }
+    for p in &u.probes {
+        for (when, figures) in [("idle", &p.idle), ("loaded", &p.loaded)] {
+            let row = SummaryRow { kind: "rr", ..part(format!("probe {} {when}", p.class)) };
+            match figures {
+                Some(rr) => rows.push(SummaryRow { lost: rr_lost(rr), error: p.error.clone(), ..rr_row(rr, &row) }),
+                None => rows.push(SummaryRow { error: p.error.clone(), ..row }),
+            }
+        }
+    }
 }
 
 /// A table for people (text and markdown): headers, which columns are numbers (right
