@@ -647,6 +647,8 @@ pub(super) fn udp_requester(
             Err(e) => break Err(e),
         }
     };
+    // No wake from here on: it would only interrupt the end marks.
+    drop(waiter);
     // Answers read in the round that ended the loop.
     for &ns in &completed {
         ledger.record_ns(ns);
@@ -654,9 +656,14 @@ pub(super) fn udp_requester(
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     // netchar's UDP rr sends no end marker (its responder stops after the client's
-    // sender_done); a format with end marks sends them.
+    // sender_done); a format with end marks sends them (again if a wake sent just before the
+    // waiter left interrupted one).
     for _ in 0..datagrams.end_marks().unwrap_or(0) {
-        let _ = socket.send(&[]);
+        while let Err(e) = socket.send(&[]) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
     }
     shared.packets.store(seq, Ordering::Release);
     ledger.finish_all(shared, end_s.as_secs_f64(), interval_bytes, None, Some(wakeups));
