@@ -1559,4 +1559,44 @@ mod tests {
             assert_eq!(error, None, "an aborted {end} reports no error");
         }
     }
+
+    /// The UDP rr requester waits with no timer either: with its one request unanswered and
+    /// its --timeout far off, only the abort can end its receive, and it does.
+    #[test]
+    fn abort_wakes_a_udp_rr_requester_whose_peer_went_quiet() {
+        let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.connect(silent.local_addr().unwrap()).unwrap();
+        let mut spec = TestSpec::rr_default();
+        spec.end = netchar_model::EndCondition::Seconds(600.0);
+        spec.interval_seconds = 0.0;
+        let rr = spec.rr.as_mut().unwrap();
+        (rr.udp, rr.timeout_seconds) = (true, 60.0);
+        let cfg = DataPlaneConfig {
+            spec,
+            datagrams: DatagramFormatKind::Native,
+            endpoint: Endpoint::Client,
+            cpu: None,
+            interleave_senders: false,
+        };
+        let stream = DataStream { id: 1, flow: Flow::Up, role: Role::Sender, socket: DataSocket::Udp(socket) };
+        let plane = DataPlane::start(cfg, vec![stream], None, Instant::now()).unwrap();
+        let mut request = [0u8; 64];
+        silent.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert!(silent.recv(&mut request).is_ok(), "the requester sent its request");
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!plane.all_done(), "it waits for the answer");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            plane.abort();
+            while !plane.all_done() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let error = plane.first_error();
+            plane.join();
+            tx.send(error).unwrap();
+        });
+        let error = rx.recv_timeout(Duration::from_secs(30)).expect("the requester never woke");
+        assert_eq!(error, None, "an aborted requester reports no error");
+    }
 }
