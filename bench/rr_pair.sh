@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# bench/rr_pair.sh — netchar's and netperf's request/response at the same time, on one CPU.
+#
+# The rounds of newest.sh run the tools one after the other, and on a shared VM the machine's
+# speed moves between two runs by more than the tools differ (10-60% between rounds). Here both
+# pairs (client and server of each tool) run together, all four processes pinned to CPU, for DUR
+# seconds: each pair has one runnable thread at a time, so the scheduler splits the CPU between
+# the two tools, and whatever the machine does in those seconds it does to both. Each tool's CPU
+# time is read from the scheduler (/proc/PID/task/*/schedstat, every thread of its client and
+# server) over the same window, so the figure that compares is CPU microseconds per
+# transaction: the work each does per transaction, measured side by side.
+#
+#   NETPERF=PATH NETSERVER=PATH bash bench/rr_pair.sh         # TCP and UDP, 5 rounds of 10 s
+#   JFLAG=-j NETPERF=... NETSERVER=... bash bench/rr_pair.sh  # netperf timing every transaction
+# Knobs: NC (default target/release/netchar, built if missing), DUR=10, ROUNDS=5, CPU=0,
+# PROTOS="tcp udp", JFLAG ("" or -j), PORT_BASE=15420.
+# Needs netperf and netserver (by path: Debian has no package), taskset, python3.
+set -u -o pipefail
+BENCH=rr_pair
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$BENCH_DIR/lib.sh" || exit 2
+ROOT=$(cd "$BENCH_DIR/.." && pwd)
+NC=${NC:-$ROOT/target/release/netchar}
+DUR=${DUR:-10} ROUNDS=${ROUNDS:-5} CPU=${CPU:-0} PROTOS=${PROTOS:-"tcp udp"} JFLAG=${JFLAG:-} P=${PORT_BASE:-15420}
+need_posint DUR ROUNDS
+need_uint CPU P
+case $JFLAG in "" | -j) ;; *) echo "rr_pair.sh: JFLAG is empty or -j (got '$JFLAG')" >&2; exit 2 ;; esac
+find_peers
+[ -n "$NETPERF" ] && [ -n "$NETSERVER" ] || { echo "rr_pair.sh: needs NETPERF=PATH NETSERVER=PATH (netperf 2.7 built from its source)" >&2; exit 2; }
+for t in taskset python3; do have "$t" || { echo "rr_pair.sh: $t is required" >&2; exit 2; }; done
+if [ ! -x "$NC" ]; then
+  (cd "$ROOT" && cargo build --release -q -p netchar) || { echo "rr_pair.sh: cannot build netchar" >&2; exit 1; }
+fi
+WORK=$(mktemp -d -t netchar-rr-pair.XXXXXX)
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+
+# cpu_ns PID...: nanoseconds on a CPU of every thread of the processes (0 for one that is gone).
+cpu_ns() {
+  local total=0 p f n
+  for p; do
+    for f in /proc/"$p"/task/*/schedstat; do
+      read -r n _ < "$f" 2>/dev/null && total=$((total + n))
+    done
+  done
+  echo "$total"
+}
+# pid_of FILE: waits for a pid file and prints it.
+pid_of() { local i; for ((i = 0; i < 200; i++)); do [ -s "$1" ] && { cat "$1"; return; }; sleep 0.01; done; }
+# run_pid FILE CMD...: runs CMD (exec'd, so the pid is CMD's) with its pid written to FILE.
+run_pid() { local f=$1; shift; sh -c 'echo $$ > "$0"; exec "$@"' "$f" "$@"; }
+
+ncport=$P npport=$((P + 1))
+run_pid "$WORK/ncs.pid" taskset -c "$CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
+run_pid "$WORK/nps.pid" taskset -c "$CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$npport" > "$WORK/nps.log" 2>&1 &
+NCS=$(pid_of "$WORK/ncs.pid") NPS=$(pid_of "$WORK/nps.pid")
+PIDS=("$NCS" "$NPS")
+sleep 1
+echo "# rr_pair: netchar $("$NC" --version 2>/dev/null | awk '{print $2}') and ${PEER_VER[netperf]}${JFLAG:+ with -j} at the same time, all four processes on CPU $CPU; $ROUNDS rounds of ${DUR} s; Linux $(uname -r), $(nproc) CPUs; load average $(load_average)"
+printf '%-5s %5s %12s %12s %8s %14s %14s %8s\n' proto round "netchar t/s" "netperf t/s" ratio "netchar us/t" "netperf us/t" "cost"
+for proto in $PROTOS; do
+  for ((r = 1; r <= ROUNDS; r++)); do
+    d=$WORK/$proto.$r
+    u=(); [ "$proto" = udp ] && u=(--udp)
+    nt=TCP_RR; [ "$proto" = udp ] && nt=UDP_RR
+    j=(); [ -n "$JFLAG" ] && j=("$JFLAG")
+    run_pid "$d.ncc.pid" taskset -c "$CPU" "$NC" rr 127.0.0.1 -p "$ncport" -t "$DUR" -A "$CPU,$CPU" -i 0 "${u[@]}" --json > "$d.nc.json" 2> "$d.nc.err" & jobs_=($!)
+    run_pid "$d.npc.pid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$npport" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$CPU" "${j[@]}" -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME > "$d.np.txt" 2> "$d.np.err" & jobs_+=($!)
+    ncc=$(pid_of "$d.ncc.pid") npc=$(pid_of "$d.npc.pid")
+    # The window: from 1 s in (both set up) to 1 s before the end, the same for both tools.
+    sleep 1
+    a_nc=$(cpu_ns "$ncc" "$NCS") a_np=$(cpu_ns "$npc" "$NPS") a_t=$(date +%s%N)
+    sleep $((DUR - 2))
+    b_nc=$(cpu_ns "$ncc" "$NCS") b_np=$(cpu_ns "$npc" "$NPS") b_t=$(date +%s%N)
+    wait "${jobs_[@]}"
+    # netserver -f serves the next test in its one process; netchar's server stays up.
+    python3 - "$d" "$proto" "$r" "$DUR" "$((b_nc - a_nc))" "$((b_np - a_np))" "$((b_t - a_t))" <<'PY' || FAILED=1
+import json, sys
+d, proto, r, dur, nc_ns, np_ns, wall_ns = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), *map(int, sys.argv[5:8])
+try:
+    nc = json.load(open(d + '.nc.json'))['summary']['rr']['transactions_per_second']
+    rows = [l.strip().split(',') for l in open(d + '.np.txt') if l.strip() and l.strip()[0].isdigit()]
+    np = float(rows[-1][0])
+except Exception as e:  # one line saying which tool gave no figure
+    print('%-5s %5s  no figure: %s (see %s.*)' % (proto, r, e, d))
+    sys.exit(1)
+# The CPU each tool got over the window, per transaction at its own rate (the rates are the
+# tools' whole-test figures; the window is the middle of the same test).
+secs = wall_ns / 1e9
+nc_us, np_us = nc_ns / 1e3 / (nc * secs), np_ns / 1e3 / (np * secs)
+print('%-5s %5s %12.0f %12.0f %8.3f %14.3f %14.3f %8.3f' % (proto, r, nc, np, nc / np, nc_us, np_us, nc_us / np_us))
+PY
+  done
+done
+echo "(ratio: netchar's transactions/s over netperf's; us/t: CPU microseconds per transaction, client and server together; cost: netchar's us/t over netperf's, below 1 when netchar does less work per transaction)"
+echo "raw outputs: \$TMPDIR/$(basename "$WORK")"
+exit "${FAILED:-0}"
