@@ -102,7 +102,10 @@ pub(crate) fn summary_rows(saved: &[Saved]) -> Vec<SummaryRow> {
             });
         }
         if let Some(rr) = r.summary.rr.as_ref().or(r.summary.rr_loaded.as_ref()) {
-            rows.push(SummaryRow { lost: rr_lost(rr).filter(|_| r.test.spec.kind == TestKind::Rr), ..rr_row(rr, &base) });
+            rows.push(SummaryRow {
+                lost: rr_lost(rr).filter(|_| r.test.spec.kind == TestKind::Rr),
+                ..rr_row(rr, &base)
+            });
             any = true;
         }
         if !any {
