@@ -115,13 +115,21 @@ fn the_text_table_shows_each_steps_command_briefly() {
         "--step-cmd",
         "echo reading $NETCHAR_PHASE; exit 2",
     ]);
+    assert_has_lines(
+        &run,
+        &[
+            "--step-cmd step 1 before: exit 2 in ",
+            ": reading before",
+            "--step-cmd step 2 after: exit 2 in ",
+            ": reading after",
+        ],
+    );
+}
+
+/// The run succeeded and its standard output holds every piece of `wanted`.
+fn assert_has_lines(run: &Run, wanted: &[&str]) {
     assert_eq!(run.code, 0, "{}", run.stderr);
-    for want in [
-        "--step-cmd step 1 before: exit 2 in ",
-        ": reading before",
-        "--step-cmd step 2 after: exit 2 in ",
-        ": reading after",
-    ] {
+    for want in wanted {
         assert!(run.stdout.contains(want), "{want:?} missing:\n{}", run.stdout);
     }
 }
@@ -234,15 +242,15 @@ fn the_netio_suite_runs_the_step_command_around_every_test() {
         "--step-cmd",
         "echo at $NETCHAR_STEP",
     ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    for want in [
-        "--step-cmd step 1 before: exit 0 in ",
-        ": at 1 (1024 bytes, TCP-tx)",
-        "--step-cmd step 4 after: exit 0 in ",
-        ": at 4 (1024 bytes, UDP-rx)",
-    ] {
-        assert!(run.stdout.contains(want), "{want:?} missing:\n{}", run.stdout);
-    }
+    assert_has_lines(
+        &run,
+        &[
+            "--step-cmd step 1 before: exit 0 in ",
+            ": at 1 (1024 bytes, TCP-tx)",
+            "--step-cmd step 4 after: exit 0 in ",
+            ": at 4 (1024 bytes, UDP-rx)",
+        ],
+    );
 }
 
 #[test]

@@ -1510,6 +1510,24 @@ mod tests {
     use netchar_model::TestKind;
     use std::net::TcpListener;
 
+    /// Aborts each plane in turn on a thread of its own and sends each one's first error once
+    /// all its workers are done and joined (a plane that never wakes sends nothing).
+    fn abort_in_turn(planes: Vec<DataPlane>) -> mpsc::Receiver<Option<String>> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for plane in planes {
+                plane.abort();
+                while !plane.all_done() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let error = plane.first_error();
+                plane.join();
+                tx.send(error).unwrap();
+            }
+        });
+        rx
+    }
+
     /// TCP rr workers block in reads with no timeout: an abort must still end them when the
     /// peer neither answers nor closes (a stopped client, a hung server).
     #[test]
@@ -1541,18 +1559,7 @@ mod tests {
         let responder = plane(Role::Receiver, Endpoint::Server, responder_socket);
         std::thread::sleep(Duration::from_millis(100));
         assert!(!requester.all_done() && !responder.all_done(), "both wait for their silent peer");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for plane in [requester, responder] {
-                plane.abort();
-                while !plane.all_done() {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                let error = plane.first_error();
-                plane.join();
-                tx.send(error).unwrap();
-            }
-        });
+        let rx = abort_in_turn(vec![requester, responder]);
         // A generous bound only so that a regression fails instead of hanging the suite.
         for end in ["requester", "responder"] {
             let error = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("the {end} never woke"));
@@ -1586,16 +1593,7 @@ mod tests {
         assert!(silent.recv(&mut request).is_ok(), "the requester sent its request");
         std::thread::sleep(Duration::from_millis(100));
         assert!(!plane.all_done(), "it waits for the answer");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            plane.abort();
-            while !plane.all_done() {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let error = plane.first_error();
-            plane.join();
-            tx.send(error).unwrap();
-        });
+        let rx = abort_in_turn(vec![plane]);
         let error = rx.recv_timeout(Duration::from_secs(30)).expect("the requester never woke");
         assert_eq!(error, None, "an aborted requester reports no error");
     }
