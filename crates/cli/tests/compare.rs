@@ -20,6 +20,44 @@ fn numeric_lines(report: &str) -> Vec<String> {
         .collect()
 }
 
+/// ministat's report of measured `sets` with its variances as netchar computes them. ministat
+/// takes a variance in one pass, (Σx² − (Σx)²/n)/(n − 1), summing in the file's order; when the
+/// spread is small against the values (2000 ± 0.4 datagrams/s) that loses the last digits, and
+/// its 8-digit stddev can end one unit off the exact one (0.41726985 against 0.41726984),
+/// which netchar's two passes print. Each figure that rests on a variance (the stddevs, the
+/// pooled s, the interval and its percentage) is recomputed here both ways: ministat must have
+/// printed the one-pass figure, which is then replaced by the two-pass one; every other digit
+/// is compared as ministat printed it.
+fn as_two_pass(theirs: &str, sets: &[&[f64]], confidence: f64) -> String {
+    use netchar_stats::compare::{compare, format_g, SetStats, Verdict};
+    let one_pass = |v: &[f64]| {
+        let n = v.len() as f64;
+        let (sy, syy) = v.iter().fold((0.0, 0.0), |(a, b), x| (a + x, b + x * x));
+        SetStats { mean: sy / n, stddev: ((syy - sy * sy / n) / (n - 1.0)).sqrt(), ..SetStats::of(v).unwrap() }
+    };
+    let mut text = theirs.to_string();
+    let mut swap = |printed: String, exact: String| {
+        if printed != exact {
+            assert!(text.contains(&printed), "ministat's one-pass figure {printed} is not in its report:\n{theirs}");
+            text = text.replacen(&printed, &exact, 1);
+        }
+    };
+    let (m, x): (Vec<SetStats>, Vec<SetStats>) = sets.iter().map(|v| (one_pass(v), SetStats::of(v).unwrap())).unzip();
+    for (m, x) in m.iter().zip(&x) {
+        swap(format_g(m.stddev, 8), format_g(x.stddev, 8));
+    }
+    if let (
+        Verdict::Difference { interval: mi, percent_interval: mp, pooled_s: Some(ms), .. },
+        Verdict::Difference { interval: xi, percent_interval: xp, pooled_s: Some(xs), .. },
+    ) = (compare(&m[0], &m[1], confidence, false), compare(&x[0], &x[1], confidence, false))
+    {
+        swap(format!("+/- {}\n", format_g(mi, 6)), format!("+/- {}\n", format_g(xi, 6)));
+        swap(format!("+/- {}%", format_g(mp, 6)), format!("+/- {}%", format_g(xp, 6)));
+        swap(format!("pooled s = {})", format_g(ms, 6)), format!("pooled s = {})", format_g(xs, 6)));
+    }
+    text
+}
+
 fn write(dir: &std::path::Path, name: &str, values: &[f64]) -> String {
     let p = dir.join(name);
     std::fs::write(&p, values.iter().map(|v| format!("{v}\n")).collect::<String>()).unwrap();
@@ -46,6 +84,9 @@ fn numbers_agree_with_ministat() {
             (0..35).map(|i| 2.03e10 + (i * 104729 % 89) as f64 * 1e7).collect(),
             "99",
         ),
+        // a small spread on large values: ministat's one-pass variance ends its stddev one unit
+        // off in the 8th digit (0.12756846 against 0.12756845, see as_two_pass)
+        (vec![2000.2551, 2000.4954, 2000.4495], vec![2000.9, 2001.3, 2001.1], "95"),
         // small fractions, 99.5%
         (vec![0.0012, 0.0013, 0.0011, 0.0012], vec![0.0019, 0.0021, 0.002, 0.0022], "99.5"),
     ];
@@ -55,7 +96,7 @@ fn numbers_agree_with_ministat() {
         let ours = netchar(&["compare", "-c", conf, &fa, &fb]);
         assert_eq!(ours.code, 0, "{}", ours.stderr);
         let theirs = Command::new("ministat").args(["-c", conf, &fa, &fb]).output().unwrap();
-        let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+        let theirs = as_two_pass(&String::from_utf8_lossy(&theirs.stdout), &[a, b], conf.parse().unwrap());
         let (o, t) = (numeric_lines(&ours.stdout), numeric_lines(&theirs));
         if *conf == "99.5" {
             // ministat's 99.5 column is a hand-rounded table (4.499 where t(0.999, 8) is 4.501):
@@ -183,7 +224,7 @@ fn pps_figures_agree_with_ministat() {
     let dir = std::env::temp_dir().join(format!("netchar-pps-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // Two series of three UDP runs at different datagram rates, each kept as one JSON array.
-    let mut sets = Vec::new();
+    let (mut sets, mut sets_values) = (Vec::new(), Vec::new());
     for (name, pps) in [("slow", "2000"), ("fast", "3000")] {
         let args = ["udp", "127.0.0.1", "-p", &port, "-t", "0.5", "-i", "0", "--pps", pps, "-l", "100"];
         let series = netchar(&[&args[..], &["--repeat", "3", "--json"]].concat());
@@ -207,12 +248,13 @@ fn pps_figures_agree_with_ministat() {
         let json = dir.join(format!("{name}.json"));
         std::fs::write(&json, &series.stdout).unwrap();
         sets.push((json, write(&dir, &format!("{name}.txt"), &values)));
+        sets_values.push(values);
     }
     let (a, b) = (sets[0].0.to_str().unwrap(), sets[1].0.to_str().unwrap());
     let ours = netchar(&["compare", "--metric", "pps", a, b]);
     assert_eq!(ours.code, 0, "{}", ours.stderr);
     let theirs = Command::new("ministat").args([&sets[0].1, &sets[1].1]).output().unwrap();
-    let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+    let theirs = as_two_pass(&String::from_utf8_lossy(&theirs.stdout), &[&sets_values[0], &sets_values[1]], 95.0);
     let numeric = |report: &str| numeric_lines(report).into_iter().filter(|l| !l.contains(".json")).collect::<Vec<_>>();
     assert_eq!(numeric(&ours.stdout), numeric(&theirs), "ours:\n{}\nministat:\n{theirs}", ours.stdout);
     assert!(ours.stdout.contains("Difference at 95.0% confidence"), "{}", ours.stdout);

@@ -1,7 +1,8 @@
 //! ministat-equivalent comparison of sets of measurements: N, Min, Max, Median, Avg, Stddev
 //! per set, and for each set against the first, Student's t test of the difference of means
 //! at a chosen confidence, with the difference and its interval in units and in percent
-//! (FreeBSD ministat's output, and its numbers to the printed precision).
+//! (FreeBSD ministat's output, and its numbers to the printed precision, except where
+//! ministat's one-pass variance loses the last digit that the two passes here keep).
 //!
 //! ministat looks its t values up in a table rounded to three decimals, and prints them; the
 //! quantiles here are computed (statrs) and rounded the same way, so the two agree.
