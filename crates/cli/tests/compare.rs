@@ -25,7 +25,8 @@ fn numeric_lines(report: &str) -> Vec<String> {
 /// spread is small against the values (2000 ± 0.4 datagrams/s) that loses the last digits, and
 /// its 8-digit stddev can end one unit off the exact one (0.41726985 against 0.41726984),
 /// which netchar's two passes print. Each figure that rests on a variance (the stddevs, the
-/// pooled s, the interval and its percentage) is recomputed here both ways: ministat must have
+/// pooled s, the interval and its percentage), and the mean (summed in another order), is
+/// recomputed here both ways: ministat must have
 /// printed the one-pass figure, which is then replaced by the two-pass one; every other digit
 /// is compared as ministat printed it.
 fn as_two_pass(theirs: &str, sets: &[&[f64]], confidence: f64) -> String {
@@ -43,8 +44,11 @@ fn as_two_pass(theirs: &str, sets: &[&[f64]], confidence: f64) -> String {
         }
     };
     let (m, x): (Vec<SetStats>, Vec<SetStats>) = sets.iter().map(|v| (one_pass(v), SetStats::of(v).unwrap())).unzip();
+    // The end of each set's line: its mean (ministat sums in the file's order, netchar in
+    // sorted order) and its stddev, 13 columns each.
+    let tail = |s: &SetStats| format!(" {:>13} {:>13}\n", format_g(s.mean, 8), format_g(s.stddev, 8));
     for (m, x) in m.iter().zip(&x) {
-        swap(format_g(m.stddev, 8), format_g(x.stddev, 8));
+        swap(tail(m), tail(x));
     }
     if let (
         Verdict::Difference { interval: mi, percent_interval: mp, pooled_s: Some(ms), .. },
