@@ -455,7 +455,7 @@ impl<'a> Driver<'a> {
                 latency: None,
                 connect_latency: None,
                 wakeups: None,
-                // Calibrated before connecting, while this end is quiet.
+                // Started before connecting: the counting threads are running when the test is.
                 idle: cfg.spec.measure_idle.then(|| (crate::load::IdleMeter::start(), None)),
                 local_cpu: None,
                 peer_totals: None,

@@ -96,7 +96,8 @@ pub struct IdleMeter {
     stop: Arc<AtomicBool>,
     counts: Vec<Arc<AtomicU64>>,
     threads: Vec<JoinHandle<()>>,
-    /// Each counting thread's CPU-time clock (none where one could not be had).
+    /// Each counting thread's CPU-time clock (None where the threads could not be started or
+    /// a clock could not be had).
     clocks: Option<Vec<netchar_sys::cpu::CpuClock>>,
 }
 
@@ -142,7 +143,8 @@ impl IdleMeter {
         let clocks = threads
             .iter()
             .map(|t| netchar_sys::cpu::thread_cpu_clock(t.as_pthread_t()).ok())
-            .collect::<Option<Vec<_>>>();
+            .collect::<Option<Vec<_>>>()
+            .filter(|c| !c.is_empty());
         Self { stop, counts, threads, clocks }
     }
 
@@ -163,12 +165,9 @@ impl IdleMeter {
     /// over the time every CPU had. They run only when nothing else wants their CPU, so that
     /// is the headroom the kernel really gave out; counts per second calibrated beforehand
     /// (nc_test's way) also move with what the CPU's sibling thread, its clock and the
-    /// hypervisor do, and read one busy CPU of two as 83% idle. None when the threads' clocks
-    /// could not be started or their clocks had.
+    /// hypervisor do, and read one busy CPU of two as 83% idle. None without the threads'
+    /// clocks.
     pub fn idle_since(&self, mark: &IdleMark) -> Option<f64> {
-        if self.threads.is_empty() {
-            return None;
-        }
         self.clocks.as_ref()?;
         let secs = mark.at.elapsed().as_secs_f64();
         let cpu = self.cpu_seconds() - mark.cpu_seconds;

@@ -57,11 +57,7 @@ impl HostTimes {
 
 /// CPU seconds the calling thread has used (CLOCK_THREAD_CPUTIME_ID).
 pub fn thread_cpu_seconds() -> f64 {
-    // SAFETY: timespec is plain old data.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: `ts` is a live timespec; the clock id is valid on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    clock_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// A thread's CPU-time clock.
@@ -79,8 +75,8 @@ pub fn thread_cpu_clock(thread: libc::pthread_t) -> io::Result<CpuClock> {
     }
 }
 
-/// Seconds on `clock` (a thread's CPU-time clock from [`thread_cpu_clock`]); 0 where it
-/// cannot be read.
+/// Seconds on `clock` (a CPU-time clock: the calling thread's, or another's from
+/// [`thread_cpu_clock`]); 0 where it cannot be read.
 pub fn clock_seconds(clock: CpuClock) -> f64 {
     // SAFETY: timespec is plain old data.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };

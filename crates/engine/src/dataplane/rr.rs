@@ -105,12 +105,12 @@ impl Ledger {
         }
     }
 
-    /// Closes every interval that ended by `elapsed`.
     /// When the current interval ends (None without intervals).
     fn next_close(&self, started: Instant) -> Option<Instant> {
         (self.interval > 0.0).then(|| started + Duration::from_secs_f64((self.index + 1) as f64 * self.interval))
     }
 
+    /// Closes every interval that ended by `elapsed`.
     fn close_due(&mut self, elapsed: f64, shared: &StreamShared, bytes: &mut u64) {
         if self.interval <= 0.0 {
             return;

@@ -772,12 +772,10 @@ impl SlaveState {
     }
 
     fn stop_idle(&mut self, reply: &mut wire::Reply) {
-        if let Some((meter, IdleMark { count: count0, at: t0, .. })) = &self.idle {
-            let (count0, t0) = (*count0, *t0);
-            let count1 = meter.mark().count;
+        if let Some((meter, start)) = &self.idle {
             // At least one tick: a stock master divides by it (SIGFPE on a test under 10 ms).
-            let ticks = ((t0.elapsed().as_millis() / wire::TICK.as_millis()) as u32).max(1);
-            let count = count1.saturating_sub(count0);
+            let ticks = ((start.at.elapsed().as_millis() / wire::TICK.as_millis()) as u32).max(1);
+            let count = meter.mark().count.saturating_sub(start.count);
             reply.elapsed_ticks = ticks;
             reply.count_hi = (count >> 32) as u32;
             reply.count_lo = count as u32;
