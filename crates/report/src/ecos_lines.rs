@@ -6,7 +6,7 @@
 //! sends (the client's `-R`, the result's down flow) and in "recv" it receives (up). The
 //! suites print the stock lines as they run ([`crate::nc_test_lines`]).
 
-use crate::text::{echo_line, hook_lines, transfer_line};
+use crate::text::{echo_line, hook_text, transfer_line};
 use netchar_model::{Direction, TestResult};
 
 /// nc_test's name of a one-way test: "send" when the server sends, "recv" when it receives.
@@ -28,7 +28,7 @@ impl EcosLinesReporter {
             (None, Some(_)) => String::new(),
             (None, None) => transfer_line(r, &one_way_name(r)),
         };
-        line + &hook_lines(r).into_iter().map(|l| l + "\n").collect::<String>()
+        line + &hook_text(r)
     }
 }
 

@@ -148,7 +148,7 @@ impl crate::Reporter for NcTestLinesReporter {
     }
     /// The user's commands around the test (`--step-cmd`), a line each.
     fn on_finish(&mut self, result: &TestResult) -> String {
-        crate::text::hook_lines(result).into_iter().map(|l| l + "\n").collect()
+        crate::text::hook_text(result)
     }
     /// Saved results keep no master lines: netchar's own line per test, as `netchar echo`
     /// prints them.

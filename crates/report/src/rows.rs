@@ -44,6 +44,12 @@ pub(crate) struct Side {
     pub bits_per_second: f64,
 }
 
+impl From<&netchar_model::SideTotals> for Side {
+    fn from(t: &netchar_model::SideTotals) -> Self {
+        Self { bytes: t.bytes, seconds: t.seconds, bits_per_second: t.bits_per_second }
+    }
+}
+
 fn streams_of(r: &TestResult, flow: Flow) -> u32 {
     let mut ids: Vec<u32> =
         r.streams.iter().filter(|s| s.flow == flow && s.role == Role::Sender).map(|s| s.id).collect();
@@ -83,19 +89,14 @@ pub(crate) fn summary_rows(saved: &[Saved]) -> Vec<SummaryRow> {
         for flow in [Flow::Up, Flow::Down] {
             let Some(f) = r.summary.flow(flow) else { continue };
             any = true;
-            let side = |t: &netchar_model::SideTotals| Side {
-                bytes: t.bytes,
-                seconds: t.seconds,
-                bits_per_second: t.bits_per_second,
-            };
             // A side that measured nothing (a service or peer that reports nothing back) is
             // unknown, not zero.
             let known = |t: &netchar_model::SideTotals| t.total_bytes > 0 || t.seconds > 0.0;
             rows.push(SummaryRow {
                 flow: flow.name(),
                 streams: streams_of(r, flow),
-                sender: Some(side(&f.sender)).filter(|_| known(&f.sender)),
-                receiver: Some(side(&f.receiver)).filter(|_| known(&f.receiver)),
+                sender: Some(Side::from(&f.sender)).filter(|_| known(&f.sender)),
+                receiver: Some(Side::from(&f.receiver)).filter(|_| known(&f.receiver)),
                 retransmits: f.sender.retransmits,
                 lost: f.receiver.udp_received.as_ref().map(|u| (u.lost, u.loss_percent)),
                 ..base.clone()
@@ -150,16 +151,11 @@ fn under_load_rows(u: &netchar_model::UnderLoad, base: &SummaryRow, rows: &mut V
         let kind = if f.protocol == "udp" { "udp" } else { "tcp" };
         for (flow, summary) in [(Flow::Up, &f.up), (Flow::Down, &f.down)] {
             let Some(s) = summary else { continue };
-            let side = |t: &netchar_model::SideTotals| Side {
-                bytes: t.bytes,
-                seconds: t.seconds,
-                bits_per_second: t.bits_per_second,
-            };
             rows.push(SummaryRow {
                 kind,
                 flow: flow.name(),
-                sender: Some(side(&s.sender)),
-                receiver: Some(side(&s.receiver)),
+                sender: Some(Side::from(&s.sender)),
+                receiver: Some(Side::from(&s.receiver)),
                 retransmits: s.sender.retransmits,
                 lost: s.receiver.udp_received.as_ref().map(|x| (x.lost, x.loss_percent)),
                 error: f.error.clone(),

@@ -362,6 +362,11 @@ pub fn hook_lines(r: &TestResult) -> Vec<String> {
     out
 }
 
+/// [`hook_lines`] as text, each line ended.
+pub fn hook_text(r: &TestResult) -> String {
+    hook_lines(r).into_iter().map(|l| l + "\n").collect()
+}
+
 /// The summary block of one test.
 pub fn summary(r: &TestResult, format: RateFormat) -> String {
     let mut out = String::new();
@@ -463,7 +468,7 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
         let _ = writeln!(out, "--zerocopy (stream {}): {how}", s.id);
     }
     verify_lines(r, &mut out);
-    out.extend(hook_lines(r).into_iter().map(|l| l + "\n"));
+    out.push_str(&hook_text(r));
     if let (Some(idle), Some(loaded)) = (&r.summary.rr_idle, &r.summary.rr_loaded) {
         under_load_summary(idle, loaded, r, format, &mut out);
     } else if let Some(rr) = &r.summary.rr {
