@@ -26,9 +26,8 @@ fn numeric_lines(report: &str) -> Vec<String> {
 /// its 8-digit stddev can end one unit off the exact one (0.41726985 against 0.41726984),
 /// which netchar's two passes print. Each figure that rests on a variance (the stddevs, the
 /// pooled s, the interval and its percentage), and the mean (summed in another order), is
-/// recomputed here both ways: ministat must have
-/// printed the one-pass figure, which is then replaced by the two-pass one; every other digit
-/// is compared as ministat printed it.
+/// recomputed here both ways: ministat must have printed the one-pass figure, which is then
+/// replaced by the two-pass one; every other digit is compared as ministat printed it.
 fn as_two_pass(theirs: &str, sets: &[&[f64]], confidence: f64) -> String {
     use netchar_stats::compare::{compare, format_g, SetStats, Verdict};
     let one_pass = |v: &[f64]| {
@@ -228,7 +227,7 @@ fn pps_figures_agree_with_ministat() {
     let dir = std::env::temp_dir().join(format!("netchar-pps-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // Two series of three UDP runs at different datagram rates, each kept as one JSON array.
-    let (mut sets, mut sets_values) = (Vec::new(), Vec::new());
+    let mut sets = Vec::new();
     for (name, pps) in [("slow", "2000"), ("fast", "3000")] {
         let args = ["udp", "127.0.0.1", "-p", &port, "-t", "0.5", "-i", "0", "--pps", pps, "-l", "100"];
         let series = netchar(&[&args[..], &["--repeat", "3", "--json"]].concat());
@@ -251,14 +250,13 @@ fn pps_figures_agree_with_ministat() {
             .collect();
         let json = dir.join(format!("{name}.json"));
         std::fs::write(&json, &series.stdout).unwrap();
-        sets.push((json, write(&dir, &format!("{name}.txt"), &values)));
-        sets_values.push(values);
+        sets.push((json, write(&dir, &format!("{name}.txt"), &values), values));
     }
     let (a, b) = (sets[0].0.to_str().unwrap(), sets[1].0.to_str().unwrap());
     let ours = netchar(&["compare", "--metric", "pps", a, b]);
     assert_eq!(ours.code, 0, "{}", ours.stderr);
     let theirs = Command::new("ministat").args([&sets[0].1, &sets[1].1]).output().unwrap();
-    let theirs = as_two_pass(&String::from_utf8_lossy(&theirs.stdout), &[&sets_values[0], &sets_values[1]], 95.0);
+    let theirs = as_two_pass(&String::from_utf8_lossy(&theirs.stdout), &[&sets[0].2, &sets[1].2], 95.0);
     let numeric = |report: &str| numeric_lines(report).into_iter().filter(|l| !l.contains(".json")).collect::<Vec<_>>();
     assert_eq!(numeric(&ours.stdout), numeric(&theirs), "ours:\n{}\nministat:\n{theirs}", ours.stdout);
     assert!(ours.stdout.contains("Difference at 95.0% confidence"), "{}", ours.stdout);
