@@ -20,6 +20,10 @@
 # have CMD: true if CMD is on PATH (optional peers are skipped, not required).
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# run_pid FILE CMD...: runs CMD (exec'd, so the pid is CMD's) with its pid written to FILE
+# first, for a script that reads the process's counters or stops it by pid.
+run_pid() { local f=$1; shift; sh -c 'echo $$ > "$0"; exec "$@"' "$f" "$@"; }
+
 # bench_py MODULE ARG...: python3 -m netchar_bench.MODULE ARG... with bench/ on PYTHONPATH (the
 # parsers and report generators, bench/netchar_bench/*.py; each module's docstring says its
 # arguments and output).

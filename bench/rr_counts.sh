@@ -44,15 +44,13 @@ for fn in probe_libc:clock_gettime probe_libc:gettimeofday probe_netperf:HIST_ti
   [[ $events == *$fn* ]] && ev=$ev,$fn
 done
 WORK=$(mktemp -d -t netchar-rr-counts.XXXXXX)
-# pidof_run FILE CMD...: runs CMD with its pid written to FILE first.
-pidof_run() { local f=$1; shift; sh -c 'echo $$ > "$0"; exec "$@"' "$f" "$@"; }
 
 # run TOOL PROTO: one run under perf record; writes DIR/{srvpid,clipid,n,script.txt}.
 run() {
   local tool=$1 proto=$2 d=$WORK/$1-$2 sp
   mkdir -p "$d"
   if [ "$tool" = netchar ]; then
-    pidof_run "$d/srvpid" taskset -c "$CPU" "$NC" server -B 127.0.0.1 -p "$P" --one-off > "$d/srv.log" 2>&1 & sp=$!
+    run_pid "$d/srvpid" taskset -c "$CPU" "$NC" server -B 127.0.0.1 -p "$P" --one-off > "$d/srv.log" 2>&1 & sp=$!
     sleep 1
     local u=(); [ "$proto" = udp ] && u=(--udp)
     perf record -q -m 16M -e "$ev" -C "$CPU" -o "$d/perf.data" -- \
@@ -61,7 +59,7 @@ run() {
     python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["rr"]["transactions"])' "$d/out.json" > "$d/n"
   else
     [ -n "$NETPERF" ] || return 0
-    pidof_run "$d/srvpid" taskset -c "$CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$P" > "$d/srv.log" 2>&1 & sp=$!
+    run_pid "$d/srvpid" taskset -c "$CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$P" > "$d/srv.log" 2>&1 & sp=$!
     sleep 1
     local nt=TCP_RR; [ "$proto" = udp ] && nt=UDP_RR
     # netperf-j: netperf -j, which times every transaction (for its percentiles) as netchar does.

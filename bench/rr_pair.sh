@@ -47,8 +47,6 @@ cpu_ns() {
 }
 # pid_of FILE: waits for a pid file and prints it.
 pid_of() { local i; for ((i = 0; i < 200; i++)); do [ -s "$1" ] && { cat "$1"; return; }; sleep 0.01; done; }
-# run_pid FILE CMD...: runs CMD (exec'd, so the pid is CMD's) with its pid written to FILE.
-run_pid() { local f=$1; shift; sh -c 'echo $$ > "$0"; exec "$@"' "$f" "$@"; }
 
 ncport=$P npport=$((P + 1))
 run_pid "$WORK/ncs.pid" taskset -c "$CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
