@@ -21,6 +21,7 @@ impl Distribution {
     }
 
     /// Records one value; values beyond 60 s count as 60 s.
+    #[inline]
     pub fn record(&mut self, ns: u64) {
         self.hist.saturating_record(ns);
     }

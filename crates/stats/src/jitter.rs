@@ -10,7 +10,8 @@ use crate::distribution::Distribution;
 /// Jitter of one stream.
 #[derive(Debug, Clone)]
 pub struct JitterMeter {
-    last: Option<(i128, i128)>,
+    /// (send stamp, receive stamp) of the last arrival, once one came.
+    last: Option<(u64, u64)>,
     jitter_ns: f64,
     variation: Distribution,
 }
@@ -28,15 +29,18 @@ impl JitterMeter {
     }
 
     /// Records an arrival: `sent_ns` on the sender's clock, `received_ns` on the receiver's.
+    ///
+    /// D is computed modulo 2^64 and read as signed, which is exact whenever |D| < 2^63 ns
+    /// (292 years): only a forged send stamp is further off, and its D means nothing anyway.
+    #[inline]
     pub fn record(&mut self, sent_ns: u64, received_ns: u64) {
-        let (s, r) = (i128::from(sent_ns), i128::from(received_ns));
         if let Some((ls, lr)) = self.last {
-            let d = ((r - lr) - (s - ls)).unsigned_abs();
-            let d = u64::try_from(d).unwrap_or(u64::MAX);
+            let d = received_ns.wrapping_sub(lr).wrapping_sub(sent_ns.wrapping_sub(ls)) as i64;
+            let d = d.unsigned_abs();
             self.jitter_ns += (d as f64 - self.jitter_ns) / 16.0;
             self.variation.record(d);
         }
-        self.last = Some((s, r));
+        self.last = Some((sent_ns, received_ns));
     }
 
     /// The RFC 3550 estimate now, in nanoseconds.
@@ -86,6 +90,21 @@ mod tests {
         let expected = 2000.0 * (1.0 - (15.0f64 / 16.0).powi(4));
         assert!((j.jitter_ns() - expected).abs() < 1e-9, "{} vs {expected}", j.jitter_ns());
         assert_eq!(j.variation_quantile_ns(0.5), 2000);
+    }
+
+    /// A forged send stamp anywhere in u64 neither panics nor leaves the estimate unbounded,
+    /// and the genuine arrivals after it are back to exact differences.
+    #[test]
+    fn forged_stamps_at_the_ends_of_the_clock_stay_bounded() {
+        let mut j = JitterMeter::new();
+        j.record(1_000, 2_000);
+        j.record(u64::MAX, 3_000);
+        j.record(0, 4_000);
+        assert!(j.jitter_ns().is_finite());
+        j.reset_variation();
+        j.record(10_000, 20_000);
+        j.record(11_000, 21_500); // |D| = 500 ns
+        assert_eq!(j.variation_quantile_ns(0.5), 500);
     }
 
     #[test]

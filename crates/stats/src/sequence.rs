@@ -42,7 +42,10 @@
 //! Reordering extent (RFC 4737 §4.2.2): for a reordered packet with arrival index i, the
 //! extent is i − j, where j is the arrival index of the earliest-arriving packet with a larger
 //! sequence number. Those packets are always in-order arrivals, whose numbers and arrival
-//! indices both increase, so j is found by binary search over the last [`WINDOW`] of them.
+//! indices both increase, so j is found by binary search over the in-order arrivals of the
+//! last [`WINDOW`] of numbers. They are kept as runs of consecutive numbers that arrived one
+//! after the other, so a stream with nothing reordered, lost or copied keeps one run and the
+//! in-order path writes no list at all.
 
 use std::collections::VecDeque;
 
@@ -69,6 +72,22 @@ pub const HELD_CAP: usize = 4096;
 /// the sender's total were counted (a forger within [`REACH`] of the mark that many times),
 /// and then received is still capped at the total.
 pub const SETTLE_LOG: usize = 1024;
+
+/// In-order arrivals of consecutive numbers at consecutive arrival indices: numbers
+/// `seq..seq + len` arrived at indices `index..index + len`.
+#[derive(Debug, Clone, Copy)]
+struct InOrderRun {
+    seq: u64,
+    index: u64,
+    len: u64,
+}
+
+impl InOrderRun {
+    /// The last number of the run.
+    fn last(&self) -> u64 {
+        self.seq + self.len - 1
+    }
+}
 
 /// What one arrival was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,8 +175,10 @@ pub struct SequenceTracker {
     next: u64,
     /// Bit `s % WINDOW` set: `s` arrived, for `next − WINDOW ≤ s < next`.
     seen: Vec<u64>,
-    /// (sequence, arrival index) of recent in-order arrivals, for RFC 4737 extents.
-    in_order: VecDeque<(u64, u64)>,
+    /// The newest run of in-order arrivals (empty before any), for RFC 4737 extents...
+    run: InOrderRun,
+    /// ... and the runs before it that hold numbers of the last [`WINDOW`], oldest first.
+    earlier_runs: VecDeque<InOrderRun>,
     /// The highest counted numbers, ascending, at most [`SETTLE_LOG`] (allocated once).
     log: VecDeque<Logged>,
     /// Every counted number missing from `log` is at or below this.
@@ -189,7 +210,8 @@ impl SequenceTracker {
         Self {
             next: 0,
             seen: vec![0; WORDS],
-            in_order: VecDeque::new(),
+            run: InOrderRun { seq: 0, index: 0, len: 0 },
+            earlier_runs: VecDeque::new(),
             log: VecDeque::with_capacity(SETTLE_LOG + 1),
             log_floor: None,
             held: Vec::new(),
@@ -278,10 +300,7 @@ impl SequenceTracker {
             self.next = seq + 1;
             self.arrivals += 1;
             self.unique += 1;
-            if self.in_order.len() as u64 >= WINDOW {
-                self.in_order.pop_front();
-            }
-            self.in_order.push_back((seq, index));
+            self.note_in_order(seq, index);
             self.pace.advanced(self.next, at_ns);
             self.log_counted(seq, false, len);
             return Arrival::InOrder;
@@ -300,11 +319,38 @@ impl SequenceTracker {
         self.set(seq);
         self.unique += 1;
         self.late += 1;
-        let first_above = self.in_order.partition_point(|&(s, _)| s <= seq);
-        let extent = self.in_order.get(first_above).map_or(0, |&(_, j)| index - j);
+        let extent = self.first_arrival_above(seq).map_or(0, |j| index - j);
         self.reorder_extent_max = self.reorder_extent_max.max(extent);
         self.log_counted(seq, true, len);
         Arrival::Late { extent }
+    }
+
+    /// Adds in-order arrival `seq` at `index` to the runs. A new run first forgets the runs
+    /// wholly below the window (a late number is at least `next − WINDOW`, and every in-order
+    /// number above it is kept), so the list holds at most one run per number of the window.
+    fn note_in_order(&mut self, seq: u64, index: u64) {
+        let run = &mut self.run;
+        if run.seq + run.len == seq && run.index + run.len == index {
+            run.len += 1;
+            return;
+        }
+        let floor = self.next.saturating_sub(WINDOW);
+        while self.earlier_runs.front().is_some_and(|run| run.last() < floor) {
+            self.earlier_runs.pop_front();
+        }
+        if self.run.len > 0 {
+            self.earlier_runs.push_back(self.run);
+        }
+        self.run = InOrderRun { seq, index, len: 1 };
+    }
+
+    /// The arrival index of the earliest in-order arrival numbered above late number `seq`.
+    fn first_arrival_above(&self, seq: u64) -> Option<u64> {
+        // A late number is in no run (it would have been seen before), so the first in-order
+        // number above it starts a run.
+        let k = self.earlier_runs.partition_point(|run| run.seq <= seq);
+        let run = self.earlier_runs.get(k).unwrap_or(&self.run);
+        (run.len > 0 && run.seq > seq).then_some(run.index)
     }
 
     fn log_counted(&mut self, seq: u64, late: bool, len: u32) {
@@ -475,6 +521,7 @@ impl RangeLedger {
     }
 
     /// Credits a distinct arrival of `seq` to its range (ignored before the first range).
+    #[inline]
     pub fn credit(&mut self, seq: u64) {
         // Fast path: nearly every arrival belongs to the newest range.
         if let (Some(&last), Some(count)) = (self.starts.last(), self.received.last_mut()) {
@@ -565,6 +612,26 @@ mod tests {
         assert_eq!(t.record(8), Arrival::Late { extent: 10 });
         assert_eq!(t.record(9), Arrival::Late { extent: 11 });
         assert_eq!(t.lost(20), 0);
+    }
+
+    /// The runs behind RFC 4737 extents stay within the window: none for a clean stream, and
+    /// at most one per number of the window when every other number is lost.
+    #[test]
+    fn in_order_runs_stay_within_the_window() {
+        let clean = steady(3 * WINDOW);
+        assert!(clean.earlier_runs.is_empty());
+        let mut t = SequenceTracker::new();
+        for k in 0..3 * WINDOW {
+            t.record_at(2 * k, k * US, 100);
+        }
+        assert!(t.earlier_runs.len() as u64 <= WINDOW / 2 + 1, "{} runs", t.earlier_runs.len());
+        // The oldest run kept still answers for the lowest late number the window takes: the
+        // mark is 6 W − 1, so 5 W + 1 (odd: never arrived); 5 W + 2 arrived at index 5 W / 2 + 1,
+        // and this arrival's index is 3 W.
+        assert_eq!(t.high_water(), 6 * WINDOW - 1);
+        let oldest = 5 * WINDOW + 1;
+        let extent = 3 * WINDOW - (5 * WINDOW / 2 + 1);
+        assert_eq!(t.record_at(oldest, 3 * WINDOW * US, 100), Arrival::Late { extent });
     }
 
     /// A sender at one number per microsecond, 0..n, arriving on time.
@@ -879,6 +946,23 @@ mod tests {
             }
             prop_assert!(t.unique() <= sent);
             prop_assert_eq!(t.unique() + t.duplicates() + t.foreign(), 2 * arrivals.len() as u64);
+        }
+
+        /// Every late arrival's extent is RFC 4737's i − j, with j the arrival index of the
+        /// earliest arrival numbered above it, found here by scanning every earlier arrival.
+        #[test]
+        fn extents_agree_with_a_scan_of_every_arrival(arrivals in proptest::collection::vec(0u64..120, 0..400)) {
+            let mut t = SequenceTracker::new();
+            let mut counted: Vec<u64> = Vec::new();
+            for &s in &arrivals {
+                let arrival = t.record(s);
+                if let Arrival::Late { extent } = arrival {
+                    let i = counted.len() as u64;
+                    let j = counted.iter().position(|&c| c > s).expect("a late number has one above it") as u64;
+                    prop_assert_eq!(extent, i - j);
+                }
+                counted.push(s);
+            }
         }
 
         /// Whatever the order, duplication and loss, the counts agree with a plain set.
