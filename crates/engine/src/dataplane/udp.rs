@@ -239,6 +239,11 @@ impl Schedule {
 
     /// Datagrams due at `now` from `seq` on, at most `max`, all of one size and within one burst.
     fn due_count(&self, seq: u64, now: Instant, max: usize) -> usize {
+        if self.pps.is_none() && self.burst.is_none() && self.sizes.is_empty() {
+            // Unpaced, one size, no bursts: every datagram is due at the start. Asking each
+            // slot's time was 4% of an unpaced 64 B sender's CPU.
+            return max;
+        }
         let Some(size) = self.size_of(seq) else { return 0 };
         let mut n = 0;
         while n < max {
@@ -1208,6 +1213,35 @@ mod tests {
         let bursty = Schedule::new(&paced_spec(1000, Some(bursts)), t0);
         assert_eq!(bursty.slots_before(0, ms(12)), 10);
         assert_eq!(bursty.slots_before(0, ms(20)), 15);
+    }
+
+    /// A batch is every datagram due by the horizon, of one size and within one burst; an
+    /// unpaced plain sender's batch is always full.
+    #[test]
+    fn due_count_cuts_batches_at_the_schedule_sizes_and_bursts() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut unpaced = TestSpec::udp_default();
+        unpaced.udp.as_mut().unwrap().rate = netchar_model::UdpRate::Unlimited;
+        let plain = Schedule::new(&unpaced, t0);
+        assert_eq!((plain.due_count(0, t0, 64), plain.due_count(1 << 40, t0, 7)), (64, 7));
+        // 1000/s: by 10 ms, slots 0..=10 are due.
+        let paced = Schedule::new(&paced_spec(1000, None), t0);
+        assert_eq!(paced.due_count(0, ms(10), 64), 11);
+        assert_eq!(paced.due_count(0, ms(10), 4), 4);
+        // Unpaced with a size list: cut where the size changes, none past the list.
+        let sizes = netchar_model::spec::Pattern { sizes: vec![(3, 100), (4, 200)], ..Default::default() };
+        unpaced.udp.as_mut().unwrap().pattern = Some(sizes);
+        let listed = Schedule::new(&unpaced, t0);
+        assert_eq!((listed.due_count(0, t0, 64), listed.due_count(3, t0, 64), listed.due_count(7, t0, 64)), (3, 4, 0));
+        // Unpaced bursts of 10 with a 5 ms gap: a batch never crosses a burst's end.
+        let bursts = netchar_model::spec::Pattern { burst: Some(10), gap_seconds: 0.005, ..Default::default() };
+        unpaced.udp.as_mut().unwrap().pattern = Some(bursts);
+        let bursty = Schedule::new(&unpaced, t0);
+        assert_eq!(
+            (bursty.due_count(0, t0, 64), bursty.due_count(10, t0, 64), bursty.due_count(10, ms(5), 64)),
+            (10, 0, 10)
+        );
     }
 
     /// A protocol's own loop paced by the workers' schedule: each datagram on its slot, a
