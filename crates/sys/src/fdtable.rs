@@ -74,7 +74,7 @@ impl SharedCopy {
 /// with the netchar crate's tests.
 #[cfg(test)]
 #[path = "../../cli/tests/support/require.rs"]
-mod require;
+pub(crate) mod require;
 
 #[cfg(test)]
 mod tests {

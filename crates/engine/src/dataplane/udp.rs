@@ -11,7 +11,7 @@ use netchar_model::{StreamInterval, TestSpec, UdpReceived, UdpSent};
 use netchar_stats::distribution::Distribution;
 use netchar_stats::jitter::JitterMeter;
 use netchar_stats::sequence::{Arrival, RangeLedger, SequenceTracker};
-use netchar_sys::udp::{self, RecvBuffers, RecvMeta, SendFailure, BATCH, GRO_BUFFER, MAX_GSO_SEGMENTS};
+use netchar_sys::udp::{self, RecvBuffers, RecvMeta, SendFailure, BATCH, GRO_BUFFER, GSO_MESSAGES, MAX_GSO_SEGMENTS};
 use netchar_wire::datagram::{DatagramFormat, Received};
 use netchar_wire::payload::DatagramPayload;
 use std::io;
@@ -281,7 +281,8 @@ pub(super) fn send<F: DatagramFormat>(
     }
     let max_size = schedule.sizes.iter().map(|&(_, s)| s as usize).max().unwrap_or(0).max(spec.block_bytes as usize);
     let gso = opts.gso && udp::gso_supported(socket.as_fd());
-    let slots = if gso { MAX_GSO_SEGMENTS } else { BATCH };
+    // With GSO, up to GSO_MESSAGES super-datagrams of the largest size go in one call.
+    let slots = if gso { segments_per_message(max_size) * GSO_MESSAGES } else { BATCH };
     let generator = payload.generator(max_size);
     let mut slots = Slots::new(max_size, slots);
     let deadline = super::send_deadline(spec, started);
@@ -327,7 +328,7 @@ pub(super) fn send<F: DatagramFormat>(
             late_max = late_max.max(now.saturating_duration_since(schedule.slot(seq)));
         }
         behind += schedule.restart_if_behind(seq, due, now);
-        let room = if gso_ok { (65_000 / size).clamp(1, MAX_GSO_SEGMENTS) } else { BATCH };
+        let room = if gso_ok { (segments_per_message(size) * GSO_MESSAGES).min(slots.buf.len() / size) } else { BATCH };
         // With a pacing quantum, what falls due within it goes out now, as one batch (never a
         // datagram due at or after the deadline: a paced test's rate counts the slots before it).
         let horizon = match deadline {
@@ -346,7 +347,8 @@ pub(super) fn send<F: DatagramFormat>(
         let buf = &slots.buf;
         let segmented = gso_ok && n > 1;
         let result = if segmented {
-            udp::send_segmented(socket.as_fd(), &buf[..n * size], size as u16).map(|_| n)
+            udp::send_segmented_batch(socket.as_fd(), &buf[..n * size], size as u16, segments_per_message(size))
+                .map(|bytes| bytes / size)
         } else {
             udp::send_many(socket.as_fd(), &buf[..n * size], size, n)
         };
@@ -370,10 +372,10 @@ pub(super) fn send<F: DatagramFormat>(
             Err(e) => match udp::classify_send_error(&e, segmented) {
                 SendFailure::Unsegmentable => gso_ok = false,
                 SendFailure::Refused => {
-                    // sendmmsg fails on its first datagram (the rest were not tried); a
-                    // segmented send fails whole. Those are counted, never sent, and keep
-                    // their sequence numbers for the next try.
-                    let refused = if segmented { n } else { 1 };
+                    // sendmmsg fails on its first datagram or its first GSO message (the rest
+                    // were not tried), and a GSO message fails whole. Those are counted,
+                    // never sent, and keep their sequence numbers for the next try.
+                    let refused = if segmented { n.min(segments_per_message(size)) } else { 1 };
                     errors += refused as u64;
                     shared.send_errors.store(errors, Ordering::Release);
                     schedule.refused(refused as u64);
@@ -415,6 +417,12 @@ pub(super) fn send<F: DatagramFormat>(
     let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors), shared);
     shared.set_udp_final(Some(total), None, Some(intervals));
     outcome
+}
+
+/// Datagrams of `size` bytes in one GSO super-datagram: as many as fit in 65,000 bytes, at
+/// most the kernel's segment limit.
+fn segments_per_message(size: usize) -> usize {
+    (65_000 / size.max(1)).clamp(1, MAX_GSO_SEGMENTS)
 }
 
 /// Waits `wait` the pacer's way: a sleep that wakes [`WAKE_EARLY`] and at most [`POLL`] later,
