@@ -197,6 +197,7 @@ impl RecvBuffers {
     }
 
     /// The bytes of slot `i` (valid for the length [`recv_many`] reported).
+    #[inline]
     pub fn slot(&self, i: usize) -> &[u8] {
         &self.data[i * self.slot..(i + 1) * self.slot]
     }

@@ -174,12 +174,13 @@ impl DatagramFormat for NativeFormat {
         DatagramHeader::stamp(buf, sequence, sent_ns);
     }
 
+    #[inline]
     fn classify(&self, buf: &[u8]) -> Received {
-        match DatagramHeader::parse(buf) {
-            Err(_) => Received::Foreign,
+        match DatagramHeader::read(buf) {
+            None => Received::Foreign,
             // Setup, challenge or confirm datagrams still in flight when the test started.
-            Ok(h) if h.flags != 0 => Received::Control,
-            Ok(h) => Received::Data { stream_id: h.stream_id, sequence: h.sequence, sent_ns: h.sent_ns },
+            Some(h) if h.flags != 0 => Received::Control,
+            Some(h) => Received::Data { stream_id: h.stream_id, sequence: h.sequence, sent_ns: h.sent_ns },
         }
     }
 }
@@ -238,12 +239,20 @@ impl DatagramHeader {
                 buf.len()
             )));
         }
-        if u16::from_be_bytes([buf[0], buf[1]]) != MAGIC || buf[2] != VERSION {
-            return Err(ProtocolError::Malformed("datagram without the netchar header".into()));
+        Self::read(buf).ok_or_else(|| ProtocolError::Malformed("datagram without the netchar header".into()))
+    }
+
+    /// [`Self::parse`] without the reason: the receiver's per-datagram path, which only counts
+    /// what is not a netchar datagram and must not build a message for it.
+    #[inline]
+    pub fn read(buf: &[u8]) -> Option<Self> {
+        let h: &[u8; HEADER_LEN] = buf.get(..HEADER_LEN)?.try_into().ok()?;
+        if u16::from_be_bytes([h[0], h[1]]) != MAGIC || h[2] != VERSION {
+            return None;
         }
-        let u32_at = |i: usize| u32::from_be_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
-        let u64_at = |i: usize| u64::from_be_bytes(buf[i..i + 8].try_into().expect("8 bytes"));
-        Ok(Self { flags: buf[3], stream_id: u32_at(4), sequence: u64_at(8), sent_ns: u64_at(16) })
+        let u32_at = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let u64_at = |i: usize| u64::from_be_bytes(h[i..i + 8].try_into().expect("8 bytes of the header"));
+        Some(Self { flags: h[3], stream_id: u32_at(4), sequence: u64_at(8), sent_ns: u64_at(16) })
     }
 
     /// A setup datagram: header, cookie, padding.

@@ -754,8 +754,8 @@ pub(super) fn receive<F: DatagramFormat>(
                     if rx.interval_ends_before(offset) {
                         // The drop counter is read when an interval closes, not per datagram.
                         rx.drops.read(fd);
+                        rx.close_intervals_before(offset, shared, spec);
                     }
-                    rx.close_intervals_before(offset, shared, spec);
                     let data = &bufs.slot(i)[..m.len];
                     let stride = m.stride.max(1);
                     // An empty datagram is no segment of data, but may be the sender's end.
@@ -947,6 +947,7 @@ impl ReceiverState {
     }
 
     /// Whether the interval being filled ends at or before `offset_ns` (ns since the start).
+    #[inline]
     fn interval_ends_before(&self, offset_ns: u64) -> bool {
         self.interval_ns > 0 && (self.current + 1) * self.interval_ns <= offset_ns
     }
