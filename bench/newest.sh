@@ -12,7 +12,9 @@
 #   tcp1         TCP 1 stream up, Gbit/s at the receiver: netchar, iperf3, iperf2, netperf TCP_STREAM
 #   tcp4         TCP -P 4 up: netchar, iperf3 (multi-threaded from 3.16), iperf2
 #   udp64        UDP 64 B at full rate, datagrams/s received: netchar (GSO sender), iperf3,
-#                and bench/ref/udp_ref (sendmmsg with GSO into recvmmsg: this machine's limit)
+#                and bench/ref/udp_ref (sendmmsg with GSO into recvmmsg: this machine's limit),
+#                plain and with -s (udp_ref-s: a kernel receive stamp with every datagram, which a
+#                receiver that measures jitter must ask for: the limit for such a receiver)
 #   udp1472      the same with 1472 B datagrams
 #   rr.tcp.same  TCP request/response, 1 B, one in flight, both ends on CLIENT_CPU: netchar,
 #                netperf TCP_RR, netperf -j (it then times every transaction, as netchar
@@ -139,7 +141,7 @@ tools_of() { # CASE -> TOOLS (those present)
   case $c in
     tcp1)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2); [ -n "$NETPERF" ] && t+=(netperf) ;;
     tcp4)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2) ;;
-    udp*)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$UDP_REF" ] && t+=(udp_ref) ;;
+    udp*)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$UDP_REF" ] && t+=(udp_ref udp_ref-s) ;;
     rr.*.cross) t+=(netchar-bp); [ -n "$NETPERF" ] && t+=(netperf netperf-j); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
     rr.*)    [ -n "$NETPERF" ] && t+=(netperf netperf-j); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
     crr)     [ -n "$NETPERF" ] && t+=(netperf) ;;
@@ -186,13 +188,14 @@ run_one() {
     sockperf) srv=spt.$sfx; [ "$proto" = udp ] && srv=spu.$sfx
       args=("$SOCKPERF" pp -i "$H" -p "${SPORT[$srv]}" -t "$DUR" -m 14 --full-rtt)
       [ "$proto" = tcp ] && args+=(--tcp) ;;
-    udp_ref) srv=""; args=("$UDP_REF" -l "$L" -t "$DUR")
+    udp_ref|udp_ref-s) srv=""; args=("$UDP_REF" -l "$L" -t "$DUR")
+      [ "$t" = udp_ref-s ] && args+=(-s)
       [ "$PIN" = 1 ] && args+=(-c "$C" -C "$S") ;;
   esac
   if [ -n "$srv" ] && ! restart_if_dead "$srv" "round $r $c $t"; then
     printf '%s\t%s\t%s\tFAIL\t\t\t\t\tserver down\n' "$r" "$c" "$t" >> "$RES"; return
   fi
-  [ "$PIN" = 1 ] && [ "$t" != udp_ref ] && args=(taskset -c "$C" "${args[@]}")
+  [ "$PIN" = 1 ] && [[ $t != udp_ref* ]] && args=(taskset -c "$C" "${args[@]}")
   echo "${args[*]}" > "$base.cmd"
   local n0=0; [ "$t" = iperf2 ] && n0=$(wc -l < "$WORK/srv.i2.out")
   timed "$base.out" "$base.err" "${args[@]}"

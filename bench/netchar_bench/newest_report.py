@@ -22,7 +22,8 @@ CASES = [
     ("rr.udp.cross", "UDP rr, cross core", "transactions/s"),
     ("crr", "TCP crr", "connections/s"),
 ]
-TOOL_LABEL = {"netchar-bp": "netchar --busy-poll", "netperf-j": "netperf -j (timed)", "udp_ref": "udp_ref (limit)"}
+TOOL_LABEL = {"netchar-bp": "netchar --busy-poll", "netperf-j": "netperf -j (timed)", "udp_ref": "udp_ref (limit)",
+             "udp_ref-s": "udp_ref -s (stamped)"}
 
 
 def read(path):
@@ -120,6 +121,9 @@ def targets(rows):
     for case, label in (("udp64", "UDP 64 B"), ("udp1472", "UDP 1472 B")):
         if have(case, "udp_ref"):
             line("%s received datagrams/s within 10%% of udp_ref (>= 0.90x)" % label, paired(rows, case, "netchar", "udp_ref"), False, 0.90)
+        if have(case, "udp_ref-s"):
+            line("%s received datagrams/s within 10%% of udp_ref -s, the limit with a receive stamp per datagram (>= 0.90x)" % label,
+                 paired(rows, case, "netchar", "udp_ref-s"), False, 0.90)
         if have(case, "iperf3"):
             line("%s received datagrams/s >= 2.5x iperf3" % label, paired(rows, case, "netchar", "iperf3"), False, 2.5)
     for case, label in (("rr.tcp.same", "TCP rr same core"), ("rr.udp.same", "UDP rr same core"),

@@ -9,11 +9,13 @@
  *             (no GRO: each datagram is delivered to the socket on its own, as netchar's
  *             receiver gets them without --gro).
  * Nothing is checked in the payload and no header is written: it is the kernel's share of the
- * work, the least any sender and receiver must pay.  The receiver counts from its first
- * datagram to its last, and prints one line:
- *   udp_ref len=L segments=S sent=N sent_s=T received=M received_s=U
+ * work, the least any sender and receiver must pay.  With -s the receiver also asks the kernel
+ * for each datagram's receive time (SO_TIMESTAMPNS, a control message per datagram), as a
+ * receiver that measures jitter must, and reads it: the kernel's share for such a receiver.
+ * The receiver counts from its first datagram to its last, and prints one line:
+ *   udp_ref len=L segments=S sent=N sent_s=T received=M received_s=U stamps=0|1
  *
- *   udp_ref -l LEN -t SECONDS [-c SENDER_CPU] [-C RECEIVER_CPU] [-p PORT]
+ *   udp_ref -l LEN -t SECONDS [-s] [-c SENDER_CPU] [-C RECEIVER_CPU] [-p PORT]
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -64,17 +66,18 @@ struct totals {
 };
 
 int main(int argc, char **argv) {
-  int len = 64, port = 0, ccpu = -1, scpu = -1, opt;
+  int len = 64, port = 0, ccpu = -1, scpu = -1, stamps = 0, opt;
   double secs = 3;
-  while ((opt = getopt(argc, argv, "l:t:c:C:p:")) != -1) {
+  while ((opt = getopt(argc, argv, "l:t:c:C:p:s")) != -1) {
     switch (opt) {
       case 'l': len = atoi(optarg); break;
       case 't': secs = atof(optarg); break;
       case 'c': ccpu = atoi(optarg); break;
       case 'C': scpu = atoi(optarg); break;
       case 'p': port = atoi(optarg); break;
+      case 's': stamps = 1; break;
       default:
-        fprintf(stderr, "usage: udp_ref -l LEN -t SECONDS [-c SENDER_CPU] [-C RECEIVER_CPU] [-p PORT]\n");
+        fprintf(stderr, "usage: udp_ref -l LEN -t SECONDS [-s] [-c SENDER_CPU] [-C RECEIVER_CPU] [-p PORT]\n");
         return 2;
     }
   }
@@ -98,6 +101,7 @@ int main(int argc, char **argv) {
   getsockname(rx, (struct sockaddr *)&a, &al);
   struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
   setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (stamps && setsockopt(rx, SOL_SOCKET, SO_TIMESTAMPNS, &stamps, sizeof stamps) != 0) die("SO_TIMESTAMPNS");
 
   pid_t child = fork();
   if (child < 0) die("fork");
@@ -136,6 +140,11 @@ int main(int argc, char **argv) {
   char *bufs = malloc((size_t)RX_BATCH * 2048);
   struct iovec iov[RX_BATCH];
   struct mmsghdr m[RX_BATCH];
+  /* One control buffer per datagram, for its SO_TIMESTAMPNS stamp (-s). */
+  union {
+    char buf[CMSG_SPACE(sizeof(struct timespec))];
+    struct cmsghdr align;
+  } ctl[RX_BATCH];
   memset(m, 0, sizeof m);
   for (int i = 0; i < RX_BATCH; i++) {
     iov[i].iov_base = bufs + (size_t)i * 2048;
@@ -143,15 +152,24 @@ int main(int argc, char **argv) {
     m[i].msg_hdr.msg_iov = &iov[i];
     m[i].msg_hdr.msg_iovlen = 1;
   }
-  uint64_t got = 0;
+  uint64_t got = 0, stamped = 0;
   double first = 0, last = 0, deadline = now_s() + secs + 5;
   for (;;) {
+    if (stamps)
+      for (int i = 0; i < RX_BATCH; i++) {
+        m[i].msg_hdr.msg_control = ctl[i].buf;
+        m[i].msg_hdr.msg_controllen = sizeof ctl[i].buf;
+      }
     int n = recvmmsg(rx, m, RX_BATCH, MSG_WAITFORONE, NULL);
     double t = now_s();
     if (n > 0) {
       if (!got) first = t;
       got += n;
       last = t;
+      for (int i = 0; stamps && i < n; i++) {
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m[i].msg_hdr);
+        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) stamped++;
+      }
       continue;
     }
     if (errno == EINTR) continue;
@@ -160,7 +178,13 @@ int main(int argc, char **argv) {
   }
   int st;
   waitpid(child, &st, 0);
-  printf("udp_ref len=%d segments=%d sent=%llu sent_s=%.6f received=%llu received_s=%.6f\n", len, segs,
-         (unsigned long long)tot->sent, tot->sent_s, (unsigned long long)got, last - first);
+  printf("udp_ref len=%d segments=%d sent=%llu sent_s=%.6f received=%llu received_s=%.6f stamps=%d\n", len, segs,
+         (unsigned long long)tot->sent, tot->sent_s, (unsigned long long)got, last - first, stamps);
+  /* With -s, every datagram must have come with its stamp, or the figure is not what it says. */
+  if (stamps && stamped != got) {
+    fprintf(stderr, "udp_ref: %llu of %llu datagrams came without a receive stamp\n",
+            (unsigned long long)(got - stamped), (unsigned long long)got);
+    return 1;
+  }
   return got ? 0 : 1;
 }
