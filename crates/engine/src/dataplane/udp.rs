@@ -281,8 +281,10 @@ pub(super) fn send<F: DatagramFormat>(
     }
     let max_size = schedule.sizes.iter().map(|&(_, s)| s as usize).max().unwrap_or(0).max(spec.block_bytes as usize);
     let gso = opts.gso && udp::gso_supported(socket.as_fd());
-    // With GSO, up to GSO_MESSAGES super-datagrams of the largest size go in one call.
-    let slots = if gso { segments_per_message(max_size) * GSO_MESSAGES } else { BATCH };
+    // With GSO, an unpaced sender hands the kernel up to GSO_MESSAGES super-datagrams a call;
+    // a paced one a single super-datagram, the bound its catch-up after a stall keeps.
+    let messages = if schedule.pps.is_none() { GSO_MESSAGES } else { 1 };
+    let slots = if gso { segments_per_message(max_size) * messages } else { BATCH };
     let generator = payload.generator(max_size);
     let mut slots = Slots::new(max_size, slots);
     let deadline = super::send_deadline(spec, started);
@@ -328,7 +330,7 @@ pub(super) fn send<F: DatagramFormat>(
             late_max = late_max.max(now.saturating_duration_since(schedule.slot(seq)));
         }
         behind += schedule.restart_if_behind(seq, due, now);
-        let room = if gso_ok { (segments_per_message(size) * GSO_MESSAGES).min(slots.buf.len() / size) } else { BATCH };
+        let room = if gso_ok { (segments_per_message(size) * messages).min(slots.buf.len() / size) } else { BATCH };
         // With a pacing quantum, what falls due within it goes out now, as one batch (never a
         // datagram due at or after the deadline: a paced test's rate counts the slots before it).
         let horizon = match deadline {
