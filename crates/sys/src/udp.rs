@@ -102,24 +102,12 @@ pub fn send_many(fd: BorrowedFd<'_>, buf: &[u8], len: usize, count: usize) -> io
 /// UDP GSO. Returns the bytes accepted (all or an error: GSO sends are atomic).
 pub fn send_segmented(fd: BorrowedFd<'_>, buf: &[u8], segment: u16) -> io::Result<usize> {
     let mut iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
-    // u64 array: aligned for cmsghdr.
     let mut control = [0u64; 4];
     // SAFETY: msghdr is plain old data.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as _;
-    // SAFETY: the control buffer (32 bytes) is larger than CMSG_SPACE(2) = 24, so the first
-    // header and its 2-byte payload lie inside it.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_UDP;
-        (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
-    }
+    set_segment_size(&mut msg, &mut control, segment);
     // SAFETY: `msg` points at live iov (inside `buf`) and control buffers.
     let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, 0) };
     if n < 0 {
@@ -138,38 +126,45 @@ pub fn send_segmented_batch(fd: BorrowedFd<'_>, buf: &[u8], segment: u16, per_me
     if buf.len() <= message {
         return send_segmented(fd, buf, segment);
     }
-    // u64 array: aligned for cmsghdr. One control message serves every header: the kernel
-    // only reads it.
+    // One control message serves every header: the kernel only reads it.
     let mut control = [0u64; 4];
     // SAFETY: iovec and mmsghdr are plain old data; all-zero is valid.
     let mut iov: [libc::iovec; GSO_MESSAGES] = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
     let mut msgs: [libc::mmsghdr; GSO_MESSAGES] = unsafe { std::mem::zeroed() };
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let control_len = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as usize;
+    set_segment_size(&mut msgs[0].msg_hdr, &mut control, segment);
+    let (control_ptr, control_len) = (msgs[0].msg_hdr.msg_control, msgs[0].msg_hdr.msg_controllen);
     let mut count = 0;
     for (i, chunk) in buf.chunks(message).take(GSO_MESSAGES).enumerate() {
         iov[i] = libc::iovec { iov_base: chunk.as_ptr() as *mut libc::c_void, iov_len: chunk.len() };
         msgs[i].msg_hdr.msg_iov = &mut iov[i];
         msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_control = control.as_mut_ptr().cast();
-        msgs[i].msg_hdr.msg_controllen = control_len as _;
+        msgs[i].msg_hdr.msg_control = control_ptr;
+        msgs[i].msg_hdr.msg_controllen = control_len;
         count = i + 1;
-    }
-    // SAFETY: the control buffer (32 bytes) is larger than CMSG_SPACE(2) = 24, so the first
-    // header and its 2-byte payload lie inside it.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msgs[0].msg_hdr);
-        (*cmsg).cmsg_level = libc::SOL_UDP;
-        (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
     }
     // SAFETY: the first `count` headers point at live iovecs (inside `buf`) and at the live
     // control buffer; the kernel only reads them.
     let n = unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), count as libc::c_uint, 0) };
     let sent = check(n)? as usize;
     Ok(iov[..sent].iter().map(|v| v.iov_len).sum())
+}
+
+/// Points `msg` at `control` (u64s: aligned for cmsghdr) and writes in it the UDP_SEGMENT
+/// message that has the kernel cut the datagram into `segment`-byte datagrams (GSO).
+fn set_segment_size(msg: &mut libc::msghdr, control: &mut [u64; 4], segment: u16) {
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as _;
+    // SAFETY: the control buffer (32 bytes) is larger than CMSG_SPACE(2) = 24, so the first
+    // header and its 2-byte payload lie inside it.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(msg);
+        (*cmsg).cmsg_level = libc::SOL_UDP;
+        (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
+    }
 }
 
 /// What the kernel said about one received (possibly coalesced) datagram.
