@@ -753,11 +753,7 @@ pub(super) fn receive<F: DatagramFormat>(
                 for (i, m) in meta.iter().enumerate().take(n) {
                     let at = m.kernel_ns.unwrap_or(now_real);
                     let offset = at.saturating_sub(started_real);
-                    if rx.interval_ends_before(offset) {
-                        // The drop counter is read when an interval closes, not per datagram.
-                        rx.drops.read(fd);
-                        rx.close_intervals_before(offset, shared, spec);
-                    }
+                    rx.close_ended_intervals(offset, fd, shared, spec);
                     let data = &bufs.slot(i)[..m.len];
                     let stride = m.stride.max(1);
                     // An empty datagram is no segment of data, but may be the sender's end.
@@ -779,11 +775,7 @@ pub(super) fn receive<F: DatagramFormat>(
                 shared.packets.store(rx.tracker.unique(), Ordering::Release);
             }
             Err(e) if crate::is_retry(&e) => {
-                let offset = realtime_ns().saturating_sub(started_real);
-                if rx.interval_ends_before(offset) {
-                    rx.drops.read(fd);
-                }
-                rx.close_intervals_before(offset, shared, spec);
+                rx.close_ended_intervals(realtime_ns().saturating_sub(started_real), fd, shared, spec);
             }
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
             Err(e) => break Err(e),
@@ -952,6 +944,23 @@ impl ReceiverState {
     #[inline]
     fn interval_ends_before(&self, offset_ns: u64) -> bool {
         self.interval_ns > 0 && (self.current + 1) * self.interval_ns <= offset_ns
+    }
+
+    /// At `offset_ns` (ns since the start), once the interval being filled has ended: reads the
+    /// socket's drop counter (read when an interval closes, not per datagram) and closes every
+    /// interval ended by then. Checked per datagram, so the check alone is inline.
+    #[inline]
+    fn close_ended_intervals(
+        &mut self,
+        offset_ns: u64,
+        fd: std::os::fd::BorrowedFd<'_>,
+        shared: &StreamShared,
+        spec: &TestSpec,
+    ) {
+        if self.interval_ends_before(offset_ns) {
+            self.drops.read(fd);
+            self.close_intervals_before(offset_ns, shared, spec);
+        }
     }
 
     /// Closes every interval that ends at or before `offset_ns` (ns since the start).
