@@ -11,6 +11,7 @@
 # on CLIENT_CPU; the placement is printed beside every latency figure):
 #   tcp1         TCP 1 stream up, Gbit/s at the receiver: netchar, iperf3, iperf2, netperf TCP_STREAM
 #   tcp4         TCP -P 4 up: netchar, iperf3 (multi-threaded from 3.16), iperf2
+#                (both: also netchar -l 128Ki, iperf3's write length beside netchar's 512 KiB)
 #   udp64        UDP 64 B at full rate, datagrams/s received: netchar (GSO sender), iperf3,
 #                and bench/ref/udp_ref (sendmmsg with GSO into recvmmsg: this machine's limit),
 #                plain and with -s (udp_ref-s: a kernel receive stamp with every datagram, which a
@@ -139,8 +140,8 @@ tools_of() { # CASE -> TOOLS (those present)
   local c=$1 t=(netchar)
   [ -n "$NCB" ] && t+=(netchar-before)
   case $c in
-    tcp1)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2); [ -n "$NETPERF" ] && t+=(netperf) ;;
-    tcp4)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2) ;;
+    tcp1)    t+=(netchar-l128); [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2); [ -n "$NETPERF" ] && t+=(netperf) ;;
+    tcp4)    t+=(netchar-l128); [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2) ;;
     udp*)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$UDP_REF" ] && t+=(udp_ref udp_ref-s) ;;
     rr.*.cross) t+=(netchar-bp); [ -n "$NETPERF" ] && t+=(netperf netperf-j); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
     rr.*)    [ -n "$NETPERF" ] && t+=(netperf netperf-j); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
@@ -164,10 +165,11 @@ run_one() {
   local A=(); [ "$PIN" = 1 ] && A=(-A "$C,$sc")
   local T=(); [ "$PIN" = 1 ] && T=(-T "$C,$sc")
   case $t in
-    netchar|netchar-before|netchar-bp)
+    netchar|netchar-before|netchar-bp|netchar-l128)
       srv=nc.$sfx; [ "$t" = netchar-before ] && srv=ncb.$sfx
       case $kind in
-        tcp) args=("$bin" tcp "$H" -p "${SPORT[$srv]}" -t "$DUR" -P "$P" "${A[@]}" -i 0 --json) ;;
+        tcp) args=("$bin" tcp "$H" -p "${SPORT[$srv]}" -t "$DUR" -P "$P" "${A[@]}" -i 0 --json)
+             [ "$t" = netchar-l128 ] && args+=(-l 128Ki) ;;
         udp) args=("$bin" udp "$H" -p "${SPORT[$srv]}" -t "$DUR" -l "$L" -b 0 "${A[@]}" -i 0 --json) ;;
         rr)  args=("$bin" rr "$H" -p "${SPORT[$srv]}" -t "$DUR" "${A[@]}" -i 0 --json)
              [ "$proto" = udp ] && args+=(--udp); [ "$t" = netchar-bp ] && args+=(--busy-poll) ;;

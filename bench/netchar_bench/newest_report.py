@@ -22,7 +22,7 @@ CASES = [
     ("rr.udp.cross", "UDP rr, cross core", "transactions/s"),
     ("crr", "TCP crr", "connections/s"),
 ]
-TOOL_LABEL = {"netchar-bp": "netchar --busy-poll", "netperf-j": "netperf -j (timed)", "udp_ref": "udp_ref (limit)",
+TOOL_LABEL = {"netchar-bp": "netchar --busy-poll", "netchar-l128": "netchar -l 128Ki", "netperf-j": "netperf -j (timed)", "udp_ref": "udp_ref (limit)",
              "udp_ref-s": "udp_ref -s (stamped)"}
 
 
@@ -118,6 +118,11 @@ def targets(rows):
         for peer in ("iperf3", "iperf2"):
             if have(case, peer):
                 line("%s >= 1.00x %s (median of the rounds' ratios)" % (label, peer), paired(rows, case, "netchar", peer), False)
+    for case, label in (("tcp1", "TCP 1 stream"), ("tcp4", "TCP -P 4")):
+        # Like for like: netchar writing iperf3's 128 KiB (netchar's own default writes 512 KiB).
+        rs = paired(rows, case, "netchar-l128", "iperf3")
+        if rs:
+            out.append("info %s, netchar -l 128Ki / iperf3 (the same write length): %s" % (label, ratio_text(rs)))
     for case, label in (("udp64", "UDP 64 B"), ("udp1472", "UDP 1472 B")):
         if have(case, "udp_ref"):
             line("%s received datagrams/s within 10%% of udp_ref (>= 0.90x)" % label, paired(rows, case, "netchar", "udp_ref"), False, 0.90)

@@ -337,9 +337,9 @@ impl PayloadArgs {
 pub(crate) struct TcpArgs {
     #[command(flatten)]
     pub(crate) common: CommonArgs,
-    /// Bytes per write and read.
-    #[arg(short = 'l', long = "length", default_value = "128Ki", allow_negative_numbers = true)]
-    pub(crate) length: String,
+    /// Bytes per write and read [default: 512Ki; 128Ki with -b and with a peer's --proto].
+    #[arg(short = 'l', long = "length", allow_negative_numbers = true)]
+    pub(crate) length: Option<String>,
     /// Socket buffer size (SO_SNDBUF/SO_RCVBUF) on both ends; default leaves autotuning on.
     #[arg(short = 'w', long = "window")]
     pub(crate) window: Option<String>,

@@ -102,13 +102,12 @@ pub(crate) fn tcp(a: &TcpArgs, figures: &FigureFiles, stop: &StopFlag) -> Result
     if a.bitrate.is_some() || a.window.is_some() || a.mss.is_some() || a.congestion.is_some() || a.zerocopy {
         bail!("--proto nc-test: the slave sets up its own sockets (-b, -w, -M, -C and --zerocopy do not apply)");
     }
-    let buflen = if a.length == "128Ki" {
-        1024
-    } else {
-        netchar_model::units::parse_bytes(&a.length).map_err(|e| anyhow::anyhow!("-l {}: {e}", a.length))?
+    let buflen = match &a.length {
+        None => 1024,
+        Some(l) => netchar_model::units::parse_bytes(l).map_err(|e| anyhow::anyhow!("-l {l}: {e}"))?,
     };
     if buflen == 0 || buflen > u64::from(wire::MAX_BUFLEN) {
-        bail!("-l {}: nc_test buffers are 1 to {} bytes", a.length, wire::MAX_BUFLEN);
+        bail!("-l {}: nc_test buffers are 1 to {} bytes", a.length.as_deref().unwrap_or_default(), wire::MAX_BUFLEN);
     }
     let nbufs = match &a.common.bytes {
         Some(b) => netchar_model::units::parse_bytes(b).map_err(|e| anyhow::anyhow!("-n {b}: {e}"))?.div_ceil(buflen),

@@ -9,7 +9,7 @@ use netchar_engine::under_load::LoadPlan;
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
 use netchar_model::{
     parse_duration, Direction, EndCondition, Pattern, RrOptions, TestKind, TestSpec, UdpRate, MAX_SECONDS,
-    UDP_HEADER_BYTES,
+    PACED_TCP_BLOCK_BYTES, UDP_HEADER_BYTES,
 };
 use netchar_sys::console::ConsoleSource;
 use netchar_wire::session::Timeouts;
@@ -212,7 +212,13 @@ impl TcpPlan {
     /// Validates every `netchar tcp` flag and builds the plan.
     pub(crate) fn from_args(a: &TcpArgs) -> Result<Self, UsageError> {
         let mut spec = TestSpec::tcp_default();
-        spec.block_bytes = bytes("-l", &a.length)?;
+        let paced = a.bitrate.as_deref().is_some_and(|b| parse_bit_rate(b).is_ok_and(|r| r > 0));
+        spec.block_bytes = match &a.length {
+            Some(l) => bytes("-l", l)?,
+            // A peer tool's own default, and short writes between a paced sender's pauses.
+            None if paced || a.common.proto.peer().is_some() => PACED_TCP_BLOCK_BYTES,
+            None => spec.block_bytes,
+        };
         spec.tcp.window_bytes = a.window.as_deref().map(|w| bytes("-w", w)).transpose()?;
         spec.tcp.mss = a.mss.as_deref().map(|m| count("-M", m)).transpose()?;
         spec.tcp.nodelay = a.nodelay;
@@ -677,6 +683,30 @@ mod tests {
             assert!(e.starts_with(&format!("--console {bad}:")) && e.contains("DEVICE:BAUD"), "{bad}: {e}");
         }
         assert!(udp_plan(&["h", "--console-cmd", " "]).is_err());
+    }
+
+    fn tcp_plan(args: &[&str]) -> Result<TcpPlan, UsageError> {
+        use clap::Parser;
+        let argv = ["netchar", "tcp"].iter().chain(args).copied();
+        match crate::args::Cli::try_parse_from(argv).expect("parses").command {
+            Some(crate::args::Command::Tcp(a)) => TcpPlan::from_args(&a),
+            _ => unreachable!("a tcp command"),
+        }
+    }
+
+    /// Without -l an unpaced netchar sender writes TCP_BLOCK_BYTES; a paced one, and one
+    /// speaking a peer tool's protocol, that tool's 128 KiB; -l wins everywhere.
+    #[test]
+    fn the_tcp_write_length_defaults_by_pacing_and_protocol() {
+        let block = |args: &[&str]| tcp_plan(args).unwrap().client.spec.block_bytes;
+        assert_eq!(block(&["h"]), netchar_model::TCP_BLOCK_BYTES);
+        assert_eq!(block(&["h", "--proto", "auto"]), netchar_model::TCP_BLOCK_BYTES);
+        assert_eq!(block(&["h", "-b", "0"]), netchar_model::TCP_BLOCK_BYTES);
+        assert_eq!(block(&["h", "-b", "10M"]), PACED_TCP_BLOCK_BYTES);
+        assert_eq!(block(&["h", "--proto", "iperf3"]), PACED_TCP_BLOCK_BYTES);
+        assert_eq!(block(&["h", "--proto", "iperf2"]), PACED_TCP_BLOCK_BYTES);
+        assert_eq!(block(&["h", "-l", "64Ki"]), 64 * 1024);
+        assert_eq!(block(&["h", "-l", "1Mi", "-b", "10M", "--proto", "iperf3"]), 1 << 20);
     }
 
     fn udp_plan(args: &[&str]) -> Result<TcpPlan, UsageError> {

@@ -433,7 +433,9 @@ fn skip_rx_copy_counts_every_byte_and_names_the_method() {
     for (args, dir, method, mark) in [
         (&["-n", "200M", "-i", "0", "--skip-rx-copy"][..], "up", "msg_trunc", 512 * 1024),
         (&["-n", "200M", "-i", "0", "--skip-rx-copy", "-R"][..], "down", "msg_trunc", 512 * 1024),
-        (&["-n", "200M", "-i", "0"][..], "up", "read", 128 * 1024),
+        // One read of the default block (TCP_BLOCK_BYTES).
+        (&["-n", "200M", "-i", "0"][..], "up", "read", 512 * 1024),
+        (&["-n", "200M", "-i", "0", "-l", "128Ki"][..], "up", "read", 128 * 1024),
         (&["-n", "200M", "-i", "0", "-R", "--rx-wake-per-segment"][..], "down", "read", 0),
     ] {
         let r = tcp_json(&s, "127.0.0.1", args);
