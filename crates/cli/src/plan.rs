@@ -685,15 +685,6 @@ mod tests {
         assert!(udp_plan(&["h", "--console-cmd", " "]).is_err());
     }
 
-    fn tcp_plan(args: &[&str]) -> Result<TcpPlan, UsageError> {
-        use clap::Parser;
-        let argv = ["netchar", "tcp"].iter().chain(args).copied();
-        match crate::args::Cli::try_parse_from(argv).expect("parses").command {
-            Some(crate::args::Command::Tcp(a)) => TcpPlan::from_args(&a),
-            _ => unreachable!("a tcp command"),
-        }
-    }
-
     /// Without -l an unpaced netchar sender writes TCP_BLOCK_BYTES; a paced one, and one
     /// speaking a peer tool's protocol, that tool's 128 KiB; -l wins everywhere.
     #[test]
@@ -709,13 +700,23 @@ mod tests {
         assert_eq!(block(&["h", "-l", "1Mi", "-b", "10M", "--proto", "iperf3"]), 1 << 20);
     }
 
-    fn udp_plan(args: &[&str]) -> Result<TcpPlan, UsageError> {
+    /// The plan of `netchar tcp ARGS` or `netchar udp ARGS`.
+    fn plan_of(command: &str, args: &[&str]) -> Result<TcpPlan, UsageError> {
         use clap::Parser;
-        let argv = ["netchar", "udp"].iter().chain(args).copied();
+        let argv = ["netchar", command].into_iter().chain(args.iter().copied());
         match crate::args::Cli::try_parse_from(argv).expect("parses").command {
+            Some(crate::args::Command::Tcp(a)) => TcpPlan::from_args(&a),
             Some(crate::args::Command::Udp(a)) => TcpPlan::from_udp_args(&a),
-            _ => unreachable!("a udp command"),
+            _ => unreachable!("a tcp or udp command"),
         }
+    }
+
+    fn tcp_plan(args: &[&str]) -> Result<TcpPlan, UsageError> {
+        plan_of("tcp", args)
+    }
+
+    fn udp_plan(args: &[&str]) -> Result<TcpPlan, UsageError> {
+        plan_of("udp", args)
     }
 
     #[test]
