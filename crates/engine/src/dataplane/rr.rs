@@ -770,7 +770,7 @@ pub(super) fn crr_requester(
             break Ok(());
         }
         let t0 = Instant::now();
-        let stream = match TcpStream::connect_timeout(&target, Duration::from_secs(5)) {
+        let stream = match crr_connect(target, opts.request_bytes) {
             Ok(s) => s,
             Err(e) if e.raw_os_error() == Some(EADDRNOTAVAIL) => {
                 break Err(io::Error::new(
@@ -785,8 +785,6 @@ pub(super) fn crr_requester(
         };
         connects.record((Instant::now() - t0).as_nanos() as u64);
         issued += 1;
-        let _ = stream.set_nodelay(true);
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
         if let Err(e) = (&stream).write_all(&request) {
             break Err(e);
         }
@@ -825,6 +823,34 @@ pub(super) fn crr_requester(
 }
 
 const EADDRNOTAVAIL: i32 = 99;
+const EINPROGRESS: i32 = 115;
+/// How long a crr connection may take to connect, to write its request or to read its answer.
+const CRR_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One crr connection, in as few system calls as a connection allows: the socket's timeouts
+/// bound a blocking connect (socket(7): SO_SNDTIMEO applies to connect) and its reads, where
+/// `TcpStream::connect_timeout` makes the socket non-blocking, polls, and makes it blocking
+/// again (strace per connection: 7 calls before the request, 4 or 5 now; netperf's TCP_CRR
+/// makes 6 with its bind and getsockopts). Nagle can hold back only the last segment of a
+/// request longer than one segment, behind an earlier one not yet acknowledged; a request
+/// within the least MSS (536 bytes) goes out at once without TCP_NODELAY.
+fn crr_connect(target: std::net::SocketAddr, request_bytes: u64) -> io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::for_address(target), socket2::Type::STREAM, None)?;
+    socket.set_write_timeout(Some(CRR_TIMEOUT))?;
+    socket.set_read_timeout(Some(CRR_TIMEOUT))?;
+    if request_bytes > 536 {
+        socket.set_nodelay(true)?;
+    }
+    match socket.connect(&target.into()) {
+        Ok(()) => Ok(socket.into()),
+        // The send timeout ran out while the handshake was under way.
+        Err(e) if e.raw_os_error() == Some(EINPROGRESS) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no connection to {target} within {} s", CRR_TIMEOUT.as_secs()),
+        )),
+        Err(e) => Err(e),
+    }
+}
 
 /// The crr responder: accepts each connection on the test's listener, answers its request and
 /// closes it. One at a time, as netserver does.
@@ -838,8 +864,15 @@ pub(super) fn crr_responder(
     let opts = spec.rr.clone().unwrap_or_default();
     let response = vec![b'r'; opts.response_bytes as usize];
     let mut buf = vec![0u8; (opts.request_bytes as usize).clamp(64, 1 << 20)];
-    // accept() honours the receive timeout: wake up to check the end.
-    socket2::SockRef::from(listener).set_read_timeout(Some(WAIT))?;
+    // accept() honours the receive timeout: wake up to check the end. An accepted socket
+    // inherits the listener's options (Linux copies the listening socket): this timeout, the
+    // send timeout that keeps a client that never reads from holding the responder, and
+    // TCP_NODELAY, so each connection costs no setsockopt: accept4, one read, one write and
+    // close, as netserver's.
+    let listening = socket2::SockRef::from(listener);
+    listening.set_read_timeout(Some(WAIT))?;
+    listening.set_write_timeout(Some(CRR_TIMEOUT))?;
+    listening.set_nodelay(true)?;
     let (mut answered, mut bytes) = (0u64, 0u64);
     let mut last_answer = None;
     loop {
@@ -855,14 +888,17 @@ pub(super) fn crr_responder(
             // Not the test's client: closed unanswered, and no transaction of the test.
             continue;
         }
-        let _ = stream.set_nodelay(true);
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        // The request, within CRR_TIMEOUT of the accept: the inherited WAIT timeout ends a
+        // read that found nothing, not the connection.
+        let accepted = Instant::now();
         let mut got = 0usize;
         while got < opts.request_bytes as usize {
             match (&stream).read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if is_retry(&e) && accepted.elapsed() < CRR_TIMEOUT && !controls.abort.load(Ordering::Relaxed) => {}
                 Err(_) => break,
             }
         }
@@ -960,6 +996,40 @@ mod tests {
         assert_eq!((rr.transactions, rr.lost, rr.late), (40, 0, 0));
         assert_eq!(responder.packets.load(Ordering::Acquire), 40);
         assert_eq!(responder.bytes.load(Ordering::Acquire), 40 * 30);
+    }
+
+    /// The crr responder's connections inherit its listener's 10 ms timeout (no setsockopt per
+    /// connection): a request that comes several of those after the connect is still answered,
+    /// and the requester's own connections (a request above one segment) read every answer.
+    #[test]
+    fn crr_answers_a_request_that_comes_after_many_accept_timeouts() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = listener.local_addr().unwrap();
+        let mut spec = TestSpec::rr_default();
+        spec.rr = Some(RrOptions { request_bytes: 600, response_bytes: 3000, ..RrOptions::default() });
+        spec.end = netchar_model::EndCondition::Bytes(5); // transactions, for rr
+        spec.interval_seconds = 0.0;
+        let started = Instant::now();
+        let responder = StreamShared::new(1, Flow::Up, Role::Receiver, started);
+        let requester = StreamShared::new(1, Flow::Up, Role::Sender, started);
+        let controls = Controls::default();
+        std::thread::scope(|s| {
+            let answering =
+                s.spawn(|| crr_responder(&responder, &controls, &spec, &listener, &super::super::PeerFilter::any()));
+            // A slow client: its request 50 ms (five of the responder's waits) after connecting.
+            let slow = TcpStream::connect(target).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            (&slow).write_all(&[b'q'; 600]).unwrap();
+            let mut answer = Vec::new();
+            (&slow).read_to_end(&mut answer).unwrap();
+            assert_eq!(answer.len(), 3000);
+            crr_requester(&requester, &controls, &spec, started, target).unwrap();
+            controls.abort.store(true, Ordering::Release);
+            answering.join().unwrap().unwrap();
+        });
+        assert_eq!(requester.packets.load(Ordering::Acquire), 5);
+        assert_eq!(responder.packets.load(Ordering::Acquire), 6);
+        assert_eq!(responder.bytes.load(Ordering::Acquire), 6 * 600);
     }
 
     /// The whole run's histogram, built by adding each closed interval's, reports exactly what
