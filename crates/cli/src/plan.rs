@@ -212,11 +212,14 @@ impl TcpPlan {
     /// Validates every `netchar tcp` flag and builds the plan.
     pub(crate) fn from_args(a: &TcpArgs) -> Result<Self, UsageError> {
         let mut spec = TestSpec::tcp_default();
-        let paced = a.bitrate.as_deref().is_some_and(|b| parse_bit_rate(b).is_ok_and(|r| r > 0));
+        spec.tcp.rate_bps_per_stream = match &a.bitrate {
+            Some(b) => Some(parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))?).filter(|&r| r > 0),
+            None => None,
+        };
         spec.block_bytes = match &a.length {
             Some(l) => bytes("-l", l)?,
             // A peer tool's own default, and short writes between a paced sender's pauses.
-            None if paced || a.common.proto.peer().is_some() => PACED_TCP_BLOCK_BYTES,
+            None if spec.tcp.rate_bps_per_stream.is_some() || a.common.proto.peer().is_some() => PACED_TCP_BLOCK_BYTES,
             None => spec.block_bytes,
         };
         spec.tcp.window_bytes = a.window.as_deref().map(|w| bytes("-w", w)).transpose()?;
@@ -226,10 +229,6 @@ impl TcpPlan {
         spec.tcp.zerocopy = a.zerocopy;
         spec.tcp.skip_rx_copy = a.skip_rx_copy;
         spec.tcp.wake_per_segment = a.rx_wake_per_segment;
-        spec.tcp.rate_bps_per_stream = match &a.bitrate {
-            Some(b) => Some(parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))?).filter(|&r| r > 0),
-            None => None,
-        };
         Self::with_common(spec, &a.common, Command::Tcp)
     }
 
