@@ -31,6 +31,16 @@ fn fds_and_rss(pid: u32) -> (usize, u64) {
     (fds, rss)
 }
 
+/// The most resident memory (KiB) a process has held.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Waits until the server's open files are back to `baseline` (closes may lag the attack by
 /// the refusal linger of a second); returns the last count.
 fn fds_settle(pid: u32, baseline: usize) -> usize {
@@ -294,4 +304,22 @@ fn a_client_killed_mid_test_costs_the_server_nothing() {
     assert!(fds <= baseline, "server fds {baseline} before, {fds} after four killed clients");
     let lines = s.log_lines(Duration::from_millis(500));
     assert!(lines.iter().filter(|l| l.contains("error")).count() >= 4, "{lines:?}");
+}
+
+/// A client asking for the largest blocks (`-l 16Mi`) on several streams: a read takes what
+/// the socket has queued, up to its receive buffer (tens of MiB), so a server reading into one
+/// block per stream held ~100 MB for these 8 streams and 440-590 MB for 128. Reads are capped
+/// at 1 MiB, and an end that only receives (no `--verify`) builds no payload generator: the
+/// server grows by the 8 read buffers and what any test costs, and the bytes still match.
+#[test]
+fn the_largest_blocks_cost_a_receiving_server_one_capped_read_per_stream() {
+    let s = Server::start(&[]);
+    let pid = s.child.id();
+    let (_, before) = fds_and_rss(pid);
+    let r = tcp_json(&s, "127.0.0.1", &["-P", "8", "-l", "16Mi", "-t", "1", "-i", "0"]);
+    check_flow(&r, "up", 8);
+    let grown = peak_rss(pid).saturating_sub(before);
+    // 8 reads of 1 MiB, and 8 MiB for the rest (threads' stacks, records, allocator slack).
+    let bound = 8 * 1024 + 8 * 1024;
+    assert!(grown <= bound, "the server grew by {grown} KiB for 8 streams of -l 16Mi (bound {bound} KiB)");
 }

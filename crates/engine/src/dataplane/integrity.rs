@@ -21,8 +21,9 @@ const RR_SLICE: usize = 1 << 20;
 /// What a test end's workers write and compare with.
 #[derive(Debug, Clone)]
 pub(super) struct TestPayload {
-    /// TCP tests and TCP rr: the stream generator (every TCP test has one: the default pattern
-    /// is its constant kind).
+    /// TCP tests and TCP rr: the stream generator (the default pattern is its constant kind).
+    /// Every end that sends or verifies has one; a TCP end that only receives and does not
+    /// verify has none (it would be a block and more of memory read by nobody, per test).
     pub(super) stream: Option<Arc<StreamPayload>>,
     /// UDP tests and UDP rr.
     pub(super) datagrams: Option<Arc<DatagramPayload>>,
@@ -34,13 +35,16 @@ pub(super) struct TestPayload {
 }
 
 impl TestPayload {
-    /// The generators `spec` needs.
-    pub(super) fn for_spec(spec: &TestSpec) -> Self {
+    /// The generators `spec` needs at an end where some stream sends (`sends`) or none does.
+    pub(super) fn for_spec(spec: &TestSpec, sends: bool) -> Self {
         let kind = spec.payload.unwrap_or_default();
         let block = spec.block_bytes as usize;
         let mut out = Self { stream: None, datagrams: None, verify: spec.verify, rr_generated: spec.payload.is_some() };
         match (spec.kind, spec.rr.as_ref()) {
-            (TestKind::Tcp, _) => out.stream = Some(Arc::new(StreamPayload::new(kind, block, block))),
+            (TestKind::Tcp, _) if sends || spec.verify => {
+                out.stream = Some(Arc::new(StreamPayload::new(kind, block, block)))
+            }
+            (TestKind::Tcp, _) => {}
             (TestKind::Udp, _) => out.datagrams = Some(Arc::new(DatagramPayload::new(kind, largest_datagram(spec)))),
             (TestKind::Rr, Some(r)) if out.rr_generated => {
                 let longest = r.request_bytes.max(r.response_bytes) as usize;

@@ -493,7 +493,8 @@ impl DataPlane {
         options: StreamOptions,
     ) -> io::Result<Self> {
         let options = Arc::new(options);
-        let payload = Arc::new(integrity::TestPayload::for_spec(&cfg.spec));
+        let sends = streams.iter().any(|s| s.role == Role::Sender);
+        let payload = Arc::new(integrity::TestPayload::for_spec(&cfg.spec, sends));
         let controls = Arc::new(Controls::default());
         let mut shared = Vec::new();
         let mut workers = Vec::new();
@@ -935,9 +936,10 @@ impl Worker {
         // --skip-rx-copy: MSG_TRUNC discards the payload in the kernel; where a kernel refuses
         // the flag on its first use, reads copy as usual and the record says so. A discard
         // touches no memory, so it asks for up to 1 MiB at once (the buffer is never written:
-        // its pages stay unmapped); a copy reads one block, whose buffer stays in cache.
+        // its pages stay unmapped); a copy reads one block, up to MAX_COPY_READ.
         let mut discard = tcp.skip_rx_copy;
-        let mut buf = vec![0u8; if discard { block.max(DISCARD_READ) } else { block }];
+        let copy_read = block.min(MAX_COPY_READ);
+        let mut buf = vec![0u8; if discard { block.max(DISCARD_READ) } else { copy_read }];
         // Wake-up batching (wake_batching.rs): at most one read's length (half a discard's, so
         // one read takes all a wake-up found), a quarter of a fixed -w window.
         let mut cap = if discard { buf.len() / 2 } else { buf.len() };
@@ -978,7 +980,7 @@ impl Worker {
                 match netchar_sys::tcp::recv_discard(socket.as_fd(), &mut buf) {
                     Err(e) if !discarded_once && e.kind() == io::ErrorKind::Unsupported => {
                         discard = false;
-                        buf.truncate(block);
+                        buf.truncate(copy_read);
                         continue;
                     }
                     r => {
@@ -1093,6 +1095,12 @@ fn peer_closed(e: &io::Error) -> bool {
 
 /// The length of one `--skip-rx-copy` read (at least one block).
 const DISCARD_READ: usize = 1 << 20;
+
+/// The longest copying TCP read, whatever the block (`-l` up to 16 MiB). The pages a read
+/// fills stay in the process, so a server receiving 128 streams of `-l 16Mi` held 547 MB
+/// (a read takes what the socket has queued, up to its receive buffer); at this cap, 141 MB.
+/// A read of 1 MiB costs one system call per MiB, nothing beside the copy.
+const MAX_COPY_READ: usize = 1 << 20;
 
 /// The `--zerocopy` sender's choice of method: after a warm-up of plain sends (slow start must
 /// not count against the first method measured), each candidate sends for one phase and the

@@ -953,7 +953,7 @@ mod tests {
         spec.interval_seconds = 0.0;
         let started = Instant::now();
         let shared = StreamShared::new(1, Flow::Up, Role::Sender, started);
-        let payload = TestPayload::for_spec(&spec);
+        let payload = TestPayload::for_spec(&spec, true);
         let made = RrBytes { payload: &payload, echoed: false };
         udp_requester(&shared, &Controls::default(), &spec, started, &client, DatagramFormatKind::Native, made)
             .unwrap();
@@ -985,7 +985,7 @@ mod tests {
         let requester = StreamShared::new(1, Flow::Up, Role::Sender, started);
         let responder = StreamShared::new(1, Flow::Up, Role::Receiver, started);
         let controls = Controls::default();
-        let payload = TestPayload::for_spec(&spec);
+        let payload = TestPayload::for_spec(&spec, true);
         let made = RrBytes { payload: &payload, echoed: false };
         std::thread::scope(|s| {
             let answering = s.spawn(|| udp_responder(&responder, &controls, &spec, &server, kind, made));
