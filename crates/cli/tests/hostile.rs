@@ -323,3 +323,33 @@ fn the_largest_blocks_cost_a_receiving_server_one_capped_read_per_stream() {
     let bound = 8 * 1024 + 8 * 1024;
     assert!(grown <= bound, "the server grew by {grown} KiB for 8 streams of -l 16Mi (bound {bound} KiB)");
 }
+
+/// Request/response with the largest sizes (`-l` and `--response` 16 MiB): the responder held
+/// 64 whole answers per connection, so `rr -P 4 --response 16Mi` made a server fill 4 GiB (and
+/// answer once in a second); answers now come from a buffer of at most 1 MiB, rr's and crr's.
+/// Every stream still completes transactions, and the server grows by its reads and answers.
+#[test]
+fn the_largest_rr_answers_cost_the_server_one_capped_buffer_per_stream() {
+    let s = Server::start(&[]);
+    let pid = s.child.id();
+    let (_, before) = fds_and_rss(pid);
+    for (kind, streams) in [("rr", 4u64), ("crr", 2)] {
+        let p = streams.to_string();
+        let r =
+            client_json(kind, &s, "127.0.0.1", &["-P", &p, "-l", "16Mi", "--response", "16Mi", "-t", "1", "-i", "0"]);
+        assert!(r["error"].is_null(), "{kind}: {}", r["error"]);
+        let per_stream: Vec<u64> = r["streams"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{kind}: no streams in {r}"))
+            .iter()
+            .filter(|st| st["role"] == "sender")
+            .map(|st| st["rr"]["transactions"].as_u64().unwrap_or(0))
+            .collect();
+        assert_eq!(per_stream.len() as u64, streams, "{kind}: {r}");
+        assert!(per_stream.iter().all(|&t| t > 0), "{kind}: a stream completed no transaction: {per_stream:?}");
+    }
+    let grown = peak_rss(pid).saturating_sub(before);
+    // 4 connections × (a read of 1 MiB + answers of 1 MiB), and 8 MiB for the rest.
+    let bound = 4 * 2 * 1024 + 8 * 1024;
+    assert!(grown <= bound, "the server grew by {grown} KiB answering 16 MiB requests (bound {bound} KiB)");
+}

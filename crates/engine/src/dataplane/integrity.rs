@@ -16,7 +16,7 @@ pub(super) const RESPONSE_KEY: u32 = 1 << 31;
 
 /// The longest slice an rr worker takes at once: longer requests and responses are written and
 /// checked in pieces of this.
-const RR_SLICE: usize = 1 << 20;
+pub(super) const RR_SLICE: usize = 1 << 20;
 
 /// What a test end's workers write and compare with.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@
 //! non-blocking receives: on a VM most of a blocking round trip between cores is the halted
 //! vCPU waking up (reference/perf.md, technique 8).
 
-use super::integrity::{DatagramCheck, StreamCheck, TestPayload, RESPONSE_KEY};
+use super::integrity::{DatagramCheck, StreamCheck, TestPayload, RESPONSE_KEY, RR_SLICE};
 use super::udp::realtime_at;
 use super::{send_deadline, Controls, DatagramFormatKind, StreamShared, POLL};
 use crate::is_retry;
@@ -223,6 +223,29 @@ fn write_generated(
     Ok(())
 }
 
+/// Requests and responses of one constant byte (no `--payload`), of any length up to
+/// `-l`/`--response`'s 16 MiB, from a buffer of at most [`RR_SLICE`]: a responder holding whole
+/// answers held 64 of them, so one `--response 16Mi` client made a server fill 1 GiB.
+struct ConstantBytes(Vec<u8>);
+
+impl ConstantBytes {
+    /// Enough of `byte` to write `longest` bytes in one piece when that is at most RR_SLICE.
+    fn new(byte: u8, longest: usize) -> Self {
+        Self(vec![byte; longest.clamp(1, RR_SLICE)])
+    }
+
+    /// Writes `len` of the bytes with `write`, a piece of at most the buffer at a time (one
+    /// call for the usual short request or batch of answers).
+    fn write_with(&self, mut len: usize, mut write: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        while len > 0 {
+            let piece = len.min(self.0.len());
+            write(&self.0[..piece])?;
+            len -= piece;
+        }
+        Ok(())
+    }
+}
+
 /// The echo pattern's pauses: after every `every` requests, wait `pause` before the next.
 struct Pauses {
     every: Option<u64>,
@@ -283,7 +306,7 @@ pub(super) fn tcp_requester(
     socket.set_nodelay(true)?;
     set_waiting(socket, opts.busy_poll)?;
     let (req, resp) = (opts.request_bytes as usize, opts.response_bytes as usize);
-    let request = vec![b'q'; req];
+    let request = ConstantBytes::new(b'q', req);
     let mut buf = vec![0u8; (resp * opts.inflight as usize).max(resp).min(1 << 20)];
     let ending = Ending::new(spec, started, shared.id);
     let mut ledger = Ledger::new(spec);
@@ -314,7 +337,7 @@ pub(super) fn tcp_requester(
                     let key = RrBytes::requests_key(shared.id);
                     write_generated(&mut writer, g, key, issued * req as u64, req, controls)?
                 }
-                None => write_all_retrying(&mut writer, &request, controls)?,
+                None => request.write_with(req, |b| write_all_retrying(&mut writer, b, controls))?,
             }
             issued += 1;
         }
@@ -418,7 +441,7 @@ pub(super) fn tcp_responder(
     set_waiting(socket, opts.busy_poll)?;
     let (req, resp) = (opts.request_bytes as usize, opts.response_bytes as usize);
     let batch = 64usize;
-    let responses = vec![b'r'; resp * batch];
+    let responses = ConstantBytes::new(b'r', resp * batch);
     let mut buf = vec![0u8; (req * batch).clamp(4096, 1 << 20)];
     let (mut partial, mut answered, mut bytes) = (0usize, 0u64, 0u64);
     let mut writer = socket;
@@ -445,7 +468,7 @@ pub(super) fn tcp_responder(
                             let key = made.responses_key(shared.id);
                             write_generated(&mut writer, g, key, answered * resp as u64, k * resp, controls)
                         }
-                        None => write_all_retrying(&mut writer, &responses[..k * resp], controls),
+                        None => responses.write_with(k * resp, |b| write_all_retrying(&mut writer, b, controls)),
                     };
                     if let Err(e) = written {
                         break 'serve Err(e);
@@ -758,7 +781,7 @@ pub(super) fn crr_requester(
     target: std::net::SocketAddr,
 ) -> io::Result<()> {
     let opts = spec.rr.clone().unwrap_or_default();
-    let request = vec![b'q'; opts.request_bytes as usize];
+    let request = ConstantBytes::new(b'q', opts.request_bytes as usize);
     let mut buf = vec![0u8; (opts.response_bytes as usize).clamp(64, 1 << 20)];
     let ending = Ending::new(spec, started, shared.id);
     let mut ledger = Ledger::new(spec);
@@ -785,7 +808,7 @@ pub(super) fn crr_requester(
         };
         connects.record((Instant::now() - t0).as_nanos() as u64);
         issued += 1;
-        if let Err(e) = (&stream).write_all(&request) {
+        if let Err(e) = request.write_with(opts.request_bytes as usize, |b| (&stream).write_all(b)) {
             break Err(e);
         }
         // The response, then the server's close.
@@ -862,7 +885,7 @@ pub(super) fn crr_responder(
     allow: &super::PeerFilter,
 ) -> io::Result<()> {
     let opts = spec.rr.clone().unwrap_or_default();
-    let response = vec![b'r'; opts.response_bytes as usize];
+    let response = ConstantBytes::new(b'r', opts.response_bytes as usize);
     let mut buf = vec![0u8; (opts.request_bytes as usize).clamp(64, 1 << 20)];
     // accept() honours the receive timeout: wake up to check the end. An accepted socket
     // inherits the listener's options (Linux copies the listening socket): this timeout, the
@@ -902,7 +925,8 @@ pub(super) fn crr_responder(
                 Err(_) => break,
             }
         }
-        if got as u64 == opts.request_bytes && (&stream).write_all(&response).is_ok() {
+        let answer = |b: &[u8]| (&stream).write_all(b);
+        if got as u64 == opts.request_bytes && response.write_with(opts.response_bytes as usize, answer).is_ok() {
             answered += 1;
             last_answer = Some(Instant::now());
             bytes += got as u64;
