@@ -284,6 +284,20 @@ stop_servers_on_exit() {
 }
 
 # ------------------------------------------------------------------ accounting
+# (rr_pair.sh, threads_pair.sh)
+# cpu_ns PID...: nanoseconds on a CPU of every thread of the processes (0 for one that is gone).
+cpu_ns() {
+  local total=0 p f n
+  for p; do
+    for f in /proc/"$p"/task/*/schedstat; do
+      read -r n _ < "$f" 2>/dev/null && total=$((total + n))
+    done
+  done
+  echo "$total"
+}
+# pid_of FILE: waits for a pid file and prints it.
+pid_of() { local i; for ((i = 0; i < 200; i++)); do [ -s "$1" ] && { cat "$1"; return; }; sleep 0.01; done; }
+
 # proc_cpu PID [children]: user+system CPU seconds of a whole process (all threads, finished
 # ones included), or NaN if it is gone.  With "children", also of its reaped children (rr.sh:
 # netserver forks a child per test).  Fields are counted after the ")" that closes comm, so odd

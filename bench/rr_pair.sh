@@ -35,19 +35,6 @@ WORK=$(mktemp -d -t netchar-rr-pair.XXXXXX)
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done' EXIT
 
-# cpu_ns PID...: nanoseconds on a CPU of every thread of the processes (0 for one that is gone).
-cpu_ns() {
-  local total=0 p f n
-  for p; do
-    for f in /proc/"$p"/task/*/schedstat; do
-      read -r n _ < "$f" 2>/dev/null && total=$((total + n))
-    done
-  done
-  echo "$total"
-}
-# pid_of FILE: waits for a pid file and prints it.
-pid_of() { local i; for ((i = 0; i < 200; i++)); do [ -s "$1" ] && { cat "$1"; return; }; sleep 0.01; done; }
-
 ncport=$P npport=$((P + 1))
 run_pid "$WORK/ncs.pid" taskset -c "$CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
 run_pid "$WORK/nps.pid" taskset -c "$CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$npport" > "$WORK/nps.log" 2>&1 &

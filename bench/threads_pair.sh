@@ -35,17 +35,6 @@ gcc -O2 -pthread -o "$WORK/pingpong" "$BENCH_DIR/ref/pingpong.c" 2> "$WORK/build
   || { echo "threads_pair.sh: cannot build bench/ref/pingpong.c (see $WORK/build.err)" >&2; exit 1; }
 PP=$WORK/pingpong
 
-cpu_ns() {
-  local total=0 p f n
-  for p; do
-    for f in /proc/"$p"/task/*/schedstat; do
-      read -r n _ < "$f" 2>/dev/null && total=$((total + n))
-    done
-  done
-  echo "$total"
-}
-pid_of() { local i; for ((i = 0; i < 200; i++)); do [ -s "$1" ] && { cat "$1"; return; }; sleep 0.01; done; }
-
 echo "# threads_pair: bench/ref/pingpong.c, a single-threaded and a multi-threaded pair at the same time, all four processes on CPU $CPU; $ROUNDS rounds of ${DUR} s; Linux $(uname -r), $(nproc) CPUs; load average $(load_average)"
 printf '%-7s %5s %12s %12s %14s %14s %8s\n' mode round "single t/s" "threads t/s" "single us/t" "threads us/t" cost
 FAILED=0
