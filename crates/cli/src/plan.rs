@@ -9,7 +9,7 @@ use netchar_engine::under_load::LoadPlan;
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
 use netchar_model::{
     parse_duration, Direction, EndCondition, Pattern, RrOptions, TestKind, TestSpec, UdpRate, MAX_SECONDS,
-    PACED_TCP_BLOCK_BYTES, UDP_HEADER_BYTES,
+    PACED_TCP_BLOCK_BYTES, TCP_BLOCK_BYTES, UDP_HEADER_BYTES,
 };
 use netchar_sys::console::ConsoleSource;
 use netchar_wire::session::Timeouts;
@@ -229,7 +229,14 @@ impl TcpPlan {
         spec.tcp.zerocopy = a.zerocopy;
         spec.tcp.skip_rx_copy = a.skip_rx_copy;
         spec.tcp.wake_per_segment = a.rx_wake_per_segment;
-        Self::with_common(spec, &a.common, Command::Tcp)
+        let defaulted = a.length.is_none() && spec.block_bytes == TCP_BLOCK_BYTES;
+        let mut plan = Self::with_common(spec, &a.common, Command::Tcp)?;
+        // `--proto auto` that finds a peer's server then writes the peer's default, as
+        // `--proto PEER` does (engine::client::run).
+        if defaulted {
+            plan.client.peer_block_bytes = Some(PACED_TCP_BLOCK_BYTES);
+        }
+        Ok(plan)
     }
 
     /// Validates every `netchar udp` flag and builds the plan.
@@ -496,6 +503,7 @@ impl TcpPlan {
                 dial_back: dial_back(a)?,
                 bind,
                 target_ns_per_instruction,
+                peer_block_bytes: None,
             },
             output: Output {
                 json: a.json,
@@ -697,6 +705,13 @@ mod tests {
         assert_eq!(block(&["h", "--proto", "iperf2"]), PACED_TCP_BLOCK_BYTES);
         assert_eq!(block(&["h", "-l", "64Ki"]), 64 * 1024);
         assert_eq!(block(&["h", "-l", "1Mi", "-b", "10M", "--proto", "iperf3"]), 1 << 20);
+        // What `--proto auto` writes if it finds a peer's server: the peer's default, unless
+        // -l chose (even netchar's own default, by name).
+        let on_peer = |args: &[&str]| tcp_plan(args).unwrap().client.peer_block_bytes;
+        assert_eq!(on_peer(&["h"]), Some(PACED_TCP_BLOCK_BYTES));
+        assert_eq!(on_peer(&["h", "-l", "512Ki"]), None);
+        assert_eq!(on_peer(&["h", "-b", "10M"]), None);
+        assert_eq!(on_peer(&["h", "--proto", "iperf3"]), None);
     }
 
     /// The plan of `netchar tcp ARGS` or `netchar udp ARGS`.

@@ -91,6 +91,7 @@ pub(crate) fn run(time: &str, json: bool, figures: &FigureFiles, stop: &StopFlag
             dial_back: None,
             bind: None,
             target_ns_per_instruction: None,
+            peer_block_bytes: None,
         };
         reporters.emit(&progress, |r| r.on_start(&crate::single_run::client_test_info(&cfg)))?;
         let run = client::run(&cfg, stop, &mut |_| {});

@@ -47,9 +47,15 @@ pub(crate) fn run(
         return Err(e.into());
     }
     if let Some(r) = run.result.as_ref().filter(|r| r.test.protocol != plan.client.protocol.name()) {
+        // The header above gave the planned write length; say when the peer's default replaced it.
+        let block = if r.test.spec.block_bytes != plan.client.spec.block_bytes {
+            format!(" and its default write length, {} bytes (-l sets another)", r.test.spec.block_bytes)
+        } else {
+            String::new()
+        };
         progress.suspend(|| {
             eprintln!(
-                "netchar: {}:{} answered as an {} server, not netchar: the test ran with --proto {}",
+                "netchar: {}:{} answered as an {} server, not netchar: the test ran with --proto {}{block}",
                 plan.client.host, plan.client.port, r.test.protocol, r.test.protocol
             )
         });

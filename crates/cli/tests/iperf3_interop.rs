@@ -204,6 +204,7 @@ fn without_proto_netchar_finds_the_iperf3_server_and_says_so() {
     std::thread::sleep(Duration::from_millis(300));
     let p = port.to_string();
     let r = netchar(&["tcp", "127.0.0.1", "-p", &p, "-t", "1", "--json"]);
+    let r_chosen = netchar(&["tcp", "127.0.0.1", "-p", &p, "-t", "1", "-l", "256Ki", "--json"]);
     let r_rr = netchar(&["rr", "127.0.0.1", "-p", &p, "-t", "1"]);
     let _ = child.kill();
     let _ = child.wait();
@@ -213,6 +214,13 @@ fn without_proto_netchar_finds_the_iperf3_server_and_says_so() {
     assert_eq!(v["test"]["protocol"], "iperf3");
     let (sent, received) = flow_bytes(&v, "up");
     assert!(received > 0 && received <= sent);
+    // It ran as `--proto iperf3` would: with iperf3's 128 KiB writes, and said so; a chosen
+    // -l stays.
+    assert_eq!(v["test"]["block_bytes"], 131_072, "{}", v["test"]);
+    assert!(r.stderr.contains("default write length, 131072 bytes"), "{}", r.stderr);
+    assert_eq!(r_chosen.code, 0, "{}", r_chosen.stderr);
+    let chosen: Value = serde_json::from_str(&r_chosen.stdout).unwrap();
+    assert_eq!((&chosen["test"]["protocol"], &chosen["test"]["block_bytes"]), (&"iperf3".into(), &262_144.into()));
     // What iperf3 cannot run is named, with the protocol found.
     assert_ne!(r_rr.code, 0);
     assert!(

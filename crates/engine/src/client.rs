@@ -68,6 +68,10 @@ pub struct ClientConfig {
     /// board under QEMU's `-icount shift=5`): a target's busy time per unit of work is then
     /// also given in instructions.
     pub target_ns_per_instruction: Option<f64>,
+    /// The TCP write length to run with when `--proto auto` finds a peer protocol's server
+    /// and `-l` was not given: the peer tools' own default (netchar's is longer), so that
+    /// finding iperf3 runs the test `--proto iperf3` would. None keeps the spec's.
+    pub peer_block_bytes: Option<u64>,
 }
 
 /// The session of `protocol` for `spec`, or why it cannot run the test (before any
@@ -241,8 +245,11 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
                     let e = ProtocolError::PeerProtocol { protocol, what };
                     return ClientRun::failed(e.into());
                 };
-                let switched = ClientConfig { protocol: ProtoChoice::Only(peer), ..cfg.clone() };
-                if let Err(why) = session(peer, Instant::now(), &cfg.spec, &switched) {
+                let mut switched = ClientConfig { protocol: ProtoChoice::Only(peer), ..cfg.clone() };
+                if let Some(block) = cfg.peer_block_bytes {
+                    switched.spec.block_bytes = block;
+                }
+                if let Err(why) = session(peer, Instant::now(), &switched.spec, &switched) {
                     return ClientRun::failed(ClientError::Unsupported(format!("{what}; {why}")));
                 }
                 // Close this connection first: the peer serves one test at a time, and it took
