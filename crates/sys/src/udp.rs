@@ -179,9 +179,10 @@ pub struct RecvMeta {
 }
 
 /// The most bytes of slots one receiving stream holds: [`BATCH`] slots while they fit (slots
-/// up to 16 KiB: a netchar receiver's slot is its datagram plus 1 KiB), fewer for larger ones. The pages of a slot stay resident once a
-/// datagram filled them, and 64 slots of 64 KiB made a server receiving 128 streams of 65000 B
-/// datagrams hold 244 MB; 16 of them per call cost nothing beside a 64 KiB copy each.
+/// up to 16 KiB: a netchar receiver's slot is its datagram plus 1 KiB), fewer for larger
+/// ones. The pages of a slot stay resident once a datagram filled them, and 64 slots of
+/// 64 KiB made a server receiving 128 streams of 65000 B datagrams hold 244 MB; 16 of them
+/// per call cost nothing beside a 64 KiB copy each.
 pub const RECV_BUFFER_BYTES: usize = 1 << 20;
 
 /// Buffers for [`recv_many`], allocated once per receiving stream.
