@@ -19,26 +19,26 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+/// A memory figure (KiB) of a process from /proc/PID/status: `VmRSS` (resident now) or
+/// `VmHWM` (the most it has held); 0 for a process that is gone.
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Open file descriptors and resident memory (KiB) of a process.
 fn fds_and_rss(pid: u32) -> (usize, u64) {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
-    (fds, rss)
+    (fds, status_kib(pid, "VmRSS"))
 }
 
 /// The most resident memory (KiB) a process has held.
 fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    status_kib(pid, "VmHWM")
 }
 
 /// Waits until the server's open files are back to `baseline` (closes may lag the attack by
