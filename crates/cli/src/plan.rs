@@ -9,7 +9,7 @@ use netchar_engine::under_load::LoadPlan;
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
 use netchar_model::{
     parse_duration, Direction, EndCondition, Pattern, RrOptions, TestKind, TestSpec, UdpRate, MAX_SECONDS,
-    PACED_TCP_BLOCK_BYTES, TCP_BLOCK_BYTES, UDP_HEADER_BYTES,
+    PACED_TCP_BLOCK_BYTES, UDP_HEADER_BYTES,
 };
 use netchar_sys::console::ConsoleSource;
 use netchar_wire::session::Timeouts;
@@ -216,11 +216,16 @@ impl TcpPlan {
             Some(b) => Some(parse_bit_rate(b).or_else(|e| usage(format!("-b {b}: {e}")))?).filter(|&r| r > 0),
             None => None,
         };
-        spec.block_bytes = match &a.length {
-            Some(l) => bytes("-l", l)?,
+        // The write length, and the one to switch to if `--proto auto` finds a peer's server
+        // (engine::client::run): the peer's default, as `--proto PEER` writes, unless -l chose.
+        let peer_block_bytes;
+        (spec.block_bytes, peer_block_bytes) = match &a.length {
+            Some(l) => (bytes("-l", l)?, None),
             // A peer tool's own default, and short writes between a paced sender's pauses.
-            None if spec.tcp.rate_bps_per_stream.is_some() || a.common.proto.peer().is_some() => PACED_TCP_BLOCK_BYTES,
-            None => spec.block_bytes,
+            None if spec.tcp.rate_bps_per_stream.is_some() || a.common.proto.peer().is_some() => {
+                (PACED_TCP_BLOCK_BYTES, None)
+            }
+            None => (spec.block_bytes, Some(PACED_TCP_BLOCK_BYTES)),
         };
         spec.tcp.window_bytes = a.window.as_deref().map(|w| bytes("-w", w)).transpose()?;
         spec.tcp.mss = a.mss.as_deref().map(|m| count("-M", m)).transpose()?;
@@ -229,13 +234,8 @@ impl TcpPlan {
         spec.tcp.zerocopy = a.zerocopy;
         spec.tcp.skip_rx_copy = a.skip_rx_copy;
         spec.tcp.wake_per_segment = a.rx_wake_per_segment;
-        let defaulted = a.length.is_none() && spec.block_bytes == TCP_BLOCK_BYTES;
         let mut plan = Self::with_common(spec, &a.common, Command::Tcp)?;
-        // `--proto auto` that finds a peer's server then writes the peer's default, as
-        // `--proto PEER` does (engine::client::run).
-        if defaulted {
-            plan.client.peer_block_bytes = Some(PACED_TCP_BLOCK_BYTES);
-        }
+        plan.client.peer_block_bytes = peer_block_bytes;
         Ok(plan)
     }
 
