@@ -5,11 +5,15 @@
 # and a uprobe recorded with `perf record -C CPU`, only the two processes of the run counted.
 # Counts, not rates: they do not depend on how busy the machine is (a VM without a PMU has no
 # instruction counters; rr_profile.sh gives the CPU time by symbol).
+# The runs take place in a network namespace of their own, so its SNMP counters (nstat) before
+# and after each run count that run's packets alone: segments, pure ACKs, datagrams per
+# transaction, what the kernel was asked to carry.
 #
 #   NETPERF=PATH NETSERVER=PATH bash bench/rr_counts.sh       # TCP and UDP, 3 s each
 #   NC=path/to/netchar PROTOS=udp bash bench/rr_counts.sh
 # Knobs: NC (default target/release/netchar), DUR=3, PROTOS="tcp udp", CPU=0, PORT_BASE=15380.
-# Needs perf (root: tracepoints and a uprobe on libc's clock_gettime), taskset, python3.
+# Needs perf (root: tracepoints and a uprobe on libc's clock_gettime), ip and nstat (iproute2),
+# taskset, python3.
 set -u -o pipefail
 BENCH=rr_counts
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" || exit 2
@@ -17,7 +21,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NC=${NC:-$ROOT/target/release/netchar}
 DUR=${DUR:-3} PROTOS=${PROTOS:-"tcp udp"} CPU=${CPU:-0} P=${PORT_BASE:-15380}
 find_peers
-for t in perf taskset python3; do have "$t" || { echo "rr_counts.sh: $t is required" >&2; exit 2; }; done
+for t in perf ip nstat taskset python3; do have "$t" || { echo "rr_counts.sh: $t is required" >&2; exit 2; }; done
 [ -x "$NC" ] || { echo "rr_counts.sh: no netchar at $NC (build it, or set NC=)" >&2; exit 2; }
 libc=$(ldd "$NC" | awk '/libc\.so/ {print $3; exit}')
 added=""
@@ -44,29 +48,46 @@ for fn in probe_libc:clock_gettime probe_libc:gettimeofday probe_netperf:HIST_ti
   [[ $events == *$fn* ]] && ev=$ev,$fn
 done
 WORK=$(mktemp -d -t netchar-rr-counts.XXXXXX)
+# The namespace: loopback, and a veth pair with an address only so that netperf's getaddrinfo
+# (AI_ADDRCONFIG) accepts 127.0.0.1 there; no test traffic crosses it.
+NS=netchar-rr-counts-$$
+ip netns add "$NS" || { echo "rr_counts.sh: cannot make a network namespace (root is needed)" >&2; exit 2; }
+trap 'for p in $added; do perf probe -q -d "$p" >/dev/null 2>&1; done; ip netns del "$NS" 2>/dev/null' EXIT
+X=(ip netns exec "$NS")
+"${X[@]}" ip link set lo up \
+  && "${X[@]}" ip link add nc-rrc0 type veth peer name nc-rrc1 \
+  && "${X[@]}" ip addr add 192.0.2.1/24 dev nc-rrc0 \
+  && "${X[@]}" ip link set nc-rrc0 up && "${X[@]}" ip link set nc-rrc1 up \
+  || { echo "rr_counts.sh: cannot set up the namespace's links" >&2; exit 2; }
+# snmp FILE: the namespace's SNMP counters (name value), absolute, without touching nstat's history.
+snmp() { "${X[@]}" nstat -asz 2>/dev/null | awk '!/^#/ {print $1, $2}' > "$1"; }
 
 # run TOOL PROTO: one run under perf record; writes DIR/{srvpid,clipid,n,script.txt}.
 run() {
   local tool=$1 proto=$2 d=$WORK/$1-$2 sp
   mkdir -p "$d"
   if [ "$tool" = netchar ]; then
-    run_pid "$d/srvpid" taskset -c "$CPU" "$NC" server -B 127.0.0.1 -p "$P" --one-off > "$d/srv.log" 2>&1 & sp=$!
+    run_pid "$d/srvpid" "${X[@]}" taskset -c "$CPU" "$NC" server -B 127.0.0.1 -p "$P" --one-off > "$d/srv.log" 2>&1 & sp=$!
     sleep 1
     local u=(); [ "$proto" = udp ] && u=(--udp)
+    snmp "$d/snmp.before"
     perf record -q -m 16M -e "$ev" -C "$CPU" -o "$d/perf.data" -- \
-      sh -c 'echo $$ > "$0"; exec "$@"' "$d/clipid" taskset -c "$CPU" "$NC" rr 127.0.0.1 -p "$P" -t "$DUR" -A "$CPU,$CPU" -i 0 "${u[@]}" --json > "$d/out.json" 2> "$d/err"
+      "${X[@]}" sh -c 'echo $$ > "$0"; exec "$@"' "$d/clipid" taskset -c "$CPU" "$NC" rr 127.0.0.1 -p "$P" -t "$DUR" -A "$CPU,$CPU" -i 0 "${u[@]}" --json > "$d/out.json" 2> "$d/err"
     wait $sp
+    snmp "$d/snmp.after"
     python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["rr"]["transactions"])' "$d/out.json" > "$d/n"
   else
     [ -n "$NETPERF" ] || return 0
-    run_pid "$d/srvpid" taskset -c "$CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$P" > "$d/srv.log" 2>&1 & sp=$!
+    run_pid "$d/srvpid" "${X[@]}" taskset -c "$CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$P" > "$d/srv.log" 2>&1 & sp=$!
     sleep 1
     local nt=TCP_RR; [ "$proto" = udp ] && nt=UDP_RR
     # netperf-j: netperf -j, which times every transaction (for its percentiles) as netchar does.
     local j=(); [ "$tool" = netperf-j ] && j=(-j)
+    snmp "$d/snmp.before"
     perf record -q -m 16M -e "$ev" -C "$CPU" -o "$d/perf.data" -- \
-      sh -c 'echo $$ > "$0"; exec "$@"' "$d/clipid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$P" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$CPU" "${j[@]}" -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME > "$d/out.txt" 2> "$d/err"
+      "${X[@]}" sh -c 'echo $$ > "$0"; exec "$@"' "$d/clipid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$P" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$CPU" "${j[@]}" -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME > "$d/out.txt" 2> "$d/err"
     # ($sp is the shell that wrote the pid file; netserver is the process it exec'd into.)
+    snmp "$d/snmp.after"
     kill "$(cat "$d/srvpid")" 2>/dev/null; wait "$sp" 2>/dev/null
     awk -F, '$1 ~ /^[0-9.]+$/ {printf "%d\n", $1 * $2}' "$d/out.txt" | tail -1 > "$d/n"
   fi
@@ -122,8 +143,12 @@ for pid in [open(d + '/srvpid').read().strip(), open(d + '/clipid').read().strip
                 print('    thread %-18s %s' % (names[(p, t)], '  '.join('%s %.4f' % kv for kv in sorted(busy.items(), key=lambda kv: -kv[1]))))
     print('  %s, all threads: %s' % ('server' if pid == open(d + '/srvpid').read().strip() else 'client',
           '  '.join('%s %.4f' % (k, v / n) for k, v in sorted(tot.items(), key=lambda kv: -kv[1]) if v / n >= 0.0005)))
+# Packets: the namespace carried this run alone (its control connection's few segments included).
+snmp = [dict(l.split() for l in open(d + f)) for f in ('/snmp.before', '/snmp.after')]
+wire = ['IpOutRequests', 'TcpOutSegs', 'TcpRetransSegs', 'TcpExtTCPPureAcks', 'TcpExtDelayedACKs',
+        'TcpExtTCPHPHits', 'UdpOutDatagrams', 'UdpInErrors', 'IpExtOutOctets']
+print('  packets, both ends: ' + '  '.join('%s %.4f' % (k, (int(snmp[1].get(k, 0)) - int(snmp[0].get(k, 0))) / n) for k in wire))
 PY
   done
 done
-for p in $added; do perf probe -q -d "$p" >/dev/null 2>&1; done
 echo "perf data in $WORK"
