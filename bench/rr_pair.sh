@@ -12,8 +12,10 @@
 #
 #   NETPERF=PATH NETSERVER=PATH bash bench/rr_pair.sh         # TCP and UDP, 5 rounds of 10 s
 #   JFLAG=-j NETPERF=... NETSERVER=... bash bench/rr_pair.sh  # netperf timing every transaction
+#   NODELAY=1 PROTOS=tcp NETPERF=... bash bench/rr_pair.sh     # netperf's TCP with TCP_NODELAY, as netchar's
 # Knobs: NC (default target/release/netchar, built if missing), DUR=10, ROUNDS=5, CPU=0,
-# PROTOS="tcp udp", JFLAG ("" or -j), PORT_BASE=15420.
+# PROTOS="tcp udp", JFLAG ("" or -j), NODELAY (0, or 1: netperf -- -D, TCP_NODELAY at both
+# ends, which netchar's rr always sets and netperf's TCP_RR does not unless asked), PORT_BASE=15420.
 # Needs netperf and netserver (by path: Debian has no package), taskset, python3.
 set -u -o pipefail
 BENCH=rr_pair
@@ -21,10 +23,11 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$BENCH_DIR/lib.sh" || exit 2
 ROOT=$(cd "$BENCH_DIR/.." && pwd)
 NC=${NC:-$ROOT/target/release/netchar}
-DUR=${DUR:-10} ROUNDS=${ROUNDS:-5} CPU=${CPU:-0} PROTOS=${PROTOS:-"tcp udp"} JFLAG=${JFLAG:-} P=${PORT_BASE:-15420}
+DUR=${DUR:-10} ROUNDS=${ROUNDS:-5} CPU=${CPU:-0} PROTOS=${PROTOS:-"tcp udp"} JFLAG=${JFLAG:-} NODELAY=${NODELAY:-0} P=${PORT_BASE:-15420}
 need_posint DUR ROUNDS
 need_uint CPU P
 case $JFLAG in "" | -j) ;; *) echo "rr_pair.sh: JFLAG is empty or -j (got '$JFLAG')" >&2; exit 2 ;; esac
+case $NODELAY in 0 | 1) ;; *) echo "rr_pair.sh: NODELAY is 0 or 1 (got '$NODELAY')" >&2; exit 2 ;; esac
 find_peers
 [ -n "$NETPERF" ] && [ -n "$NETSERVER" ] || { echo "rr_pair.sh: needs NETPERF=PATH NETSERVER=PATH (netperf 2.7 built from its source)" >&2; exit 2; }
 for t in taskset python3; do have "$t" || { echo "rr_pair.sh: $t is required" >&2; exit 2; }; done
@@ -41,7 +44,7 @@ run_pid "$WORK/nps.pid" taskset -c "$CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$n
 NCS=$(pid_of "$WORK/ncs.pid") NPS=$(pid_of "$WORK/nps.pid")
 PIDS=("$NCS" "$NPS")
 sleep 1
-echo "# rr_pair: netchar $("$NC" --version 2>/dev/null | awk '{print $2}') and ${PEER_VER[netperf]}${JFLAG:+ with -j} at the same time, all four processes on CPU $CPU; $ROUNDS rounds of ${DUR} s; Linux $(uname -r), $(nproc) CPUs; load average $(load_average)"
+echo "# rr_pair: netchar $("$NC" --version 2>/dev/null | awk '{print $2}') and ${PEER_VER[netperf]}${JFLAG:+ with -j}$([ "$NODELAY" = 1 ] && echo ' with TCP_NODELAY (-- -D)') at the same time, all four processes on CPU $CPU; $ROUNDS rounds of ${DUR} s; Linux $(uname -r), $(nproc) CPUs; load average $(load_average)"
 printf '%-5s %5s %12s %12s %8s %14s %14s %8s\n' proto round "netchar t/s" "netperf t/s" ratio "netchar us/t" "netperf us/t" "cost"
 for proto in $PROTOS; do
   for ((r = 1; r <= ROUNDS; r++)); do
@@ -49,8 +52,9 @@ for proto in $PROTOS; do
     u=(); [ "$proto" = udp ] && u=(--udp)
     nt=TCP_RR; [ "$proto" = udp ] && nt=UDP_RR
     j=(); [ -n "$JFLAG" ] && j=("$JFLAG")
+    nd=(); [ "$NODELAY" = 1 ] && [ "$proto" = tcp ] && nd=(-D)
     run_pid "$d.ncc.pid" taskset -c "$CPU" "$NC" rr 127.0.0.1 -p "$ncport" -t "$DUR" -A "$CPU,$CPU" -i 0 "${u[@]}" --json > "$d.nc.json" 2> "$d.nc.err" & jobs_=($!)
-    run_pid "$d.npc.pid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$npport" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$CPU" "${j[@]}" -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME > "$d.np.txt" 2> "$d.np.err" & jobs_+=($!)
+    run_pid "$d.npc.pid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$npport" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$CPU" "${j[@]}" -- -r 1,1 "${nd[@]}" -o THROUGHPUT,ELAPSED_TIME > "$d.np.txt" 2> "$d.np.err" & jobs_+=($!)
     ncc=$(pid_of "$d.ncc.pid") npc=$(pid_of "$d.npc.pid")
     # The window: from 1 s in (both set up) to 1 s before the end, the same for both tools.
     sleep 1
