@@ -56,12 +56,9 @@ for c in $CASES; do
     run_pid "$d.c1.pid" "${pin[@]}" "$NC1" "${args[@]}" 127.0.0.1 -p "$P" -t "$DUR" --json > "$d.1.json" 2> "$d.1.err" & j1=$!
     run_pid "$d.c2.pid" "${pin[@]}" "$NC2" "${args[@]}" 127.0.0.1 -p "$((P + 1))" -t "$DUR" --json > "$d.2.json" 2> "$d.2.err" & j2=$!
     c1=$(pid_of "$d.c1.pid") c2=$(pid_of "$d.c2.pid")
-    sleep 1
-    a1=$(cpu_ns "$c1" "$S1") a2=$(cpu_ns "$c2" "$S2") at=$(date +%s%N)
-    sleep $((DUR - 2))
-    b1=$(cpu_ns "$c1" "$S1") b2=$(cpu_ns "$c2" "$S2") bt=$(date +%s%N)
+    read -r ns1 ns2 wall < <(pair_window "$DUR" "$c1 $S1" "$c2 $S2")
     wait "$j1" "$j2"
-    python3 - "$d" "$c" "$r" "$((b1 - a1))" "$((b2 - a2))" "$((bt - at))" <<'PY' || FAILED=1
+    python3 - "$d" "$c" "$r" "$ns1" "$ns2" "$wall" <<'PY' || FAILED=1
 import json, sys
 d, case, r, ns1, ns2, wall = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
 # The work per second from each test's own report (whole test; the window is its middle), and

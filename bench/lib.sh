@@ -295,6 +295,20 @@ cpu_ns() {
   done
   echo "$total"
 }
+# pair_window DUR "PIDS1" "PIDS2": for two tests of DUR seconds started together, waits out
+# their middle (1 s in to 1 s before the end) and prints "ns1 ns2 wall_ns": the CPU time of each
+# group of processes (every thread) over that window, and the window's length.
+pair_window() {
+  local a1 a2 at b1 b2 bt
+  sleep 1
+  # (each group word-split into its pids)
+  # shellcheck disable=SC2086
+  a1=$(cpu_ns $2) a2=$(cpu_ns $3) at=$(date +%s%N)
+  sleep $(($1 - 2))
+  # shellcheck disable=SC2086
+  b1=$(cpu_ns $2) b2=$(cpu_ns $3) bt=$(date +%s%N)
+  echo "$((b1 - a1)) $((b2 - a2)) $((bt - at))"
+}
 # pid_of FILE: waits for a pid file and prints it.
 pid_of() { local i; for ((i = 0; i < 200; i++)); do [ -s "$1" ] && { cat "$1"; return; }; sleep 0.01; done; }
 

@@ -57,13 +57,10 @@ for proto in $PROTOS; do
     run_pid "$d.npc.pid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$npport" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$CPU" "${j[@]}" -- -r 1,1 "${nd[@]}" -o THROUGHPUT,ELAPSED_TIME > "$d.np.txt" 2> "$d.np.err" & jobs_+=($!)
     ncc=$(pid_of "$d.ncc.pid") npc=$(pid_of "$d.npc.pid")
     # The window: from 1 s in (both set up) to 1 s before the end, the same for both tools.
-    sleep 1
-    a_nc=$(cpu_ns "$ncc" "$NCS") a_np=$(cpu_ns "$npc" "$NPS") a_t=$(date +%s%N)
-    sleep $((DUR - 2))
-    b_nc=$(cpu_ns "$ncc" "$NCS") b_np=$(cpu_ns "$npc" "$NPS") b_t=$(date +%s%N)
+    read -r nc_ns np_ns wall < <(pair_window "$DUR" "$ncc $NCS" "$npc $NPS")
     wait "${jobs_[@]}"
     # netserver -f serves the next test in its one process; netchar's server stays up.
-    python3 - "$d" "$proto" "$r" "$DUR" "$((b_nc - a_nc))" "$((b_np - a_np))" "$((b_t - a_t))" <<'PY' || FAILED=1
+    python3 - "$d" "$proto" "$r" "$DUR" "$nc_ns" "$np_ns" "$wall" <<'PY' || FAILED=1
 import json, sys
 d, proto, r, dur, nc_ns, np_ns, wall_ns = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), *map(int, sys.argv[5:8])
 try:

@@ -53,12 +53,9 @@ for mode in $MODES; do
     run_pid "$d.c1.pid" taskset -c "$CPU" "$PP" client "$p1" "$DUR" "${single[@]}" > "$d.c1.out" 2> "$d.c1.err" & j1=$!
     run_pid "$d.c2.pid" taskset -c "$CPU" "$PP" client "$p2" "$DUR" "${multi[@]}" > "$d.c2.out" 2> "$d.c2.err" & j2=$!
     c1=$(pid_of "$d.c1.pid") c2=$(pid_of "$d.c2.pid")
-    sleep 1
-    a1=$(cpu_ns "$c1" "$s1") a2=$(cpu_ns "$c2" "$s2") at=$(date +%s%N)
-    sleep $((DUR - 2))
-    b1=$(cpu_ns "$c1" "$s1") b2=$(cpu_ns "$c2" "$s2") bt=$(date +%s%N)
+    read -r ns1 ns2 wall < <(pair_window "$DUR" "$c1 $s1" "$c2 $s2")
     wait "$j1" "$j2"
-    python3 - "$d" "$mode" "$r" "$((b1 - a1))" "$((b2 - a2))" "$((bt - at))" <<'PY' || FAILED=1
+    python3 - "$d" "$mode" "$r" "$ns1" "$ns2" "$wall" <<'PY' || FAILED=1
 import sys
 d, mode, r, ns1, ns2, wall = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
 try:
