@@ -14,8 +14,8 @@
 # Cases: rr.tcp, rr.udp (one-byte transactions, all four processes on CPU 0: CPU µs per
 # transaction); tcp (one stream, -A 0,1: CPU ns per KB received); udp64 (64 B datagrams at full
 # rate, -A 0,1: CPU ns per datagram received).
-# Knobs: NC1, NC2 (required), L1, L2 (what the report calls them; default their paths), CASES="rr.tcp rr.udp tcp udp64", DUR=10, ROUNDS=4,
-# PORT_BASE=15460. Needs taskset, python3.
+# Knobs: NC1, NC2 (required), L1, L2 (what the report calls them; default their paths),
+# CASES="rr.tcp rr.udp tcp udp64", DUR=10, ROUNDS=4, PORT_BASE=15460. Needs taskset, python3.
 set -u -o pipefail
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$BENCH_DIR/lib.sh" || exit 2

@@ -51,8 +51,9 @@ WORK=$(mktemp -d -t netchar-rr-counts.XXXXXX)
 # The namespace: loopback, and a veth pair with an address only so that netperf's getaddrinfo
 # (AI_ADDRCONFIG) accepts 127.0.0.1 there; no test traffic crosses it.
 NS=netchar-rr-counts-$$
-ip netns add "$NS" || { echo "rr_counts.sh: cannot make a network namespace (root is needed)" >&2; exit 2; }
+# (set before the namespace is made: an exit on its failure still removes the probes added above)
 trap 'for p in $added; do perf probe -q -d "$p" >/dev/null 2>&1; done; ip netns del "$NS" 2>/dev/null' EXIT
+ip netns add "$NS" || { echo "rr_counts.sh: cannot make a network namespace (root is needed)" >&2; exit 2; }
 X=(ip netns exec "$NS")
 "${X[@]}" ip link set lo up \
   && "${X[@]}" ip link add nc-rrc0 type veth peer name nc-rrc1 \
