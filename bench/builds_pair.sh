@@ -33,13 +33,13 @@ done
 for t in taskset python3; do have "$t" || { echo "builds_pair.sh: $t is required" >&2; exit 2; }; done
 WORK=$(mktemp -d -t netchar-builds-pair.XXXXXX)
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+trap 'pair_stop "${PIDS[@]}"' EXIT
 
 run_pid "$WORK/s1.pid" "$NC1" server -B 127.0.0.1 -p "$P" > "$WORK/s1.log" 2>&1 &
 run_pid "$WORK/s2.pid" "$NC2" server -B 127.0.0.1 -p "$((P + 1))" > "$WORK/s2.log" 2>&1 &
 S1=$(pid_of "$WORK/s1.pid") S2=$(pid_of "$WORK/s2.pid")
 PIDS=("$S1" "$S2")
-sleep 1
+pair_listening builds_pair.sh "$P" "$WORK/s1.log" "$((P + 1))" "$WORK/s2.log"
 echo "# builds_pair: 1 = $L1, 2 = $L2, at the same time; $ROUNDS rounds of ${DUR} s; Linux $(uname -r), $(nproc) CPUs; load average $(load_average)"
 printf '%-7s %5s %12s %12s %12s %12s %8s\n' case round "1 rate" "2 rate" "1 CPU/unit" "2 CPU/unit" cost
 FAILED=0

@@ -309,6 +309,30 @@ pair_window() {
   b1=$(cpu_ns $2) b2=$(cpu_ns $3) bt=$(date +%s%N)
   echo "$((b1 - a1)) $((b2 - a2)) $((bt - at))"
 }
+# pair_stop PID...: ends the processes (SIGTERM, SIGKILL after 3 s) and returns once they are
+# gone, so a paired script run straight after another can bind the same ports.  The paired
+# scripts' EXIT trap.
+pair_stop() {
+  local p i
+  for p; do kill "$p" 2>/dev/null; done
+  for ((i = 0; i < 60; i++)); do
+    for p; do kill -0 "$p" 2>/dev/null && break; p=; done
+    [ -z "$p" ] && return 0
+    sleep 0.05
+  done
+  for p; do kill -KILL "$p" 2>/dev/null; done
+}
+# pair_listening SCRIPT PORT LOG [PORT LOG]...: waits up to 5 s for each TCP PORT to have a
+# listener; if one has none, prints its server's LOG and exits 1 (every round would fail).
+pair_listening() {
+  local script=$1 i
+  shift
+  while [ $# -ge 2 ]; do
+    for ((i = 0; i < 100; i++)); do port_in_use tcp "$1" && break; sleep 0.05; done
+    port_in_use tcp "$1" || { echo "$script: no server listening on port $1: $(head -c 300 "$2")" >&2; exit 1; }
+    shift 2
+  done
+}
 # pid_of FILE: waits for a pid file and prints it.
 pid_of() { local i; for ((i = 0; i < 200; i++)); do [ -s "$1" ] && { cat "$1"; return; }; sleep 0.01; done; }
 

@@ -36,14 +36,14 @@ if [ ! -x "$NC" ]; then
 fi
 WORK=$(mktemp -d -t netchar-rr-pair.XXXXXX)
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+trap 'pair_stop "${PIDS[@]}"' EXIT
 
 ncport=$P npport=$((P + 1))
 run_pid "$WORK/ncs.pid" taskset -c "$CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
 run_pid "$WORK/nps.pid" taskset -c "$CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$npport" > "$WORK/nps.log" 2>&1 &
 NCS=$(pid_of "$WORK/ncs.pid") NPS=$(pid_of "$WORK/nps.pid")
 PIDS=("$NCS" "$NPS")
-sleep 1
+pair_listening rr_pair.sh "$ncport" "$WORK/ncs.log" "$npport" "$WORK/nps.log"
 echo "# rr_pair: netchar $("$NC" --version 2>/dev/null | awk '{print $2}') and ${PEER_VER[netperf]}${JFLAG:+ with -j}$([ "$NODELAY" = 1 ] && echo ' with TCP_NODELAY (-- -D)') at the same time, all four processes on CPU $CPU; $ROUNDS rounds of ${DUR} s; Linux $(uname -r), $(nproc) CPUs; load average $(load_average)"
 printf '%-5s %5s %12s %12s %8s %14s %14s %8s\n' proto round "netchar t/s" "netperf t/s" ratio "netchar us/t" "netperf us/t" "cost"
 for proto in $PROTOS; do

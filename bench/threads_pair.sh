@@ -30,7 +30,7 @@ done
 for t in gcc taskset python3; do have "$t" || { echo "threads_pair.sh: $t is required" >&2; exit 2; }; done
 WORK=$(mktemp -d -t netchar-threads-pair.XXXXXX)
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+trap 'pair_stop "${PIDS[@]}"' EXIT
 gcc -O2 -pthread -o "$WORK/pingpong" "$BENCH_DIR/ref/pingpong.c" 2> "$WORK/build.err" \
   || { echo "threads_pair.sh: cannot build bench/ref/pingpong.c (see $WORK/build.err)" >&2; exit 1; }
 PP=$WORK/pingpong
@@ -49,7 +49,7 @@ for mode in $MODES; do
     run_pid "$d.s2.pid" taskset -c "$CPU" "$PP" server "$p2" "${multi[@]}" 2> "$d.s2.err" &
     s1=$(pid_of "$d.s1.pid") s2=$(pid_of "$d.s2.pid")
     PIDS=("$s1" "$s2")
-    sleep 0.2
+    pair_listening threads_pair.sh "$p1" "$d.s1.err" "$p2" "$d.s2.err"
     run_pid "$d.c1.pid" taskset -c "$CPU" "$PP" client "$p1" "$DUR" "${single[@]}" > "$d.c1.out" 2> "$d.c1.err" & j1=$!
     run_pid "$d.c2.pid" taskset -c "$CPU" "$PP" client "$p2" "$DUR" "${multi[@]}" > "$d.c2.out" 2> "$d.c2.err" & j2=$!
     c1=$(pid_of "$d.c1.pid") c2=$(pid_of "$d.c2.pid")
