@@ -46,6 +46,8 @@ const EXIT_ERROR: u8 = 2;
 const EXIT_INTERRUPTED: u8 = 130;
 
 fn main() -> ExitCode {
+    // The first reading the per-transaction clock calibrates against (netchar_sys::clock).
+    netchar_sys::clock::begin();
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage::usage_error(&e),

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod clock;
 pub mod console;
 pub mod counters;
 pub mod cpu;

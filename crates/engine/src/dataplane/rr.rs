@@ -13,6 +13,7 @@ use super::{send_deadline, Controls, DatagramFormatKind, StreamShared, POLL};
 use crate::is_retry;
 use netchar_model::{CdfPoint, LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
+use netchar_sys::clock::{Stamp, Stopwatch};
 use netchar_sys::{direct, udp};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -310,25 +311,27 @@ pub(super) fn tcp_requester(
     let mut buf = vec![0u8; (resp * opts.inflight as usize).max(resp).min(1 << 20)];
     let ending = Ending::new(spec, started, shared.id);
     let mut ledger = Ledger::new(spec);
-    let mut sent_at: VecDeque<Instant> = VecDeque::with_capacity(opts.inflight as usize);
+    let mut sent_at: VecDeque<Stamp> = VecDeque::with_capacity(opts.inflight as usize);
     let mut pauses = Pauses::new(&opts);
     let (mut issued, mut partial, mut bytes, mut interval_bytes) = (0u64, 0usize, 0u64, 0u64);
     let mut writer = socket;
     let mut end = started;
     // One clock reading per transaction: the moment a response is read ends its round trip and
     // starts the next request's, which is sent before any bookkeeping. `fresh`: no request was
-    // stamped with `now` yet (a second request of a burst reads the clock again).
-    let mut now = Instant::now();
+    // stamped with `now` yet (a second request of a burst reads the clock again). The readings
+    // are the CPU's counter where the kernel keeps time with it (netchar_sys::clock).
+    let mut watch = Stopwatch::new();
+    let mut now = watch.stamp();
     let mut fresh = true;
     // Round trips (ns) read but not yet recorded.
     let mut completed: Vec<u64> = Vec::with_capacity(opts.inflight as usize);
     let generated = made.stream();
     let mut check = made.stream_check(made.responses_key(shared.id));
     let outcome = loop {
-        let stopping = ending.reached(controls, issued, now);
-        while !stopping && sent_at.len() < opts.inflight as usize && !ending.reached(controls, issued, now) {
+        let stopping = ending.reached(controls, issued, now.at);
+        while !stopping && sent_at.len() < opts.inflight as usize && !ending.reached(controls, issued, now.at) {
             if pauses.before(issued) || !fresh {
-                now = Instant::now();
+                now = watch.stamp();
             }
             fresh = false;
             sent_at.push_back(now);
@@ -362,10 +365,10 @@ pub(super) fn tcp_requester(
             Ok(0) if controls.abort.load(Ordering::Relaxed) => break Ok(()),
             Ok(0) => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the responder closed the connection")),
             Ok(n) => {
-                now = Instant::now();
+                now = watch.stamp();
                 fresh = true;
                 if let Some(c) = check.as_mut() {
-                    c.check(bytes, &buf[..n], || (now - started).as_secs_f64());
+                    c.check(bytes, &buf[..n], || (now.at - started).as_secs_f64());
                 }
                 partial += n;
                 bytes += n as u64;
@@ -373,13 +376,13 @@ pub(super) fn tcp_requester(
                 while partial >= resp {
                     partial -= resp;
                     if let Some(t) = sent_at.pop_front() {
-                        completed.push((now - t).as_nanos() as u64);
+                        completed.push(watch.nanos(t, now));
                     }
                 }
-                end = now;
+                end = now.at;
             }
             Err(e) if is_retry(&e) => {
-                now = Instant::now();
+                now = watch.stamp();
                 fresh = true;
             }
             Err(e) => break Err(e),
@@ -548,7 +551,7 @@ pub(super) fn udp_requester(
     let ending = Ending::new(spec, started, shared.id);
     let mut ledger = Ledger::new(spec);
     // (sequence, sent at), oldest first.
-    let mut outstanding: VecDeque<(u64, Instant)> = VecDeque::new();
+    let mut outstanding: VecDeque<(u64, Stamp)> = VecDeque::new();
     let mut pauses = Pauses::new(&opts);
     // Kernel receive stamps (--wakeup-stamps) show how much of each round trip was the wait to
     // be woken. Off by default: the kernel then stamps every packet it receives and each answer
@@ -566,17 +569,18 @@ pub(super) fn udp_requester(
     // `fresh`: no request was stamped with `now` yet (a second request of a burst, or one after
     // a pause, reads the clock again). On one core the answer can arrive (and the responder
     // run) inside the send itself, so the reading must come before the send, which it does.
-    let mut now = Instant::now();
+    let mut watch = Stopwatch::new();
+    let mut now = watch.stamp();
     let mut fresh = true;
     // Round trips (ns) read but not yet recorded, and whether an answer came since the last
     // bookkeeping.
     let mut completed: Vec<u64> = Vec::with_capacity(opts.inflight as usize);
     let mut answered_since = false;
     let outcome = loop {
-        let stopping = ending.reached(controls, seq, now);
-        while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq, now) {
+        let stopping = ending.reached(controls, seq, now.at);
+        while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq, now.at) {
             if pauses.before(seq) || !fresh {
-                now = Instant::now();
+                now = watch.stamp();
             }
             fresh = false;
             request[..width].copy_from_slice(&seq.to_le_bytes()[..width]);
@@ -608,7 +612,7 @@ pub(super) fn udp_requester(
             shared.bytes.store(bytes, Ordering::Release);
             shared.packets.store(ledger.transactions, Ordering::Release);
         }
-        while outstanding.front().is_some_and(|&(_, t)| now - t >= timeout) {
+        while outstanding.front().is_some_and(|&(_, t)| now.at - t.at >= timeout) {
             outstanding.pop_front();
             ledger.lost += 1;
         }
@@ -617,7 +621,7 @@ pub(super) fn udp_requester(
         }
         if let Some(w) = &waiter {
             // (Nothing outstanding: a send was refused, try again soon.)
-            let expiry = outstanding.front().map_or(now + WAIT, |&(_, t)| t + timeout);
+            let expiry = outstanding.front().map_or(now.at + WAIT, |&(_, t)| t.at + timeout);
             w.wake_by(ledger.next_close(started).map_or(expiry, |c| c.min(expiry)));
         }
 
@@ -630,8 +634,8 @@ pub(super) fn udp_requester(
             // A challenge still in flight when the test started (docs/protocol.md): not an answer.
             Ok((n, _)) if netchar_wire::datagram::DatagramHeader::is_challenge(&buf[..n]) => {}
             Ok((n, stamp)) if n >= width => {
-                let at = Instant::now();
-                now = at;
+                now = watch.stamp();
+                let at = now.at;
                 fresh = true;
                 if let Some(k) = stamp {
                     let at_real = started_real + (at - started).as_nanos() as u64;
@@ -651,7 +655,7 @@ pub(super) fn udp_requester(
                 match answered {
                     Some(i) => {
                         let (_, t) = outstanding.remove(i).expect("index from position");
-                        completed.push((at - t).as_nanos() as u64);
+                        completed.push(watch.nanos(t, now));
                     }
                     None => ledger.late += 1,
                 }
@@ -659,13 +663,13 @@ pub(super) fn udp_requester(
                 answered_since = true;
             }
             Ok(_) => {
-                now = Instant::now();
+                now = watch.stamp();
                 fresh = true;
             }
             Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {
-                now = Instant::now();
+                now = watch.stamp();
                 fresh = true;
-                ledger.close_due((now - started).as_secs_f64(), shared, &mut interval_bytes);
+                ledger.close_due((now.at - started).as_secs_f64(), shared, &mut interval_bytes);
             }
             Err(e) => break Err(e),
         }
@@ -731,6 +735,7 @@ pub(super) fn udp_responder(
     let (mut answered, mut bytes) = (0u64, 0u64);
     // The stream's time ends at its last answer, not at the grace or timer that ended it.
     let mut last_answer = None;
+    let mut watch = Stopwatch::new();
     loop {
         if controls.abort.load(Ordering::Relaxed) || shared.receive_deadline().is_some_and(|d| Instant::now() >= d) {
             break;
@@ -752,7 +757,7 @@ pub(super) fn udp_responder(
                     c.check(key, &buf[..n], || shared.started.elapsed().as_secs_f64());
                 }
                 answered += 1;
-                last_answer = Some(Instant::now());
+                last_answer = Some(watch.stamp().at);
                 bytes += n as u64;
                 shared.bytes.store(bytes, Ordering::Release);
                 shared.packets.store(answered, Ordering::Release);
