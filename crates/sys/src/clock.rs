@@ -113,10 +113,11 @@ impl Stopwatch {
         let (ticks, at) = paired_reading();
         let lived = ticks.wrapping_sub(self.origin.0);
         // Over a life of a few anchors the measured ratio is already better than the process's
-        // calibration (each reading is bracketed within a microsecond).
+        // calibration (both are bracketed readings, usually within ~50 ns).
         if lived >= 8 * self.reanchor_after {
-            let ns = at.saturating_duration_since(self.origin.1).as_nanos();
-            self.scale = ((ns << 32) / u128::from(lived)) as u64;
+            if let Some(scale) = scale_between(self.origin, (ticks, at)) {
+                self.scale = scale;
+            }
         }
         self.anchor = (ticks, at);
         Stamp { ticks, at }
@@ -153,7 +154,11 @@ fn calibration() -> Option<u64> {
     if let Some(rest) = CALIBRATION_SPAN.checked_sub(i0.elapsed()) {
         std::thread::sleep(rest);
     }
-    let (t1, i1) = paired_reading();
+    scale_between((t0, i0), paired_reading())
+}
+
+/// Nanoseconds per tick (32.32) between two paired readings, None if no time passed.
+fn scale_between((t0, i0): (u64, Instant), (t1, i1): (u64, Instant)) -> Option<u64> {
     let ns = i1.saturating_duration_since(i0).as_nanos();
     let ticks = t1.wrapping_sub(t0);
     (ticks > 0 && ns > 0).then(|| ((ns << 32) / u128::from(ticks)) as u64)
