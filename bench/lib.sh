@@ -313,11 +313,12 @@ pair_window() {
 # gone, so a paired script run straight after another can bind the same ports.  The paired
 # scripts' EXIT trap.
 pair_stop() {
-  local p i
+  local p i alive
   for p; do kill "$p" 2>/dev/null; done
   for ((i = 0; i < 60; i++)); do
-    for p; do kill -0 "$p" 2>/dev/null && break; p=; done
-    [ -z "$p" ] && return 0
+    alive=
+    for p; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ -z "$alive" ] && return 0
     sleep 0.05
   done
   for p; do kill -KILL "$p" 2>/dev/null; done
