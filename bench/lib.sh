@@ -295,19 +295,24 @@ cpu_ns() {
   done
   echo "$total"
 }
-# pair_window DUR "PIDS1" "PIDS2": for two tests of DUR seconds started together, waits out
-# their middle (1 s in to 1 s before the end) and prints "ns1 ns2 wall_ns": the CPU time of each
-# group of processes (every thread) over that window, and the window's length.
+# pair_window DUR "PIDS"...: for tests of DUR seconds started together, waits out their middle
+# (1 s in to 1 s before the end) and prints "ns... wall_ns": the CPU time of each group of
+# processes (every thread) over that window, and the window's length.
 pair_window() {
-  local a1 a2 at b1 b2 bt
+  local dur=$1 g at bt
+  local -a a=() b=() out=()
+  shift
   sleep 1
   # (each group word-split into its pids)
   # shellcheck disable=SC2086
-  a1=$(cpu_ns $2) a2=$(cpu_ns $3) at=$(date +%s%N)
-  sleep $(($1 - 2))
+  for g; do a+=("$(cpu_ns $g)"); done
+  at=$(date +%s%N)
+  sleep $((dur - 2))
   # shellcheck disable=SC2086
-  b1=$(cpu_ns $2) b2=$(cpu_ns $3) bt=$(date +%s%N)
-  echo "$((b1 - a1)) $((b2 - a2)) $((bt - at))"
+  for g; do b+=("$(cpu_ns $g)"); done
+  bt=$(date +%s%N)
+  for g in "${!a[@]}"; do out+=("$((b[g] - a[g]))"); done
+  echo "${out[*]} $((bt - at))"
 }
 # pair_stop PID...: ends the processes (SIGTERM, SIGKILL after 3 s) and returns once they are
 # gone, so a paired script run straight after another can bind the same ports.  The paired
