@@ -6,10 +6,10 @@
 # pairs (client and server of each tool) run together for DUR seconds, the two clients pinned to
 # CPU and the two servers to SERVER_CPU (the same CPU by default): each pair has one runnable
 # thread at a time, so the scheduler splits the CPUs between the two tools, and whatever the
-# machine does in those seconds it does to both. Each tool's CPU
-# time is read from the scheduler (/proc/PID/task/*/schedstat, every thread of its client and
-# server) over the same window, so the figure that compares is CPU microseconds per
-# transaction: the work each does per transaction, measured side by side.
+# machine does in those seconds it does to both. Each tool's CPU time is read from the scheduler
+# (/proc/PID/task/*/schedstat, every thread of its client and server) over the same window, so
+# the figure that compares is CPU microseconds per transaction: the work each does per
+# transaction, measured side by side; the report gives each end's share too.
 #
 #   NETPERF=PATH NETSERVER=PATH bash bench/rr_pair.sh         # TCP and UDP, 5 rounds of 10 s
 #   JFLAG=-j NETPERF=... NETSERVER=... bash bench/rr_pair.sh  # netperf timing every transaction
