@@ -17,13 +17,14 @@
 # Knobs: NC1, NC2 (required), L1, L2 (what the report calls them; default their paths),
 # CASES="rr.tcp rr.udp tcp udp64", DUR=10, ROUNDS=4, PORT_BASE=15460. Needs taskset, python3.
 set -u -o pipefail
+BENCH=builds_pair
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$BENCH_DIR/lib.sh" || exit 2
 NC1=${NC1:-} NC2=${NC2:-} L1=${L1:-${NC1:-}} L2=${L2:-${NC2:-}} CASES=${CASES:-"rr.tcp rr.udp tcp udp64"}
 DUR=${DUR:-10} ROUNDS=${ROUNDS:-4} P=${PORT_BASE:-15460}
 need_posint DUR ROUNDS
 need_uint P
-[ "$DUR" -ge 4 ] || { echo "builds_pair.sh: DUR is at least 4 (the window leaves out the first and last second)" >&2; exit 2; }
+need_pair_dur
 for b in "$NC1" "$NC2"; do
   [ -n "$b" ] && [ -x "$b" ] || { echo "builds_pair.sh: NC1 and NC2 are the two netchar binaries to compare (got '$b')" >&2; exit 2; }
 done

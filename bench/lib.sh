@@ -299,7 +299,7 @@ cpu_ns() {
 # (1 s in to 1 s before the end) and prints "ns... wall_ns": the CPU time of each group of
 # processes (every thread) over that window, and the window's length.
 pair_window() {
-  local dur=$1 g at bt
+  local dur=$1 g i at bt
   local -a a=() b=() out=()
   shift
   sleep 1
@@ -311,8 +311,12 @@ pair_window() {
   # shellcheck disable=SC2086
   for g; do b+=("$(cpu_ns $g)"); done
   bt=$(date +%s%N)
-  for g in "${!a[@]}"; do out+=("$((b[g] - a[g]))"); done
+  for i in "${!a[@]}"; do out+=("$((b[i] - a[i]))"); done
   echo "${out[*]} $((bt - at))"
+}
+# need_pair_dur: exit 2 ("bad settings") unless DUR leaves pair_window a window.
+need_pair_dur() {
+  [ "$DUR" -ge 4 ] || { echo "$BENCH.sh: DUR is at least 4 (the window leaves out the first and last second)" >&2; exit 2; }
 }
 # pair_stop PID...: ends the processes (SIGTERM, SIGKILL after 3 s) and returns once they are
 # gone, so a paired script run straight after another can bind the same ports.  The paired

@@ -29,9 +29,9 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$BENCH_DIR/lib.sh" || exit 2
 ROOT=$(cd "$BENCH_DIR/.." && pwd)
 NC=${NC:-$ROOT/target/release/netchar}
-DUR=${DUR:-10} ROUNDS=${ROUNDS:-5} CPU=${CPU:-0} SERVER_CPU=${SERVER_CPU:-${CPU:-0}} LEN=${LEN:-1} PROTOS=${PROTOS:-"tcp udp"} JFLAG=${JFLAG:-} NODELAY=${NODELAY:-0} P=${PORT_BASE:-15420}
+DUR=${DUR:-10} ROUNDS=${ROUNDS:-5} CPU=${CPU:-0} SERVER_CPU=${SERVER_CPU:-$CPU} LEN=${LEN:-1} PROTOS=${PROTOS:-"tcp udp"} JFLAG=${JFLAG:-} NODELAY=${NODELAY:-0} P=${PORT_BASE:-15420}
 need_posint DUR ROUNDS LEN
-[ "$DUR" -ge 4 ] || { echo "rr_pair.sh: DUR is at least 4 (the window leaves out the first and last second)" >&2; exit 2; }
+need_pair_dur
 need_uint CPU SERVER_CPU P
 case $JFLAG in "" | -j) ;; *) echo "rr_pair.sh: JFLAG is empty or -j (got '$JFLAG')" >&2; exit 2 ;; esac
 case $NODELAY in 0 | 1) ;; *) echo "rr_pair.sh: NODELAY is 0 or 1 (got '$NODELAY')" >&2; exit 2 ;; esac

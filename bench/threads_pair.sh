@@ -18,12 +18,13 @@
 #   MODES=direct ROUNDS=3 bash bench/threads_pair.sh
 # Knobs: DUR=8, ROUNDS=5, CPU=0, MODES="libc direct", PORT_BASE=15440. Needs gcc, taskset, python3.
 set -u -o pipefail
+BENCH=threads_pair
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$BENCH_DIR/lib.sh" || exit 2
 DUR=${DUR:-8} ROUNDS=${ROUNDS:-5} CPU=${CPU:-0} MODES=${MODES:-"libc direct"} P=${PORT_BASE:-15440}
 need_posint DUR ROUNDS
 need_uint CPU P
-[ "$DUR" -ge 4 ] || { echo "threads_pair.sh: DUR is at least 4 (the window leaves out the first and last second)" >&2; exit 2; }
+need_pair_dur
 for mode in $MODES; do
   case $mode in libc | direct) ;; *) echo "threads_pair.sh: MODES are libc and direct (got '$mode')" >&2; exit 2 ;; esac
 done
