@@ -32,6 +32,12 @@ fn check_rr(r: &Value) -> &Value {
     // Per-connection counts add up to the whole.
     let per: u64 = r["streams"].as_array().unwrap().iter().filter_map(|s| s["rr"]["transactions"].as_u64()).sum();
     assert_eq!(per, u(&rr["transactions"]));
+    // Each requester's bytes are its answers: every transaction's response, and any late one.
+    let response = u(&r["test"]["rr"]["response_bytes"]);
+    for s in r["streams"].as_array().unwrap().iter().filter(|s| s["measured_by"] == "client") {
+        let answers = u(&s["rr"]["transactions"]) + s["rr"]["late"].as_u64().unwrap_or(0);
+        assert_eq!(u(&s["bytes"]), answers * response, "stream {}: {}", s["id"], s["rr"]);
+    }
     assert!(r["summary"]["placement"].as_str().unwrap().contains("client"));
     rr
 }

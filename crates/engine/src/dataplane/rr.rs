@@ -456,6 +456,7 @@ pub(super) fn tcp_requester(
         }
     };
     let _ = socket.shutdown(std::net::Shutdown::Write);
+    settle_last(&mut ledger, end, started, shared, &mut interval_bytes, bytes);
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     ledger.finish(shared, end_s.as_secs_f64(), interval_bytes);
@@ -736,6 +737,7 @@ pub(super) fn udp_requester(
     };
     // No wake from here on: it would only interrupt the end marks.
     drop(waiter);
+    settle_last(&mut ledger, end, started, shared, &mut interval_bytes, bytes);
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     // netchar's UDP rr sends no end marker (its responder stops after the client's
@@ -904,6 +906,21 @@ pub(super) fn crr_requester(
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     ledger.finish_with_connects(shared, end_s.as_secs_f64(), interval_bytes, Some(connects));
     outcome
+}
+
+/// Records the round trips the loop read last and publishes the final counts: the peer (the
+/// sender totals) and the report read them.
+fn settle_last(
+    ledger: &mut Ledger,
+    end: Instant,
+    started: Instant,
+    shared: &StreamShared,
+    interval: &mut u64,
+    bytes: u64,
+) {
+    ledger.settle(end, started, shared, interval);
+    shared.bytes.store(bytes, Ordering::Release);
+    shared.packets.store(ledger.transactions, Ordering::Release);
 }
 
 const EADDRNOTAVAIL: i32 = 99;
