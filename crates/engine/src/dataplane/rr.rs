@@ -122,27 +122,38 @@ impl Ledger {
         self.unsettled = true;
     }
 
-    /// Records the pending round trips and closes the intervals ended by `end` (the last
-    /// answer's time) when SETTLE_EVERY of them wait, when they have waited long enough, or
-    /// when the current interval ended; true when it did, and the caller publishes its counts.
-    /// Settling at the first answer past an interval's end places every round trip in the
-    /// interval it was read in, as recording each at once did.
+    /// Settles ([`Ledger::settle`]) when SETTLE_EVERY round trips wait, when they have waited
+    /// long enough, or when the current interval ended. Settling at the first answer past an
+    /// interval's end places every round trip in the interval it was read in, as recording each
+    /// at once did.
     #[inline]
-    fn settle_due(&mut self, end: Instant, started: Instant, shared: &StreamShared, bytes: &mut u64) -> bool {
+    fn settle_due(
+        &mut self,
+        end: Instant,
+        started: Instant,
+        shared: &StreamShared,
+        interval_bytes: &mut u64,
+        bytes: u64,
+    ) {
         if !self.unsettled || (self.pending.len() < SETTLE_EVERY && self.settle_by.is_some_and(|by| end < by)) {
-            return false;
+            return;
         }
-        self.settle(end, started, shared, bytes);
-        true
+        self.settle(end, started, shared, interval_bytes, bytes);
     }
 
+    /// Records the pending round trips, closes the intervals ended by `end` (the last answer's
+    /// time, or now when woken with nothing read) and publishes the requester's counts, `bytes`
+    /// and the transactions recorded, which the collector, the report and the peer (the sender
+    /// totals) read.
     #[cold]
-    fn settle(&mut self, end: Instant, started: Instant, shared: &StreamShared, bytes: &mut u64) {
+    fn settle(&mut self, end: Instant, started: Instant, shared: &StreamShared, interval_bytes: &mut u64, bytes: u64) {
         self.record_pending();
         self.unsettled = false;
-        self.close_due((end - started).as_secs_f64(), shared, bytes);
+        self.close_due((end - started).as_secs_f64(), shared, interval_bytes);
         let soon = end + SETTLE_WITHIN;
         self.settle_by = Some(self.next_close(started).map_or(soon, |c| c.min(soon)));
+        shared.bytes.store(bytes, Ordering::Release);
+        shared.packets.store(self.transactions, Ordering::Release);
     }
 
     fn record_pending(&mut self) {
@@ -213,12 +224,7 @@ impl Ledger {
         connects: Option<Distribution>,
         wakeups: Option<Distribution>,
     ) {
-        // The loop's last answers, and the intervals they end, as a settling would have.
-        let mut bytes = bytes;
-        if self.unsettled {
-            self.record_pending();
-            self.close_due(end, shared, &mut bytes);
-        }
+        debug_assert!(self.pending.is_empty(), "the requester settles its last round trips before finishing");
         if self.interval > 0.0 {
             let start = self.index as f64 * self.interval;
             let last = self.sample(start, end.max(start), bytes);
@@ -418,10 +424,7 @@ pub(super) fn tcp_requester(
         }
         // With the next request on its way, record the answers read so far when due: no round
         // trip includes this work.
-        if ledger.settle_due(end, started, shared, &mut interval_bytes) {
-            shared.bytes.store(bytes, Ordering::Release);
-            shared.packets.store(ledger.transactions, Ordering::Release);
-        }
+        ledger.settle_due(end, started, shared, &mut interval_bytes, bytes);
         if sent_at.is_empty() {
             break Ok(());
         }
@@ -456,7 +459,8 @@ pub(super) fn tcp_requester(
         }
     };
     let _ = socket.shutdown(std::net::Shutdown::Write);
-    settle_last(&mut ledger, end, started, shared, &mut interval_bytes, bytes);
+    // The round trips read last, and the final counts.
+    ledger.settle(end, started, shared, &mut interval_bytes, bytes);
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     ledger.finish(shared, end_s.as_secs_f64(), interval_bytes);
@@ -666,10 +670,7 @@ pub(super) fn udp_requester(
         }
         // With the next request on its way, record the answers read so far when due: no round
         // trip includes this work.
-        if ledger.settle_due(end, started, shared, &mut interval_bytes) {
-            shared.bytes.store(bytes, Ordering::Release);
-            shared.packets.store(ledger.transactions, Ordering::Release);
-        }
+        ledger.settle_due(end, started, shared, &mut interval_bytes, bytes);
         while outstanding.front().is_some_and(|&(_, t)| now.at - t.at >= timeout) {
             outstanding.pop_front();
             ledger.lost += 1;
@@ -728,16 +729,15 @@ pub(super) fn udp_requester(
                 fresh = true;
                 // Woken with nothing read (a timeout, an interval's end): the intervals that
                 // ended close now, with the round trips still waiting in them.
-                ledger.settle(now.at, started, shared, &mut interval_bytes);
-                shared.bytes.store(bytes, Ordering::Release);
-                shared.packets.store(ledger.transactions, Ordering::Release);
+                ledger.settle(now.at, started, shared, &mut interval_bytes, bytes);
             }
             Err(e) => break Err(e),
         }
     };
     // No wake from here on: it would only interrupt the end marks.
     drop(waiter);
-    settle_last(&mut ledger, end, started, shared, &mut interval_bytes, bytes);
+    // The round trips read last, and the final counts.
+    ledger.settle(end, started, shared, &mut interval_bytes, bytes);
     let end_s = end.saturating_duration_since(started);
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     // netchar's UDP rr sends no end marker (its responder stops after the client's
@@ -906,21 +906,6 @@ pub(super) fn crr_requester(
     shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
     ledger.finish_with_connects(shared, end_s.as_secs_f64(), interval_bytes, Some(connects));
     outcome
-}
-
-/// Records the round trips the loop read last and publishes the final counts: the peer (the
-/// sender totals) and the report read them.
-fn settle_last(
-    ledger: &mut Ledger,
-    end: Instant,
-    started: Instant,
-    shared: &StreamShared,
-    interval: &mut u64,
-    bytes: u64,
-) {
-    ledger.settle(end, started, shared, interval);
-    shared.bytes.store(bytes, Ordering::Release);
-    shared.packets.store(ledger.transactions, Ordering::Release);
 }
 
 const EADDRNOTAVAIL: i32 = 99;
@@ -1160,13 +1145,16 @@ mod tests {
             let ns = 20_000 + (i as u64 * 7_919) % 400_000;
             batched.completed(ns);
             batched_bytes += 1;
-            batched.settle_due(started + e, started, &batched_end, &mut batched_bytes);
+            batched.settle_due(started + e, started, &batched_end, &mut batched_bytes, i as u64 + 1);
             direct.record_ns(ns);
             direct_bytes += 1;
             direct.close_due(e.as_secs_f64(), &direct_end, &mut direct_bytes);
         }
         assert!(!batched.pending.is_empty(), "the run must end with answers still pending");
-        let end = ends.last().unwrap().as_secs_f64();
+        let last = *ends.last().unwrap();
+        batched.settle(started + last, started, &batched_end, &mut batched_bytes, ends.len() as u64);
+        assert_eq!(batched_end.packets.load(Ordering::Acquire), ends.len() as u64);
+        let end = last.as_secs_f64();
         batched.finish(&batched_end, end, batched_bytes);
         direct.finish(&direct_end, end, direct_bytes);
         let b = batched_end.udp_final.lock().unwrap().take().unwrap();
