@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench/rr_pair.sh — netchar's and netperf's request/response at the same time, on the same CPUs.
+# bench/rr_pair.sh — netchar's and a peer's request/response at the same time, on the same CPUs
+# (the peer: netperf, or sockperf with PEER=sockperf).
 #
 # The rounds of newest.sh run the tools one after the other, and on a shared VM the machine's
 # speed moves between two runs by more than the tools differ (10-60% between rounds). Here both
@@ -15,28 +16,48 @@
 #   JFLAG=-j NETPERF=... NETSERVER=... bash bench/rr_pair.sh  # netperf timing every transaction
 #   NODELAY=1 PROTOS=tcp NETPERF=... bash bench/rr_pair.sh     # netperf's TCP with TCP_NODELAY, as netchar's
 #   SERVER_CPU=1 NETPERF=... NETSERVER=... bash bench/rr_pair.sh  # cross core: the servers on CPU 1
-# Knobs: NC (default target/release/netchar, built if missing), DUR=10, ROUNDS=5, CPU=0 (the
-# clients), SERVER_CPU (the servers; default CPU), PROTOS="tcp udp", LEN=1 (request and response
-# bytes, both tools), JFLAG ("" or -j), NODELAY (0, or 1: netperf -- -D, TCP_NODELAY at both
-# ends, which netchar's rr always sets and netperf's TCP_RR does not unless asked), PORT_BASE=15420.
+# Knobs: NC (default target/release/netchar, built if missing), PEER=netperf (or sockperf),
+# DUR=10, ROUNDS=5, CPU=0 (the clients), SERVER_CPU (the servers; default CPU), PROTOS="tcp udp",
+# LEN=1 (request and response bytes, both tools; sockperf's smallest message is 14 B, so
+# PEER=sockperf needs LEN >= 14), JFLAG ("" or -j), NODELAY (0, or 1: netperf -- -D, TCP_NODELAY
+# at both ends, which netchar's rr always sets and netperf's TCP_RR does not unless asked),
+# PORT_BASE=15420 (and the port after it).
+# With PEER=sockperf: sockperf pp times every message, as netchar does.  It waits about 2 s
+# before its first message, so the window above would catch it idle; instead each round starts
+# both servers afresh, starts netchar's client once sockperf's messages flow, and counts each
+# tool's whole run: all the CPU its client and server used (getrusage of the ended processes,
+# the threads a test ended included, start-up and idle time against the tool) over every
+# transaction it made (netchar's count, sockperf's [Total Run] replies, warm-up included); the
+# t/s columns are netchar's rate and sockperf's over its whole run.
 # Cross core, each CPU runs one end of both tools, so neither CPU idles between the two halves of
 # a transaction as it does when a tool runs alone: the figure is the work per transaction, not
 # the round-trip time (newest.sh measures that, one tool at a time).
-# Needs netperf and netserver (by path: Debian has no package), taskset, python3.
+# Needs netperf and netserver (by path: Debian has no package), or sockperf (Debian's or by
+# SOCKPERF=PATH), taskset, python3.
 set -u -o pipefail
 BENCH=rr_pair
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$BENCH_DIR/lib.sh" || exit 2
 ROOT=$(cd "$BENCH_DIR/.." && pwd)
 NC=${NC:-$ROOT/target/release/netchar}
-DUR=${DUR:-10} ROUNDS=${ROUNDS:-5} CPU=${CPU:-0} SERVER_CPU=${SERVER_CPU:-$CPU} LEN=${LEN:-1} PROTOS=${PROTOS:-"tcp udp"} JFLAG=${JFLAG:-} NODELAY=${NODELAY:-0} P=${PORT_BASE:-15420}
+PEER=${PEER:-netperf} DUR=${DUR:-10} ROUNDS=${ROUNDS:-5} CPU=${CPU:-0} SERVER_CPU=${SERVER_CPU:-$CPU} LEN=${LEN:-1} PROTOS=${PROTOS:-"tcp udp"} JFLAG=${JFLAG:-} NODELAY=${NODELAY:-0} P=${PORT_BASE:-15420}
 need_posint DUR ROUNDS LEN
 need_pair_dur
 need_uint CPU SERVER_CPU P
 case $JFLAG in "" | -j) ;; *) echo "rr_pair.sh: JFLAG is empty or -j (got '$JFLAG')" >&2; exit 2 ;; esac
 case $NODELAY in 0 | 1) ;; *) echo "rr_pair.sh: NODELAY is 0 or 1 (got '$NODELAY')" >&2; exit 2 ;; esac
+case $PEER in
+  netperf) ;;
+  sockperf) [ "$LEN" -ge 14 ] || { echo "rr_pair.sh: PEER=sockperf needs LEN=14 or more (sockperf's smallest message)" >&2; exit 2; }
+            [ -z "$JFLAG" ] && [ "$NODELAY" = 0 ] || { echo "rr_pair.sh: JFLAG and NODELAY are netperf's (PEER=netperf)" >&2; exit 2; } ;;
+  *) echo "rr_pair.sh: PEER is netperf or sockperf (got '$PEER')" >&2; exit 2 ;;
+esac
 find_peers
-[ -n "$NETPERF" ] && [ -n "$NETSERVER" ] || { echo "rr_pair.sh: needs NETPERF=PATH NETSERVER=PATH (netperf 2.7 built from its source)" >&2; exit 2; }
+if [ "$PEER" = netperf ]; then
+  [ -n "$NETPERF" ] && [ -n "$NETSERVER" ] || { echo "rr_pair.sh: needs NETPERF=PATH NETSERVER=PATH (netperf 2.7 built from its source)" >&2; exit 2; }
+else
+  [ -n "$SOCKPERF" ] || { echo "rr_pair.sh: needs sockperf (apt-get install sockperf, or SOCKPERF=PATH)" >&2; exit 2; }
+fi
 for t in taskset python3; do have "$t" || { echo "rr_pair.sh: $t is required" >&2; exit 2; }; done
 if [ ! -x "$NC" ]; then
   (cd "$ROOT" && cargo build --release -q -p netchar) || { echo "rr_pair.sh: cannot build netchar" >&2; exit 1; }
@@ -46,50 +67,120 @@ PIDS=()
 trap 'pair_stop "${PIDS[@]}"' EXIT
 
 ncport=$P npport=$((P + 1))
-run_pid "$WORK/ncs.pid" taskset -c "$SERVER_CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
-run_pid "$WORK/nps.pid" taskset -c "$SERVER_CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$npport" > "$WORK/nps.log" 2>&1 &
-NCS=$(pid_of "$WORK/ncs.pid") NPS=$(pid_of "$WORK/nps.pid")
-PIDS=("$NCS" "$NPS")
-pair_listening rr_pair.sh "$ncport" "$WORK/ncs.log" "$npport" "$WORK/nps.log"
+# whole_cpu FILE CMD...: runs CMD and writes the CPU time (ns, user + system, every thread,
+# those that ended included) it and its children used in all, from getrusage(RUSAGE_CHILDREN):
+# the scheduler's own count, to the microsecond.
+whole_cpu() {
+  python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("%d\n" % round((u.ru_utime + u.ru_stime) * 1e9))
+sys.exit(rc)' "$@"
+}
+declare -A PSRV=()
+if [ "$PEER" = netperf ]; then
+  # One netchar server and one netserver for every round (netserver serves both protocols);
+  # the window reads their threads while the tests run.
+  run_pid "$WORK/ncs.pid" taskset -c "$SERVER_CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
+  run_pid "$WORK/nps.pid" taskset -c "$SERVER_CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$npport" > "$WORK/nps.log" 2>&1 &
+  NCS=$(pid_of "$WORK/ncs.pid") PSRV[tcp]=$(pid_of "$WORK/nps.pid"); PSRV[udp]=${PSRV[tcp]}
+  PIDS=("$NCS" "${PSRV[tcp]}")
+  pair_listening rr_pair.sh "$ncport" "$WORK/ncs.log" "$npport" "$WORK/nps.log"
+fi
+# sockperf_round_servers PROTO DIR: with PEER=sockperf, a netchar server and a sockperf sr for
+# one round, each under whole_cpu (a test's threads end with it, so their CPU is read from the
+# process's whole life: start-up and idle time count against each tool); sets NCS and SPS.
+sockperf_round_servers() {
+  local proto=$1 d=$2 i sp=(--tcp)
+  [ "$proto" = udp ] && sp=()
+  whole_cpu "$d.ncs.cpu" sh -c 'echo $$ > "$0"; exec "$@"' "$d.ncs.pid" taskset -c "$SERVER_CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$d.ncs.log" 2>&1 &
+  whole_cpu "$d.sps.cpu" sh -c 'echo $$ > "$0"; exec "$@"' "$d.sps.pid" taskset -c "$SERVER_CPU" "$SOCKPERF" sr "${sp[@]}" -i 127.0.0.1 -p "$npport" > "$d.sps.log" 2>&1 &
+  NCS=$(pid_of "$d.ncs.pid") SPS=$(pid_of "$d.sps.pid")
+  PIDS=("$NCS" "$SPS")
+  pair_listening rr_pair.sh "$ncport" "$d.ncs.log"
+  for ((i = 0; i < 100; i++)); do port_in_use "$proto" "$npport" && break; sleep 0.05; done
+  port_in_use "$proto" "$npport" || { echo "rr_pair.sh: sockperf sr is not on $proto port $npport: $(head -c 300 "$d.sps.log")" >&2; exit 1; }
+}
 place="all four processes on CPU $CPU"
 [ "$SERVER_CPU" != "$CPU" ] && place="the clients on CPU $CPU, the servers on CPU $SERVER_CPU"
-echo "# rr_pair: netchar $("$NC" --version 2>/dev/null | awk '{print $2}') and ${PEER_VER[netperf]}${JFLAG:+ with -j}$([ "$NODELAY" = 1 ] && echo ' with TCP_NODELAY (-- -D)') at the same time, $LEN-byte requests and responses, $place; $ROUNDS rounds of ${DUR} s; Linux $(uname -r), $(nproc) CPUs; load average $(load_average)"
-printf '%-5s %5s %12s %12s %8s %14s %14s %8s %8s %8s\n' proto round "netchar t/s" "netperf t/s" ratio "netchar us/t" "netperf us/t" cost client server
+echo "# rr_pair: netchar $("$NC" --version 2>/dev/null | awk '{print $2}') and ${PEER_VER[$PEER]}${JFLAG:+ with -j}$([ "$NODELAY" = 1 ] && echo ' with TCP_NODELAY (-- -D)') at the same time, $LEN-byte requests and responses, $place; $ROUNDS rounds of ${DUR} s; Linux $(uname -r), $(nproc) CPUs; load average $(load_average)"
+printf '%-5s %5s %12s %12s %8s %14s %14s %8s %8s %8s\n' proto round "netchar t/s" "$PEER t/s" ratio "netchar us/t" "$PEER us/t" cost client server
+# flowing PID BEFORE_NS: waits (up to 10 s) until the process PID used 2 ms of CPU more than
+# BEFORE_NS: a server whose client's messages flow.
+flowing() {
+  local i
+  for ((i = 0; i < 500; i++)); do [ $(($(cpu_ns "$1") - $2)) -gt 2000000 ] && return 0; sleep 0.02; done
+  return 1
+}
 for proto in $PROTOS; do
   for ((r = 1; r <= ROUNDS; r++)); do
     d=$WORK/$proto.$r
     u=(); [ "$proto" = udp ] && u=(--udp)
-    nt=TCP_RR; [ "$proto" = udp ] && nt=UDP_RR
-    j=(); [ -n "$JFLAG" ] && j=("$JFLAG")
-    nd=(); [ "$NODELAY" = 1 ] && [ "$proto" = tcp ] && nd=(-D)
-    run_pid "$d.ncc.pid" taskset -c "$CPU" "$NC" rr 127.0.0.1 -p "$ncport" -t "$DUR" -A "$CPU,$SERVER_CPU" -l "$LEN" -i 0 "${u[@]}" --json > "$d.nc.json" 2> "$d.nc.err" & jobs_=($!)
-    run_pid "$d.npc.pid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$npport" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$SERVER_CPU" "${j[@]}" -- -r "$LEN,$LEN" "${nd[@]}" -o THROUGHPUT,ELAPSED_TIME > "$d.np.txt" 2> "$d.np.err" & jobs_+=($!)
-    ncc=$(pid_of "$d.ncc.pid") npc=$(pid_of "$d.npc.pid")
-    # The window: from 1 s in (both set up) to 1 s before the end, the same for both tools.
-    read -r ncc_ns ncs_ns npc_ns nps_ns wall < <(pair_window "$DUR" "$ncc" "$NCS" "$npc" "$NPS")
-    wait "${jobs_[@]}"
-    # netserver -f serves the next test in its one process; netchar's server stays up.
-    python3 - "$d" "$proto" "$r" "$ncc_ns" "$ncs_ns" "$npc_ns" "$nps_ns" "$wall" <<'PY' || FAILED=1
+    nc_cmd=(taskset -c "$CPU" "$NC" rr 127.0.0.1 -p "$ncport" -t "$DUR" -A "$CPU,$SERVER_CPU" -l "$LEN" -i 0 "${u[@]}" --json)
+    if [ "$PEER" = netperf ]; then
+      nt=TCP_RR; [ "$proto" = udp ] && nt=UDP_RR
+      j=(); [ -n "$JFLAG" ] && j=("$JFLAG")
+      nd=(); [ "$NODELAY" = 1 ] && [ "$proto" = tcp ] && nd=(-D)
+      run_pid "$d.ncc.pid" "${nc_cmd[@]}" > "$d.nc.json" 2> "$d.nc.err" & jobs_=($!)
+      run_pid "$d.npc.pid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$npport" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$SERVER_CPU" "${j[@]}" -- -r "$LEN,$LEN" "${nd[@]}" -o THROUGHPUT,ELAPSED_TIME > "$d.np.txt" 2> "$d.np.err" & jobs_+=($!)
+      ncc=$(pid_of "$d.ncc.pid") npc=$(pid_of "$d.npc.pid")
+      # The window: from 1 s in (both set up) to 1 s before the end, the same for both tools.
+      read -r ncc_ns ncs_ns npc_ns nps_ns wall < <(pair_window "$DUR" "$ncc" "$NCS" "$npc" "${PSRV[$proto]}")
+      wait "${jobs_[@]}"
+      # netserver -f serves the next test in its one process; netchar's server stays up.
+    else
+      # sockperf pp waits about 2 s before its first message, so a window of the same seconds
+      # would catch it idle: each tool's whole run is counted instead, clients and servers, all
+      # the CPU each used against every transaction it made (sockperf's warm-up messages
+      # included); netchar starts once sockperf's messages flow, so the two share the CPUs but
+      # for netchar's start-up and last moments.
+      sockperf_round_servers "$proto" "$d"
+      sp=(--tcp); [ "$proto" = udp ] && sp=()
+      t0=$(date +%s%N) sps0=$(cpu_ns "$SPS")
+      whole_cpu "$d.npc.cpu" taskset -c "$CPU" "$SOCKPERF" pp -i 127.0.0.1 "${sp[@]}" -p "$npport" -t "$DUR" -m "$LEN" --full-rtt > "$d.np.txt" 2>&1 & jobs_=($!)
+      flowing "$SPS" "$sps0" || echo "$proto $r: sockperf's messages did not flow within 10 s" >&2
+      whole_cpu "$d.ncc.cpu" "${nc_cmd[@]}" > "$d.nc.json" 2> "$d.nc.err" & jobs_+=($!)
+      wait "${jobs_[@]}"
+      wall=$(($(date +%s%N) - t0))
+      pair_stop "$NCS" "$SPS"
+      wait
+      ncc_ns=$(cat "$d.ncc.cpu" 2>/dev/null || echo 0) npc_ns=$(cat "$d.npc.cpu" 2>/dev/null || echo 0)
+      ncs_ns=$(cat "$d.ncs.cpu" 2>/dev/null || echo 0) nps_ns=$(cat "$d.sps.cpu" 2>/dev/null || echo 0)
+    fi
+    PYTHONPATH=$BENCH_PY_PATH python3 - "$d" "$proto" "$r" "$ncc_ns" "$ncs_ns" "$npc_ns" "$nps_ns" "$wall" "$PEER" <<'PY' || FAILED=1
 import json, sys
+from netchar_bench import peers
 d, proto, r = sys.argv[1:4]
 ncc_ns, ncs_ns, npc_ns, nps_ns, wall_ns = map(int, sys.argv[4:9])
+peer = sys.argv[9]
 try:
-    nc = json.load(open(d + '.nc.json'))['summary']['rr']['transactions_per_second']
-    rows = [l.strip().split(',') for l in open(d + '.np.txt') if l.strip() and l.strip()[0].isdigit()]
-    np = float(rows[-1][0])
+    nc_rr = json.load(open(d + '.nc.json'))['summary']['rr']
+    nc = nc_rr['transactions_per_second']
+    if peer == 'sockperf':
+        np_tx, secs = peers.rr_sockperf_total(open(d + '.np.txt', errors='replace').read())
+        np = np_tx / secs
+    else:
+        rows = [l.strip().split(',') for l in open(d + '.np.txt') if l.strip() and l.strip()[0].isdigit()]
+        np = float(rows[-1][0])
 except Exception as e:  # one line saying which tool gave no figure
     print('%-5s %5s  no figure: %s (see %s.*)' % (proto, r, e, d))
     sys.exit(1)
-# The CPU each tool got over the window, per transaction at its own rate (the rates are the
-# tools' whole-test figures; the window is the middle of the same test).
-secs = wall_ns / 1e9
-ncc_us, ncs_us = ncc_ns / 1e3 / (nc * secs), ncs_ns / 1e3 / (nc * secs)
-npc_us, nps_us = npc_ns / 1e3 / (np * secs), nps_ns / 1e3 / (np * secs)
+if peer == 'sockperf':
+    # Whole runs: every transaction each tool made, against all the CPU it used.
+    nc_tx = nc_rr['transactions']
+    ncc_us, ncs_us = ncc_ns / 1e3 / nc_tx, ncs_ns / 1e3 / nc_tx
+    npc_us, nps_us = npc_ns / 1e3 / np_tx, nps_ns / 1e3 / np_tx
+else:
+    # The CPU each tool got over the window, per transaction at its own rate (the rates are the
+    # tools' whole-test figures; the window is the middle of the same test).
+    secs = wall_ns / 1e9
+    ncc_us, ncs_us = ncc_ns / 1e3 / (nc * secs), ncs_ns / 1e3 / (nc * secs)
+    npc_us, nps_us = npc_ns / 1e3 / (np * secs), nps_ns / 1e3 / (np * secs)
 nc_us, np_us = ncc_us + ncs_us, npc_us + nps_us
 print('%-5s %5s %12.0f %12.0f %8.3f %14.3f %14.3f %8.3f %8.3f %8.3f' % (proto, r, nc, np, nc / np, nc_us, np_us, nc_us / np_us, ncc_us / npc_us, ncs_us / nps_us))
 PY
   done
 done
-echo "(ratio: netchar's transactions/s over netperf's; us/t: CPU microseconds per transaction, client and server together; cost: netchar's us/t over netperf's, below 1 when netchar does less work per transaction; client, server: the same for each end alone)"
+echo "(ratio: netchar's transactions/s over $PEER's; us/t: CPU microseconds per transaction, client and server together; cost: netchar's us/t over $PEER's, below 1 when netchar does less work per transaction; client, server: the same for each end alone)"
 echo "raw outputs: \$TMPDIR/$(basename "$WORK")"
 exit "${FAILED:-0}"
