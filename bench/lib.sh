@@ -299,15 +299,21 @@ cpu_ns() {
 # (1 s in to 1 s before the end) and prints "ns... wall_ns": the CPU time of each group of
 # processes (every thread) over that window, and the window's length.
 pair_window() {
-  local dur=$1 g i at bt
-  local -a a=() b=() out=()
+  local dur=$1
   shift
   sleep 1
+  pair_window_at "$((dur - 2))" "$@"
+}
+# pair_window_at SECONDS "PIDS"...: the same over the next SECONDS, from now.
+pair_window_at() {
+  local secs=$1 g i at bt
+  local -a a=() b=() out=()
+  shift
   # (each group word-split into its pids)
   # shellcheck disable=SC2086
   for g; do a+=("$(cpu_ns $g)"); done
   at=$(date +%s%N)
-  sleep $((dur - 2))
+  sleep "$secs"
   # shellcheck disable=SC2086
   for g; do b+=("$(cpu_ns $g)"); done
   bt=$(date +%s%N)

@@ -22,18 +22,18 @@
 # PEER=sockperf needs LEN >= 14), JFLAG ("" or -j), NODELAY (0, or 1: netperf -- -D, TCP_NODELAY
 # at both ends, which netchar's rr always sets and netperf's TCP_RR does not unless asked),
 # PORT_BASE=15420 (and the port after it).
-# With PEER=sockperf: sockperf pp times every message, as netchar does.  It waits about 2 s
-# before its first message, so the window above would catch it idle; instead each round starts
-# both servers afresh, starts netchar's client once sockperf's messages flow, and counts each
-# tool's whole run: all the CPU its client and server used (getrusage of the ended processes,
-# the threads a test ended included, start-up and idle time against the tool) over every
-# transaction it made (netchar's count, sockperf's [Total Run] replies, warm-up included); the
-# t/s columns are netchar's rate and sockperf's over its whole run.
+# With PEER=sockperf: sockperf pp and sr block in recvfrom as netchar and netperf do, and
+# sockperf times every message, as netchar does.  Its client waits about 2 s before its first
+# message and sorts its samples after the last, so it runs 5 s longer than netchar and netchar
+# starts once its messages flow; the window is netchar's middle, when both run, and the
+# transactions in it are the replies the kernel counted for each client: TCP from the client
+# sockets' bytes_received (ss), UDP from nftables counters on the datagrams each server sends
+# (so UDP needs nft and root); the t/s columns are the window's.
 # Cross core, each CPU runs one end of both tools, so neither CPU idles between the two halves of
 # a transaction as it does when a tool runs alone: the figure is the work per transaction, not
 # the round-trip time (newest.sh measures that, one tool at a time).
 # Needs netperf and netserver (by path: Debian has no package), or sockperf (Debian's or by
-# SOCKPERF=PATH), taskset, python3.
+# SOCKPERF=PATH) and ss (and nft, as root, for UDP), taskset, python3.
 set -u -o pipefail
 BENCH=rr_pair
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -67,16 +67,6 @@ PIDS=()
 trap 'pair_stop "${PIDS[@]}"' EXIT
 
 ncport=$P npport=$((P + 1))
-# whole_cpu FILE CMD...: runs CMD and writes the CPU time (ns, user + system, every thread,
-# those that ended included) it and its children used in all, from getrusage(RUSAGE_CHILDREN):
-# the scheduler's own count, to the microsecond.
-whole_cpu() {
-  python3 -c 'import resource, subprocess, sys
-rc = subprocess.call(sys.argv[2:])
-u = resource.getrusage(resource.RUSAGE_CHILDREN)
-open(sys.argv[1], "w").write("%d\n" % round((u.ru_utime + u.ru_stime) * 1e9))
-sys.exit(rc)' "$@"
-}
 declare -A PSRV=()
 if [ "$PEER" = netperf ]; then
   # One netchar server and one netserver for every round (netserver serves both protocols);
@@ -86,20 +76,50 @@ if [ "$PEER" = netperf ]; then
   NCS=$(pid_of "$WORK/ncs.pid") PSRV[tcp]=$(pid_of "$WORK/nps.pid"); PSRV[udp]=${PSRV[tcp]}
   PIDS=("$NCS" "${PSRV[tcp]}")
   pair_listening rr_pair.sh "$ncport" "$WORK/ncs.log" "$npport" "$WORK/nps.log"
+else
+  # One netchar server, and a sockperf sr per protocol on the same port (TCP and UDP).
+  run_pid "$WORK/ncs.pid" taskset -c "$SERVER_CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
+  run_pid "$WORK/spt.pid" taskset -c "$SERVER_CPU" "$SOCKPERF" sr --tcp -i 127.0.0.1 -p "$npport" > "$WORK/spt.log" 2>&1 &
+  run_pid "$WORK/spu.pid" taskset -c "$SERVER_CPU" "$SOCKPERF" sr -i 127.0.0.1 -p "$npport" > "$WORK/spu.log" 2>&1 &
+  NCS=$(pid_of "$WORK/ncs.pid") PSRV[tcp]=$(pid_of "$WORK/spt.pid") PSRV[udp]=$(pid_of "$WORK/spu.pid")
+  PIDS=("$NCS" "${PSRV[tcp]}" "${PSRV[udp]}")
+  pair_listening rr_pair.sh "$ncport" "$WORK/ncs.log" "$npport" "$WORK/spt.log"
+  for ((i = 0; i < 100; i++)); do port_in_use udp "$npport" && break; sleep 0.05; done
+  port_in_use udp "$npport" || { echo "rr_pair.sh: sockperf sr is not on UDP port $npport: $(head -c 300 "$WORK/spu.log")" >&2; exit 1; }
+  # The replies each client received, counted by the kernel: TCP from each client socket's
+  # bytes_received (ss), UDP from nftables counters on datagrams leaving each server's port
+  # (both tools answer from the port they listen on).
+  if [[ " $PROTOS " == *" udp "* ]]; then
+    have nft && [ "$(id -u)" = 0 ] || { echo "rr_pair.sh: PEER=sockperf over UDP counts replies with nft (as root); or PROTOS=tcp" >&2; exit 2; }
+    NFT_TABLE=rr_pair_$$
+    nft -f - <<NFT || { echo "rr_pair.sh: cannot add the nftables counters" >&2; exit 1; }
+table inet $NFT_TABLE {
+  counter nc {
+  }
+  counter sp {
+  }
+  chain out {
+    type filter hook output priority 0; policy accept;
+    udp sport $ncport counter name nc
+    udp sport $npport counter name sp
+  }
+}
+NFT
+    trap 'pair_stop "${PIDS[@]}"; nft delete table inet "$NFT_TABLE" 2>/dev/null' EXIT
+    trap 'exit 130' INT; trap 'exit 143' TERM   # so that the EXIT trap removes the table
+  fi
 fi
-# sockperf_round_servers PROTO DIR: with PEER=sockperf, a netchar server and a sockperf sr for
-# one round, each under whole_cpu (a test's threads end with it, so their CPU is read from the
-# process's whole life: start-up and idle time count against each tool); sets NCS and SPS.
-sockperf_round_servers() {
-  local proto=$1 d=$2 i sp=(--tcp)
-  [ "$proto" = udp ] && sp=()
-  whole_cpu "$d.ncs.cpu" sh -c 'echo $$ > "$0"; exec "$@"' "$d.ncs.pid" taskset -c "$SERVER_CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$d.ncs.log" 2>&1 &
-  whole_cpu "$d.sps.cpu" sh -c 'echo $$ > "$0"; exec "$@"' "$d.sps.pid" taskset -c "$SERVER_CPU" "$SOCKPERF" sr "${sp[@]}" -i 127.0.0.1 -p "$npport" > "$d.sps.log" 2>&1 &
-  NCS=$(pid_of "$d.ncs.pid") SPS=$(pid_of "$d.sps.pid")
-  PIDS=("$NCS" "$SPS")
-  pair_listening rr_pair.sh "$ncport" "$d.ncs.log"
-  for ((i = 0; i < 100; i++)); do port_in_use "$proto" "$npport" && break; sleep 0.05; done
-  port_in_use "$proto" "$npport" || { echo "rr_pair.sh: sockperf sr is not on $proto port $npport: $(head -c 300 "$d.sps.log")" >&2; exit 1; }
+# replies PROTO: "netchar sockperf", the replies each tool's client received so far.
+replies() {
+  if [ "$1" = tcp ]; then
+    local p n=()
+    for p in "$ncport" "$npport"; do
+      n+=("$(ss -tinH "dport = :$p" | grep -o 'bytes_received:[0-9]*' | awk -F: -v l="$LEN" '{b += $2} END {printf "%d", b / l}')")
+    done
+    echo "${n[*]}"
+  else
+    nft list table inet "$NFT_TABLE" | awk '/counter (nc|sp) \{/ {c = $2} /^[[:space:]]*packets / && c {for (i = 1; i <= NF; i++) if ($i == "packets") v[c] = $(i + 1); c = ""} END {print v["nc"], v["sp"]}'
+  fi
 }
 place="all four processes on CPU $CPU"
 [ "$SERVER_CPU" != "$CPU" ] && place="the clients on CPU $CPU, the servers on CPU $SERVER_CPU"
@@ -129,27 +149,28 @@ for proto in $PROTOS; do
       wait "${jobs_[@]}"
       # netserver -f serves the next test in its one process; netchar's server stays up.
     else
-      # sockperf pp waits about 2 s before its first message, so a window of the same seconds
-      # would catch it idle: each tool's whole run is counted instead, clients and servers, all
-      # the CPU each used against every transaction it made (sockperf's warm-up messages
-      # included); netchar starts once sockperf's messages flow, so the two share the CPUs but
-      # for netchar's start-up and last moments.
-      sockperf_round_servers "$proto" "$d"
+      # sockperf pp waits about 2 s before its first message and sorts its samples after the
+      # last: it runs 5 s longer than netchar, netchar starts once its messages flow, and the
+      # window (netchar's middle) has both running; the transactions in it are the replies the
+      # kernel counted (sockperf's rate over its whole run would include the seconds alone).
       sp=(--tcp); [ "$proto" = udp ] && sp=()
-      t0=$(date +%s%N) sps0=$(cpu_ns "$SPS")
-      whole_cpu "$d.npc.cpu" taskset -c "$CPU" "$SOCKPERF" pp -i 127.0.0.1 "${sp[@]}" -p "$npport" -t "$DUR" -m "$LEN" --full-rtt > "$d.np.txt" 2>&1 & jobs_=($!)
-      flowing "$SPS" "$sps0" || echo "$proto $r: sockperf's messages did not flow within 10 s" >&2
-      whole_cpu "$d.ncc.cpu" "${nc_cmd[@]}" > "$d.nc.json" 2> "$d.nc.err" & jobs_+=($!)
+      sps0=$(cpu_ns "${PSRV[$proto]}")
+      run_pid "$d.npc.pid" taskset -c "$CPU" "$SOCKPERF" pp -i 127.0.0.1 "${sp[@]}" -p "$npport" -t "$((DUR + 5))" -m "$LEN" --full-rtt > "$d.np.txt" 2>&1 & npj=$!
+      npc=$(pid_of "$d.npc.pid")
+      flowing "${PSRV[$proto]}" "$sps0" || echo "$proto $r: sockperf's messages did not flow within 10 s" >&2
+      sleep 0.5
+      run_pid "$d.ncc.pid" "${nc_cmd[@]}" > "$d.nc.json" 2> "$d.nc.err" & jobs_=($!)
+      ncc=$(pid_of "$d.ncc.pid")
+      sleep 1
+      read -r nc0 sp0 < <(replies "$proto")
+      read -r ncc_ns ncs_ns npc_ns nps_ns wall < <(pair_window_at "$((DUR - 2))" "$ncc" "$NCS" "$npc" "${PSRV[$proto]}")
+      read -r nc1 sp1 < <(replies "$proto")
       wait "${jobs_[@]}"
-      wall=$(($(date +%s%N) - t0))
-      pair_stop "$NCS" "$SPS"
-      wait
-      ncc_ns=$(cat "$d.ncc.cpu" 2>/dev/null || echo 0) npc_ns=$(cat "$d.npc.cpu" 2>/dev/null || echo 0)
-      ncs_ns=$(cat "$d.ncs.cpu" 2>/dev/null || echo 0) nps_ns=$(cat "$d.sps.cpu" 2>/dev/null || echo 0)
+      kill -INT "$npc" 2>/dev/null; wait "$npj"
+      echo "$((nc1 - nc0)) $((sp1 - sp0))" > "$d.replies"
     fi
-    PYTHONPATH=$BENCH_PY_PATH python3 - "$d" "$proto" "$r" "$ncc_ns" "$ncs_ns" "$npc_ns" "$nps_ns" "$wall" "$PEER" <<'PY' || FAILED=1
+    python3 - "$d" "$proto" "$r" "$ncc_ns" "$ncs_ns" "$npc_ns" "$nps_ns" "$wall" "$PEER" <<'PY' || FAILED=1
 import json, sys
-from netchar_bench import peers
 d, proto, r = sys.argv[1:4]
 ncc_ns, ncs_ns, npc_ns, nps_ns, wall_ns = map(int, sys.argv[4:9])
 peer = sys.argv[9]
@@ -157,8 +178,12 @@ try:
     nc_rr = json.load(open(d + '.nc.json'))['summary']['rr']
     nc = nc_rr['transactions_per_second']
     if peer == 'sockperf':
-        np_tx, secs = peers.rr_sockperf_total(open(d + '.np.txt', errors='replace').read())
-        np = np_tx / secs
+        nc_tx, np_tx = map(int, open(d + '.replies').read().split())
+        own, nc, np = nc, nc_tx / (wall_ns / 1e9), np_tx / (wall_ns / 1e9)
+        # A check on the count: netchar shares the CPUs with sockperf for all of its run, so
+        # its own rate and the kernel's count over its middle agree.
+        if abs(nc / own - 1) > 0.05:
+            print('%-5s %5s  note: the kernel counted %.0f replies/s for netchar, its report %.0f' % (proto, r, nc, own))
     else:
         rows = [l.strip().split(',') for l in open(d + '.np.txt') if l.strip() and l.strip()[0].isdigit()]
         np = float(rows[-1][0])
@@ -166,8 +191,7 @@ except Exception as e:  # one line saying which tool gave no figure
     print('%-5s %5s  no figure: %s (see %s.*)' % (proto, r, e, d))
     sys.exit(1)
 if peer == 'sockperf':
-    # Whole runs: every transaction each tool made, against all the CPU it used.
-    nc_tx = nc_rr['transactions']
+    # The window's CPU over the replies the kernel counted in the same window.
     ncc_us, ncs_us = ncc_ns / 1e3 / nc_tx, ncs_ns / 1e3 / nc_tx
     npc_us, nps_us = npc_ns / 1e3 / np_tx, nps_ns / 1e3 / np_tx
 else:

@@ -474,18 +474,6 @@ def rr_sockperf(text):
     return _rr(tps, avg, p("50.000"), p("99.000"), p("99.900"), notes)
 
 
-@_guarded("sockperf output")
-def rr_sockperf_total(text):
-    """(replies, seconds) of sockperf pp's whole run, its warm-up included: the "[Total Run]"
-    line.  Every reply it received is a transaction its client and server worked for, which is
-    what rr_pair.sh divides their CPU time by."""
-    txt = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    m = re.search(r"\[Total Run\] RunTime=([\d.]+) sec;.*?ReceivedMessages=(\d+)", txt)
-    if not m:
-        raise ParseError("no sockperf [Total Run] line")
-    return int(m.group(2)), float(m.group(1))
-
-
 @_guarded("netperf output")
 def rr_netperf(text):
     # -P 0 -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY: one CSV line of values.
