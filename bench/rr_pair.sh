@@ -179,11 +179,13 @@ try:
     nc = nc_rr['transactions_per_second']
     if peer == 'sockperf':
         nc_tx, np_tx = map(int, open(d + '.replies').read().split())
+        if not (nc_tx > 0 and np_tx > 0):
+            raise ValueError('no replies counted in the window (netchar %d, sockperf %d)' % (nc_tx, np_tx))
         own, nc, np = nc, nc_tx / (wall_ns / 1e9), np_tx / (wall_ns / 1e9)
         # A check on the count: netchar shares the CPUs with sockperf for all of its run, so
         # its own rate and the kernel's count over its middle agree.
         if abs(nc / own - 1) > 0.05:
-            print('%-5s %5s  note: the kernel counted %.0f replies/s for netchar, its report %.0f' % (proto, r, nc, own))
+            print('%-5s %5s  note: netchar made %.0f transactions/s in the window (the kernel\'s count), %.0f over its run (its report): the machine\'s speed moved, or a count is off' % (proto, r, nc, own))
     else:
         rows = [l.strip().split(',') for l in open(d + '.np.txt') if l.strip() and l.strip()[0].isdigit()]
         np = float(rows[-1][0])
