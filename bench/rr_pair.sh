@@ -67,22 +67,23 @@ PIDS=()
 trap 'pair_stop "${PIDS[@]}"' EXIT
 
 ncport=$P npport=$((P + 1))
+# One netchar server for every round; the peer's: one netserver (it serves both protocols),
+# or a sockperf sr per protocol on the same port (TCP and UDP). The window reads their threads
+# while the tests run.
+run_pid "$WORK/ncs.pid" taskset -c "$SERVER_CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
+NCS=$(pid_of "$WORK/ncs.pid")
+PIDS=("$NCS")
 declare -A PSRV=()
 if [ "$PEER" = netperf ]; then
-  # One netchar server and one netserver for every round (netserver serves both protocols);
-  # the window reads their threads while the tests run.
-  run_pid "$WORK/ncs.pid" taskset -c "$SERVER_CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
   run_pid "$WORK/nps.pid" taskset -c "$SERVER_CPU" "$NETSERVER" -D -f -L 127.0.0.1 -p "$npport" > "$WORK/nps.log" 2>&1 &
-  NCS=$(pid_of "$WORK/ncs.pid") PSRV[tcp]=$(pid_of "$WORK/nps.pid"); PSRV[udp]=${PSRV[tcp]}
-  PIDS=("$NCS" "${PSRV[tcp]}")
+  PSRV[tcp]=$(pid_of "$WORK/nps.pid"); PSRV[udp]=${PSRV[tcp]}
+  PIDS+=("${PSRV[tcp]}")
   pair_listening rr_pair.sh "$ncport" "$WORK/ncs.log" "$npport" "$WORK/nps.log"
 else
-  # One netchar server, and a sockperf sr per protocol on the same port (TCP and UDP).
-  run_pid "$WORK/ncs.pid" taskset -c "$SERVER_CPU" "$NC" server -B 127.0.0.1 -p "$ncport" > "$WORK/ncs.log" 2>&1 &
   run_pid "$WORK/spt.pid" taskset -c "$SERVER_CPU" "$SOCKPERF" sr --tcp -i 127.0.0.1 -p "$npport" > "$WORK/spt.log" 2>&1 &
   run_pid "$WORK/spu.pid" taskset -c "$SERVER_CPU" "$SOCKPERF" sr -i 127.0.0.1 -p "$npport" > "$WORK/spu.log" 2>&1 &
-  NCS=$(pid_of "$WORK/ncs.pid") PSRV[tcp]=$(pid_of "$WORK/spt.pid") PSRV[udp]=$(pid_of "$WORK/spu.pid")
-  PIDS=("$NCS" "${PSRV[tcp]}" "${PSRV[udp]}")
+  PSRV[tcp]=$(pid_of "$WORK/spt.pid") PSRV[udp]=$(pid_of "$WORK/spu.pid")
+  PIDS+=("${PSRV[tcp]}" "${PSRV[udp]}")
   pair_listening rr_pair.sh "$ncport" "$WORK/ncs.log" "$npport" "$WORK/spt.log"
   for ((i = 0; i < 100; i++)); do port_in_use udp "$npport" && break; sleep 0.05; done
   port_in_use udp "$npport" || { echo "rr_pair.sh: sockperf sr is not on UDP port $npport: $(head -c 300 "$WORK/spu.log")" >&2; exit 1; }
