@@ -21,19 +21,23 @@
 # LEN=1 (request and response bytes, both tools; sockperf's smallest message is 14 B, so
 # PEER=sockperf needs LEN >= 14), JFLAG ("" or -j), NODELAY (0, or 1: netperf -- -D, TCP_NODELAY
 # at both ends, which netchar's rr always sets and netperf's TCP_RR does not unless asked),
-# PORT_BASE=15420 (and the port after it).
+# PORT_BASE=15420 (and the two ports after it: netserver's control port and its data port).
+# The transactions in the window are the replies the kernel counted for each client: TCP from
+# the client sockets' bytes_received (ss), UDP from nftables counters on the datagrams each
+# server sends (so UDP needs nft and root); the t/s columns are the window's. A tool's rate over
+# its whole test would count the moments it ran alone (one tool's test starts or ends a little
+# before the other's, and alone a transaction costs less).
 # With PEER=sockperf: sockperf pp and sr block in recvfrom as netchar and netperf do, and
 # sockperf times every message, as netchar does.  Its client waits about 2 s before its first
 # message and sorts its samples after the last, so it runs 5 s longer than netchar and netchar
-# starts once its messages flow; the window is netchar's middle, when both run, and the
-# transactions in it are the replies the kernel counted for each client: TCP from the client
-# sockets' bytes_received (ss), UDP from nftables counters on the datagrams each server sends
-# (so UDP needs nft and root); the t/s columns are the window's.
+# starts once its messages flow; the window is netchar's middle, when both run.
+# The last lines give each protocol's mean cost over the rounds with its 95% confidence interval
+# (Student's t), the figure that says whether netchar does more work per transaction.
 # Cross core, each CPU runs one end of both tools, so neither CPU idles between the two halves of
 # a transaction as it does when a tool runs alone: the figure is the work per transaction, not
 # the round-trip time (newest.sh measures that, one tool at a time).
 # Needs netperf and netserver (by path: Debian has no package), or sockperf (Debian's or by
-# SOCKPERF=PATH) and ss (and nft, as root, for UDP), taskset, python3.
+# SOCKPERF=PATH), ss, nft (as root, for UDP), taskset, python3.
 set -u -o pipefail
 BENCH=rr_pair
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -66,7 +70,10 @@ WORK=$(mktemp -d -t netchar-rr-pair.XXXXXX)
 PIDS=()
 trap 'pair_stop "${PIDS[@]}"' EXIT
 
-ncport=$P npport=$((P + 1))
+# The ports each tool's data goes to: netchar's tests use its server's port; netperf's data
+# connection goes to a port of its own (test-specific -P), sockperf's to its server's port.
+ncport=$P npport=$((P + 1)) npdata=$((P + 2))
+[ "$PEER" = sockperf ] && npdata=$npport
 # One netchar server for every round; the peer's: one netserver (it serves both protocols),
 # or a sockperf sr per protocol on the same port (TCP and UDP). The window reads their threads
 # while the tests run.
@@ -87,39 +94,39 @@ else
   pair_listening rr_pair.sh "$ncport" "$WORK/ncs.log" "$npport" "$WORK/spt.log"
   for ((i = 0; i < 100; i++)); do port_in_use udp "$npport" && break; sleep 0.05; done
   port_in_use udp "$npport" || { echo "rr_pair.sh: sockperf sr is not on UDP port $npport: $(head -c 300 "$WORK/spu.log")" >&2; exit 1; }
-  # The replies each client received, counted by the kernel: TCP from each client socket's
-  # bytes_received (ss), UDP from nftables counters on datagrams leaving each server's port
-  # (both tools answer from the port they listen on).
-  if [[ " $PROTOS " == *" udp "* ]]; then
-    have nft && [ "$(id -u)" = 0 ] || { echo "rr_pair.sh: PEER=sockperf over UDP counts replies with nft (as root); or PROTOS=tcp" >&2; exit 2; }
-    NFT_TABLE=rr_pair_$$
-    nft -f - <<NFT || { echo "rr_pair.sh: cannot add the nftables counters" >&2; exit 1; }
+fi
+# The replies each client received, counted by the kernel: TCP from each client socket's
+# bytes_received (ss), UDP from nftables counters on datagrams leaving each server's data port
+# (every tool answers from the port its client sent to).
+if [[ " $PROTOS " == *" udp "* ]]; then
+  have nft && [ "$(id -u)" = 0 ] || { echo "rr_pair.sh: UDP rounds count the replies with nft (as root); or PROTOS=tcp" >&2; exit 2; }
+  NFT_TABLE=rr_pair_$$
+  nft -f - <<NFT || { echo "rr_pair.sh: cannot add the nftables counters" >&2; exit 1; }
 table inet $NFT_TABLE {
   counter nc {
   }
-  counter sp {
+  counter peer {
   }
   chain out {
     type filter hook output priority 0; policy accept;
     udp sport $ncport counter name nc
-    udp sport $npport counter name sp
+    udp sport $npdata counter name peer
   }
 }
 NFT
-    trap 'pair_stop "${PIDS[@]}"; nft delete table inet "$NFT_TABLE" 2>/dev/null' EXIT
-    trap 'exit 130' INT; trap 'exit 143' TERM   # so that the EXIT trap removes the table
-  fi
+  trap 'pair_stop "${PIDS[@]}"; nft delete table inet "$NFT_TABLE" 2>/dev/null' EXIT
+  trap 'exit 130' INT; trap 'exit 143' TERM   # so that the EXIT trap removes the table
 fi
-# replies PROTO: "netchar sockperf", the replies each tool's client received so far.
+# replies PROTO: "netchar peer", the replies each tool's client received so far.
 replies() {
   if [ "$1" = tcp ]; then
     local p n=()
-    for p in "$ncport" "$npport"; do
+    for p in "$ncport" "$npdata"; do
       n+=("$(ss -tinH "dport = :$p" | grep -o 'bytes_received:[0-9]*' | awk -F: -v l="$LEN" '{b += $2} END {printf "%d", b / l}')")
     done
     echo "${n[*]}"
   else
-    nft list table inet "$NFT_TABLE" | awk '/counter (nc|sp) \{/ {c = $2} /^[[:space:]]*packets / && c {for (i = 1; i <= NF; i++) if ($i == "packets") v[c] = $(i + 1); c = ""} END {print v["nc"], v["sp"]}'
+    nft list table inet "$NFT_TABLE" | awk '/counter (nc|peer) \{/ {c = $2} /^[[:space:]]*packets / && c {for (i = 1; i <= NF; i++) if ($i == "packets") v[c] = $(i + 1); c = ""} END {print v["nc"], v["peer"]}'
   fi
 }
 place="all four processes on CPU $CPU"
@@ -143,17 +150,19 @@ for proto in $PROTOS; do
       j=(); [ -n "$JFLAG" ] && j=("$JFLAG")
       nd=(); [ "$NODELAY" = 1 ] && [ "$proto" = tcp ] && nd=(-D)
       run_pid "$d.ncc.pid" "${nc_cmd[@]}" > "$d.nc.json" 2> "$d.nc.err" & jobs_=($!)
-      run_pid "$d.npc.pid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$npport" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$SERVER_CPU" "${j[@]}" -- -r "$LEN,$LEN" "${nd[@]}" -o THROUGHPUT,ELAPSED_TIME > "$d.np.txt" 2> "$d.np.err" & jobs_+=($!)
+      run_pid "$d.npc.pid" taskset -c "$CPU" "$NETPERF" -H 127.0.0.1 -p "$npport" -t "$nt" -l "$DUR" -P 0 -T "$CPU,$SERVER_CPU" "${j[@]}" -- -r "$LEN,$LEN" -P ",$npdata" "${nd[@]}" -o THROUGHPUT,ELAPSED_TIME > "$d.np.txt" 2> "$d.np.err" & jobs_+=($!)
       ncc=$(pid_of "$d.ncc.pid") npc=$(pid_of "$d.npc.pid")
       # The window: from 1 s in (both set up) to 1 s before the end, the same for both tools.
-      read -r ncc_ns ncs_ns npc_ns nps_ns wall < <(pair_window "$DUR" "$ncc" "$NCS" "$npc" "${PSRV[$proto]}")
+      sleep 1
+      read -r nc0 np0 < <(replies "$proto")
+      read -r ncc_ns ncs_ns npc_ns nps_ns wall < <(pair_window_at "$((DUR - 2))" "$ncc" "$NCS" "$npc" "${PSRV[$proto]}")
+      read -r nc1 np1 < <(replies "$proto")
       wait "${jobs_[@]}"
       # netserver -f serves the next test in its one process; netchar's server stays up.
     else
       # sockperf pp waits about 2 s before its first message and sorts its samples after the
       # last: it runs 5 s longer than netchar, netchar starts once its messages flow, and the
-      # window (netchar's middle) has both running; the transactions in it are the replies the
-      # kernel counted (sockperf's rate over its whole run would include the seconds alone).
+      # window (netchar's middle) has both running.
       sp=(--tcp); [ "$proto" = udp ] && sp=()
       sps0=$(cpu_ns "${PSRV[$proto]}")
       run_pid "$d.npc.pid" taskset -c "$CPU" "$SOCKPERF" pp -i 127.0.0.1 "${sp[@]}" -p "$npport" -t "$((DUR + 5))" -m "$LEN" --full-rtt > "$d.np.txt" 2>&1 & npj=$!
@@ -163,51 +172,48 @@ for proto in $PROTOS; do
       run_pid "$d.ncc.pid" "${nc_cmd[@]}" > "$d.nc.json" 2> "$d.nc.err" & jobs_=($!)
       ncc=$(pid_of "$d.ncc.pid")
       sleep 1
-      read -r nc0 sp0 < <(replies "$proto")
+      read -r nc0 np0 < <(replies "$proto")
       read -r ncc_ns ncs_ns npc_ns nps_ns wall < <(pair_window_at "$((DUR - 2))" "$ncc" "$NCS" "$npc" "${PSRV[$proto]}")
-      read -r nc1 sp1 < <(replies "$proto")
+      read -r nc1 np1 < <(replies "$proto")
       wait "${jobs_[@]}"
       kill -INT "$npc" 2>/dev/null; wait "$npj"
-      echo "$((nc1 - nc0)) $((sp1 - sp0))" > "$d.replies"
     fi
+    echo "$((nc1 - nc0)) $((np1 - np0))" > "$d.replies"
     python3 - "$d" "$proto" "$r" "$ncc_ns" "$ncs_ns" "$npc_ns" "$nps_ns" "$wall" "$PEER" <<'PY' || FAILED=1
 import json, sys
 d, proto, r = sys.argv[1:4]
 ncc_ns, ncs_ns, npc_ns, nps_ns, wall_ns = map(int, sys.argv[4:9])
 peer = sys.argv[9]
 try:
-    nc_rr = json.load(open(d + '.nc.json'))['summary']['rr']
-    nc = nc_rr['transactions_per_second']
-    if peer == 'sockperf':
-        nc_tx, np_tx = map(int, open(d + '.replies').read().split())
-        if not (nc_tx > 0 and np_tx > 0):
-            raise ValueError('no replies counted in the window (netchar %d, sockperf %d)' % (nc_tx, np_tx))
-        own, nc, np = nc, nc_tx / (wall_ns / 1e9), np_tx / (wall_ns / 1e9)
-        # A check on the count: netchar shares the CPUs with sockperf for all of its run, so
-        # its own rate and the kernel's count over its middle agree.
-        if abs(nc / own - 1) > 0.05:
-            print('%-5s %5s  note: netchar made %.0f transactions/s in the window (the kernel\'s count), %.0f over its run (its report): the machine\'s speed moved, or a count is off' % (proto, r, nc, own))
-    else:
+    own = json.load(open(d + '.nc.json'))['summary']['rr']['transactions_per_second']
+    if peer == 'netperf':
         rows = [l.strip().split(',') for l in open(d + '.np.txt') if l.strip() and l.strip()[0].isdigit()]
-        np = float(rows[-1][0])
+        peer_own = float(rows[-1][0])
+    nc_tx, np_tx = map(int, open(d + '.replies').read().split())
+    if not (nc_tx > 0 and np_tx > 0):
+        raise ValueError('no replies counted in the window (netchar %d, %s %d)' % (nc_tx, peer, np_tx))
+    nc, np = nc_tx / (wall_ns / 1e9), np_tx / (wall_ns / 1e9)
+    # A check on the count: over the middle of its run, a tool's rate by the kernel's count
+    # and by its own report agree (netchar's always: it shares the CPUs for all of its run;
+    # netperf's too; sockperf's whole run includes seconds alone, so it has no such check).
+    checks = [('netchar', nc, own)] + ([(peer, np, peer_own)] if peer == 'netperf' else [])
+    for tool, window, whole in checks:
+        if abs(window / whole - 1) > 0.05:
+            print('%-5s %5s  note: %s made %.0f transactions/s in the window (the kernel\'s count), %.0f over its run (its report): the machine\'s speed moved, or a count is off' % (proto, r, tool, window, whole))
 except Exception as e:  # one line saying which tool gave no figure
     print('%-5s %5s  no figure: %s (see %s.*)' % (proto, r, e, d))
     sys.exit(1)
-if peer == 'sockperf':
-    # The window's CPU over the replies the kernel counted in the same window.
-    ncc_us, ncs_us = ncc_ns / 1e3 / nc_tx, ncs_ns / 1e3 / nc_tx
-    npc_us, nps_us = npc_ns / 1e3 / np_tx, nps_ns / 1e3 / np_tx
-else:
-    # The CPU each tool got over the window, per transaction at its own rate (the rates are the
-    # tools' whole-test figures; the window is the middle of the same test).
-    secs = wall_ns / 1e9
-    ncc_us, ncs_us = ncc_ns / 1e3 / (nc * secs), ncs_ns / 1e3 / (nc * secs)
-    npc_us, nps_us = npc_ns / 1e3 / (np * secs), nps_ns / 1e3 / (np * secs)
+# The window's CPU over the replies the kernel counted in the same window.
+ncc_us, ncs_us = ncc_ns / 1e3 / nc_tx, ncs_ns / 1e3 / nc_tx
+npc_us, nps_us = npc_ns / 1e3 / np_tx, nps_ns / 1e3 / np_tx
 nc_us, np_us = ncc_us + ncs_us, npc_us + nps_us
 print('%-5s %5s %12.0f %12.0f %8.3f %14.3f %14.3f %8.3f %8.3f %8.3f' % (proto, r, nc, np, nc / np, nc_us, np_us, nc_us / np_us, ncc_us / npc_us, ncs_us / nps_us))
+with open(d.rsplit('/', 1)[0] + '/costs', 'a') as f:
+    f.write('%s %.6f\n' % (proto, nc_us / np_us))
 PY
   done
 done
-echo "(ratio: netchar's transactions/s over $PEER's; us/t: CPU microseconds per transaction, client and server together; cost: netchar's us/t over $PEER's, below 1 when netchar does less work per transaction; client, server: the same for each end alone)"
+[ -s "$WORK/costs" ] && bench_py pair_summary "$WORK/costs"
+echo "(ratio: netchar's transactions/s over $PEER's; us/t: CPU microseconds per transaction, client and server together; cost: netchar's us/t over $PEER's, below 1 when netchar does less work per transaction; client, server: the same for each end alone; the last lines: each protocol's mean cost with its 95% confidence interval over the rounds)"
 echo "raw outputs: \$TMPDIR/$(basename "$WORK")"
 exit "${FAILED:-0}"
