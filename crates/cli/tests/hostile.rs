@@ -353,3 +353,57 @@ fn the_largest_rr_answers_cost_the_server_one_capped_buffer_per_stream() {
     let bound = 4 * 2 * 1024 + 8 * 1024;
     assert!(grown <= bound, "the server grew by {grown} KiB answering 16 MiB requests (bound {bound} KiB)");
 }
+
+/// Each thread's name and how many times the scheduler has run it so far (the third field of
+/// /proc/PID/task/TID/schedstat: one per wake-up of a thread that sleeps between short jobs).
+fn thread_runs(pid: u32) -> Vec<(String, String, u64)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .filter_map(|t| {
+            let t = t.ok()?.path();
+            let name = std::fs::read_to_string(t.join("comm")).ok()?.trim().to_string();
+            let runs = std::fs::read_to_string(t.join("schedstat")).ok()?.split_whitespace().nth(2)?.parse().ok()?;
+            Some((t.file_name()?.to_string_lossy().into_owned(), name, runs))
+        })
+        .collect()
+}
+
+/// The runs of the threads present at both readings that are not data-plane workers.
+fn housekeeping_runs(before: &[(String, String, u64)], after: &[(String, String, u64)]) -> u64 {
+    let worker = |name: &str| name.starts_with("netchar-receive") || name.starts_with("netchar-sender");
+    after
+        .iter()
+        .filter(|(_, name, _)| !worker(name))
+        .filter_map(|(tid, _, runs)| before.iter().find(|(t, _, _)| t == tid).map(|(_, _, r)| runs.saturating_sub(*r)))
+        .sum()
+}
+
+/// A server left running costs the machine a few wake-ups a second, idle and beside a test:
+/// its housekeeping threads (the stop watcher, the UDP and refusal listeners, a session's
+/// control thread, the collector) look at their flags a few times a second, not every 20-50 ms
+/// (they woke ~33 times a second idle and ~100 times a second beside a request/response test,
+/// 0.4% of its CPU). Counted by the scheduler; a busy machine only delays wake-ups.
+#[test]
+fn a_server_wakes_a_few_times_a_second_idle_and_beside_a_running_test() {
+    let s = Server::start(&[]);
+    let pid = s.child.id();
+    let before = thread_runs(pid);
+    std::thread::sleep(Duration::from_secs(3));
+    let idle = housekeeping_runs(&before, &thread_runs(pid));
+    // Stop watcher 5/s, UDP listener 5/s, refusals 4/s: 42 in 3 s (it was ~100).
+    assert!(idle <= 66, "an idle server's threads ran {idle} times in 3 s: {:?}", thread_runs(pid));
+    let port = s.port.to_string();
+    let client = std::thread::spawn(move || netchar(&["rr", "127.0.0.1", "-p", &port, "-t", "4", "-i", "0", "--json"]));
+    std::thread::sleep(Duration::from_millis(800));
+    let before = thread_runs(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let after = thread_runs(pid);
+    let run = client.join().unwrap();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert!(f(&r["summary"]["rr"]["transactions_per_second"]) > 0.0, "{r}");
+    assert!(after.iter().any(|(_, name, _)| name == "netchar-conn"), "the session's thread is not running: {after:?}");
+    let busy = housekeeping_runs(&before, &after);
+    // The idle threads, the session 4/s and the collector 4/s: 44 in 2 s (it was ~200).
+    assert!(busy <= 70, "beside a running test the server's housekeeping ran {busy} times in 2 s: {after:?}");
+}

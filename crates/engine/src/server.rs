@@ -405,7 +405,8 @@ fn spawn_udp_setup_listener(socket: UdpSocket, shared: Arc<Shared>) -> std::thre
             });
             return;
         }
-        let _ = socket.set_read_timeout(Some(Duration::from_millis(100)));
+        // Five looks a second at the stop flag, as the waker's.
+        let _ = socket.set_read_timeout(Some(Duration::from_millis(200)));
         let mut buf = [0u8; 2048];
         while !shared.stop.is_raised() {
             let Ok((n, from)) = socket.recv_from(&mut buf) else { continue };
@@ -469,8 +470,10 @@ fn one_off_done(registry: &Registry) -> bool {
 /// Unblocks `accept` once the server must stop, by connecting to itself.
 fn spawn_waker(stop: StopFlag, local: SocketAddr, one_off: Option<Arc<Shared>>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
+        // Five looks a second: how soon a stop (or a one-off server's end) is seen, against an
+        // idle server's wake-ups.
         while !stop.is_raised() && !one_off.as_ref().is_some_and(|s| one_off_done(&s.registry)) {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(200));
         }
         let mut target = local;
         if target.ip().is_unspecified() {
@@ -864,8 +867,24 @@ impl<'a> SessionDriver<'a> {
 
     fn read_control(&mut self, buf: &mut [u8]) -> Result<(), String> {
         // While data connections are still arriving, look for them often: `ready` (and the
-        // test's start) waits on this loop.
-        let wait = if self.data_rx.is_some() { Duration::from_millis(2) } else { Duration::from_millis(20) };
+        // test's start) waits on this loop. While the test runs, a message from the client
+        // ends the wait at once and only the data plane's state needs looking at: rarely until
+        // near the planned end (quiet_wait), then every 20 ms to see the end soon.
+        let wait = if self.data_rx.is_some() {
+            Duration::from_millis(2)
+        } else {
+            let (short, now) = (Duration::from_millis(20), Instant::now());
+            match self.plane.as_ref().filter(|_| self.session.is_running()) {
+                Some(plane) => {
+                    let quiet = crate::dataplane::quiet_wait(plane.planned_end(), now, short);
+                    // (The session's own timer, if it has one, is not waited past by more
+                    // than the short wait, as before.)
+                    let timer = self.session.poll_timeout().map(|t| t.saturating_duration_since(now).max(short));
+                    timer.map_or(quiet, |t| quiet.min(t))
+                }
+                None => short,
+            }
+        };
         let _ = self.stream.set_read_timeout(Some(wait));
         match self.stream.read(buf) {
             Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),

@@ -42,6 +42,24 @@ const POLL: Duration = Duration::from_millis(100);
 /// so a 10 s test ends with ten intervals and no 0.3 ms stub, and interval sums stay exact.
 const TAIL_MERGE_SHARE: f64 = 0.1;
 
+/// How long a housekeeping thread (the collector, a control session) may sleep while a timed
+/// test runs, when nothing but the test's end or a worker's error needs it: each wake-up costs
+/// the machine a timer and two context switches, and one every 20-50 ms on each end was 0.2-0.45%
+/// of a request/response test's CPU (bench/README.md, `housekeeping.sh`). Up to
+/// [`QUIET_WAIT_MAX`], ending [`QUIET_END_MARGIN`] before the planned end, after which the
+/// callers' short waits resume; `short` when the test has no planned end or is near it.
+pub(crate) fn quiet_wait(planned_end: Option<Instant>, now: Instant, short: Duration) -> Duration {
+    planned_end
+        .map(|end| end.saturating_duration_since(now).saturating_sub(QUIET_END_MARGIN))
+        .filter(|&left| left > short)
+        .map_or(short, |left| left.min(QUIET_WAIT_MAX))
+}
+
+/// The longest [`quiet_wait`]: how late a worker's error in the middle of a test may be seen.
+const QUIET_WAIT_MAX: Duration = Duration::from_millis(250);
+/// Before the planned end the short waits resume, so the end is seen as soon as it was.
+const QUIET_END_MARGIN: Duration = Duration::from_millis(50);
+
 /// When senders stop on their own: `-t` after `started`; None for a byte count (`-n`).
 fn send_deadline(spec: &TestSpec, started: Instant) -> Option<Instant> {
     match spec.end {
@@ -455,6 +473,8 @@ pub struct DataPlane {
     wake_on_abort: Vec<socket2::Socket>,
     /// When this end's senders stop on their own (None: no senders here, or `-n`).
     senders_deadline: Option<Instant>,
+    /// When the test ends by its duration (None: `-n`).
+    planned_end: Option<Instant>,
 }
 
 /// What a finished test end produced.
@@ -631,9 +651,9 @@ impl DataPlane {
             }
             collector.run()
         })?;
-        let senders_deadline =
-            send_deadline(&cfg.spec, started).filter(|_| shared.iter().any(|s| s.role == Role::Sender));
-        Ok(Self { shared, controls, workers, collector, started, wake_on_abort, senders_deadline })
+        let planned_end = send_deadline(&cfg.spec, started);
+        let senders_deadline = planned_end.filter(|_| shared.iter().any(|s| s.role == Role::Sender));
+        Ok(Self { shared, controls, workers, collector, started, wake_on_abort, senders_deadline, planned_end })
     }
 
     /// When this end's clock started.
@@ -645,6 +665,11 @@ impl DataPlane {
     /// senders here (None otherwise).
     pub fn senders_deadline(&self) -> Option<Instant> {
         self.senders_deadline
+    }
+
+    /// When the test ends by its duration, on this end's clock (None: `-n`).
+    pub fn planned_end(&self) -> Option<Instant> {
+        self.planned_end
     }
 
     /// Asks every sender to stop now; they still shut down cleanly so receivers get EOF.
@@ -1275,7 +1300,15 @@ impl Collector {
         loop {
             let next_tick = (interval > 0.0).then_some(tick as f64 * interval);
             let omit_pending = tracks.iter().any(|t| !t.omit_taken);
-            let mut wake = self.elapsed() + 0.05;
+            // Waiting streams (UDP rr) move their times without telling this thread, so it
+            // looks every 50 ms; otherwise only the test's end needs it (quiet_wait).
+            let short = Duration::from_millis(50);
+            let pause = if self.wake_when_due.is_empty() && self.wake_at_grace_end.is_empty() {
+                quiet_wait(send_deadline(&self.spec, self.started), Instant::now(), short)
+            } else {
+                short
+            };
+            let mut wake = self.elapsed() + pause.as_secs_f64();
             if let Some(t) = next_tick {
                 wake = wake.min(t);
             }
@@ -1517,6 +1550,19 @@ mod tests {
     use super::*;
     use netchar_model::TestKind;
     use std::net::TcpListener;
+
+    #[test]
+    fn quiet_waits_are_long_in_the_middle_of_a_timed_test_and_short_near_its_end_or_without_one() {
+        let (now, short) = (Instant::now(), Duration::from_millis(20));
+        let ms = Duration::from_millis;
+        assert_eq!(quiet_wait(Some(now + Duration::from_secs(10)), now, short), QUIET_WAIT_MAX);
+        // It ends the margin before the planned end ...
+        assert_eq!(quiet_wait(Some(now + ms(150)), now, short), ms(100));
+        // ... and within it, or past the end, or with no planned end (-n), the short wait.
+        assert_eq!(quiet_wait(Some(now + ms(60)), now, short), short);
+        assert_eq!(quiet_wait(Some(now), now + ms(5), short), short);
+        assert_eq!(quiet_wait(None, now, short), short);
+    }
 
     /// Aborts each plane in turn on a thread of its own and sends each one's first error once
     /// all its workers are done and joined (a plane that never wakes sends nothing).
