@@ -1297,6 +1297,7 @@ impl Collector {
             .collect();
         let mut tick = 1u64;
         let mut last_tick_at = 0.0;
+        let planned_end = send_deadline(&self.spec, self.started);
         loop {
             let next_tick = (interval > 0.0).then_some(tick as f64 * interval);
             let omit_pending = tracks.iter().any(|t| !t.omit_taken);
@@ -1304,7 +1305,7 @@ impl Collector {
             // looks every 50 ms; otherwise only the test's end needs it (quiet_wait).
             let short = Duration::from_millis(50);
             let pause = if self.wake_when_due.is_empty() && self.wake_at_grace_end.is_empty() {
-                quiet_wait(send_deadline(&self.spec, self.started), Instant::now(), short)
+                quiet_wait(planned_end, Instant::now(), short)
             } else {
                 short
             };
