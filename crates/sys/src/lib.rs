@@ -25,6 +25,7 @@ pub mod ip;
 pub mod netlink;
 pub mod proc_net;
 pub mod process;
+pub mod rseq;
 pub mod tcp;
 pub mod udp;
 pub mod wake;

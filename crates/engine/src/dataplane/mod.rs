@@ -621,6 +621,7 @@ impl DataPlane {
                 if let Some(c) = cpu {
                     let _ = netchar_sys::cpu::pin_current_thread(c);
                 }
+                leave_rseq();
                 let outcomes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     send_group::send(&members, &controls, &spec, &source, started)
                 }))
@@ -787,11 +788,22 @@ struct Worker {
     payload: Arc<integrity::TestPayload>,
 }
 
+/// A data-plane worker leaves the rseq area glibc registered for its thread: the kernel would
+/// otherwise update it after every switch back to the thread, once per transaction for a
+/// request/response worker sharing a core with its peer (netchar_sys::rseq; about 1% of such a
+/// transaction's CPU, bench/README.md). `NETCHAR_KEEP_RSEQ=1` keeps it, for comparisons.
+fn leave_rseq() {
+    if std::env::var_os("NETCHAR_KEEP_RSEQ").is_none() {
+        let _ = netchar_sys::rseq::leave_current_thread();
+    }
+}
+
 impl Worker {
     fn run(self, socket: DataSocket) {
         if let Some(c) = self.cfg.cpu {
             let _ = netchar_sys::cpu::pin_current_thread(c);
         }
+        leave_rseq();
         if let Some(tx) = &self.copy_tx {
             let fd = match &socket {
                 DataSocket::Tcp(s) => Some(s.as_fd()),
