@@ -49,8 +49,6 @@ mod imp {
     #[cfg(target_arch = "aarch64")]
     const SIGNATURE: u32 = 0xd428_bc00;
     const FLAG_UNREGISTER: libc::c_int = 1;
-    /// The kernel's "not registered" CPU number (RSEQ_CPU_ID_UNINITIALIZED).
-    const UNREGISTERED_CPU: u32 = u32::MAX;
 
     /// glibc's exported description of its areas: the offset from the thread pointer and the
     /// size (0: glibc registered none). Looked up at run time, so a C library without them
@@ -96,8 +94,10 @@ mod imp {
         // SAFETY: glibc's area is the thread's own, at least 32 bytes from the thread pointer
         // plus __rseq_offset, 32-byte aligned; cpu_id is the u32 at offset 4, which the kernel
         // writes only on this thread's way back to user space (never concurrently with it).
-        let cpu = unsafe { std::ptr::read_volatile(at.add(4) as *const u32) };
-        (cpu != UNREGISTERED_CPU).then_some(cpu)
+        let cpu = unsafe { std::ptr::read_volatile(at.add(4) as *const i32) };
+        // Negative: not registered (the kernel's -1 after unregistering, glibc's -2 when its
+        // registration failed, e.g. under an emulator without the system call).
+        u32::try_from(cpu).ok()
     }
 
     pub(super) fn leave() -> io::Result<Left> {
