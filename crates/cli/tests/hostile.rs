@@ -404,6 +404,6 @@ fn a_server_wakes_a_few_times_a_second_idle_and_beside_a_running_test() {
     assert!(f(&r["summary"]["rr"]["transactions_per_second"]) > 0.0, "{r}");
     assert!(after.iter().any(|(_, name, _)| name == "netchar-conn"), "the session's thread is not running: {after:?}");
     let busy = housekeeping_runs(&before, &after);
-    // The idle threads, the session 4/s and the collector 4/s: 44 in 2 s.
+    // The idle threads, the control connection's thread 4/s and the collector 4/s: 44 in 2 s.
     assert!(busy <= 70, "beside a running test the server's housekeeping ran {busy} times in 2 s: {after:?}");
 }

@@ -6,7 +6,7 @@
 //! memory accesses). A request/response worker sharing a core with its peer is switched out
 //! once per transaction, so it pays that update on every transaction: 0.08 µs of a 7.7 µs TCP
 //! transaction on one core in bench/rr_profile.sh's profiles, and netperf's own rate rises
-//! 1-2% with glibc's rseq turned off (bench/README.md). Nothing in netchar's data plane reads
+//! about 2% (median of 8 alternated rounds) with glibc's rseq turned off (bench/README.md). Nothing in netchar's data plane reads
 //! the area (Rust's standard library and the allocator do not; glibc's `sched_getcpu` falls
 //! back to the system call when the area says "unregistered"), so the data-plane workers
 //! leave it ([`leave_current_thread`]).

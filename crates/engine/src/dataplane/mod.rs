@@ -790,8 +790,9 @@ struct Worker {
 
 /// A data-plane worker leaves the rseq area glibc registered for its thread: the kernel would
 /// otherwise update it after every switch back to the thread, once per transaction for a
-/// request/response worker sharing a core with its peer (netchar_sys::rseq; about 1% of such a
-/// transaction's CPU, bench/README.md). `NETCHAR_KEEP_RSEQ=1` keeps it, for comparisons.
+/// request/response worker sharing a core with its peer (netchar_sys::rseq; 2% of a TCP and
+/// 3.5% of a UDP transaction's CPU there: bench/README.md, "Without the kernel's rseq update").
+/// `NETCHAR_KEEP_RSEQ=1` keeps it, for comparisons.
 fn leave_rseq() {
     if std::env::var_os("NETCHAR_KEEP_RSEQ").is_none() {
         let _ = netchar_sys::rseq::leave_current_thread();
