@@ -30,6 +30,8 @@ pub mod protocols;
 pub mod reflection;
 pub mod server;
 pub mod server_control;
+mod server_session;
+mod server_shared;
 mod tcp_setup;
 pub mod under_load;
 

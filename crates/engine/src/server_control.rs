@@ -1,5 +1,5 @@
 //! The seam between a control protocol's server side and the server's one driver
-//! (crate::server's `SessionDriver`), the mirror of the client's (crate::control).
+//! (crate::server_session's `SessionDriver`), the mirror of the client's (crate::control).
 //!
 //! A protocol's server session is sans-IO (bytes in, bytes out, events, timeouts) behind
 //! [`ServerControl`]. Its events are protocol-neutral: "the client asks for this test", "start

@@ -22,8 +22,8 @@ use crate::admission::canonical;
 use crate::admission::{DataConn, Refusal};
 use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
 use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
-use crate::server::{bind_udp, ServerLog};
 use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
+use crate::server_shared::{bind_udp, ServerLog};
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpOptions, UdpRate,
 };
@@ -172,7 +172,7 @@ fn handle_connection(
     }
     let session = Iperf3Server::new(Instant::now(), cookie, peer, routes);
     let deadline = Instant::now() + ctx.limits().idle_timeout;
-    crate::server::SessionDriver::serve(stream, peer, Box::new(session), &ctx.shared, deadline);
+    crate::server_session::SessionDriver::serve(stream, peer, Box::new(session), &ctx.shared, deadline);
 }
 
 /// An iperf3 client's test, server side, behind the server seam (crate::server_control):

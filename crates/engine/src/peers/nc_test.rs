@@ -22,7 +22,7 @@
 
 use super::{PeerContext, PeerListener, PeerRefusal, PeerTest};
 use crate::load::{BackgroundLoad, IdleMark, IdleMeter};
-use crate::server::{ServerLog, TestLog};
+use crate::server_shared::{ServerLog, TestLog};
 use crate::StopFlag;
 use netchar_model::{
     Direction, EndCondition, Endpoint, Flow, HostInfo, LatencyUs, Role, RrFigures, RrOptions, StreamRecord, TestInfo,

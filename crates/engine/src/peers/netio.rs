@@ -11,7 +11,7 @@
 
 use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker};
 use crate::peers::{PeerContext, PeerListener};
-use crate::server::ServerLog;
+use crate::server_shared::ServerLog;
 use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpSent};
 use netchar_wire::netio::{Client, ClientStep, Cmd, Control, Server, ServerEvent, SizeResult, CONTROL_LEN, INTERVAL};
 use std::collections::HashMap;
@@ -378,8 +378,8 @@ impl NetioListener {
         };
         let tcp = listen(port)?;
         let udp_control = listen(aux)?;
-        // Shared with each S2C phase's socket, connected to its client (crate::server::bind_udp).
-        let udp = crate::server::bind_udp(SocketAddr::new(ip, aux))?;
+        // Shared with each S2C phase's socket, connected to its client (crate::server_shared::bind_udp).
+        let udp = crate::server_shared::bind_udp(SocketAddr::new(ip, aux))?;
         let s = socket2::SockRef::from(&udp);
         let _ = s.set_recv_buffer_size(SOCKET_BUFFER * 4);
         let _ = s.set_send_buffer_size(SOCKET_BUFFER);
@@ -647,7 +647,7 @@ fn send_datagrams(udp: &UdpSocket, to: SocketAddr, size: u32, ctx: &PeerContext)
         Ok(a) => a,
         Err(e) => return (empty, Some(format!("netio UDP: {e}"))),
     };
-    let socket = match crate::server::bind_udp(local).and_then(|s| s.connect(to).map(|_| s)) {
+    let socket = match crate::server_shared::bind_udp(local).and_then(|s| s.connect(to).map(|_| s)) {
         Ok(s) => s,
         Err(e) => return (empty, Some(format!("netio UDP: cannot open a socket to {to}: {e}"))),
     };

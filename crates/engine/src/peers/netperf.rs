@@ -400,7 +400,7 @@ impl PeerListener for NetperfListener {
         super::serve_connections(self.tcp, &ctx, "netperf", |stream, peer, _, ctx| {
             let session = NetperfServer::new(Instant::now());
             let deadline = Instant::now() + ctx.limits().idle_timeout;
-            crate::server::SessionDriver::serve(stream, peer, Box::new(session), &ctx.shared, deadline);
+            crate::server_session::SessionDriver::serve(stream, peer, Box::new(session), &ctx.shared, deadline);
         });
     }
 }

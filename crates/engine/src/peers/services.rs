@@ -20,7 +20,7 @@
 use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
 use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, Payload, PeerDatagrams, StreamOptions, UdpWorker};
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
-use crate::server::ServerLog;
+use crate::server_shared::ServerLog;
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec,
 };

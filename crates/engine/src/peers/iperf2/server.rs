@@ -3,7 +3,7 @@
 
 use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker};
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
-use crate::server::{bind_udp, ServerLog, TestLog};
+use crate::server_shared::{bind_udp, ServerLog, TestLog};
 use netchar_model::{
     Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpOptions, UdpRate, UdpReceived,
 };
