@@ -226,6 +226,10 @@ pub(crate) struct CommonArgs {
     /// A previous result (file of one run or of repeated runs) to compare the headline figure with.
     #[arg(long, value_name = "FILE")]
     pub(crate) baseline: Option<std::path::PathBuf>,
+    /// With --baseline: the fields of the method (docs/statistics.md) in which this run may
+    /// differ from the baseline's; any other difference is refused.
+    #[arg(long = "accept-difference", value_name = "FIELD[,FIELD]", requires = "baseline")]
+    pub(crate) accept_difference: Vec<String>,
     /// Ask the server to run a calibrated background CPU load, % of one CPU per thread.
     #[arg(long = "server-load", value_name = "PCT")]
     pub(crate) server_load: Option<f64>,
@@ -486,6 +490,11 @@ pub(crate) struct CompareArgs {
     /// Welch's t test (unequal variances) instead of Student's pooled t.
     #[arg(long)]
     pub(crate) welch: bool,
+    /// Compare sets whose runs differ in these fields of their method (what you set out to
+    /// compare, e.g. udp_checksum or streams); sets that sent or received differently in any
+    /// other field are refused (docs/statistics.md).
+    #[arg(long = "accept-difference", value_name = "FIELD[,FIELD]")]
+    pub(crate) accept_difference: Vec<String>,
 }
 
 /// `netchar report`.

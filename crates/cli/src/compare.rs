@@ -10,6 +10,7 @@ pub(crate) fn run(a: &crate::args::CompareArgs) -> Result<u8> {
     if !netchar_stats::compare::CONFIDENCES.contains(&a.confidence) {
         anyhow::bail!("-c {}: use one of 80, 90, 95, 98, 99, 99.5", a.confidence);
     }
+    let accepted = crate::same_method::accepted_fields(&a.accept_difference).map_err(|e| anyhow::anyhow!(e))?;
     let mut sets = Vec::new();
     // The figure's path, from the first result: a name (`pps`) picks its first flow.
     let mut metric: Option<String> = None;
@@ -70,6 +71,17 @@ pub(crate) fn run(a: &crate::args::CompareArgs) -> Result<u8> {
             anyhow::bail!("{} has {} values: a set needs at least 3", file.display(), values.len());
         }
         sets.push((file.display().to_string(), values));
+    }
+    // Two sets measured two ways compare the methods, not what the user changed: refused
+    // unless the user named the difference.
+    let methods: Vec<(String, Vec<netchar_model::Method>)> =
+        a.files.iter().map(|f| (f.display().to_string(), crate::same_method::methods_of(&set_results(f)))).collect();
+    let verdict = crate::same_method::check(&methods, &accepted);
+    if let Some(refusal) = verdict.refused {
+        anyhow::bail!(refusal);
+    }
+    for difference in verdict.accepted {
+        eprintln!("netchar: note: the sets differ in {difference}, as accepted");
     }
     for warning in identity_warnings(&a.files) {
         eprintln!("netchar: warning: {warning}");

@@ -34,6 +34,21 @@ pub(crate) fn gates_hold(out: &crate::plan::Output, docs: &[serde_json::Value]) 
             .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", file.display()))?;
         let base: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("--baseline: {} is not a netchar JSON result", file.display()))?;
+        // A baseline measured another way is no reference for this run: refused before any
+        // figure is judged, unless the user named the difference.
+        let verdict = crate::same_method::check(
+            &[
+                (format!("--baseline {}", file.display()), crate::same_method::methods_of(std::slice::from_ref(&base))),
+                ("this run".to_string(), crate::same_method::methods_of(docs)),
+            ],
+            &out.accept_difference,
+        );
+        if let Some(refusal) = verdict.refused {
+            anyhow::bail!(refusal);
+        }
+        for difference in verdict.accepted {
+            eprintln!("netchar: note: this run differs from the baseline in {difference}, as accepted");
+        }
         let path = crate::metrics::headline(&docs[0]);
         let old = crate::metrics::collect(std::slice::from_ref(&base), path);
         let (Some(now), false) = (mean(path), old.is_empty()) else {

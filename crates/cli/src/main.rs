@@ -25,6 +25,7 @@ mod quick;
 mod repeat;
 mod report;
 mod reporters;
+mod same_method;
 mod save;
 mod serve;
 mod single_run;

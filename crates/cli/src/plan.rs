@@ -102,6 +102,9 @@ pub(crate) struct Output {
     pub(crate) expect: Vec<Expectation>,
     /// (baseline file, largest allowed regression in percent).
     pub(crate) baseline: Option<(PathBuf, f64)>,
+    /// `--accept-difference`: the fields of the method in which the runs may differ from the
+    /// baseline's (crate::same_method).
+    pub(crate) accept_difference: Vec<&'static str>,
     /// `--reset-cmd`: before each run.
     pub(crate) reset: Option<crate::hooks::ResetCommand>,
 }
@@ -535,6 +538,7 @@ impl TcpPlan {
                     (None, Some(r)) => return usage(format!("--max-regression {r}: give --baseline FILE too")),
                     (None, None) => None,
                 },
+                accept_difference: crate::same_method::accepted_fields(&a.accept_difference).map_err(UsageError)?,
                 reset: reset_command(a)?,
             },
             under_load: None,

@@ -268,3 +268,105 @@ fn pps_figures_agree_with_ministat() {
     assert!(bad.stderr.contains("pps, tx-bps, tx-pps"), "{}", bad.stderr);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The saved runs of `dir`, as JSON.
+fn saved_runs(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    paths.sort();
+    paths.iter().map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()).collect()
+}
+
+/// The seeds' checksum experiment with a receiver: UDP checksums off also turn GSO off, so
+/// comparing it with a default run compares two send methods. `compare` and `--baseline`
+/// refuse it naming the fields, and take the like-for-like pair (`--no-gso` both sides) with
+/// the checksum named as the difference set out to compare.
+#[test]
+fn a_comparison_of_two_send_methods_is_refused_until_both_sides_send_alike() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let root = std::env::temp_dir().join(format!("netchar-method-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let dir = |n: &str| root.join(n).to_str().unwrap().to_string();
+    let udp = |save: &str, extra: &[&str]| {
+        let args = ["udp", "127.0.0.1", "-p", &port, "-b", "0", "-l", "64", "-t", "0.4", "-i", "0", "--repeat", "3"];
+        let run = netchar(&[&args[..], extra, &["--save", &dir(save)]].concat());
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run
+    };
+    let b_run = udp("B", &["--no-udp-checksum"]);
+    assert!(
+        b_run
+            .stdout
+            .contains("UDP checksums off, so no GSO (the kernel refuses it without them; compare with a --no-gso run)"),
+        "{}",
+        b_run.stdout
+    );
+    udp("A", &[]);
+    udp("C", &["--no-gso"]);
+    // What each run recorded is what its senders counted: GSO as the sender ended, and the
+    // datagrams per send call from the raw packet and send-call counts of its stream records.
+    for (set, gso, checksum) in [("A", true, true), ("B", false, false), ("C", false, true)] {
+        for run in saved_runs(&root.join(set)) {
+            let m = &run["method"];
+            let senders: Vec<&serde_json::Value> =
+                run["streams"].as_array().unwrap().iter().filter(|s| s["role"] == "sender").collect();
+            let packets: u64 = senders.iter().map(|s| u(&s["udp_sent"]["packets"])).sum();
+            let sends: u64 = senders.iter().map(|s| u(&s["udp_sent"]["sends"])).sum();
+            assert!(packets > 0 && sends > 0, "{set}: {run}");
+            assert_eq!(f(&m["datagrams_per_send"]), packets as f64 / sends as f64, "{set}");
+            assert_eq!((m["gso"].as_bool(), m["udp_checksum"].as_bool()), (Some(gso), Some(checksum)), "{set}: {m}");
+            assert!(senders.iter().all(|s| s["udp_sent"]["gso"] == gso), "{set}");
+            if gso {
+                // One call carried many datagrams: GSO's super-datagrams.
+                assert!(packets > 2 * sends, "{set}: {packets} datagrams in {sends} calls");
+            }
+        }
+    }
+    let refused = netchar(&["compare", "--metric", "pps", &dir("A"), &dir("B")]);
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+    assert!(refused.stdout.is_empty(), "{}", refused.stdout);
+    for part in [
+        &format!("{} sent differently from {}: udp_checksum: on vs off; gso: on vs off", dir("B"), dir("A")),
+        "its like-for-like reference is a run with --no-gso",
+        "--accept-difference udp_checksum,gso",
+    ] {
+        assert!(refused.stderr.contains(part), "{part} not in {}", refused.stderr);
+    }
+    // Like for like: without GSO on both sides, the checksum is the one difference, named.
+    let same = netchar(&["compare", "--metric", "pps", &dir("C"), &dir("B"), "--accept-difference", "udp_checksum"]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert!(same.stderr.contains("note: the sets differ in udp_checksum: on vs off, as accepted"), "{}", same.stderr);
+    assert!(same.stdout.contains("x   3 ") && same.stdout.contains("+   3 "), "{}", same.stdout);
+    let unnamed = netchar(&["compare", "--metric", "pps", &dir("C"), &dir("B")]);
+    assert_eq!(unnamed.code, 2, "{}", unnamed.stderr);
+    assert!(unnamed.stderr.contains("udp_checksum: on vs off. Make both sides the same"), "{}", unnamed.stderr);
+    // --baseline holds the method too: the run is reported and saved, then refused with exit 2.
+    let base = saved_runs(&root.join("A")).remove(0);
+    let base_file = root.join("baseline.json");
+    std::fs::write(&base_file, base.to_string()).unwrap();
+    let gate = |extra: &[&str]| {
+        let args =
+            ["udp", "127.0.0.1", "-p", &port, "-b", "0", "-l", "64", "-t", "0.4", "-i", "0", "--no-udp-checksum"];
+        let more = ["--baseline", base_file.to_str().unwrap(), "--max-regression", "99.9%", "--json"];
+        netchar(&[&args[..], &more[..], extra].concat())
+    };
+    let refused = gate(&[]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    let reported: serde_json::Value = serde_json::from_str(&refused.stdout).unwrap();
+    assert!(u(&reported["summary"]["up"]["receiver"]["packets"]) > 0, "{reported}");
+    assert!(
+        refused.stderr.contains(&format!(
+            "this run sent differently from --baseline {}: udp_checksum: on vs off; gso: on vs off",
+            base_file.display()
+        )),
+        "{}",
+        refused.stderr
+    );
+    let accepted = gate(&["--accept-difference", "udp_checksum,gso,datagrams_per_send"]);
+    assert_eq!(accepted.code, 0, "{}", accepted.stderr);
+    let bad = gate(&["--accept-difference", "checksum"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("--accept-difference checksum: not a field of a run's method"), "{}", bad.stderr);
+    let _ = std::fs::remove_dir_all(root);
+}

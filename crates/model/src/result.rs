@@ -863,6 +863,11 @@ pub struct TestResult {
     /// `--reset-cmd` before this iteration, and how long the server took to answer again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset: Option<crate::ResetRecord>,
+    /// How the test actually sent and received (crate::method), read from the stream records
+    /// when the result was assembled; absent in results of an older netchar, whose method
+    /// [`TestResult::method`] derives the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<crate::Method>,
     /// Null, or the one-line reason the test failed; the figures measured until then stay.
     pub error: Option<String>,
 }
@@ -916,7 +921,7 @@ impl TestResult {
                 (requests.is_some() || responses.is_some()).then_some(crate::RrIntegrity { requests, responses });
         }
         let intervals = merge_intervals(&streams);
-        Self {
+        let mut result = Self {
             schema_version: crate::SCHEMA_VERSION,
             netchar_version: env!("CARGO_PKG_VERSION").to_string(),
             test: header.test,
@@ -933,8 +938,17 @@ impl TestResult {
             console: None,
             step: None,
             reset: None,
+            method: None,
             error,
-        }
+        };
+        result.method = Some(crate::Method::of(&result));
+        result
+    }
+
+    /// How the test sent and received: the recorded method, or, for a result of an older
+    /// netchar, the one its spec and stream records give.
+    pub fn method(&self) -> crate::Method {
+        self.method.clone().unwrap_or_else(|| crate::Method::of(self))
     }
 }
 
