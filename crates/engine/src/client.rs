@@ -6,73 +6,20 @@ use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 use crate::evidence::EvidenceProbe;
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::protocols::{ClientRole, ProtoChoice, Protocol, SessionArgs};
+/// The client's settings, defined below the adapters that read them (crate::registry).
+pub use crate::registry::{ClientConfig, Family};
 use crate::tcp_setup::{connect_control, connect_data, open_udp, ConnectFailure, LocalEnd, PathMtuProbes};
 use crate::StopFlag;
 use netchar_model::{
-    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, LocalBinding, ResultHeader, Role, RrFigures,
-    StreamRecord, StreamTotal, TargetFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec,
+    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, RrFigures, StreamRecord,
+    StreamTotal, TargetFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec,
 };
 use netchar_model::{Evidence, EvidenceReport, HostIdentity};
-use netchar_wire::auth::Credentials;
-use netchar_wire::session::Timeouts;
 use netchar_wire::ProtocolError;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-/// Which address family to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// IPv4 only (`-4`).
-    V4,
-    /// IPv6 only (`-6`).
-    V6,
-}
-
-/// Everything the client needs to run one test.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    /// Server host name or address.
-    pub host: String,
-    /// Server port.
-    pub port: u16,
-    /// Restrict to one family.
-    pub family: Option<Family>,
-    /// The test.
-    pub spec: TestSpec,
-    /// Limit for each TCP connect.
-    pub connect_timeout: Duration,
-    /// How long to keep retrying a busy server.
-    pub busy_wait: Duration,
-    /// CPU for this end's workers (`-A`).
-    pub client_cpu: Option<usize>,
-    /// Free text for the result.
-    pub title: Option<String>,
-    /// Control protocol timeouts.
-    pub timeouts: Timeouts,
-    /// The cookie of a running test of ours this one accompanies (latency under load).
-    pub companion: Option<[u8; 16]>,
-    /// Where to announce this test's cookie once the server admits it.
-    pub cookie_tx: Option<mpsc::Sender<[u8; 16]>>,
-    /// The user and pre-shared key to authenticate with (`--psk-file`).
-    pub auth: Option<Credentials>,
-    /// The control protocol the server speaks (`--proto`; crate::protocols).
-    pub protocol: ProtoChoice,
-    /// iperf2's `-d`/`-r`: the server connects back for its direction.
-    pub dial_back: Option<netchar_wire::iperf2::DialBack>,
-    /// Where this end's control and data sockets are bound (`-B`, `--bind-dev`); None: where
-    /// the kernel chooses.
-    pub bind: Option<LocalBinding>,
-    /// The far end's nanoseconds per instruction (`--target-ns-per-instruction`; 32 for a
-    /// board under QEMU's `-icount shift=5`): a target's busy time per unit of work is then
-    /// also given in instructions.
-    pub target_ns_per_instruction: Option<f64>,
-    /// The TCP write length to run with when `--proto auto` finds a peer protocol's server
-    /// and `-l` was not given: the peer tools' own default (netchar's is longer), so that
-    /// finding iperf3 runs the test `--proto iperf3` would. None keeps the spec's.
-    pub peer_block_bytes: Option<u64>,
-}
 
 /// The session of `protocol` for `spec`, or why it cannot run the test (before any
 /// traffic): whether it runs as a session at all, takes netchar's authentication or iperf2's

@@ -28,6 +28,7 @@ pub mod measure;
 pub mod peers;
 pub mod protocols;
 pub mod reflection;
+pub mod registry;
 pub mod server;
 pub mod server_control;
 mod server_session;

@@ -8,136 +8,24 @@
 //! port. The servers netchar runs for other tools' clients are the [`LISTENERS`] table: the
 //! flags that turn each on, its ports, and how it binds.
 //!
+//! The table lists the adapters (crate::peers), so it stands above them; what an entry is
+//! ([`ProtocolDef`], [`ClientRole`], [`SessionArgs`], ...) is crate::registry's, below them,
+//! and re-exported here. An adapter names those types and never this table, and the drivers
+//! (crate::client, crate::server) read the table: the registry's layers run one way.
+//!
 //! Adding a protocol: its wire module (netchar_wire), its adapter (crate::peers), and an entry
 //! in each table that applies.
 
-use crate::client::ClientConfig;
 use crate::control::{ClientControl, NativeClient};
 use crate::peers::PeerListener;
-use netchar_model::{Caveat, CaveatWhen, Direction, FarEnd, Flow, TestKind, TestSpec};
+/// The registry's types, defined below the adapters (crate::registry) and re-exported here,
+/// beside the table of them.
+pub use crate::registry::{
+    far_end_options, payload_options, ClientRole, Command, FarEndApplies, OptionReach, ProtoChoice, Protocol,
+    ProtocolDef, SessionArgs, SessionCtor, ShapeSpec,
+};
+use netchar_model::{Caveat, FarEnd, TestSpec};
 use std::net::IpAddr;
-use std::time::Instant;
-
-/// The client commands (`netchar tcp`, ..., `netchar suite netio`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
-    /// `netchar tcp`.
-    Tcp,
-    /// `netchar udp`.
-    Udp,
-    /// `netchar rr`.
-    Rr,
-    /// `netchar crr`.
-    Crr,
-    /// `netchar echo`.
-    Echo,
-    /// `netchar suite netio`.
-    SuiteNetio,
-    /// `netchar suite ecos`.
-    SuiteEcos,
-}
-
-impl Command {
-    /// As the command line spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Tcp => "tcp",
-            Self::Udp => "udp",
-            Self::Rr => "rr",
-            Self::Crr => "crr",
-            Self::Echo => "echo",
-            Self::SuiteNetio => "suite netio",
-            Self::SuiteEcos => "suite ecos",
-        }
-    }
-}
-
-/// What a client session constructor gets.
-pub struct SessionArgs<'a> {
-    /// Now.
-    pub now: Instant,
-    /// The test, as the protocol's server will run it (after [`ProtocolDef::shape`]).
-    pub spec: &'a TestSpec,
-    /// The client's settings.
-    pub cfg: &'a ClientConfig,
-}
-
-/// Makes a protocol's client session, or says why it cannot run the test (before any traffic).
-pub type SessionCtor = fn(&SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String>;
-
-/// The test a protocol's server runs, from the one asked for.
-pub type ShapeSpec = fn(&TestSpec) -> Result<TestSpec, String>;
-
-/// How netchar runs as a protocol's client.
-#[derive(Clone, Copy)]
-pub enum ClientRole {
-    /// A sans-IO session behind the client seam (crate::control), driven by crate::client.
-    Session(SessionCtor),
-    /// nc_test's master (crate::peers::nc_test::run_master): its control is UDP and its data
-    /// lock-step, so it has its own runner; `v6` runs nc6_test_master's sequence.
-    NcTestMaster {
-        /// nc6_test_master's sequence rather than nc_test_master's.
-        v6: bool,
-    },
-    /// netio's client (crate::peers::netio::run_client): its block-size sequence.
-    NetioClient,
-}
-
-/// One protocol.
-pub struct ProtocolDef {
-    /// Its `--proto` name, and `test.protocol` in results.
-    pub name: &'static str,
-    /// Other names `--proto` takes for it.
-    pub aliases: &'static [&'static str],
-    /// What it is, for `--proto`'s help and errors.
-    pub about: &'static str,
-    /// The port its servers listen on: the client's `-p` when none is given.
-    pub default_port: u16,
-    /// The commands that run it.
-    pub commands: &'static [Command],
-    /// How netchar runs as its client.
-    pub client: ClientRole,
-    /// Whether netchar's `--psk-file` authentication applies.
-    pub authenticates: bool,
-    /// Whether iperf2's `-d`/`-r` (the server dialing back) apply.
-    pub dial_back: bool,
-    /// The UDP payload a client sends when `-l` is not given; none: the largest that fits a
-    /// 1500-byte frame (1472 B over IPv4, 1452 B over IPv6).
-    pub udp_payload: Option<u64>,
-    /// The test its server runs, from the one asked for (a service decides the direction).
-    pub shape: Option<ShapeSpec>,
-    /// `--proto auto` against a server on this protocol's port that says nothing to netchar's
-    /// hello: what to do (`{host}` is the server).
-    pub silent_hint: Option<&'static str>,
-    /// How its far end takes part in a test's figures, and the caveats of its figures.
-    pub measurement: fn(&TestSpec) -> (FarEnd, Vec<Caveat>),
-    /// Which of a test's IP options its far end applies to its own sockets, its requests
-    /// carrying them ([`far_end_options`] checks a test against it).
-    pub far_end_applies: fn(&TestSpec) -> FarEndApplies,
-}
-
-/// Which of a test's IP options (`--tos`, `--flowlabel`, `--df`, `--no-udp-checksum`) a
-/// protocol carries to its far end, which then sets them on its own data sockets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FarEndApplies {
-    /// The TOS byte / traffic class (iperf3's `TOS`, iperf2's header, netperf's socket_tos).
-    pub tos: bool,
-    /// The IPv6 flow label.
-    pub flowlabel: bool,
-    /// Don't-fragment.
-    pub dont_fragment: bool,
-    /// UDP checksums of zero.
-    pub no_udp_checksum: bool,
-}
-
-impl FarEndApplies {
-    /// A far end that is told none of them.
-    pub const NONE: Self = Self { tos: false, flowlabel: false, dont_fragment: false, no_udp_checksum: false };
-    /// netchar's own: the spec carries them all.
-    pub const ALL: Self = Self { tos: true, flowlabel: true, dont_fragment: true, no_udp_checksum: true };
-    /// The TOS byte only.
-    pub const TOS: Self = Self { tos: true, ..Self::NONE };
-}
 
 fn applies_all(_: &TestSpec) -> FarEndApplies {
     FarEndApplies::ALL
@@ -150,90 +38,6 @@ fn applies_none(_: &TestSpec) -> FarEndApplies {
 /// netperf's request carries a TOS for netserver's data socket (its `-Y`).
 fn applies_tos(_: &TestSpec) -> FarEndApplies {
     FarEndApplies::TOS
-}
-
-/// What a test's IP options come to with a protocol: the one line refusing it, when its far
-/// end sends data in the test but would not apply an option asked for, or the caveats that
-/// say which options are this end's alone.
-#[derive(Debug, Default)]
-pub struct OptionReach {
-    /// Why the test cannot run (before any traffic).
-    pub refusal: Option<String>,
-    /// Sentences for the result: what the far end's packets carry not.
-    pub caveats: Vec<Caveat>,
-}
-
-/// Checks the test's IP options against what `def`'s far end applies. An option it does not
-/// apply is refused when the far end sends the test's data (its packets would go out without
-/// it), and otherwise applies to this end's packets only, which a caveat says.
-pub fn far_end_options(def: &ProtocolDef, spec: &TestSpec) -> OptionReach {
-    let far_sends = spec.kind == TestKind::Rr || spec.direction != Direction::Up;
-    let a = (def.far_end_applies)(spec);
-    let no_checksum = spec.udp.as_ref().is_some_and(|u| u.no_checksum);
-    let asked = [
-        (spec.ip.tos.is_some() && !a.tos, "--tos"),
-        (spec.ip.flowlabel.is_some() && !a.flowlabel, "--flowlabel"),
-        (spec.ip.dont_fragment && !a.dont_fragment, "--df"),
-        (no_checksum && !a.no_udp_checksum, "--no-udp-checksum"),
-    ];
-    let mut reach = OptionReach::default();
-    for (_, flag) in asked.iter().filter(|(missing, _)| *missing) {
-        if far_sends {
-            reach.refusal = Some(format!(
-                "--proto {name}: {flag} is not carried to the {name} server, which sends data in this test; its \
-                 packets would go out without it (run the test up only, or without {flag})",
-                name = def.name
-            ));
-            return reach;
-        }
-        reach.caveats.push(Caveat::always(
-            None,
-            format!(
-                "{flag} applies to this end's packets only: {} does not carry it to the far end, whose packets \
-                 (acknowledgements, reports) go out without it",
-                def.name
-            ),
-        ));
-    }
-    if a.flowlabel && spec.ip.flowlabel.is_some() && !spec.uses_udp() {
-        reach.caveats.push(Caveat::always(
-            None,
-            "--flowlabel labels the client's packets; the server's TCP packets carry the label its kernel chose \
-             (Linux takes a TCP connection's label only from the side that connects)",
-        ));
-    }
-    reach
-}
-
-/// `--payload` and `--verify` against `def`'s far end: netchar's generator is netchar's own,
-/// so a peer's server neither writes it nor checks it. A peer that returns what it is sent (the
-/// echo service) returns the generator's bytes, and `--verify` compares them with what was
-/// sent. Elsewhere `--payload pattern` (what netchar's senders write anyway) is the only one.
-pub fn payload_options(def: &ProtocolDef, spec: &TestSpec) -> Result<(), String> {
-    if def.name == netchar_model::NATIVE_PROTOCOL || (def.measurement)(spec).0 == FarEnd::Echoes {
-        return Ok(());
-    }
-    let name = def.name;
-    if let Some(p) = spec.payload.filter(|p| p.kind != netchar_model::PayloadKind::Pattern) {
-        return Err(format!(
-            "--proto {name}: --payload {} is netchar's own generator, which the {name} server neither sends nor \
-             checks (leave --payload out)",
-            p.kind.name()
-        ));
-    }
-    if spec.verify {
-        return Err(format!(
-            "--proto {name}: --verify compares with netchar's generator, which the {name} server does not send; \
-             of the peers only an echo server (--proto echo) returns it to compare"
-        ));
-    }
-    Ok(())
-}
-
-impl std::fmt::Debug for ProtocolDef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name)
-    }
 }
 
 fn native_session(a: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
@@ -428,10 +232,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
     },
 ];
 
-/// A protocol of [`PROTOCOLS`].
-#[derive(Clone, Copy)]
-pub struct Protocol(&'static ProtocolDef);
-
+// Finding a protocol needs the table, so these methods of the registry's types live beside it.
 impl Protocol {
     /// netchar's own.
     pub fn native() -> Self {
@@ -443,55 +244,15 @@ impl Protocol {
         PROTOCOLS.iter().find(|p| p.name == name || p.aliases.contains(&name)).map(Self)
     }
 
-    /// Its entry.
-    pub fn def(self) -> &'static ProtocolDef {
-        self.0
-    }
-
-    /// Its name.
-    pub fn name(self) -> &'static str {
-        self.0.name
-    }
-
     /// True for netchar's own.
     pub fn is_native(self) -> bool {
         std::ptr::eq(self.0, &PROTOCOLS[0])
-    }
-
-    /// Whether `command` runs it.
-    pub fn runs(self, command: Command) -> bool {
-        self.0.commands.contains(&command)
     }
 
     /// The protocols that `command` runs, as a list for an error or help text.
     pub fn names_for(command: Command) -> String {
         PROTOCOLS.iter().filter(|p| p.commands.contains(&command)).map(|p| p.name).collect::<Vec<_>>().join(", ")
     }
-}
-
-impl PartialEq for Protocol {
-    fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self.0, other.0)
-    }
-}
-
-impl Eq for Protocol {}
-
-impl std::fmt::Debug for Protocol {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0.name)
-    }
-}
-
-/// What `--proto` asked for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ProtoChoice {
-    /// netchar's own, unless the server answers as a peer netchar also speaks: then that
-    /// peer's, where it can run the test (the default).
-    #[default]
-    Auto,
-    /// This one only.
-    Only(Protocol),
 }
 
 impl ProtoChoice {
@@ -646,32 +407,10 @@ pub static LISTENERS: &[ListenerDef] = &[
     },
 ];
 
-/// The caveats every protocol whose far end stops counting early shares: what its receiver
-/// counted against what was sent, said with the figures.
-pub(crate) fn short_count_caveats(who: &str, flow: Option<Flow>) -> Vec<Caveat> {
-    vec![
-        Caveat {
-            flow,
-            when: CaveatWhen::ReceiverShort,
-            text: format!(
-                "{{sent}} written, {{counted}} counted by {who}: it stops counting at TEST_END, so the {{missing}} \
-                 bytes in flight then are in no figure of its"
-            ),
-        },
-        Caveat {
-            flow,
-            when: CaveatWhen::DatagramsShort,
-            text: format!(
-                "{{sent}} datagrams sent, {{counted}} received or lost by {who}'s count: it stops counting at \
-                 TEST_END, so the {{missing}} still queued for it then are in no figure of its"
-            ),
-        },
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netchar_model::Direction;
 
     #[test]
     fn names_and_aliases_are_unique_and_found() {

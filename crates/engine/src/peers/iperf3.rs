@@ -503,7 +503,7 @@ fn run_spec(spec: &TestSpec) -> TestSpec {
 // ---------------------------------------------------------------- client role
 
 /// The registry's client constructor (crate::protocols).
-pub(crate) fn client_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn client_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
     let mut random = [0u8; 36];
     let _ = getrandom::getrandom(&mut random);
     Ok(Box::new(Iperf3Control::new(a.now, a.spec, &random)?))
@@ -511,7 +511,7 @@ pub(crate) fn client_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Bo
 
 /// What an iperf3 server reports: its results JSON, counted until TEST_END.
 pub(crate) fn measurement(_: &TestSpec) -> (netchar_model::FarEnd, Vec<netchar_model::Caveat>) {
-    (netchar_model::FarEnd::Reports, crate::protocols::short_count_caveats("the iperf3 server", None))
+    (netchar_model::FarEnd::Reports, crate::registry::short_count_caveats("the iperf3 server", None))
 }
 
 /// netchar as the client of an iperf3 server (netchar_wire::iperf3): TCP tests, up, `-R`
@@ -636,8 +636,8 @@ fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String
 /// every data socket since 3.0) and don't-fragment (`dont_fragment`, 3.10+, on UDP sockets
 /// over IPv4; TCP sets DF itself). Its server never sets a flow label (iperf3 labels only a
 /// client's TCP connections) nor zero UDP checksums.
-pub(crate) fn far_end_applies(_: &TestSpec) -> crate::protocols::FarEndApplies {
-    crate::protocols::FarEndApplies { tos: true, dont_fragment: true, ..crate::protocols::FarEndApplies::NONE }
+pub(crate) fn far_end_applies(_: &TestSpec) -> crate::registry::FarEndApplies {
+    crate::registry::FarEndApplies { tos: true, dont_fragment: true, ..crate::registry::FarEndApplies::NONE }
 }
 
 /// iperf3's UDP stream setup: a 4-byte hello per stream, one stream after the other as iperf3

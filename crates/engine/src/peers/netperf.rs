@@ -55,8 +55,8 @@ const DATAGRAMS: DatagramFormatKind = DatagramFormatKind::Unsequenced { end_mark
 // ---------------------------------------------------------------- client role
 
 /// The registry's client constructor (crate::protocols).
-pub(crate) fn client_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
-    let v6 = a.cfg.family == Some(crate::client::Family::V6)
+pub(crate) fn client_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+    let v6 = a.cfg.family == Some(crate::registry::Family::V6)
         || a.cfg.host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().is_ok_and(|ip| ip.is_ipv6());
     Ok(Box::new(NetperfControl::new(a.now, a.spec, if v6 { Family::V6 } else { Family::V4 })?))
 }

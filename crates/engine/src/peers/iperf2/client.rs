@@ -361,21 +361,21 @@ fn udp_format(worker: &UdpWorker<'_>) -> UdpFormat {
 /// reads from the request's extension (`-S`) and sets on the socket it sends from. The other
 /// tests' headers carry no extension (2.0.5's layout, which every iperf2 server reads), and
 /// iperf2 has no flow label, don't-fragment or checksum setting to ask for.
-pub(crate) fn far_end_applies(spec: &TestSpec) -> crate::protocols::FarEndApplies {
+pub(crate) fn far_end_applies(spec: &TestSpec) -> crate::registry::FarEndApplies {
     if spec.direction == Direction::Down {
-        crate::protocols::FarEndApplies::TOS
+        crate::registry::FarEndApplies::TOS
     } else {
-        crate::protocols::FarEndApplies::NONE
+        crate::registry::FarEndApplies::NONE
     }
 }
 
 /// The registry's client constructor for iperf2 (crate::protocols).
-pub(crate) fn iperf2_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn iperf2_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
     Ok(Box::new(Iperf2Control::new(a.now, Flavour::Iperf2, a.spec, a.cfg.port, a.cfg.dial_back)?))
 }
 
 /// The registry's client constructor for lwiperf (crate::protocols).
-pub(crate) fn lwiperf_session(a: &crate::protocols::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn lwiperf_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
     Ok(Box::new(Iperf2Control::new(a.now, Flavour::Lwiperf, a.spec, a.cfg.port, a.cfg.dial_back)?))
 }
 
