@@ -5,13 +5,25 @@
 //!   the protocol describes them and runs the local end of every stream;
 //! - [`server`]: the listener that tells control from data connections by their hello, admits
 //!   tests (`--max-concurrent`), and runs each test's server end in its own control thread,
-//!   through the one driver of every protocol's server session ([`server_control`]);
+//!   through the one driver of every protocol's server session (`server_session`, behind the
+//!   seam in [`server_control`]);
 //! - [`dataplane`]: the worker threads, one per stream, apart from the control sessions; they
 //!   share nothing but a few atomic counters per stream, read by the collector once per tick;
 //! - [`peers`]: servers of peer protocols (iperf3, ...) beside the native one, one admission;
 //! - [`protocols`]: the one table of the protocols netchar speaks, both roles;
+//! - [`registry`]: what a protocol entry is, and the client settings a session is made from;
 //! - [`reflection`]: what every UDP listener may send to an address that has not proved itself;
 //! - [`measure`]: CPU and host figures around a test.
+//!
+//! The modules are layered, each depending only on those below it (tests/module_graph.rs
+//! fails on a cycle). At the bottom are the bases: [`admission`], [`dataplane`], the seams
+//! ([`control`], [`server_control`]), [`measure`], [`reflection`]. Above them the registry's
+//! types ([`registry`]) and the server's shared parts (`server_shared`: its settings, log and
+//! state; `server_session`: the session driver). The adapters ([`peers`]) stand on those, never
+//! on a driver; the table ([`protocols`]) lists the adapters; the drivers ([`client`],
+//! [`server`], then [`under_load`]) read the table and start the adapters. Types that moved
+//! down are re-exported where they were ([`client::ClientConfig`], [`server::ServerConfig`],
+//! [`protocols::ProtocolDef`], ...).
 //!
 //! The engine never prints: live figures reach the caller through a callback, results as
 //! [`netchar_model::TestResult`].
