@@ -4,78 +4,98 @@
 use anyhow::Result;
 use std::io::Write;
 
-/// `netchar compare`: ministat's report over result files or plain number files.
-pub(crate) fn run(a: &crate::args::CompareArgs) -> Result<u8> {
-    use anyhow::Context;
-    if !netchar_stats::compare::CONFIDENCES.contains(&a.confidence) {
-        anyhow::bail!("-c {}: use one of 80, 90, 95, 98, 99, 99.5", a.confidence);
-    }
-    let accepted = crate::same_method::accepted_fields(&a.accept_difference).map_err(|e| anyhow::anyhow!(e))?;
-    let mut sets = Vec::new();
-    // The figure's path, from the first result: a name (`pps`) picks its first flow.
-    let mut metric: Option<String> = None;
-    let path_in = |doc: &serde_json::Value| match &a.metric {
-        Some(m) => crate::metrics::metric_path(m, doc).map_err(|e| anyhow::anyhow!(e)),
-        None => Ok(crate::metrics::headline(doc).to_string()),
-    };
-    for file in &a.files {
+/// One set of `netchar compare`: the runs of a result file or a `--save` directory, or a
+/// plain number file's values.
+enum Set {
+    Runs(Vec<netchar_model::TestResult>),
+    Numbers(Vec<f64>),
+}
+
+impl Set {
+    /// Reads `file`: a directory written by --save (every JSON result in it is one run), a
+    /// JSON result file (one run or an array), or one number per line.
+    fn read(file: &std::path::Path) -> Result<Self> {
+        use anyhow::Context;
         if file.is_dir() {
-            // A directory written by --save: every JSON result in it is one run of the set.
-            let mut docs = Vec::new();
             let mut entries: Vec<_> = std::fs::read_dir(file)
                 .with_context(|| format!("cannot read {}", file.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "json"))
                 .collect();
             entries.sort();
+            let mut runs = Vec::new();
             for p in entries {
                 let text = crate::files::read_text(&p, crate::files::RESULT_FILE_CAP)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-                docs.push(
-                    serde_json::from_str::<serde_json::Value>(&text)
-                        .with_context(|| format!("{} is not JSON", p.display()))?,
-                );
+                let saved = netchar_report::parse_saved(&text, &p.display().to_string()).map_err(anyhow::Error::msg)?;
+                runs.extend(saved.into_iter().map(|s| s.result));
             }
-            let Some(first) = docs.first() else { anyhow::bail!("{} holds no JSON results", file.display()) };
-            let path = match metric.clone() {
-                Some(p) => p,
-                None => metric.insert(path_in(first)?).clone(),
-            };
-            let values = crate::metrics::collect(&docs, &path);
-            if values.len() < 3 {
-                anyhow::bail!("{} has {} values of {path}: a set needs at least 3", file.display(), values.len());
+            if runs.is_empty() {
+                anyhow::bail!("{} holds no JSON results", file.display());
             }
-            sets.push((file.display().to_string(), values));
-            continue;
+            return Ok(Self::Runs(runs));
         }
         let text = crate::files::read_text(file, crate::files::RESULT_FILE_CAP)
             .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-        let values = match serde_json::from_str::<serde_json::Value>(&text) {
-            Ok(doc) if doc.is_object() || doc.is_array() => {
-                let first = if doc.is_array() { doc[0].clone() } else { doc.clone() };
-                let path = match metric.clone() {
-                    Some(p) => p,
-                    None => metric.insert(path_in(&first)?).clone(),
-                };
-                let v = crate::metrics::collect(std::slice::from_ref(&doc), &path);
+        // A JSON object or array is results, read as results; anything else is ministat's input.
+        if text.trim_start().starts_with(['{', '[']) {
+            let saved = netchar_report::parse_saved(&text, &file.display().to_string()).map_err(anyhow::Error::msg)?;
+            return Ok(Self::Runs(saved.into_iter().map(|s| s.result).collect()));
+        }
+        Ok(Self::Numbers(
+            plain_numbers(&text)
+                .with_context(|| format!("{}: neither a netchar result nor numbers", file.display()))?,
+        ))
+    }
+
+    fn runs(&self) -> &[netchar_model::TestResult] {
+        match self {
+            Self::Runs(r) => r,
+            Self::Numbers(_) => &[],
+        }
+    }
+}
+
+/// `netchar compare`: ministat's report over result files or plain number files.
+pub(crate) fn run(a: &crate::args::CompareArgs) -> Result<u8> {
+    if !netchar_stats::compare::CONFIDENCES.contains(&a.confidence) {
+        anyhow::bail!("-c {}: use one of 80, 90, 95, 98, 99, 99.5", a.confidence);
+    }
+    let accepted = crate::same_method::accepted_fields(&a.accept_difference).map_err(|e| anyhow::anyhow!(e))?;
+    let named: Vec<(String, Set)> =
+        a.files.iter().map(|f| Ok((f.display().to_string(), Set::read(f)?))).collect::<Result<_>>()?;
+    // The figure's path, from the first result: a name (`pps`) picks its first flow.
+    let path = match named.iter().find_map(|(_, s)| s.runs().first()) {
+        None => None,
+        Some(first) => Some(match &a.metric {
+            Some(m) => first.metric_path(m).map_err(|e| anyhow::anyhow!(e))?,
+            None => first.headline_path().to_string(),
+        }),
+    };
+    let mut sets = Vec::new();
+    for (name, set) in &named {
+        let values = match (set, &path) {
+            (Set::Numbers(v), _) => v.clone(),
+            (Set::Runs(runs), Some(path)) => {
+                let v = netchar_model::figures::figures(runs, path);
                 if v.is_empty() {
-                    anyhow::bail!("{}: no {path} in it (choose one with --metric)", file.display());
+                    anyhow::bail!("{name}: no {path} in it (choose one with --metric)");
                 }
                 v
             }
-            _ => plain_numbers(&text)
-                .with_context(|| format!("{}: neither a netchar result nor numbers", file.display()))?,
+            (Set::Runs(_), None) => unreachable!("a set of runs gives the path"),
         };
         if values.len() < 3 {
             // As ministat: too few points for a meaningful interval.
-            anyhow::bail!("{} has {} values: a set needs at least 3", file.display(), values.len());
+            let of = path.as_deref().filter(|_| matches!(set, Set::Runs(_))).map(|p| format!(" of {p}"));
+            anyhow::bail!("{name} has {} values{}: a set needs at least 3", values.len(), of.unwrap_or_default());
         }
-        sets.push((file.display().to_string(), values));
+        sets.push((name.clone(), values));
     }
     // Two sets measured two ways compare the methods, not what the user changed: refused
     // unless the user named the difference.
     let methods: Vec<(String, Vec<netchar_model::Method>)> =
-        a.files.iter().map(|f| (f.display().to_string(), crate::same_method::methods_of(&set_results(f)))).collect();
+        named.iter().map(|(name, set)| (name.clone(), set.runs().iter().map(|r| r.method()).collect())).collect();
     let verdict = crate::same_method::check(&methods, &accepted);
     if let Some(refusal) = verdict.refused {
         anyhow::bail!(refusal);
@@ -83,7 +103,9 @@ pub(crate) fn run(a: &crate::args::CompareArgs) -> Result<u8> {
     for difference in verdict.accepted {
         eprintln!("netchar: note: the sets differ in {difference}, as accepted");
     }
-    for warning in identity_warnings(&a.files) {
+    let runs: Vec<(String, &[netchar_model::TestResult])> =
+        named.iter().map(|(name, set)| (name.clone(), set.runs())).collect();
+    for warning in identity_warnings(&runs) {
         eprintln!("netchar: warning: {warning}");
     }
     let mut stdout = std::io::stdout().lock();
@@ -114,10 +136,10 @@ struct EndSetup {
 }
 
 impl EndSetup {
-    fn of(host: &serde_json::Value) -> Self {
+    fn of(host: Option<&netchar_model::HostInfo>) -> Self {
         Self {
-            kernel: host.get("kernel").and_then(|k| k.as_str()).filter(|k| !k.is_empty()).map(str::to_string),
-            identity: host.get("identity").and_then(|i| serde_json::from_value(i.clone()).ok()),
+            kernel: host.map(|h| h.kernel.clone()).filter(|k| !k.is_empty()),
+            identity: host.and_then(|h| h.identity.clone()),
         }
     }
 
@@ -140,51 +162,22 @@ impl EndSetup {
     }
 }
 
-/// The JSON results of a set: a `--save` directory's files, or a file's object or array
-/// (plain number files and unreadable files have none).
-fn set_results(file: &std::path::Path) -> Vec<serde_json::Value> {
-    let read = |p: &std::path::Path| {
-        crate::files::read_text(p, crate::files::RESULT_FILE_CAP)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-    };
-    let docs: Vec<serde_json::Value> = if file.is_dir() {
-        let mut paths: Vec<_> =
-            std::fs::read_dir(file).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
-        paths.retain(|p| p.extension().is_some_and(|x| x == "json"));
-        paths.sort();
-        paths.iter().filter_map(|p| read(p)).collect()
-    } else {
-        read(file).into_iter().collect()
-    };
-    docs.into_iter()
-        .flat_map(|d| match d {
-            serde_json::Value::Array(a) => a,
-            other => vec![other],
-        })
-        .filter(|d| d.get("host").is_some())
-        .collect()
-}
-
 /// What `netchar compare` warns about before its report: each set whose runs' hosts were set
 /// up differently from the first set's first run (its kernel, kernel command line, the test's
 /// interfaces' drivers, firmware, offloads and coalescing, CPU frequency governors, on either
 /// end), and each set whose own runs differ so (issue 23). A difference in these can explain a
 /// difference in the figures.
-fn identity_warnings(files: &[std::path::PathBuf]) -> Vec<String> {
-    let ends = |doc: &serde_json::Value| {
-        let null = serde_json::Value::Null;
-        [("client", EndSetup::of(&doc["host"])), ("server", EndSetup::of(doc.get("remote_host").unwrap_or(&null)))]
+fn identity_warnings(sets: &[(String, &[netchar_model::TestResult])]) -> Vec<String> {
+    let ends = |r: &netchar_model::TestResult| {
+        [("client", EndSetup::of(Some(&r.host))), ("server", EndSetup::of(r.remote_host.as_ref()))]
     };
-    let sets: Vec<(String, Vec<serde_json::Value>)> =
-        files.iter().map(|f| (f.display().to_string(), set_results(f))).collect();
-    let Some((base_name, base)) = sets.iter().find(|(_, docs)| !docs.is_empty()) else { return Vec::new() };
+    let Some((base_name, base)) = sets.iter().find(|(_, runs)| !runs.is_empty()) else { return Vec::new() };
     let reference = ends(&base[0]);
     let mut warnings = Vec::new();
-    for (name, docs) in &sets {
+    for (name, runs) in sets {
         let mut differences = Vec::new();
-        for doc in docs {
-            for ((end, setup), (_, base_setup)) in ends(doc).iter().zip(&reference) {
+        for run in runs.iter() {
+            for ((end, setup), (_, base_setup)) in ends(run).iter().zip(&reference) {
                 for d in base_setup.differences(setup) {
                     let d = format!("{end} {d}");
                     if !differences.contains(&d) {
@@ -215,56 +208,68 @@ fn identity_warnings(files: &[std::path::PathBuf]) -> Vec<String> {
 #[cfg(test)]
 mod identity_tests {
     use super::identity_warnings;
+    use netchar_model::{CpuReport, FarEnd, HostInfo, ResultHeader, TestInfo, TestResult, TestSpec};
     use serde_json::json;
 
     /// A result whose client has `cmdline` and GRO `gro` on eth0, and whose server runs `kernel`.
-    fn run(cmdline: &str, gro: bool, kernel: &str) -> serde_json::Value {
-        json!({
-            "host": {"kernel": "Linux 6.1", "identity": {
-                "kernel_cmdline": cmdline,
-                "interfaces": [{"name": "eth0", "driver": "ixgbe", "offloads": {"rx-gro": gro}}]
-            }},
-            "remote_host": {"kernel": kernel},
-            "summary": {}
-        })
+    fn run(cmdline: &str, gro: bool, kernel: &str) -> TestResult {
+        let identity = json!({
+            "kernel_cmdline": cmdline,
+            "interfaces": [{"name": "eth0", "driver": "ixgbe", "offloads": {"rx-gro": gro}}]
+        });
+        let host = HostInfo {
+            kernel: "Linux 6.1".into(),
+            identity: Some(serde_json::from_value(identity).unwrap()),
+            ..HostInfo::default()
+        };
+        let header = ResultHeader {
+            test: TestInfo {
+                spec: TestSpec::tcp_default(),
+                remote: "192.0.2.7:5300".into(),
+                family: "ipv4".into(),
+                title: None,
+                client_cpu: None,
+                concurrent_tests: 1,
+                protocol: "netchar".into(),
+                peer_software: None,
+                far_end: FarEnd::Reports,
+                caveats: Vec::new(),
+            },
+            started_at: "2026-01-01T00:00:00Z".into(),
+            host,
+            remote_host: Some(HostInfo { kernel: kernel.into(), ..HostInfo::default() }),
+        };
+        TestResult::assemble(header, Vec::new(), CpuReport::default(), None)
     }
 
     #[test]
     fn sets_on_differently_set_up_hosts_are_named_with_what_differs() {
-        let dir = std::env::temp_dir().join(format!("netchar-compare-identity-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("saved")).unwrap();
-        let write = |name: &str, v: serde_json::Value| {
-            let p = dir.join(name);
-            std::fs::write(&p, v.to_string()).unwrap();
-            p
-        };
         let board = "lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -Os, lwipopts 809da5f523f1";
-        let before = write("before.json", json!([run("quiet", true, board), run("quiet", true, board)]));
-        let same = write("same.json", json!([run("quiet", true, board)]));
-        let after = write("after.json", json!([run("quiet", false, "lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -O2")]));
-        write("saved/1.json", run("quiet", true, board));
-        write("saved/2.json", run("quiet mitigations=off", true, board));
-        let numbers = write("numbers.txt", json!(null)); // neither results nor numbers: no setup
-        let warnings = identity_warnings(&[before.clone(), same, after.clone(), dir.join("saved"), numbers]);
+        let before = vec![run("quiet", true, board), run("quiet", true, board)];
+        let same = vec![run("quiet", true, board)];
+        let after = vec![run("quiet", false, "lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -O2")];
+        let saved = vec![run("quiet", true, board), run("quiet mitigations=off", true, board)];
+        let set = |name: &str, runs: &'static [TestResult]| (name.to_string(), runs);
+        let leak = |v: Vec<TestResult>| -> &'static [TestResult] { Box::leak(v.into_boxed_slice()) };
+        let (before, same, after, saved) = (leak(before), leak(same), leak(after), leak(saved));
+        // A number file has no runs and no setup.
+        let sets = [set("before", before), set("same", same), set("after", after), set("saved", saved), set("n", &[])];
         assert_eq!(
-            warnings,
+            identity_warnings(&sets),
             [
                 format!(
-                    "{} ran on hosts set up differently from {}: client eth0 offload rx-gro: on vs off; server kernel: \
-                     {board} vs lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -O2",
-                    after.display(),
-                    before.display()
+                    "after ran on hosts set up differently from before: client eth0 offload rx-gro: on vs off; server \
+                     kernel: {board} vs lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -O2"
                 ),
-                format!(
-                    "{} ran on hosts set up differently from {}: client kernel_cmdline: quiet vs quiet mitigations=off",
-                    dir.join("saved").display(),
-                    before.display()
-                ),
+                "saved ran on hosts set up differently from before: client kernel_cmdline: quiet vs quiet \
+                 mitigations=off"
+                    .to_string(),
             ]
         );
         // Results without identities (an older netchar) are not compared.
-        let old = write("old.json", json!([{"host": {}, "summary": {}}]));
-        assert!(identity_warnings(&[before, old]).is_empty());
-        std::fs::remove_dir_all(&dir).unwrap();
+        let mut old = run("quiet", true, board);
+        old.host.identity = None;
+        old.remote_host = None;
+        assert!(identity_warnings(&[set("before", before), set("old", leak(vec![old]))]).is_empty());
     }
 }

@@ -12,13 +12,19 @@ use crate::pscheduler::run_with_limit;
 use anyhow::{bail, Context, Result};
 use netchar_engine::admission::DataPathPolicy;
 use netchar_engine::StopFlag;
-use serde_json::Value;
-use std::fmt::Write as _;
+use netchar_model::TestResult;
+use netchar_report::prometheus::Exposition;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// What `netchar --json` prints when no test could start.
+#[derive(serde::Deserialize)]
+struct NoResult {
+    error: String,
+}
 
 /// `netchar exporter`.
 #[derive(Debug, clap::Args)]
@@ -256,10 +262,15 @@ impl Exporter {
         let began = Instant::now();
         let out = run_with_limit(&self.netchar, &args, Duration::from_secs_f64(timeout.max(0.1)));
         let elapsed = began.elapsed().as_secs_f64();
-        let (result, why): (Option<Value>, Option<String>) = match out {
+        let (result, why): (Option<TestResult>, Option<String>) = match out {
             Ok(o) => {
-                let result: Option<Value> = serde_json::from_str(&o.stdout).ok();
-                let err = result.as_ref().and_then(|r| r["error"].as_str().map(str::to_string));
+                // A test that could not start prints `{"schema_version": 1, "error": ...}`,
+                // which is no result; one that failed part way is a result with its error.
+                let result: Option<TestResult> = serde_json::from_str(&o.stdout).ok();
+                let err = match &result {
+                    Some(r) => r.error.clone(),
+                    None => serde_json::from_str::<NoResult>(&o.stdout).ok().map(|n| n.error),
+                };
                 let why = if o.timed_out {
                     Some(format!("no answer within the {timeout:.3} s probe budget"))
                 } else if let Some(e) = err {
@@ -287,11 +298,21 @@ impl Exporter {
             if probe.reverse { " reverse" } else { "" },
             why.as_deref().unwrap_or("ok")
         );
-        probe_metrics(probe, success, elapsed, (timeout, test_secs), result.as_ref().filter(|_| success))
+        let exposed = netchar_report::prometheus::Probe {
+            target: &probe.host,
+            port: probe.port,
+            protocol: probe.proto,
+            reverse: probe.reverse,
+            success,
+            elapsed_seconds: elapsed,
+            timeout_seconds: timeout,
+            test_seconds: test_secs,
+        };
+        netchar_report::prometheus::probe(&exposed, result.as_ref().filter(|_| success))
     }
 
     fn own_metrics(&self) -> String {
-        let mut m = Metrics::default();
+        let mut m = Exposition::default();
         m.family("netchar_exporter_build_info", "gauge", "netchar exporter version; always 1.");
         m.sample("netchar_exporter_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         m.family("netchar_exporter_probes_total", "counter", "Probes run, by outcome.");
@@ -317,7 +338,7 @@ impl Exporter {
         ] {
             m.sample("netchar_exporter_refused_probes_total", &[("reason", reason)], n.load(Ordering::Relaxed) as f64);
         }
-        m.text
+        m.into_text()
     }
 }
 
@@ -404,136 +425,6 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Prometheus text exposition, one family at a time.
-#[derive(Default)]
-struct Metrics {
-    text: String,
-}
-
-impl Metrics {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.text, "# HELP {name} {help}");
-        let _ = writeln!(self.text, "# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        self.text.push_str(name);
-        if !labels.is_empty() {
-            let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label(v))).collect();
-            let _ = write!(self.text, "{{{}}}", parts.join(","));
-        }
-        let _ = writeln!(self.text, " {}", format_value(value));
-    }
-}
-
-fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-fn format_value(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
-    } else {
-        format!("{v}")
-    }
-}
-
-/// The probe's answer: success and timing always; the test's figures when it ran.
-fn probe_metrics(probe: &Probe, success: bool, elapsed: f64, budget: (f64, f64), result: Option<&Value>) -> String {
-    let (timeout, test_secs) = budget;
-    let port = probe.port.to_string();
-    let base = [("target", probe.host.as_str()), ("port", port.as_str()), ("protocol", probe.proto)];
-    let mut m = Metrics::default();
-    m.family("netchar_probe_success", "gauge", "1 if the test ran and every figure was reported, else 0.");
-    m.sample("netchar_probe_success", &base, if success { 1.0 } else { 0.0 });
-    m.family("netchar_probe_duration_seconds", "gauge", "Time the probe took, setup and results included.");
-    m.sample("netchar_probe_duration_seconds", &base, elapsed);
-    m.family(
-        "netchar_probe_timeout_seconds",
-        "gauge",
-        "Time the probe was allowed: scrape timeout less the offset, or --max-duration plus setup.",
-    );
-    m.sample("netchar_probe_timeout_seconds", &base, timeout);
-    m.family("netchar_probe_test_seconds", "gauge", "Sending time the probe asked of the test (-t).");
-    m.sample("netchar_probe_test_seconds", &base, (test_secs * 1000.0).round() / 1000.0);
-    let Some(r) = result else { return m.text };
-    let flow = if probe.reverse { "down" } else { "up" };
-    let with_dir = |dir: &'static str| [base[0], base[1], base[2], ("direction", dir)];
-    if probe.proto == "rr" {
-        let rr = &r["summary"]["rr"];
-        let lat = &rr["latency_us"];
-        m.family("netchar_rr_latency_seconds", "summary", "Request/response round-trip time.");
-        for (q, key) in [("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("0.999", "p999")] {
-            if let Some(us) = lat[key].as_f64() {
-                m.sample("netchar_rr_latency_seconds", &[base[0], base[1], base[2], ("quantile", q)], us / 1e6);
-            }
-        }
-        let count = rr["transactions"].as_f64().unwrap_or(0.0);
-        m.sample("netchar_rr_latency_seconds_sum", &base, lat["mean"].as_f64().unwrap_or(0.0) * count / 1e6);
-        m.sample("netchar_rr_latency_seconds_count", &base, count);
-        m.family("netchar_rr_transactions_per_second", "gauge", "Completed transactions per second.");
-        m.sample("netchar_rr_transactions_per_second", &base, rr["transactions_per_second"].as_f64().unwrap_or(0.0));
-    } else {
-        let s = &r["summary"][flow];
-        let (sender, receiver) = (&s["sender"], &s["receiver"]);
-        m.family("netchar_sent_bytes", "gauge", "Payload bytes the sender wrote during the test.");
-        m.sample("netchar_sent_bytes", &with_dir(flow_dir(flow)), sender["bytes"].as_f64().unwrap_or(0.0));
-        m.family("netchar_received_bytes", "gauge", "Payload bytes the receiver read during the test.");
-        m.sample("netchar_received_bytes", &with_dir(flow_dir(flow)), receiver["bytes"].as_f64().unwrap_or(0.0));
-        m.family(
-            "netchar_receiver_bytes_per_second",
-            "gauge",
-            "Payload rate at the receiver (multiply by 8 for bit/s).",
-        );
-        m.sample(
-            "netchar_receiver_bytes_per_second",
-            &with_dir(flow_dir(flow)),
-            receiver["bits_per_second"].as_f64().unwrap_or(0.0) / 8.0,
-        );
-        if probe.proto == "tcp" {
-            m.family("netchar_tcp_retransmits", "gauge", "TCP segments the sender retransmitted during the test.");
-            m.sample(
-                "netchar_tcp_retransmits",
-                &with_dir(flow_dir(flow)),
-                sender["retransmits"].as_f64().unwrap_or(0.0),
-            );
-        } else {
-            m.family("netchar_udp_lost_datagrams", "gauge", "UDP datagrams sent and never received.");
-            m.sample("netchar_udp_lost_datagrams", &with_dir(flow_dir(flow)), receiver["lost"].as_f64().unwrap_or(0.0));
-            m.family("netchar_udp_jitter_seconds", "gauge", "RFC 3550 interarrival jitter at the receiver.");
-            m.sample(
-                "netchar_udp_jitter_seconds",
-                &with_dir(flow_dir(flow)),
-                receiver["jitter_ms"].as_f64().unwrap_or(0.0) / 1e3,
-            );
-        }
-    }
-    let cpu = &r["cpu"];
-    if cpu["local"].is_object() || cpu["remote"].is_object() {
-        m.family(
-            "netchar_cpu_ratio",
-            "gauge",
-            "CPU time over wall time of each end's test process (1 = one CPU busy).",
-        );
-        for (side, key) in [("client", "local"), ("server", "remote")] {
-            if let Some(pct) = cpu[key]["total_pct"].as_f64() {
-                m.sample("netchar_cpu_ratio", &[base[0], base[1], base[2], ("side", side)], pct / 100.0);
-            }
-        }
-    }
-    m.text
-}
-
-fn flow_dir(flow: &str) -> &'static str {
-    if flow == "down" {
-        "down"
-    } else {
-        "up"
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,13 +444,5 @@ mod tests {
         assert!(parse_probe("target=h:1&rate=fast").is_err());
         assert!(parse_probe("target=h:1&module=x").is_err());
         assert!(parse_probe("target=h:1&proto=rr&reverse=1").is_err());
-    }
-
-    #[test]
-    fn exposition_escapes_label_values() {
-        let mut m = Metrics::default();
-        m.family("a_b", "gauge", "help");
-        m.sample("a_b", &[("target", "x\"y\\z\n")], 1.5);
-        assert_eq!(m.text, "# HELP a_b help\n# TYPE a_b gauge\na_b{target=\"x\\\"y\\\\z\\n\"} 1.5\n");
     }
 }

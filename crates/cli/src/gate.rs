@@ -5,9 +5,10 @@ use anyhow::Result;
 
 /// Checks `--expect` (on the mean of the counted runs) and `--baseline`; prints one line per
 /// miss with the measured value. Returns whether every gate held.
-pub(crate) fn gates_hold(out: &crate::plan::Output, docs: &[serde_json::Value]) -> Result<bool> {
+pub(crate) fn gates_hold(out: &crate::plan::Output, runs: &[netchar_model::TestResult]) -> Result<bool> {
+    use netchar_model::figures::{figures, higher_is_better};
     let mean = |path: &str| {
-        let v = crate::metrics::collect(docs, path);
+        let v = figures(runs, path);
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
     let mut ok = true;
@@ -29,17 +30,20 @@ pub(crate) fn gates_hold(out: &crate::plan::Output, docs: &[serde_json::Value]) 
         }
     }
     if let Some((file, max_pct)) = &out.baseline {
-        use anyhow::Context;
         let text = crate::files::read_text(file, crate::files::RESULT_FILE_CAP)
             .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", file.display()))?;
-        let base: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("--baseline: {} is not a netchar JSON result", file.display()))?;
+        let base: Vec<netchar_model::TestResult> =
+            netchar_report::parse_saved(&text, &format!("--baseline {}", file.display()))
+                .map_err(anyhow::Error::msg)?
+                .into_iter()
+                .map(|s| s.result)
+                .collect();
         // A baseline measured another way is no reference for this run: refused before any
         // figure is judged, unless the user named the difference.
         let verdict = crate::same_method::check(
             &[
-                (format!("--baseline {}", file.display()), crate::same_method::methods_of(std::slice::from_ref(&base))),
-                ("this run".to_string(), crate::same_method::methods_of(docs)),
+                (format!("--baseline {}", file.display()), base.iter().map(|r| r.method()).collect()),
+                ("this run".to_string(), runs.iter().map(|r| r.method()).collect()),
             ],
             &out.accept_difference,
         );
@@ -49,14 +53,14 @@ pub(crate) fn gates_hold(out: &crate::plan::Output, docs: &[serde_json::Value]) 
         for difference in verdict.accepted {
             eprintln!("netchar: note: this run differs from the baseline in {difference}, as accepted");
         }
-        let path = crate::metrics::headline(&docs[0]);
-        let old = crate::metrics::collect(std::slice::from_ref(&base), path);
+        let path = runs[0].headline_path();
+        let old = figures(&base, path);
         let (Some(now), false) = (mean(path), old.is_empty()) else {
             anyhow::bail!("--baseline: {} has no {path}", file.display());
         };
         let was = old.iter().sum::<f64>() / old.len() as f64;
         let change = if was != 0.0 { 100.0 * (now - was) / was.abs() } else { 0.0 };
-        let regression = if crate::metrics::higher_is_better(path) { -change } else { change };
+        let regression = if higher_is_better(path) { -change } else { change };
         if regression > *max_pct {
             eprintln!(
                 "netchar: regression beyond {max_pct}%: {path} {} now, {} in {} ({change:+.2}%)",

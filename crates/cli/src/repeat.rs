@@ -111,11 +111,10 @@ pub(crate) fn run_collecting(
     }
     // The tail prints under the progress line of this job (or of the plan around it).
     progress.suspend(|| {
-        let docs: Vec<serde_json::Value> = kept.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
         if let Some(sink) = sink.as_mut() {
             sink.extend(kept.iter().cloned());
         }
-        if code == crate::EXIT_OK && !docs.is_empty() && !crate::gate::gates_hold(out, &docs)? {
+        if code == crate::EXIT_OK && !kept.is_empty() && !crate::gate::gates_hold(out, &kept)? {
             code = crate::EXIT_GATE;
         }
         Ok(code)
@@ -132,11 +131,10 @@ impl netchar_report::Reporter for RepeatStatistics {
     }
 
     fn on_job_end(&mut self, results: &[netchar_model::TestResult]) -> String {
-        let docs: Vec<serde_json::Value> = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
-        if docs.is_empty() {
+        if results.is_empty() {
             String::new()
         } else {
-            repeat_statistics(&docs)
+            repeat_statistics(results)
         }
     }
 
@@ -146,20 +144,20 @@ impl netchar_report::Reporter for RepeatStatistics {
 }
 
 /// Mean ± 95% confidence interval (Student's t) of the headline figures over the counted runs.
-fn repeat_statistics(docs: &[serde_json::Value]) -> String {
+fn repeat_statistics(runs: &[netchar_model::TestResult]) -> String {
     use netchar_stats::compare::{format_g, mean_interval, SetStats};
-    let mut paths = vec![crate::metrics::headline(&docs[0])];
+    let mut paths = vec![runs[0].headline_path()];
     if paths[0].starts_with("rr.") {
         paths.push("rr.latency_us.p50");
         paths.push("rr.latency_us.p99");
     }
-    if docs[0].get("reset").is_some() {
+    if runs[0].reset.is_some() {
         // --reset-cmd: how long the target took to answer again.
         paths.push("reset.time_to_ready_seconds");
     }
-    let mut out = format!("=== {} runs: mean ± 95% confidence interval (Student's t)\n", docs.len());
+    let mut out = format!("=== {} runs: mean ± 95% confidence interval (Student's t)\n", runs.len());
     for path in paths {
-        let values = crate::metrics::collect(docs, path);
+        let values = netchar_model::figures::figures(runs, path);
         if let Some(s) = SetStats::of(&values) {
             let ci = mean_interval(&s, 95.0);
             let pct = if s.mean != 0.0 { 100.0 * ci / s.mean.abs() } else { 0.0 };

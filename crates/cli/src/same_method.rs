@@ -2,7 +2,7 @@
 //! that sent or received differently (netchar_model::method) in anything the user did not
 //! name with `--accept-difference`, and say in one line which fields differ.
 
-use netchar_model::{Method, MethodDifference, TestResult, METHOD_FIELDS};
+use netchar_model::{Method, MethodDifference, METHOD_FIELDS};
 
 /// `--accept-difference` values (repeatable, comma-separated) as field names of
 /// [`Method`]; an unknown name is an error that lists the known ones.
@@ -21,19 +21,6 @@ pub(crate) fn accepted_fields(values: &[String]) -> Result<Vec<&'static str>, St
         }
     }
     Ok(out)
-}
-
-/// The methods of the netchar results among `docs` (an array is its elements; what does not
-/// read as a result, such as a plain number file, has none).
-pub(crate) fn methods_of(docs: &[serde_json::Value]) -> Vec<Method> {
-    docs.iter()
-        .flat_map(|d| match d {
-            serde_json::Value::Array(a) => a.clone(),
-            other => vec![other.clone()],
-        })
-        .filter_map(|d| serde_json::from_value::<TestResult>(d).ok())
-        .map(|r| r.method())
-        .collect()
 }
 
 /// What a check of sets of runs found: the differences the user accepted (to be said, not

@@ -195,7 +195,9 @@ fn repeat_save_compare_and_gates_work_end_to_end() {
     assert!(miss.stderr.contains("(measured "), "{}", miss.stderr);
     // A baseline 1000x faster than anything loopback does: a regression beyond 5%.
     let base = dir.join("fast.json");
-    std::fs::write(&base, r#"{"summary":{"up":{"receiver":{"bits_per_second":1e15}}}}"#).unwrap();
+    let mut fast = runs[0].clone();
+    fast["summary"]["up"]["receiver"]["bits_per_second"] = serde_json::json!(1e15);
+    std::fs::write(&base, fast.to_string()).unwrap();
     let reg = netchar(&[
         "tcp",
         "127.0.0.1",

@@ -16,6 +16,7 @@
 
 pub mod console;
 pub mod evidence;
+pub mod figures;
 pub mod hooks;
 pub mod loss;
 pub mod method;

@@ -5,8 +5,8 @@
 //! Every format is one file behind the one [`Reporter`] trait: [`text`], [`json`],
 //! [`markdown`], [`csv`], [`svg`] (SVG and PNG plots), [`html`] (and a mesh's [`heatmap`]), and
 //! the suites' classic tables and lines ([`sweep`], [`max_rate`], [`block_sizes`], [`ecos_lines`],
-//! [`nc_test_lines`]), the quick characterization's [`quick`], and the server's log lines
-//! ([`server_log`]).
+//! [`nc_test_lines`]), the quick characterization's [`quick`], the server's log lines
+//! ([`server_log`]), and the exporter's Prometheus exposition ([`prometheus`]).
 //! [`plots`] decides which charts results make, [`chart`] draws one. A running test calls
 //! `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests then
 //! `on_job_end`; `netchar report` hands saved results to `on_results`.
@@ -30,6 +30,7 @@ pub mod markdown;
 pub mod max_rate;
 pub mod nc_test_lines;
 pub mod plots;
+pub mod prometheus;
 pub mod quick;
 mod rows;
 pub mod server_log;

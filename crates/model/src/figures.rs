@@ -1,0 +1,161 @@
+//! A result's figures by name or by path, for `--expect`, `--baseline`, the statistics of
+//! `--repeat` and `netchar compare`.
+//!
+//! A path names a number in the result's JSON form (docs/json.md), which is the vocabulary a
+//! user writes gates in: `up.receiver.bits_per_second` or `rr.latency_us.p99` is looked up
+//! under `summary`, then from the root (`test.streams`, `reset.time_to_ready_seconds`). A name
+//! of [`METRIC_NAMES`] picks a figure of the result's first flow.
+
+use crate::{Flow, TestResult};
+
+/// The figures `--metric` knows by name, each with what it picks: the receiving or sending
+/// side of the result's first flow (up, else down), or the request/response summary.
+pub const METRIC_NAMES: &[(&str, &str)] = &[
+    ("bps", "receiver.bits_per_second"),
+    ("pps", "receiver.packets_per_second"),
+    ("tx-bps", "sender.bits_per_second"),
+    ("tx-pps", "sender.packets_per_second"),
+    ("loss", "receiver.loss_percent"),
+    ("jitter", "receiver.jitter_ms"),
+    ("retransmits", "sender.retransmits"),
+    ("tps", "rr.transactions_per_second"),
+    ("rtt-min", "rr.latency_us.min"),
+    ("rtt-mean", "rr.latency_us.mean"),
+    ("rtt-p50", "rr.latency_us.p50"),
+    ("rtt-p90", "rr.latency_us.p90"),
+    ("rtt-p99", "rr.latency_us.p99"),
+    ("rtt-p999", "rr.latency_us.p999"),
+    ("rtt-max", "rr.latency_us.max"),
+];
+
+impl TestResult {
+    /// The number at `path`, under `summary` first, then from the root; None where the result
+    /// has no number there.
+    pub fn figure(&self, path: &str) -> Option<f64> {
+        let doc = serde_json::to_value(self).ok()?;
+        figure_in(&doc, path)
+    }
+
+    /// The path of the figure a test is judged by when none is named: transactions per second
+    /// for request/response tests, else the first flow's receive rate.
+    pub fn headline_path(&self) -> &'static str {
+        if self.summary.rr.is_some() {
+            "rr.transactions_per_second"
+        } else if self.summary.up.is_some() {
+            "up.receiver.bits_per_second"
+        } else {
+            "down.receiver.bits_per_second"
+        }
+    }
+
+    /// The path of `metric`: a name of [`METRIC_NAMES`] (`pps`: the first flow's receiver's
+    /// datagrams per second), or a path as it is (`down.receiver.packets_per_second`).
+    pub fn metric_path(&self, metric: &str) -> Result<String, String> {
+        if metric.contains('.') {
+            return Ok(metric.to_string());
+        }
+        let Some(&(_, tail)) = METRIC_NAMES.iter().find(|(n, _)| *n == metric) else {
+            let names: Vec<&str> = METRIC_NAMES.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "--metric {metric}: one of {}, or a path such as up.receiver.bits_per_second",
+                names.join(", ")
+            ));
+        };
+        if tail.starts_with("rr.") {
+            return Ok(tail.to_string());
+        }
+        let flow = if self.summary.up.is_some() { Flow::Up } else { Flow::Down };
+        Ok(format!("{}.{tail}", flow.name()))
+    }
+}
+
+/// The values of `path` over `results`, in their order, skipping those without it.
+pub fn figures(results: &[TestResult], path: &str) -> Vec<f64> {
+    results.iter().filter_map(|r| r.figure(path)).collect()
+}
+
+/// Whether a larger value of the figure at `path` is better (rates) or worse (latency, loss,
+/// errors, time).
+pub fn higher_is_better(path: &str) -> bool {
+    let worse =
+        ["latency", "lost", "loss", "jitter", "late", "duplicates", "errors", "drops", "retransmits", "seconds"];
+    !worse.iter().any(|w| path.contains(w))
+}
+
+fn figure_in(doc: &serde_json::Value, path: &str) -> Option<f64> {
+    let walk = |root: &serde_json::Value| path.split('.').try_fold(root, |v, key| v.get(key)).and_then(|v| v.as_f64());
+    walk(&doc["summary"]).or_else(|| walk(doc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CpuReport, Endpoint, FarEnd, HostInfo, ResultHeader, Role, StreamRecord, TestInfo, TestSpec};
+
+    fn result(spec: TestSpec, streams: Vec<StreamRecord>) -> TestResult {
+        let header = ResultHeader {
+            test: TestInfo {
+                spec,
+                remote: "127.0.0.1:5300".into(),
+                family: "ipv4".into(),
+                title: None,
+                client_cpu: None,
+                concurrent_tests: 1,
+                protocol: "netchar".into(),
+                peer_software: None,
+                far_end: FarEnd::Reports,
+                caveats: Vec::new(),
+            },
+            started_at: "2026-01-01T00:00:00Z".into(),
+            host: HostInfo::default(),
+            remote_host: None,
+        };
+        TestResult::assemble(header, streams, CpuReport::default(), None)
+    }
+
+    fn flow(flow: Flow, bytes: u64) -> Vec<StreamRecord> {
+        vec![
+            StreamRecord::bare(1, flow, Role::Sender, Endpoint::Client, bytes, 2.0),
+            StreamRecord::bare(1, flow, Role::Receiver, Endpoint::Server, bytes, 2.0),
+        ]
+    }
+
+    #[test]
+    fn paths_resolve_under_summary_then_root() {
+        let mut spec = TestSpec::tcp_default();
+        spec.streams = 1;
+        let r = result(spec, flow(Flow::Up, 1_000));
+        assert_eq!(r.figure("up.receiver.bits_per_second"), Some(4_000.0));
+        assert_eq!(r.figure("test.streams"), Some(1.0));
+        assert_eq!((r.figure("nope"), r.figure("up.receiver")), (None, None));
+        assert_eq!(r.headline_path(), "up.receiver.bits_per_second");
+        assert_eq!(figures(&[r.clone(), r], "up.sender.bytes"), [1_000.0, 1_000.0]);
+        assert!(higher_is_better("up.receiver.bits_per_second"));
+        assert!(!higher_is_better("rr.latency_us.p99"));
+    }
+
+    #[test]
+    fn metric_names_pick_the_first_flow_or_the_rr_summary() {
+        let mut spec = TestSpec::udp_default();
+        spec.direction = crate::Direction::Down;
+        let down = result(spec, flow(Flow::Down, 8_000));
+        assert_eq!(down.headline_path(), "down.receiver.bits_per_second");
+        assert_eq!(down.metric_path("bps").unwrap(), "down.receiver.bits_per_second");
+        assert_eq!(down.figure(&down.metric_path("bps").unwrap()), Some(32_000.0));
+        let mut spec = TestSpec::tcp_default();
+        spec.direction = crate::Direction::Bidir;
+        let both = result(spec, [flow(Flow::Up, 1), flow(Flow::Down, 1)].concat());
+        assert_eq!(both.metric_path("tx-pps").unwrap(), "up.sender.packets_per_second");
+        assert_eq!(both.metric_path("rtt-p99").unwrap(), "rr.latency_us.p99");
+        assert_eq!(both.metric_path("down.sender.bytes").unwrap(), "down.sender.bytes");
+        let e = both.metric_path("ppps").unwrap_err();
+        assert!(e.contains("pps, tx-bps") && e.contains("rtt-p50"), "{e}");
+        assert!(!higher_is_better(&both.metric_path("loss").unwrap()));
+        let mut rr = both.clone();
+        rr.summary.rr = Some(crate::RrFigures { transactions_per_second: 9.0, ..Default::default() });
+        assert_eq!(
+            (rr.headline_path(), rr.figure("rr.transactions_per_second")),
+            ("rr.transactions_per_second", Some(9.0))
+        );
+    }
+}
