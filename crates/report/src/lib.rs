@@ -7,6 +7,8 @@
 //! the suites' classic tables and lines ([`sweep`], [`max_rate`], [`block_sizes`], [`ecos_lines`],
 //! [`nc_test_lines`]), the quick characterization's [`quick`], the server's log lines
 //! ([`server_log`]), and the exporter's Prometheus exposition ([`prometheus`]).
+//! The integrations' documents: the pScheduler plugin's results ([`pscheduler`]) and a mesh's
+//! lines and matrix ([`mesh`]).
 //! [`plots`] decides which charts results make, [`chart`] draws one. A running test calls
 //! `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests then
 //! `on_job_end`; `netchar report` hands saved results to `on_results`.
@@ -28,9 +30,11 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod max_rate;
+pub mod mesh;
 pub mod nc_test_lines;
 pub mod plots;
 pub mod prometheus;
+pub mod pscheduler;
 pub mod quick;
 mod rows;
 pub mod server_log;
