@@ -3,12 +3,13 @@
 //! per node), and all of them follow the same round-robin slot plan from the same start time:
 //! in each round every node is in at most one test, so no test shares a node with another and
 //! the servers' one-test-at-a-time rule is only a safety net. `mesh render` writes the
-//! manifests, `mesh matrix` turns the JSON lines the Jobs print into the N×N matrix.
+//! manifests, `mesh matrix` turns the JSON lines the Jobs print into the N×N matrix. The lines
+//! and the matrix's formats are `netchar_report::mesh`'s; this module renders, schedules, runs
+//! the clients and reads and writes files.
 
 use crate::pscheduler::run_with_limit;
 use anyhow::{anyhow, bail, Context, Result};
-use netchar_report::heatmap::Matrix;
-use serde_json::{json, Value};
+use netchar_report::mesh::{Format, MeshLine, Metric, TestOutput};
 use std::fmt::Write as _;
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -431,10 +432,16 @@ fn run_node(a: &RunArgs) -> Result<u8> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         if now > begin + a.slot / 2.0 {
             // Late by half a slot: running now would overlap the next round's tests.
-            println!(
-                "{}",
-                json!({"round": round, "source": a.node, "destination": nodes[dst].name, "error": "missed the slot (started too late)"})
-            );
+            let missed = MeshLine {
+                round: Some(round),
+                source: a.node.clone(),
+                destination: nodes[dst].name.clone(),
+                started_unix: None,
+                ended_unix: None,
+                result: None,
+                error: Some("missed the slot (started too late)".into()),
+            };
+            println!("{}", missed.to_json());
             failures += 1;
             continue;
         }
@@ -451,15 +458,22 @@ fn run_node(a: &RunArgs) -> Result<u8> {
         let remaining = (begin + a.slot - started).max(0.5);
         let out = run_with_limit(&netchar, &args, Duration::from_secs_f64(remaining));
         let ended = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-        let mut line = json!({"round": round, "source": a.node, "destination": target.name,
-                              "started_unix": started, "ended_unix": ended});
+        let mut line = MeshLine {
+            round: Some(round),
+            source: a.node.clone(),
+            destination: target.name.clone(),
+            started_unix: Some(started),
+            ended_unix: Some(ended),
+            result: None,
+            error: None,
+        };
         match out {
-            Ok(o) => match serde_json::from_str::<Value>(&o.stdout) {
+            Ok(o) => match serde_json::from_str::<TestOutput>(&o.stdout) {
                 Ok(result) => {
-                    if !result["error"].is_null() || o.timed_out {
+                    if result.error().is_some() || o.timed_out {
                         failures += 1;
                     }
-                    line["result"] = result;
+                    line.result = Some(result);
                 }
                 Err(_) => {
                     failures += 1;
@@ -468,15 +482,15 @@ fn run_node(a: &RunArgs) -> Result<u8> {
                     } else {
                         o.stderr.trim().to_string()
                     };
-                    line["error"] = json!(why);
+                    line.error = Some(why);
                 }
             },
             Err(e) => {
                 failures += 1;
-                line["error"] = json!(format!("{e:#}"));
+                line.error = Some(format!("{e:#}"));
             }
         }
-        println!("{line}");
+        println!("{}", line.to_json());
     }
     Ok(if failures == 0 { 0 } else { 2 })
 }
@@ -494,13 +508,10 @@ fn matrix(a: &MatrixArgs) -> Result<u8> {
         };
         for line in reader.lines() {
             let line = line?;
-            let Some(pos) = line.find('{') else { continue };
-            if let Ok(v) = serde_json::from_str::<Value>(&line[pos..]) {
-                if v["source"].is_string() && v["destination"].is_string() {
-                    raw.push_str(&line[pos..]);
-                    raw.push('\n');
-                    lines.push(v);
-                }
+            if let Some((l, json)) = MeshLine::parse(&line) {
+                raw.push_str(json);
+                raw.push('\n');
+                lines.push(l);
             }
         }
     }
@@ -508,127 +519,22 @@ fn matrix(a: &MatrixArgs) -> Result<u8> {
         bail!("no mesh run lines in {}; give the Jobs' logs (kubectl logs -l app.kubernetes.io/component=mesh-client --prefix)", a.logs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
     let format = match (&a.format, a.csv, a.html) {
-        (Some(f), _, _) => f.as_str(),
-        (None, true, _) => "csv",
-        (None, _, true) => "html",
-        _ => "text",
+        (Some(f), _, _) if f == "csv" => Format::Csv,
+        (Some(f), _, _) if f == "html" => Format::Html,
+        (Some(_), _, _) => Format::Text,
+        (None, true, _) => Format::Csv,
+        (None, _, true) => Format::Html,
+        _ => Format::Text,
     };
-    let (names, cells) = matrix_cells(&lines, &a.metric);
-    let out = match format {
-        "csv" => matrix_csv(&names, &cells),
-        "html" => netchar_report::html::mesh_document(&heat_maps(&lines, &a.metric), &raw),
-        _ => matrix_text(&names, &cells, &a.metric),
-    };
+    let metric =
+        Metric::parse(&a.metric).ok_or_else(|| anyhow!("--metric {}: throughput, rtt or latency", a.metric))?;
+    let out = netchar_report::mesh::matrix(&lines, &raw, metric, format);
     match &a.output {
         Some(path) => std::fs::write(path, out)
             .with_context(|| format!("cannot write {}; give -o a writable file", path.display()))?,
         None => print!("{out}"),
     }
     Ok(0)
-}
-
-/// The matrices the HTML report draws: throughput (unless no pair has one, as request/response
-/// meshes), then the latency figure `metric` names.
-pub(crate) fn heat_maps(lines: &[Value], metric: &str) -> Vec<Matrix> {
-    let mut maps = Vec::new();
-    for m in ["throughput", metric] {
-        if maps.iter().any(|x: &Matrix| x.metric == m) {
-            continue;
-        }
-        let (names, cells) = matrix_cells(lines, m);
-        if m == "throughput" && metric != "throughput" && cells.iter().flatten().all(Option::is_none) {
-            continue;
-        }
-        maps.push(Matrix {
-            metric: m.to_string(),
-            unit: unit_of(m).to_string(),
-            higher_is_better: m == "throughput",
-            names,
-            cells,
-        });
-    }
-    maps
-}
-
-fn unit_of(metric: &str) -> &'static str {
-    match metric {
-        "throughput" => "Mbit/s",
-        _ => "µs",
-    }
-}
-
-/// Node names in order of appearance and the figure per (source, destination).
-pub(crate) fn matrix_cells(lines: &[Value], metric: &str) -> (Vec<String>, Vec<Vec<Option<f64>>>) {
-    let mut names: Vec<String> = Vec::new();
-    for l in lines {
-        for key in ["source", "destination"] {
-            let n = l[key].as_str().unwrap_or_default().to_string();
-            if !names.contains(&n) {
-                names.push(n);
-            }
-        }
-    }
-    names.sort();
-    let mut cells = vec![vec![None; names.len()]; names.len()];
-    for l in lines {
-        let i = names.iter().position(|n| l["source"] == n.as_str()).unwrap_or(0);
-        let j = names.iter().position(|n| l["destination"] == n.as_str()).unwrap_or(0);
-        cells[i][j] = figure(&l["result"], metric);
-    }
-    (names, cells)
-}
-
-fn figure(r: &Value, metric: &str) -> Option<f64> {
-    if r.is_null() || !r["error"].is_null() {
-        return None;
-    }
-    match metric {
-        "throughput" => {
-            ["up", "down"].iter().find_map(|f| r["summary"][f]["receiver"]["bits_per_second"].as_f64()).map(|b| b / 1e6)
-        }
-        "latency" => r["summary"]["rr"]["latency_us"]["p50"].as_f64(),
-        _ => {
-            let rtts: Vec<f64> = r["intervals"]
-                .as_array()?
-                .iter()
-                .flat_map(|i| i["streams"].as_array().cloned().unwrap_or_default())
-                .filter_map(|s| s["rtt_us"].as_f64())
-                .collect();
-            (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64)
-        }
-    }
-}
-
-fn matrix_text(names: &[String], cells: &[Vec<Option<f64>>], metric: &str) -> String {
-    let unit = unit_of(metric);
-    let width = names.iter().map(|n| n.len()).max().unwrap_or(4).max(10);
-    let mut out = format!("{metric} ({unit}), rows: source, columns: destination\n{:width$}", "");
-    for n in names {
-        let _ = write!(out, " {n:>width$}");
-    }
-    out.push('\n');
-    for (i, n) in names.iter().enumerate() {
-        let _ = write!(out, "{n:width$}");
-        for (j, c) in cells[i].iter().enumerate() {
-            let cell = match c {
-                _ if i == j => "-".to_string(),
-                Some(v) => format!("{v:.1}"),
-                None => "missing".into(),
-            };
-            let _ = write!(out, " {cell:>width$}");
-        }
-        out.push('\n');
-    }
-    out
-}
-
-fn matrix_csv(names: &[String], cells: &[Vec<Option<f64>>]) -> String {
-    let mut out = format!("source,{}\n", names.join(","));
-    for (i, n) in names.iter().enumerate() {
-        let row: Vec<String> = cells[i].iter().map(|c| c.map(|v| format!("{v}")).unwrap_or_default()).collect();
-        let _ = writeln!(out, "{n},{}", row.join(","));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -666,42 +572,6 @@ mod tests {
             assert_eq!(round_robin(n).len(), 2 * (n - 1));
         }
         assert!(round_robin(1).is_empty());
-    }
-
-    #[test]
-    fn matrix_cells_take_each_pairs_figure_and_leave_failures_empty() {
-        let ok = |s: &str, d: &str, bps: f64| json!({"source": s, "destination": d, "result": {"error": null, "summary": {"up": {"receiver": {"bits_per_second": bps}}}}});
-        let lines = vec![
-            ok("b", "a", 2e9),
-            ok("a", "b", 1e9),
-            json!({"source": "a", "destination": "c", "error": "stopped at the end of its slot"}),
-            json!({"source": "c", "destination": "a", "result": {"error": "busy", "summary": {}}}),
-        ];
-        let (names, cells) = matrix_cells(&lines, "throughput");
-        assert_eq!(names, ["a", "b", "c"]);
-        assert_eq!(cells[0][1], Some(1000.0));
-        assert_eq!(cells[1][0], Some(2000.0));
-        assert_eq!((cells[0][2], cells[2][0]), (None, None));
-        assert_eq!(matrix_csv(&names, &cells), "source,a,b,c\na,,1000,\nb,2000,,\nc,,,\n");
-        let rr = json!({"source": "a", "destination": "b", "result": {"error": null, "summary": {"rr": {"latency_us": {"p50": 17.5}}}}});
-        assert_eq!(matrix_cells(&[rr], "latency").1[0][1], Some(17.5));
-    }
-
-    #[test]
-    fn heat_maps_draw_throughput_and_the_latency_figure_asked_for() {
-        let tcp = json!({"source": "a", "destination": "b", "result": {"error": null,
-            "summary": {"up": {"receiver": {"bits_per_second": 1e9}}},
-            "intervals": [{"streams": [{"rtt_us": 40.0}, {"rtt_us": 60.0}]}]}});
-        let metrics = |lines: &[Value], metric: &str| -> Vec<String> {
-            heat_maps(lines, metric).into_iter().map(|m| m.metric).collect()
-        };
-        assert_eq!(metrics(std::slice::from_ref(&tcp), "throughput"), ["throughput"]);
-        let maps = heat_maps(std::slice::from_ref(&tcp), "rtt");
-        assert_eq!(maps.iter().map(|m| m.metric.as_str()).collect::<Vec<_>>(), ["throughput", "rtt"]);
-        assert_eq!((maps[1].cells[0][1], maps[1].unit.as_str(), maps[1].higher_is_better), (Some(50.0), "µs", false));
-        // A request/response mesh has no throughput to draw.
-        let rr = json!({"source": "a", "destination": "b", "result": {"error": null, "summary": {"rr": {"latency_us": {"p50": 17.5}}}}});
-        assert_eq!(metrics(&[rr], "latency"), ["latency"]);
     }
 
     #[test]

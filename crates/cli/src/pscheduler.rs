@@ -7,9 +7,14 @@
 //!
 //! The runs themselves are child processes of this same executable (or `netchar_cmd` of the
 //! configuration file), so a run is exactly the command line in its `diags`.
+//! What the methods hand pScheduler is `netchar_report::pscheduler`'s: this module reads the
+//! methods' input, runs the children and reads what they print ([`TestOutput`], [`ServerLine`]).
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde_json::{json, Map, Value};
+use netchar_model::Flow;
+use netchar_report::mesh::TestOutput;
+use netchar_report::pscheduler::{self as report, failure, ServerLine};
+use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -376,24 +381,13 @@ fn run_participant(input: &Value) -> Result<Value> {
                 (client, server.join())
             });
             match server {
-                (client, Ok(server)) => loopback_result(client, server),
+                (client, Ok(server)) => report::loopback(client, &server),
                 (client, Err(_)) => client,
             }
         }
         (1, _) => run_server(&run, key_path),
         (n, _) => bail!("Invalid participant {n}"),
     })
-}
-
-/// Loopback runs both ends; the client's result has both ends' figures.
-fn loopback_result(mut client: Value, server: Value) -> Value {
-    let diags = format!(
-        "Client:\n\n{}\n\nServer:\n\n{}",
-        client.get("diags").and_then(Value::as_str).unwrap_or(""),
-        server.get("diags").and_then(Value::as_str).unwrap_or("")
-    );
-    client["diags"] = json!(diags);
-    client
 }
 
 /// The key file for one run, in a directory only this user can open; removed on drop.
@@ -525,20 +519,20 @@ fn run_client(run: &RunInput<'_>, key: Option<&Path>) -> Value {
         Ok(out) => out,
         Err(e) => return failure(&format!("{e:#}"), &command_line),
     };
-    let parsed: Option<Value> = serde_json::from_str(&out.stdout).ok();
-    match parsed {
-        Some(result) => {
-            let diags = format!("{command_line}\n\n{}", serde_json::to_string(&result).unwrap_or_default());
-            if let Some(err) = result.get("error").and_then(Value::as_str) {
+    match serde_json::from_str::<TestOutput>(&out.stdout) {
+        Ok(output) => {
+            let diags = format!("{command_line}\n\n{}", output.to_json());
+            if let Some(err) = output.error() {
                 return failure(&format!("netchar: {err}"), &diags);
             }
             if out.timed_out {
                 return failure(&format!("netchar did not finish within {} s", limit.as_secs()), &diags);
             }
-            let flow = if flag(run.spec, "reverse") { "down" } else { "up" };
-            throughput_result(&result, flow, flag(run.spec, "udp"), command_line)
+            let Some(result) = output.result() else { return failure("netchar printed no result", &diags) };
+            let flow = if flag(run.spec, "reverse") { Flow::Down } else { Flow::Up };
+            report::throughput(result, flow, flag(run.spec, "udp"), &command_line)
         }
-        None => {
+        Err(_) => {
             let diags = format!("{command_line}\n\n{}", out.stdout.trim_end());
             let err =
                 out.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("netchar printed no result").trim();
@@ -570,12 +564,7 @@ fn run_server(run: &RunInput<'_>, key: Option<&Path>) -> Value {
         Err(e) => return failure(&format!("{e:#}"), &command_line),
     };
     let diags = format!("{command_line}\n\n{}", out.stderr.trim_end());
-    let test_line = out
-        .stderr
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v.get("event").and_then(Value::as_str) == Some("test"));
-    let Some(line) = test_line else {
+    let Some(line) = ServerLine::find_test(&out.stderr) else {
         let why = if out.timed_out {
             format!("no test arrived from the client within {} s", limit.as_secs())
         } else {
@@ -583,30 +572,10 @@ fn run_server(run: &RunInput<'_>, key: Option<&Path>) -> Value {
         };
         return failure(&why, &diags);
     };
-    if let Some(err) = line.get("error").and_then(Value::as_str) {
+    if let Some(err) = &line.error {
         return failure(&format!("netchar server: {err}"), &diags);
     }
-    server_result(&line, diags)
-}
-
-/// The server's log line as a throughput result: its receiver (or sender) totals.
-fn server_result(line: &Value, diags: String) -> Value {
-    let flows = line.get("flows").and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut summary = json!({"start": 0.0, "end": 0.0, "throughput-bits": 0.0, "throughput-bytes": 0});
-    if let Some(f) = flows.first() {
-        summary = json!({
-            "start": 0.0,
-            "end": f.get("seconds").cloned().unwrap_or(json!(0.0)),
-            "throughput-bits": f.get("bits_per_second").cloned().unwrap_or(json!(0.0)),
-            "throughput-bytes": f.get("bytes").cloned().unwrap_or(json!(0)),
-        });
-    }
-    json!({"succeeded": true, "diags": diags, "intervals": [], "summary": {"streams": [], "summary": summary}})
-}
-
-/// A failed run. The throughput result schema requires `intervals` and `summary` even then.
-fn failure(error: &str, diags: &str) -> Value {
-    json!({"succeeded": false, "error": error, "diags": diags, "intervals": [], "summary": {}})
+    report::server(&line, &diags)
 }
 
 fn show_command(cmd: &Path, args: &[String]) -> String {
@@ -662,110 +631,7 @@ pub(crate) fn run_with_limit(cmd: &Path, args: &[String], limit: Duration) -> Re
     })
 }
 
-/// A netchar result as pScheduler's throughput result: the `flow` direction's sender streams
-/// (iperf3's tool reports the sender too), the receiver's rate as `receiver-throughput-bits`,
-/// UDP datagrams sent, lost and jitter (ms, as iperf3's `jitter_ms`), netchar's JSON in `diags`.
-pub(crate) fn throughput_result(result: &Value, flow: &str, udp: bool, command: String) -> Value {
-    let summary = &result["summary"][flow];
-    let receiver = &summary["receiver"];
-    let sender = &summary["sender"];
-    let mut intervals = Vec::new();
-    for interval in result.get("intervals").and_then(Value::as_array).into_iter().flatten() {
-        let streams: Vec<Value> = interval["streams"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|s| s["flow"] == flow && s["role"] == "sender")
-            .map(|s| stream_data(s, udp))
-            .collect();
-        let sum = interval["sum"].as_array().into_iter().flatten().find(|s| s["flow"] == flow && s["role"] == "sender");
-        let mut total = Map::new();
-        total.insert("start".into(), interval["start"].clone());
-        total.insert("end".into(), interval["end"].clone());
-        if let Some(sum) = sum {
-            total.insert("throughput-bits".into(), sum["bits_per_second"].clone());
-            total.insert("throughput-bytes".into(), sum["bytes"].clone());
-            if !udp {
-                if let Some(r) = sum.get("retransmits") {
-                    total.insert("retransmits".into(), r.clone());
-                }
-            }
-        }
-        total.insert("omitted".into(), interval.get("omitted").cloned().unwrap_or(json!(false)));
-        intervals.push(json!({"streams": streams, "summary": Value::Object(total)}));
-    }
-    let streams: Vec<Value> = result["streams"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|s| s["flow"] == flow && s["role"] == "sender")
-        .map(|s| {
-            let seconds = s["seconds"].as_f64().unwrap_or(0.0);
-            let bytes = s["bytes"].as_u64().unwrap_or(0);
-            let mut d = json!({
-                "stream-id": s["id"],
-                "start": 0.0,
-                "end": seconds,
-                "throughput-bytes": bytes,
-                "throughput-bits": if seconds > 0.0 { bytes as f64 * 8.0 / seconds } else { 0.0 },
-            });
-            if udp {
-                d["sent"] = s["udp_sent"]["packets"].clone();
-            } else if let Some(r) = s.get("retransmits") {
-                d["retransmits"] = r.clone();
-            }
-            d
-        })
-        .collect();
-    let mut total = json!({
-        "start": 0.0,
-        "end": sender["seconds"].as_f64().unwrap_or(0.0),
-        "throughput-bits": sender["bits_per_second"].as_f64().unwrap_or(0.0),
-        "throughput-bytes": sender["bytes"].as_u64().unwrap_or(0),
-        "receiver-throughput-bits": receiver["bits_per_second"].as_f64().unwrap_or(0.0),
-    });
-    if udp {
-        total["sent"] = json!(sender["packets"].as_u64());
-        total["lost"] = json!(receiver["lost"].as_u64());
-        total["jitter"] = json!(receiver["jitter_ms"].as_f64());
-    } else {
-        total["retransmits"] = json!(sender["retransmits"].as_u64());
-    }
-    let raw = serde_json::to_string(result).unwrap_or_default();
-    json!({
-        "schema": 1,
-        "succeeded": true,
-        "diags": format!("{command}\n\n{raw}"),
-        "intervals": intervals,
-        "summary": {"streams": streams, "summary": total},
-    })
-}
-
-fn stream_data(s: &Value, udp: bool) -> Value {
-    let mut d = json!({
-        "stream-id": s["id"],
-        "start": s["start"],
-        "end": s["end"],
-        "throughput-bits": s["bits_per_second"],
-        "throughput-bytes": s["bytes"],
-        "omitted": s.get("omitted").cloned().unwrap_or(json!(false)),
-    });
-    if udp {
-        if let Some(p) = s["udp_sent"].get("packets") {
-            d["sent"] = p.clone();
-        }
-    } else {
-        for (from, to) in [("retransmits", "retransmits"), ("cwnd_bytes", "tcp-window-size"), ("rtt_us", "rtt")] {
-            if let Some(v) = s.get(from) {
-                d[to] = v.clone();
-            }
-        }
-    }
-    d
-}
-
-/// The test's result from the participants': participant 0's (the client's result holds both
-/// ends, whichever way the data went), with both participants' diagnostics.
+/// The test's result from the participants' (report::merged).
 fn merged_results(input: &Value) -> Result<Value> {
     let results = input
         .get("results")
@@ -773,38 +639,7 @@ fn merged_results(input: &Value) -> Result<Value> {
         .ok_or_else(|| anyhow!("Missing required key in merged-results input: results"))?;
     let spec = input.get("test").and_then(|t| t.get("spec")).cloned().unwrap_or(json!({}));
     let one = flag(&spec, "single-ended") || flag(&spec, "loopback");
-    if !(results.len() == 2 || (results.len() == 1 && one)) {
-        bail!("Expected 2 results in merged-results, got {}", results.len());
-    }
-    let mut merged = match &results[0] {
-        Value::Object(_) => results[0].clone(),
-        _ => json!({"succeeded": false, "error": "participant 0 returned no result"}),
-    };
-    let mut diags = String::new();
-    for (i, r) in results.iter().enumerate() {
-        if let Some(d) = r.get("diags").and_then(Value::as_str) {
-            diags.push_str(&format!("Participant {i}:\n{d}\n"));
-        }
-    }
-    // A server that failed (no test arrived, a wrong key) explains a client's failure.
-    if merged["succeeded"] != json!(true) && results.len() == 2 {
-        let errors: Vec<String> = results
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| r.get("error").and_then(Value::as_str).map(|e| format!("participant {i}: {e}")))
-            .collect();
-        if !errors.is_empty() {
-            merged["error"] = json!(errors.join("; "));
-        }
-    }
-    merged["diags"] = json!(diags);
-    if merged["succeeded"] != json!(true) {
-        // The failure form: only what the result schema allows beside it.
-        let error = merged.get("error").and_then(Value::as_str).unwrap_or("unknown failure").to_string();
-        let diags = merged["diags"].as_str().unwrap_or("").to_string();
-        return Ok(failure(&error, &diags));
-    }
-    Ok(merged)
+    report::merged(results, one).map_err(|e| anyhow!(e))
 }
 
 /// Seconds of an ISO 8601 duration as pScheduler writes them (`PT10S`, `P1DT2H`, `PT0.5S`;
