@@ -629,18 +629,6 @@ pub(crate) struct StepArgs {
     pub(crate) step_timeout: String,
 }
 
-impl StepArgs {
-    /// The command, checked.
-    pub(crate) fn command(&self) -> anyhow::Result<Option<crate::hooks::UserCommand>> {
-        crate::hooks::UserCommand::from_flags(
-            "--step-cmd",
-            self.step_cmd.as_deref(),
-            "--step-timeout",
-            &self.step_timeout,
-        )
-    }
-}
-
 /// `netchar suite ecos`.
 #[derive(Debug, Args)]
 pub(crate) struct EcosSuiteArgs {

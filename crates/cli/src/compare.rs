@@ -110,7 +110,7 @@ pub(crate) fn run(a: &crate::args::CompareArgs) -> Result<u8> {
     }
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(netchar_stats::compare::report(&sets, a.confidence, a.welch).as_bytes())?;
-    Ok(crate::EXIT_OK)
+    Ok(crate::exit::OK)
 }
 
 /// ministat's input: the first number of each line; blank lines and `#` comments skipped.

@@ -19,10 +19,10 @@ pub(crate) fn run(plans: &[crate::plan::TcpPlan], figures: &FigureFiles, stop: &
     // Short tests, one after another: no progress line.
     let progress = Progress::hidden();
     let mut results = Vec::new();
-    let mut code = crate::EXIT_OK;
+    let mut code = crate::exit::OK;
     for plan in plans {
         if stop.is_raised() {
-            code = crate::EXIT_INTERRUPTED;
+            code = crate::exit::INTERRUPTED;
             break;
         }
         let run = crate::console::around(plan, stop, || client::run(&plan.client, stop, &mut |_| {}))?;
@@ -33,7 +33,7 @@ pub(crate) fn run(plans: &[crate::plan::TcpPlan], figures: &FigureFiles, stop: &
         }
         if let Some(e) = run.error {
             eprintln!("netchar: error: {e}");
-            code = if matches!(e, ClientError::Interrupted) { crate::EXIT_INTERRUPTED } else { crate::EXIT_ERROR };
+            code = if matches!(e, ClientError::Interrupted) { crate::exit::INTERRUPTED } else { crate::exit::ERROR };
             break;
         }
     }

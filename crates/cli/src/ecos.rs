@@ -110,14 +110,14 @@ pub(crate) fn run(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> 
         results: Vec::new(),
         pending: Vec::new(),
         stop,
-        steps: crate::hooks::StepCommand::new(a.target.step.command()?),
+        steps: crate::hooks::StepCommand::new(crate::hooks::UserCommand::of_step(&a.target.step)?),
     };
     let outcome = suite.sequence(&shape);
     suite.progress.finish();
     // The results so far also after a failed test: the error follows them.
     suite.reporters.emit(&suite.progress, |rep| rep.on_job_end(&suite.results))?;
     outcome?;
-    Ok(crate::EXIT_OK)
+    Ok(crate::exit::OK)
 }
 
 /// The native suite as it runs: the reporters, the results so far, and the section lines

@@ -12,7 +12,7 @@ pub(crate) fn completions(a: &CompletionsArgs) -> Result<u8> {
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "netchar", &mut out);
     std::io::stdout().lock().write_all(&out)?;
-    Ok(crate::EXIT_OK)
+    Ok(crate::exit::OK)
 }
 
 /// Prints netchar(1) (every command in its COMMANDS section), or netchar-COMMAND(1); a
@@ -38,5 +38,5 @@ pub(crate) fn man(a: &ManArgs) -> Result<u8> {
     let mut out = Vec::new();
     clap_mangen::Man::new(page).render(&mut out)?;
     std::io::stdout().lock().write_all(&out)?;
-    Ok(crate::EXIT_OK)
+    Ok(crate::exit::OK)
 }

@@ -42,9 +42,14 @@ impl UserCommand {
     ) -> anyhow::Result<Option<Self>> {
         let Some(command) = command else { return Ok(None) };
         anyhow::ensure!(!command.trim().is_empty(), "{flag}: the command is empty; give a shell command");
-        let secs = crate::plan::seconds(timeout_flag, timeout)?;
+        let secs = crate::flags::seconds(timeout_flag, timeout)?;
         anyhow::ensure!(secs > 0.0, "{timeout_flag} {timeout}: give a positive number of seconds");
         Ok(Some(Self { command: command.to_string(), timeout: Duration::from_secs_f64(secs) }))
+    }
+
+    /// `--step-cmd CMD [--step-timeout SECS]` of a sweep, suite or plan, checked.
+    pub(crate) fn of_step(step: &crate::args::StepArgs) -> anyhow::Result<Option<Self>> {
+        Self::from_flags("--step-cmd", step.step_cmd.as_deref(), "--step-timeout", &step.step_timeout)
     }
 
     /// Runs the command with `env` added to netchar's environment, and records the run.

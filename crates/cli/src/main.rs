@@ -7,9 +7,11 @@ mod compare;
 mod console;
 mod echo;
 mod ecos;
+mod exit;
 mod exporter;
 mod figure_files;
 mod files;
+mod flags;
 mod gate;
 mod generate;
 mod hooks;
@@ -37,15 +39,6 @@ use clap::Parser;
 use netchar_engine::StopFlag;
 use std::process::ExitCode;
 
-/// Exit status: the test ran and every figure was reported.
-const EXIT_OK: u8 = 0;
-/// Exit status: a `--expect` or `--baseline` gate was not met.
-const EXIT_GATE: u8 = 1;
-/// Exit status: bad usage, no connection, a protocol error, or a test that failed part way.
-const EXIT_ERROR: u8 = 2;
-/// Exit status: interrupted (Ctrl-C / SIGTERM); what was measured was still reported.
-const EXIT_INTERRUPTED: u8 = 130;
-
 fn main() -> ExitCode {
     // The first reading the per-transaction clock calibrates against (netchar_sys::clock).
     netchar_sys::clock::begin();
@@ -56,17 +49,17 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         // A reader that went away (`| head`) saw what it wanted: not an error.
-        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(exit::OK),
         Err(e) => {
             eprintln!("netchar: error: {e:#}");
-            ExitCode::from(EXIT_ERROR)
+            ExitCode::from(exit::ERROR)
         }
     }
 }
 
 /// Flags → plan → run → report, one line per command; each module owns its command's story.
 fn run(cli: args::Cli) -> Result<u8> {
-    use args::Command as C;
+    use args::{Command as C, SuiteCommand};
     let stop = install_signal_handlers()?;
     // --plot DIR, --report FILE: the results the command's reporters keep, drawn when it ends.
     let figures = figure_files::FigureFiles::for_command(&cli);
@@ -84,7 +77,13 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Rr(a)) => repeat::run(&plan::TcpPlan::from_rr_args(&a)?, &figures, &stop),
         Some(C::Crr(a)) => repeat::run(&plan::TcpPlan::from_crr_args(&a)?, &figures, &stop),
         Some(C::Echo(a)) => echo::run(&plan::TcpPlan::from_echo_args(&a)?, &figures, &stop),
-        Some(C::Suite(s)) => suites::run(&s, &figures, &stop),
+        Some(C::Suite(s)) => match &s {
+            SuiteCommand::Ecos(a) if nc_test::wanted(&a.proto) => nc_test::suite(a, &figures, &stop),
+            SuiteCommand::Ecos(a) => ecos::run(a, &figures, &stop),
+            SuiteCommand::Netio(a) => netio::run(a, &figures, &stop),
+            SuiteCommand::Sizes(a) => suites::sizes_suite(a, &figures, &stop),
+            SuiteCommand::Bwsweep(a) => suites::bwsweep_suite(a, &figures, &stop),
+        },
         Some(C::Run(a)) => plans::run(&a, &figures, &stop),
         Some(C::Compare(a)) => compare::run(&a),
         Some(C::Report(a)) => report::run(&a),
@@ -107,7 +106,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn install_signal_handlers() -> Result<StopFlag> {
     let stop = StopFlag::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, i32::from(EXIT_INTERRUPTED), stop.as_arc())?;
+        signal_hook::flag::register_conditional_shutdown(sig, i32::from(exit::INTERRUPTED), stop.as_arc())?;
         signal_hook::flag::register(sig, stop.as_arc())?;
     }
     Ok(stop)

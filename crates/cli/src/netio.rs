@@ -49,7 +49,7 @@ impl NetioRun {
         }
         let default = if peer { netchar_wire::netio::INTERVAL.as_secs_f64() } else { 2.0 };
         let seconds = match &a.duration {
-            Some(d) => crate::plan::seconds("--duration", d)?,
+            Some(d) => crate::flags::seconds("--duration", d)?,
             None => default,
         };
         if !(seconds > 0.0 && seconds <= 3600.0) {
@@ -137,7 +137,7 @@ fn peer(a: &NetioSuiteArgs, run: &NetioRun, figures: &FigureFiles, stop: &StopFl
     let rx_timeout = match &a.rx_timeout {
         None => Duration::from_secs(10),
         Some(t) => {
-            let s = crate::plan::seconds("--rx-timeout", t)?;
+            let s = crate::flags::seconds("--rx-timeout", t)?;
             anyhow::ensure!(s > 0.0 && s <= 3600.0, "--rx-timeout {t}: between 0 and 3600 seconds");
             Duration::from_secs_f64(s)
         }

@@ -2,6 +2,8 @@
 //! error names the flag and the value, and is raised before any traffic.
 
 use crate::args::{CommonArgs, ConsoleArgs, EchoArgs, RrArgs, TcpArgs, TrafficArgs, UdpArgs};
+use crate::flags::usage;
+pub(crate) use crate::flags::{seconds, UsageError};
 use crate::metrics::Expectation;
 use netchar_engine::client::{ClientConfig, Family};
 use netchar_engine::protocols::Command;
@@ -15,18 +17,6 @@ use netchar_sys::console::ConsoleSource;
 use netchar_wire::session::Timeouts;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// A usage error: one line, exit status 2.
-#[derive(Debug)]
-pub(crate) struct UsageError(pub(crate) String);
-
-impl std::error::Error for UsageError {}
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// `--psk-file FILE [--psk-user USER]`: the credentials to authenticate with.
 fn client_key(a: &CommonArgs) -> Result<Option<netchar_wire::auth::Credentials>, UsageError> {
@@ -85,10 +75,6 @@ fn reset_command(a: &crate::args::CommonArgs) -> Result<Option<crate::hooks::Res
     Ok(command.map(|c| crate::hooks::ResetCommand { ready_timeout: c.timeout, command: c }))
 }
 
-fn usage<T>(msg: String) -> Result<T, UsageError> {
-    Err(UsageError(msg))
-}
-
 /// How the result is shown and saved.
 #[derive(Debug, Clone)]
 pub(crate) struct Output {
@@ -122,13 +108,6 @@ pub(crate) struct TcpPlan {
     pub(crate) console: Option<ConsoleSource>,
     /// `--step-cmd` of the sweep, suite or plan the test is a step of, and the job's step count.
     pub(crate) step: crate::hooks::StepCommand,
-}
-
-pub(crate) fn seconds(flag: &str, value: &str) -> Result<f64, UsageError> {
-    match value.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok(v),
-        _ => usage(format!("{flag} {value}: not a number of seconds")),
-    }
 }
 
 fn bytes(flag: &str, value: &str) -> Result<u64, UsageError> {
@@ -287,7 +266,9 @@ impl TcpPlan {
         if a.step.step_cmd.is_some() && !a.find_max_rate {
             return usage("--step-cmd: only with --find-max-rate (its trials are the steps); for one test, run the command before it".into());
         }
-        plan.step = crate::hooks::StepCommand::new(a.step.command().map_err(|e| UsageError(e.to_string()))?);
+        plan.step = crate::hooks::StepCommand::new(
+            crate::hooks::UserCommand::of_step(&a.step).map_err(|e| UsageError(e.to_string()))?,
+        );
         if a.find_max_rate && a.common.time.is_none() {
             plan.client.spec.end = EndCondition::Seconds(2.0);
         }
@@ -423,7 +404,7 @@ impl TcpPlan {
         // A peer protocol says what it cannot run now, before any connection.
         if let Some(p) = plan.client.protocol.peer() {
             netchar_engine::client::session(p, std::time::Instant::now(), &plan.client.spec, &plan.client)
-                .map_err(UsageError)?;
+                .map_err(|e| UsageError(e.to_string()))?;
         }
         Ok(plan)
     }

@@ -23,7 +23,7 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
     let text = crate::files::read_text(&a.plan, crate::files::SMALL_FILE_CAP)
         .map_err(|e| anyhow::anyhow!("the plan {file}: {e}"))?;
     let tests = expand(&text, &file, a.host.as_deref())?;
-    let steps = crate::hooks::StepCommand::new(a.step.command()?);
+    let steps = crate::hooks::StepCommand::new(crate::hooks::UserCommand::of_step(&a.step)?);
     // Validate every test before any traffic.
     let mut planned = Vec::new();
     for t in &tests {
@@ -60,11 +60,11 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
         Reporters::of(Box::new(TextReporter::new(RateFormat::AutoBits)))
     };
     let mut results = Vec::new();
-    let mut worst = crate::EXIT_OK;
+    let mut worst = crate::exit::OK;
     let mut failed = None;
     for (i, (t, plan)) in planned.iter().enumerate() {
         if stop.is_raised() {
-            worst = crate::EXIT_INTERRUPTED;
+            worst = crate::exit::INTERRUPTED;
             break;
         }
         let what = format!("{} of {}: {}", i + 1, planned.len(), t.name);
@@ -77,7 +77,7 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
                 break;
             }
         };
-        if code == crate::EXIT_INTERRUPTED {
+        if code == crate::exit::INTERRUPTED {
             worst = code;
             break;
         }

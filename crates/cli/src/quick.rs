@@ -4,7 +4,7 @@
 //! one array of the results (each test's name in `test.title`).
 
 use crate::figure_files::FigureFiles;
-use crate::plan::seconds;
+use crate::flags::seconds;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{Context, Result};

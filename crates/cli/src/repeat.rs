@@ -62,10 +62,10 @@ pub(crate) fn run_collecting(
         reporters.push(Box::new(RepeatStatistics));
     }
     let mut kept = Vec::new();
-    let mut code = crate::EXIT_OK;
+    let mut code = crate::exit::OK;
     for i in 0..total {
         if stop.is_raised() {
-            code = crate::EXIT_INTERRUPTED;
+            code = crate::exit::INTERRUPTED;
             break;
         }
         if total > 1 {
@@ -101,7 +101,7 @@ pub(crate) fn run_collecting(
                 kept.push(r);
             }
         }
-        if run_code != crate::EXIT_OK {
+        if run_code != crate::exit::OK {
             code = run_code;
             break;
         }
@@ -114,8 +114,8 @@ pub(crate) fn run_collecting(
         if let Some(sink) = sink.as_mut() {
             sink.extend(kept.iter().cloned());
         }
-        if code == crate::EXIT_OK && !kept.is_empty() && !crate::gate::gates_hold(out, &kept)? {
-            code = crate::EXIT_GATE;
+        if code == crate::exit::OK && !kept.is_empty() && !crate::gate::gates_hold(out, &kept)? {
+            code = crate::exit::GATE;
         }
         Ok(code)
     })

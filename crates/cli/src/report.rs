@@ -29,14 +29,14 @@ pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
         for (name, bytes) in files {
             write_atomically(&dir.join(name), &bytes)?;
         }
-        return Ok(crate::EXIT_OK);
+        return Ok(crate::exit::OK);
     }
     let text = reporter.on_results(&saved);
     match &a.output {
         None => std::io::stdout().lock().write_all(text.as_bytes())?,
         Some(out) => write_atomically(out, &text)?,
     }
-    Ok(crate::EXIT_OK)
+    Ok(crate::exit::OK)
 }
 
 /// A temporary file beside `path`, then a rename: a reader never sees half a report.

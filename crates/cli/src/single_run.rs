@@ -71,14 +71,14 @@ pub(crate) fn run(
         }
     }
     let code = match &run.error {
-        None => crate::EXIT_OK,
+        None => crate::exit::OK,
         Some(ClientError::Interrupted) => {
             progress.suspend(|| eprintln!("netchar: interrupted; partial figures reported above"));
-            crate::EXIT_INTERRUPTED
+            crate::exit::INTERRUPTED
         }
         Some(e) => {
             progress.suspend(|| eprintln!("netchar: error: {e}"));
-            crate::EXIT_ERROR
+            crate::exit::ERROR
         }
     };
     Ok((run.result, code))

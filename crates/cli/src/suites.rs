@@ -2,9 +2,10 @@
 //! (`netchar udp --find-max-rate`) and the built-in suites, each its own command: the
 //! `bwtest.sh` rate sweep (`bwsweep`) and stackthru's block-size sweep (`sizes`) here, netio's
 //! table in netio.rs, the eCos sequence in ecos.rs (netchar's own protocol) and nc_test.rs (an
-//! eCos slave). Each trial is an ordinary test; its result is kept whole.
+//! eCos slave); main.rs dispatches each. Each trial is an ordinary test; its result is kept
+//! whole.
 
-use crate::args::{SizesSuiteArgs, SuiteCommand, SuiteTarget};
+use crate::args::{BwsweepSuiteArgs, SizesSuiteArgs, SuiteTarget};
 use crate::figure_files::FigureFiles;
 use crate::plan::TcpPlan;
 use crate::progress::Progress;
@@ -19,27 +20,19 @@ use netchar_report::json::JobJsonReporter;
 use netchar_report::max_rate::{self, MaxRateTableReporter};
 use netchar_report::sweep::SweepTableReporter;
 
-/// `netchar suite NAME HOST ...`: each suite's own command.
-pub(crate) fn run(suite: &SuiteCommand, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
-    match suite {
-        SuiteCommand::Ecos(a) if crate::nc_test::wanted(&a.proto) => crate::nc_test::suite(a, figures, stop),
-        SuiteCommand::Ecos(a) => crate::ecos::run(a, figures, stop),
-        SuiteCommand::Netio(a) => crate::netio::run(a, figures, stop),
-        SuiteCommand::Sizes(a) => sizes_suite(a, figures, stop),
-        SuiteCommand::Bwsweep(a) => {
-            use netchar_model::units::parse_bit_rate;
-            let rate = |flag: &str, v: &str| parse_bit_rate(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"));
-            let (from, to, step) = (rate("--from", &a.from)?, rate("--to", &a.to)?, rate("--step", &a.step)?);
-            let secs = crate::plan::seconds("--duration", &a.duration)?;
-            let knee_loss = knee_loss_percent(&a.knee_loss)?;
-            let udp = crate::args::UdpArgs::for_suite(&a.target.host, a.target.port, secs);
-            let mut plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
-            plan.console = crate::plan::console_source(&a.target.console_args)?;
-            plan.step = crate::hooks::StepCommand::new(a.target.step.command()?);
-            let sweep = Sweep { from, to, step, knee_loss_percent: knee_loss };
-            bwsweep(&plan, &sweep, a.target.json, figures, stop)
-        }
-    }
+/// `netchar suite bwsweep HOST --from R --to R --step R`.
+pub(crate) fn bwsweep_suite(a: &BwsweepSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
+    use netchar_model::units::parse_bit_rate;
+    let rate = |flag: &str, v: &str| parse_bit_rate(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"));
+    let (from, to, step) = (rate("--from", &a.from)?, rate("--to", &a.to)?, rate("--step", &a.step)?);
+    let secs = crate::flags::seconds("--duration", &a.duration)?;
+    let knee_loss = knee_loss_percent(&a.knee_loss)?;
+    let udp = crate::args::UdpArgs::for_suite(&a.target.host, a.target.port, secs);
+    let mut plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
+    plan.console = crate::plan::console_source(&a.target.console_args)?;
+    plan.step = crate::hooks::StepCommand::new(crate::hooks::UserCommand::of_step(&a.target.step)?);
+    let sweep = Sweep { from, to, step, knee_loss_percent: knee_loss };
+    bwsweep(&plan, &sweep, a.target.json, figures, stop)
 }
 
 /// The TCP and UDP plans a block-size suite varies: this server, `seconds` per test, no
@@ -48,7 +41,7 @@ pub(crate) fn block_size_plans(target: &SuiteTarget, seconds: f64) -> Result<(Tc
     let mut udp = TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&target.host, target.port, seconds))?;
     udp.console = crate::plan::console_source(&target.console_args)?;
     // One step count for both protocols' steps.
-    udp.step = crate::hooks::StepCommand::new(target.step.command()?);
+    udp.step = crate::hooks::StepCommand::new(crate::hooks::UserCommand::of_step(&target.step)?);
     let mut tcp = udp.clone();
     tcp.client.spec = netchar_model::TestSpec {
         end: udp.client.spec.end,
@@ -325,8 +318,8 @@ fn path_mtu(target: &SuiteTarget) -> Option<(u32, bool)> {
 }
 
 /// `netchar suite sizes`: the flags to plans, the sizes the path takes, then the sweep.
-fn sizes_suite(a: &SizesSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
-    let secs = crate::plan::seconds("--duration", a.duration.as_deref().unwrap_or("2"))?;
+pub(crate) fn sizes_suite(a: &SizesSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
+    let secs = crate::flags::seconds("--duration", a.duration.as_deref().unwrap_or("2"))?;
     let bytes = match &a.bytes {
         None => None,
         Some(b) => {

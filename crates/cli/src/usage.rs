@@ -12,18 +12,18 @@ pub(crate) fn usage_error(e: &clap::Error) -> ExitCode {
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = e.print();
-            return ExitCode::from(crate::EXIT_OK);
+            return ExitCode::from(crate::exit::OK);
         }
         // Help in place of an error is still a usage error (clap exits 2 there too).
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let _ = e.print();
-            return ExitCode::from(crate::EXIT_ERROR);
+            return ExitCode::from(crate::exit::ERROR);
         }
         _ => {}
     }
     let sub = subcommand_named().map(|s| format!(" {s}")).unwrap_or_default();
     eprintln!("netchar: error: {}; see netchar{sub} --help", usage_message(e));
-    ExitCode::from(crate::EXIT_ERROR)
+    ExitCode::from(crate::exit::ERROR)
 }
 
 /// What is wrong, on one line: `FLAG VALUE: reason` for a bad value, else clap's first

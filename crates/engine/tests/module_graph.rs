@@ -16,9 +16,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The crates whose module graph must have no cycle, by directory under `crates/`.
-/// crates/cli is not in it yet: its cycles are listed by `cli_module_cycles` (ignored).
-const CHECKED: &[&str] = &["engine"];
+/// The crates whose module graph must have no cycle, by directory under `crates/`. The others
+/// still have cycles, which `remaining_module_cycles` lists (ignored).
+const CHECKED: &[&str] = &["cli", "engine", "stats", "sys"];
+
+/// The crates whose cycles are still to be removed, and why they are there: model's result
+/// holds the types its derivations (loss, method, target, under_load) define and those derive
+/// from the result; report's root holds the Reporter trait (with a protocol's own method,
+/// `on_master_output`) and the format dispatch; wire's root error names a type of `hello`.
+const NOT_YET: &[&str] = &["model", "report", "wire"];
 
 /// Modules that must not reach others, directly or through any path: (crate, from, to).
 /// The engine's adapters and its registry stand below the drivers.
@@ -56,16 +62,20 @@ fn layers_keep_their_order() {
     assert!(failures.is_empty(), "layering broken:\n{}", failures.join("\n"));
 }
 
-/// Prints crates/cli's cycles, for the change that removes them (`--ignored` runs it).
+/// Prints the cycles of the crates in [`NOT_YET`], for the change that removes them
+/// (`--ignored` runs it); a crate with none left belongs in [`CHECKED`].
 #[test]
-#[ignore = "crates/cli still has module cycles; once none is left, add it to CHECKED"]
-fn cli_module_cycles() {
-    let graph = Graph::of_crate(&crates_dir().join("cli"));
-    let cycles = graph.cycles();
-    for knot in &cycles {
-        println!("{}", graph.describe(knot));
+#[ignore = "model, report and wire still have module cycles; once one has none, move it to CHECKED"]
+fn remaining_module_cycles() {
+    let mut total = 0;
+    for name in NOT_YET {
+        let graph = Graph::of_crate(&crates_dir().join(name));
+        for knot in graph.cycles() {
+            println!("crates/{name}: {}", graph.describe(&knot));
+            total += 1;
+        }
     }
-    assert!(cycles.is_empty(), "{} cycles in crates/cli", cycles.len());
+    assert_eq!(total, 0, "{total} cycles in {NOT_YET:?}");
 }
 
 #[test]
@@ -84,7 +94,8 @@ fn f<'a>(x: &'a str) -> char {
 }
 "####;
     let modules = ["alpha", "beta", "gamma", "delta", "epsilon", "theta", "kappa", "mu", "real"];
-    let deps = deps_of(&tokens(&blank(src)), &[], true, &modules.map(String::from).into_iter().collect());
+    let deps =
+        deps_of(&tokens(&blank(src)), &[], true, &modules.map(String::from).into_iter().collect(), &BTreeMap::new());
     assert_eq!(deps.into_iter().map(|(m, _)| m).collect::<Vec<_>>(), ["real"]);
 }
 
@@ -99,7 +110,7 @@ fn paths_that_name_a_module() {
                fn h() { crate::Root; $crate::i::j!(); let c = '{'; }";
     let modules: BTreeSet<String> =
         ["a", "b", "c", "d", "e", "f", "g", "i", "k", "m"].map(String::from).into_iter().collect();
-    let deps = deps_of(&tokens(&blank(src)), &["own".into(), "sub".into()], false, &modules);
+    let deps = deps_of(&tokens(&blank(src)), &["own".into(), "sub".into()], false, &modules, &BTreeMap::new());
     let names: Vec<_> = deps.into_iter().map(|(m, _)| m).collect();
     assert_eq!(names, ["a", "b", "c", "f", "g", "m", "crate", "i"]);
 }
@@ -125,12 +136,14 @@ impl Graph {
         let mut nodes: BTreeSet<String> = files.iter().filter(|f| **f != root).map(|f| top_module(&src, f)).collect();
         nodes.insert(ROOT.into());
         let mut edges: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        let root_toks = tokens(&blank(&fs::read_to_string(&root).unwrap_or_default()));
+        let facade = reexports(&root_toks, &src, &nodes);
         for file in &files {
             let text = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             let is_root = *file == root;
             let path = if is_root { Vec::new() } else { module_path(&src, file) };
             let from = if is_root { ROOT.to_string() } else { path[0].clone() };
-            for (to, line) in deps_of(&tokens(&blank(&text)), &path, is_root, &nodes) {
+            for (to, line) in deps_of(&tokens(&blank(&text)), &path, is_root, &nodes, &facade) {
                 if to != from {
                     let at = format!("{}:{line}", file.strip_prefix(dir).unwrap_or(file).display());
                     edges.entry(from.clone()).or_default().entry(to).or_insert(at);
@@ -395,13 +408,115 @@ fn is_ident(t: Option<&(Tok, usize)>, name: &str) -> bool {
     matches!(t, Some((Tok::Ident(s), _)) if s == name)
 }
 
+/// Where a re-export that starts at `toks[i]` (`pub use ...;`, `pub(crate) use ...;`) ends:
+/// the index after its `;`; None when `toks[i]` starts no re-export.
+fn reexport_end(toks: &[(Tok, usize)], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    if toks.get(j).map(|t| &t.0) == Some(&Tok::Punct('(')) {
+        j += 1;
+        while toks.get(j).is_some_and(|t| t.0 != Tok::Punct(')')) {
+            j += 1;
+        }
+        j += 1;
+    }
+    if !is_ident(toks.get(j), "use") {
+        return None;
+    }
+    while toks.get(j).is_some_and(|t| t.0 != Tok::Punct(';')) {
+        j += 1;
+    }
+    Some(j + 1)
+}
+
+/// The names the crate root re-exports from its modules (`pub use result::*;`, `pub use
+/// method::{Method, METHOD_FIELDS};`), each with the module it comes from. A glob stands for
+/// the public items the module's file declares.
+fn reexports(root: &[(Tok, usize)], src: &Path, modules: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut depth = 0;
+    let mut i = 0;
+    while i < root.len() {
+        match &root[i].0 {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => depth -= 1,
+            Tok::Ident(k) if k == "pub" && depth == 0 => {
+                if let Some(end) = reexport_end(root, i) {
+                    let body = &root[i..end];
+                    let at = body.iter().position(|t| t.0 == Tok::Ident("use".into())).unwrap_or(0);
+                    if let Some((Tok::Ident(module), _)) = body.get(at + 1) {
+                        if modules.contains(module) {
+                            let mut names: Vec<String> = body[at + 2..]
+                                .iter()
+                                .filter_map(|t| match &t.0 {
+                                    Tok::Ident(n) if n != "self" && n != "as" => Some(n.clone()),
+                                    _ => None,
+                                })
+                                .collect();
+                            if body.iter().any(|t| t.0 == Tok::Punct('*')) {
+                                names.extend(public_items(src, module));
+                            }
+                            for n in names {
+                                out.entry(n).or_insert_with(|| module.clone());
+                            }
+                        }
+                    }
+                    i = end;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The names of the public items (`pub struct X`, `pub fn f`, ...) a module's file declares at
+/// its top level.
+fn public_items(src: &Path, module: &str) -> Vec<String> {
+    let file = [src.join(format!("{module}.rs")), src.join(module).join("mod.rs")].into_iter().find(|p| p.exists());
+    let Some(text) = file.and_then(|f| fs::read_to_string(f).ok()) else { return Vec::new() };
+    let toks = tokens(&blank(&text));
+    let kinds = ["struct", "enum", "fn", "const", "static", "type", "trait", "mod", "union"];
+    let mut out = Vec::new();
+    let mut depth = 0;
+    for (i, (t, _)) in toks.iter().enumerate() {
+        match t {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => depth -= 1,
+            Tok::Ident(k) if depth == 0 && k == "pub" => {
+                let kind =
+                    toks[i + 1..].iter().position(|(t, _)| matches!(t, Tok::Ident(k) if kinds.contains(&k.as_str())));
+                if let Some(at) = kind.filter(|&at| at <= 4) {
+                    if let Some((Tok::Ident(name), _)) = toks.get(i + 1 + at + 1) {
+                        out.push(name.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The top-level modules a file's code names, in order, with the line of each first mention.
 /// `path` is the file's module path ([] for the crate root); `modules` the crate's top-level
 /// modules. A name that is no module is an item of the crate root ([`ROOT`]).
-fn deps_of(toks: &[(Tok, usize)], path: &[String], is_root: bool, modules: &BTreeSet<String>) -> Vec<(String, usize)> {
+fn deps_of(
+    toks: &[(Tok, usize)],
+    path: &[String],
+    is_root: bool,
+    modules: &BTreeSet<String>,
+    facade: &BTreeMap<String, String>,
+) -> Vec<(String, usize)> {
     let mut out: Vec<(String, usize)> = Vec::new();
     let mut add = |name: &str, line: usize| {
-        let node = if modules.contains(name) { name.to_string() } else { ROOT.to_string() };
+        let node = match (modules.contains(name), facade.get(name)) {
+            (true, _) => name.to_string(),
+            // `crate::TestResult`, re-exported by the root from `result`: a use of `result`.
+            (false, Some(module)) => module.clone(),
+            (false, None) => ROOT.to_string(),
+        };
         if !out.iter().any(|(n, _)| *n == node) {
             out.push((node, line));
         }
@@ -413,6 +528,14 @@ fn deps_of(toks: &[(Tok, usize)], path: &[String], is_root: bool, modules: &BTre
     let mut i = 0;
     while i < toks.len() {
         let after_sep = i > 0 && toks[i - 1].0 == Tok::PathSep;
+        // The root's re-exports (`pub use result::*;`) are its facade, not code of its own that
+        // uses the module: its users' paths through it count as uses of the module itself.
+        if is_root && inline.is_empty() && depth == 0 && is_ident(toks.get(i), "pub") {
+            if let Some(end) = reexport_end(toks, i) {
+                i = end;
+                continue;
+            }
+        }
         match &toks[i].0 {
             Tok::Punct('{') => depth += 1,
             Tok::Punct('}') => {
