@@ -3,6 +3,8 @@
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, Transport, UdpHandshake};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
+/// Why a run failed, as kinds a caller matches (crate::error).
+pub use crate::error::{ClientError, PortHint, SessionError};
 use crate::evidence::EvidenceProbe;
 use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::protocols::{ClientRole, ProtoChoice, Protocol, SessionArgs};
@@ -15,7 +17,6 @@ use netchar_model::{
     StreamTotal, TargetFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec,
 };
 use netchar_model::{Evidence, EvidenceReport, HostIdentity};
-use netchar_wire::ProtocolError;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::mpsc;
@@ -29,16 +30,26 @@ pub fn session(
     now: Instant,
     spec: &TestSpec,
     cfg: &ClientConfig,
-) -> Result<Box<dyn ClientControl>, String> {
+) -> Result<Box<dyn ClientControl>, SessionError> {
     let def = protocol.def();
     let ClientRole::Session(make) = def.client else {
-        return Err(format!("--proto {}: runs with {} only", def.name, commands_of(protocol)));
+        return Err(SessionError::Unsupported(format!(
+            "--proto {}: runs with {} only",
+            def.name,
+            commands_of(protocol)
+        )));
     };
     if cfg.auth.is_some() && !def.authenticates {
-        return Err(format!("--proto {}: --psk-file is netchar's authentication; {} has none", def.name, def.name));
+        return Err(SessionError::OptionRefused {
+            flag: "--psk-file",
+            message: format!("--proto {}: --psk-file is netchar's authentication; {} has none", def.name, def.name),
+        });
     }
     if cfg.dial_back.is_some() && !def.dial_back {
-        return Err(format!("-d/-r: iperf2's dial-back test, not {}'s", def.name));
+        return Err(SessionError::OptionRefused {
+            flag: "-d/-r",
+            message: format!("-d/-r: iperf2's dial-back test, not {}'s", def.name),
+        });
     }
     crate::protocols::far_end_options(def, spec).refusal.map_or(Ok(()), Err)?;
     crate::protocols::payload_options(def, spec)?;
@@ -47,88 +58,6 @@ pub fn session(
 
 fn commands_of(protocol: Protocol) -> String {
     protocol.def().commands.iter().map(|c| format!("`{}`", c.name())).collect::<Vec<_>>().join(", ")
-}
-
-/// Why a client run failed. Each message is one line that says what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The host name did not resolve.
-    #[error("cannot resolve {host}: {message}")]
-    Resolve {
-        /// As given.
-        host: String,
-        /// The resolver's words.
-        message: String,
-    },
-    /// Nothing listens there.
-    #[error("no netchar server at {addr} (connection refused); start one there with `netchar server`")]
-    Refused {
-        /// Where.
-        addr: String,
-    },
-    /// No answer to the connect.
-    #[error("could not reach {addr} within {secs:.0} s (host down, wrong address or filtered?); raise --connect-timeout if the path is slow")]
-    Unreachable {
-        /// Where.
-        addr: String,
-        /// The limit.
-        secs: f64,
-    },
-    /// Another connect failure.
-    #[error("cannot connect to {addr}: {source}")]
-    Connect {
-        /// Where.
-        addr: String,
-        /// Why.
-        source: io::Error,
-    },
-    /// The server is running as many tests as it admits, or is at another limit that frees
-    /// up (too many connections from this address, test starts per minute, rate in use).
-    #[error(
-        "the server at {addr} is busy ({}); retry later, or wait with --busy-wait SECS",
-        reason.clone().unwrap_or_else(|| format!("{running} of {max} tests running"))
-    )]
-    Busy {
-        /// Where.
-        addr: String,
-        /// Tests running.
-        running: u32,
-        /// Admitted at once.
-        max: u32,
-        /// The limit reached, when it is not the number of tests.
-        reason: Option<String>,
-    },
-    /// The control protocol failed.
-    #[error("{0}")]
-    Protocol(#[from] ProtocolError),
-    /// A socket option was refused.
-    #[error("{flag}: {message}")]
-    SocketOption {
-        /// The flag that asked for it.
-        flag: &'static str,
-        /// What failed.
-        message: String,
-    },
-    /// A data stream failed.
-    #[error("{0}")]
-    Stream(String),
-    /// The control connection failed.
-    #[error("control connection to {addr} failed: {source}")]
-    Control {
-        /// Where.
-        addr: String,
-        /// Why.
-        source: io::Error,
-    },
-    /// The chosen protocol cannot run this test.
-    #[error("{0}")]
-    Unsupported(String),
-    /// Ctrl-C.
-    #[error("interrupted; the figures measured so far are reported")]
-    Interrupted,
-    /// The server ended the test and said why.
-    #[error("the server ended the test: {0}")]
-    Server(String),
 }
 
 /// The outcome of a run: the figures measured (also when it failed part way), and the error.
@@ -185,19 +114,16 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
         };
         match driver.run(stop, on_interval) {
             // `--proto auto`: the server speaks a peer protocol; run the test in it if it can.
-            Err(ClientError::Protocol(ProtocolError::PeerProtocol { protocol, what }))
+            Err(ClientError::WrongPeer { protocol: Some(protocol), what })
                 if cfg.protocol == ProtoChoice::Auto && !driver.plane_started =>
             {
-                let Some(peer) = Protocol::find(protocol) else {
-                    let e = ProtocolError::PeerProtocol { protocol, what };
-                    return ClientRun::failed(e.into());
-                };
+                let peer = Protocol::answering(protocol);
                 let mut switched = ClientConfig { protocol: ProtoChoice::Only(peer), ..cfg.clone() };
                 if let Some(block) = cfg.peer_block_bytes {
                     switched.spec.block_bytes = block;
                 }
                 if let Err(why) = session(peer, Instant::now(), &switched.spec, &switched) {
-                    return ClientRun::failed(ClientError::Unsupported(format!("{what}; {why}")));
+                    return ClientRun::failed(ClientError::PeerCannotRun { protocol, what, why });
                 }
                 // Close this connection first: the peer serves one test at a time, and it took
                 // netchar's hello for the start of one. An iperf3 server then resets and
@@ -217,18 +143,17 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
                 }
             }
             // A silent peer on a port a peer protocol is known by: say which flag would fit.
-            Err(ClientError::Protocol(ProtocolError::NotNetchar(what)))
-                if cfg.protocol == ProtoChoice::Auto && !driver.plane_started && what.contains("said nothing") =>
+            Err(ClientError::SilentPeer { waited, hint: None })
+                if cfg.protocol == ProtoChoice::Auto && !driver.plane_started =>
             {
-                let hint = crate::protocols::PROTOCOLS
-                    .iter()
-                    .filter(|p| p.default_port == cfg.port)
-                    .find_map(|p| p.silent_hint.map(|h| (p.name, h.replace("{host}", &cfg.host))));
-                let what = match hint {
-                    Some((p, how)) => format!("{what}; port {} is {p}'s: if {p} runs there, {how}", cfg.port),
-                    None => what,
-                };
-                return ClientRun::failed(ClientError::Protocol(ProtocolError::NotNetchar(what)));
+                let hint = crate::protocols::PROTOCOLS.iter().filter(|p| p.default_port == cfg.port).find_map(|p| {
+                    p.silent_hint.map(|h| PortHint {
+                        port: cfg.port,
+                        protocol: p.name,
+                        how: h.replace("{host}", &cfg.host),
+                    })
+                });
+                return ClientRun::failed(ClientError::SilentPeer { waited, hint });
             }
             Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
                 std::thread::sleep(Duration::from_millis(500));
@@ -342,9 +267,9 @@ impl<'a> Driver<'a> {
                 spec.block_bytes = protocol.def().udp_payload.unwrap_or(if addr.is_ipv4() { 1472 } else { 1452 });
             }
             if let Some(shape) = protocol.def().shape {
-                spec = shape(&spec).map_err(ClientError::Unsupported)?;
+                spec = shape(&spec)?;
             }
-            let session = session(protocol, Instant::now(), &spec, cfg).map_err(ClientError::Unsupported)?;
+            let session = session(protocol, Instant::now(), &spec, cfg)?;
             let local = LocalEnd::of(cfg.bind.as_ref(), None);
             let control = match session.connection() {
                 // Without a control connection the first address is the one: nothing tells

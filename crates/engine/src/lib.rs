@@ -13,10 +13,13 @@
 //! - [`protocols`]: the one table of the protocols netchar speaks, both roles;
 //! - [`registry`]: what a protocol entry is, and the client settings a session is made from;
 //! - [`reflection`]: what every UDP listener may send to an address that has not proved itself;
-//! - [`measure`]: CPU and host figures around a test.
+//! - [`measure`]: CPU and host figures around a test;
+//! - [`error`]: the client's errors as kinds a caller matches (a silent peer, a busy server, a
+//!   refused option, a peer of another kind, ...), never by their words.
 //!
 //! The modules are layered, each depending only on those below it (tests/module_graph.rs
-//! fails on a cycle). At the bottom are the bases: [`admission`], [`dataplane`], the seams
+//! fails on a cycle). At the very bottom is [`error`], which names nothing else of the engine.
+//! Above it are the bases: [`admission`], [`dataplane`], the seams
 //! ([`control`], [`server_control`]), [`measure`], [`reflection`]. Above them the registry's
 //! types ([`registry`]) and the server's shared parts (`server_shared`: its settings, log and
 //! state; `server_session`: the session driver). The adapters ([`peers`]) stand on those, never
@@ -34,6 +37,7 @@ pub mod admission;
 pub mod client;
 pub mod control;
 pub mod dataplane;
+pub mod error;
 mod evidence;
 pub mod load;
 pub mod measure;

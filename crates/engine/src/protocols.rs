@@ -22,9 +22,10 @@ use crate::peers::PeerListener;
 /// beside the table of them.
 pub use crate::registry::{
     far_end_options, payload_options, ClientRole, Command, FarEndApplies, OptionReach, ProtoChoice, Protocol,
-    ProtocolDef, SessionArgs, SessionCtor, ShapeSpec,
+    ProtocolDef, SessionArgs, SessionCtor, SessionError, ShapeSpec,
 };
 use netchar_model::{Caveat, FarEnd, TestSpec};
+use netchar_wire::hello::KnownProtocol;
 use std::net::IpAddr;
 
 fn applies_all(_: &TestSpec) -> FarEndApplies {
@@ -40,13 +41,18 @@ fn applies_tos(_: &TestSpec) -> FarEndApplies {
     FarEndApplies::TOS
 }
 
-fn native_session(a: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+fn native_session(a: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
     let auth = a.cfg.auth.clone().map(|c| {
         let mut nonce = [0u8; 16];
         let _ = getrandom::getrandom(&mut nonce);
         (c, nonce)
     });
     Ok(Box::new(NativeClient::new(a.now, a.spec.clone(), a.cfg.timeouts, a.cfg.companion, auth)))
+}
+
+/// netperf's adapter says why in a line of its own.
+fn netperf_session(a: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
+    Ok(crate::peers::netperf::client_session(a)?)
 }
 
 fn reports(_: &TestSpec) -> (FarEnd, Vec<Caveat>) {
@@ -75,6 +81,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: None,
         shape: None,
         silent_hint: None,
+        answers_hello: None,
         measurement: reports,
         far_end_applies: applies_all,
     },
@@ -90,6 +97,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: None,
         shape: None,
         silent_hint: None,
+        answers_hello: Some(KnownProtocol::Iperf3),
         measurement: crate::peers::iperf3::measurement,
         far_end_applies: crate::peers::iperf3::far_end_applies,
     },
@@ -106,6 +114,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: Some(1470),
         shape: None,
         silent_hint: Some("add --proto iperf2 (or --proto lwiperf for lwIP's)"),
+        answers_hello: None,
         measurement: crate::peers::iperf2::measurement,
         far_end_applies: crate::peers::iperf2::far_end_applies,
     },
@@ -121,6 +130,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: None,
         shape: None,
         silent_hint: None,
+        answers_hello: None,
         measurement: crate::peers::iperf2::measurement_lwiperf,
         far_end_applies: applies_none,
     },
@@ -136,6 +146,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: None,
         shape: Some(crate::peers::services::echo_shape),
         silent_hint: None,
+        answers_hello: Some(KnownProtocol::Echo),
         measurement: crate::peers::services::echo_measurement,
         far_end_applies: applies_none,
     },
@@ -151,6 +162,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: None,
         shape: Some(crate::peers::services::discard_shape),
         silent_hint: Some("add --proto discard"),
+        answers_hello: None,
         measurement: crate::peers::services::discard_measurement,
         far_end_applies: applies_none,
     },
@@ -166,6 +178,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: None,
         shape: Some(crate::peers::services::chargen_shape),
         silent_hint: None,
+        answers_hello: Some(KnownProtocol::Chargen),
         measurement: crate::peers::services::chargen_measurement,
         far_end_applies: applies_none,
     },
@@ -176,12 +189,13 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
                 with rr --udp, TCP_CRR)",
         default_port: crate::peers::netperf::DEFAULT_PORT,
         commands: &[Command::Tcp, Command::Udp, Command::Rr, Command::Crr],
-        client: ClientRole::Session(crate::peers::netperf::client_session),
+        client: ClientRole::Session(netperf_session),
         authenticates: false,
         dial_back: false,
         udp_payload: None,
         shape: None,
         silent_hint: Some("add --proto netperf"),
+        answers_hello: None,
         measurement: crate::peers::netperf::measurement,
         far_end_applies: applies_tos,
     },
@@ -197,6 +211,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: None,
         shape: None,
         silent_hint: Some("run `netchar suite netio {host} --proto netio`"),
+        answers_hello: None,
         measurement: reports,
         far_end_applies: applies_none,
     },
@@ -212,6 +227,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: None,
         shape: None,
         silent_hint: None,
+        answers_hello: None,
         measurement: reports,
         far_end_applies: applies_none,
     },
@@ -227,6 +243,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         udp_payload: None,
         shape: None,
         silent_hint: None,
+        answers_hello: None,
         measurement: reports,
         far_end_applies: applies_none,
     },
@@ -242,6 +259,15 @@ impl Protocol {
     /// The protocol named `name` (or one of its aliases).
     pub fn find(name: &str) -> Option<Self> {
         PROTOCOLS.iter().find(|p| p.name == name || p.aliases.contains(&name)).map(Self)
+    }
+
+    /// The protocol whose server answers netchar's hello as `known` does.
+    pub fn answering(known: KnownProtocol) -> Self {
+        PROTOCOLS
+            .iter()
+            .find(|p| p.answers_hello == Some(known))
+            .map(Self)
+            .expect("every protocol recognised by its answer is in the table")
     }
 
     /// True for netchar's own.
@@ -447,13 +473,17 @@ mod tests {
         let mut down = up.clone();
         down.direction = Direction::Down;
         let e = far_end_options(echo, &down).refusal.unwrap();
-        assert!(e.starts_with("--proto echo: --tos is not carried to the echo server"), "{e}");
+        assert!(matches!(e, SessionError::OptionRefused { flag: "--tos", .. }), "{e:?}");
+        assert!(e.to_string().starts_with("--proto echo: --tos is not carried to the echo server"), "{e}");
         // iperf3 carries the TOS and don't-fragment, not the flow label; iperf2 the TOS of -R only.
         let iperf3 = Protocol::find("iperf3").unwrap().def();
         down.ip.dont_fragment = true;
         assert!(far_end_options(iperf3, &down).refusal.is_none());
         down.ip.flowlabel = Some(5);
-        assert!(far_end_options(iperf3, &down).refusal.unwrap().contains("--flowlabel"));
+        assert!(matches!(
+            far_end_options(iperf3, &down).refusal,
+            Some(SessionError::OptionRefused { flag: "--flowlabel", .. })
+        ));
         let iperf2 = Protocol::find("iperf2").unwrap().def();
         assert!(far_end_options(iperf2, &up).caveats.len() == 1);
         up.direction = Direction::Down;
@@ -463,6 +493,24 @@ mod tests {
         assert!(far_end_options(native, &TestSpec::tcp_default()).caveats.is_empty());
         let reach = far_end_options(native, &down);
         assert!(reach.refusal.is_none() && reach.caveats.len() == 1, "{reach:?}");
+    }
+
+    #[test]
+    fn each_recognised_answer_is_one_protocols_and_names_it() {
+        for known in [KnownProtocol::Iperf3, KnownProtocol::Echo, KnownProtocol::Chargen] {
+            assert_eq!(PROTOCOLS.iter().filter(|p| p.answers_hello == Some(known)).count(), 1, "{known}");
+            assert_eq!(Protocol::answering(known).name(), known.name());
+        }
+    }
+
+    #[test]
+    fn payload_options_name_the_flag_they_refuse() {
+        let iperf3 = Protocol::find("iperf3").unwrap().def();
+        let mut spec = TestSpec::tcp_default();
+        spec.verify = true;
+        let e = payload_options(iperf3, &spec).unwrap_err();
+        assert!(matches!(e, SessionError::OptionRefused { flag: "--verify", .. }), "{e:?}");
+        assert!(payload_options(Protocol::find("echo").unwrap().def(), &spec).is_ok());
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //! types, so their paths there stay.
 
 use crate::control::ClientControl;
+/// Why a session cannot run a test: the error of every constructor here.
+pub use crate::error::SessionError;
 use netchar_model::{Caveat, CaveatWhen, Direction, FarEnd, Flow, LocalBinding, TestKind, TestSpec};
 use netchar_wire::auth::Credentials;
 use netchar_wire::session::Timeouts;
@@ -66,10 +68,10 @@ pub struct SessionArgs<'a> {
 }
 
 /// Makes a protocol's client session, or says why it cannot run the test (before any traffic).
-pub type SessionCtor = fn(&SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String>;
+pub type SessionCtor = fn(&SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError>;
 
 /// The test a protocol's server runs, from the one asked for.
-pub type ShapeSpec = fn(&TestSpec) -> Result<TestSpec, String>;
+pub type ShapeSpec = fn(&TestSpec) -> Result<TestSpec, SessionError>;
 
 /// How netchar runs as a protocol's client.
 #[derive(Clone, Copy)]
@@ -112,6 +114,9 @@ pub struct ProtocolDef {
     /// `--proto auto` against a server on this protocol's port that says nothing to netchar's
     /// hello: what to do (`{host}` is the server).
     pub silent_hint: Option<&'static str>,
+    /// How its server answers netchar's hello, when it is recognised by that answer
+    /// (netchar_wire::hello::recognised_protocol): `--proto auto` then runs the test with it.
+    pub answers_hello: Option<netchar_wire::hello::KnownProtocol>,
     /// How its far end takes part in a test's figures, and the caveats of its figures.
     pub measurement: fn(&TestSpec) -> (FarEnd, Vec<Caveat>),
     /// Which of a test's IP options its far end applies to its own sockets, its requests
@@ -147,8 +152,8 @@ impl FarEndApplies {
 /// say which options are this end's alone.
 #[derive(Debug, Default)]
 pub struct OptionReach {
-    /// Why the test cannot run (before any traffic).
-    pub refusal: Option<String>,
+    /// Why the test cannot run (before any traffic): [`SessionError::OptionRefused`].
+    pub refusal: Option<SessionError>,
     /// Sentences for the result: what the far end's packets carry not.
     pub caveats: Vec<Caveat>,
 }
@@ -169,11 +174,14 @@ pub fn far_end_options(def: &ProtocolDef, spec: &TestSpec) -> OptionReach {
     let mut reach = OptionReach::default();
     for (_, flag) in asked.iter().filter(|(missing, _)| *missing) {
         if far_sends {
-            reach.refusal = Some(format!(
-                "--proto {name}: {flag} is not carried to the {name} server, which sends data in this test; its \
-                 packets would go out without it (run the test up only, or without {flag})",
-                name = def.name
-            ));
+            reach.refusal = Some(SessionError::OptionRefused {
+                flag,
+                message: format!(
+                    "--proto {name}: {flag} is not carried to the {name} server, which sends data in this test; its \
+                     packets would go out without it (run the test up only, or without {flag})",
+                    name = def.name
+                ),
+            });
             return reach;
         }
         reach.caveats.push(Caveat::always(
@@ -199,23 +207,29 @@ pub fn far_end_options(def: &ProtocolDef, spec: &TestSpec) -> OptionReach {
 /// so a peer's server neither writes it nor checks it. A peer that returns what it is sent (the
 /// echo service) returns the generator's bytes, and `--verify` compares them with what was
 /// sent. Elsewhere `--payload pattern` (what netchar's senders write anyway) is the only one.
-pub fn payload_options(def: &ProtocolDef, spec: &TestSpec) -> Result<(), String> {
+pub fn payload_options(def: &ProtocolDef, spec: &TestSpec) -> Result<(), SessionError> {
     if def.name == netchar_model::NATIVE_PROTOCOL || (def.measurement)(spec).0 == FarEnd::Echoes {
         return Ok(());
     }
     let name = def.name;
     if let Some(p) = spec.payload.filter(|p| p.kind != netchar_model::PayloadKind::Pattern) {
-        return Err(format!(
-            "--proto {name}: --payload {} is netchar's own generator, which the {name} server neither sends nor \
-             checks (leave --payload out)",
-            p.kind.name()
-        ));
+        return Err(SessionError::OptionRefused {
+            flag: "--payload",
+            message: format!(
+                "--proto {name}: --payload {} is netchar's own generator, which the {name} server neither sends \
+                 nor checks (leave --payload out)",
+                p.kind.name()
+            ),
+        });
     }
     if spec.verify {
-        return Err(format!(
-            "--proto {name}: --verify compares with netchar's generator, which the {name} server does not send; \
-             of the peers only an echo server (--proto echo) returns it to compare"
-        ));
+        return Err(SessionError::OptionRefused {
+            flag: "--verify",
+            message: format!(
+                "--proto {name}: --verify compares with netchar's generator, which the {name} server does not \
+                 send; of the peers only an echo server (--proto echo) returns it to compare"
+            ),
+        });
     }
     Ok(())
 }

@@ -125,20 +125,49 @@ impl Hello {
     }
 }
 
+/// A protocol netchar also speaks whose server can be told from its first bytes on a
+/// connection that sent netchar's hello ([`recognised_protocol`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KnownProtocol {
+    /// An iperf3 server: it asks for parameters (PARAM_EXCHANGE).
+    Iperf3,
+    /// An echo server (RFC 862): it sends netchar's own hello back.
+    Echo,
+    /// A chargen server (RFC 864): printable characters, unasked.
+    Chargen,
+}
+
+impl KnownProtocol {
+    /// Its name as `--proto` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Iperf3 => "iperf3",
+            Self::Echo => "echo",
+            Self::Chargen => "chargen",
+        }
+    }
+}
+
+impl std::fmt::Display for KnownProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The protocol netchar also speaks whose answer `first_bytes` is, when they are one's: an
 /// iperf3 server asks for parameters (PARAM_EXCHANGE), an echo server sends netchar's own
 /// hello back, a chargen server sends RFC 864's printable characters unasked.
-pub fn recognised_protocol(first_bytes: &[u8]) -> Option<&'static str> {
+pub fn recognised_protocol(first_bytes: &[u8]) -> Option<KnownProtocol> {
     let echoed = Hello::control().encode();
     match first_bytes {
-        [0x09, ..] => Some("iperf3"),
-        b if b.len() >= 12 && b[..12] == echoed[..12] => Some("echo"),
+        [0x09, ..] => Some(KnownProtocol::Iperf3),
+        b if b.len() >= 12 && b[..12] == echoed[..12] => Some(KnownProtocol::Echo),
         b if b.len() >= 8
             && b.iter().all(|&c| (0x20..0x7f).contains(&c) || c == b'\r' || c == b'\n')
             && !b.starts_with(b"SSH-")
             && !b.starts_with(b"HTTP/") =>
         {
-            Some("chargen")
+            Some(KnownProtocol::Chargen)
         }
         _ => None,
     }
@@ -165,10 +194,10 @@ pub fn identify_peer(first_bytes: &[u8]) -> String {
         [0xFF, ..] => "an iperf3 server answered ACCESS_DENIED (it is busy with another test)".to_string(),
         [0xFE, ..] => "an iperf3 server answered SERVER_ERROR".to_string(),
         b if b.starts_with(b"SSH-") => "an SSH server answered".to_string(),
-        b if recognised_protocol(b) == Some("echo") => {
+        b if recognised_protocol(b) == Some(KnownProtocol::Echo) => {
             "an echo server answered (it sent netchar's hello back); add --proto echo".to_string()
         }
-        b if recognised_protocol(b) == Some("chargen") => {
+        b if recognised_protocol(b) == Some(KnownProtocol::Chargen) => {
             "a chargen server answered (printable characters, unasked); add --proto chargen".to_string()
         }
         b if b.starts_with(b"HTTP/") => "an HTTP server answered".to_string(),
@@ -206,14 +235,21 @@ mod tests {
 
     #[test]
     fn peers_netchar_also_speaks_are_recognised() {
-        assert_eq!(recognised_protocol(&[0x09]), Some("iperf3"));
+        assert_eq!(recognised_protocol(&[0x09]), Some(KnownProtocol::Iperf3));
         // An echo server sends the client's own hello back.
-        assert_eq!(recognised_protocol(&Hello::control().encode()), Some("echo"));
+        assert_eq!(recognised_protocol(&Hello::control().encode()), Some(KnownProtocol::Echo));
         assert_eq!(recognised_protocol(&Hello::server().encode()), None);
-        assert_eq!(recognised_protocol(b" !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFG"), Some("chargen"));
+        assert_eq!(recognised_protocol(b" !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFG"), Some(KnownProtocol::Chargen));
         assert_eq!(recognised_protocol(b"SSH-2.0-OpenSSH_9.2"), None);
-        assert!(matches!(not_netchar(&[0x09]), ProtocolError::PeerProtocol { protocol: "iperf3", .. }));
+        assert_eq!(recognised_protocol(b"HTTP/1.1 400 Bad Request\r\n"), None);
+        assert_eq!(recognised_protocol(&[]), None);
+        assert!(matches!(not_netchar(&[0x09]), ProtocolError::PeerProtocol { protocol: KnownProtocol::Iperf3, .. }));
+        assert!(matches!(
+            not_netchar(&Hello::control().encode()),
+            ProtocolError::PeerProtocol { protocol: KnownProtocol::Echo, .. }
+        ));
         assert!(matches!(not_netchar(b"\x00\x01"), ProtocolError::NotNetchar(_)));
+        assert_eq!(KnownProtocol::Chargen.to_string(), "chargen");
     }
 
     #[test]

@@ -56,10 +56,21 @@ pub enum ProtocolError {
     /// The peer's first bytes are another protocol's, one netchar also speaks.
     #[error("the peer is not a netchar server: {what}")]
     PeerProtocol {
-        /// The protocol, as `--proto` names it ("iperf3", "echo", "chargen").
-        protocol: &'static str,
+        /// The protocol its answer is ([`hello::recognised_protocol`]).
+        protocol: hello::KnownProtocol,
         /// What it answered.
         what: String,
+    },
+    /// The peer accepted the connection but sent nothing before the hello's deadline (an
+    /// iperf2 server, which waits for its client's header, or another service).
+    #[error(
+        "the peer is not a netchar server: no netchar hello within {:.0} s: the peer accepted the connection but \
+         said nothing (an iperf2 server or another service?)",
+        waited.as_secs_f64()
+    )]
+    Silent {
+        /// How long it was given.
+        waited: std::time::Duration,
     },
     /// The peer speaks another protocol version.
     #[error("the peer speaks netchar control protocol v{peer}, this netchar speaks v{ours}; run the same netchar version on both ends")]
@@ -94,6 +105,10 @@ pub enum ProtocolError {
     /// Authentication was missing, failed, or the peer could not prove its key.
     #[error("{0}")]
     Auth(String),
+    /// The server turned the test down for good (an option it does not run, a limit the test
+    /// exceeds); the string is its reason.
+    #[error("the server rejected the test: {0}")]
+    Rejected(String),
     /// The peer reported an error and ended the test.
     #[error("{0}")]
     Peer(String),

@@ -503,7 +503,9 @@ fn run_spec(spec: &TestSpec) -> TestSpec {
 // ---------------------------------------------------------------- client role
 
 /// The registry's client constructor (crate::protocols).
-pub(crate) fn client_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn client_session(
+    a: &crate::registry::SessionArgs<'_>,
+) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
     let mut random = [0u8; 36];
     let _ = getrandom::getrandom(&mut random);
     Ok(Box::new(Iperf3Control::new(a.now, a.spec, &random)?))

@@ -300,33 +300,42 @@ pub(crate) fn bind_listener(ip: IpAddr, ports: &[u16]) -> io::Result<Box<dyn Pee
     Ok(Box::new(ServicesListener::bind(ip, ServicePorts { echo: ports[0], discard: ports[1], chargen: ports[2] })?))
 }
 
-fn session(a: &crate::registry::SessionArgs<'_>, service: Service) -> Result<Box<dyn ClientControl>, String> {
+fn session(
+    a: &crate::registry::SessionArgs<'_>,
+    service: Service,
+) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
     Ok(Box::new(ServiceControl::new(a.now, service, a.spec)?))
 }
 
 /// The registry's client constructors and test shapes (crate::protocols).
-pub(crate) fn echo_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn echo_session(
+    a: &crate::registry::SessionArgs<'_>,
+) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
     session(a, Service::Echo)
 }
 /// See [`echo_session`].
-pub(crate) fn discard_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn discard_session(
+    a: &crate::registry::SessionArgs<'_>,
+) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
     session(a, Service::Discard)
 }
 /// See [`echo_session`].
-pub(crate) fn chargen_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn chargen_session(
+    a: &crate::registry::SessionArgs<'_>,
+) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
     session(a, Service::Chargen)
 }
 /// The service decides the direction (echo: both ways on one socket).
-pub(crate) fn echo_shape(spec: &TestSpec) -> Result<TestSpec, String> {
-    service_spec(Service::Echo, spec)
+pub(crate) fn echo_shape(spec: &TestSpec) -> Result<TestSpec, crate::registry::SessionError> {
+    Ok(service_spec(Service::Echo, spec)?)
 }
 /// See [`echo_shape`].
-pub(crate) fn discard_shape(spec: &TestSpec) -> Result<TestSpec, String> {
-    service_spec(Service::Discard, spec)
+pub(crate) fn discard_shape(spec: &TestSpec) -> Result<TestSpec, crate::registry::SessionError> {
+    Ok(service_spec(Service::Discard, spec)?)
 }
 /// See [`echo_shape`].
-pub(crate) fn chargen_shape(spec: &TestSpec) -> Result<TestSpec, String> {
-    service_spec(Service::Chargen, spec)
+pub(crate) fn chargen_shape(spec: &TestSpec) -> Result<TestSpec, crate::registry::SessionError> {
+    Ok(service_spec(Service::Chargen, spec)?)
 }
 
 /// echo returns what it gets and reports nothing.

@@ -3,7 +3,7 @@
 use super::{Liveness, Timeouts};
 use crate::auth::{Credentials, Exchange};
 use crate::codec::{encode_frame, FrameDecoder, MAX_SERVER_FRAME};
-use crate::hello::{identify_peer, not_netchar, Hello, Role, HELLO_LEN, MAGIC};
+use crate::hello::{identify_peer, not_netchar, Hello, KnownProtocol, Role, HELLO_LEN, MAGIC};
 use crate::message::{cookie_from_hex, AuthProof, ClientMessage, ServerMessage};
 use crate::{ProtocolError, PROTOCOL_VERSION};
 use netchar_model::{CpuUsage, Evidence, HostIdentity, HostInfo, StreamRecord, StreamTotal, TargetFigures, TestSpec};
@@ -168,7 +168,7 @@ impl ClientSession {
             if hello.role == Role::Control {
                 // netchar's own hello came back: an echo server (RFC 862) answered.
                 return self.fail(ProtocolError::PeerProtocol {
-                    protocol: "echo",
+                    protocol: KnownProtocol::Echo,
                     what: "an echo server answered (it sent netchar's hello back); add --proto echo".into(),
                 });
             }
@@ -246,7 +246,7 @@ impl ClientSession {
                 self.state = State::Done;
             }
             (State::AwaitAnswer, ServerMessage::Rejected { reason }) => {
-                return self.fail(ProtocolError::Peer(format!("the server rejected the test: {reason}")))
+                return self.fail(ProtocolError::Rejected(reason))
             }
             (State::AwaitReady, ServerMessage::Ready) => {
                 self.send(now, &ClientMessage::Start);
@@ -330,29 +330,24 @@ impl ClientSession {
                 }
                 Ok(())
             }
-            s if now >= self.phase_deadline => {
-                let what = match s {
-                    State::AwaitHello => format!(
-                        "no netchar hello within {:.0} s: {}",
-                        self.timeouts.hello.as_secs_f64(),
-                        if self.hello_buf.is_empty() {
-                            "the peer accepted the connection but said nothing (an iperf2 server or another service?)"
-                                .to_string()
-                        } else {
-                            if let e @ ProtocolError::PeerProtocol { .. } = not_netchar(&self.hello_buf) {
-                                return self.fail(e);
-                            }
-                            identify_peer(&self.hello_buf)
-                        }
-                    ),
-                    s => format!("timed out after {:.0} s {}", self.timeouts.phase.as_secs_f64(), s.describe()),
-                };
-                self.fail(if s == State::AwaitHello {
-                    ProtocolError::NotNetchar(what)
-                } else {
-                    ProtocolError::Timeout(what)
-                })
+            State::AwaitHello if now >= self.phase_deadline => {
+                if self.hello_buf.is_empty() {
+                    return self.fail(ProtocolError::Silent { waited: self.timeouts.hello });
+                }
+                if let e @ ProtocolError::PeerProtocol { .. } = not_netchar(&self.hello_buf) {
+                    return self.fail(e);
+                }
+                let secs = self.timeouts.hello.as_secs_f64();
+                self.fail(ProtocolError::NotNetchar(format!(
+                    "no netchar hello within {secs:.0} s: {}",
+                    identify_peer(&self.hello_buf)
+                )))
             }
+            s if now >= self.phase_deadline => self.fail(ProtocolError::Timeout(format!(
+                "timed out after {:.0} s {}",
+                self.timeouts.phase.as_secs_f64(),
+                s.describe()
+            ))),
             _ => Ok(()),
         }
     }

@@ -140,6 +140,10 @@ fn an_invalid_spec_is_rejected_by_the_server() {
     server.poll_output(&mut s2c);
     let err = client.handle_input(now, &s2c).unwrap_err();
     assert!(err.to_string().contains("rejected the test: -P 0"), "{err}");
+    // A caller tells a rejection by its kind, and has the server's reason alone.
+    let ProtocolError::Rejected(reason) = &err else { panic!("a rejection expected: {err:?}") };
+    assert!(reason.starts_with("-P 0"), "{reason}");
+    assert!(client.is_done());
 }
 
 #[test]
@@ -148,6 +152,29 @@ fn an_iperf3_server_is_named_from_its_first_byte() {
     let mut client = ClientSession::new(now, TestSpec::tcp_default(), Timeouts::default());
     let err = client.handle_input(now, &[0x09]).unwrap_err();
     assert!(err.to_string().contains("iperf3 server"), "{err}");
+    assert!(
+        matches!(err, ProtocolError::PeerProtocol { protocol: crate::hello::KnownProtocol::Iperf3, .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn an_echo_server_and_an_unknown_peer_are_told_apart_by_kind() {
+    let now = Instant::now();
+    let mut client = ClientSession::new(now, TestSpec::tcp_default(), Timeouts::default());
+    let err = client.handle_input(now, &Hello::control().encode()).unwrap_err();
+    assert!(matches!(err, ProtocolError::PeerProtocol { protocol: crate::hello::KnownProtocol::Echo, .. }), "{err:?}");
+    let mut client = ClientSession::new(now, TestSpec::tcp_default(), Timeouts::default());
+    let err = client.handle_input(now, b"SSH-2.0-OpenSSH_9.2\r\n").unwrap_err();
+    assert!(matches!(&err, ProtocolError::NotNetchar(what) if what.contains("SSH")), "{err:?}");
+}
+
+#[test]
+fn a_peer_that_closes_without_a_word_is_not_a_silent_one() {
+    let now = Instant::now();
+    let mut client = ClientSession::new(now, TestSpec::tcp_default(), Timeouts::default());
+    let err = client.handle_eof(now).unwrap_err();
+    assert!(matches!(&err, ProtocolError::NotNetchar(what) if what.contains("closed")), "{err:?}");
 }
 
 #[test]
@@ -157,7 +184,27 @@ fn a_silent_peer_times_out_in_the_hello() {
     let deadline = client.poll_timeout().unwrap();
     assert_eq!(deadline, now + Duration::from_secs(5));
     let err = client.handle_timeout(deadline).unwrap_err();
-    assert!(err.to_string().contains("said nothing"), "{err}");
+    assert_eq!(err, ProtocolError::Silent { waited: Duration::from_secs(5) });
+    assert_eq!(
+        err.to_string(),
+        "the peer is not a netchar server: no netchar hello within 5 s: the peer accepted the connection but said \
+         nothing (an iperf2 server or another service?)"
+    );
+}
+
+#[test]
+fn a_peer_that_sent_part_of_something_else_is_no_silent_peer() {
+    let now = Instant::now();
+    let mut client = ClientSession::new(now, TestSpec::tcp_default(), Timeouts::default());
+    client.handle_input(now, b"net").unwrap();
+    let deadline = client.poll_timeout().unwrap();
+    let err = client.handle_timeout(deadline).unwrap_err();
+    assert_eq!(
+        err,
+        ProtocolError::NotNetchar(
+            "no netchar hello within 5 s: it sent 3 of the 40 bytes of a netchar hello and stopped".into()
+        )
+    );
 }
 
 #[test]

@@ -370,12 +370,16 @@ pub(crate) fn far_end_applies(spec: &TestSpec) -> crate::registry::FarEndApplies
 }
 
 /// The registry's client constructor for iperf2 (crate::protocols).
-pub(crate) fn iperf2_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn iperf2_session(
+    a: &crate::registry::SessionArgs<'_>,
+) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
     Ok(Box::new(Iperf2Control::new(a.now, Flavour::Iperf2, a.spec, a.cfg.port, a.cfg.dial_back)?))
 }
 
 /// The registry's client constructor for lwiperf (crate::protocols).
-pub(crate) fn lwiperf_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn lwiperf_session(
+    a: &crate::registry::SessionArgs<'_>,
+) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
     Ok(Box::new(Iperf2Control::new(a.now, Flavour::Lwiperf, a.spec, a.cfg.port, a.cfg.dial_back)?))
 }
 

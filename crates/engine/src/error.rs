@@ -1,0 +1,273 @@
+//! The engine's errors, as kinds a caller can match: a silent peer, a busy server, an option
+//! refused, a peer of another kind, a protocol error, an I/O error with its context. Each one's
+//! text is one line that says what went wrong and what to do; callers decide on the kind, never
+//! on the words.
+//!
+//! The bottom of the engine's layers: nothing here names another module of the engine, so every
+//! module may name these types (crate::client re-exports [`ClientError`], crate::registry and
+//! crate::protocols [`SessionError`]).
+
+use netchar_wire::hello::KnownProtocol;
+use netchar_wire::ProtocolError;
+use std::io;
+use std::time::Duration;
+
+/// Why a protocol's client session cannot run a test, said before any traffic: what a
+/// session constructor of the registry returns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    /// An option the protocol's far end does not carry or honour in this test.
+    #[error("{message}")]
+    OptionRefused {
+        /// The option, as the command line spells it (`--tos`, `--psk-file`, `-d/-r`).
+        flag: &'static str,
+        /// The whole line: which protocol, why, and what to do.
+        message: String,
+    },
+    /// The protocol cannot run this test (its kind, direction, end condition, ...).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl From<String> for SessionError {
+    /// An adapter's one line about a test it cannot run.
+    fn from(message: String) -> Self {
+        Self::Unsupported(message)
+    }
+}
+
+/// What `--proto auto` adds to a silent peer's error when the port is a peer protocol's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortHint {
+    /// The port the client connected to.
+    pub port: u16,
+    /// The protocol whose servers listen there by default (`--proto` name).
+    pub protocol: &'static str,
+    /// What to do if that protocol's server runs there.
+    pub how: String,
+}
+
+impl std::fmt::Display for PortHint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self { port, protocol: p, how } = self;
+        write!(f, "; port {port} is {p}'s: if {p} runs there, {how}")
+    }
+}
+
+fn hint_text(hint: &Option<PortHint>) -> String {
+    hint.as_ref().map(PortHint::to_string).unwrap_or_default()
+}
+
+fn busy_text(running: u32, max: u32, reason: &Option<String>) -> String {
+    reason.clone().unwrap_or_else(|| format!("{running} of {max} tests running"))
+}
+
+/// Why a client run failed. Each message is one line that says what to do.
+///
+/// The control protocol's errors ([`ProtocolError`]) arrive through `From`, which lifts the
+/// kinds a caller decides on into their own variants ([`Self::SilentPeer`],
+/// [`Self::WrongPeer`], [`Self::Rejected`]); [`Self::Protocol`] holds the others (a malformed
+/// or unexpected message, a version or authentication mismatch, a timeout, the peer's error).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The host name did not resolve.
+    #[error("cannot resolve {host}: {message}")]
+    Resolve {
+        /// As given.
+        host: String,
+        /// The resolver's words.
+        message: String,
+    },
+    /// Nothing listens there.
+    #[error("no netchar server at {addr} (connection refused); start one there with `netchar server`")]
+    Refused {
+        /// Where.
+        addr: String,
+    },
+    /// No answer to the connect.
+    #[error("could not reach {addr} within {secs:.0} s (host down, wrong address or filtered?); raise --connect-timeout if the path is slow")]
+    Unreachable {
+        /// Where.
+        addr: String,
+        /// The limit.
+        secs: f64,
+    },
+    /// Another connect failure.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// Where.
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The server is running as many tests as it admits, or is at another limit that frees
+    /// up (too many connections from this address, test starts per minute, rate in use).
+    #[error("the server at {addr} is busy ({}); retry later, or wait with --busy-wait SECS", busy_text(*running, *max, reason))]
+    Busy {
+        /// Where.
+        addr: String,
+        /// Tests running.
+        running: u32,
+        /// Admitted at once.
+        max: u32,
+        /// The limit reached, when it is not the number of tests.
+        reason: Option<String>,
+    },
+    /// The peer accepted the connection and said nothing within the hello's deadline.
+    #[error(
+        "the peer is not a netchar server: no netchar hello within {:.0} s: the peer accepted the connection but \
+         said nothing (an iperf2 server or another service?){}",
+        waited.as_secs_f64(),
+        hint_text(hint)
+    )]
+    SilentPeer {
+        /// How long it was given.
+        waited: Duration,
+        /// Which protocol's port it is, when `--proto auto` knows one.
+        hint: Option<PortHint>,
+    },
+    /// Another kind of server answered: one of a protocol netchar also speaks, or one it
+    /// does not know.
+    #[error("the peer is not a netchar server: {what}")]
+    WrongPeer {
+        /// The protocol it speaks, when netchar speaks it too.
+        protocol: Option<KnownProtocol>,
+        /// What it answered, and what to do.
+        what: String,
+    },
+    /// `--proto auto` found a peer protocol's server, and that protocol cannot run the test.
+    #[error("{what}; {why}")]
+    PeerCannotRun {
+        /// The protocol found.
+        protocol: KnownProtocol,
+        /// What it answered.
+        what: String,
+        /// Why its session cannot run the test.
+        why: SessionError,
+    },
+    /// The server turned the test down (an option it lacks, a limit the test exceeds).
+    #[error("the server rejected the test: {reason}")]
+    Rejected {
+        /// The server's reason, as it gave it.
+        reason: String,
+    },
+    /// The protocol cannot run the test, or an option is refused for it (before any traffic).
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The control protocol failed otherwise (malformed, unexpected, timed out, ...).
+    #[error("{0}")]
+    Protocol(ProtocolError),
+    /// A socket option was refused.
+    #[error("{flag}: {message}")]
+    SocketOption {
+        /// The flag that asked for it.
+        flag: &'static str,
+        /// What failed.
+        message: String,
+    },
+    /// A data stream failed.
+    #[error("{0}")]
+    Stream(String),
+    /// The control connection failed.
+    #[error("control connection to {addr} failed: {source}")]
+    Control {
+        /// Where.
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The test cannot run as asked, for a reason found while connecting (no TCP listener
+    /// but an eCos nc_test slave on UDP).
+    #[error("{0}")]
+    Unsupported(String),
+    /// Ctrl-C.
+    #[error("interrupted; the figures measured so far are reported")]
+    Interrupted,
+    /// The server ended the test and said why.
+    #[error("the server ended the test: {0}")]
+    Server(String),
+}
+
+impl From<ProtocolError> for ClientError {
+    fn from(e: ProtocolError) -> Self {
+        match e {
+            ProtocolError::Silent { waited } => Self::SilentPeer { waited, hint: None },
+            ProtocolError::PeerProtocol { protocol, what } => Self::WrongPeer { protocol: Some(protocol), what },
+            ProtocolError::NotNetchar(what) => Self::WrongPeer { protocol: None, what },
+            ProtocolError::Rejected(reason) => Self::Rejected { reason },
+            e => Self::Protocol(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_protocols_errors_arrive_as_kinds_with_their_words_unchanged() {
+        let cases = [
+            ProtocolError::Silent { waited: Duration::from_secs(5) },
+            ProtocolError::PeerProtocol { protocol: KnownProtocol::Iperf3, what: "an iperf3 server answered".into() },
+            ProtocolError::NotNetchar("an SSH server answered".into()),
+            ProtocolError::Rejected("--idle (this build has no idle-counter hook)".into()),
+            ProtocolError::Malformed("bad json".into()),
+        ];
+        for p in cases {
+            let text = p.to_string();
+            let e = ClientError::from(p);
+            assert_eq!(e.to_string(), text, "{e:?}");
+        }
+        let e = ClientError::from(ProtocolError::Silent { waited: Duration::from_secs(5) });
+        assert!(matches!(e, ClientError::SilentPeer { hint: None, .. }), "{e:?}");
+        let e = ClientError::from(ProtocolError::PeerProtocol { protocol: KnownProtocol::Echo, what: "echo".into() });
+        assert!(matches!(e, ClientError::WrongPeer { protocol: Some(KnownProtocol::Echo), .. }), "{e:?}");
+        let e = ClientError::from(ProtocolError::NotNetchar("an HTTP server answered".into()));
+        assert!(matches!(e, ClientError::WrongPeer { protocol: None, .. }), "{e:?}");
+        let e = ClientError::from(ProtocolError::Rejected("-P 0".into()));
+        assert!(matches!(&e, ClientError::Rejected { reason } if reason == "-P 0"), "{e:?}");
+        let e = ClientError::from(ProtocolError::Malformed("bad json".into()));
+        assert!(matches!(e, ClientError::Protocol(ProtocolError::Malformed(_))), "{e:?}");
+    }
+
+    #[test]
+    fn a_silent_peer_on_a_peers_port_is_told_what_to_do() {
+        let hint = PortHint { port: 5001, protocol: "iperf2", how: "add --proto iperf2".into() };
+        let e = ClientError::SilentPeer { waited: Duration::from_secs(5), hint: Some(hint) };
+        assert_eq!(
+            e.to_string(),
+            "the peer is not a netchar server: no netchar hello within 5 s: the peer accepted the connection but \
+             said nothing (an iperf2 server or another service?); port 5001 is iperf2's: if iperf2 runs there, add \
+             --proto iperf2"
+        );
+    }
+
+    #[test]
+    fn a_busy_server_says_its_limit_or_its_count() {
+        let busy = |reason: Option<&str>| ClientError::Busy {
+            addr: "192.0.2.1:5300".into(),
+            running: 1,
+            max: 1,
+            reason: reason.map(String::from),
+        };
+        assert_eq!(
+            busy(None).to_string(),
+            "the server at 192.0.2.1:5300 is busy (1 of 1 tests running); retry later, or wait with --busy-wait SECS"
+        );
+        assert!(busy(Some("rate in use")).to_string().contains("busy (rate in use);"));
+    }
+
+    #[test]
+    fn a_refused_option_names_its_flag_and_says_the_line() {
+        let e: ClientError =
+            SessionError::OptionRefused { flag: "--tos", message: "--proto x: --tos no".into() }.into();
+        assert!(matches!(&e, ClientError::Session(SessionError::OptionRefused { flag: "--tos", .. })), "{e:?}");
+        assert_eq!(e.to_string(), "--proto x: --tos no");
+        let e = ClientError::PeerCannotRun {
+            protocol: KnownProtocol::Iperf3,
+            what: "an iperf3 server answered".into(),
+            why: SessionError::Unsupported("--proto iperf3: no rr".into()),
+        };
+        assert_eq!(e.to_string(), "an iperf3 server answered; --proto iperf3: no rr");
+    }
+}
