@@ -7,8 +7,10 @@
  * 16-byte header (keys, seq, length) and buflen bytes; the slave answers lock-step, as the
  * stock one does, then sends its results record (buffers sent and received). The data socket
  * takes data only from the master's address. SET_LOAD and START_IDLE/STOP_IDLE go to the
- * platform's optional hooks; without them they are refused with reason 3 ("no background
- * load or idle support"), which the master answers by skipping those sections.
+ * platform's optional hooks (the board's: a calibrated share of its loop, src/nc_transport_raw.c);
+ * without them they are refused with reason 3 ("no background load or idle support"), which the
+ * master answers by skipping those sections. Each load level, when it stops (the next SET_LOAD,
+ * DISCONNECT, a silent master), logs the share the platform says it ran.
  *
  * Unlike the stock slave the loop never blocks: the other roles keep being served while a
  * test waits for its master, and control requests that come during a test wait in the socket
@@ -62,8 +64,32 @@ static struct {
 #endif
 #if NC_HAVE_BACKGROUND_LOAD
     uint64_t load_until; /* 0: no load running */
+    uint64_t load_since;
+    uint32_t load_pct;
 #endif
 } T;
+
+#if NC_HAVE_BACKGROUND_LOAD
+/* SET_LOAD: the running load (if any) stops and says what it ran, then `pct` starts. Each
+ * level is measured on its own: "background load of 50% ran 49.8% of the time for 12010 ms"
+ * (the platform's figure: the load's own time over the time it ran). */
+static void set_load(uint32_t pct, const nc_addr *master, uint64_t now)
+{
+    if (T.load_pct) {
+        uint64_t n[4];
+        uint64_t got = (uint64_t)(nc_plat_background_load(0) * 10.0 + 0.5);
+        n[0] = T.load_pct;
+        n[1] = got / 10u;
+        n[2] = got % 10u;
+        n[3] = (now - T.load_since) / NC_MS;
+        nc_role_log("nc-test", master, "background load of #% ran #.#% of the time for # ms", n, 4);
+    }
+    T.load_pct = pct;
+    T.load_since = now;
+    if (pct)
+        (void)nc_plat_background_load((double)pct);
+}
+#endif
 
 static const char *test_name(uint32_t code)
 {
@@ -269,7 +295,7 @@ static void control_read(uint64_t now)
         switch (r.code) {
 #if NC_HAVE_BACKGROUND_LOAD
         case NCT_SET_LOAD:
-            (void)nc_plat_background_load((double)r.nbufs);
+            set_load(r.nbufs, &from, now);
             T.load_until = r.nbufs > 0 ? now + LOAD_OFF_MS * NC_MS : 0;
             T.master = from;
             break;
@@ -292,7 +318,7 @@ static void control_read(uint64_t now)
 #endif
         case NCT_DISCONNECT:
 #if NC_HAVE_BACKGROUND_LOAD
-            (void)nc_plat_background_load(0);
+            set_load(0, &from, now);
             T.load_until = 0;
 #endif
             nc_role_log("nc-test", &from, "the master disconnected", NULL, 0);
@@ -324,7 +350,7 @@ void nc_nctest_watch(uint64_t now, uint64_t *wait_ns)
 #if NC_HAVE_BACKGROUND_LOAD
     if (T.load_until && T.phase == P_IDLE) {
         if (now >= T.load_until) {
-            (void)nc_plat_background_load(0);
+            set_load(0, &T.master, now);
             T.load_until = 0;
             {
                 uint64_t secs = LOAD_OFF_MS / 1000u;

@@ -93,6 +93,12 @@ unsigned nc_tr_ready(int h);
 void nc_tr_idle_calibrate(uint32_t ms);
 /* The time its idle turns took since boot, in the clock's nanoseconds. */
 uint64_t nc_tr_idle_ns(void);
+#if NC_HAVE_BACKGROUND_LOAD
+/* The background load's computation, timed for `ms` at boot: its iterations per ms, which
+ * nc_plat_background_load(pct) runs pct% of every NC_TR_LOAD_PERIOD_MS (10) ms of. */
+void nc_tr_load_calibrate(uint32_t ms);
+uint32_t nc_tr_load_per_ms(void);
+#endif
 /* Datagrams dropped because their socket's queue (NC_TR_UDP_QUEUE) was full, and
  * connections refused because their listener's backlog or the slot table was. */
 extern uint32_t nc_tr_udp_queue_drops, nc_tr_accept_drops;

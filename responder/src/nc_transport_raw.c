@@ -18,6 +18,13 @@
  * nc_tr_wait is the board's main loop and its idle loop: it polls the network interface and
  * lwIP's timers until a watched handle is ready or the time is up, and counts the turns that
  * found nothing to do (nc_plat_idle_count, calibrated at boot) and the time they took.
+ *
+ * With NC_HAVE_BACKGROUND_LOAD the loop also carries the background load
+ * (nc_plat_background_load, nc_test's SET_LOAD): eCos's nc_test slave runs load threads above
+ * the network's priority, each computing a calibrated number of iterations per 10 ms tick; here
+ * the loop itself, once every NC_TR_LOAD_PERIOD_MS, computes the asked share of the period
+ * before it polls again, in iterations calibrated at boot against the board's clock
+ * (nc_tr_load_calibrate), and times what it ran. That time is busy time, never idle.
  */
 #include "nc_transport.h"
 
@@ -89,6 +96,77 @@ static volatile int events; /* a callback ran: readiness may have changed */
 static uint64_t idle_count, idle_ns, idle_per_s;
 static volatile uint32_t idle_spin;
 uint32_t nc_tr_udp_queue_drops, nc_tr_accept_drops;
+
+#if NC_HAVE_BACKGROUND_LOAD
+/* The load's period: eCos's tick. */
+#ifndef NC_TR_LOAD_PERIOD_MS
+#define NC_TR_LOAD_PERIOD_MS 10u
+#endif
+#define LOAD_PERIOD_NS ((uint64_t)NC_TR_LOAD_PERIOD_MS * 1000000u)
+/* Iterations of the load's computation per ms (calibrated), per period now (0: no load); when
+ * the next period starts, when the load started and the time its computation took since. */
+static uint32_t load_per_ms, load_iters;
+static uint64_t load_next, load_t0, load_ns;
+static volatile uint32_t load_sink;
+
+/* eCos's do_some_random_computation: plain arithmetic the compiler cannot drop. */
+static void load_compute(uint32_t n)
+{
+    uint32_t x = load_sink;
+    while (n-- > 0)
+        x = (x * 1103515245u + 12345u) ^ (x >> 11);
+    load_sink = x;
+}
+
+/* The period's share, when it is due; the clock after it. A loop that fell more than a period
+ * behind (a long turn) catches up one period, not all of them. */
+static uint64_t load_turn(uint64_t now)
+{
+    uint64_t t;
+    if (!load_iters || now < load_next)
+        return now;
+    load_compute(load_iters);
+    t = nc_plat_now_ns();
+    load_ns += t - now;
+    load_next += LOAD_PERIOD_NS;
+    if (load_next + LOAD_PERIOD_NS < t)
+        load_next = t;
+    return t;
+}
+
+void nc_tr_load_calibrate(uint32_t ms)
+{
+    uint64_t t0 = nc_plat_now_ns(), t = t0, n = 0;
+    while (t - t0 < (uint64_t)ms * 1000000u) {
+        load_compute(1000);
+        n += 1000;
+        t = nc_plat_now_ns();
+    }
+    load_per_ms = (uint32_t)(n * 1000000u / (t - t0));
+}
+
+uint32_t nc_tr_load_per_ms(void)
+{
+    return load_per_ms;
+}
+
+double nc_plat_background_load(double pct)
+{
+    uint64_t now = nc_plat_now_ns();
+    uint32_t permille = pct <= 0 ? 0u : pct >= 100 ? 1000u : (uint32_t)(pct * 10.0 + 0.5);
+    double achieved = 0;
+    if (load_iters && !permille && now > load_t0)
+        achieved = (double)(load_ns * 1000u / (now - load_t0)) / 10.0;
+    if (permille && !load_iters) {
+        load_t0 = load_next = now;
+        load_ns = 0;
+    }
+    load_iters = (uint32_t)((uint64_t)load_per_ms * NC_TR_LOAD_PERIOD_MS * permille / 1000u);
+    if (permille && !load_iters)
+        load_iters = 1;
+    return achieved;
+}
+#endif
 
 static int slot_new(int kind)
 {
@@ -504,7 +582,11 @@ static int scan(void)
 int nc_tr_wait(uint64_t max_ns)
 {
     uint64_t now = nc_plat_now_ns(), deadline = now + max_ns;
-    int i, any = scan();
+    int i, any;
+#if NC_HAVE_BACKGROUND_LOAD
+    now = load_turn(now);
+#endif
+    any = scan();
     events = 0;
     while (!any && now < deadline) {
         /* One turn of the loop: frames to lwIP, lwIP's timers. Readiness changes only in
@@ -512,7 +594,11 @@ int nc_tr_wait(uint64_t max_ns)
          * handled no frame and ran no callback is idle: it counts (NC_TR_IDLE_SPIN), and its
          * time, from the clock reading before it to the one after, is idle time. */
         uint64_t t;
-        int idle = nc_plat_net_poll() == 0;
+        int idle;
+#if NC_HAVE_BACKGROUND_LOAD
+        now = load_turn(now);
+#endif
+        idle = nc_plat_net_poll() == 0;
         sys_check_timeouts();
         if (events) {
             events = 0;

@@ -31,6 +31,9 @@
 #ifndef BOARD_IDLE_CALIBRATION_MS
 #define BOARD_IDLE_CALIBRATION_MS 100
 #endif
+#ifndef BOARD_LOAD_CALIBRATION_MS
+#define BOARD_LOAD_CALIBRATION_MS 50
+#endif
 
 /* IP4_ADDR of a four-number macro: expanded before it is counted. */
 #define SET_IP4(dst, quad) SET_IP4_(dst, quad)
@@ -82,6 +85,10 @@ int main(void)
     netif_set_up(&netif);
     /* The idle loop's count per second, with the interface up and nothing to do. */
     nc_tr_idle_calibrate(BOARD_IDLE_CALIBRATION_MS);
+#if NC_HAVE_BACKGROUND_LOAD
+    /* The background load's computation, timed by the clock (SET_LOAD). */
+    nc_tr_load_calibrate(BOARD_LOAD_CALIBRATION_MS);
+#endif
     if (nc_responder_init(NC_DEFAULT_PORT) != 0) {
         nc_board_puts("netchar-responder: cannot listen (lwIP's pools too small?)\n");
         return 1;
@@ -100,7 +107,13 @@ int main(void)
     nc_board_puts(netif_is_link_up(&netif) ? ", link up" : ", link down");
     nc_board_puts(", idle loop ");
     nc_board_put_u64(nc_plat_idle_per_second());
-    nc_board_puts(" counts/s, build " BOARD_BUILD ", listening on");
+    nc_board_puts(" counts/s, ");
+#if NC_HAVE_BACKGROUND_LOAD
+    nc_board_puts("load loop ");
+    nc_board_put_u64(nc_tr_load_per_ms());
+    nc_board_puts(" iterations/ms, ");
+#endif
+    nc_board_puts("build " BOARD_BUILD ", listening on");
 #if NC_ROLE_NATIVE
     nc_board_puts(" TCP and UDP port ");
     nc_board_put_u64(nc_responder_port());
