@@ -24,9 +24,12 @@
 #endif
 
 #if NC_TRANSPORT_RAW
-/* No socket headers: lwIP's byte order functions, and an IPv4 address of the sockaddr_in
- * shape (the fields the NC_ADDR_ macros below use) that the raw transport fills in. */
+/* No socket headers: lwIP's byte order functions, and an address of the sockaddr_in shape, or
+ * with lwIP's IPv6 (LWIP_IPV6) of the sockaddr_in6 shape, IPv4 peers as IPv4-mapped addresses
+ * as on a dual-stack socket (the fields the NC_ADDR_ macros below use), that the raw
+ * transport fills in. */
 #include "lwip/def.h"
+#include "lwip/opt.h"
 struct nc_in_addr {
     uint32_t s_addr;
 };
@@ -35,9 +38,24 @@ struct nc_sockaddr_in {
     uint16_t sin_port;
     struct nc_in_addr sin_addr;
 };
+struct nc_in6_addr {
+    uint8_t s6_addr[16];
+};
+struct nc_sockaddr_in6 {
+    uint8_t sin6_len, sin6_family;
+    uint16_t sin6_port;
+    struct nc_in6_addr sin6_addr;
+};
 #define AF_INET 2
+#define AF_INET6 10
 #define INADDR_ANY 0u
 #define NC_HAVE_SIN_LEN 1
+#ifndef NC_HAVE_IPV6
+#define NC_HAVE_IPV6 LWIP_IPV6
+#endif
+#if NC_HAVE_IPV6 && !LWIP_IPV6
+#error "NC_HAVE_IPV6 on the raw transport needs lwIP built with LWIP_IPV6"
+#endif
 #elif defined(NC_PLATFORM_LWIP)
 #include "lwip/sockets.h"
 #include "lwip/errno.h"
@@ -161,18 +179,20 @@ uint64_t nc_plat_tcp_sink_take(int sink, uint64_t *last_ns);
 void nc_plat_tcp_sink_stop(int sink);
 #endif
 
-/* Addresses. NC_HAVE_IPV6 = 1 (hosted builds: the host Makefile targets set it): the
- * responder listens on dual-stack sockets, one per protocol and port, and IPv4 peers appear as
- * IPv4-mapped IPv6 addresses; 0 (the default, lwIP targets): IPv4 only. The code handles a
+/* Addresses. NC_HAVE_IPV6 = 1 (hosted builds: the host Makefile targets set it; the raw
+ * transport when lwIP has LWIP_IPV6): the responder listens on dual-stack sockets (pcbs), one
+ * per protocol and port, and IPv4 peers appear as IPv4-mapped IPv6 addresses; 0 (the default,
+ * lwIP's sockets targets): IPv4 only. The code handles a
  * peer through nc_addr and these macros only. */
 #ifndef NC_HAVE_IPV6
 #define NC_HAVE_IPV6 0
 #endif
 #if NC_HAVE_IPV6 && NC_TRANSPORT_RAW
-#error "the raw lwIP transport is IPv4 only (NC_HAVE_IPV6 0)"
+typedef struct nc_sockaddr_in6 nc_addr;
+#elif NC_HAVE_IPV6
+typedef struct sockaddr_in6 nc_addr;
 #endif
 #if NC_HAVE_IPV6
-typedef struct sockaddr_in6 nc_addr;
 #define NC_AF AF_INET6
 #define NC_ADDR_PORT(a) ((a)->sin6_port)
 #define NC_ADDR_IP(a) ((const void *)&(a)->sin6_addr)

@@ -64,7 +64,7 @@ enum { K_FREE, K_LISTEN, K_CONN, K_UDP };
 
 struct dgram {
     struct pbuf *p;
-    uint32_t ip; /* network order */
+    ip_addr_t ip;
     uint16_t port;
 };
 
@@ -188,6 +188,40 @@ static struct slot *slot_of(int h, int kind)
     return &slots[h];
 }
 
+#if NC_HAVE_IPV6
+/* lwIP's address as the responder's: IPv6 as it is, IPv4 as ::ffff:a.b.c.d (a dual-stack
+ * socket's way), and back. */
+static void set_addr(nc_addr *a, const ip_addr_t *ip, u16_t port)
+{
+    memset(a, 0, sizeof *a);
+    a->sin6_len = sizeof *a;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = lwip_htons(port);
+    if (IP_IS_V6(ip)) {
+        memcpy(a->sin6_addr.s6_addr, ip_2_ip6(ip)->addr, 16);
+    } else {
+        uint32_t v4 = ip4_addr_get_u32(ip_2_ip4(ip));
+        a->sin6_addr.s6_addr[10] = a->sin6_addr.s6_addr[11] = 0xff;
+        memcpy(a->sin6_addr.s6_addr + 12, &v4, 4);
+    }
+}
+
+static void get_addr(ip_addr_t *ip, const nc_addr *a)
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(a->sin6_addr.s6_addr, mapped, 12) == 0) {
+        uint32_t v4;
+        memcpy(&v4, a->sin6_addr.s6_addr + 12, 4);
+        ip_addr_set_ip4_u32_val(*ip, v4);
+    } else {
+        memset(ip, 0, sizeof *ip);
+        memcpy(ip_2_ip6(ip)->addr, a->sin6_addr.s6_addr, 16);
+        IP_SET_TYPE(ip, IPADDR_TYPE_V6);
+    }
+}
+#define PCB_TYPE IPADDR_TYPE_ANY
+#define ANY_ADDR IP_ANY_TYPE
+#else
 static void set_addr(nc_addr *a, const ip_addr_t *ip, u16_t port)
 {
     memset(a, 0, sizeof *a);
@@ -196,6 +230,14 @@ static void set_addr(nc_addr *a, const ip_addr_t *ip, u16_t port)
     a->sin_port = lwip_htons(port);
     a->sin_addr.s_addr = ip4_addr_get_u32(ip_2_ip4(ip));
 }
+
+static void get_addr(ip_addr_t *ip, const nc_addr *a)
+{
+    ip_addr_set_ip4_u32(ip, a->sin_addr.s_addr);
+}
+#define PCB_TYPE IPADDR_TYPE_V4
+#define ANY_ADDR IP_ADDR_ANY
+#endif
 
 /* ---------------------------------------------------------------- lwIP's callbacks */
 
@@ -278,7 +320,7 @@ static void on_datagram(void *arg, struct udp_pcb *pcb, struct pbuf *p, const ip
     }
     d = &q->q[(q->head + q->len) % NC_TR_UDP_QUEUE];
     d->p = p;
-    d->ip = ip4_addr_get_u32(ip_2_ip4(addr));
+    ip_addr_copy(d->ip, *addr);
     d->port = port;
     q->len++;
     events = 1;
@@ -288,9 +330,9 @@ static void on_datagram(void *arg, struct udp_pcb *pcb, struct pbuf *p, const ip
 
 int nc_tr_tcp_listen(uint16_t *port, int backlog)
 {
-    struct tcp_pcb *pcb = tcp_new(), *lpcb;
+    struct tcp_pcb *pcb = tcp_new_ip_type(PCB_TYPE), *lpcb;
     int h = slot_new(K_LISTEN);
-    if (!pcb || h < 0 || tcp_bind(pcb, IP_ADDR_ANY, *port) != ERR_OK) {
+    if (!pcb || h < 0 || tcp_bind(pcb, ANY_ADDR, *port) != ERR_OK) {
         if (pcb)
             tcp_abort(pcb);
         if (h >= 0)
@@ -317,8 +359,8 @@ int nc_tr_udp_open(uint16_t *port)
     struct udp_pcb *pcb;
     for (q = 0; q < NC_TR_UDP_SOCKETS && udpq_used[q]; q++)
         continue;
-    pcb = h >= 0 && q < NC_TR_UDP_SOCKETS ? udp_new() : NULL;
-    if (!pcb || udp_bind(pcb, IP_ADDR_ANY, *port) != ERR_OK) {
+    pcb = h >= 0 && q < NC_TR_UDP_SOCKETS ? udp_new_ip_type(PCB_TYPE) : NULL;
+    if (!pcb || udp_bind(pcb, ANY_ADDR, *port) != ERR_OK) {
         if (pcb)
             udp_remove(pcb);
         if (h >= 0)
@@ -500,11 +542,7 @@ long nc_tr_recvfrom(int h, void *buf, size_t cap, nc_addr *from)
     d = &q->q[q->head];
     n = d->p->tot_len;
     pbuf_copy_partial(d->p, buf, (u16_t)(cap < (size_t)n ? cap : (size_t)n), 0);
-    memset(from, 0, sizeof *from);
-    from->sin_len = sizeof *from;
-    from->sin_family = AF_INET;
-    from->sin_port = lwip_htons(d->port);
-    from->sin_addr.s_addr = d->ip;
+    set_addr(from, &d->ip, d->port);
     pbuf_free(d->p);
     q->head = (uint8_t)((q->head + 1) % NC_TR_UDP_QUEUE);
     q->len--;
@@ -526,8 +564,8 @@ long nc_tr_sendto(int h, const void *buf, size_t n, const nc_addr *to)
     if (!p)
         return NC_TR_NOBUFS;
     p->payload = (void *)(uintptr_t)buf;
-    ip_addr_set_ip4_u32(&ip, to->sin_addr.s_addr);
-    e = udp_sendto(s->pcb.udp, p, &ip, lwip_ntohs(to->sin_port));
+    get_addr(&ip, to);
+    e = udp_sendto(s->pcb.udp, p, &ip, lwip_ntohs(NC_ADDR_PORT(to)));
     pbuf_free(p);
     if (e == ERR_OK)
         return (long)n;

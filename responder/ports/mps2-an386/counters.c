@@ -8,7 +8,8 @@
  * segments retransmitted; tcp_rst_out: resets sent. mem_err: heap allocations that failed;
  * memp_err: pool allocations that failed, any pool; pbuf_pool_err: the receive pool's.
  * udp_queue_drop: datagrams a full socket queue of the raw transport dropped; accept_drop:
- * connections refused for a full backlog. nic_near_full: polls that found the LAN9118's
+ * connections refused for a full backlog. ip6_*, icmp6_recv: the same for IPv6 (ip_* and
+ * icmp_recv count IPv4 only). nic_near_full: polls that found the LAN9118's
  * receive FIFO within one frame of full, when it may have dropped a frame it counts nowhere
  * (lan9118.c). */
 #include "../../nc_platform.h"
@@ -23,6 +24,9 @@ static const char *const names[] = {
     "tcp_recv", "tcp_xmit", "tcp_drop", "tcp_memerr", "tcp_retrans", "tcp_rst_out", "udp_recv", "udp_xmit",
     "udp_drop", "udp_memerr", "mem_err", "memp_err", "pbuf_pool_err", "udp_queue_drop", "accept_drop",
     "nic_near_full",
+#if LWIP_IPV6
+    "ip6_recv", "ip6_xmit", "ip6_drop", "icmp6_recv",
+#endif
 };
 #define COUNT (sizeof names / sizeof names[0])
 
@@ -56,6 +60,12 @@ unsigned nc_plat_counters(uint32_t *v)
     v[21] = nc_tr_udp_queue_drops;
     v[22] = nc_tr_accept_drops;
     v[23] = nc_lan9118_rx_near_full;
+#if LWIP_IPV6
+    v[24] = lwip_stats.ip6.recv;
+    v[25] = lwip_stats.ip6.xmit;
+    v[26] = lwip_stats.ip6.drop;
+    v[27] = lwip_stats.icmp6.recv;
+#endif
     return COUNT;
 }
 

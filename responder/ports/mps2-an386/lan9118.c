@@ -18,6 +18,7 @@
 #include "board.h"
 
 #include "lwip/etharp.h"
+#include "lwip/ethip6.h"
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
 #include "lwip/stats.h"
@@ -60,6 +61,7 @@
 #define MAC_CR_RXEN (1u << 2)
 #define MAC_CR_TXEN (1u << 3)
 #define MAC_CR_FDPX (1u << 20)
+#define MAC_CR_MCPAS (1u << 19) /* pass all multicast */
 
 #define PHY_BSR 1u
 #define PHY_BSR_LINK 4u
@@ -219,8 +221,14 @@ int8_t nc_lan9118_netif_init(struct netif *netif)
     netif->hwaddr_len = ETH_HWADDR_LEN;
     LAN(TX_CFG) = TX_CFG_ON | TX_CFG_SAO;
     LAN(RX_CFG) = (uint32_t)ETH_PAD_SIZE << 8;
-    /* Its own address and broadcast only (the reset value is promiscuous). */
+    /* Its own address and broadcast only (the reset value is promiscuous); with IPv6, multicast
+     * too: neighbour solicitations come to each address's solicited-node group (lwIP, without
+     * MLD, keeps those of its own addresses and the all-nodes group and drops the rest). */
+#if LWIP_IPV6
+    mac_write(MAC_CR, MAC_CR_TXEN | MAC_CR_RXEN | MAC_CR_FDPX | MAC_CR_MCPAS);
+#else
     mac_write(MAC_CR, MAC_CR_TXEN | MAC_CR_RXEN | MAC_CR_FDPX);
+#endif
     netif->name[0] = 'e';
     netif->name[1] = 'n';
     netif->mtu = 1500;
@@ -228,6 +236,9 @@ int8_t nc_lan9118_netif_init(struct netif *netif)
     if (phy_read(PHY_BSR) & PHY_BSR_LINK)
         netif->flags |= NETIF_FLAG_LINK_UP;
     netif->output = etharp_output;
+#if LWIP_IPV6
+    netif->output_ip6 = ethip6_output;
+#endif
     netif->linkoutput = link_output;
     return ERR_OK;
 }

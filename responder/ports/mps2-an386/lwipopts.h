@@ -1,6 +1,6 @@
 /* lwIP's options for netchar-responder on the mps2-an386 board: NO_SYS=1 and the raw API (no
  * threads, sockets or netconns), IPv4 with ARP and ICMP, TCP and UDP, every buffer from static
- * pools (docs/embedded.md, "A board: mps2-an386 in QEMU").
+ * pools (docs/embedded.md, "A board: mps2-an386 in QEMU"); IPv6 beside IPv4 (below).
  *
  * The sizes follow from the responder's small profile (nc_config.h): at most NC_MAX_CONNS (6)
  * TCP connections of the native protocol, a control connection and two data streams moving
@@ -21,7 +21,27 @@
 #define LWIP_SINGLE_NETIF 1
 
 #define LWIP_IPV4 1
-#define LWIP_IPV6 0
+/* IPv6 beside IPv4, the least of it: a static address (BOARD_IP6, an implied /64 on the link)
+ * and the link-local one, both valid at once (no duplicate address detection), neighbour
+ * discovery; no MLD (the driver passes multicast, lwIP keeps its own solicited-node groups), no
+ * autoconfiguration, router solicitation, DHCPv6, fragmentation or reassembly. lwIP learns
+ * routers only from advertisements: off the link the board answers only where a router
+ * advertises itself on it. */
+#define LWIP_IPV6 1
+#define LWIP_IPV6_NUM_ADDRESSES 2
+#define LWIP_IPV6_SCOPES 0
+#define LWIP_IPV6_MLD 0
+#define LWIP_IPV6_AUTOCONFIG 0
+#define LWIP_IPV6_SEND_ROUTER_SOLICIT 0
+#define LWIP_IPV6_DUP_DETECT_ATTEMPTS 0
+#define LWIP_IPV6_DHCP6 0
+#define LWIP_IPV6_FRAG 0
+#define LWIP_IPV6_REASS 0
+#define LWIP_ND6_QUEUEING 0
+#define LWIP_ND6_NUM_NEIGHBORS 8
+#define LWIP_ND6_NUM_DESTINATIONS 8
+#define LWIP_ND6_NUM_PREFIXES 2
+#define LWIP_ND6_NUM_ROUTERS 2
 #define LWIP_ARP 1
 #define LWIP_ETHERNET 1
 #define LWIP_ICMP 1
@@ -71,6 +91,8 @@
 #define CHECKSUM_CHECK_IP 1
 #define CHECKSUM_CHECK_UDP 1
 #define CHECKSUM_CHECK_TCP 1
+#define CHECKSUM_GEN_ICMP6 1
+#define CHECKSUM_CHECK_ICMP6 1
 
 /* lwIP's own counters (lwip_stats): drops, errors and allocation failures, which the
  * responder reports over each test. */
@@ -80,6 +102,9 @@
 #define ETHARP_STATS 1
 #define IP_STATS 1
 #define ICMP_STATS 1
+#define IP6_STATS 1
+#define ICMP6_STATS 1
+#define ND6_STATS 1
 #define UDP_STATS 1
 #define TCP_STATS 1
 #define MEM_STATS 1

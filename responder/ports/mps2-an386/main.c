@@ -1,7 +1,8 @@
 /* netchar-responder on QEMU's mps2-an386 (Cortex-M4, LAN9118): boot, lwIP with NO_SYS=1,
  * the responder's loop on the raw transport (src/nc_transport_raw.c).
  *
- * The address is the build's (make board BOARD_IP=A.B.C.D BOARD_PREFIX=N BOARD_GW=A.B.C.D);
+ * The addresses are the build's (make board BOARD_IP=A.B.C.D BOARD_PREFIX=N BOARD_GW=A.B.C.D
+ * BOARD_IP6=X:X::X), with IPv6's link-local one from the MAC;
  * the console (UART 0, QEMU's -nographic stdout) says when the board is ready:
  * "netchar-responder 0.1 on lwIP 2.1.3 ... listening on ...". */
 #include "../../src/nc_responder.h"
@@ -23,6 +24,17 @@
 #endif
 #ifndef BOARD_GW
 #define BOARD_GW 10, 77, 0, 1
+#endif
+/* The addresses as text, for the ready line (and for the image: `strings` finds them). */
+#ifndef BOARD_IP_TEXT
+#define BOARD_IP_TEXT "10.77.0.2"
+#endif
+#if LWIP_IPV6
+#include "lwip/ip6_addr.h"
+/* The static IPv6 address (an implied /64 on the link), beside the link-local one. */
+#ifndef BOARD_IP6
+#define BOARD_IP6 "fd00:77::2"
+#endif
 #endif
 /* The time the idle loop is calibrated for at boot (nc_plat_idle_per_second). */
 #ifndef BOARD_BUILD
@@ -46,16 +58,21 @@ int nc_plat_net_poll(void)
     return nc_lan9118_poll(&netif);
 }
 
-static void put_ip(const ip4_addr_t *a)
+#if LWIP_IPV6
+/* An IPv6 address, its groups uncompressed (the link-local one, made from the MAC). */
+static void put_ip6(const ip6_addr_t *a)
 {
-    uint32_t v = lwip_ntohl(ip4_addr_get_u32(a));
     int i;
-    for (i = 3; i >= 0; i--) {
-        nc_board_put_u64(v >> (8 * i) & 0xffu);
-        if (i)
-            nc_board_puts(".");
+    for (i = 0; i < 8; i++) {
+        uint32_t w = lwip_ntohl(a->addr[i / 2]);
+        uint32_t g = i % 2 ? w & 0xffffu : w >> 16;
+        int d = g >= 0x1000u ? 4 : g >= 0x100u ? 3 : g >= 0x10u ? 2 : 1;
+        nc_board_put_hex(g, d);
+        if (i < 7)
+            nc_board_puts(":");
     }
 }
+#endif
 
 #if NC_ROLES_EXTRA
 static void put_role(const char *what, enum nc_service svc)
@@ -82,6 +99,18 @@ int main(void)
         return 1;
     }
     netif_set_default(&netif);
+#if LWIP_IPV6
+    {
+        ip6_addr_t ip6;
+        s8_t at;
+        netif_create_ip6_linklocal_address(&netif, 1);
+        if (!ip6addr_aton(BOARD_IP6, &ip6) || netif_add_ip6_address(&netif, &ip6, &at) != ERR_OK) {
+            nc_board_puts("netchar-responder: BOARD_IP6 " BOARD_IP6 " is not an IPv6 address lwIP takes\n");
+            return 1;
+        }
+        netif_ip6_addr_set_state(&netif, at, IP6_ADDR_PREFERRED);
+    }
+#endif
     netif_set_up(&netif);
     /* The idle loop's count per second, with the interface up and nothing to do. */
     nc_tr_idle_calibrate(BOARD_IDLE_CALIBRATION_MS);
@@ -95,9 +124,12 @@ int main(void)
     }
     nc_board_puts("netchar-responder " NC_RESPONDER_VERSION " on lwIP " LWIP_VERSION_STRING
                   " (raw API, NO_SYS=1), mps2-an386, ");
-    put_ip(&ip);
-    nc_board_puts("/");
+    nc_board_puts(BOARD_IP_TEXT "/");
     nc_board_put_u64(BOARD_PREFIX);
+#if LWIP_IPV6
+    nc_board_puts(", " BOARD_IP6 "/64 and ");
+    put_ip6(netif_ip6_addr(&netif, 0));
+#endif
     nc_board_puts(" MAC ");
     for (i = 0; i < 6; i++) {
         nc_board_put_hex(netif.hwaddr[i], 2);
