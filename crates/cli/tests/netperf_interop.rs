@@ -184,7 +184,9 @@ fn a_busy_server_turns_a_netperf_test_away_with_netservers_answer() {
     let p = port.to_string();
     let long = std::thread::spawn(move || client("tcp", port, &["-t", "3", "-b", "10M"]));
     std::thread::sleep(Duration::from_millis(700));
-    let run = netchar(&["tcp", "127.0.0.1", "-p", &p, "--proto", "netperf", "-t", "1"]);
+    // A second client: from the first's address, a test that fits in the first's time joins
+    // its job (crates/engine/src/admission.rs, "Jobs").
+    let run = netchar(&["tcp", "127.0.0.1", "-p", &p, "--proto", "netperf", "-t", "1", "-B", "127.0.0.2"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("errno 16"), "netserver's EBUSY: {}", run.stderr);
     let r = long.join().unwrap();

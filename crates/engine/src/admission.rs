@@ -6,12 +6,41 @@
 //! - `--max-concurrent` tests at once; companions (latency under load: its other load flows and
 //!   its latency probes) may run beside their own client's test, up to
 //!   [`MAX_COMPANIONS_PER_TEST`] per test, and still count toward every other limit;
+//! - a protocol that runs one test per control connection (netperf: each of flent's flows is a
+//!   netperf process of its own) groups one client's tests into a job, which takes one place
+//!   under `--max-concurrent` (see "Jobs" below);
 //! - `--max-streams`, `--max-duration` and `--max-rate` (the sum of the running tests' rates);
 //! - `--max-starts-per-minute` test starts per source address;
 //! - `--max-per-source` connections open at once from one address (those still presenting
 //!   their hello or running a control session; a routed data connection leaves the count);
 //! - data streams only from the control connection's address or an allowed network, and, on
 //!   an authenticated test, only with the stream's tag.
+//!
+//! # Jobs
+//!
+//! netperf has no parallel streams: `flent rrul` starts 11 netperf processes (8 TCP flows, 3
+//! UDP_RR pings), each a test on its own control connection, and netperf's request carries
+//! nothing that ties them together. netchar groups them by what it can see: a test of such a
+//! protocol joins a running job of the same protocol when it comes from the job's source
+//! address ([`source_key`]) and its planned end (now + its length) is no later than the job's
+//! first test's planned end plus [`JOB_END_SLACK`]. Otherwise it opens a job of its own, which
+//! needs a free place under `--max-concurrent` as any test does. flent's shape fits: its pings
+//! start first and outlast the flows, which start `--delay` later and run `-l`; flows that
+//! start together have the same length.
+//!
+//! What this lets a client do, and what bounds it:
+//! - only its own address joins: a second client (another address) is turned away as busy, as
+//!   before, for as long as any test of the job runs;
+//! - a job cannot be stretched: the end a joining test must fit in is fixed when the job opens,
+//!   so a chain of overlapping tests cannot hold the server past its first test's length
+//!   (and `--max-duration` bounds that);
+//! - a job holds at most [`MAX_TESTS_PER_JOB`] tests and, together, `--max-streams` streams:
+//!   no more than one test of that many streams could;
+//! - every other limit applies to each test as to any: `--max-duration`, `--max-rate` (summed
+//!   over all running tests), `--max-starts-per-minute` (each joining test is a start),
+//!   `--max-per-source` and `--max-connections` (each test is a control connection);
+//! - a test ended by a count (netperf's `-l -N`) has no planned end: it neither joins a job
+//!   nor lets another join its own.
 
 use netchar_model::{Direction, EndCondition, TestKind, TestSpec, UdpRate};
 use std::collections::{HashMap, VecDeque};
@@ -24,6 +53,17 @@ use std::time::{Duration, Instant};
 /// classes (crate::under_load::MAX_LOAD_FLOWS, MAX_PROBES) runs the first flow as the test
 /// and the other 7 flows and 4 probes beside it.
 pub const MAX_COMPANIONS_PER_TEST: u32 = 11;
+/// Tests one job may hold at once (module docs, "Jobs"): flent's rrul opens 11 netperf tests,
+/// tcp_12up 12 and rrul_be_nflows as many as asked for; 32 covers those, and at one stream
+/// each, a job stays within what one test of --max-streams may hold.
+pub const MAX_TESTS_PER_JOB: u32 = 32;
+/// The protocols whose tests from one client group into jobs: those that run one test per
+/// control connection, so that a client's parallel flows arrive as separate tests (netperf).
+pub(crate) const JOB_PROTOCOLS: &[&str] = &["netperf"];
+/// How much later than its job's first test a joining test may be planned to end: flent starts
+/// the flows of one kind together, each a process of its own, which a loaded machine may start
+/// a second or so apart.
+pub const JOB_END_SLACK: Duration = Duration::from_secs(2);
 /// Return-routability challenges the server sends for one test: setup datagrams are repeated
 /// every 50 ms during the 10 s setup phase, so 200 per stream is generous, and the cap bounds
 /// what a flood of setups for a known cookie can make the server send.
@@ -170,6 +210,23 @@ pub(crate) struct TestEntry {
     pub(crate) refused_data: u64,
     /// Stream ids the test has (1..=streams).
     pub(crate) streams: u32,
+    /// The job the test belongs to (module docs, "Jobs").
+    pub(crate) job: Option<u64>,
+}
+
+/// One client's tests that count as one toward `--max-concurrent` (module docs, "Jobs").
+pub(crate) struct Job {
+    /// The protocol whose tests it groups.
+    group: &'static str,
+    /// The client's [`source_key`].
+    source: IpAddr,
+    /// Tests running in it.
+    tests: u32,
+    /// Their data streams.
+    streams: u32,
+    /// A test joins only if it is planned to end by then: fixed when the job opens (its first
+    /// test's planned end plus [`JOB_END_SLACK`]); `None` (a test by count): nothing joins.
+    ends_by: Option<Instant>,
 }
 
 impl TestEntry {
@@ -192,6 +249,42 @@ pub(crate) struct AdmissionState {
     pub(crate) companions: u32,
     pub(crate) rate_in_use: u64,
     starts: HashMap<IpAddr, VecDeque<Instant>>,
+    /// Running jobs, by id.
+    jobs: HashMap<u64, Job>,
+    next_job: u64,
+    /// Tests running in a job beside its first (each job counts once toward
+    /// `--max-concurrent`): the sum over jobs of their tests less one.
+    joined: u32,
+}
+
+impl AdmissionState {
+    /// Who holds the server's places, in words for a log: "a netperf job of 11 tests from
+    /// 192.0.2.1", "a test from 192.0.2.7" (companions and joined tests are their parent's).
+    pub(crate) fn holders(&self) -> String {
+        let mut who: Vec<String> = self
+            .jobs
+            .values()
+            .map(|j| format!("a {} job of {} test(s) from {}", j.group, j.tests, j.source))
+            .chain(
+                self.tests
+                    .values()
+                    .filter(|t| t.job.is_none() && t.companion_of.is_none())
+                    .map(|t| format!("a test from {}", canonical(t.client_ip))),
+            )
+            .collect();
+        who.sort();
+        const LISTED: usize = 4;
+        if who.len() > LISTED {
+            let more = who.len() - LISTED;
+            who.truncate(LISTED);
+            who.push(format!("{more} more"));
+        }
+        if who.is_empty() {
+            "nothing (the place was just given back)".into()
+        } else {
+            who.join(", ")
+        }
+    }
 }
 
 /// Shared by the listener, the UDP setup thread and every control session.
@@ -243,6 +336,19 @@ impl Registry {
 
     /// Admits `req` or says why not; on success the test is registered under a fresh cookie.
     pub(crate) fn admit(&self, req: Request<'_>, limits: &Limits, now: Instant) -> Result<Admitted, Refusal> {
+        self.admit_in_job(req, None, limits, now)
+    }
+
+    /// [`Registry::admit`], for a protocol whose tests from one client group into jobs
+    /// (`group`: its name; module docs, "Jobs"): the test joins a running job of its client
+    /// that it fits in, or opens one.
+    pub(crate) fn admit_in_job(
+        &self,
+        req: Request<'_>,
+        group: Option<&'static str>,
+        limits: &Limits,
+        now: Instant,
+    ) -> Result<Admitted, Refusal> {
         let spec = req.spec;
         let streams = spec.total_streams();
         if streams > limits.max_streams {
@@ -303,9 +409,37 @@ impl Registry {
                 }
             },
         };
-        let ordinary = st.running - st.companions;
-        if companion_of.is_none() && ordinary >= limits.max_concurrent {
-            return Err(Refusal::Busy { running: st.running, max: limits.max_concurrent, reason: None });
+        // A job of this client's that the test fits in (module docs, "Jobs").
+        let planned_end = match spec.end {
+            EndCondition::Seconds(s) => {
+                Duration::try_from_secs_f64(s + spec.omit_seconds).ok().and_then(|d| now.checked_add(d))
+            }
+            _ => None,
+        };
+        let group = group.filter(|_| companion_of.is_none());
+        let (mut joins, mut full) = (None, None);
+        if let Some(group) = group {
+            let source = source_key(req.client_ip);
+            let fitting = st.jobs.iter().filter(|(_, j)| {
+                j.group == group
+                    && j.source == source
+                    && matches!((planned_end, j.ends_by), (Some(end), Some(by)) if end <= by)
+            });
+            for (&id, j) in fitting {
+                if j.tests < MAX_TESTS_PER_JOB && j.streams + streams <= limits.max_streams {
+                    joins = Some(id);
+                    break;
+                }
+                full = Some(format!(
+                    "the {group} job of {} test(s) from {source} this test would join holds the most a job may: \
+                     {MAX_TESTS_PER_JOB} tests and {} streams (--max-streams) together",
+                    j.tests, limits.max_streams
+                ));
+            }
+        }
+        let ordinary = st.running.saturating_sub(st.companions).saturating_sub(st.joined);
+        if companion_of.is_none() && joins.is_none() && ordinary >= limits.max_concurrent {
+            return Err(Refusal::Busy { running: st.running, max: limits.max_concurrent, reason: full });
         }
         if let Some(max) = limits.max_rate {
             let Some(rate) = rate else {
@@ -369,6 +503,25 @@ impl Registry {
         if let Some(parent) = companion_of.and_then(|c| st.tests.get_mut(&c)) {
             parent.companions += 1;
         }
+        let job = match (joins, group) {
+            (Some(id), _) => {
+                if let Some(j) = st.jobs.get_mut(&id) {
+                    j.tests += 1;
+                    j.streams += streams;
+                }
+                st.joined += 1;
+                Some(id)
+            }
+            (None, Some(group)) => {
+                let id = st.next_job;
+                st.next_job += 1;
+                let ends_by = planned_end.and_then(|e| e.checked_add(JOB_END_SLACK));
+                let job = Job { group, source: source_key(req.client_ip), tests: 1, streams, ends_by };
+                st.jobs.insert(id, job);
+                Some(id)
+            }
+            (None, None) => None,
+        };
         st.tests.insert(
             cookie,
             TestEntry {
@@ -381,6 +534,7 @@ impl Registry {
                 challenges: HashMap::new(),
                 refused_data: 0,
                 streams,
+                job,
             },
         );
         st.running += 1;
@@ -408,6 +562,21 @@ impl Registry {
         }
         st.companions = st.companions.saturating_sub(orphans);
         st.rate_in_use = st.rate_in_use.saturating_sub(entry.rate);
+        if let Some(id) = entry.job {
+            // The job keeps its one place while any of its tests runs.
+            let left = st.jobs.get_mut(&id).map(|j| {
+                j.tests = j.tests.saturating_sub(1);
+                j.streams = j.streams.saturating_sub(entry.streams);
+                j.tests
+            });
+            match left {
+                Some(0) => {
+                    st.jobs.remove(&id);
+                }
+                Some(_) => st.joined = st.joined.saturating_sub(1),
+                None => {}
+            }
+        }
         if let Some(parent) = entry.companion_of {
             st.companions = st.companions.saturating_sub(1);
             if let Some(p) = st.tests.get_mut(&parent) {
@@ -562,6 +731,107 @@ mod tests {
         };
         assert_eq!((running, companions), (0, 0));
         assert!(reg.admit(req(&spec, "192.0.2.1", None), &limits, now).is_ok());
+    }
+
+    /// A netperf test of `secs` (one stream; UDP_RR is an rr test), as flent runs them.
+    fn netperf(kind: TestKind, secs: f64) -> TestSpec {
+        let mut spec = if kind == TestKind::Rr { TestSpec::rr_default() } else { TestSpec::tcp_default() };
+        spec.end = EndCondition::Seconds(secs);
+        spec
+    }
+
+    fn in_job(reg: &Registry, spec: &TestSpec, ip: &str, limits: &Limits, now: Instant) -> Result<Admitted, Refusal> {
+        reg.admit_in_job(req(spec, ip, None), Some("netperf"), limits, now)
+    }
+
+    #[test]
+    fn a_clients_netperf_tests_are_one_job_and_a_second_client_is_still_busy() {
+        let reg = Registry::default();
+        let limits = Limits::default();
+        let t0 = Instant::now();
+        // flent rrul -l 5: three UDP_RR pings of 15 s, then 5 s later 8 TCP flows of 5 s.
+        let ping = netperf(TestKind::Rr, 15.0);
+        let pings: Vec<_> =
+            (0..3).map(|_| in_job(&reg, &ping, "192.0.2.1", &limits, t0).ok().unwrap().cookie).collect();
+        let t5 = t0 + Duration::from_secs(5);
+        let flow = netperf(TestKind::Tcp, 5.0);
+        let flows: Vec<_> =
+            (0..8).map(|_| in_job(&reg, &flow, "192.0.2.1", &limits, t5).ok().unwrap().cookie).collect();
+        assert_eq!(reg.lock().running, 11);
+        // Another client is turned away as busy, as before, and told who holds the server.
+        let other = in_job(&reg, &flow, "192.0.2.2", &limits, t5).err().unwrap();
+        assert!(matches!(other, Refusal::Busy { reason: None, running: 11, max: 1 }), "{other:?}");
+        assert_eq!(reg.lock().holders(), "a netperf job of 11 test(s) from 192.0.2.1");
+        // So is a native test of the same address (its protocol does not group), and a test of
+        // the same address that would end after the job's first test (plus the slack), or has
+        // no planned end (a count).
+        assert!(matches!(reg.admit(req(&flow, "192.0.2.1", None), &limits, t5), Err(Refusal::Busy { .. })));
+        let longer = netperf(TestKind::Tcp, 10.0 + JOB_END_SLACK.as_secs_f64() + 0.5);
+        assert!(matches!(in_job(&reg, &longer, "192.0.2.1", &limits, t5), Err(Refusal::Busy { reason: None, .. })));
+        let mut counted = netperf(TestKind::Tcp, 1.0);
+        counted.end = EndCondition::Bytes(1000);
+        assert!(matches!(in_job(&reg, &counted, "192.0.2.1", &limits, t5), Err(Refusal::Busy { .. })));
+        // The job keeps its place while any of its tests runs, whichever ended first; its end
+        // stays where its first test put it.
+        for c in pings.iter().chain(&flows[1..]) {
+            reg.release(c);
+        }
+        assert!(matches!(in_job(&reg, &flow, "192.0.2.2", &limits, t5), Err(Refusal::Busy { .. })));
+        assert!(matches!(in_job(&reg, &longer, "192.0.2.1", &limits, t5), Err(Refusal::Busy { .. })));
+        let late = in_job(&reg, &flow, "192.0.2.1", &limits, t5 + Duration::from_secs(5)).ok().unwrap();
+        reg.release(&flows[0]);
+        reg.release(&late.cookie);
+        let st = reg.lock();
+        assert_eq!((st.running, st.joined, st.jobs.len(), st.tests.len()), (0, 0, 0, 0));
+        drop(st);
+        assert!(in_job(&reg, &longer, "192.0.2.2", &limits, t5).is_ok(), "the server is free again");
+    }
+
+    #[test]
+    fn a_job_is_bounded_and_every_other_limit_applies_to_its_tests() {
+        let reg = Registry::default();
+        let limits = Limits { max_concurrent: 1, ..Limits::default() };
+        let now = Instant::now();
+        let spec = netperf(TestKind::Tcp, 10.0);
+        let held: Vec<_> = (0..MAX_TESTS_PER_JOB)
+            .map(|_| in_job(&reg, &spec, "192.0.2.1", &limits, now).ok().unwrap().cookie)
+            .collect();
+        let over = in_job(&reg, &spec, "192.0.2.1", &limits, now).err().unwrap();
+        assert!(
+            matches!(over, Refusal::Busy { reason: Some(ref r), .. } if r.contains(&format!("{MAX_TESTS_PER_JOB} tests"))),
+            "{over:?}"
+        );
+        // With a second place, the client's next test opens a job of its own.
+        let two = Limits { max_concurrent: 2, ..Limits::default() };
+        let second = in_job(&reg, &spec, "192.0.2.1", &two, now).ok().unwrap();
+        for c in held.iter().chain([&second.cookie]) {
+            reg.release(c);
+        }
+        // A job's streams together stay within --max-streams.
+        let narrow = Limits { max_streams: 3, ..Limits::default() };
+        let three: Vec<_> =
+            (0..3).map(|_| in_job(&reg, &spec, "192.0.2.1", &narrow, now).ok().unwrap().cookie).collect();
+        assert!(matches!(
+            in_job(&reg, &spec, "192.0.2.1", &narrow, now),
+            Err(Refusal::Busy { reason: Some(ref r), .. }) if r.contains("--max-streams")
+        ));
+        for c in &three {
+            reg.release(c);
+        }
+        // Each joining test is a start (--max-starts-per-minute), and --max-duration applies.
+        let strict =
+            Limits { max_starts_per_minute: Some(2), max_duration: Some(Duration::from_secs(10)), ..Limits::default() };
+        let a = in_job(&reg, &spec, "192.0.2.1", &strict, now).ok().unwrap();
+        let b = in_job(&reg, &spec, "192.0.2.1", &strict, now).ok().unwrap();
+        let third = in_job(&reg, &spec, "192.0.2.1", &strict, now).err().unwrap();
+        assert!(matches!(third, Refusal::Busy { reason: Some(ref r), .. } if r.contains("--max-starts-per-minute")));
+        let long = netperf(TestKind::Tcp, 11.0);
+        assert!(
+            matches!(in_job(&reg, &long, "192.0.2.3", &strict, now), Err(Refusal::Rejected(ref m)) if m.contains("--max-duration"))
+        );
+        reg.release(&a.cookie);
+        reg.release(&b.cookie);
+        assert_eq!(reg.lock().running, 0);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! the listener for netchar's clients, a peer adapter for its protocol's. A peer adapter thus
 //! stands on the driver of its sessions, never on the listener that started it.
 
-use crate::admission::{DataConn, Refusal, Request};
+use crate::admission::{DataConn, Refusal, Request, JOB_PROTOCOLS};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, PeerFilter};
 use crate::measure::CpuMeter;
 use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
@@ -395,14 +395,31 @@ impl<'a> SessionDriver<'a> {
             route: tx.clone(),
         };
         self.user = req.auth.map(|a| a.0);
-        let admitted = match self.shared.registry.admit(request, &self.shared.cfg.limits, now) {
+        // netperf's tests from one client are one job (crate::admission, "Jobs").
+        let protocol = self.session.protocol();
+        let group = JOB_PROTOCOLS.iter().copied().find(|p| *p == protocol);
+        let admitted = match self.shared.registry.admit_in_job(request, group, &self.shared.cfg.limits, now) {
             Ok(a) => a,
             Err(refusal) => {
                 self.error = Some(match &refusal {
-                    Refusal::Busy { running, max, reason } => format!(
-                        "turned away: {}",
-                        reason.clone().unwrap_or_else(|| format!("busy ({running} of {max} tests running)"))
-                    ),
+                    Refusal::Busy { reason: Some(reason), .. } => format!("turned away as busy: {reason}"),
+                    Refusal::Busy { running, max, reason: None } => {
+                        // Who holds the places, so that the log says why in words (a netperf
+                        // client only prints "remote error 16").
+                        let holders = self.shared.registry.lock().holders();
+                        let joining = if group.is_some() {
+                            format!(
+                                "; a {protocol} test joins a running job only from the job's address and when \
+                                 planned to end by the end of the job's first test"
+                            )
+                        } else {
+                            String::new()
+                        };
+                        format!(
+                            "turned away as busy: the server's {max} place(s) (--max-concurrent) are held by \
+                             {holders} ({running} test(s) running){joining}; retry when they end"
+                        )
+                    }
                     Refusal::Rejected(reason) => format!("refused: {reason}"),
                 });
                 self.session.turned_away(now, &refusal);
