@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 
 /// iperf3's port.
 pub const DEFAULT_PORT: u16 = 5201;
+/// iperf3's `i_errno` for more parallel streams than allowed (IENUMSTREAMS).
+const IE_NUM_STREAMS: i32 = 6;
 /// A new connection must present its cookie within this.
 const COOKIE_WAIT: Duration = Duration::from_secs(5);
 
@@ -341,12 +343,23 @@ impl ServerControl for Iperf3Server {
         self.session.accept(now);
     }
     fn turned_away(&mut self, _now: Instant, why: &Refusal) {
+        // iperf3 prints its own text for the code it is sent: each refusal gets the code whose
+        // text names its reason (the server's log has the whole of it). A busy server is
+        // ACCESS_DENIED, "the server is busy running a test. try again later"; a limit the test
+        // exceeds is not busy, and retrying would not help.
         match why {
+            Refusal::Busy { .. } => self.session.deny(),
+            // iperf3's own code for its server's --max-server-duration (what it prints for
+            // it depends on its version)
             Refusal::Rejected(reason) if reason.contains("--max-duration") => {
                 self.session.refuse(wire::IE_MAX_DURATION)
             }
+            // "total required bandwidth is larger than server limit"
             Refusal::Rejected(reason) if reason.contains("--max-rate") => self.session.refuse(wire::IE_TOTAL_RATE),
-            _ => self.session.deny(),
+            // "number of parallel streams too large (maximum = 128)": iperf3's own maximum
+            // in the text, the server's --max-streams in its log.
+            Refusal::Rejected(reason) if reason.contains("--max-streams") => self.session.refuse(IE_NUM_STREAMS),
+            Refusal::Rejected(_) => self.session.deny(),
         }
     }
     fn streams_connected(&mut self, now: Instant) {
