@@ -257,6 +257,11 @@ pub(crate) struct CommonArgs {
     /// The user of --psk-file to authenticate as.
     #[arg(long = "psk-user", value_name = "USER", requires = "psk_file")]
     pub(crate) psk_user: Option<String>,
+    /// Read the counters of this nftables chain of the client's host ('FAMILY TABLE CHAIN',
+    /// or 'TABLE CHAIN' in family inet) before and after each run, into the result's evidence:
+    /// ground truth beside the test's own counts (repeatable).
+    #[arg(long = "nft-counter", value_name = "CHAIN")]
+    pub(crate) nft_counter: Vec<String>,
     /// The server's protocol (-p defaults to its port): auto (netchar's own, or the peer
     /// protocol the server answers in), or one of the protocols below.
     #[arg(long = "proto", value_name = "PROTO", default_value = "auto", value_parser = ProtoParser)]

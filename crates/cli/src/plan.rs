@@ -106,6 +106,8 @@ pub(crate) struct TcpPlan {
     pub(crate) explicit_rate: bool,
     /// `--console`, `--console-cmd`: the target's console, read around each run.
     pub(crate) console: Option<ConsoleSource>,
+    /// `--nft-counter`: chains of the client's host whose counters each run reads around it.
+    pub(crate) nft_chains: Vec<[String; 3]>,
     /// `--step-cmd` of the sweep, suite or plan the test is a step of, and the job's step count.
     pub(crate) step: crate::hooks::StepCommand,
 }
@@ -525,6 +527,11 @@ impl TcpPlan {
             under_load: None,
             explicit_rate: false,
             console: console_source(&a.console_args)?,
+            nft_chains: a
+                .nft_counter
+                .iter()
+                .map(|c| netchar_sys::nft::parse_chain(c).map_err(|e| UsageError(format!("--nft-counter {e}"))))
+                .collect::<Result<_, _>>()?,
             step: crate::hooks::StepCommand::new(None),
         })
     }

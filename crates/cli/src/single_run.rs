@@ -7,6 +7,11 @@ use anyhow::Result;
 use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
 
+/// The counted rules of each `--nft-counter` chain, with the chain's name.
+fn nft_counters(chains: &[[String; 3]]) -> Result<Vec<(String, Vec<netchar_sys::nft::RuleCounter>)>, String> {
+    chains.iter().map(|c| Ok((c.join(" "), netchar_sys::nft::chain_counters(c)?))).collect()
+}
+
 /// One run: start, live intervals, end, through `reporters`; returns the result and the
 /// run's exit status. `reset`: the `--reset-cmd` before the run, for its result.
 pub(crate) fn run(
@@ -28,6 +33,8 @@ pub(crate) fn run(
             }
         }
     };
+    // --nft-counter: a chain that cannot be read stops the run before its traffic.
+    let nft_before = nft_counters(&plan.nft_chains).map_err(|e| anyhow::anyhow!("--nft-counter {e}"))?;
     // `netchar run --step-cmd`: each test of the plan is a step.
     let step = plan.step.command.is_some().then(|| plan.step.begin(&plan.client));
     let mut run = match &plan.under_load {
@@ -39,6 +46,27 @@ pub(crate) fn run(
     }
     if let Some(step) = step {
         step.end(run.result.as_mut());
+    }
+    if let Some(r) = run.result.as_mut().filter(|_| !plan.nft_chains.is_empty()) {
+        let evidence = r.evidence.get_or_insert_with(Default::default);
+        match nft_counters(&plan.nft_chains) {
+            Ok(after) => {
+                for ((chain, before), (_, after)) in nft_before.iter().zip(&after) {
+                    evidence.nft.extend(netchar_sys::nft::deltas(before, after).into_iter().map(|d| {
+                        netchar_model::NftCounter {
+                            chain: chain.clone(),
+                            handle: d.handle,
+                            rule: d.rule,
+                            packets: d.packets,
+                            bytes: d.bytes,
+                        }
+                    }));
+                }
+            }
+            Err(e) => {
+                evidence.unavailable.insert("nft".into(), e);
+            }
+        }
     }
     if let (Some(r), Some(reset)) = (run.result.as_mut(), reset) {
         r.reset = Some(reset);

@@ -95,6 +95,27 @@ pub struct EvidenceReport {
     /// `local` or `remote` → why that end's evidence is absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unavailable: BTreeMap<String, String>,
+    /// `--nft-counter`: what the counted rules of the chains the user named (on the client's
+    /// host) counted over the test.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nft: Vec<NftCounter>,
+}
+
+/// What one counted nftables rule counted over a test (`--nft-counter FAMILY TABLE CHAIN`).
+/// nft counts what its hook sees: a GSO super-packet is one packet whose bytes span all its
+/// segments.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NftCounter {
+    /// `FAMILY TABLE CHAIN`.
+    pub chain: String,
+    /// The rule's handle in the chain.
+    pub handle: u64,
+    /// The rule as nft prints it, without its counter.
+    pub rule: String,
+    /// Packets it counted over the test.
+    pub packets: u64,
+    /// Bytes it counted over the test.
+    pub bytes: u64,
 }
 
 counters! {

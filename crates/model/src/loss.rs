@@ -403,7 +403,7 @@ mod tests {
         let mut client = quiet_evidence("eth0");
         client.socket_drops = Some(4);
         client.stack = Some(StackCounters { udp_in_errors: 4, udp_rcvbuf_errors: 4, ..Default::default() });
-        let ev = EvidenceReport { local: Some(client.clone()), remote: None, unavailable };
+        let ev = EvidenceReport { local: Some(client.clone()), remote: None, unavailable, ..Default::default() };
         let b = result(crate::Direction::Down, 10, Some(ev.clone())).summary.down.unwrap().loss_breakdown.unwrap();
         assert_eq!(
             (b.sender_qdisc, b.sender_interface, b.receiver_socket, b.receiver_stack),

@@ -4,9 +4,18 @@
 //! time and its interval samples. [`TestResult::assemble`] derives everything else (per-flow
 //! summaries, summed intervals) from those records, so every figure can be recomputed from the
 //! counters that are kept next to it.
+//!
+//! A result holds parts whose types stand below it ([`crate::loss`], [`crate::method`],
+//! [`crate::target`]); what derives a part from a whole result is here, in a submodule named
+//! after the part, so that the parts never reach back up to the result.
 
 use crate::{bits_per_second, Flow, TestSpec};
 use serde::{Deserialize, Serialize};
+
+mod loss;
+mod method;
+mod target;
+pub mod under_load;
 
 /// Which end of a stream a record describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -142,6 +151,11 @@ pub struct UdpSent {
     pub packets: u64,
     /// Sends the kernel refused (ENOBUFS, EAGAIN, ...): counted, never counted as sent.
     pub send_errors: u64,
+    /// `send_errors` by the errno the kernel gave (`ENOBUFS`, `EPERM` from a firewall,
+    /// `ECONNREFUSED` after an ICMP port unreachable, ...): whole stream only (absent from
+    /// intervals, and from a summary after a warm-up), left out when none was refused.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub send_errors_by_errno: std::collections::BTreeMap<String, u64>,
     /// Mean gap between consecutive datagrams, µs (whole stream only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub gap_mean_us: Option<f64>,
@@ -619,6 +633,8 @@ struct SideTotalsWire {
     #[serde(default)]
     send_errors: Option<u64>,
     #[serde(default)]
+    send_errors_by_errno: std::collections::BTreeMap<String, u64>,
+    #[serde(default)]
     gap_mean_us: Option<f64>,
     #[serde(default)]
     gap_p99_us: Option<f64>,
@@ -660,6 +676,7 @@ impl From<SideTotalsWire> for SideTotals {
         let udp_sent = w.send_errors.map(|send_errors| UdpSent {
             packets,
             send_errors,
+            send_errors_by_errno: w.send_errors_by_errno,
             gap_mean_us: w.gap_mean_us,
             gap_p99_us: w.gap_p99_us,
             gso: w.gso.unwrap_or(false),
@@ -1016,6 +1033,9 @@ fn sum_sent(parts: impl Iterator<Item = Vec<UdpSent>>) -> Option<UdpSent> {
         let t = total.get_or_insert_with(UdpSent::default);
         t.packets += p.packets;
         t.send_errors += p.send_errors;
+        for (errno, n) in &p.send_errors_by_errno {
+            *t.send_errors_by_errno.entry(errno.clone()).or_default() += n;
+        }
         t.gso |= p.gso;
         t.sends += p.sends;
         t.gap_mean_us = p.gap_mean_us.or(t.gap_mean_us);

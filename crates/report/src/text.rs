@@ -488,6 +488,13 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     if let Some(t) = &r.target {
         target_lines(t, &mut out);
     }
+    // --nft-counter: the counted rules the user named, over the test.
+    for n in r.evidence.iter().flat_map(|e| &e.nft) {
+        let _ = writeln!(out, "nft  {} [{}] {}: {} packets, {} bytes", n.chain, n.handle, n.rule, n.packets, n.bytes);
+    }
+    if let Some(why) = r.evidence.as_ref().and_then(|e| e.unavailable.get("nft")) {
+        let _ = writeln!(out, "nft  not read after the test: {why}");
+    }
     if let Some(c) = &r.console {
         out.push_str(&crate::console::console_lines(c));
     }
@@ -624,8 +631,10 @@ fn near_end_summary(r: &TestResult, format: RateFormat, out: &mut String) {
                 if let Some(s) = &f.sender.udp_sent {
                     let _ = writeln!(
                         out,
-                        "     sender: {} datagrams sent, {} refused by the kernel",
-                        s.packets, s.send_errors
+                        "     sender: {} datagrams sent, {} refused by the kernel{}",
+                        s.packets,
+                        s.send_errors,
+                        by_errno(s)
                     );
                 }
                 notes(out, Some(Flow::Up));
@@ -709,13 +718,23 @@ fn path_lines(r: &TestResult, out: &mut String) {
 
 /// A UDP flow's sender and receiver lines and its accounting; `short`: the protocol's caveat
 /// for a receiver that counted fewer datagrams than were sent.
+/// ` (ENOBUFS 12, EPERM 3)`: the refused sends by cause, or nothing when none was refused or
+/// the causes were not counted.
+fn by_errno(s: &netchar_model::UdpSent) -> String {
+    if s.send_errors_by_errno.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = s.send_errors_by_errno.iter().map(|(e, n)| format!("{e} {n}")).collect();
+    format!(" ({})", parts.join(", "))
+}
+
 fn udp_summary(f: &FlowSummary, short: Option<&Caveat>, out: &mut String) {
     if let Some(s) = &f.sender.udp_sent {
         let _ = write!(out, "     sender: {} datagrams sent", s.packets);
         if let Some(pps) = f.sender.packets_per_second {
             let _ = write!(out, " ({}/s)", format_si(pps, "").trim());
         }
-        let _ = write!(out, ", {} refused by the kernel", s.send_errors);
+        let _ = write!(out, ", {} refused by the kernel{}", s.send_errors, by_errno(s));
         if let (Some(mean), Some(p99)) = (s.gap_mean_us, s.gap_p99_us) {
             let _ = write!(out, "; gap mean {mean:.2} us, p99 {p99:.2} us");
         }

@@ -23,6 +23,7 @@ pub mod host;
 pub mod identity;
 pub mod ip;
 pub mod netlink;
+pub mod nft;
 pub mod proc_net;
 pub mod process;
 pub mod rseq;

@@ -79,6 +79,35 @@ pub fn classify_send_error(err: &io::Error, segmented: bool) -> SendFailure {
     }
 }
 
+/// The name of a send error's errno as the C library defines it (`ENOBUFS`), for the result's
+/// count of refused sends by cause; `errno N` for one not named here, `EAGAIN` for a send that
+/// timed out without one.
+pub fn send_error_name(err: &io::Error) -> String {
+    let named = [
+        (libc::EAGAIN, "EAGAIN"),
+        (libc::EINTR, "EINTR"),
+        (libc::ETIMEDOUT, "ETIMEDOUT"),
+        (libc::ENOBUFS, "ENOBUFS"),
+        (libc::ENOMEM, "ENOMEM"),
+        (libc::EPERM, "EPERM"),
+        (libc::EACCES, "EACCES"),
+        (libc::ECONNREFUSED, "ECONNREFUSED"),
+        (libc::EHOSTUNREACH, "EHOSTUNREACH"),
+        (libc::ENETUNREACH, "ENETUNREACH"),
+        (libc::EHOSTDOWN, "EHOSTDOWN"),
+        (libc::ENETDOWN, "ENETDOWN"),
+        (libc::EMSGSIZE, "EMSGSIZE"),
+        (libc::EIO, "EIO"),
+        (libc::EINVAL, "EINVAL"),
+    ];
+    match err.raw_os_error() {
+        Some(code) => {
+            named.iter().find(|(c, _)| *c == code).map_or_else(|| format!("errno {code}"), |(_, n)| n.to_string())
+        }
+        None => "EAGAIN".to_string(),
+    }
+}
+
 /// Sends `count` datagrams of `len` bytes laid out back to back in `buf` with one
 /// `sendmmsg`. Returns how many the kernel accepted (fewer on a full buffer).
 pub fn send_many(fd: BorrowedFd<'_>, buf: &[u8], len: usize, count: usize) -> io::Result<usize> {
