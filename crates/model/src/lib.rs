@@ -11,6 +11,15 @@
 //! assert_eq!(parse_bytes("128Ki").unwrap(), 131_072);
 //! assert_eq!(parse_bit_rate("1.5G").unwrap(), 1_500_000_000);
 //! ```
+//!
+//! The modules stand in layers, each on the ones below it only. At the bottom what a test is
+//! and what it is measured in ([`units`], [`payload`], [`spec`]) and what its ends observed
+//! beside the figures ([`evidence`], [`console`], [`hooks`]); above them the parts of a result
+//! that have their own arithmetic ([`loss`], [`method`], [`target`]: types and what they compute
+//! from their own fields); then the [`result`] that holds them all, with the derivations that
+//! read a whole result (a flow's loss breakdown, the method, the target's cost per unit) as its
+//! own submodules, and the latency-under-load figures it is made of ([`under_load`]); on top,
+//! what reads results ([`figures`]).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -24,7 +33,6 @@ pub mod payload;
 pub mod result;
 pub mod spec;
 pub mod target;
-pub mod under_load;
 pub mod units;
 
 pub use console::{ConsoleFlag, ConsoleLine, ConsoleLog};
@@ -33,10 +41,10 @@ pub use hooks::{CommandRun, ResetRecord, StepRecord};
 pub use loss::LossBreakdown;
 pub use method::{Method, MethodDifference, METHOD_FIELDS};
 pub use payload::{Integrity, PayloadKind, PayloadSpec, RrIntegrity};
+pub use result::under_load::{self, FlowRate, LatencyProbe, LoadFlow, ProbeInterval, UnderLoad};
 pub use result::*;
 pub use spec::*;
 pub use target::{TargetFigures, TargetReport, TargetUnit};
-pub use under_load::{FlowRate, LatencyProbe, LoadFlow, ProbeInterval, UnderLoad};
 
 /// The version of the JSON result schema (docs/json.md). Bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
