@@ -23,6 +23,12 @@
 //! (DatagramFormatKind::Unsequenced), and loss is what the sender sent less what the
 //! server's results say arrived. netperf's UDP data is accepted only from the control
 //! connection's address, which TCP proved (crate::reflection).
+//!
+//! As a server, each control connection is a test under the shared admission; one client's
+//! tests that overlap in time (flent's flows, each a netperf process) are one job under
+//! `--max-concurrent` (crate::admission, "Jobs"; the driver, crate::server_session, asks for it
+//! by this protocol's name). A test turned away gets netserver's errno: netperf prints only
+//! `remote error 16`, so the server's log says who was turned away and why.
 
 use super::{PeerContext, PeerListener};
 use crate::admission::Refusal;
