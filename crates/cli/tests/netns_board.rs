@@ -23,6 +23,12 @@
 //! the tests hold them to the figures recorded for the board's build. The reflection guard's answer budget is checked
 //! without `-icount`, where the board's clock is the host's.
 //!
+//! The peer image's nc_test slave runs nc_test's background load (SET_LOAD: a calibrated share
+//! of the board's loop), so the eCos suite runs every section against it; each level asked is
+//! held to the share the board says it ran and to the idle-loop counts it leaves. IPv6 (the
+//! board's BOARD_IP6 on the TAP link) is measured from `a`, and a board image built with a
+//! second BOARD_IP must carry and serve the second.
+//!
 //! Needs root, `ip`, `nft`, make, gcc-arm-none-eabi, libnewlib-arm-none-eabi, qemu-system-arm
 //! and lwIP's source in responder/build/lwip (`make -C responder lwip-src`); otherwise it says
 //! why and passes, unless NETCHAR_REQUIRE_ALL=1 (CI), in which case it fails.
@@ -46,6 +52,9 @@ const TAP: &str = "ncbtap0";
 /// The board's address, gateway and ports, as `make board` builds them (responder/Makefile).
 const BOARD_IP: &str = "10.77.0.2";
 const TAP_IP: &str = "10.77.0.1";
+/// The board's static IPv6 address (`BOARD_IP6`), and the TAP's on the same /64.
+const BOARD_IP6: &str = "fd00:77::2";
+const TAP_IP6: &str = "fd00:77::1";
 const PORT: u16 = 5300;
 const NC_TEST_PORT: u16 = 7777;
 const NC_TEST_DATA_PORT: u16 = 8770;
@@ -160,6 +169,15 @@ impl Bed {
         b.ip(&["route", "add", "10.77.0.0/24", "via", &link.a_ip.to_string()])?;
         a.ip(&["route", "add", &format!("192.168.{x}.0/24"), "via", &link.b_ip.to_string()])?;
         Ok(Self { link, outside })
+    }
+
+    /// IPv6 on the TAP (which `create` leaves off): TAP_IP6/64, no duplicate address
+    /// detection, so the board at BOARD_IP6 is reachable from `a` at once.
+    fn enable_ipv6(&self) -> Result<(), String> {
+        let a = &self.link.a;
+        a.sysctl(&format!("net/ipv6/conf/{TAP}/disable_ipv6"), "0")?;
+        a.ip(&["addr", "add", &format!("{TAP_IP6}/64"), "dev", TAP, "nodad"])?;
+        Ok(())
     }
 
     /// Frames the kernel dropped at the TAP device (its queue to QEMU was full).
@@ -341,7 +359,12 @@ fn f(v: &Value) -> f64 {
 
 /// `netchar ARGS --json` in `b`; the parsed output, and the run for messages.
 fn netchar(bed: &Bed, board: &Board, args: &[&str]) -> Value {
-    let mut cmd = bed.link.b.command(NETCHAR);
+    netchar_in(&bed.link.b, board, args)
+}
+
+/// `netchar ARGS --json` in namespace `ns`.
+fn netchar_in(ns: &Netns, board: &Board, args: &[&str]) -> Value {
+    let mut cmd = ns.command(NETCHAR);
     cmd.args(args).arg("--json");
     let shown = format!("{cmd:?}");
     let run = netns::run_with_timeout(cmd, Duration::from_secs(180)).unwrap_or_else(|e| panic!("{e}"));
@@ -363,12 +386,17 @@ fn context(shown: &str, run: &Finished, board: &Board) -> String {
 /// A test of the native protocol against the board: the one result, error-free and measured
 /// by the responder.
 fn native(bed: &Bed, board: &Board, kind: &str, extra: &[&str]) -> Value {
+    native_at(&bed.link.b, BOARD_IP, board, kind, extra)
+}
+
+/// [`native`] from namespace `ns` to the board's address `host`.
+fn native_at(ns: &Netns, host: &str, board: &Board, kind: &str, extra: &[&str]) -> Value {
     let port = PORT.to_string();
-    let ns = (1u32 << ICOUNT_SHIFT).to_string();
-    let mut args = vec![kind, BOARD_IP, "-p", &port, "--target-ns-per-instruction", &ns];
+    let shift = (1u32 << ICOUNT_SHIFT).to_string();
+    let mut args = vec![kind, host, "-p", &port, "--target-ns-per-instruction", &shift];
     args.extend_from_slice(extra);
     let earlier = board.lines(COUNTERS_LINE).len();
-    let doc = netchar(bed, board, &args);
+    let doc = netchar_in(ns, board, &args);
     let doc = match doc {
         Value::Array(mut all) => {
             assert_eq!(all.len(), 1, "one result: {all:?}");
@@ -397,8 +425,9 @@ fn check_target(doc: &Value, console: &[(String, u64)]) {
         .map(|(name, v)| (name.clone(), u(v)))
         .collect();
     assert_eq!(counters, console, "the result's target counters are the board's");
-    for name in ["link_recv", "link_xmit", "ip_recv", "ip_xmit"] {
-        assert!(counters.iter().any(|(n, v)| n == name && *v > 0), "{name} did not move: {t}");
+    // IPv4's counters, or IPv6's for a test over IPv6.
+    for names in [["link_recv"; 2], ["link_xmit"; 2], ["ip_recv", "ip6_recv"], ["ip_xmit", "ip6_xmit"]] {
+        assert!(counters.iter().any(|(n, v)| names.contains(&n.as_str()) && *v > 0), "{names:?} did not move: {t}");
     }
     assert_eq!(t["build"], doc["remote_host"]["kernel"], "{t}");
     let cpu = &doc["cpu"]["remote"];
@@ -742,13 +771,20 @@ fn board_peer_roles_serve_nc_test_netio_and_echo() {
     };
     let mut board = Board::boot(&bed, &peers_image, true);
 
-    // The eCos suite (its short form), the netchar master against the board's slave: the
-    // slave refuses SET_LOAD (no background load on this board), measures idle with its idle
-    // loop's counter, and counts every buffer of each echo test.
+    // The eCos suite (its short form), the netchar master against the board's slave: every
+    // section runs, the slave-load one on the board's background load (SET_LOAD 0, then 50%),
+    // the master-load one on its idle loop's counter; the slave counts every buffer of each
+    // echo test, and says what share of its loop the 50% load ran.
     let nc = NC_TEST_PORT.to_string();
+    let earlier = board.lines("background load of").len();
     let res = netchar(&bed, &board, &["suite", "ecos", BOARD_IP, "--proto", "nc-test", "-p", &nc, "--quick"]);
     let tests = res.as_array().expect("one result per test of the suite");
-    assert!(!tests.is_empty(), "{res}");
+    // TCP echo 64 x 10240; UDP and TCP echo at loads 0 and 50%; the same twice with idle.
+    assert_eq!(tests.len(), 9, "every section ran: {res}");
+    let line = board.wait_line("background load of", earlier, Duration::from_secs(5));
+    let ran = load_ran(&line, 50);
+    eprintln!("board nc_test: {line}");
+    assert!((ran - 50.0).abs() <= 2.0, "asked 50%, the board ran {ran}%: {line}");
     for t in tests {
         assert!(t["error"].is_null(), "{}: {}\n{}", t["test"]["title"], t["error"], board.console());
     }
@@ -763,6 +799,36 @@ fn board_peer_roles_serve_nc_test_netio_and_echo() {
     assert!(!board.lines("nc-test UDP echo").is_empty() && !board.lines("nc-test TCP echo").is_empty());
     let idle = board.lines("nc-test").len();
     eprintln!("board nc_test: {} tests, {idle} slave log lines", tests.len());
+
+    // SET_LOAD asked against measured twice over: the share the board says each level ran
+    // (its clock), and the idle-loop counts per tick it leaves (START/STOP_IDLE), against those
+    // at no load, as eCos's slave calibrates its load.
+    let earlier = board.lines("background load of").len();
+    let out = run_role(&bed, &board, "load_role", &[("NETCHAR_BOARD", BOARD_IP.to_string())]);
+    let per_tick: Vec<f64> = LOADS
+        .iter()
+        .map(|load| {
+            // "load L: ticks T count C" (the first after the harness's "test load_role ... ").
+            let tag = format!("load {load}: ");
+            let line = out.lines().find_map(|l| l.split(&tag).nth(1)).unwrap_or_else(|| panic!("no {tag:?}: {out}"));
+            let n: Vec<f64> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+            assert_eq!(n.len(), 2, "{line}");
+            n[1] / n[0]
+        })
+        .collect();
+    let mut figures = Vec::new();
+    for (i, &load) in LOADS.iter().enumerate().skip(1) {
+        let line = board.wait_line("background load of", earlier + i - 1, Duration::from_secs(5));
+        let ran = load_ran(&line, load);
+        let by_idle = 100.0 * (1.0 - per_tick[i] / per_tick[0]);
+        figures.push(format!("{load}%: ran {ran}%, idle counts say {by_idle:.1}%"));
+        assert!((ran - f64::from(load)).abs() <= 2.0, "asked {load}%, the board ran {ran}%: {line}");
+        assert!(
+            (by_idle - f64::from(load)).abs() <= 5.0,
+            "asked {load}%, the idle counts per tick fell by {by_idle:.1}% ({per_tick:?})\n{out}"
+        );
+    }
+    eprintln!("board background load: {}", figures.join("; "));
 
     // netio's TCP test with 4k blocks: the board read every byte the client sent (and the end
     // marker), the client every byte the board sent.
@@ -808,6 +874,49 @@ fn board_peer_roles_serve_nc_test_netio_and_echo() {
     let n = numbers(line.clone());
     assert_eq!(n[1], n[2], "UDP echo returns what came: {line}");
     board.assert_healthy();
+}
+
+/// The share "background load of PCT% ran X.Y% of the time for N ms" says the load ran.
+fn load_ran(line: &str, pct: u32) -> f64 {
+    let rest = line
+        .split(&format!("background load of {pct}% ran "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("not the {pct}% load's line: {line}"));
+    rest.split('%').next().unwrap().parse().unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+/// The loads the load test asks for, in percent.
+const LOADS: [u32; 4] = [0, 25, 50, 75];
+
+/// Runs in `b` when a test starts it: nc_test's SET_LOAD at each of LOADS against the peer
+/// image at NETCHAR_BOARD, and at each the idle loop's count over 3 s (START_IDLE, STOP_IDLE),
+/// printed as "load L: ticks T count C"; then DISCONNECT, which stops the load.
+#[test]
+#[ignore = "a role of netns_board, started by it inside a namespace"]
+fn load_role() {
+    let Ok(board) = std::env::var("NETCHAR_BOARD") else { return };
+    let to = SocketAddr::new(board.parse().unwrap(), NC_TEST_PORT);
+    let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut seq = 1000;
+    let mut ask = |kind: Kind, nbufs: u32| -> Reply {
+        seq += 1;
+        sock.send_to(&Request::new(kind, seq, nbufs, 0).encode(), to).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, _) = sock.recv_from(&mut buf).expect("a reply");
+        let reply = Reply::decode(&buf[..n]).unwrap();
+        assert!(reply.is_ack() && reply.seq == seq, "{kind:?} {nbufs}: {reply:?}");
+        reply
+    };
+    for load in LOADS {
+        ask(Kind::SetLoad, load);
+        thread::sleep(Duration::from_millis(300));
+        ask(Kind::StartIdle, 0);
+        thread::sleep(Duration::from_secs(3));
+        let r = ask(Kind::StopIdle, 0);
+        println!("load {load}: ticks {} count {}", r.elapsed_ticks, r.idle_count());
+    }
+    ask(Kind::Disconnect, 0);
 }
 
 /// Runs in `b` when a test starts it: the hostile input of crates/cli/tests/responder.rs and
@@ -1126,5 +1235,113 @@ fn board_survives_hostile_input_and_keeps_its_reflection_guard() {
         netchar(&bed, &board, &["echo", BOARD_IP, "--proto", "nc-test", "-p", &nc, "--udp", "--pattern", "100x1024"]);
     let res = &res.as_array().map_or(&res, |a| &a[0]).clone();
     assert_eq!(u(&res["summary"]["rr"]["transactions"]), 100, "{}", res["summary"]);
+    board.assert_healthy();
+}
+
+/// IPv6 on the TAP link (`BOARD_IP6`, an implied /64, beside the link-local address): the
+/// native image answers ping on it, the native protocol measures TCP (both ends' counts
+/// exact, IPv6's counters in the result's `target`) and UDP rr over it; the peer image's
+/// nc_test slave serves a UDP and a TCP echo test over it, each counted by the board. The
+/// client runs in `a`, on the link: lwIP learns routers only from advertisements, and this
+/// link has none.
+#[test]
+fn board_serves_ipv6_on_the_tap_link() {
+    let _one = ONE_BOARD.lock().unwrap_or_else(|p| p.into_inner());
+    let (native_image, peers_image) = match images() {
+        Ok(i) => i,
+        Err(reason) => return netns::skip_or_fail(&reason),
+    };
+    let bed = match Bed::create() {
+        Ok(b) => b,
+        Err(reason) => return netns::skip_or_fail(&reason),
+    };
+    bed.enable_ipv6().expect("IPv6 on the TAP");
+    let a = &bed.link.a;
+    {
+        let mut board = Board::boot(&bed, &native_image, true);
+        assert!(board.line(READY).contains(&format!("{BOARD_IP6}/64 and fe80:")), "{}", board.line(READY));
+        let ping = a.command("ping").args(["-6", "-c", "3", "-W", "2", BOARD_IP6]).output().expect("run ping");
+        assert!(ping.status.success(), "ping {BOARD_IP6}: {}", String::from_utf8_lossy(&ping.stdout));
+        let res = native_at(a, BOARD_IP6, &board, "tcp", &["-n", "2000000"]);
+        for s in res["streams"].as_array().unwrap() {
+            assert_eq!(u(&s["bytes"]), 2_000_000, "{s}");
+        }
+        let moved = |name: &str| res["target"]["counters"][name].as_u64().unwrap_or(0);
+        assert!(moved("ip6_recv") > 0 && moved("ip6_xmit") > 0, "{}", res["target"]);
+        assert_eq!(moved("ip_recv"), 0, "an IPv6 test moved IPv4's counters: {}", res["target"]);
+        let per = instructions(&res, "byte", 2_000_000);
+        let res = native_at(a, BOARD_IP6, &board, "rr", &["-n", "1000", "--udp"]);
+        assert_eq!(u(&res["summary"]["rr"]["transactions"]), 1000, "{}", res["summary"]);
+        assert_eq!(u(&res["summary"]["rr"]["lost"]), 0, "{}", res["summary"]);
+        eprintln!(
+            "board over IPv6: tcp up {per:.2} instructions per byte; udp rr {:.0}/s, p50 {:.1} us",
+            f(&res["summary"]["rr"]["transactions_per_second"]),
+            f(&res["summary"]["rr"]["latency_us"]["p50"])
+        );
+        board.assert_healthy();
+    }
+    let mut board = Board::boot(&bed, &peers_image, true);
+    let nc = NC_TEST_PORT.to_string();
+    for (udp, pattern, what) in [(true, "100x1024", "nc-test UDP echo"), (false, "50x1024", "nc-test TCP echo")] {
+        let mut args = vec!["echo", BOARD_IP6, "--proto", "nc-test", "-p", &nc, "--pattern", pattern];
+        if udp {
+            args.push("--udp");
+        }
+        let res = netchar_in(a, &board, &args);
+        let res = res.as_array().map_or(&res, |all| &all[0]).clone();
+        assert!(res["error"].is_null(), "{}", res["error"]);
+        let n: u64 = pattern.split('x').next().unwrap().parse().unwrap();
+        assert_eq!(u(&res["summary"]["rr"]["transactions"]), n, "{}", res["summary"]);
+        let line = board.wait_line(&format!("{what} from [fd00:77:0:0:0:0:0:1]:"), 0, Duration::from_secs(5));
+        assert!(line.contains(&format!(": sent {n} buffers, received {n} buffers")), "{line}");
+    }
+    board.assert_healthy();
+}
+
+/// The build variables are dependencies of the image: the native image built in a scratch
+/// build directory with one BOARD_IP, then another, carries the second (as text, and on its
+/// console when it boots) and serves there, with only the responder's and the board's objects
+/// rebuilt; the same value again rebuilds nothing.
+#[test]
+fn board_image_follows_a_changed_board_ip() {
+    let _one = ONE_BOARD.lock().unwrap_or_else(|p| p.into_inner());
+    if let Err(reason) = images() {
+        return netns::skip_or_fail(&reason);
+    }
+    let bed = match Bed::create() {
+        Ok(b) => b,
+        Err(reason) => return netns::skip_or_fail(&reason),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("board/netchar-board.elf");
+    let lwip = responder_dir().join("build/lwip");
+    let build = |ip: &str| -> String {
+        let out = Command::new("make")
+            .arg("-C")
+            .arg(responder_dir())
+            .arg("-j2")
+            .arg(format!("BUILD={}", dir.path().display()))
+            .arg(format!("LWIP_SRC={}", lwip.display()))
+            .arg(format!("BOARD_IP={ip}"))
+            .arg(&elf)
+            .output()
+            .expect("run make");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "make BOARD_IP={ip} failed:\n{text}");
+        text
+    };
+    build("10.77.0.9");
+    let second = build("10.77.0.3");
+    assert!(second.contains("ARM-CC src/nc_responder.c") && second.contains("LINK"), "{second}");
+    assert!(!second.contains("ARM-CC (lwIP)"), "lwIP rebuilt for a new BOARD_IP:\n{second}");
+    let image = std::fs::read(&elf).unwrap();
+    let has = |s: &str| image.windows(s.len()).any(|w| w == s.as_bytes());
+    assert!(has("10.77.0.3") && !has("10.77.0.9"), "the image does not carry the second BOARD_IP");
+    let third = build("10.77.0.3");
+    assert!(!third.contains("ARM-CC") && !third.contains("LINK"), "the same value rebuilt:\n{third}");
+    let mut board = Board::boot(&bed, &elf, true);
+    assert!(board.line(READY).contains("mps2-an386, 10.77.0.3/24,"), "{}", board.line(READY));
+    let res = native_at(&bed.link.b, "10.77.0.3", &board, "rr", &["-n", "200"]);
+    assert_eq!(u(&res["summary"]["rr"]["transactions"]), 200, "{}", res["summary"]);
     board.assert_healthy();
 }
