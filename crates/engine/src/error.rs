@@ -29,6 +29,21 @@ pub enum SessionError {
     Unsupported(String),
 }
 
+impl SessionError {
+    /// [`Self::OptionRefused`]: `flag` cannot run with this protocol, as `message` says.
+    pub fn option(flag: &'static str, message: impl Into<String>) -> Self {
+        Self::OptionRefused { flag, message: message.into() }
+    }
+
+    /// The option refused, when the error is one's.
+    pub fn flag(&self) -> Option<&'static str> {
+        match self {
+            Self::OptionRefused { flag, .. } => Some(flag),
+            Self::Unsupported(_) => None,
+        }
+    }
+}
+
 impl From<String> for SessionError {
     /// An adapter's one line about a test it cannot run.
     fn from(message: String) -> Self {

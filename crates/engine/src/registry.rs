@@ -203,6 +203,18 @@ pub fn far_end_options(def: &ProtocolDef, spec: &TestSpec) -> OptionReach {
     reach
 }
 
+/// The first of netchar's own server features the test asks for (`--server-load`, `--idle`, a
+/// server CPU in `-A`), which no peer's server has: the flag a peer's adapter refuses.
+pub(crate) fn netchar_server_feature(spec: &TestSpec) -> Option<&'static str> {
+    if spec.server_load.is_some() {
+        Some("--server-load")
+    } else if spec.measure_idle {
+        Some("--idle")
+    } else {
+        spec.server_cpu.map(|_| "-A")
+    }
+}
+
 /// `--payload` and `--verify` against `def`'s far end: netchar's generator is netchar's own,
 /// so a peer's server neither writes it nor checks it. A peer that returns what it is sent (the
 /// echo service) returns the generator's bytes, and `--verify` compares them with what was

@@ -22,6 +22,7 @@ use crate::admission::canonical;
 use crate::admission::{DataConn, Refusal};
 use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
 use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
+use crate::registry::SessionError;
 use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
 use crate::server_shared::{bind_udp, ServerLog};
 use netchar_model::{
@@ -516,9 +517,7 @@ fn run_spec(spec: &TestSpec) -> TestSpec {
 // ---------------------------------------------------------------- client role
 
 /// The registry's client constructor (crate::protocols).
-pub(crate) fn client_session(
-    a: &crate::registry::SessionArgs<'_>,
-) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
+pub(crate) fn client_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
     let mut random = [0u8; 36];
     let _ = getrandom::getrandom(&mut random);
     Ok(Box::new(Iperf3Control::new(a.now, a.spec, &random)?))
@@ -540,7 +539,7 @@ pub struct Iperf3Control {
 
 impl Iperf3Control {
     /// A session for `spec`, or why iperf3 cannot run it (said before any traffic).
-    pub fn new(now: Instant, spec: &TestSpec, cookie_random: &[u8; 36]) -> Result<Self, String> {
+    pub fn new(now: Instant, spec: &TestSpec, cookie_random: &[u8; 36]) -> Result<Self, SessionError> {
         let params = iperf3_params(spec)?;
         let cookie = netchar_wire::iperf3::make_cookie(cookie_random);
         Ok(Self { client: netchar_wire::iperf3::Client::new(now, params, cookie), spec: spec.clone(), pending: None })
@@ -588,27 +587,35 @@ impl Iperf3Control {
 }
 
 /// iperf3's parameters for `spec`, or the one line that says what iperf3 cannot do.
-fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String> {
+fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, SessionError> {
     use netchar_model::{Direction, EndCondition, TestKind, UdpRate};
-    let no = |what: &str| Err(format!("--proto iperf3: {what}"));
+    let no = |what: &str| Err(SessionError::Unsupported(format!("--proto iperf3: {what}")));
+    let refuse = |flag: &'static str, what: &str| Err(SessionError::option(flag, format!("--proto iperf3: {what}")));
     if !matches!(spec.kind, TestKind::Tcp | TestKind::Udp) {
         return no("only TCP and UDP throughput tests run against an iperf3 server (rr, crr, echo: iperf3 has none)");
     }
-    if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
-        return no(
+    if let Some(flag) = crate::registry::netchar_server_feature(spec) {
+        return refuse(
+            flag,
             "--server-load, --idle and a server CPU in -A are netchar server features an iperf3 server does not have",
         );
     }
     if spec.tcp.zerocopy {
-        return no("--zerocopy is netchar's sender; run it without --proto iperf3 or drop --zerocopy");
+        return refuse(
+            "--zerocopy",
+            "--zerocopy is netchar's sender; run it without --proto iperf3 or drop --zerocopy",
+        );
     }
     if spec.tcp.skip_rx_copy && spec.direction != Direction::Down {
-        return no("--skip-rx-copy is netchar's receiver, so it needs -R here (the iperf3 server receives the rest)");
+        return refuse(
+            "--skip-rx-copy",
+            "--skip-rx-copy is netchar's receiver, so it needs -R here (the iperf3 server receives the rest)",
+        );
     }
     let (seconds, bytes) = match spec.end {
         EndCondition::Seconds(s) => (s, 0),
         EndCondition::Bytes(_) if spec.direction != Direction::Up => {
-            return no("-n with -R or --bidir: iperf3 ends those tests on the client's clock; use -t")
+            return refuse("-n", "-n with -R or --bidir: iperf3 ends those tests on the client's clock; use -t")
         }
         EndCondition::Bytes(n) => (0.0, n),
     };
@@ -617,7 +624,10 @@ fn iperf3_params(spec: &TestSpec) -> Result<netchar_wire::iperf3::Params, String
         None => spec.tcp.rate_bps_per_stream,
         Some(u) => {
             if u.pattern.is_some() {
-                return no("--pattern is netchar's sender schedule; an iperf3 server sends evenly paced datagrams");
+                return refuse(
+                    "--pattern",
+                    "--pattern is netchar's sender schedule; an iperf3 server sends evenly paced datagrams",
+                );
             }
             let per_stream = |total: u64| if u.per_stream { total } else { total / u64::from(spec.streams.max(1)) };
             match u.rate {
@@ -816,12 +826,17 @@ mod tests {
     #[test]
     fn iperf3_refuses_what_it_cannot_run_before_any_traffic() {
         let now = Instant::now();
-        assert!(Iperf3Control::new(now, &TestSpec::rr_default(), &[0; 36]).err().unwrap().contains("TCP and UDP"));
+        let rr = Iperf3Control::new(now, &TestSpec::rr_default(), &[0; 36]).err().unwrap();
+        assert!(matches!(&rr, SessionError::Unsupported(m) if m.contains("TCP and UDP")), "{rr:?}");
         assert!(Iperf3Control::new(now, &TestSpec::udp_default(), &[0; 36]).is_ok());
         let mut reverse_bytes = TestSpec::tcp_default();
         reverse_bytes.direction = Direction::Down;
         reverse_bytes.end = netchar_model::EndCondition::Bytes(1000);
-        assert!(Iperf3Control::new(now, &reverse_bytes, &[0; 36]).err().unwrap().contains("use -t"));
+        let e = Iperf3Control::new(now, &reverse_bytes, &[0; 36]).err().unwrap();
+        assert!(e.flag() == Some("-n") && e.to_string().contains("use -t"), "{e:?}");
+        let mut idle = TestSpec::tcp_default();
+        idle.measure_idle = true;
+        assert_eq!(Iperf3Control::new(now, &idle, &[0; 36]).err().unwrap().flag(), Some("--idle"));
         assert!(Iperf3Control::new(now, &TestSpec::tcp_default(), &[0; 36]).is_ok());
     }
 

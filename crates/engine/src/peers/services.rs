@@ -20,6 +20,7 @@
 use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
 use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, Payload, PeerDatagrams, StreamOptions, UdpWorker};
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
+use crate::registry::SessionError;
 use crate::server_shared::ServerLog;
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec,
@@ -40,14 +41,19 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// The spec a client test against `service` runs with: `spec` with the direction the service
 /// implies (discard up, chargen down, echo both on one socket), or why it cannot run.
-pub fn service_spec(service: Service, spec: &TestSpec) -> Result<TestSpec, String> {
-    let no = |what: &str| Err(format!("--proto {}: {what}", service.name()));
+pub fn service_spec(service: Service, spec: &TestSpec) -> Result<TestSpec, SessionError> {
+    let name = service.name();
+    let no = |what: &str| Err(SessionError::Unsupported(format!("--proto {name}: {what}")));
+    let refuse = |flag: &'static str, what: &str| Err(SessionError::option(flag, format!("--proto {name}: {what}")));
+    let direction_flag = if spec.direction == Direction::Down { "-R" } else { "--bidir" };
     let mut s = spec.clone();
-    if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
-        return no("--server-load, --idle and a server CPU in -A are netchar server features");
+    if let Some(flag) = crate::registry::netchar_server_feature(spec) {
+        return refuse(flag, "--server-load, --idle and a server CPU in -A are netchar server features");
     }
     match spec.kind {
-        TestKind::Rr if spec.direction != Direction::Up => return no("-R and --bidir do not apply"),
+        TestKind::Rr if spec.direction != Direction::Up => {
+            return refuse(direction_flag, "-R and --bidir do not apply")
+        }
         TestKind::Rr => {
             if service != Service::Echo {
                 return no("request/response tests need an echo server (--proto echo)");
@@ -57,7 +63,10 @@ pub fn service_spec(service: Service, spec: &TestSpec) -> Result<TestSpec, Strin
                 return no("crr needs a netchar server: an echo server answers on one connection");
             }
             if rr.response_bytes != rr.request_bytes {
-                return no("an echo server answers with the request itself: --response must equal -l");
+                return refuse(
+                    "--response",
+                    "an echo server answers with the request itself: --response must equal -l",
+                );
             }
             s.direction = Direction::Up;
         }
@@ -68,7 +77,7 @@ pub fn service_spec(service: Service, spec: &TestSpec) -> Result<TestSpec, Strin
                 Service::Chargen => Direction::Down,
             };
             if spec.direction != Direction::Up && spec.direction != implied {
-                return no("-R and --bidir do not apply: the service decides which way data flows");
+                return refuse(direction_flag, "-R and --bidir do not apply: the service decides which way data flows");
             }
             match service {
                 Service::Discard => {}
@@ -79,7 +88,7 @@ pub fn service_spec(service: Service, spec: &TestSpec) -> Result<TestSpec, Strin
                 }
                 Service::Chargen => {
                     if matches!(spec.end, EndCondition::Bytes(_)) {
-                        return no("chargen sends until the client closes: use -t, not -n");
+                        return refuse("-n", "chargen sends until the client closes: use -t, not -n");
                     }
                     s.direction = Direction::Down;
                 }
@@ -105,7 +114,7 @@ pub struct ServiceControl {
 
 impl ServiceControl {
     /// A session for `spec` (as [`service_spec`] made it).
-    pub fn new(now: Instant, service: Service, spec: &TestSpec) -> Result<Self, String> {
+    pub fn new(now: Instant, service: Service, spec: &TestSpec) -> Result<Self, SessionError> {
         let spec = service_spec(service, spec)?;
         let receive_for = match (service, spec.kind, spec.end) {
             (Service::Chargen, TestKind::Tcp, EndCondition::Seconds(s)) => Some(Duration::from_secs_f64(s)),
@@ -300,42 +309,33 @@ pub(crate) fn bind_listener(ip: IpAddr, ports: &[u16]) -> io::Result<Box<dyn Pee
     Ok(Box::new(ServicesListener::bind(ip, ServicePorts { echo: ports[0], discard: ports[1], chargen: ports[2] })?))
 }
 
-fn session(
-    a: &crate::registry::SessionArgs<'_>,
-    service: Service,
-) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
+fn session(a: &crate::registry::SessionArgs<'_>, service: Service) -> Result<Box<dyn ClientControl>, SessionError> {
     Ok(Box::new(ServiceControl::new(a.now, service, a.spec)?))
 }
 
 /// The registry's client constructors and test shapes (crate::protocols).
-pub(crate) fn echo_session(
-    a: &crate::registry::SessionArgs<'_>,
-) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
+pub(crate) fn echo_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
     session(a, Service::Echo)
 }
 /// See [`echo_session`].
-pub(crate) fn discard_session(
-    a: &crate::registry::SessionArgs<'_>,
-) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
+pub(crate) fn discard_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
     session(a, Service::Discard)
 }
 /// See [`echo_session`].
-pub(crate) fn chargen_session(
-    a: &crate::registry::SessionArgs<'_>,
-) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
+pub(crate) fn chargen_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
     session(a, Service::Chargen)
 }
 /// The service decides the direction (echo: both ways on one socket).
-pub(crate) fn echo_shape(spec: &TestSpec) -> Result<TestSpec, crate::registry::SessionError> {
-    Ok(service_spec(Service::Echo, spec)?)
+pub(crate) fn echo_shape(spec: &TestSpec) -> Result<TestSpec, SessionError> {
+    service_spec(Service::Echo, spec)
 }
 /// See [`echo_shape`].
-pub(crate) fn discard_shape(spec: &TestSpec) -> Result<TestSpec, crate::registry::SessionError> {
-    Ok(service_spec(Service::Discard, spec)?)
+pub(crate) fn discard_shape(spec: &TestSpec) -> Result<TestSpec, SessionError> {
+    service_spec(Service::Discard, spec)
 }
 /// See [`echo_shape`].
-pub(crate) fn chargen_shape(spec: &TestSpec) -> Result<TestSpec, crate::registry::SessionError> {
-    Ok(service_spec(Service::Chargen, spec)?)
+pub(crate) fn chargen_shape(spec: &TestSpec) -> Result<TestSpec, SessionError> {
+    service_spec(Service::Chargen, spec)
 }
 
 /// echo returns what it gets and reports nothing.
@@ -689,10 +689,12 @@ mod tests {
         assert_eq!(service_spec(Service::Discard, &tcp).unwrap().direction, Direction::Up);
         assert_eq!(service_spec(Service::Echo, &tcp).unwrap().direction, Direction::Bidir);
         assert_eq!(service_spec(Service::Chargen, &tcp).unwrap().direction, Direction::Down);
-        assert!(service_spec(Service::Chargen, &TestSpec::udp_default()).unwrap_err().contains("UDP chargen"));
+        let e = service_spec(Service::Chargen, &TestSpec::udp_default()).unwrap_err();
+        assert!(matches!(&e, SessionError::Unsupported(m) if m.contains("UDP chargen")), "{e:?}");
         let mut rev = tcp.clone();
         rev.direction = Direction::Down;
-        assert!(service_spec(Service::Echo, &rev).unwrap_err().contains("-R"));
+        let e = service_spec(Service::Echo, &rev).unwrap_err();
+        assert!(e.flag() == Some("-R") && e.to_string().contains("-R and --bidir do not apply"), "{e:?}");
         assert!(service_spec(Service::Discard, &TestSpec::rr_default()).is_err());
         assert!(service_spec(Service::Echo, &TestSpec::rr_default()).is_ok());
     }

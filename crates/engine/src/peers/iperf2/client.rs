@@ -3,6 +3,7 @@
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
 use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
+use crate::registry::SessionError;
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpReceived,
 };
@@ -33,33 +34,37 @@ impl Flavour {
 }
 
 /// The spec an iperf2 or lwiperf test runs with, or the one line saying what the peer cannot do.
-pub fn check_spec(flavour: Flavour, spec: &TestSpec, dial_back: Option<DialBack>) -> Result<(), String> {
-    let flag = flavour.flag();
-    let no = |what: &str| Err(format!("{flag}: {what}"));
+pub fn check_spec(flavour: Flavour, spec: &TestSpec, dial_back: Option<DialBack>) -> Result<(), SessionError> {
+    let proto = flavour.flag();
+    let no = |what: &str| Err(SessionError::Unsupported(format!("{proto}: {what}")));
+    let refuse = |flag: &'static str, what: &str| Err(SessionError::option(flag, format!("{proto}: {what}")));
     if let Some(d) = dial_back {
         let opt = if d == DialBack::Dual { "-d" } else { "-r" };
         return if flavour == Flavour::Lwiperf {
-            no(&format!("{opt}: lwiperf's dial-back is not supported (its server re-checks the header every 128 KiB)"))
+            refuse(
+                opt,
+                &format!("{opt}: lwiperf's dial-back is not supported (its server re-checks the header every 128 KiB)"),
+            )
         } else if spec.kind != TestKind::Tcp {
-            no(&format!("{opt}: the dial-back runs over TCP only here (UDP dial-back is not implemented)"))
+            refuse(opt, &format!("{opt}: the dial-back runs over TCP only here (UDP dial-back is not implemented)"))
         } else if spec.streams != 1 {
-            no(&format!("{opt}: the dial-back runs with one stream each way (drop -P)"))
+            refuse(opt, &format!("{opt}: the dial-back runs with one stream each way (drop -P)"))
         } else if !matches!(spec.end, EndCondition::Seconds(_)) {
-            no(&format!("{opt}: the server's direction ends by time only here; use -t"))
+            refuse(opt, &format!("{opt}: the server's direction ends by time only here; use -t"))
         } else if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() || spec.tcp.zerocopy {
-            no(&format!("{opt}: --server-load, --idle, a server CPU in -A and --zerocopy do not apply"))
+            refuse(opt, &format!("{opt}: --server-load, --idle, a server CPU in -A and --zerocopy do not apply"))
         } else {
             Ok(())
         };
     }
-    if spec.server_load.is_some() || spec.measure_idle || spec.server_cpu.is_some() {
-        return no("--server-load, --idle and a server CPU in -A are netchar server features");
+    if let Some(flag) = crate::registry::netchar_server_feature(spec) {
+        return refuse(flag, "--server-load, --idle and a server CPU in -A are netchar server features");
     }
     if spec.tcp.zerocopy {
-        return no("--zerocopy is not supported here; drop it");
+        return refuse("--zerocopy", "--zerocopy is not supported here; drop it");
     }
     if spec.tcp.skip_rx_copy {
-        return no("--skip-rx-copy is not supported here; drop it");
+        return refuse("--skip-rx-copy", "--skip-rx-copy is not supported here; drop it");
     }
     match (flavour, spec.kind, spec.direction) {
         (_, TestKind::Rr, _) => no("iperf2 has no request/response test (use tcp or udp)"),
@@ -68,12 +73,13 @@ pub fn check_spec(flavour: Flavour, spec: &TestSpec, dial_back: Option<DialBack>
             no("an lwiperf server only receives; its -d/-r dial-back tests are not supported (the board would \
              connect back to this host)")
         }
-        (_, _, Direction::Bidir) => no(
+        (_, _, Direction::Bidir) => refuse(
+            "--bidir",
             "--bidir is not supported with iperf2 (its --full-duplex is not implemented); -d runs both ways at once \
              with the server connecting back to this host",
         ),
         (_, _, Direction::Down) if matches!(spec.end, EndCondition::Bytes(_)) => {
-            no("-n with -R: an iperf2 server sends for a time; use -t")
+            refuse("-n", "-n with -R: an iperf2 server sends for a time; use -t")
         }
         _ => Ok(()),
     }
@@ -105,7 +111,7 @@ impl Iperf2Control {
         spec: &TestSpec,
         port: u16,
         dial_back: Option<DialBack>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SessionError> {
         check_spec(flavour, spec, dial_back)?;
         let mut spec = spec.clone();
         if dial_back.is_some() {
@@ -370,16 +376,12 @@ pub(crate) fn far_end_applies(spec: &TestSpec) -> crate::registry::FarEndApplies
 }
 
 /// The registry's client constructor for iperf2 (crate::protocols).
-pub(crate) fn iperf2_session(
-    a: &crate::registry::SessionArgs<'_>,
-) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
+pub(crate) fn iperf2_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
     Ok(Box::new(Iperf2Control::new(a.now, Flavour::Iperf2, a.spec, a.cfg.port, a.cfg.dial_back)?))
 }
 
 /// The registry's client constructor for lwiperf (crate::protocols).
-pub(crate) fn lwiperf_session(
-    a: &crate::registry::SessionArgs<'_>,
-) -> Result<Box<dyn ClientControl>, crate::registry::SessionError> {
+pub(crate) fn lwiperf_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
     Ok(Box::new(Iperf2Control::new(a.now, Flavour::Lwiperf, a.spec, a.cfg.port, a.cfg.dial_back)?))
 }
 
@@ -438,14 +440,16 @@ mod tests {
         udp_down.direction = Direction::Down;
         assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001, None).is_ok());
         udp_down.end = EndCondition::Bytes(1000);
-        assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001, None).err().unwrap().contains("-n with -R"));
-        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001, None)
-            .err()
-            .unwrap()
-            .contains("TCP only"));
+        let e = Iperf2Control::new(now, Flavour::Iperf2, &udp_down, 5001, None).err().unwrap();
+        assert!(e.flag() == Some("-n") && e.to_string().contains("-n with -R"), "{e:?}");
+        let e = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::udp_default(), 5001, None).err().unwrap();
+        assert!(matches!(&e, SessionError::Unsupported(m) if m.contains("TCP only")), "{e:?}");
         let mut down = TestSpec::tcp_default();
         down.direction = Direction::Down;
-        assert!(Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001, None).err().unwrap().contains("dial-back"));
+        let e = Iperf2Control::new(now, Flavour::Lwiperf, &down, 5001, None).err().unwrap();
+        assert!(e.to_string().contains("dial-back"), "{e}");
+        let e = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001, Some(DialBack::Dual));
+        assert_eq!(e.err().unwrap().flag(), Some("-d"));
         assert!(Iperf2Control::new(now, Flavour::Iperf2, &down, 5001, None).is_ok());
     }
 
