@@ -405,7 +405,13 @@ impl TcpPlan {
         let plan = Self::with_common_unchecked(spec, a)?;
         // A peer protocol says what it cannot run now, before any connection.
         if let Some(p) = plan.client.protocol.peer() {
-            netchar_engine::client::session(p, std::time::Instant::now(), &plan.client.spec, &plan.client)
+            // As the client will run it: shaped by the protocol first (a service decides the
+            // direction; a sink refuses what needs a server), then its session.
+            let spec = match p.def().shape {
+                Some(shape) => shape(&plan.client.spec).map_err(|e| UsageError(e.to_string()))?,
+                None => plan.client.spec.clone(),
+            };
+            netchar_engine::client::session(p, std::time::Instant::now(), &spec, &plan.client)
                 .map_err(|e| UsageError(e.to_string()))?;
         }
         Ok(plan)

@@ -147,6 +147,9 @@ const KEYS: &[(&str, &str)] = &[
     ("no_udp_checksum", "--no-udp-checksum"),
     ("bind", "-B"),
     ("bind_dev", "--bind-dev"),
+    ("proto", "--proto"),
+    ("save", "--save"),
+    ("nft_counter", "--nft-counter"),
 ];
 
 /// The longest pause a plan may ask for between tests (a day).

@@ -167,6 +167,23 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         far_end_applies: applies_none,
     },
     ProtocolDef {
+        name: "sink",
+        aliases: &["send-only"],
+        about: "no server: UDP sent into any address (a discard interface, a veth whose peer drops), the sending \
+                stack alone",
+        default_port: 9,
+        commands: &[Command::Udp],
+        client: ClientRole::Session(crate::peers::sink::session),
+        authenticates: false,
+        dial_back: false,
+        udp_payload: None,
+        shape: Some(crate::peers::sink::shape),
+        silent_hint: None,
+        answers_hello: None,
+        measurement: crate::peers::sink::measurement,
+        far_end_applies: applies_none,
+    },
+    ProtocolDef {
         name: "chargen",
         aliases: &[],
         about: "an RFC 864 chargen service (TCP: its UDP answers carry no sequence number to count loss by)",

@@ -11,6 +11,7 @@
 
 pub mod netio;
 pub mod services;
+pub mod sink;
 
 use crate::admission::{canonical, ConnRefusal, Limits, Refusal, Request, SourceCounts, SourceSlot};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataStream, DatagramFormatKind, StreamOptions};
