@@ -520,7 +520,7 @@ impl<'a> Driver<'a> {
                 for s in self.udp_setup.drain(..) {
                     s.socket
                         .set_nonblocking(false)
-                        .map_err(|e| ClientError::Stream(format!("UDP stream {}: {e}", s.id)))?;
+                        .map_err(|source| ClientError::Io { context: format!("UDP stream {}", s.id), source })?;
                 }
                 self.start_plane()
             }
@@ -566,9 +566,10 @@ impl<'a> Driver<'a> {
                     if self.addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal addresses parse");
                 // With -B, where this client sends from.
                 let at = LocalEnd::of(self.cfg.bind.as_ref(), None).address.unwrap_or(any);
-                let listener = std::net::TcpListener::bind(at)
-                    .and_then(|l| l.local_addr().map(|a| (l, a.port())))
-                    .map_err(|e| ClientError::Stream(format!("cannot open a listener for the dial-back: {e}")))?;
+                let listener =
+                    std::net::TcpListener::bind(at).and_then(|l| l.local_addr().map(|a| (l, a.port()))).map_err(
+                        |source| ClientError::Io { context: "cannot open a listener for the dial-back".into(), source },
+                    )?;
                 self.session.listening(Instant::now(), listener.1);
                 self.dial_back = Some(listener.0);
                 Ok(())
@@ -583,7 +584,9 @@ impl<'a> Driver<'a> {
             let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
             let local = LocalEnd::of(self.cfg.bind.as_ref(), Some(id));
             let refused = |f: ConnectFailure, to: SocketAddr, what: &str| match f {
-                ConnectFailure::Io(e) => ClientError::Stream(format!("cannot open {what} stream {id} to {to}: {e}")),
+                ConnectFailure::Io(source) => {
+                    ClientError::Io { context: format!("cannot open {what} stream {id} to {to}"), source }
+                }
                 ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
             };
             let socket = match transport {
@@ -596,8 +599,10 @@ impl<'a> Driver<'a> {
                     DataSocket::DialBack(listener, self.addr.ip())
                 }
                 Transport::SameAs { id: other } => {
-                    let failed =
-                        |e: io::Error| ClientError::Stream(format!("stream {id}: cannot share stream {other}: {e}"));
+                    let failed = |source: io::Error| ClientError::Io {
+                        context: format!("stream {id}: cannot share stream {other}"),
+                        source,
+                    };
                     match streams.iter().find(|s: &&DataStream| s.id == other).map(|s| &s.socket) {
                         Some(DataSocket::Tcp(t)) => DataSocket::Tcp(t.try_clone().map_err(failed)?),
                         Some(DataSocket::Udp(u)) => DataSocket::Udp(u.try_clone().map_err(failed)?),
@@ -605,7 +610,8 @@ impl<'a> Driver<'a> {
                     }
                 }
                 Transport::Udp { handshake } => {
-                    let failed = |e: io::Error| ClientError::Stream(format!("cannot open UDP stream {id}: {e}"));
+                    let failed =
+                        |source: io::Error| ClientError::Io { context: format!("cannot open UDP stream {id}"), source };
                     let socket = open_udp(self.addr, &self.spec, local).map_err(|f| refused(f, self.addr, "UDP"))?;
                     let setup = socket.try_clone().map_err(failed)?;
                     // Non-blocking while setting up, to poll for the peer's answers; the clone
@@ -701,7 +707,7 @@ impl<'a> Driver<'a> {
         let zero = Instant::now();
         self.clock_zero = Some(zero);
         let plane = DataPlane::start_with(cfg, streams, Some(self.live_tx.clone()), zero, options)
-            .map_err(|e| ClientError::Stream(format!("cannot start the data workers: {e}")))?;
+            .map_err(|source| ClientError::Io { context: "cannot start the data workers".into(), source })?;
         self.plane = Some(plane);
         self.plane_started = true;
         Ok(())

@@ -183,6 +183,15 @@ pub enum ClientError {
     /// A data stream failed.
     #[error("{0}")]
     Stream(String),
+    /// A socket or thread of this end failed while setting up the test (a data stream's
+    /// socket, the dial-back listener, the data workers): what was being done, and the error.
+    #[error("{context}: {source}")]
+    Io {
+        /// What this end was doing (`cannot open UDP stream 2`).
+        context: String,
+        /// Why it failed.
+        source: io::Error,
+    },
     /// The control connection failed.
     #[error("control connection to {addr} failed: {source}")]
     Control {
@@ -284,5 +293,15 @@ mod tests {
             why: SessionError::Unsupported("--proto iperf3: no rr".into()),
         };
         assert_eq!(e.to_string(), "an iperf3 server answered; --proto iperf3: no rr");
+    }
+
+    #[test]
+    fn an_io_error_keeps_its_kind_and_says_what_was_being_done() {
+        let e = ClientError::Io {
+            context: "cannot open UDP stream 2".into(),
+            source: io::Error::from(io::ErrorKind::AddrInUse),
+        };
+        assert!(matches!(&e, ClientError::Io { source, .. } if source.kind() == io::ErrorKind::AddrInUse));
+        assert!(e.to_string().starts_with("cannot open UDP stream 2: "), "{e}");
     }
 }

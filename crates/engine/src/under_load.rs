@@ -209,7 +209,10 @@ pub fn run(
     on_interval: &mut dyn FnMut(&IntervalRecord),
 ) -> ClientRun {
     let EndCondition::Seconds(seconds) = rr.spec.end else {
-        let e = ClientError::Stream("--under-load needs a duration (-t), not a transaction count".into());
+        let e = ClientError::Session(crate::error::SessionError::option(
+            "--under-load",
+            "--under-load needs a duration (-t), not a transaction count",
+        ));
         return ClientRun::failed(e);
     };
     let live_intervals = rr.spec.interval_seconds > 0.0;
