@@ -88,8 +88,12 @@ const ANSWER_BURST: f64 = 65_536.0;
 /// TCP, per 1472-byte datagram received, per TCP rr transaction (docs/embedded.md, "Target-side
 /// figures"). A run of that build must stay within `RECORDED_TOLERANCE` of them; another build
 /// prints its figures to record.
-const RECORDED: &[(&str, f64, f64, f64)] =
-    &[("lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -Os, lwipopts 809da5f523f1", 5.86, 8850.0, 4850.0)];
+/// The second build is the first with IPv6 in lwIP (and the raw transport's dual-stack
+/// addresses): about 1% more per TCP byte and 3% per datagram over IPv4.
+const RECORDED: &[(&str, f64, f64, f64)] = &[
+    ("lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -Os, lwipopts 809da5f523f1", 5.86, 8850.0, 4850.0),
+    ("lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -Os, lwipopts fc983f8c43e6", 5.94, 9126.0, 4846.0),
+];
 const RECORDED_TOLERANCE: f64 = 0.15;
 
 /// One board at a time: each QEMU keeps a host CPU busy, and two on a small machine make the
