@@ -21,7 +21,7 @@ use netchar_engine::client::{self, ClientError};
 use netchar_engine::StopFlag;
 use netchar_model::{Endpoint, Role, TestResult};
 use netchar_report::json::JobJsonReporter;
-use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesReporter, RttUs};
+use netchar_report::nc_test_lines::{figures_line, MasterFigures, NcTestLinesReporter, RttUs};
 use netchar_wire::nc_test::{self as wire, Kind, Pause, Sequence, SuiteShape, NOTE_PREFIX};
 use std::time::Duration;
 
@@ -180,7 +180,7 @@ impl NativeSuite<'_> {
         let mut lines = std::mem::take(&mut self.pending);
         lines.push(line.to_string());
         for l in &lines {
-            self.reporters.emit(&self.progress, |rep| rep.on_master_output(MasterOutput::Line(l)))?;
+            self.reporters.emit(&self.progress, |rep| rep.on_line(l))?;
         }
         Ok(())
     }
@@ -227,7 +227,7 @@ impl NativeSuite<'_> {
             for l in &lines {
                 self.line(l)?;
             }
-            self.reporters.emit(&self.progress, |rep| rep.on_master_output(MasterOutput::Figures(&figures)))?;
+            self.reporters.emit(&self.progress, |rep| rep.on_line(&figures_line(&figures)))?;
             self.reporters.emit(&self.progress, |rep| rep.on_finish(&r))?;
             self.results.push(r);
         }

@@ -23,7 +23,7 @@ use netchar_engine::protocols::{ClientRole, ProtoChoice};
 use netchar_engine::StopFlag;
 use netchar_model::{Pattern, TestResult};
 use netchar_report::json::{JobJsonReporter, JsonReporter};
-use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesReporter, RttUs};
+use netchar_report::nc_test_lines::{figures_line, MasterFigures, NcTestLinesReporter, RttUs};
 use netchar_wire::nc_test::{self as wire, Kind, MasterReport, Pause, Sequence};
 use std::net::{SocketAddr, ToSocketAddrs};
 
@@ -248,8 +248,8 @@ fn run(cfg: &MasterConfig, reporters: &mut Reporters, progress: &Progress, stop:
     // A reporter that cannot write (a closed stdout) must not stop the test: the error
     // returns once the run is over.
     let failed = std::cell::RefCell::new(None::<std::io::Error>);
-    let emit = |output: MasterOutput<'_>| {
-        if let Err(e) = reporters.borrow_mut().emit(progress, |rep| rep.on_master_output(output)) {
+    let emit = |line: &str| {
+        if let Err(e) = reporters.borrow_mut().emit(progress, |rep| rep.on_line(line)) {
             failed.borrow_mut().get_or_insert(e);
         }
     };
@@ -257,9 +257,9 @@ fn run(cfg: &MasterConfig, reporters: &mut Reporters, progress: &Progress, stop:
         if let Some(test) = l.strip_prefix("Start ") {
             progress.set_current(test);
         }
-        emit(MasterOutput::Line(l));
+        emit(l);
     };
-    let mut on_report = |r: &MasterReport| emit(MasterOutput::Figures(&figures(r)));
+    let mut on_report = |r: &MasterReport| emit(&figures_line(&figures(r)));
     let run = run_master(cfg, stop, &mut on_line, &mut on_report);
     let reporters = reporters.into_inner();
     if let Some(e) = failed.into_inner() {

@@ -182,7 +182,7 @@ impl crate::Reporter for NetioTableReporter {
 fn netio_hook_lines<'a>(results: impl Iterator<Item = &'a TestResult>) -> String {
     let mut out = String::new();
     for r in results {
-        let lines = crate::text::hook_lines(r);
+        let lines = crate::hooks::hook_lines(r);
         let way = if r.test.spec.direction == netchar_model::Direction::Down { "rx" } else { "tx" };
         let kind = r.test.spec.kind.name().to_uppercase();
         for line in lines {
@@ -253,7 +253,7 @@ impl SizesTableReporter {
             bps / 1e6,
             frames
         );
-        for line in crate::text::hook_lines(r) {
+        for line in crate::hooks::hook_lines(r) {
             let _ = writeln!(out, "{:>13} {line}", "");
         }
         out

@@ -6,7 +6,8 @@
 //! sends (the client's `-R`, the result's down flow) and in "recv" it receives (up). The
 //! suites print the stock lines as they run ([`crate::nc_test_lines`]).
 
-use crate::text::{echo_line, hook_text, transfer_line};
+use crate::hooks::hook_text;
+use crate::text::{echo_line, transfer_line};
 use netchar_model::{Direction, TestResult};
 
 /// nc_test's name of a one-way test: "send" when the server sends, "recv" when it receives.

@@ -5,7 +5,7 @@
 //! also prints its figure, so the map reads without colour too. A pair without a figure (its
 //! test failed or is missing from the logs) is hatched grey and says so.
 
-use crate::html::escape;
+use crate::markup::escape;
 use std::fmt::Write;
 
 /// One figure per ordered pair of nodes.

@@ -4,6 +4,7 @@
 //! fetching (`default-src 'none'`), so it reads the same offline, attached to a mail or
 //! archived beside the results.
 
+use crate::markup::escape;
 use crate::rows::human_table;
 use crate::{chart, plots, Saved};
 use netchar_model::units::RateFormat;
@@ -22,22 +23,6 @@ impl HtmlReporter {
     pub fn new(format: RateFormat) -> Self {
         Self { format }
     }
-}
-
-/// `text` with the characters HTML gives a meaning escaped (for text and attribute values).
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}\
@@ -298,7 +283,7 @@ pub fn document_with_charts(results: &[Saved], format: RateFormat, charts: &[cra
 fn protocol_notes(out: &mut String, results: &[Saved]) {
     let notes: Vec<(&Saved, Vec<String>)> = results
         .iter()
-        .map(|s| (s, crate::text::applicable_caveats(&s.result)))
+        .map(|s| (s, crate::caveats::applicable_caveats(&s.result)))
         .filter(|(_, n)| !n.is_empty())
         .collect();
     if notes.is_empty() {
@@ -344,7 +329,7 @@ fn loss_table(out: &mut String, results: &[Saved]) {
     );
     let mut headers: Vec<String> = ["source", "flow", "lost"].iter().map(|s| s.to_string()).collect();
     headers.extend(
-        netchar_model::LossBreakdown::default().causes().iter().map(|(n, _)| crate::text::cause_label(n).to_string()),
+        netchar_model::LossBreakdown::default().causes().iter().map(|(n, _)| crate::loss::cause_label(n).to_string()),
     );
     headers.extend(["unexplained".to_string(), "note".to_string()]);
     let mut numeric = vec![false, false, true];
@@ -477,10 +462,10 @@ fn target_rows(t: &TargetReport) -> Vec<(String, String, bool)> {
     if let (Some(unit), Some(n)) = (t.unit, t.units) {
         rows.push((format!("{}s", unit.name()), n.to_string(), false));
         if let Some(ns) = t.busy_ns_per_unit() {
-            rows.push((format!("busy per {}", unit.name()), format!("{} ns", crate::text::cost_figure(ns)), false));
+            rows.push((format!("busy per {}", unit.name()), format!("{} ns", crate::cost::cost_figure(ns)), false));
         }
         if let (Some(i), Some(at)) = (t.instructions_per_unit(), t.ns_per_instruction) {
-            let value = format!("{} (at {at} ns each)", crate::text::cost_figure(i));
+            let value = format!("{} (at {at} ns each)", crate::cost::cost_figure(i));
             rows.push((format!("instructions per {}", unit.name()), value, false));
         }
     }
@@ -569,5 +554,41 @@ impl crate::Reporter for HtmlReporter {
     }
     fn on_results(&mut self, results: &[Saved]) -> String {
         document(results, self.format)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netchar_model::{Caveat, CaveatWhen, FarEnd};
+
+    /// The TCP fixture, as a peer protocol's result with `caveats`.
+    fn peer_result(far_end: FarEnd, caveats: Vec<Caveat>) -> TestResult {
+        let text = include_str!("../tests/fixtures/tcp.json");
+        let mut r: TestResult = serde_json::from_str(text).unwrap();
+        r.test.protocol = "some-peer".into();
+        r.test.far_end = far_end;
+        r.test.caveats = caveats;
+        r
+    }
+
+    fn short_caveat() -> Caveat {
+        Caveat {
+            flow: None,
+            when: CaveatWhen::ReceiverShort,
+            text: "{sent} written, {counted} counted by the peer, {missing} in flight".into(),
+        }
+    }
+
+    #[test]
+    fn the_html_report_lists_the_caveats_that_apply() {
+        let note = Caveat::always(Some(Flow::Up), "the peer reports nothing back over TCP");
+        let mut r = peer_result(FarEnd::Reports, vec![note, short_caveat()]);
+        assert_eq!(crate::caveats::applicable_caveats(&r), ["up: the peer reports nothing back over TCP"]);
+        let f = r.summary.up.as_mut().unwrap();
+        f.receiver.total_bytes = f.sender.total_bytes - 10;
+        assert_eq!(crate::caveats::applicable_caveats(&r).len(), 2);
+        let html = document(&[Saved { label: "t".into(), result: r }], RateFormat::AutoBits);
+        assert!(html.contains("<dd>up: the peer reports nothing back over TCP</dd>"), "{html}");
     }
 }

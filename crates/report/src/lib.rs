@@ -11,7 +11,16 @@
 //! lines and matrix ([`mesh`]).
 //! [`plots`] decides which charts results make, [`chart`] draws one. A running test calls
 //! `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests then
-//! `on_job_end`; `netchar report` hands saved results to `on_results`.
+//! `on_job_end`, and a job that prints lines of its own as it runs (a peer master's) hands
+//! each to `on_line`; `netchar report` hands saved results to `on_results`.
+//!
+//! The modules stand in layers, none on one above it. At the bottom this file: the
+//! [`Reporter`] trait and the saved results every format reads. Above it the pieces several
+//! formats share (the summary rows, the caveats that apply, the loss breakdown in words, the
+//! user's commands as lines, markup escaping, cost figures; private modules), then the formats,
+//! a format built from another's pieces above that one (the eCos lines use the text report's
+//! nc_test lines, the HTML report the plots). On top, [`format`](mod@format) picks the reporter of a
+//! `--format`: the one module that knows every format.
 //!
 //! ```
 //! use netchar_model::units::RateFormat;
@@ -21,14 +30,20 @@
 #![deny(missing_docs)]
 
 pub mod block_sizes;
+mod caveats;
 pub mod chart;
 pub mod console;
+mod cost;
 pub mod csv;
 pub mod ecos_lines;
+pub mod format;
 pub mod heatmap;
+mod hooks;
 pub mod html;
 pub mod json;
+mod loss;
 pub mod markdown;
+mod markup;
 pub mod max_rate;
 pub mod mesh;
 pub mod nc_test_lines;
@@ -41,6 +56,8 @@ pub mod server_log;
 pub mod svg;
 pub mod sweep;
 pub mod text;
+
+pub use format::Format;
 
 /// A saved result and where it came from, as `netchar report` read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,10 +102,12 @@ pub trait Reporter {
     fn on_interval(&mut self, _interval: &netchar_model::IntervalRecord) -> String {
         String::new()
     }
-    /// What an eCos nc_test master prints as it runs (`--proto nc-test`; the section headings
-    /// of `suite ecos`). Nothing, unless the format shows the master's lines
-    /// ([`nc_test_lines`], [`ecos_lines`]).
-    fn on_master_output(&mut self, _output: nc_test_lines::MasterOutput<'_>) -> String {
+    /// A line the job prints as it runs, apart from any test's result, without its newline: a
+    /// peer program's own output as netchar drives it (the lines of an eCos nc_test master,
+    /// `--proto nc-test`, and the figures netchar adds under each test), a suite's section
+    /// lines (`suite ecos`). Nothing, unless the format shows the job's lines as they come
+    /// (`nc_test_lines`).
+    fn on_line(&mut self, _line: &str) -> String {
         String::new()
     }
     /// Once, with the whole result (also a partial one after an error).
@@ -120,54 +139,5 @@ pub trait Reporter {
     /// line.
     fn on_results_binary_files(&mut self, results: &[Saved]) -> Option<Result<NamedFiles, String>> {
         self.on_results_files(results).map(|f| Ok(f.into_iter().map(|(n, t)| (n, t.into_bytes())).collect()))
-    }
-}
-
-/// The formats `netchar report` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Aligned text tables.
-    Text,
-    /// GitHub-flavoured markdown tables.
-    Markdown,
-    /// Comma-separated values, SI base units.
-    Csv,
-    /// The results as one JSON array.
-    Json,
-    /// Plots, one SVG per chart.
-    Svg,
-    /// Plots, one PNG per chart.
-    Png,
-    /// One self-contained HTML report: tables, plots, hosts and the raw JSON.
-    Html,
-}
-
-impl Format {
-    /// Parses a `--format` value.
-    pub fn parse(name: &str) -> Option<Self> {
-        Some(match name {
-            "text" => Self::Text,
-            "markdown" | "md" => Self::Markdown,
-            "csv" => Self::Csv,
-            "json" => Self::Json,
-            "svg" => Self::Svg,
-            "png" => Self::Png,
-            "html" => Self::Html,
-            _ => return None,
-        })
-    }
-
-    /// The reporter for this format; `intervals` asks for per-interval rows where the format
-    /// has them (CSV).
-    pub fn reporter(self, rate: netchar_model::units::RateFormat, intervals: bool) -> Box<dyn Reporter> {
-        match self {
-            Self::Text => Box::new(text::TextReporter::new(rate)),
-            Self::Markdown => Box::new(markdown::MarkdownReporter::new(rate)),
-            Self::Csv => Box::new(csv::CsvReporter::new(intervals)),
-            Self::Json => Box::new(json::JsonReporter),
-            Self::Svg => Box::new(svg::SvgReporter { png: false }),
-            Self::Png => Box::new(svg::SvgReporter { png: true }),
-            Self::Html => Box::new(html::HtmlReporter::new(rate)),
-        }
     }
 }

@@ -160,7 +160,7 @@ impl MaxRateTableReporter {
             loss_percent(r),
             verdict(r, self.loss_percent).text()
         );
-        for line in crate::text::hook_lines(r) {
+        for line in crate::hooks::hook_lines(r) {
             let _ = writeln!(out, "{:>6} {line}", "");
         }
         out
@@ -180,7 +180,7 @@ impl MaxRateTableReporter {
         let breakdowns: Vec<&LossBreakdown> = trials.iter().filter_map(|r| flow(r)?.loss_breakdown.as_ref()).collect();
         let mut lost = String::new();
         if let Some(sum) = LossBreakdown::sum(breakdowns).filter(|b| b.lost > 0 || b.counted_beyond_lost > 0) {
-            let mut lines = crate::text::loss_breakdown_lines(&sum).into_iter();
+            let mut lines = crate::loss::loss_breakdown_lines(&sum).into_iter();
             if let Some(first) = lines.next() {
                 let _ = writeln!(lost, "over the {n}, {first}");
             }

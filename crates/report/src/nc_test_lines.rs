@@ -6,21 +6,13 @@
 //! ...; buffers: ...; out of sequence 0`).
 //!
 //! The stock lines come from the protocol's state machine as it runs (or from the native
-//! suite as each test ends), so they reach the reporters through
-//! [`crate::Reporter::on_master_output`]; the figures line is formatted here from
-//! [`MasterFigures`]. [`NcTestLinesReporter`] shows them (and the eCos suite's lines its
-//! section headings): the JSON reporters write the results, which carry the same counts.
+//! suite as each test ends), so they reach the reporters as the job's lines
+//! ([`crate::Reporter::on_line`]), as does the figures line, formatted here from
+//! [`MasterFigures`] ([`figures_line`]). [`NcTestLinesReporter`] shows them (and the eCos
+//! suite's lines its section headings): the JSON reporters write the results, which carry the
+//! same counts.
 
 use netchar_model::TestResult;
-
-/// What the nc_test master prints as it runs.
-#[derive(Debug, Clone, Copy)]
-pub enum MasterOutput<'a> {
-    /// A line the stock master prints (or netchar's note, starting with `netchar: `).
-    Line(&'a str),
-    /// A test ended: netchar's own figures of it.
-    Figures(&'a MasterFigures),
-}
 
 /// Round-trip times of a test's echoes, in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -80,7 +72,7 @@ pub struct MasterFigures {
     pub idle_pct: (Option<f64>, Option<f64>),
 }
 
-/// The figures line under a test's stock lines, with its newline.
+/// The figures line under a test's stock lines, without its newline (a job's line).
 pub fn figures_line(f: &MasterFigures) -> String {
     let mut parts = Vec::new();
     if let Some(r) = f.rtt_us {
@@ -123,7 +115,7 @@ pub fn figures_line(f: &MasterFigures) -> String {
     if !idle.is_empty() {
         parts.push(format!("idle {}", idle.join(", ")));
     }
-    format!("    netchar: {}\n", parts.join("; "))
+    format!("    netchar: {}", parts.join("; "))
 }
 
 fn pct(a: u32, b: u32) -> f64 {
@@ -134,21 +126,18 @@ fn pct(a: u32, b: u32) -> f64 {
     }
 }
 
-/// The master's lines and netchar's figures, as they come; nothing more when a test ends (its
-/// lines are out by then).
+/// The job's lines (the master's, netchar's figures under them), as they come; nothing more
+/// when a test ends (its lines are out by then).
 #[derive(Debug, Default)]
 pub struct NcTestLinesReporter;
 
 impl crate::Reporter for NcTestLinesReporter {
-    fn on_master_output(&mut self, output: MasterOutput<'_>) -> String {
-        match output {
-            MasterOutput::Line(l) => format!("{l}\n"),
-            MasterOutput::Figures(f) => figures_line(f),
-        }
+    fn on_line(&mut self, line: &str) -> String {
+        format!("{line}\n")
     }
     /// The user's commands around the test (`--step-cmd`), a line each.
     fn on_finish(&mut self, result: &TestResult) -> String {
-        crate::text::hook_text(result)
+        crate::hooks::hook_text(result)
     }
     /// Saved results keep no master lines: netchar's own line per test, as `netchar echo`
     /// prints them.

@@ -71,7 +71,7 @@ impl SweepTableReporter {
         };
         let steps = self.breakdowns.len();
         if let Some(sum) = LossBreakdown::sum(&self.breakdowns).filter(|b| b.lost > 0 || b.counted_beyond_lost > 0) {
-            let mut lines = crate::text::loss_breakdown_lines(&sum).into_iter();
+            let mut lines = crate::loss::loss_breakdown_lines(&sum).into_iter();
             if let Some(first) = lines.next() {
                 let _ = writeln!(out, "over the {steps} steps, {first}");
             }
@@ -126,7 +126,7 @@ impl SweepTableReporter {
             flow.and_then(|f| f.loss_breakdown.as_ref()).map_or("-".to_string(), causes_cell),
             if knee { format!("  <- knee: loss above {}%", self.knee_loss_percent) } else { String::new() }
         );
-        for line in crate::text::hook_lines(r) {
+        for line in crate::hooks::hook_lines(r) {
             let _ = writeln!(out, "{:>16} {line}", "");
         }
         out

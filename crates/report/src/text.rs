@@ -2,10 +2,15 @@
 
 use netchar_model::units::{format_bytes, format_si, RateFormat};
 use netchar_model::{
-    Caveat, CaveatWhen, CpuUsage, EndCondition, FarEnd, Flow, FlowSummary, IntervalRecord, LossBreakdown, Role,
-    RrFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec, UdpOptions, UdpRate, UnderLoad,
+    Caveat, CaveatWhen, CpuUsage, EndCondition, FarEnd, Flow, FlowSummary, IntervalRecord, Role, RrFigures,
+    TargetReport, TestInfo, TestKind, TestResult, TestSpec, UdpOptions, UdpRate, UnderLoad,
 };
 use std::fmt::Write;
+
+use crate::caveats::{caveat, caveats};
+use crate::cost::cost_figure;
+pub use crate::hooks::{hook_lines, hook_text};
+use crate::loss::loss_breakdown_lines;
 
 /// The text reporter.
 #[derive(Debug, Default)]
@@ -328,50 +333,6 @@ pub fn table(results: &[crate::Saved], format: RateFormat) -> String {
     out
 }
 
-/// The user's commands around the test, a line each: `--reset-cmd` (its outcome, the time
-/// until the server answered) and `--step-cmd` (phase, outcome, its output's first line).
-pub fn hook_lines(r: &TestResult) -> Vec<String> {
-    let first_line = |c: &netchar_model::CommandRun| {
-        let line = c.stdout.lines().chain(c.stderr.lines()).find(|l| !l.trim().is_empty()).unwrap_or("");
-        if line.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", line.chars().take(100).collect::<String>())
-        }
-    };
-    let mut out = Vec::new();
-    if let Some(reset) = &r.reset {
-        let ready = match reset.time_to_ready_seconds {
-            Some(s) => format!("server ready {s:.3} s after its start ({} connection attempts)", reset.probes),
-            None => format!("server NOT ready within --reset-timeout ({} connection attempts)", reset.probes),
-        };
-        out.push(format!(
-            "--reset-cmd: {} in {:.3} s; {ready}{}",
-            reset.command.outcome(),
-            reset.command.seconds,
-            first_line(&reset.command)
-        ));
-    }
-    for step in r.step.iter() {
-        for c in &step.commands {
-            out.push(format!(
-                "--step-cmd step {} {}: {} in {:.3} s{}",
-                step.index,
-                c.phase,
-                c.outcome(),
-                c.seconds,
-                first_line(c)
-            ));
-        }
-    }
-    out
-}
-
-/// [`hook_lines`] as text, each line ended.
-pub fn hook_text(r: &TestResult) -> String {
-    hook_lines(r).into_iter().map(|l| l + "\n").collect()
-}
-
 /// The summary block of one test.
 pub fn summary(r: &TestResult, format: RateFormat) -> String {
     let mut out = String::new();
@@ -551,54 +512,6 @@ fn integrity_line(v: &netchar_model::Integrity) -> String {
         let _ = write!(line, "; first: {}", first.join(", "));
     }
     line
-}
-
-/// Every caveat of a result that applies to its figures, each prefixed with its flow: what
-/// the HTML report lists beside the figures (the text summary places each under its flow).
-pub fn applicable_caveats(r: &TestResult) -> Vec<String> {
-    let mut lines = Vec::new();
-    for c in &r.test.caveats {
-        let flows: Vec<Flow> = match c.flow {
-            Some(f) => vec![f],
-            None => vec![Flow::Up, Flow::Down],
-        };
-        let prefix = |f: Flow| if c.flow.is_some() { format!("{}: ", f.name()) } else { String::new() };
-        match c.when {
-            CaveatWhen::Always => {
-                lines.push(format!("{}{}", c.flow.map_or(String::new(), prefix), c.text));
-            }
-            CaveatWhen::ReceiverShort => {
-                for f in flows {
-                    if let Some(s) = r.summary.flow(f).filter(|s| s.receiver.total_bytes < s.sender.total_bytes) {
-                        lines.push(format!("{}{}", prefix(f), c.render(s.sender.total_bytes, s.receiver.total_bytes)));
-                    }
-                }
-            }
-            CaveatWhen::DatagramsShort => {
-                for f in flows {
-                    let Some(s) = r.summary.flow(f) else { continue };
-                    let sent = s.sender.udp_sent.as_ref().map(|u| u.packets);
-                    let counted = s.receiver.udp_received.as_ref().map(|u| u.packets + u.lost);
-                    if let (Some(sent), Some(counted)) = (sent, counted) {
-                        if counted < sent {
-                            lines.push(format!("{}{}", prefix(f), c.render(sent, counted)));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    lines
-}
-
-/// A protocol's caveats about `flow` (or the whole test, for `None`) under `when`.
-fn caveats(r: &TestResult, flow: Option<Flow>, when: CaveatWhen) -> impl Iterator<Item = &Caveat> {
-    r.test.caveats.iter().filter(move |c| c.flow == flow && c.when == when)
-}
-
-/// The caveat of `when` about `flow`, or about every flow.
-fn caveat(r: &TestResult, flow: Flow, when: CaveatWhen) -> Option<&Caveat> {
-    r.test.caveats.iter().find(|c| c.when == when && c.flow.is_none_or(|f| f == flow))
 }
 
 /// A far end of a fixed shape that reports nothing (echo, discard, chargen): only this end
@@ -951,55 +864,6 @@ fn target_lines(t: &TargetReport, out: &mut String) {
     }
 }
 
-/// A loss breakdown in words: where the lost datagrams went, by cause (those not known
-/// named as such), and, when it is approximate, why.
-pub fn loss_breakdown_lines(b: &LossBreakdown) -> Vec<String> {
-    let mut known = Vec::new();
-    let mut unknown = Vec::new();
-    for (name, share) in b.causes() {
-        match share {
-            Some(n) => known.push(format!("{} {n}", cause_label(name))),
-            // A target's own counters exist only for a target: not known elsewhere is no news.
-            None if name == "target" => {}
-            None => unknown.push(cause_label(name)),
-        }
-    }
-    known.push(format!("unexplained {} (between the ends, or where no counter sees)", b.unexplained));
-    let mut first = format!("where the {} lost went: {}", b.lost, known.join(", "));
-    if !unknown.is_empty() {
-        let _ = write!(first, "; not known: {}", unknown.join(", "));
-    }
-    let mut lines = vec![first];
-    if b.approximate {
-        lines.push(format!("approximate: {}", b.notes.join("; ")));
-    }
-    lines
-}
-
-/// The words for a cause of [`LossBreakdown`].
-pub fn cause_label(name: &str) -> &'static str {
-    match name {
-        "sender_qdisc" => "sender's qdisc",
-        "sender_interface" => "sender's interface",
-        "receiver_interface" => "receiver's interface",
-        "receiver_stack" => "receiver's stack",
-        "receiver_socket" => "receiver's socket",
-        "target" => "target's own drops",
-        _ => "another cause",
-    }
-}
-
-/// A cost with the digits that matter: 5.86 instructions per byte, 187.5 ns, 8850.
-pub fn cost_figure(v: f64) -> String {
-    if v < 10.0 {
-        format!("{v:.2}")
-    } else if v < 1000.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
-    }
-}
-
 /// The table of the quick characterization (`netchar` with no arguments): one row per test.
 pub fn quick_table(rows: &[(String, TestResult)], format: RateFormat) -> String {
     let mut out = String::new();
@@ -1130,7 +994,7 @@ pub fn transfer_line(r: &TestResult, what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netchar_model::UdpSent;
+    use netchar_model::{LossBreakdown, UdpSent};
 
     fn sender_lines(sent: u64, behind: Option<u64>) -> String {
         let mut f = FlowSummary::default();
@@ -1233,18 +1097,6 @@ mod tests {
             when: CaveatWhen::ReceiverShort,
             text: "{sent} written, {counted} counted by the peer, {missing} in flight".into(),
         }
-    }
-
-    #[test]
-    fn the_html_report_lists_the_caveats_that_apply() {
-        let note = Caveat::always(Some(Flow::Up), "the peer reports nothing back over TCP");
-        let mut r = peer_result(FarEnd::Reports, vec![note, short_caveat()]);
-        assert_eq!(applicable_caveats(&r), ["up: the peer reports nothing back over TCP"]);
-        let f = r.summary.up.as_mut().unwrap();
-        f.receiver.total_bytes = f.sender.total_bytes - 10;
-        assert_eq!(applicable_caveats(&r).len(), 2);
-        let html = crate::html::document(&[crate::Saved { label: "t".into(), result: r }], RateFormat::AutoBits);
-        assert!(html.contains("<dd>up: the peer reports nothing back over TCP</dd>"), "{html}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use netchar_model::{Direction, Endpoint, Flow, Role, StreamRecord, TestKind, TestResult, TestSpec};
 use netchar_report::block_sizes::NetioLinesReporter;
-use netchar_report::nc_test_lines::{MasterFigures, MasterOutput, NcTestLinesReporter, RttUs};
+use netchar_report::nc_test_lines::{figures_line, MasterFigures, NcTestLinesReporter, RttUs};
 use netchar_report::server_log::{self, LogEntry, TestEntry};
 use netchar_report::Reporter;
 use std::net::SocketAddr;
@@ -131,7 +131,7 @@ fn server_log_json_lines() {
 fn nc_test_master_lines() {
     let mut r = NcTestLinesReporter;
     let mut out = String::new();
-    let mut line = |r: &mut NcTestLinesReporter, l: &str| out.push_str(&r.on_master_output(MasterOutput::Line(l)));
+    let mut line = |r: &mut NcTestLinesReporter, l: &str| out.push_str(&r.on_line(l));
     line(&mut r, "================== No load, master at 100% ========================");
     line(&mut r, "Start UDP echo [10,1024] - no delays");
     line(&mut r, "UDP echo - 20 bufs of 1024 bytes in 0 seconds - 20480 KB/sec");
@@ -148,12 +148,12 @@ fn nc_test_master_lines() {
         bad: 0,
         ..Default::default()
     };
-    out.push_str(&r.on_master_output(MasterOutput::Figures(&echo)));
+    out.push_str(&r.on_line(&figures_line(&echo)));
     let recv = MasterFigures { sent: 640, slave_receives: true, slave_counts: Some((0, 600)), ..Default::default() };
-    let mut line = |r: &mut NcTestLinesReporter, l: &str| out.push_str(&r.on_master_output(MasterOutput::Line(l)));
+    let mut line = |r: &mut NcTestLinesReporter, l: &str| out.push_str(&r.on_line(l));
     line(&mut r, "Start UDP recv [640,1024] - no delays");
     line(&mut r, "UDP recv - 640 bufs of 1024 bytes in 1 seconds - 640 KB/sec");
-    out.push_str(&r.on_master_output(MasterOutput::Figures(&recv)));
+    out.push_str(&r.on_line(&figures_line(&recv)));
     let send = MasterFigures {
         received: 630,
         slave_sends: true,
@@ -162,10 +162,10 @@ fn nc_test_master_lines() {
         bad: 1,
         ..Default::default()
     };
-    out.push_str(&r.on_master_output(MasterOutput::Figures(&send)));
+    out.push_str(&r.on_line(&figures_line(&send)));
     let lost = MasterFigures { sent: 5, received: 3, slave_receives: true, slave_sends: true, ..Default::default() };
-    out.push_str(&r.on_master_output(MasterOutput::Line("No results record sent")));
-    out.push_str(&r.on_master_output(MasterOutput::Figures(&lost)));
+    out.push_str(&r.on_line("No results record sent"));
+    out.push_str(&r.on_line(&figures_line(&lost)));
     // When a test ends its lines are out: nothing more.
     let saved =
         netchar_report::parse_saved(&std::fs::read_to_string(dir("fixtures").join("rr.json")).unwrap(), "rr").unwrap();
