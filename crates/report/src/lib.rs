@@ -18,9 +18,9 @@
 //! [`Reporter`] trait and the saved results every format reads. Above it the pieces several
 //! formats share (the summary rows, the caveats that apply, the loss breakdown in words, the
 //! user's commands as lines, markup escaping, cost figures; private modules), then the formats,
-//! a format built from another's pieces above that one (the eCos lines use the text report's
-//! nc_test lines, the HTML report the plots). On top, [`format`](mod@format) picks the reporter of a
-//! `--format`: the one module that knows every format.
+//! one built from another's pieces above that one (the eCos lines use the text report's
+//! nc_test lines, the HTML report the plots). On top, [`format`](mod@format) picks the
+//! reporter of a `--format`: the one module that knows every format.
 //!
 //! ```
 //! use netchar_model::units::RateFormat;
