@@ -414,6 +414,15 @@ impl TcpPlan {
             netchar_engine::client::session(p, std::time::Instant::now(), &spec, &plan.client)
                 .map_err(|e| UsageError(e.to_string()))?;
         }
+        // Every gate names a figure this test will have, or it fails now, not after the test.
+        let shaped = match plan.client.protocol.peer().and_then(|p| p.def().shape) {
+            Some(shape) => shape(&plan.client.spec).map_err(|e| UsageError(e.to_string()))?,
+            None => plan.client.spec.clone(),
+        };
+        for e in &plan.output.expect {
+            netchar_model::figures::check_path(&shaped, &e.path)
+                .map_err(|why| UsageError(format!("--expect '{}': {why}", e.text)))?;
+        }
         Ok(plan)
     }
 

@@ -305,6 +305,18 @@ pub(crate) fn expand(text: &str, file: &str, host: Option<&str>) -> Result<Vec<P
         for variant in variants {
             let mut argv = vec!["netchar".to_string(), kind.clone(), target.clone()];
             let mut label = Vec::new();
+            // A gate on one flow's figure (`up.…`, `down.…`) applies to the tests that run
+            // that flow; the others of the loop do not have it.
+            let direction = variant.iter().find(|(k, _)| k == "direction").and_then(|(_, v)| v.as_str());
+            let flows: &[&str] = match direction {
+                Some("down") => &["down"],
+                Some("bidir") => &["up", "down"],
+                _ => &["up"],
+            };
+            let applies = |gate: &str| match gate.trim_start().split(['.', ' ', '<', '>', '=']).next() {
+                Some(flow @ ("up" | "down")) => flows.contains(&flow),
+                _ => true,
+            };
             for (key, value) in &variant {
                 let flag = KEYS.iter().find(|(k, _)| k == key).map(|(_, f)| *f).unwrap_or("");
                 if key == "direction" {
@@ -329,6 +341,9 @@ pub(crate) fn expand(text: &str, file: &str, host: Option<&str>) -> Result<Vec<P
                                     index + 1
                                 )
                             })?;
+                            if key == "expect" && !applies(&s) {
+                                continue;
+                            }
                             argv.extend([flag.to_string(), s]);
                         }
                     }

@@ -92,6 +92,10 @@ fn invalid_plans_fail_before_any_traffic_naming_line_and_field() {
         ("[[test]]\nkind = \"tcp\"\nstreems = 2\n", ":3: test 1: unknown field \"streems\""),
         ("[[test]]\nkind = \"smtp\"\n", ":2: test 1: kind \"smtp\""),
         ("[[test]\nkind = \"tcp\"\n", "TOML parse error"),
+        (
+            "[[test]]\nkind = \"tcp\"\nexpect = [\"up.reciever.bits_per_second >= 1M\"]\n",
+            "up.reciever.bits_per_second is not a figure of this test; its figures include up.receiver.bits_per_second",
+        ),
     ] {
         let plan = plan_file("bad", text);
         let run = netchar(&["run", &plan, &host]);
@@ -99,4 +103,25 @@ fn invalid_plans_fail_before_any_traffic_naming_line_and_field() {
         assert!(run.stderr.contains(needle), "{text}: expected {needle:?} in {:?}", run.stderr);
         assert!(!run.stderr.contains("no netchar server"), "validated before traffic: {}", run.stderr);
     }
+}
+
+/// README's own plan, as written but for its durations: every test runs, and its gate on the up
+/// flow's figure holds on the tests that run up (the down tests do not have that figure).
+#[test]
+fn the_readme_example_plan_runs_and_its_gate_applies_to_the_tests_it_names() {
+    let s = Server::start(&[]);
+    let host = format!("127.0.0.1:{}", s.port);
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../plans/example.toml")).unwrap();
+    let short = text
+        .replace("duration = 5", "duration = 0.6")
+        .replace("omit = 1", "omit = 0.2")
+        .replace("pause = 1", "pause = 0");
+    assert_ne!(short, text, "plans/example.toml no longer sets duration = 5");
+    let plan = plan_file("example", &short);
+    let run = netchar(&["run", &plan, &host, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let runs: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    // 4 TCP (up and down, 1 and 4 streams), 1 UDP, 2 x 3 rr.
+    assert_eq!(runs.as_array().map(Vec::len), Some(11), "{}", run.stdout);
+    assert!(!run.stderr.contains("expectation not met"), "{}", run.stderr);
 }

@@ -69,6 +69,132 @@ impl TestResult {
     }
 }
 
+/// Parts of a result that only a run can fill (its evidence, a target's report, the console,
+/// the step and reset records, the raw streams and intervals, the hosts, latency under load):
+/// a gate's path into one of these is checked after the run, not before.
+const FILLED_BY_THE_RUN: &[&str] = &[
+    "evidence",
+    "target",
+    "console",
+    "step",
+    "reset",
+    "streams",
+    "intervals",
+    "host",
+    "remote_host",
+    "bind",
+    "rr_idle",
+    "rr_loaded",
+    "load",
+    "under_load",
+];
+
+/// Checks, before any traffic, that `path` names a figure a test run to `spec` will have:
+/// Ok, or one line saying it does not and naming the figures it will have that look like it.
+pub fn check_path(spec: &crate::TestSpec, path: &str) -> Result<(), String> {
+    let template = template(spec);
+    if template.figure(path).is_some() {
+        return Ok(());
+    }
+    let first = path.split('.').next().unwrap_or("");
+    if FILLED_BY_THE_RUN.contains(&first) {
+        return Ok(());
+    }
+    let doc = serde_json::to_value(&template).unwrap_or_default();
+    let mut leaves = Vec::new();
+    number_paths(&doc["summary"], "", &mut leaves);
+    number_paths(&doc["cpu"], "cpu.", &mut leaves);
+    let last = path.rsplit('.').next().unwrap_or("");
+    // Those ending as the path does first (a misspelt middle), then those of its flow.
+    let score =
+        |l: &str| 2 * usize::from(l.ends_with(&format!(".{last}"))) + usize::from(l.split('.').next() == Some(first));
+    let mut like: Vec<&String> = leaves.iter().filter(|l| score(l) > 0).collect();
+    like.sort_by_key(|l| std::cmp::Reverse(score(l)));
+    if like.is_empty() {
+        like = leaves.iter().filter(|l| l.ends_with("bits_per_second") || l.ends_with("per_second")).collect();
+    }
+    const SHOWN: usize = 8;
+    let more = like.len().saturating_sub(SHOWN);
+    let mut names: Vec<&str> = like.iter().take(SHOWN).map(|s| s.as_str()).collect();
+    let tail = format!("and {more} more");
+    if more > 0 {
+        names.push(&tail);
+    }
+    let flows: Vec<&str> = spec.direction.flows().iter().map(|f| f.name()).collect();
+    let what = match first {
+        "up" | "down" if !flows.contains(&first) && spec.kind != crate::TestKind::Rr => {
+            format!("this test has no {first} flow (it runs {})", flows.join(" and "))
+        }
+        _ => format!("{path} is not a figure of this test"),
+    };
+    Err(format!("{what}; its figures include {} (docs/json.md)", names.join(", ")))
+}
+
+/// A result of the shape a test run to `spec` has, every figure zero.
+fn template(spec: &crate::TestSpec) -> TestResult {
+    use crate::{Endpoint, Role, StreamRecord, TestKind};
+    let header = crate::ResultHeader {
+        test: crate::TestInfo {
+            spec: spec.clone(),
+            remote: String::new(),
+            family: "ipv4".into(),
+            title: None,
+            client_cpu: None,
+            concurrent_tests: 1,
+            protocol: "netchar".into(),
+            peer_software: None,
+            far_end: crate::FarEnd::Reports,
+            caveats: Vec::new(),
+        },
+        started_at: String::new(),
+        host: crate::HostInfo::default(),
+        remote_host: None,
+    };
+    let mut streams = Vec::new();
+    if spec.kind != TestKind::Rr {
+        for &flow in spec.direction.flows() {
+            let (tx, rx) = if flow == Flow::Up {
+                (Endpoint::Client, Endpoint::Server)
+            } else {
+                (Endpoint::Server, Endpoint::Client)
+            };
+            let mut sender = StreamRecord::bare(1, flow, Role::Sender, tx, 0, 0.0);
+            let mut receiver = StreamRecord::bare(1, flow, Role::Receiver, rx, 0, 0.0);
+            if spec.kind == TestKind::Udp {
+                sender.udp_sent = Some(crate::UdpSent::default());
+                receiver.udp_received = Some(crate::UdpReceived::default());
+            } else {
+                sender.retransmits = Some(0);
+            }
+            streams.extend([sender, receiver]);
+        }
+    }
+    let cpu = crate::CpuReport { local: Some(Default::default()), remote: Some(Default::default()) };
+    let mut r = TestResult::assemble(header, streams, cpu, None);
+    if let Some(o) = &spec.rr {
+        let empty = crate::LatencyUs::default();
+        r.summary.rr = Some(crate::RrFigures {
+            connect_latency_us: o.connect_per_transaction.then(|| empty.clone()),
+            receive_wakeup_us: o.wakeup_stamps.then_some(empty),
+            ..Default::default()
+        });
+    }
+    r
+}
+
+/// The paths of every number under `v`, each prefixed with `prefix`.
+fn number_paths(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                number_paths(v, &format!("{prefix}{k}."), out);
+            }
+        }
+        serde_json::Value::Number(_) => out.push(prefix.trim_end_matches('.').to_string()),
+        _ => {}
+    }
+}
+
 /// The values of `path` over `results`, in their order, skipping those without it.
 pub fn figures(results: &[TestResult], path: &str) -> Vec<f64> {
     results.iter().filter_map(|r| r.figure(path)).collect()
@@ -132,6 +258,35 @@ mod tests {
         assert_eq!(figures(&[r.clone(), r], "up.sender.bytes"), [1_000.0, 1_000.0]);
         assert!(higher_is_better("up.receiver.bits_per_second"));
         assert!(!higher_is_better("rr.latency_us.p99"));
+    }
+
+    #[test]
+    fn a_gate_is_checked_against_what_the_test_will_have() {
+        let mut down = TestSpec::udp_default();
+        down.direction = crate::Direction::Down;
+        assert_eq!(check_path(&down, "down.receiver.loss_percent"), Ok(()));
+        assert_eq!(check_path(&down, "down.sender.send_errors"), Ok(()));
+        assert_eq!(check_path(&down, "cpu.local.total_pct"), Ok(()));
+        assert_eq!(check_path(&down, "test.streams"), Ok(()));
+        // Figures only a run fills are checked after it.
+        assert_eq!(check_path(&down, "evidence.local.link.tx_packets"), Ok(()));
+        let e = check_path(&down, "up.receiver.bits_per_second").unwrap_err();
+        assert!(e.starts_with("this test has no up flow (it runs down); its figures include"), "{e}");
+        assert!(e.contains("down.receiver.bits_per_second"), "{e}");
+        let e = check_path(&down, "down.reciever.loss_percent").unwrap_err();
+        assert!(e.starts_with("down.reciever.loss_percent is not a figure of this test"), "{e}");
+        assert!(e.contains("down.receiver.loss_percent"), "{e}");
+        let tcp = TestSpec::tcp_default();
+        assert_eq!(check_path(&tcp, "up.sender.retransmits"), Ok(()));
+        assert!(check_path(&tcp, "up.receiver.loss_percent").is_err());
+        let mut rr = TestSpec::tcp_default();
+        rr.kind = crate::TestKind::Rr;
+        rr.rr = Some(crate::RrOptions::default());
+        assert_eq!(check_path(&rr, "rr.latency_us.p99"), Ok(()));
+        assert!(check_path(&rr, "rr.connect_latency_us.p99").is_err());
+        rr.rr.as_mut().unwrap().connect_per_transaction = true;
+        assert_eq!(check_path(&rr, "rr.connect_latency_us.p99"), Ok(()));
+        assert!(check_path(&rr, "rr.latency_us.p99.9").is_err());
     }
 
     #[test]
