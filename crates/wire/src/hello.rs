@@ -125,34 +125,7 @@ impl Hello {
     }
 }
 
-/// A protocol netchar also speaks whose server can be told from its first bytes on a
-/// connection that sent netchar's hello ([`recognised_protocol`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum KnownProtocol {
-    /// An iperf3 server: it asks for parameters (PARAM_EXCHANGE).
-    Iperf3,
-    /// An echo server (RFC 862): it sends netchar's own hello back.
-    Echo,
-    /// A chargen server (RFC 864): printable characters, unasked.
-    Chargen,
-}
-
-impl KnownProtocol {
-    /// Its name as `--proto` spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Iperf3 => "iperf3",
-            Self::Echo => "echo",
-            Self::Chargen => "chargen",
-        }
-    }
-}
-
-impl std::fmt::Display for KnownProtocol {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::known::KnownProtocol;
 
 /// The protocol netchar also speaks whose answer `first_bytes` is, when they are one's: an
 /// iperf3 server asks for parameters (PARAM_EXCHANGE), an echo server sends netchar's own

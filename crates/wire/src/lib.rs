@@ -33,6 +33,7 @@ pub mod datagram;
 pub mod hello;
 pub mod iperf2;
 pub mod iperf3;
+pub mod known;
 pub mod message;
 pub mod nc_test;
 pub mod netio;
@@ -57,7 +58,7 @@ pub enum ProtocolError {
     #[error("the peer is not a netchar server: {what}")]
     PeerProtocol {
         /// The protocol its answer is ([`hello::recognised_protocol`]).
-        protocol: hello::KnownProtocol,
+        protocol: known::KnownProtocol,
         /// What it answered.
         what: String,
     },
