@@ -189,6 +189,23 @@ fn one_test_at_a_time_across_protocols_and_limits_apply() {
     assert!(lines.contains("--max-duration"), "{lines}");
 }
 
+/// A request netchar's iperf3 server cannot run is refused with iperf3's own "not implemented"
+/// (IEUNIMP), which the client prints as such, not as another error's text.
+#[test]
+fn an_unsupported_request_is_refused_as_not_implemented() {
+    if !iperf3_installed() {
+        return;
+    }
+    let (_s, port) = server();
+    let out = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1", "--fq-rate", "1M", "-J"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(error.contains("not implemented"), "{error}");
+}
+
 #[test]
 fn hostile_iperf3_clients_are_named_and_the_server_keeps_serving() {
     use std::io::{Read, Write};

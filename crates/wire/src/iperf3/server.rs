@@ -34,7 +34,7 @@ pub const IE_MAX_DURATION: i32 = 37;
 /// iperf3's `i_errno` for a rate above the server's total (IETOTALRATE).
 pub const IE_TOTAL_RATE: i32 = 27;
 /// iperf3's `i_errno` for an unsupported request (IEUNIMP, "not implemented").
-pub const IE_NOT_IMPLEMENTED: i32 = 8;
+pub const IE_NOT_IMPLEMENTED: i32 = 13;
 
 /// The transport an iperf3 client asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
