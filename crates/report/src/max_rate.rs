@@ -179,7 +179,7 @@ impl MaxRateTableReporter {
         };
         let breakdowns: Vec<&LossBreakdown> = trials.iter().filter_map(|r| flow(r)?.loss_breakdown.as_ref()).collect();
         let mut lost = String::new();
-        if let Some(sum) = LossBreakdown::sum(breakdowns).filter(|b| b.lost > 0 || b.counted_beyond_lost > 0) {
+        if let Some(sum) = LossBreakdown::sum(breakdowns).filter(|b| b.lost > 0) {
             let mut lines = crate::loss::loss_breakdown_lines(&sum).into_iter();
             if let Some(first) = lines.next() {
                 let _ = writeln!(lost, "over the {n}, {first}");

@@ -70,7 +70,7 @@ impl SweepTableReporter {
             _ => String::new(),
         };
         let steps = self.breakdowns.len();
-        if let Some(sum) = LossBreakdown::sum(&self.breakdowns).filter(|b| b.lost > 0 || b.counted_beyond_lost > 0) {
+        if let Some(sum) = LossBreakdown::sum(&self.breakdowns).filter(|b| b.lost > 0) {
             let mut lines = crate::loss::loss_breakdown_lines(&sum).into_iter();
             if let Some(first) = lines.next() {
                 let _ = writeln!(out, "over the {steps} steps, {first}");

@@ -18,12 +18,29 @@ pub struct TextReporter {
     /// How rates are printed (`-f`).
     pub format: RateFormat,
     header_done: bool,
+    /// The end of the last interval printed: an interval starting before it begins a new
+    /// phase of the test (`rr --under-load`: the probe again, now beside the load flows).
+    last_end: f64,
 }
 
 impl TextReporter {
     /// A reporter printing rates in `format`.
     pub fn new(format: RateFormat) -> Self {
-        Self { format, header_done: false }
+        Self { format, header_done: false, last_end: 0.0 }
+    }
+}
+
+/// The interval header for the kind of test the interval's streams show: TCP's retransmits,
+/// window and RTT; UDP's datagrams, loss and jitter; request/response transactions and
+/// latency.
+fn interval_header(iv: &IntervalRecord) -> &'static str {
+    let sample = iv.streams.first().map(|s| &s.sample);
+    if sample.is_some_and(|x| x.rr.is_some()) {
+        "[ ID] Flow Role      Interval        Transfer      Bitrate            Trans     Trans/s     p50 us     p99 us\n"
+    } else if sample.is_some_and(|x| x.udp_sent.is_some() || x.udp_received.is_some()) {
+        "[ ID] Flow Role      Interval        Transfer      Bitrate        Datagrams  Lost so far   Jitter ms  (p99 ms)\n"
+    } else {
+        "[ ID] Flow Role      Interval        Transfer      Bitrate         Retr     Cwnd      RTT\n"
     }
 }
 
@@ -206,14 +223,24 @@ impl crate::Reporter for TextReporter {
     fn on_start(&mut self, info: &TestInfo) -> String {
         // A reporter lives for a job of several tests: each has its own interval header.
         self.header_done = false;
+        self.last_end = 0.0;
         format!("netchar {}: {}\n", env!("CARGO_PKG_VERSION"), describe_test(info))
     }
 
     fn on_interval(&mut self, iv: &IntervalRecord) -> String {
         let mut out = String::new();
+        // The clock starting again within one test: its second phase (`rr --under-load`
+        // measures the probe idle, then again under load, each on its own clock).
+        if self.header_done && iv.start + 1e-9 < self.last_end {
+            out.push_str(
+                "under load (the lines above: idle, the probe alone; below: the probe beside the load flows)\n",
+            );
+            self.header_done = false;
+        }
+        self.last_end = iv.end;
         if !self.header_done {
             self.header_done = true;
-            out.push_str("[ ID] Flow Role      Interval        Transfer      Bitrate         Retr     Cwnd      RTT\n");
+            out.push_str(interval_header(iv));
         }
         let many = iv.streams.len() > iv.sum.len();
         for s in &iv.streams {
@@ -233,29 +260,32 @@ impl crate::Reporter for TextReporter {
                 let _ = write!(out, "  {r:>5}  {:>9}  {rtt:>5} us", format_bytes(c));
             }
             if let Some(u) = &x.udp_sent {
-                let _ = write!(out, "  {} datagrams", u.packets);
+                let _ = write!(out, "  {:>11}", u.packets);
                 if u.send_errors > 0 {
-                    let _ = write!(out, ", {} refused", u.send_errors);
+                    let _ = write!(out, "  ({} refused)", u.send_errors);
                 }
             }
             if let Some(r) = &x.rr {
                 let _ = write!(
                     out,
-                    "  {} trans, {:.0}/s, p50 {:.1} us, p99 {:.1} us",
+                    "  {:>11} {:>11.0} {:>10.1} {:>10.1}",
                     r.transactions, r.transactions_per_second, r.latency_us.p50, r.latency_us.p99
                 );
                 if r.lost > 0 || r.late > 0 {
-                    let _ = write!(out, ", {} lost, {} late", r.lost, r.late);
+                    let _ = write!(out, "  ({} lost, {} late)", r.lost, r.late);
                 }
             }
             if let Some(u) = &x.udp_received {
                 let _ = write!(
                     out,
-                    "  {} datagrams, {} lost so far, jitter {:.3} ms (p99 {:.3})",
-                    u.packets, u.lost, u.jitter_ms, u.jitter_p99_ms
+                    "  {:>11} {:>12} {:>11.3} {:>9}",
+                    u.packets,
+                    u.lost,
+                    u.jitter_ms,
+                    format!("({:.3})", u.jitter_p99_ms)
                 );
                 if u.out_of_order > 0 || u.duplicates > 0 {
-                    let _ = write!(out, ", {} late, {} dup", u.out_of_order, u.duplicates);
+                    let _ = write!(out, "  ({} late, {} dup)", u.out_of_order, u.duplicates);
                 }
             }
             if x.omitted {
@@ -459,8 +489,17 @@ pub fn summary(r: &TestResult, format: RateFormat) -> String {
     if let Some(c) = &r.console {
         out.push_str(&crate::console::console_lines(c));
     }
-    if r.test.concurrent_tests > 1 {
-        let _ = writeln!(out, "note: the server ran {} tests at once during this one", r.test.concurrent_tests);
+    // Under load, the load flows and the other probes are this test's companions, admitted
+    // with it as one test: only tests beyond them are other tests.
+    let companions = r.summary.under_load.as_ref().map_or(0, |u| u.flows.len() + u.probes.len().saturating_sub(1));
+    let others = (r.test.concurrent_tests as usize).saturating_sub(1 + companions);
+    if others > 0 {
+        let besides = if companions > 0 {
+            format!(" besides this one and its {companions} load flows and probes")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "note: the server ran {others} other test(s) at once{besides} during this one");
     }
     if let Some(e) = &r.error {
         let _ = writeln!(out, "error: {e}");
@@ -689,7 +728,7 @@ fn udp_summary(f: &FlowSummary, short: Option<&Caveat>, out: &mut String) {
             if r.coalesced { "; GRO: coalesced deliveries" } else { "" }
         );
     }
-    if let Some(b) = f.loss_breakdown.as_ref().filter(|b| b.lost > 0 || b.counted_beyond_lost > 0) {
+    if let Some(b) = f.loss_breakdown.as_ref().filter(|b| b.lost > 0) {
         for line in loss_breakdown_lines(b) {
             let _ = writeln!(out, "     {line}");
         }
@@ -764,7 +803,7 @@ fn under_load_summary(idle: &RrFigures, loaded: &RrFigures, r: &TestResult, form
         out,
         "under load the p99 round trip is {ratio:.1}x the idle one ({:+.1} us){}",
         loaded.latency_us.p99 - idle.latency_us.p99,
-        if ratio > 1.5 { ": queueing on the path (bufferbloat)" } else { "" }
+        if ratio > 1.5 { load_delay_cause(r) } else { String::new() }
     );
     if let Some(u) = &r.summary.under_load {
         under_load_flows(u, format, out);
@@ -778,6 +817,31 @@ fn under_load_summary(idle: &RrFigures, loaded: &RrFigures, r: &TestResult, form
     if let Some(p) = &r.summary.placement {
         let _ = writeln!(out, "placement: {p}");
     }
+}
+
+/// What made the probes slower under load, as far as the result shows it: a queue in the path
+/// (bufferbloat) only where a qdisc's counters show one (drops or a backlog); on one machine
+/// (loopback), the load and the probes contending for its CPUs; otherwise, not shown.
+fn load_delay_cause(r: &TestResult) -> String {
+    let qdiscs =
+        r.evidence.iter().flat_map(|e| [&e.local, &e.remote]).flatten().flat_map(|e| e.qdiscs.iter().flatten());
+    let (drops, backlog) = qdiscs.fold((0, 0), |(d, b), q| (d + q.drops, b + q.backlog_packets));
+    if drops > 0 || backlog > 0 {
+        return format!(
+            ": a queue in the path (bufferbloat): the qdiscs dropped {drops} and held a backlog of {backlog} packets"
+        );
+    }
+    if on_one_machine(&r.test.remote) {
+        return ": contention on one machine (loopback: the load flows and the probes share its CPUs), not a queue in a path".into();
+    }
+    ": the load delays the probes (a queue in the path or contention at the ends; no qdisc counters show a queue)"
+        .into()
+}
+
+/// Whether the server's address (`HOST:PORT`, `[V6]:PORT`) is this machine's loopback.
+fn on_one_machine(remote: &str) -> bool {
+    let host = remote.rsplit_once(':').map_or(remote, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    host.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_loopback()) || host == "localhost"
 }
 
 /// Each load flow (direction, class, what its receiver got) and each probe (class, p50 and
@@ -994,7 +1058,8 @@ pub fn transfer_line(r: &TestResult, what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netchar_model::{LossBreakdown, UdpSent};
+    use crate::Reporter;
+    use netchar_model::{IntervalStream, LossBreakdown, UdpSent};
 
     fn sender_lines(sent: u64, behind: Option<u64>) -> String {
         let mut f = FlowSummary::default();
@@ -1152,5 +1217,138 @@ mod tests {
         let mut out = String::new();
         udp_summary(&f, None, &mut out);
         assert!(!out.contains("lost went"), "{out}");
+    }
+
+    /// One interval of one stream: `kind` is `tcp`, `udp` or `rr`.
+    fn interval(kind: &str, start: f64) -> IntervalRecord {
+        let mut sample = serde_json::json!({
+            "start": start, "end": start + 1.0, "bytes": 1000, "bits_per_second": 8000.0, "omitted": false,
+        });
+        match kind {
+            "udp" => {
+                sample["udp_received"] = serde_json::to_value(netchar_model::UdpReceived {
+                    packets: 40,
+                    lost: 2,
+                    jitter_ms: 0.25,
+                    ..Default::default()
+                })
+                .unwrap()
+            }
+            "rr" => {
+                let mut rr = RrFigures { transactions: 1234, transactions_per_second: 1234.0, ..Default::default() };
+                rr.latency_us.p50 = 41.5;
+                sample["rr"] = serde_json::to_value(rr).unwrap();
+            }
+            _ => {
+                sample["retransmits"] = 3.into();
+                sample["cwnd_bytes"] = 65536.into();
+                sample["rtt_us"] = 100.into();
+            }
+        }
+        let stream = IntervalStream {
+            id: 1,
+            flow: Flow::Up,
+            role: Role::Receiver,
+            sample: serde_json::from_value(sample).unwrap(),
+        };
+        IntervalRecord { start, end: start + 1.0, omitted: false, streams: vec![stream], sum: vec![] }
+    }
+
+    #[test]
+    fn interval_headers_fit_the_test_kind() {
+        let header = |kind: &str| TextReporter::new(RateFormat::default()).on_interval(&interval(kind, 0.0));
+        let tcp = header("tcp");
+        assert!(tcp.starts_with("[ ID] Flow Role      Interval        Transfer      Bitrate         Retr"), "{tcp}");
+        let udp = header("udp");
+        assert!(udp.contains("Datagrams  Lost so far   Jitter ms"), "{udp}");
+        assert!(!udp.contains("Retr") && !udp.contains("Cwnd"), "{udp}");
+        assert!(udp.contains("           40            2       0.250   (0.000)\n"), "{udp}");
+        let rr = header("rr");
+        assert!(rr.contains("Trans     Trans/s     p50 us     p99 us"), "{rr}");
+        assert!(!rr.contains("Retr") && !rr.contains("Cwnd"), "{rr}");
+        assert!(rr.contains("         1234        1234       41.5        0.0\n"), "{rr}");
+    }
+
+    #[test]
+    fn a_second_phase_of_intervals_is_labelled() {
+        let mut rep = TextReporter::new(RateFormat::default());
+        let first = rep.on_interval(&interval("rr", 0.0)) + &rep.on_interval(&interval("rr", 1.0));
+        assert_eq!(first.matches("[ ID]").count(), 1, "{first}");
+        assert!(!first.contains("under load"), "{first}");
+        let second = rep.on_interval(&interval("rr", 0.0));
+        assert!(
+            second.starts_with(
+                "under load (the lines above: idle, the probe alone; below: the probe beside the load flows)\n[ ID]"
+            ),
+            "{second}"
+        );
+    }
+
+    fn under_load_result(remote: &str) -> TestResult {
+        let mut r = peer_result(FarEnd::default(), vec![]);
+        r.test.remote = remote.into();
+        r.test.concurrent_tests = 9;
+        let mut idle = RrFigures::default();
+        idle.latency_us.p99 = 50.0;
+        let mut loaded = RrFigures::default();
+        loaded.latency_us.p99 = 500.0;
+        r.summary.rr_idle = Some(idle.clone());
+        r.summary.rr_loaded = Some(loaded.clone());
+        r.summary.rr = Some(loaded);
+        let flow: netchar_model::LoadFlow = serde_json::from_value(serde_json::json!({
+            "protocol": "tcp", "direction": "up", "dscp": null, "class": "BE", "start": 1.0, "intervals": [], "error": null,
+        }))
+        .unwrap();
+        r.summary.under_load = Some(Box::new(UnderLoad {
+            load: "rrul".into(),
+            flows: vec![flow; 8],
+            probes: vec![netchar_model::LatencyProbe::default(); 4],
+        }));
+        r
+    }
+
+    #[test]
+    fn under_load_names_contention_on_one_machine_and_a_queue_only_where_counters_show_one() {
+        let r = under_load_result("127.0.0.1:5300");
+        let out = summary(&r, RateFormat::default());
+        assert!(out.contains("10.0x the idle one (+450.0 us): contention on one machine"), "{out}");
+        assert!(!out.contains("bufferbloat"), "{out}");
+        // The flows and probes are companions of one test, not other tests.
+        assert!(!out.contains("tests at once") && !out.contains("other test"), "{out}");
+        let out = summary(&under_load_result("192.0.2.7:5300"), RateFormat::default());
+        assert!(out.contains("no qdisc counters show a queue"), "{out}");
+        assert!(!out.contains("bufferbloat"), "{out}");
+        let mut r = under_load_result("192.0.2.7:5300");
+        let q: netchar_model::QdiscCounters = serde_json::from_value(serde_json::json!({
+            "kind": "fq_codel", "handle": "0:", "parent": "root", "packets": 100, "bytes": 1, "drops": 7,
+            "overlimits": 0, "requeues": 0, "backlog_bytes": 0, "backlog_packets": 0,
+        }))
+        .unwrap();
+        let local = netchar_model::Evidence { qdiscs: Some(vec![q]), ..Default::default() };
+        r.evidence = Some(netchar_model::EvidenceReport { local: Some(local), ..Default::default() });
+        let out = summary(&r, RateFormat::default());
+        assert!(out.contains("a queue in the path (bufferbloat): the qdiscs dropped 7"), "{out}");
+        // Beyond its companions, another test is said as one.
+        let mut r = under_load_result("127.0.0.1:5300");
+        r.test.concurrent_tests = 13;
+        let out = summary(&r, RateFormat::default());
+        assert!(
+            out.contains(
+                "note: the server ran 1 other test(s) at once besides this one and its 11 load flows and probes"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn no_loss_breakdown_for_no_loss_even_when_the_counters_moved() {
+        let mut f = FlowSummary::default();
+        f.receiver.udp_received = Some(netchar_model::UdpReceived { packets: 600, lost: 0, ..Default::default() });
+        let b = LossBreakdown::split(0, [("receiver_interface", Some(8192))]);
+        assert!(b.approximate && b.counted_beyond_lost == 8192, "{b:?}");
+        f.loss_breakdown = Some(b);
+        let mut out = String::new();
+        udp_summary(&f, None, &mut out);
+        assert!(!out.contains("lost went") && !out.contains("approximate"), "{out}");
     }
 }
