@@ -59,7 +59,7 @@ pub(crate) fn run_collecting(
     // The figure files keep the counted runs: the job's end settles them.
     let mut reporters = Reporters::from_output(out, shape).with_figures(figures);
     if out.repeat > 1 && !out.json {
-        reporters.push(Box::new(RepeatStatistics));
+        reporters.push(Box::new(RepeatStatistics(out.format)));
     }
     let mut kept = Vec::new();
     let mut code = crate::exit::OK;
@@ -122,8 +122,8 @@ pub(crate) fn run_collecting(
 }
 
 /// The text after `--repeat` runs: the mean and its 95% confidence interval of the headline
-/// figures over the counted runs.
-struct RepeatStatistics;
+/// figures over the counted runs, rates in the test's `-f`.
+struct RepeatStatistics(netchar_model::units::RateFormat);
 
 impl netchar_report::Reporter for RepeatStatistics {
     fn on_finish(&mut self, _result: &netchar_model::TestResult) -> String {
@@ -131,45 +131,10 @@ impl netchar_report::Reporter for RepeatStatistics {
     }
 
     fn on_job_end(&mut self, results: &[netchar_model::TestResult]) -> String {
-        if results.is_empty() {
-            String::new()
-        } else {
-            repeat_statistics(results)
-        }
+        netchar_report::repeat::repeat_statistics(results, self.0)
     }
 
     fn on_results(&mut self, _results: &[netchar_report::Saved]) -> String {
         String::new()
     }
-}
-
-/// Mean ± 95% confidence interval (Student's t) of the headline figures over the counted runs.
-fn repeat_statistics(runs: &[netchar_model::TestResult]) -> String {
-    use netchar_stats::compare::{format_g, mean_interval, SetStats};
-    let mut paths = vec![runs[0].headline_path()];
-    if paths[0].starts_with("rr.") {
-        paths.push("rr.latency_us.p50");
-        paths.push("rr.latency_us.p99");
-    }
-    if runs[0].reset.is_some() {
-        // --reset-cmd: how long the target took to answer again.
-        paths.push("reset.time_to_ready_seconds");
-    }
-    let mut out = format!("=== {} runs: mean ± 95% confidence interval (Student's t)\n", runs.len());
-    for path in paths {
-        let values = netchar_model::figures::figures(runs, path);
-        if let Some(s) = SetStats::of(&values) {
-            let ci = mean_interval(&s, 95.0);
-            let pct = if s.mean != 0.0 { 100.0 * ci / s.mean.abs() } else { 0.0 };
-            out.push_str(&format!(
-                "{path}: {} ± {} ({pct:.2}%), min {}, max {}, stddev {}\n",
-                format_g(s.mean, 6),
-                format_g(ci, 6),
-                format_g(s.min, 6),
-                format_g(s.max, 6),
-                format_g(s.stddev, 6)
-            ));
-        }
-    }
-    out
 }

@@ -51,6 +51,7 @@ pub mod plots;
 pub mod prometheus;
 pub mod pscheduler;
 pub mod quick;
+pub mod repeat;
 mod rows;
 pub mod server_log;
 pub mod svg;
