@@ -66,6 +66,21 @@ fn udp_rr_matches_replies_and_loses_nothing_on_loopback() {
 /// The kernel-stamp split of each UDP round trip is asked for (it costs the kernel a stamp per
 /// packet and each answer a control message): with the flag every answer's wait to be woken is
 /// there and never longer than its round trip; without it, no figure.
+/// `-t` bounds a UDP rr test: the requester waits --timeout only for requests still
+/// unanswered, and the server, whose responder has nothing left to answer once the requester
+/// finished, does not wait it again (it did: every `rr --udp` ran a --timeout over `-t`). The
+/// server's own measuring window (`cpu.remote.wall_seconds`) shows it, with a --timeout far
+/// longer than the test.
+#[test]
+fn udp_rr_ends_at_its_time_not_a_timeout_later() {
+    let s = Server::start(&[]);
+    let r = client_json("rr", &s, "127.0.0.1", &["--udp", "-t", "1", "--timeout", "5s", "-i", "0"]);
+    let rr = check_rr(&r);
+    assert_eq!(u(&rr["lost"]), 0, "{rr}");
+    let server = f(&r["cpu"]["remote"]["wall_seconds"]);
+    assert!(server < 1.0 + 2.5, "the server measured {server} s of a 1 s test (--timeout 5s)");
+}
+
 #[test]
 fn udp_rr_splits_out_the_wakeup_only_when_asked() {
     let s = Server::start(&[]);

@@ -563,14 +563,16 @@ impl TestSpec {
     }
 
     /// How long receivers keep listening after the peer's senders finished: the UDP grace
-    /// period, or the rr timeout (a request sent last may still be answered).
+    /// period. None for a UDP rr responder: its requester finishes only once every request it
+    /// sent was answered or waited for for `--timeout` (and counted lost), so nothing it still
+    /// reads could count; waiting the timeout again made every `rr --udp` a `--timeout` longer
+    /// than `-t`.
     pub fn receive_grace_seconds(&self) -> f64 {
-        let grace = match (&self.udp, &self.rr) {
-            (Some(u), _) => u.grace_seconds,
-            (None, Some(r)) if r.udp => r.timeout_seconds,
-            _ => 0.0,
+        let grace = match &self.udp {
+            Some(u) => u.grace_seconds,
+            None => 0.0,
         };
-        // validate() bounds both to 60 s; a spec that skipped it still yields a wait that
+        // validate() bounds it to 60 s; a spec that skipped it still yields a wait that
         // Duration can hold.
         if grace.is_finite() {
             grace.clamp(0.0, 60.0)

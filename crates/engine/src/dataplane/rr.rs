@@ -759,8 +759,9 @@ pub(super) fn udp_requester(
 }
 
 /// The UDP responder: one response per request, echoing the request's leading bytes (the
-/// sequence key). Ends when the requester has finished and the grace period passed, or, for a
-/// format whose streams end with empty datagrams, at the first one.
+/// sequence key). Ends when the requester has finished (netchar's has no grace after it:
+/// TestSpec::receive_grace_seconds), or, for a format whose streams end with empty datagrams,
+/// at the first one.
 pub(super) fn udp_responder(
     shared: &StreamShared,
     controls: &Controls,
