@@ -33,6 +33,7 @@ pub mod datagram;
 pub mod hello;
 pub mod iperf2;
 pub mod iperf3;
+pub mod irtt;
 pub mod known;
 pub mod message;
 pub mod nc_test;
