@@ -418,6 +418,14 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind_hint: "is an iperf server running there?",
     },
     ListenerDef {
+        flag: "irtt",
+        about: "also answer irtt clients (`irtt client HOST`: round trips, one-way delays, loss; no HMAC) on \
+                --irtt-port, each client's test granted within --max-duration and --max-rate",
+        ports: &[PortDef { flag: "irtt-port", default: crate::peers::irtt::DEFAULT_PORT, about: "irtt's port (UDP)" }],
+        bind: crate::peers::irtt::bind_listener,
+        bind_hint: "is an irtt server running there?",
+    },
+    ListenerDef {
         flag: "netperf",
         about: "also answer netperf clients (TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, UDP_RR, TCP_CRR) on \
                 --netperf-port, each test's data on a port of its own",
