@@ -537,8 +537,10 @@ pub(crate) struct CompletionsArgs {
 /// `netchar man`.
 #[derive(Debug, Args)]
 pub(crate) struct ManArgs {
-    /// A command (tcp, udp, report, ...) for its own page with all its options.
-    pub(crate) command: Option<String>,
+    /// A command (tcp, udp, report, ...) for its own page with all its options; a command of a
+    /// command as two words (`suite bwsweep`), or as its page's name (`suite-bwsweep`).
+    #[arg(num_args = 0..)]
+    pub(crate) command: Vec<String>,
 }
 
 /// `netchar suite`: the built-in suites. Each is its own command with only the flags it
@@ -555,6 +557,16 @@ pub(crate) enum SuiteCommand {
     Sizes(SizesSuiteArgs),
     /// The bwtest.sh UDP rate sweep in both directions, the knee where loss starts marked.
     Bwsweep(BwsweepSuiteArgs),
+}
+
+impl RunArgs {
+    /// The server for tests that do not name one: HOST, with `-p` as its port.
+    pub(crate) fn default_host(&self) -> Option<String> {
+        let host = self.host.as_deref()?;
+        let Some(p) = self.port else { return Some(host.to_string()) };
+        let bare = crate::plan::split_host(host).map_or_else(|_| host.to_string(), |(h, _)| h);
+        Some(if bare.contains(':') { format!("[{bare}]:{p}") } else { format!("{bare}:{p}") })
+    }
 }
 
 impl SuiteCommand {
@@ -590,6 +602,9 @@ pub(crate) struct SuiteTarget {
     /// Print the results as one JSON array.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Seconds to wait for each TCP connection (default 5).
+    #[arg(long = "connect-timeout", value_name = "SECS")]
+    pub(crate) connect_timeout: Option<String>,
     #[command(flatten)]
     pub(crate) step: StepArgs,
     #[command(flatten)]
@@ -678,7 +693,7 @@ pub(crate) struct NetioSuiteArgs {
     #[arg(long = "tx-only")]
     pub(crate) tx_only: bool,
     /// Seconds per test and direction (default 2; with --proto netio, netio's 6).
-    #[arg(long, visible_alias = "netio-interval", value_name = "SECS")]
+    #[arg(short = 't', long = "time", visible_aliases = ["duration", "netio-interval"], value_name = "SECS")]
     pub(crate) duration: Option<String>,
     /// With --proto netio: seconds without data before Rx gives up and the rest runs Tx only
     /// (default 10).
@@ -696,7 +711,7 @@ pub(crate) struct SizesSuiteArgs {
     #[command(flatten)]
     pub(crate) target: SuiteTarget,
     /// Seconds per block size and protocol (default 2).
-    #[arg(long, value_name = "SECS", conflicts_with = "bytes")]
+    #[arg(short = 't', long = "time", visible_alias = "duration", value_name = "SECS", conflicts_with = "bytes")]
     pub(crate) duration: Option<String>,
     /// Transfer exactly this many bytes per block size and protocol instead, as stackthru's
     /// DATASIZE (its 256 MB is 256Mi); the table then shows the blocks and the last, shorter
@@ -724,7 +739,7 @@ pub(crate) struct BwsweepSuiteArgs {
     #[arg(long, default_value = "50M")]
     pub(crate) step: String,
     /// Seconds per rate and direction.
-    #[arg(long, default_value = "2")]
+    #[arg(short = 't', long = "time", visible_alias = "duration", value_name = "SECS", default_value = "2")]
     pub(crate) duration: String,
     /// The knee is the first rate of a direction that loses more than this share of its
     /// datagrams, in percent (`0.1%` or `0.1`); `0` marks the first rate that loses any.
@@ -792,12 +807,16 @@ impl clap::builder::TypedValueParser for SuiteProtoParser {
 }
 
 impl UdpArgs {
-    /// The UDP arguments a suite runs with: defaults, this server, `seconds` per test.
-    pub(crate) fn for_suite(host: &str, port: Option<u16>, seconds: f64) -> Self {
+    /// The UDP arguments a suite runs with: defaults, its server and connect timeout,
+    /// `seconds` per test.
+    pub(crate) fn for_suite(target: &SuiteTarget, seconds: f64) -> Self {
         let mut argv =
-            vec!["udp".to_string(), host.to_string(), "-t".into(), seconds.to_string(), "-i".into(), "0".into()];
-        if let Some(p) = port {
+            vec!["udp".to_string(), target.host.clone(), "-t".into(), seconds.to_string(), "-i".into(), "0".into()];
+        if let Some(p) = target.port {
             argv.extend(["-p".into(), p.to_string()]);
+        }
+        if let Some(t) = &target.connect_timeout {
+            argv.extend(["--connect-timeout".into(), t.clone()]);
         }
         #[derive(Parser)]
         struct Wrapper {
@@ -816,6 +835,12 @@ pub(crate) struct RunArgs {
     pub(crate) plan: std::path::PathBuf,
     /// The server, for tests that do not name one.
     pub(crate) host: Option<String>,
+    /// Server port for tests that do not name a server (overrides a port in HOST).
+    #[arg(short = 'p', long, requires = "host")]
+    pub(crate) port: Option<u16>,
+    /// Seconds to wait for each TCP connection of every test (default 5).
+    #[arg(long = "connect-timeout", value_name = "SECS")]
+    pub(crate) connect_timeout: Option<String>,
     /// Print every test's results as one JSON array at the end.
     #[arg(long)]
     pub(crate) json: bool,

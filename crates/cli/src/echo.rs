@@ -40,3 +40,13 @@ pub(crate) fn run(plans: &[crate::plan::TcpPlan], figures: &FigureFiles, stop: &
     reporters.emit(&progress, |rep| rep.on_job_end(&results))?;
     Ok(code)
 }
+
+/// `echo -t`: the pattern sets what is echoed, so a duration cannot apply; the command that
+/// runs request/response for a time is named.
+pub(crate) fn refuse_time(a: &crate::args::EchoArgs) -> Result<u8> {
+    let t = a.common.time.as_deref().unwrap_or_default();
+    anyhow::bail!(
+        "echo -t {t}: echo runs its --pattern ({}), not for a time; for timed request/response use netchar rr HOST -t {t} -l SIZE",
+        a.pattern
+    )
+}

@@ -104,6 +104,7 @@ pub(crate) fn run(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> 
         if a.target.json { Box::new(JobJsonReporter) } else { Box::new(NcTestLinesReporter) };
     let mut suite = NativeSuite {
         host,
+        connect_timeout: a.target.connect_timeout.clone(),
         console: crate::plan::console_source(&a.target.console_args)?,
         reporters: Reporters::of(reporter).with_figures(figures),
         progress,
@@ -124,6 +125,8 @@ pub(crate) fn run(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> 
 /// held back until the section's first test shows whether the server runs it.
 struct NativeSuite<'a> {
     host: String,
+    /// `--connect-timeout`, passed on to every test.
+    connect_timeout: Option<String>,
     /// `--console`, `--console-cmd`: read around each test.
     console: Option<netchar_sys::console::ConsoleSource>,
     reporters: Reporters,
@@ -198,7 +201,10 @@ impl NativeSuite<'_> {
         }
         let label = wire::start_line(t.kind, t.nbufs, t.buflen, t.pause);
         self.progress.set_current(label.trim_start_matches("Start "));
-        let argv = t.argv(&self.host, section);
+        let mut argv = t.argv(&self.host, section);
+        if let Some(c) = &self.connect_timeout {
+            argv.extend(["--connect-timeout".into(), c.clone()]);
+        }
         let cli = crate::args::Cli::try_parse_from(&argv)
             .map_err(|e| anyhow::anyhow!("{}", e.to_string().lines().next().unwrap_or("")))?;
         let plans = match cli.command {

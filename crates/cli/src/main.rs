@@ -68,6 +68,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Server(a)) => serve::run(&a, &stop),
         Some(C::Tcp(a)) if nc_test::wanted(&a.common.proto) => nc_test::tcp(&a, &figures, &stop),
         Some(C::Udp(a)) if nc_test::wanted(&a.common.proto) => nc_test::udp(&a, &figures, &stop),
+        Some(C::Echo(a)) if a.common.time.is_some() => echo::refuse_time(&a),
         Some(C::Echo(a)) if nc_test::wanted(&a.common.proto) => nc_test::echo(&a, &figures, &stop),
         Some(C::Tcp(a)) => repeat::run(&plan::TcpPlan::from_args(&a)?, &figures, &stop),
         Some(C::Udp(a)) if a.find_max_rate => {
@@ -84,7 +85,11 @@ fn run(cli: args::Cli) -> Result<u8> {
             SuiteCommand::Sizes(a) => suites::sizes_suite(a, &figures, &stop),
             SuiteCommand::Bwsweep(a) => suites::bwsweep_suite(a, &figures, &stop),
         },
-        Some(C::Run(a)) => plans::run(&a, &figures, &stop),
+        Some(C::Run(mut a)) => {
+            // -p: the port of HOST, the server of the tests that do not name one.
+            a.host = a.default_host();
+            plans::run(&a, &figures, &stop)
+        }
         Some(C::Compare(a)) => compare::run(&a),
         Some(C::Report(a)) => report::run(&a),
         Some(C::Completions(a)) => generate::completions(&a),

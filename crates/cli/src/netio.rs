@@ -1,7 +1,7 @@
 //! `netchar suite netio`: netio's block-size table, over netchar's own protocol (a test per
 //! size, protocol and direction) or as the client of a netio server (`--proto netio`: netio's
 //! sequence and its lines). Both modes take the same sizes (`-b` list, `--preset`), protocols
-//! (`--tcp`, `-u`), `--tx-only` and `--duration`; a flag a mode cannot honour is refused.
+//! (`--tcp`, `-u`), `--tx-only` and `-t`; a flag a mode cannot honour is refused.
 
 use crate::args::NetioSuiteArgs;
 use crate::figure_files::FigureFiles;
@@ -49,11 +49,11 @@ impl NetioRun {
         }
         let default = if peer { netchar_wire::netio::INTERVAL.as_secs_f64() } else { 2.0 };
         let seconds = match &a.duration {
-            Some(d) => crate::flags::seconds("--duration", d)?,
+            Some(d) => crate::flags::seconds("-t", d)?,
             None => default,
         };
         if !(seconds > 0.0 && seconds <= 3600.0) {
-            bail!("--duration {seconds}: between 0 and 3600 seconds");
+            bail!("-t {seconds}: between 0 and 3600 seconds");
         }
         Ok(Self { sizes, tcp, udp, tx_only: a.tx_only, seconds })
     }
@@ -142,6 +142,14 @@ fn peer(a: &NetioSuiteArgs, run: &NetioRun, figures: &FigureFiles, stop: &StopFl
             Duration::from_secs_f64(s)
         }
     };
+    let connect_timeout = match &a.target.connect_timeout {
+        None => Duration::from_secs(5),
+        Some(t) => {
+            let s = crate::flags::seconds("--connect-timeout", t)?;
+            anyhow::ensure!(s > 0.0 && s <= 3600.0, "--connect-timeout {t}: more than 0 and at most 3600 seconds");
+            Duration::from_secs_f64(s)
+        }
+    };
     let configs: Vec<NetioClientConfig> = [(false, run.tcp), (true, run.udp)]
         .into_iter()
         .filter(|&(_, on)| on)
@@ -153,10 +161,10 @@ fn peer(a: &NetioSuiteArgs, run: &NetioRun, figures: &FigureFiles, stop: &StopFl
             tx_only: run.tx_only,
             rx_timeout,
             interval: Duration::from_secs_f64(run.seconds),
-            connect_timeout: Duration::from_secs(5),
+            connect_timeout,
         })
         .collect();
-    // Each size: Tx for --duration, then (unless Tx only) Rx for as long as the server sends,
+    // Each size: Tx for -t, then (unless Tx only) Rx for as long as the server sends,
     // netio's own interval.
     let rx = if run.tx_only { Duration::ZERO } else { netchar_wire::netio::INTERVAL };
     let per_size = Duration::from_secs_f64(run.seconds) + rx;

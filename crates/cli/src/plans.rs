@@ -31,6 +31,9 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
         if a.json {
             argv.push("--json".into());
         }
+        if let Some(t) = &a.connect_timeout {
+            argv.extend(["--connect-timeout".into(), t.clone()]);
+        }
         let where_ = || format!("{file}:{}: {}", t.line, t.name);
         let cli = crate::args::Cli::try_parse_from(&argv).map_err(|e| {
             let first = e.to_string().lines().next().unwrap_or("").trim_start_matches("error: ").to_string();

@@ -25,9 +25,9 @@ pub(crate) fn bwsweep_suite(a: &BwsweepSuiteArgs, figures: &FigureFiles, stop: &
     use netchar_model::units::parse_bit_rate;
     let rate = |flag: &str, v: &str| parse_bit_rate(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"));
     let (from, to, step) = (rate("--from", &a.from)?, rate("--to", &a.to)?, rate("--step", &a.step)?);
-    let secs = crate::flags::seconds("--duration", &a.duration)?;
+    let secs = crate::flags::seconds("-t", &a.duration)?;
     let knee_loss = knee_loss_percent(&a.knee_loss)?;
-    let udp = crate::args::UdpArgs::for_suite(&a.target.host, a.target.port, secs);
+    let udp = crate::args::UdpArgs::for_suite(&a.target, secs);
     let mut plan = crate::plan::TcpPlan::from_udp_args(&udp)?;
     plan.console = crate::plan::console_source(&a.target.console_args)?;
     plan.step = crate::hooks::StepCommand::new(crate::hooks::UserCommand::of_step(&a.target.step)?);
@@ -38,7 +38,7 @@ pub(crate) fn bwsweep_suite(a: &BwsweepSuiteArgs, figures: &FigureFiles, stop: &
 /// The TCP and UDP plans a block-size suite varies: this server, `seconds` per test, no
 /// intervals, the suite's console.
 pub(crate) fn block_size_plans(target: &SuiteTarget, seconds: f64) -> Result<(TcpPlan, TcpPlan)> {
-    let mut udp = TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&target.host, target.port, seconds))?;
+    let mut udp = TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(target, seconds))?;
     udp.console = crate::plan::console_source(&target.console_args)?;
     // One step count for both protocols' steps.
     udp.step = crate::hooks::StepCommand::new(crate::hooks::UserCommand::of_step(&target.step)?);
@@ -319,7 +319,7 @@ fn path_mtu(target: &SuiteTarget) -> Option<(u32, bool)> {
 
 /// `netchar suite sizes`: the flags to plans, the sizes the path takes, then the sweep.
 pub(crate) fn sizes_suite(a: &SizesSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
-    let secs = crate::flags::seconds("--duration", a.duration.as_deref().unwrap_or("2"))?;
+    let secs = crate::flags::seconds("-t", a.duration.as_deref().unwrap_or("2"))?;
     let bytes = match &a.bytes {
         None => None,
         Some(b) => {

@@ -75,6 +75,9 @@ fn man_page_lists_every_command_and_groff_formats_it_cleanly() {
     // Each suite has its own page with only its flags.
     let netio = netchar(&["man", "suite-netio"]);
     assert!(netio.contains(".TH netchar-suite-netio 1") && netio.contains("\\-\\-preset"), "{netio}");
+    // A command of a command as two words, unquoted, is the same page.
+    assert_eq!(netchar(&["man", "suite", "netio"]), netio);
+    assert_eq!(netchar(&["man", "suite netio"]), netio);
     assert!(!netio.contains("\\-\\-quick"), "netchar-suite-netio(1) shows ecos' flag");
     for page in [page, report, netio] {
         // -ww: all warnings; -z: no output, only the diagnostics.

@@ -125,3 +125,22 @@ fn the_readme_example_plan_runs_and_its_gate_applies_to_the_tests_it_names() {
     assert_eq!(runs.as_array().map(Vec::len), Some(11), "{}", run.stdout);
     assert!(!run.stderr.contains("expectation not met"), "{}", run.stderr);
 }
+
+/// `run PLAN HOST -p PORT --connect-timeout SECS`: the port and the connect timeout every
+/// command takes, for the tests that do not name a server (a bad timeout is refused as a
+/// test's would be, before any traffic).
+#[test]
+fn run_takes_the_port_and_the_connect_timeout_of_every_command() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let plan = plan_file("port", "[[test]]\nkind = \"rr\"\ntransactions = 100\ninterval = 0\n");
+    let run = netchar(&["run", &plan, "127.0.0.1", "-p", &port, "--connect-timeout", "3", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let r = &v.as_array().unwrap()[0];
+    assert_eq!(r["test"]["remote"], format!("127.0.0.1:{port}"), "{}", r["test"]);
+    assert_eq!(u(&r["summary"]["rr"]["transactions"]), 100);
+    let run = netchar(&["run", &plan, "127.0.0.1", "-p", &port, "--connect-timeout", "0"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--connect-timeout 0: must be more than 0"), "{}", run.stderr);
+}

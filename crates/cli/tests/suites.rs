@@ -218,6 +218,8 @@ fn suite_flags_a_mode_cannot_honour_are_refused_in_one_line() {
         ),
         (vec!["suite", "bwsweep", h, "--proto", "nc-test"], "unexpected argument '--proto'"),
         (vec!["suite", "ecos", h, "--duration", "1"], "unexpected argument '--duration'"),
+        (vec!["suite", "bwsweep", h, "--connect-timeout", "0"], "--connect-timeout 0: must be more than 0"),
+        (vec!["suite", "netio", h, "-t", "x"], "-t x: not a number of seconds"),
         (vec!["suite", "sizes", h, "-u"], "unexpected argument '-u'"),
         (vec!["suite", "sizes", h, "-n", "1M", "--duration", "1"], "cannot be used with"),
         (vec!["suite", "netio", h, "-b", "256", "--preset", "mdk"], "cannot be used with"),
@@ -231,5 +233,30 @@ fn suite_flags_a_mode_cannot_honour_are_refused_in_one_line() {
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
         assert!(run.stderr.contains(needle), "{args:?}: {:?}", run.stderr);
         assert_eq!(run.stderr.trim().lines().count(), 1, "{args:?}: one line: {}", run.stderr);
+    }
+}
+
+/// Every suite with a per-step time takes `-t` for it, as the tests do (`--duration` stays),
+/// and `--connect-timeout`: each result's own time is the one asked for.
+#[test]
+fn suites_take_t_for_each_steps_time_as_the_tests_do() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    for args in [
+        vec!["bwsweep", "--from", "10M", "--to", "20M", "--step", "10M"],
+        vec!["sizes", "-b", "1000"],
+        vec!["netio", "-b", "1k", "--tcp"],
+    ] {
+        let name = args[0];
+        let common = ["127.0.0.1", "-p", &port, "-t", "0.3", "--connect-timeout", "3", "--json"];
+        let run = netchar(&[&["suite"], &args[..1], &common[..], &args[1..]].concat());
+        assert_eq!(run.code, 0, "{name}: {}", run.stderr);
+        let v: Value = serde_json::from_str(&run.stdout).unwrap();
+        let runs = v.as_array().unwrap();
+        assert!(!runs.is_empty(), "{name}");
+        for r in runs {
+            assert!(r["error"].is_null(), "{name}: {}", r["error"]);
+            assert_eq!(f(&r["test"]["end"]["seconds"]), 0.3, "{name}: {}", r["test"]);
+        }
     }
 }

@@ -52,6 +52,17 @@ fn flag_errors_are_one_line_naming_the_flag_the_value_and_the_help_to_read() {
     one_line_error(&["frob"], "unrecognized subcommand 'frob'; see netchar --help");
 }
 
+/// What a command cannot honour is refused in one line that names the command that can.
+#[test]
+fn echo_refuses_a_time_and_names_the_command_that_takes_one() {
+    one_line_error(
+        &["echo", "127.0.0.1", "-t", "2"],
+        "echo -t 2: echo runs its --pattern (640x1024), not for a time; for timed request/response use netchar rr HOST -t 2",
+    );
+    // -p for run needs the HOST it is the port of.
+    one_line_error(&["run", "plan.toml", "-p", "5300"], "<HOST>");
+}
+
 #[test]
 fn help_and_version_still_print_in_full_and_succeed() {
     for ok in [&["--help"][..], &["tcp", "--help"], &["server", "-h"], &["--version"]] {
