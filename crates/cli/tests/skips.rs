@@ -1,4 +1,4 @@
-//! Keeps every test that cannot run here going through the one switch (support/require.rs):
+//! Keeps every test that cannot run here going through the one switch (netchar_testkit's require):
 //! a test that prints its own "skipping" line, or asks `CI` itself, would pass in CI without
 //! having run, so the sources under crates/*/src and crates/*/tests are read and any such line
 //! fails this test. The switch has one name everywhere, and .ci/run sets it.
@@ -50,7 +50,7 @@ fn every_skip_goes_through_the_one_switch() {
     let mut own = Vec::new();
     for file in &files {
         let name = shown(file);
-        if name.ends_with("tests/support/require.rs") || name.ends_with("tests/skips.rs") {
+        if name.ends_with("crates/testkit/src/require.rs") || name.ends_with("tests/skips.rs") {
             continue;
         }
         let text = std::fs::read_to_string(file).unwrap();

@@ -70,11 +70,9 @@ impl SharedCopy {
     }
 }
 
-/// The workspace's one switch for tests that cannot run here (NETCHAR_REQUIRE_ALL), shared
-/// with the netchar crate's tests.
+/// The workspace's one switch for tests that cannot run here (NETCHAR_REQUIRE_ALL).
 #[cfg(test)]
-#[path = "../../cli/tests/support/require.rs"]
-pub(crate) mod require;
+pub(crate) use netchar_testkit::require;
 
 #[cfg(test)]
 mod tests {

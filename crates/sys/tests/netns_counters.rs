@@ -12,11 +12,10 @@
 //!
 //! Each test's thread enters a namespace with setns(2), so the snapshots (netlink, ioctl and
 //! `/proc/thread-self/net`) read that namespace. Needs root, `ip` and `tc` (`nft` for the
-//! last): without them the tests skip through support/netns.rs, or fail under
+//! last): without them the tests skip through netchar_testkit's netns, or fail under
 //! `NETCHAR_REQUIRE_ALL=1`.
 
-#[path = "../../cli/tests/support/netns.rs"]
-mod netns;
+use netchar_testkit::netns;
 
 use netchar_model::Evidence;
 use netchar_sys::counters::{interface_to, Sampler, Snapshot};
