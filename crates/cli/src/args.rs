@@ -559,16 +559,6 @@ pub(crate) enum SuiteCommand {
     Bwsweep(BwsweepSuiteArgs),
 }
 
-impl RunArgs {
-    /// The server for tests that do not name one: HOST, with `-p` as its port.
-    pub(crate) fn default_host(&self) -> Option<String> {
-        let host = self.host.as_deref()?;
-        let Some(p) = self.port else { return Some(host.to_string()) };
-        let bare = crate::plan::split_host(host).map_or_else(|_| host.to_string(), |(h, _)| h);
-        Some(if bare.contains(':') { format!("[{bare}]:{p}") } else { format!("{bare}:{p}") })
-    }
-}
-
 impl SuiteCommand {
     /// The suite's name, as on the command line (its plots and report are named after it).
     pub(crate) fn name(&self) -> &'static str {

@@ -87,7 +87,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         },
         Some(C::Run(mut a)) => {
             // -p: the port of HOST, the server of the tests that do not name one.
-            a.host = a.default_host();
+            a.host = plans::default_host(&a);
             plans::run(&a, &figures, &stop)
         }
         Some(C::Compare(a)) => compare::run(&a),

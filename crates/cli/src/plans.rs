@@ -97,6 +97,14 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
     }
 }
 
+/// The server for the plan's tests that do not name one: HOST, with `-p` as its port.
+pub(crate) fn default_host(a: &crate::args::RunArgs) -> Option<String> {
+    let host = a.host.as_deref()?;
+    let Some(p) = a.port else { return Some(host.to_string()) };
+    let bare = crate::plan::split_host(host).map_or_else(|_| host.to_string(), |(h, _)| h);
+    Some(if bare.contains(':') { format!("[{bare}]:{p}") } else { format!("{bare}:{p}") })
+}
+
 /// The keys a `[[test]]` may have, and the flag each becomes (`""`: handled specially).
 const KEYS: &[(&str, &str)] = &[
     ("kind", ""),
