@@ -1,0 +1,682 @@
+//! README's commands are tests (issue 42): every command in README.md's ```sh blocks, and in
+//! those of the guides checked here (docs/usage.md, statistics.md, suites.md, plans.md,
+//! report.md), is read from the document at test time and either run against a local server on
+//! loopback, with its exit code checked, or found in this file's table with the reason it is not
+//! run here. A command in neither fails the test, so a document and this test cannot drift apart.
+//!
+//! How a command is run: through `sh -c` in a temporary directory (its files land there), with
+//! the built `netchar` first on PATH. `HOST` (and a guide's example address) becomes the local
+//! server's `127.0.0.1:PORT`, `BOARD -p 5300` the C responder's port, `SINK -p 9` a UDP socket
+//! of this test; `-t SECS` becomes 0.5 s (0.2 s a `--find-max-rate` trial, 0.1 s a sweep's step),
+//! and a timed test without `-t` gets it; `--repeat 5` becomes `--repeat 3`; `suite ecos` runs
+//! `--quick` (the whole sequence takes about 2 min on loopback). README's first command,
+//! `cargo run --release`, is the quick characterization: the built binary runs `netchar -t 0.3`.
+//! A synopsis (`netchar tcp HOST[:PORT] [-t SECS | -n BYTES] ...`) is not a command: each flag it
+//! names must be in the help of the command it names.
+
+#[path = "support/loopback.rs"]
+mod common;
+#[path = "support/require.rs"]
+mod require;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What the test does with one command of a document.
+#[derive(Clone, Copy)]
+enum Do {
+    /// Run it (substituted as the file's comment says); it must exit with this code.
+    Exit(i32),
+    /// `cargo run --release`: the built binary's quick characterization, `netchar -t 0.3`.
+    Quick,
+    /// `netchar server ...`: started on 127.0.0.1 with an ephemeral port (and ephemeral peer
+    /// ports); it must announce its limits and each peer listener, and exit 0 on SIGTERM.
+    Server,
+    /// A CI gate: it must pass on loopback (exit 0), and exit 1 when its threshold cannot be met.
+    Gate,
+    /// Against `iperf3 -s` on a free port.
+    Iperf3,
+    /// `make -C responder && responder/build/netchar-responder --port 5300`: built, then started
+    /// on a free port, which `BOARD -p 5300` then means.
+    Responder,
+    /// `netchar exporter --listen ADDR ...`: started on 127.0.0.1:0; it must say where it listens.
+    Exporter,
+    /// A synopsis: every flag it names must be in `netchar COMMAND --help`.
+    Synopsis,
+    /// Not run here, for this reason.
+    Not(&'static str),
+}
+
+const PACKAGING: &str = "packaging/check.sh (run by .ci/run after the tests) builds it and runs what it built, as root";
+
+/// README.md: every command, in its order.
+const README: &[(&str, Do)] = &[
+    ("cargo run --release", Do::Quick),
+    ("cargo test --workspace", Do::Not("the whole test suite, this test among it; .ci/run runs it")),
+    (
+        "cargo install --locked --path crates/cli",
+        Do::Not("a release build of several minutes installed into ~/.cargo/bin; the same release build is packaging/build-static.sh's, which packaging/check.sh runs"),
+    ),
+    ("bin=$(packaging/build-static.sh | tail -n 1)", Do::Not(PACKAGING)),
+    ("packaging/build-deb.sh \"$bin\"", Do::Not(PACKAGING)),
+    (
+        "dpkg -i target/packaging/netchar_0.1.0_amd64.deb",
+        Do::Not("installs into this machine's system; packaging/check.sh installs and purges it, as root"),
+    ),
+    (
+        "systemctl enable --now netchar",
+        Do::Not("needs a booted systemd and the installed package; packaging/check.sh runs the unit in systemd-nspawn"),
+    ),
+    ("packaging/build-image.sh \"$bin\"", Do::Not(PACKAGING)),
+    (
+        "podman run -d -p 5300:5300/tcp -p 5300:5300/udp localhost/netchar:0.1.0",
+        Do::Not("needs podman and the image; packaging/check.sh runs the image as a server and as a client"),
+    ),
+    ("netchar server", Do::Server),
+    ("netchar tcp HOST -t 10 -P 4", Do::Exit(0)),
+    ("netchar tcp HOST -R", Do::Exit(0)),
+    ("netchar udp HOST -b 100M", Do::Exit(0)),
+    ("netchar udp HOST -b 0 -l 64", Do::Exit(0)),
+    ("netchar udp SINK -p 9 --proto sink -b 0 -l 64", Do::Exit(0)),
+    ("netchar rr HOST -A 0,1", Do::Exit(0)),
+    ("netchar crr HOST", Do::Exit(0)),
+    ("netchar echo HOST --pattern 640x1024,10@10ms", Do::Exit(0)),
+    ("netchar rr HOST --under-load rrul", Do::Exit(0)),
+    (
+        "netchar udp HOST -b 50M --console /dev/ttyUSB0",
+        Do::Not("a serial console; crates/cli/tests/console.rs runs --console on a pseudo-terminal"),
+    ),
+    ("netchar tcp HOST --repeat 5 --save runs/after", Do::Exit(0)),
+    ("netchar compare runs/before runs/after", Do::Exit(0)),
+    ("netchar udp HOST --expect 'up.receiver.loss_percent < 0.1'", Do::Gate),
+    ("netchar udp HOST --find-max-rate --loss 0.1", Do::Exit(0)),
+    ("netchar suite bwsweep HOST --from 50M --to 1G", Do::Exit(0)),
+    ("netchar suite ecos HOST", Do::Exit(0)),
+    (
+        "netchar run plans/example.toml HOST",
+        Do::Not("its tests run 5 s each; crates/cli/tests/plans.rs runs plans/example.toml with its durations shortened (the_readme_example_plan_runs_and_its_gate_applies_to_the_tests_it_names)"),
+    ),
+    (
+        "netchar suite bwsweep HOST --step-cmd 'ssh board devmem 0x2188000'",
+        Do::Not("a command on a remote board over ssh; crates/cli/tests/step_commands.rs runs --step-cmd with local commands"),
+    ),
+    (
+        "netchar udp HOST -b 100M --repeat 5 --reset-cmd 'ssh board reboot'",
+        Do::Not("reboots a remote board over ssh; crates/cli/tests/reset_cmd.rs runs --reset-cmd with local commands"),
+    ),
+    ("netchar tcp HOST --json > run.json", Do::Exit(0)),
+    ("netchar report runs/before runs/after --format html -o compare.html", Do::Exit(0)),
+    ("netchar suite bwsweep HOST --plot sweep/ --report sweep.html", Do::Exit(0)),
+    ("netchar tcp HOST --proto iperf3", Do::Iperf3),
+    ("netchar server --iperf3 --iperf2 --netperf", Do::Server),
+    ("make -C responder && responder/build/netchar-responder --port 5300", Do::Responder),
+    ("netchar tcp BOARD -p 5300 -R", Do::Exit(0)),
+    ("netchar exporter --listen [::]:9300 --allow-target 10.0.0.0/8", Do::Exporter),
+    ("netchar mesh render --nodes node-a,node-b,node-c > mesh.yaml", Do::Exit(0)),
+    (
+        "pscheduler task --tool netchar throughput --source A --dest B",
+        Do::Not("needs a perfSONAR pScheduler installation; crates/cli/tests/pscheduler.rs runs the plugin's method scripts"),
+    ),
+];
+
+/// The tour's `compare` compares with a set saved before a change: saved first, as it would be.
+const README_SETUP: &[&str] = &["netchar tcp HOST --repeat 5 --save runs/before"];
+
+const USAGE: &[(&str, Do)] = &[
+    ("netchar server [-B ADDR] [-p PORT] [--one-off] [--json] [--config FILE] [--psk-file FILE] [--max-concurrent N] [--max-duration SECS] [--max-rate RATE] [--max-streams N] [--max-starts-per-minute N] [--max-per-source N] [--max-connections N] [--idle-timeout SECS] [--allow-data-from CIDR ...] [--allow-peers CIDR ...] [--iperf3 [--iperf3-port PORT]] [--iperf2 [--iperf2-port PORT]] [--netperf [--netperf-port PORT]] [--netio [--netio-port PORT]] [--nc-test [--nc-test-port PORT --nc-test-data-port PORT]] [--services [--echo-port PORT --discard-port PORT --chargen-port PORT]]", Do::Synopsis),
+    ("netchar server", Do::Server),
+    ("netchar tcp HOST[:PORT] [-t SECS | -n BYTES] [-P STREAMS] [-R | --bidir] [-l BYTES] [-w BYTES] [-M MSS] [-N] [-C ALGO] [-A CPU[,SERVERCPU]] [--zerocopy] [--skip-rx-copy] [--rx-wake-per-segment] [-b RATE] [--payload KIND[:SEED]] [--verify] [-i SECS] [-O SECS] [-4|-6] [--json | --json-out FILE] [--title TEXT] [-f k|m|g|K|M|G] [--connect-timeout SECS] [--busy-wait SECS] [--psk-file FILE [--psk-user USER]] [--tos VALUE | --dscp NAME] [--flowlabel N] [--df] [-B ADDR[:PORT]] [--bind-dev IF]", Do::Synopsis),
+    ("netchar tcp 127.0.0.1 -t 3 -P 2", Do::Exit(0)),
+    ("netchar udp HOST[:PORT] [-b RATE | --pps N] [--per-stream] [-l BYTES] [--pattern SPEC] [--grace DURATION] [--pacing-quantum DURATION] [--no-gso] [--gro] [--no-udp-checksum] + the common flags of `netchar tcp` (-t/-n, -P, -R/--bidir, -i, -O, -A, -4/-6, --json/--json-out, --title, -f)", Do::Synopsis),
+    ("netchar udp 192.0.2.7 -b 100M -t 5", Do::Exit(0)),
+    ("netchar udp 192.0.2.7 -b 0 -l 64 -P 2", Do::Exit(0)),
+    ("netchar udp 192.0.2.7 --pattern 640x1024", Do::Exit(0)),
+    (
+        "netchar udp 198.18.0.2 -p 9 --proto sink -b 0 -l 64 -P 2 -t 10 --nft-counter 'inet count out'",
+        Do::Not("needs a sink interface and the nft chain `inet count out` (root, a network namespace); crates/cli/tests/netns_send_only.rs sets them up and checks the counts"),
+    ),
+    (
+        "netchar run plans/pps.toml",
+        Do::Not("needs the sinks at 198.18.0.2 and 2001:2::2 (root, a network namespace); crates/cli/tests/netns_send_only.rs runs the plan, shortened"),
+    ),
+    (
+        "netchar compare runs/pps-udp4 runs/pps-udp4-nocsum runs/pps-udp6 --metric tx-pps --accept-difference udp_checksum",
+        Do::Not("compares plans/pps.toml's runs; crates/cli/tests/netns_send_only.rs runs it on them"),
+    ),
+    ("netchar rr HOST [--udp] [-l BYTES] [--response BYTES] [--inflight N] [-P N] [-t SECS | -n TRANSACTIONS] [--timeout D] [--busy-poll] [--wakeup-stamps] [--under-load rrul|LOAD[,LOAD...]] [-A CPU[,SERVERCPU]]", Do::Synopsis),
+    ("netchar crr HOST [-l BYTES] [--response BYTES] [-P N] [-t SECS | -n TRANSACTIONS]", Do::Synopsis),
+    ("netchar echo HOST [--udp] [--pattern 640x1024[,10@10ms]]", Do::Synopsis),
+    ("netchar rr 127.0.0.1 -A 0,1 -t 3 -i 0", Do::Exit(0)),
+    ("netchar completions bash|zsh|fish|elvish|powershell", Do::Synopsis),
+    ("netchar man [COMMAND]", Do::Synopsis),
+];
+
+const STATISTICS: &[(&str, Do)] = &[
+    (
+        "netchar compare A.json B.json [C.json ...] [--metric NAME|PATH] [-c 80|90|95|98|99|99.5] [--welch]",
+        Do::Synopsis,
+    ),
+    ("netchar tcp 192.0.2.7 -t 5 --repeat 5 --save runs/before", Do::Exit(0)),
+    ("netchar tcp 192.0.2.7 -t 5 --repeat 5 --save runs/after", Do::Exit(0)),
+    ("netchar compare runs/before runs/after", Do::Exit(0)),
+    ("netchar udp 127.0.0.1 -b 0 -l 64 --repeat 5 --save A", Do::Exit(0)),
+    ("netchar udp 127.0.0.1 -b 0 -l 64 --repeat 5 --save B --no-udp-checksum", Do::Exit(0)),
+    // The guide shows this refusal: exit 2, one line naming the fields.
+    ("netchar compare A B --metric pps", Do::Exit(2)),
+    ("netchar udp 127.0.0.1 -b 0 -l 64 --repeat 5 --save C --no-gso", Do::Exit(0)),
+    ("netchar compare C B --metric pps --accept-difference udp_checksum", Do::Exit(0)),
+];
+
+const SUITES: &[(&str, Do)] = &[
+    ("netchar udp HOST --find-max-rate [--loss PCT] [-t TRIAL_SECS] [-b CEILING]", Do::Synopsis),
+    ("netchar suite bwsweep HOST [--from 50M] [--to 1G] [--step 50M] [-t 2] [--json]", Do::Synopsis),
+    ("netchar suite netio HOST [--tcp] [-u] [-b SIZE[k],... | --preset mdk] [--tx-only] [-t 2] [--json]", Do::Synopsis),
+    ("netchar suite sizes HOST [-t 2 | -n BYTES] [-b SIZE,...] [--json]", Do::Synopsis),
+    ("netchar suite ecos HOST [--quick] [--json]", Do::Synopsis),
+];
+
+/// docs/plans.md has no command block (its examples are a plan file and error lines).
+const PLANS: &[(&str, Do)] = &[];
+
+const REPORT: &[(&str, Do)] = &[
+    ("netchar report FILES... [--format text|markdown|csv|json|svg|png|html] [--intervals] [-o OUT] [--unit k|m|g|K|M|G]", Do::Synopsis),
+    ("netchar [tcp|udp|rr|crr|echo|suite|run ...] [--plot DIR] [--report FILE.html]", Do::Synopsis),
+    ("netchar tcp 192.0.2.7 -t 5 --repeat 5 --save runs/before", Do::Exit(0)),
+    ("netchar report runs/before --format markdown", Do::Exit(0)),
+    ("netchar report runs/before --format csv --intervals -o before.csv", Do::Exit(0)),
+    ("netchar suite bwsweep 192.0.2.7 --from 100M --to 1G --step 100M --plot sweep/ --report sweep.html", Do::Exit(0)),
+    ("netchar report runs/before runs/after --format html -o compare.html", Do::Exit(0)),
+    // Run as written, in the temporary directory: `crates` there links to the repository's, and
+    // the screenshot goes to its docs/, not the repository's.
+    ("(cd crates/report/tests/fixtures-plots && netchar report suite-bwsweep-knee.json rr-under-load.json --format html -o \"$OLDPWD/report-sample.html\")", Do::Exit(0)),
+    ("chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1000,2050 --screenshot=\"$PWD/docs/report-sample.png\" \"file://$PWD/report-sample.html\"", Do::Exit(0)),
+];
+
+/// The guide's `report runs/before runs/after` reads the set statistics.md saves after a change.
+const REPORT_SETUP: &[&str] = &["netchar tcp 192.0.2.7 -t 5 --repeat 5 --save runs/after"];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `line` without a shell comment: from a `#` that starts a word outside quotes.
+fn strip_comment(line: &str) -> &str {
+    let (mut single, mut double, mut prev) = (false, false, ' ');
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && prev.is_whitespace() => return &line[..i],
+            _ => {}
+        }
+        prev = c;
+    }
+    line
+}
+
+/// The commands of one ```sh block. In a block of `$ ` prompts, the prompted lines (the others
+/// are output); else every line, a line that starts with white space (or follows one ending in
+/// `\`) continuing the one before. Comments are stripped and white space collapsed.
+fn block_commands(lines: &[&str]) -> Vec<String> {
+    let prompted = lines.iter().any(|l| l.starts_with("$ "));
+    let mut out: Vec<String> = Vec::new();
+    let mut open = false;
+    for line in lines {
+        let (continues, body) = if prompted {
+            match line.strip_prefix("$ ") {
+                Some(b) => (false, b),
+                None => continue,
+            }
+        } else {
+            (open || line.starts_with(char::is_whitespace), *line)
+        };
+        let body = strip_comment(body).trim();
+        if body.is_empty() {
+            continue;
+        }
+        open = body.ends_with('\\');
+        let body = body.trim_end_matches('\\').trim();
+        match out.last_mut() {
+            Some(last) if continues => {
+                last.push(' ');
+                last.push_str(body);
+            }
+            _ => out.push(body.to_string()),
+        }
+    }
+    out.into_iter().map(|c| c.split_whitespace().collect::<Vec<_>>().join(" ")).collect()
+}
+
+/// Every command in the ```sh blocks of `text`, in order.
+fn commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut block: Option<Vec<&str>> = None;
+    for line in text.lines() {
+        match &mut block {
+            None if line.trim() == "```sh" => block = Some(Vec::new()),
+            None => {}
+            Some(lines) if line.trim_start().starts_with("```") => {
+                out.extend(block_commands(lines));
+                block = None;
+            }
+            Some(lines) => lines.push(line),
+        }
+    }
+    assert!(block.is_none(), "a ```sh block is not closed");
+    out
+}
+
+/// What the commands of one document share while they run.
+struct Ctx {
+    doc: &'static str,
+    dir: tempfile::TempDir,
+    server: Server,
+    sink: UdpSocket,
+    /// The C responder and its port, once README's responder command ran.
+    responder: Option<(Child, u16)>,
+    failures: Vec<String>,
+    ran: usize,
+    listed: usize,
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        if let Some((mut r, _)) = self.responder.take() {
+            let _ = r.kill();
+            let _ = r.wait();
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released for a peer to bind).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Collects a child's stderr lines on a channel.
+fn lines_of(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+impl Ctx {
+    fn new(doc: &'static str) -> Self {
+        Ctx {
+            doc,
+            dir: tempfile::tempdir().unwrap(),
+            server: Server::start(&[]),
+            sink: UdpSocket::bind("127.0.0.1:0").unwrap(),
+            responder: None,
+            failures: Vec::new(),
+            ran: 0,
+            listed: 0,
+        }
+    }
+
+    fn fail(&mut self, cmd: &str, what: String) {
+        self.failures.push(format!("{}: `{cmd}`: {what}", self.doc));
+    }
+
+    /// `cmd` as it runs here: local addresses and ports, short durations and repeats.
+    fn local(&self, cmd: &str, host_port: u16) -> String {
+        let host = format!(" 127.0.0.1:{host_port} ");
+        let words: Vec<&str> = cmd.split(' ').collect();
+        let step = if cmd.contains("--find-max-rate") {
+            "0.2"
+        } else if cmd.starts_with("netchar suite bwsweep") {
+            "0.1"
+        } else {
+            "0.5"
+        };
+        let mut s = format!(" {cmd} ");
+        for example in [" HOST ", " 192.0.2.7 ", " 127.0.0.1 "] {
+            s = s.replace(example, &host);
+        }
+        if s.contains(" BOARD ") {
+            let port = self.responder.as_ref().map_or(0, |r| r.1);
+            s = s.replace(" BOARD ", " 127.0.0.1 ").replace(" -p 5300 ", &format!(" -p {port} "));
+        }
+        if s.contains(" SINK ") {
+            let port = self.sink.local_addr().unwrap().port();
+            s = s.replace(" SINK ", " 127.0.0.1 ").replace(" -p 9 ", &format!(" -p {port} "));
+        }
+        if let Some(i) = words.iter().position(|w| *w == "-t") {
+            s = s.replace(&format!(" -t {} ", words[i + 1]), &format!(" -t {step} "));
+        }
+        s = s.replace(" --repeat 5 ", " --repeat 3 ");
+        let timed =
+            matches!(words.get(1), Some(&("tcp" | "udp" | "rr" | "crr"))) || cmd.starts_with("netchar suite bwsweep");
+        if timed && !words.contains(&"-t") && !words.contains(&"-n") && !words.contains(&"--pattern") {
+            s.push_str(&format!("-t {step} "));
+        }
+        if cmd.starts_with("netchar suite ecos") && !words.contains(&"--quick") {
+            s.push_str("--quick ");
+        }
+        s.trim().to_string()
+    }
+
+    /// Runs `shell` through `sh -c` in the temporary directory with the built netchar first
+    /// on PATH: (exit code, stdout, stderr).
+    fn sh(&self, shell: &str) -> (i32, String, String) {
+        let bin_dir = Path::new(BIN).parent().unwrap();
+        let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let out = Command::new("sh")
+            .args(["-c", shell])
+            .current_dir(self.dir.path())
+            .env("PATH", path)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run sh");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs `cmd` (substituted) and checks its exit code.
+    fn expect(&mut self, cmd: &str, shell: &str, code: i32) {
+        let started = Instant::now();
+        let (got, stdout, stderr) = self.sh(shell);
+        eprintln!("{}: `{cmd}` ran as `{shell}`: exit {got} in {:.1} s", self.doc, started.elapsed().as_secs_f64());
+        if got != code {
+            let tail =
+                |s: &str| s.lines().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+            self.fail(
+                cmd,
+                format!(
+                    "ran as `{shell}`: exit {got}, not {code}\nstdout:\n{}\nstderr:\n{}",
+                    tail(&stdout),
+                    tail(&stderr)
+                ),
+            );
+            return;
+        }
+        // A result redirected to a file must be one JSON document.
+        if let Some((_, file)) = shell.split_once("--json > ") {
+            let file = file.split_whitespace().next().unwrap();
+            let text = std::fs::read_to_string(self.dir.path().join(file)).unwrap_or_default();
+            if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
+                self.fail(cmd, format!("{file} is not JSON: {e}"));
+            }
+        }
+    }
+
+    fn run(&mut self, cmd: &str, what: Do) {
+        match what {
+            Do::Not(reason) => {
+                eprintln!("{}: `{cmd}` not run: {reason}", self.doc);
+                self.listed += 1;
+                return;
+            }
+            Do::Synopsis => {
+                self.listed += 1;
+                return self.synopsis(cmd);
+            }
+            _ => self.ran += 1,
+        }
+        let port = self.server.port;
+        match what {
+            Do::Exit(code) => {
+                let tool = cmd.split([' ', '(']).find(|w| !w.is_empty()).unwrap();
+                if tool != "netchar"
+                    && tool != "cd"
+                    && !require::tool(cmd, tool, &["--version"], "CI installs it (.ci/run)")
+                {
+                    return;
+                }
+                let shell = self.local(cmd, port);
+                self.expect(cmd, &shell, code);
+            }
+            Do::Quick => self.expect(cmd, "netchar -t 0.3", 0),
+            Do::Gate => {
+                let shell = self.local(cmd, port);
+                self.expect(cmd, &shell, 0);
+                // The same gate with a threshold no run can meet.
+                let missed = shell.replace("< 0.1", "< 0");
+                assert_ne!(missed, shell, "the gate no longer reads `< 0.1`");
+                self.expect(cmd, &missed, 1);
+            }
+            Do::Server => self.server_command(cmd),
+            Do::Iperf3 => {
+                if !require::tool(cmd, "iperf3", &["--version"], "apt-get install iperf3") {
+                    return;
+                }
+                let peer_port = free_port();
+                let mut iperf3 = Command::new("iperf3")
+                    .args(["-s", "-p", &peer_port.to_string()])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("start iperf3 -s");
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while TcpStream::connect(("127.0.0.1", peer_port)).is_err() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let shell = self.local(cmd, peer_port);
+                self.expect(cmd, &shell, 0);
+                let _ = iperf3.kill();
+                let _ = iperf3.wait();
+            }
+            Do::Responder => self.responder(cmd),
+            Do::Exporter => {
+                let args: Vec<String> = cmd
+                    .split(' ')
+                    .skip(1)
+                    .map(|w| if w.starts_with("[::]:") { "127.0.0.1:0".to_string() } else { w.to_string() })
+                    .collect();
+                let mut child =
+                    Command::new(BIN).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+                let lines = lines_of(&mut child);
+                let first = lines.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
+                let running = child.try_wait().unwrap().is_none();
+                let _ = child.kill();
+                let _ = child.wait();
+                eprintln!("{}: `{cmd}` ran as `netchar {}`: {first}", self.doc, args.join(" "));
+                if !first.contains("listening on 127.0.0.1:") || !running {
+                    self.fail(cmd, format!("as `netchar {}`: start line {first:?}, running {running}", args.join(" ")));
+                }
+            }
+            Do::Not(_) | Do::Synopsis => unreachable!(),
+        }
+    }
+
+    /// `netchar server [PEERS...]` on 127.0.0.1 and ephemeral ports: its banner (checked by
+    /// Server::start), a line for each peer listener, and exit 0 on SIGTERM.
+    fn server_command(&mut self, cmd: &str) {
+        let mut extra: Vec<String> = Vec::new();
+        for w in cmd.split(' ').skip(2) {
+            extra.push(w.to_string());
+            if let Some(peer) = w.strip_prefix("--").filter(|p| ["iperf3", "iperf2", "netperf"].contains(p)) {
+                extra.extend([format!("--{peer}-port"), "0".to_string()]);
+            }
+        }
+        let extra_refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let mut server = Server::start(&extra_refs);
+        let mut lines = server.startup.clone();
+        lines.extend(server.log_lines(Duration::from_millis(300)));
+        for peer in cmd.split(' ').skip(2).filter_map(|w| w.strip_prefix("--")) {
+            let announce = format!("answering {peer} clients on ");
+            if announced_port(&lines, &announce).is_none() {
+                self.fail(cmd, format!("no line {announce:?} in {lines:?}"));
+            }
+        }
+        server.signal("-TERM");
+        let code = server.child.wait().unwrap().code();
+        eprintln!(
+            "{}: `{cmd}` ran as `netchar server -B 127.0.0.1 -p 0 {}`: exit {code:?} on SIGTERM",
+            self.doc,
+            extra.join(" ")
+        );
+        if code != Some(0) {
+            self.fail(cmd, format!("exit {code:?} on SIGTERM, not 0"));
+        }
+    }
+
+    /// `make -C responder && responder/build/netchar-responder --port 5300`: built in the tree
+    /// (as crates/cli/tests/responder.rs builds it), started on a free port.
+    fn responder(&mut self, cmd: &str) {
+        if !require::tool(cmd, "make", &["--version"], "apt-get install make")
+            || !require::tool(cmd, "gcc", &["--version"], "apt-get install gcc libc6-dev")
+        {
+            return;
+        }
+        let made = Command::new("make").args(["-C", "responder"]).current_dir(root()).output().unwrap();
+        if !made.status.success() {
+            return self.fail(cmd, format!("make: {}", String::from_utf8_lossy(&made.stderr)));
+        }
+        let mut child = Command::new(root().join("responder/build/netchar-responder"))
+            .args(["--port", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the responder");
+        let lines = lines_of(&mut child);
+        let first = lines.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
+        std::thread::spawn(move || for _ in lines.iter() {});
+        match first.rsplit(' ').next().and_then(|p| p.parse().ok()) {
+            Some(port) => {
+                eprintln!(
+                    "{}: `{cmd}` ran as `make -C responder`, then `netchar-responder --port 0`: {first}",
+                    self.doc
+                );
+                self.responder = Some((child, port));
+            }
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                self.fail(cmd, format!("no port in the responder's start line {first:?}"));
+            }
+        }
+    }
+
+    fn synopsis(&mut self, cmd: &str) {
+        let words: Vec<&str> =
+            cmd.split(' ').skip(1).take_while(|w| w.chars().all(|c| c.is_ascii_lowercase())).collect();
+        let mut args = words.clone();
+        args.push("--help");
+        let help = netchar(&args);
+        if help.code != 0 {
+            return self.fail(cmd, format!("`netchar {}` exit {}: {}", args.join(" "), help.code, help.stderr));
+        }
+        let flag = |w: &&str| {
+            let rest = w.trim_start_matches('-');
+            w.starts_with('-') && w.len() - rest.len() <= 2 && rest.starts_with(|c: char| c.is_ascii_alphanumeric())
+        };
+        let part_of_word = |c: char| c.is_ascii_alphanumeric() || c == '-';
+        let named = |text: &str, f: &str| {
+            text.match_indices(f).any(|(i, _)| {
+                let after = text[i + f.len()..].chars().next().unwrap_or(' ');
+                let before = text[..i].chars().next_back().unwrap_or(' ');
+                !part_of_word(after) && !part_of_word(before)
+            })
+        };
+        let missing: Vec<&str> = cmd
+            .split([' ', '[', ']', '|', '(', ')', ',', '/'])
+            .filter(flag)
+            .filter(|f| !named(&help.stdout, f))
+            .collect();
+        if !missing.is_empty() {
+            self.fail(cmd, format!("flags not in `netchar {}`: {missing:?}", args.join(" ")));
+        }
+    }
+}
+
+/// Runs every command of `doc` as `table` says, after `setup`; fails on a command the table
+/// lacks, on an entry no longer in the document, and on every command that did not exit as the
+/// document implies.
+fn check(doc: &'static str, table: &[(&str, Do)], setup: &[&str]) {
+    let started = Instant::now();
+    let text = std::fs::read_to_string(root().join(doc)).unwrap();
+    let found = commands(&text);
+    let mut ctx = Ctx::new(doc);
+    // What docs/report.md's screenshot commands expect where they run: the repository's crates/
+    // (its fixtures) and a docs/ to write into.
+    std::os::unix::fs::symlink(root().join("crates"), ctx.dir.path().join("crates")).unwrap();
+    std::fs::create_dir(ctx.dir.path().join("docs")).unwrap();
+    let unknown: Vec<&String> = found.iter().filter(|c| !table.iter().any(|(t, _)| t == c)).collect();
+    let stale: Vec<&str> = table.iter().map(|(t, _)| *t).filter(|t| !found.iter().any(|c| c == t)).collect();
+    assert!(
+        unknown.is_empty() && stale.is_empty(),
+        "{doc} and crates/cli/tests/readme_commands.rs disagree.\ncommands in {doc} this test neither runs nor \
+         lists (add each to the table, to run or with why not):\n{}\nentries of the table no longer in {doc}:\n{}",
+        unknown.iter().map(|c| format!("  {c}")).collect::<Vec<_>>().join("\n"),
+        stale.iter().map(|c| format!("  {c}")).collect::<Vec<_>>().join("\n"),
+    );
+    for cmd in setup {
+        let shell = ctx.local(cmd, ctx.server.port);
+        ctx.expect(&format!("(setup) {cmd}"), &shell, 0);
+    }
+    for cmd in &found {
+        let what = table.iter().find(|(t, _)| t == cmd).unwrap().1;
+        ctx.run(cmd, what);
+    }
+    eprintln!(
+        "{doc}: {} commands run, {} listed or synopses, in {:.1} s",
+        ctx.ran,
+        ctx.listed,
+        started.elapsed().as_secs_f64()
+    );
+    assert!(ctx.failures.is_empty(), "{}", ctx.failures.join("\n\n"));
+}
+
+#[test]
+fn readme_commands_run_as_readme_says() {
+    check("README.md", README, README_SETUP);
+}
+
+#[test]
+fn usage_guide_commands_run_as_it_says() {
+    check("docs/usage.md", USAGE, &[]);
+}
+
+#[test]
+fn statistics_guide_commands_run_as_it_says() {
+    check("docs/statistics.md", STATISTICS, &[]);
+}
+
+#[test]
+fn suites_guide_synopses_name_real_flags() {
+    check("docs/suites.md", SUITES, &[]);
+}
+
+#[test]
+fn plans_guide_has_no_command_block() {
+    check("docs/plans.md", PLANS, &[]);
+}
+
+#[test]
+fn report_guide_commands_run_as_it_says() {
+    check("docs/report.md", REPORT, REPORT_SETUP);
+}
+
+/// The extraction itself: prompts, output lines, comments, continuation lines.
+#[test]
+fn commands_are_read_as_a_shell_reads_them() {
+    let text = "```sh\n$ netchar a  b   # note\nout put\n$ netchar c 'x # y'\n```\n\n```sh\nnetchar d [-x]\n    [-y]\ncmd \\\n  --z # c\n   # only a comment\n```\n";
+    assert_eq!(commands(text), ["netchar a b", "netchar c 'x # y'", "netchar d [-x] [-y]", "cmd --z"]);
+}
+
+/// A synopsis that names a flag its command lacks is a failure; one whose flags all exist is not.
+#[test]
+fn a_synopsis_with_a_flag_its_command_lacks_fails() {
+    let mut ctx = Ctx::new("(synopsis check)");
+    ctx.synopsis("netchar tcp HOST [-t SECS | -n BYTES] [-R | --bidir]");
+    assert!(ctx.failures.is_empty(), "{:?}", ctx.failures);
+    ctx.synopsis("netchar tcp HOST [-t SECS] [--no-such-flag]");
+    assert_eq!(ctx.failures.len(), 1, "{:?}", ctx.failures);
+    assert!(ctx.failures[0].contains("[\"--no-such-flag\"]"), "{:?}", ctx.failures);
+}
