@@ -198,6 +198,9 @@ fn the_pps_plan_runs_into_a_sink_and_compares_like_for_like() {
     };
     let (code, stdout, stderr, shown) = run(&["run", "pps.toml"]);
     assert_eq!(code, Some(0), "{shown}\n{stderr}\n{stdout}");
+    // Each test's repeat summary judges the send rate: nothing receives.
+    assert_eq!(stdout.matches("up.sender.bits_per_second: ").count(), 3, "{stdout}");
+    assert!(!stdout.contains("up.receiver.bits_per_second: "), "{stdout}");
     for set in ["runs/pps-udp4", "runs/pps-udp4-nocsum", "runs/pps-udp6"] {
         let runs: Vec<_> = std::fs::read_dir(dir.join(set)).unwrap().collect();
         assert_eq!(runs.len(), 3, "{set}: the counted runs, the warm-up not kept");

@@ -37,10 +37,14 @@ impl TestResult {
     }
 
     /// The path of the figure a test is judged by when none is named: transactions per second
-    /// for request/response tests, else the first flow's receive rate.
+    /// for request/response tests, the send rate into a sink, else the first flow's receive
+    /// rate.
     pub fn headline_path(&self) -> &'static str {
         if self.summary.rr.is_some() {
             "rr.transactions_per_second"
+        } else if self.test.far_end == crate::FarEnd::Sink {
+            // Nothing receives (a sink, a discard server): the sender's rate is the figure.
+            "up.sender.bits_per_second"
         } else if self.summary.up.is_some() {
             "up.receiver.bits_per_second"
         } else {
@@ -306,6 +310,9 @@ mod tests {
         let e = both.metric_path("ppps").unwrap_err();
         assert!(e.contains("pps, tx-bps") && e.contains("rtt-p50"), "{e}");
         assert!(!higher_is_better(&both.metric_path("loss").unwrap()));
+        let mut sink = down.clone();
+        sink.test.far_end = crate::FarEnd::Sink;
+        assert_eq!(sink.headline_path(), "up.sender.bits_per_second");
         let mut rr = both.clone();
         rr.summary.rr = Some(crate::RrFigures { transactions_per_second: 9.0, ..Default::default() });
         assert_eq!(
