@@ -208,7 +208,7 @@ fn identity_warnings(sets: &[(String, &[netchar_model::TestResult])]) -> Vec<Str
 #[cfg(test)]
 mod identity_tests {
     use super::identity_warnings;
-    use netchar_model::{CpuReport, FarEnd, HostInfo, ResultHeader, TestInfo, TestResult, TestSpec};
+    use netchar_model::{CpuReport, HostInfo, ResultHeader, TestInfo, TestResult, TestSpec};
     use serde_json::json;
 
     /// A result whose client has `cmdline` and GRO `gro` on eth0, and whose server runs `kernel`.
@@ -223,21 +223,9 @@ mod identity_tests {
             ..HostInfo::default()
         };
         let header = ResultHeader {
-            test: TestInfo {
-                spec: TestSpec::tcp_default(),
-                remote: "192.0.2.7:5300".into(),
-                family: "ipv4".into(),
-                title: None,
-                client_cpu: None,
-                concurrent_tests: 1,
-                protocol: "netchar".into(),
-                peer_software: None,
-                far_end: FarEnd::Reports,
-                caveats: Vec::new(),
-            },
-            started_at: "2026-01-01T00:00:00Z".into(),
             host,
             remote_host: Some(HostInfo { kernel: kernel.into(), ..HostInfo::default() }),
+            ..ResultHeader::new(TestInfo::new(TestSpec::tcp_default(), "192.0.2.7:5300"))
         };
         TestResult::assemble(header, Vec::new(), CpuReport::default(), None)
     }

@@ -137,23 +137,7 @@ pub fn check_path(spec: &crate::TestSpec, path: &str) -> Result<(), String> {
 /// A result of the shape a test run to `spec` has, every figure zero.
 fn template(spec: &crate::TestSpec) -> TestResult {
     use crate::{Endpoint, Role, StreamRecord, TestKind};
-    let header = crate::ResultHeader {
-        test: crate::TestInfo {
-            spec: spec.clone(),
-            remote: String::new(),
-            family: "ipv4".into(),
-            title: None,
-            client_cpu: None,
-            concurrent_tests: 1,
-            protocol: "netchar".into(),
-            peer_software: None,
-            far_end: crate::FarEnd::Reports,
-            caveats: Vec::new(),
-        },
-        started_at: String::new(),
-        host: crate::HostInfo::default(),
-        remote_host: None,
-    };
+    let header = crate::ResultHeader::new(crate::TestInfo::new(spec.clone(), ""));
     let mut streams = Vec::new();
     if spec.kind != TestKind::Rr {
         for &flow in spec.direction.flows() {
@@ -220,26 +204,10 @@ fn figure_in(doc: &serde_json::Value, path: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CpuReport, Endpoint, FarEnd, HostInfo, ResultHeader, Role, StreamRecord, TestInfo, TestSpec};
+    use crate::{CpuReport, Endpoint, ResultHeader, Role, StreamRecord, TestInfo, TestSpec};
 
     fn result(spec: TestSpec, streams: Vec<StreamRecord>) -> TestResult {
-        let header = ResultHeader {
-            test: TestInfo {
-                spec,
-                remote: "127.0.0.1:5300".into(),
-                family: "ipv4".into(),
-                title: None,
-                client_cpu: None,
-                concurrent_tests: 1,
-                protocol: "netchar".into(),
-                peer_software: None,
-                far_end: FarEnd::Reports,
-                caveats: Vec::new(),
-            },
-            started_at: "2026-01-01T00:00:00Z".into(),
-            host: HostInfo::default(),
-            remote_host: None,
-        };
+        let header = ResultHeader::new(TestInfo::new(spec, "127.0.0.1:5300"));
         TestResult::assemble(header, streams, CpuReport::default(), None)
     }
 

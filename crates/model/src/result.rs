@@ -486,6 +486,28 @@ pub struct TestInfo {
     pub caveats: Vec<Caveat>,
 }
 
+impl TestInfo {
+    /// A netchar test of `spec` towards `remote` (`host:port`), as the client knows it before
+    /// anything is known of the far end: the native protocol, one test at a time, no title, no
+    /// pinning, a far end that reports.
+    pub fn new(spec: TestSpec, remote: impl Into<String>) -> Self {
+        let remote = remote.into();
+        let family = if remote.starts_with('[') { "ipv6" } else { "ipv4" };
+        Self {
+            spec,
+            remote,
+            family: family.into(),
+            title: None,
+            client_cpu: None,
+            concurrent_tests: 1,
+            protocol: crate::NATIVE_PROTOCOL.into(),
+            peer_software: None,
+            far_end: FarEnd::Reports,
+            caveats: Vec::new(),
+        }
+    }
+}
+
 /// Where the client binds its control and data sockets (`-B ADDR[:PORT]`, `--bind-dev IF`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocalBinding {
@@ -902,6 +924,13 @@ pub struct ResultHeader {
     pub remote_host: Option<HostInfo>,
 }
 
+impl ResultHeader {
+    /// The header of `test`, with nothing known yet of when it started or of either host.
+    pub fn new(test: TestInfo) -> Self {
+        Self { test, started_at: String::new(), host: HostInfo::default(), remote_host: None }
+    }
+}
+
 impl TestResult {
     /// Builds a result from the raw stream records of both ends.
     pub fn assemble(
@@ -1209,23 +1238,7 @@ mod tests {
     }
 
     fn header(spec: TestSpec) -> ResultHeader {
-        ResultHeader {
-            test: TestInfo {
-                spec,
-                remote: "127.0.0.1:5300".into(),
-                family: "ipv4".into(),
-                title: None,
-                client_cpu: None,
-                concurrent_tests: 1,
-                protocol: "netchar".into(),
-                peer_software: None,
-                far_end: FarEnd::Reports,
-                caveats: Vec::new(),
-            },
-            started_at: "2026-01-01T00:00:00Z".into(),
-            host: HostInfo::default(),
-            remote_host: None,
-        }
+        ResultHeader::new(TestInfo::new(spec, "127.0.0.1:5300"))
     }
 
     #[test]

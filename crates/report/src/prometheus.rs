@@ -155,28 +155,12 @@ pub fn probe(p: &Probe<'_>, result: Option<&TestResult>) -> String {
 mod tests {
     use super::*;
     use netchar_model::{
-        CpuReport, CpuUsage, Endpoint, FarEnd, HostInfo, LatencyUs, ResultHeader, Role, RrFigures, StreamRecord,
-        TestInfo, TestSpec, UdpReceived, UdpSent,
+        CpuReport, CpuUsage, Endpoint, LatencyUs, ResultHeader, Role, RrFigures, StreamRecord, TestInfo, TestSpec,
+        UdpReceived, UdpSent,
     };
 
     fn result(spec: TestSpec, streams: Vec<StreamRecord>) -> TestResult {
-        let header = ResultHeader {
-            test: TestInfo {
-                spec,
-                remote: "192.0.2.7:5300".into(),
-                family: "ipv4".into(),
-                title: None,
-                client_cpu: None,
-                concurrent_tests: 1,
-                protocol: "netchar".into(),
-                peer_software: None,
-                far_end: FarEnd::Reports,
-                caveats: Vec::new(),
-            },
-            started_at: "2026-01-01T00:00:00Z".into(),
-            host: HostInfo::default(),
-            remote_host: None,
-        };
+        let header = ResultHeader::new(TestInfo::new(spec, "192.0.2.7:5300"));
         let cpu = |total_pct| CpuUsage { total_pct, ..CpuUsage::default() };
         TestResult::assemble(header, streams, CpuReport { local: Some(cpu(12.5)), remote: Some(cpu(40.0)) }, None)
     }

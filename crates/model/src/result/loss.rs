@@ -109,8 +109,8 @@ impl TestResult {
 mod tests {
     use super::*;
     use crate::{
-        CpuReport, Evidence, EvidenceReport, HostInfo, LinkCounters, QdiscCounters, ResultHeader, StackCounters,
-        StreamRecord, TargetFigures, TargetReport, TestInfo, TestSpec, UdpReceived, UdpSent,
+        CpuReport, Evidence, EvidenceReport, LinkCounters, QdiscCounters, ResultHeader, StackCounters, StreamRecord,
+        TargetFigures, TargetReport, TestInfo, TestSpec, UdpReceived, UdpSent,
     };
 
     /// Evidence of an end where nothing moved.
@@ -141,23 +141,7 @@ mod tests {
         let mut u = UdpReceived { packets: 1000 - lost, ..Default::default() };
         u.set_lost(lost);
         rx.udp_received = Some(u);
-        let header = ResultHeader {
-            test: TestInfo {
-                spec,
-                remote: "192.0.2.7:5300".into(),
-                family: "ipv4".into(),
-                title: None,
-                client_cpu: None,
-                concurrent_tests: 1,
-                protocol: crate::NATIVE_PROTOCOL.into(),
-                peer_software: None,
-                far_end: Default::default(),
-                caveats: Vec::new(),
-            },
-            started_at: String::new(),
-            host: HostInfo::default(),
-            remote_host: None,
-        };
+        let header = ResultHeader::new(TestInfo::new(spec, "192.0.2.7:5300"));
         let mut r = TestResult::assemble(header, vec![tx, rx], CpuReport::default(), None);
         r.evidence = evidence;
         r.fill_loss_breakdowns();

@@ -194,27 +194,14 @@ fn tcp_options(o: &crate::TcpOptions) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CpuReport, FarEnd, Flow, HostInfo, ResultHeader, StreamRecord, TestInfo, TestSpec, UdpSent};
+    use crate::{CpuReport, Flow, HostInfo, ResultHeader, StreamRecord, TestInfo, TestSpec, UdpSent};
 
     fn result(spec: TestSpec, streams: Vec<StreamRecord>) -> TestResult {
         let mut host = HostInfo::default();
         host.sysctls.insert("net.ipv4.tcp_congestion_control".into(), "cubic".into());
         let header = ResultHeader {
-            test: TestInfo {
-                spec,
-                remote: "127.0.0.1:5300".into(),
-                family: "ipv4".into(),
-                title: None,
-                client_cpu: Some(0),
-                concurrent_tests: 1,
-                protocol: "netchar".into(),
-                peer_software: None,
-                far_end: FarEnd::Reports,
-                caveats: Vec::new(),
-            },
-            started_at: "2026-01-01T00:00:00Z".into(),
             host,
-            remote_host: None,
+            ..ResultHeader::new(TestInfo { client_cpu: Some(0), ..TestInfo::new(spec, "127.0.0.1:5300") })
         };
         TestResult::assemble(header, streams, CpuReport::default(), None)
     }

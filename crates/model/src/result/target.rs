@@ -65,27 +65,17 @@ fn work_done(r: &TestResult) -> (Option<TargetUnit>, Option<u64>) {
 mod tests {
     use super::*;
     use crate::{
-        CpuReport, CpuUsage, FarEnd, Flow, HostInfo, ResultHeader, Role, RrFigures, StreamRecord, TestInfo, TestSpec,
+        CpuReport, CpuUsage, Flow, HostInfo, ResultHeader, Role, RrFigures, StreamRecord, TestInfo, TestSpec,
         UdpReceived,
     };
 
     fn result(spec: TestSpec, streams: Vec<StreamRecord>, user: f64, wall: f64) -> TestResult {
         let header = ResultHeader {
-            test: TestInfo {
-                spec,
-                remote: "10.77.0.2:5300".into(),
-                family: "ipv4".into(),
-                title: None,
-                client_cpu: None,
-                concurrent_tests: 1,
-                protocol: "netchar".into(),
-                peer_software: Some("netchar-responder 0.1".into()),
-                far_end: FarEnd::Reports,
-                caveats: Vec::new(),
-            },
-            started_at: "2026-01-01T00:00:00Z".into(),
-            host: HostInfo::default(),
             remote_host: Some(HostInfo { kernel: "lwIP 2.1.3 NO_SYS=1, gcc 12.2.1 -Os".into(), ..HostInfo::default() }),
+            ..ResultHeader::new(TestInfo {
+                peer_software: Some("netchar-responder 0.1".into()),
+                ..TestInfo::new(spec, "10.77.0.2:5300")
+            })
         };
         let remote = CpuUsage { user_seconds: user, wall_seconds: wall, ..CpuUsage::default() };
         TestResult::assemble(header, streams, CpuReport { local: None, remote: Some(remote) }, None)
