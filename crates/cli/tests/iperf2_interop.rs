@@ -300,22 +300,6 @@ fn csv(text: &str) -> Vec<Vec<String>> {
     text.lines().filter(|l| l.matches(',').count() >= 8).map(|l| l.split(',').map(str::to_string).collect()).collect()
 }
 
-/// The server's log lines of the next `n` tests.
-fn logged_tests(s: &Server, n: usize) -> Vec<Value> {
-    let mut tests = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while tests.len() < n && Instant::now() < deadline {
-        for line in s.log_lines(Duration::from_millis(200)) {
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["event"] == "test" {
-                tests.push(v);
-            }
-        }
-    }
-    assert_eq!(tests.len(), n, "tests logged: {tests:?}");
-    tests
-}
-
 fn logged_bytes(log: &Value) -> u64 {
     assert_eq!(log["protocol"], "iperf2");
     log["flows"].as_array().unwrap().iter().map(|f| u(&f["bytes"])).sum()
@@ -328,23 +312,23 @@ fn iperf_tcp_clients_bytes_equal_the_servers_count() {
     }
     let (s, port) = server();
     let line = &csv(&iperf(port, &["-t", "1", "-y", "C"]))[0];
-    assert_eq!(csv_u64(line, 7), logged_bytes(&logged_tests(&s, 1)[0]));
+    assert_eq!(csv_u64(line, 7), logged_bytes(&s.logged_tests(1)[0]));
 
     let line = &csv(&iperf(port, &["-n", "10M", "-y", "C"]))[0];
     assert_eq!(csv_u64(line, 7), 10 * 1024 * 1024);
-    assert_eq!(logged_bytes(&logged_tests(&s, 1)[0]), 10 * 1024 * 1024);
+    assert_eq!(logged_bytes(&s.logged_tests(1)[0]), 10 * 1024 * 1024);
 
     // -P 2: a line per stream on the client, a test log per connection on the server.
     let lines = csv(&iperf(port, &["-t", "1", "-P", "2", "-y", "C"]));
     let mut theirs: Vec<u64> = lines.iter().map(|l| csv_u64(l, 7)).collect();
-    let mut ours: Vec<u64> = logged_tests(&s, 2).iter().map(logged_bytes).collect();
+    let mut ours: Vec<u64> = s.logged_tests(2).iter().map(logged_bytes).collect();
     theirs.sort_unstable();
     ours.sort_unstable();
     assert_eq!(theirs, ours);
 
     // -R (iperf 2.1): netchar's server sends on the client's connection.
     let line = &csv(&iperf(port, &["-t", "1", "-R", "-y", "C"]))[0];
-    let log = &logged_tests(&s, 1)[0];
+    let log = &s.logged_tests(1)[0];
     assert_eq!(log["direction"], "down");
     assert_eq!(csv_u64(line, 7), logged_bytes(log));
 }
@@ -356,11 +340,11 @@ fn iperf_udp_clients_read_the_servers_report() {
     }
     let (s, port) = server();
     let line = &csv(&iperf(port, &["-u", "-b", "5M", "-t", "1", "-y", "C"]))[0];
-    assert_eq!(csv_u64(line, 7), logged_bytes(&logged_tests(&s, 1)[0]));
+    assert_eq!(csv_u64(line, 7), logged_bytes(&s.logged_tests(1)[0]));
 
     // The text output prints the report netchar's server sent back after the FIN.
     let text = iperf(port, &["-u", "-b", "5M", "-t", "1", "-l", "1000"]);
-    let log = &logged_tests(&s, 1)[0];
+    let log = &s.logged_tests(1)[0];
     let report = text.lines().skip_while(|l| !l.contains("Server Report")).nth(2).unwrap_or_else(|| panic!("{text}"));
     // "[  1] 0.0000-1.0031 sec   645 KBytes  5.26 Mbits/sec   0.011 ms 0/448 (0%)"
     let counts = report.split_whitespace().find(|w| w.contains('/') && !w.contains("sec")).unwrap();
@@ -387,7 +371,7 @@ fn iperf_dual_and_tradeoff_clients_are_dialed_back() {
         // Field 4 is the listening side's port: netchar's server, or the client's -L.
         let up = lines.iter().find(|l| l[4] == port.to_string()).unwrap();
         let down = lines.iter().find(|l| l[4] == listen).unwrap_or_else(|| panic!("{lines:?}"));
-        let log = &logged_tests(&s, 1)[0];
+        let log = &s.logged_tests(1)[0];
         assert_eq!(log["direction"], "bidir", "{log}");
         assert!(log["error"].is_null(), "{log}");
         let flow = |name: &str| {
@@ -409,7 +393,7 @@ fn iperf_udp_reverse_clients_get_the_servers_datagrams() {
     }
     let (s, port) = server();
     let line = &csv(&iperf(port, &["-u", "-R", "-b", "2M", "-t", "1", "-l", "1000", "-y", "C"]))[0];
-    let log = &logged_tests(&s, 1)[0];
+    let log = &s.logged_tests(1)[0];
     assert_eq!(log["direction"], "down", "{log}");
     let (bytes, lost, total) = (csv_u64(line, 7), csv_u64(line, 10), csv_u64(line, 11));
     assert!(total > 1, "{line:?}");
@@ -439,7 +423,7 @@ fn an_lwiperf_client_transcript_replayed_against_the_server() {
         // The server closes at once after EOF.
         let mut rest = Vec::new();
         let _ = std::io::Read::read_to_end(&mut c, &mut rest);
-        let log = &logged_tests(&s, 1)[0];
+        let log = &s.logged_tests(1)[0];
         assert_eq!(logged_bytes(log), transcript.len() as u64 - 24);
         assert_eq!(log["error"].as_str().is_some_and(|e| e.contains("-d/-r with port 0")), dial_back, "{log}");
     }
@@ -484,7 +468,7 @@ fn iperf_udp_reverse_is_paced_under_max_rate() {
     }
     let (s, port) = server_with(&["--max-rate", "5M"]);
     let line = &csv(&iperf(port, &["-u", "-R", "-b", "4M", "-t", "2", "-l", "1000", "-y", "C"]))[0];
-    let log = &logged_tests(&s, 1)[0];
+    let log = &s.logged_tests(1)[0];
     let flow = &log["flows"].as_array().unwrap()[0];
     let rate = flow["bits_per_second"].as_f64().unwrap();
     assert!((3.6e6..=4.4e6).contains(&rate), "the server sent at {rate} bit/s for -b 4M: {log}");

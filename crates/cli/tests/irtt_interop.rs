@@ -17,7 +17,7 @@ use common::*;
 use serde_json::Value;
 use std::net::UdpSocket;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn have_irtt() -> bool {
     require::tool("irtt interop", "irtt", &["version"], "apt-get install irtt")
@@ -29,22 +29,6 @@ fn server(extra: &[&str]) -> (Server, u16) {
     let lines = [s.startup.clone(), s.log_lines(Duration::from_secs(5))].concat();
     let port = announced_port(&lines, "answering irtt clients on ").unwrap_or_else(|| panic!("{lines:?}"));
     (s, port)
-}
-
-/// The server's next `n` logged tests.
-fn logged_tests(s: &Server, n: usize) -> Vec<Value> {
-    let mut tests = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while tests.len() < n && Instant::now() < deadline {
-        for line in s.log_lines(Duration::from_millis(200)) {
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["event"] == "test" {
-                tests.push(v);
-            }
-        }
-    }
-    assert_eq!(tests.len(), n, "tests logged: {tests:?}");
-    tests
 }
 
 fn flow_bytes(log: &Value, flow: &str) -> u64 {
@@ -92,7 +76,7 @@ fn irtt_client_counts_equal_what_netchars_server_logged() {
     let rt = v["round_trips"].as_array().unwrap();
     assert_eq!(rt.len() as u64, sent);
     assert!(rt.iter().all(|r| r["lost"] == "false" && r["delay"]["send"].is_i64() && r["delay"]["receive"].is_i64()));
-    let log = logged_tests(&s, 1).remove(0);
+    let log = s.logged_tests(1).remove(0);
     assert_eq!(log["protocol"], "irtt");
     assert_eq!(log["error"], Value::Null, "{log}");
     assert_eq!(flow_bytes(&log, "up"), sent * len, "requests received = the client's sent: {log}");
@@ -115,7 +99,7 @@ fn the_server_grants_no_more_than_its_max_duration() {
     let sent = u(&v["stats"]["packets_sent"]);
     assert!((15..=21).contains(&sent), "1 s at 50 ms: {sent} sent");
     // The refused client's open was granted and its test ended empty when it closed.
-    let logs = logged_tests(&s, 2);
+    let logs = s.logged_tests(2);
     assert_eq!(flow_bytes(&logs[0], "up"), 0, "{logs:?}");
     assert_eq!(flow_bytes(&logs[1], "up"), sent * 60, "{logs:?}");
     assert_eq!(flow_bytes(&logs[1], "down"), u(&v["stats"]["packets_received"]) * 60, "{logs:?}");

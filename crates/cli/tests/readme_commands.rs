@@ -20,7 +20,6 @@ mod common;
 mod require;
 
 use common::*;
-use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -295,20 +294,6 @@ impl Drop for Ctx {
 /// A free TCP port on 127.0.0.1 (bound, then released for a peer to bind).
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Collects a child's stderr lines on a channel.
-fn lines_of(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 impl Ctx {

@@ -9,6 +9,20 @@ use std::time::Duration;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_netchar");
 
+/// A child's stderr lines on a channel, read by a thread of their own.
+pub fn lines_of(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = child.stderr.take().expect("stderr piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// A `netchar server` on an ephemeral port, killed on drop.
 pub struct Server {
     pub child: Child,
@@ -33,15 +47,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn server");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = lines_of(&mut child);
         let first = rx.recv_timeout(Duration::from_secs(10)).expect("server start line");
         let port =
             first.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {first:?}"));
@@ -68,6 +74,22 @@ impl Server {
             lines.push(l);
         }
         lines
+    }
+
+    /// The server's JSON log lines of its next `n` tests (exactly `n` within 15 s).
+    pub fn logged_tests(&self, n: usize) -> Vec<Value> {
+        let mut tests = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while tests.len() < n && std::time::Instant::now() < deadline {
+            for line in self.log_lines(Duration::from_millis(200)) {
+                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                if v["event"] == "test" {
+                    tests.push(v);
+                }
+            }
+        }
+        assert_eq!(tests.len(), n, "tests logged: {tests:?}");
+        tests
     }
 
     pub fn signal(&self, sig: &str) {
