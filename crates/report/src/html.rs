@@ -560,25 +560,8 @@ impl crate::Reporter for HtmlReporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netchar_model::{Caveat, CaveatWhen, FarEnd};
-
-    /// The TCP fixture, as a peer protocol's result with `caveats`.
-    fn peer_result(far_end: FarEnd, caveats: Vec<Caveat>) -> TestResult {
-        let text = include_str!("../tests/fixtures/tcp.json");
-        let mut r: TestResult = serde_json::from_str(text).unwrap();
-        r.test.protocol = "some-peer".into();
-        r.test.far_end = far_end;
-        r.test.caveats = caveats;
-        r
-    }
-
-    fn short_caveat() -> Caveat {
-        Caveat {
-            flow: None,
-            when: CaveatWhen::ReceiverShort,
-            text: "{sent} written, {counted} counted by the peer, {missing} in flight".into(),
-        }
-    }
+    use crate::fixtures::{peer_result, short_caveat};
+    use netchar_model::{Caveat, FarEnd};
 
     #[test]
     fn the_html_report_lists_the_caveats_that_apply() {

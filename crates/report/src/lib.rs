@@ -36,6 +36,8 @@ pub mod console;
 mod cost;
 pub mod csv;
 pub mod ecos_lines;
+#[cfg(test)]
+mod fixtures;
 pub mod format;
 pub mod heatmap;
 mod hooks;

@@ -1058,6 +1058,7 @@ pub fn transfer_line(r: &TestResult, what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::{peer_result, short_caveat};
     use crate::Reporter;
     use netchar_model::{IntervalStream, LossBreakdown, UdpSent};
 
@@ -1067,16 +1068,6 @@ mod tests {
         let mut out = String::new();
         udp_summary(&f, None, &mut out);
         out
-    }
-
-    /// The TCP fixture, as a peer protocol's result with `far_end` and `caveats`.
-    fn peer_result(far_end: FarEnd, caveats: Vec<Caveat>) -> TestResult {
-        let text = include_str!("../tests/fixtures/tcp.json");
-        let mut r: TestResult = serde_json::from_str(text).unwrap();
-        r.test.protocol = "some-peer".into();
-        r.test.far_end = far_end;
-        r.test.caveats = caveats;
-        r
     }
 
     #[test]
@@ -1154,14 +1145,6 @@ mod tests {
         udp_summary(&f, None, &mut out);
         assert!(out.contains("sender: 850000 datagrams sent (850 k/s), 0 refused"), "{out}");
         assert!(out.contains("receiver: 849 datagrams (850/s), 0 lost"), "{out}");
-    }
-
-    fn short_caveat() -> Caveat {
-        Caveat {
-            flow: None,
-            when: CaveatWhen::ReceiverShort,
-            text: "{sent} written, {counted} counted by the peer, {missing} in flight".into(),
-        }
     }
 
     #[test]
