@@ -403,22 +403,18 @@ impl TcpPlan {
             ));
         }
         let plan = Self::with_common_unchecked(spec, a)?;
-        // A peer protocol says what it cannot run now, before any connection.
-        if let Some(p) = plan.client.protocol.peer() {
-            // As the client will run it: shaped by the protocol first (a service decides the
-            // direction; a sink refuses what needs a server), then its session.
-            let spec = match p.def().shape {
-                Some(shape) => shape(&plan.client.spec).map_err(|e| UsageError(e.to_string()))?,
-                None => plan.client.spec.clone(),
-            };
-            netchar_engine::client::session(p, std::time::Instant::now(), &spec, &plan.client)
-                .map_err(|e| UsageError(e.to_string()))?;
-        }
-        // Every gate names a figure this test will have, or it fails now, not after the test.
+        // The test as the client will run it: shaped by its protocol (a service decides the
+        // direction; a sink refuses what needs a server).
         let shaped = match plan.client.protocol.peer().and_then(|p| p.def().shape) {
             Some(shape) => shape(&plan.client.spec).map_err(|e| UsageError(e.to_string()))?,
             None => plan.client.spec.clone(),
         };
+        // A peer protocol says what it cannot run now, before any connection.
+        if let Some(p) = plan.client.protocol.peer() {
+            netchar_engine::client::session(p, std::time::Instant::now(), &shaped, &plan.client)
+                .map_err(|e| UsageError(e.to_string()))?;
+        }
+        // Every gate names a figure this test will have, or it fails now, not after the test.
         for e in &plan.output.expect {
             netchar_model::figures::check_path(&shaped, &e.path)
                 .map_err(|why| UsageError(format!("--expect '{}': {why}", e.text)))?;
