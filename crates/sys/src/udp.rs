@@ -79,10 +79,15 @@ pub fn classify_send_error(err: &io::Error, segmented: bool) -> SendFailure {
     }
 }
 
-/// The name of a send error's errno as the C library defines it (`ENOBUFS`), for the result's
-/// count of refused sends by cause; `errno N` for one not named here, `EAGAIN` for a send that
-/// timed out without one.
-pub fn send_error_name(err: &io::Error) -> String {
+/// A refused send's errno, for counting refusals by cause on the send path without naming
+/// them there: `EAGAIN` for a send that timed out without one.
+pub fn send_error_code(err: &io::Error) -> i32 {
+    err.raw_os_error().unwrap_or(libc::EAGAIN)
+}
+
+/// The name of an errno as the C library defines it (`ENOBUFS`), for the result's count of
+/// refused sends by cause; `errno N` for one not named here.
+pub fn errno_name(code: i32) -> String {
     let named = [
         (libc::EAGAIN, "EAGAIN"),
         (libc::EINTR, "EINTR"),
@@ -100,12 +105,7 @@ pub fn send_error_name(err: &io::Error) -> String {
         (libc::EIO, "EIO"),
         (libc::EINVAL, "EINVAL"),
     ];
-    match err.raw_os_error() {
-        Some(code) => {
-            named.iter().find(|(c, _)| *c == code).map_or_else(|| format!("errno {code}"), |(_, n)| n.to_string())
-        }
-        None => "EAGAIN".to_string(),
-    }
+    named.iter().find(|(c, _)| *c == code).map_or_else(|| format!("errno {code}"), |(_, n)| n.to_string())
 }
 
 /// Sends `count` datagrams of `len` bytes laid out back to back in `buf` with one

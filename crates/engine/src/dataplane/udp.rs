@@ -294,8 +294,9 @@ pub(super) fn send<F: DatagramFormat>(
     let mut bytes: u64 = 0;
     let mut errors: u64 = 0;
     // Refused sends by errno, for the result: which cause (a full queue, a firewall, an
-    // unreachable destination) is worth a send error apart.
-    let mut errnos: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    // unreachable destination) is worth a send error apart. Counted by number here, named once
+    // at the end: a sender refused at full rate allocates nothing per refusal.
+    let mut errnos: std::collections::BTreeMap<i32, u64> = std::collections::BTreeMap::new();
     let mut sends: u64 = 0;
     let mut gaps = GapMeter::default();
     let mut intervals = SenderIntervals::new(spec);
@@ -382,7 +383,7 @@ pub(super) fn send<F: DatagramFormat>(
                     // never sent, and keep their sequence numbers for the next try.
                     let refused = if segmented { n.min(segments_per_message(size)) } else { 1 };
                     errors += refused as u64;
-                    *errnos.entry(udp::send_error_name(&e)).or_default() += refused as u64;
+                    *errnos.entry(udp::send_error_code(&e)).or_default() += refused as u64;
                     shared.send_errors.store(errors, Ordering::Release);
                     schedule.refused(refused as u64);
                 }
@@ -413,7 +414,7 @@ pub(super) fn send<F: DatagramFormat>(
     let total = UdpSent {
         packets: seq,
         send_errors: errors,
-        send_errors_by_errno: errnos,
+        send_errors_by_errno: errnos.into_iter().map(|(code, n)| (udp::errno_name(code), n)).collect(),
         gap_mean_us: gaps.mean_us(seq),
         gap_p99_us: gaps.p99_us(),
         gso: gso_ok,
