@@ -50,7 +50,16 @@ fn int(v: &Value, path: &str) -> u64 {
 
 /// The services' ports, as the server's start-up line printed them.
 fn ports_of(server: &Server) -> (u16, u16, u16) {
-    let log = server.stderr();
+    // The server prints it after "listening on", which is what the spawn waits for: the reader
+    // thread may not have it yet.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let log = loop {
+        let log = server.stderr();
+        if log.lines().any(|l| l.starts_with("services: ")) || std::time::Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let line = log.lines().find(|l| l.starts_with("services: ")).expect("the start-up line names the ports");
     let nums: Vec<u16> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
     (nums[0], nums[1], nums[2])
