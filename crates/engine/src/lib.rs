@@ -14,6 +14,7 @@
 //! - [`registry`]: what a protocol entry is, and the client settings a session is made from;
 //! - [`reflection`]: what every UDP listener may send to an address that has not proved itself;
 //! - [`measure`]: CPU and host figures around a test;
+//! - [`jobs`]: what runs many tests (repeats, searches, sweeps, plans), yielding to a sink;
 //! - [`error`]: the client's errors as kinds a caller matches (a silent peer, a busy server, a
 //!   refused option, a peer of another kind, ...), never by their words.
 //!
@@ -39,6 +40,7 @@ pub mod control;
 pub mod dataplane;
 pub mod error;
 mod evidence;
+pub mod jobs;
 pub mod load;
 pub mod measure;
 pub mod peers;
