@@ -35,6 +35,15 @@ pub enum Ceiling {
     Probe,
 }
 
+/// Which test of the search a runner is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchTest {
+    /// The unpaced probe that finds the ceiling: no step of the search.
+    Probe,
+    /// A paced trial: a step of the search.
+    Trial,
+}
+
 /// `base` as a trial at `rate` runs it: paced, no interval reports.
 pub fn trial_spec(base: &TestSpec, rate: UdpRate) -> TestSpec {
     let mut spec = base.clone();
@@ -53,7 +62,7 @@ pub fn run<E: From<JobError>>(
     ceiling: Ceiling,
     stop: &StopFlag,
     judge: impl Fn(&TestResult) -> TrialVerdict,
-    mut run_test: impl FnMut(&TestSpec) -> Result<TestResult, E>,
+    mut run_test: impl FnMut(&TestSpec, SearchTest) -> Result<TestResult, E>,
     sink: &mut impl JobSink<E>,
 ) -> Result<Option<u64>, E> {
     if base.udp.is_none() {
@@ -66,7 +75,7 @@ pub fn run<E: From<JobError>>(
         Ceiling::Given(b) => b,
         Ceiling::Probe => {
             sink.event(JobEvent::Progress("probing the highest rate"))?;
-            let probe = run_test(&trial_spec(base, UdpRate::Unlimited))?;
+            let probe = run_test(&trial_spec(base, UdpRate::Unlimited), SearchTest::Probe)?;
             let flow = probe.summary.up.as_ref().or(probe.summary.down.as_ref());
             let Some(received) = flow.map(|f| f.receiver.bits_per_second) else {
                 return Err(JobError::NoFigures("no flow in the probe".into()).into());
@@ -88,7 +97,7 @@ pub fn run<E: From<JobError>>(
         sink.event(JobEvent::Progress(&format!("trial {trials}: {}", format_si(rate as f64, "bit/s"))))?;
         let spec = trial_spec(base, UdpRate::BitsPerSecond(rate));
         sink.event(JobEvent::TestStart(&spec))?;
-        let trial = run_test(&spec)?;
+        let trial = run_test(&spec, SearchTest::Trial)?;
         sink.event(JobEvent::Result(&trial))?;
         let verdict = judge(&trial);
         if verdict == TrialVerdict::SenderStalled && stalls < MAX_STALL_RETRIES {
@@ -121,10 +130,13 @@ mod tests {
 
     /// A path that carries up to `knee` bit/s and loses what is offered above it, as a
     /// token-bucket shaper does.
-    fn path(knee: u64) -> impl FnMut(&TestSpec) -> Result<TestResult, JobError> {
-        move |spec| {
+    fn path(knee: u64) -> impl FnMut(&TestSpec, SearchTest) -> Result<TestResult, JobError> {
+        move |spec, test| {
             let offered = match spec.udp.as_ref().map(|u| u.rate) {
-                Some(UdpRate::BitsPerSecond(b)) => b,
+                Some(UdpRate::BitsPerSecond(b)) => {
+                    assert_eq!(test, SearchTest::Trial);
+                    b
+                }
                 // Flat out, the sender reaches 10 Gbit/s; the path still carries the knee.
                 _ => 10_000_000_000,
             };
@@ -192,8 +204,8 @@ mod tests {
             }
         };
         let mut run_test = path(400_000_000);
-        let mut counting = |spec: &TestSpec| {
-            let r = run_test(spec)?;
+        let mut counting = |spec: &TestSpec, test| {
+            let r = run_test(spec, test)?;
             stalled += usize::from(rate_of(&r) == 500_000_000);
             Ok(r)
         };
