@@ -7,3 +7,4 @@ pub mod sink;
 pub mod sizes;
 #[cfg(test)]
 mod testing;
+pub mod under_load;
