@@ -52,7 +52,6 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
     } else {
         Reporters::of(Box::new(TextReporter::new(RateFormat::AutoBits)))
     };
-    let reporters_cell = std::cell::RefCell::new(&mut reporters);
     let mut results = Vec::new();
     let run_step = |step: &PlanStep<crate::plan::TcpPlan>| -> Result<Status> {
         let code = crate::repeat::run_collecting(&step.test, figures, stop, Some(&mut results), &progress)?;
@@ -66,7 +65,7 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
     let mut on_event = |event: JobEvent<'_>| -> Result<()> {
         match event {
             JobEvent::Progress(what) => progress.set_current(what),
-            JobEvent::Section(title) => reporters_cell.borrow_mut().emit(&progress, |r| r.on_section(title))?,
+            JobEvent::Section(title) => reporters.emit(&progress, |r| r.on_section(title))?,
             // Each test reports its own runs.
             _ => {}
         }
