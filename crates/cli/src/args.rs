@@ -592,6 +592,9 @@ pub(crate) struct SuiteTarget {
     /// Print the results as one JSON array.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also write the results as one JSON array to FILE (text still goes to stdout).
+    #[arg(long = "json-out", value_name = "FILE")]
+    pub(crate) json_out: Option<std::path::PathBuf>,
     /// Seconds to wait for each TCP connection (default 5).
     #[arg(long = "connect-timeout", value_name = "SECS")]
     pub(crate) connect_timeout: Option<String>,
@@ -834,6 +837,9 @@ pub(crate) struct RunArgs {
     /// Print every test's results as one JSON array at the end.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also write every test's results as one JSON array to FILE (text still goes to stdout).
+    #[arg(long = "json-out", value_name = "FILE")]
+    pub(crate) json_out: Option<std::path::PathBuf>,
     /// --step-cmd runs around each test of the plan (each --repeat run).
     #[command(flatten)]
     pub(crate) step: StepArgs,

@@ -1,4 +1,5 @@
-//! `--plot DIR` and `--report FILE`: the plots and the HTML report of a command's results.
+//! `--plot DIR` and `--report FILE`: the plots and the HTML report of a command's results;
+//! and a suite's or a plan's `--json-out FILE`, its results as one JSON array.
 //!
 //! The results reach them the way they reach every other output: through the reporters. The
 //! command's job reporters each hold a [`FigureFiles::reporter`], which keeps each result as
@@ -31,6 +32,9 @@ struct Kept {
     /// The results are a `--find-max-rate` search's trials: plotted as a search even at one
     /// rate (the first trial passed and ended it).
     search: bool,
+    /// A suite's or a plan's `--json-out FILE`: the results as one array (a single test writes
+    /// its own, as each run ends: crate::save).
+    json_out: Option<std::path::PathBuf>,
     results: Vec<TestResult>,
 }
 
@@ -52,10 +56,15 @@ impl FigureFiles {
             }
             _ => return Self::default(),
         };
-        if outputs.plot.is_none() && outputs.report.is_none() {
+        let json_out = match &cli.command {
+            Some(Command::Suite(s)) => s.target().json_out.clone(),
+            Some(Command::Run(a)) => a.json_out.clone(),
+            _ => None,
+        };
+        if outputs.plot.is_none() && outputs.report.is_none() && json_out.is_none() {
             return Self::default();
         }
-        let kept = Kept { label, outputs: outputs.clone(), search, results: Vec::new() };
+        let kept = Kept { label, outputs: outputs.clone(), search, json_out, results: Vec::new() };
         Self { kept: Some(Rc::new(RefCell::new(kept))) }
     }
 
@@ -73,6 +82,9 @@ impl FigureFiles {
         let k = kept.take();
         if k.results.is_empty() {
             return Ok(());
+        }
+        if let Some(file) = &k.json_out {
+            crate::save::save_json_array(file, &k.results)?;
         }
         let saved: Vec<Saved> = k
             .results

@@ -6,8 +6,8 @@ use crate::flags::usage;
 pub(crate) use crate::flags::{seconds, UsageError};
 use crate::metrics::Expectation;
 use netchar_engine::client::{ClientConfig, Family};
+use netchar_engine::jobs::under_load::LoadPlan;
 use netchar_engine::protocols::Command;
-use netchar_engine::under_load::LoadPlan;
 use netchar_model::units::{parse_bit_rate, parse_bytes, RateFormat};
 use netchar_model::{
     parse_duration, Direction, EndCondition, Pattern, RrOptions, TestKind, TestSpec, UdpRate, MAX_SECONDS,

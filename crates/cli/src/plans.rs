@@ -1,15 +1,19 @@
 //! Test plans (`netchar run PLAN.toml [HOST]`, docs/plans.md): a list of tests, each with
 //! parameters; any parameter given as a list is a loop, and a test with several loops runs
-//! their cross product. Each expanded test becomes the command line it stands for and goes
-//! through the same flag parsing and validation as a typed command, so a plan can say nothing
-//! the command line cannot, and every bad value is reported (with its line and field) before
-//! any traffic.
+//! their cross product. Each expanded test fills the typed flags of its command (the structs
+//! clap fills from a command line, args.rs) field by field, with no command line in between,
+//! and goes through the same validation as a typed command (plan.rs), so a plan can say
+//! nothing the command line cannot, and every bad value is reported (with its line and field)
+//! before any traffic. The plan then runs as the engine's plan job
+//! (netchar_engine::jobs::plan), each of its tests a repeat job (repeat.rs).
 
+use crate::args::{CommonArgs, EchoArgs, RrArgs, TcpArgs, UdpArgs};
 use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{bail, Result};
-use clap::Parser;
+use netchar_engine::jobs::plan::{self as plan_job, PlanStep, Status};
+use netchar_engine::jobs::sink::JobEvent;
 use netchar_engine::StopFlag;
 use netchar_model::units::RateFormat;
 use netchar_report::json::JobJsonReporter;
@@ -26,34 +30,20 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
     let steps = crate::hooks::StepCommand::new(crate::hooks::UserCommand::of_step(&a.step)?);
     // Validate every test before any traffic.
     let mut planned = Vec::new();
-    for t in &tests {
-        let mut argv = t.argv.clone();
-        if a.json {
-            argv.push("--json".into());
+    for mut t in tests {
+        let common = t.args.common_mut();
+        common.json = a.json;
+        if let Some(timeout) = &a.connect_timeout {
+            common.connect_timeout.clone_from(timeout);
         }
-        if let Some(t) = &a.connect_timeout {
-            argv.extend(["--connect-timeout".into(), t.clone()]);
-        }
-        let where_ = || format!("{file}:{}: {}", t.line, t.name);
-        let cli = crate::args::Cli::try_parse_from(&argv).map_err(|e| {
-            let first = e.to_string().lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
-            anyhow::anyhow!("{}: {first}", where_())
-        })?;
-        let plans = match cli.command {
-            Some(crate::args::Command::Tcp(x)) => crate::plan::TcpPlan::from_args(&x).map(|p| vec![p]),
-            Some(crate::args::Command::Udp(x)) => crate::plan::TcpPlan::from_udp_args(&x).map(|p| vec![p]),
-            Some(crate::args::Command::Rr(x)) => crate::plan::TcpPlan::from_rr_args(&x).map(|p| vec![p]),
-            Some(crate::args::Command::Crr(x)) => crate::plan::TcpPlan::from_crr_args(&x).map(|p| vec![p]),
-            Some(crate::args::Command::Echo(x)) => crate::plan::TcpPlan::from_echo_args(&x),
-            _ => anyhow::bail!("{}: not a test", where_()),
-        }
-        .map_err(|e| anyhow::anyhow!("{}: {e}", where_()))?;
+        let plans = t.args.plans().map_err(|e| anyhow::anyhow!("{file}:{}: {}: {e}", t.line, t.name))?;
+        let pause = Duration::from_secs_f64(t.pause_seconds);
         planned.extend(plans.into_iter().map(|mut p| {
             p.step = steps.clone();
-            (t, p)
+            PlanStep { name: t.name.clone(), pause, test: p }
         }));
     }
-    let expected = planned.iter().map(|(_, p)| crate::repeat::expected_length(p)).sum::<Option<Duration>>();
+    let expected = planned.iter().map(|s| crate::repeat::expected_length(&s.test)).sum::<Option<Duration>>();
     let progress = Progress::start(a.json, true, expected);
     // The plan's own reporters: a heading per test (text), one array of every result (JSON).
     // Each test's figures come from the test's own reporters (the figure files' too).
@@ -63,38 +53,33 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
         Reporters::of(Box::new(TextReporter::new(RateFormat::AutoBits)))
     };
     let mut results = Vec::new();
-    let mut worst = crate::exit::OK;
-    let mut failed = None;
-    for (i, (t, plan)) in planned.iter().enumerate() {
-        if stop.is_raised() {
-            worst = crate::exit::INTERRUPTED;
-            break;
+    let run_step = |step: &PlanStep<crate::plan::TcpPlan>| -> Result<Status> {
+        let code = crate::repeat::run_collecting(&step.test, figures, stop, Some(&mut results), &progress)?;
+        Ok(match code {
+            crate::exit::OK => Status::Passed,
+            crate::exit::GATE => Status::GateMissed,
+            crate::exit::INTERRUPTED => Status::Interrupted,
+            _ => Status::Failed,
+        })
+    };
+    let mut on_event = |event: JobEvent<'_>| -> Result<()> {
+        match event {
+            JobEvent::Progress(what) => progress.set_current(what),
+            JobEvent::Section(title) => reporters.emit(&progress, |r| r.on_section(title))?,
+            // Each test reports its own runs.
+            _ => {}
         }
-        let what = format!("{} of {}: {}", i + 1, planned.len(), t.name);
-        progress.set_current(what.clone());
-        reporters.emit(&progress, |r| r.on_section(&what))?;
-        let code = match crate::repeat::run_collecting(plan, figures, stop, Some(&mut results), &progress) {
-            Ok(code) => code,
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        };
-        if code == crate::exit::INTERRUPTED {
-            worst = code;
-            break;
-        }
-        worst = worst.max(code);
-        if t.pause_seconds > 0.0 && i + 1 < planned.len() {
-            std::thread::sleep(std::time::Duration::from_secs_f64(t.pause_seconds));
-        }
-    }
+        Ok(())
+    };
+    let outcome = plan_job::run(&planned, stop, run_step, &mut on_event);
     // The results so far also when a test failed: the error follows them.
     reporters.emit(&progress, |r| r.on_job_end(&results))?;
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(worst),
-    }
+    Ok(match outcome? {
+        Status::Passed => crate::exit::OK,
+        Status::GateMissed => crate::exit::GATE,
+        Status::Failed => crate::exit::ERROR,
+        Status::Interrupted => crate::exit::INTERRUPTED,
+    })
 }
 
 /// The server for the plan's tests that do not name one: HOST, with `-p` as its port.
@@ -105,62 +90,63 @@ pub(crate) fn default_host(a: &crate::args::RunArgs) -> Option<String> {
     Some(if bare.contains(':') { format!("[{bare}]:{p}") } else { format!("{bare}:{p}") })
 }
 
-/// The keys a `[[test]]` may have, and the flag each becomes (`""`: handled specially).
-const KEYS: &[(&str, &str)] = &[
-    ("kind", ""),
-    ("name", ""),
-    ("host", ""),
-    ("pause", ""),
-    ("direction", ""),
-    ("udp", "--udp"),
-    ("port", "-p"),
-    ("duration", "-t"),
-    ("bytes", "-n"),
-    ("transactions", "-n"),
-    ("streams", "-P"),
-    ("length", "-l"),
-    ("block", "-l"),
-    ("rate", "-b"),
-    ("pps", "--pps"),
-    ("per_stream", "--per-stream"),
-    ("pattern", "--pattern"),
-    ("grace", "--grace"),
-    ("window", "-w"),
-    ("mss", "-M"),
-    ("nodelay", "-N"),
-    ("congestion", "-C"),
-    ("zerocopy", "--zerocopy"),
-    ("skip_rx_copy", "--skip-rx-copy"),
-    ("rx_wake_per_segment", "--rx-wake-per-segment"),
-    ("affinity", "-A"),
-    ("interval", "-i"),
-    ("omit", "-O"),
-    ("response", "--response"),
-    ("inflight", "--inflight"),
-    ("timeout", "--timeout"),
-    ("busy_poll", "--busy-poll"),
-    ("wakeup_stamps", "--wakeup-stamps"),
-    ("under_load", "--under-load"),
-    ("repeat", "--repeat"),
-    ("warmup", "--warmup"),
-    ("expect", "--expect"),
-    ("title", "--title"),
-    ("pacing_quantum", "--pacing-quantum"),
-    ("no_gso", "--no-gso"),
-    ("gro", "--gro"),
-    ("server_load", "--server-load"),
-    ("server_load_threads", "--server-load-threads"),
-    ("idle", "--idle"),
-    ("tos", "--tos"),
-    ("dscp", "--dscp"),
-    ("flowlabel", "--flowlabel"),
-    ("df", "--df"),
-    ("no_udp_checksum", "--no-udp-checksum"),
-    ("bind", "-B"),
-    ("bind_dev", "--bind-dev"),
-    ("proto", "--proto"),
-    ("save", "--save"),
-    ("nft_counter", "--nft-counter"),
+/// The fields a `[[test]]` may have. Each fills the flag of the same meaning
+/// ([`TestArgs::set`]); `kind`, `name`, `host` and `pause` are the plan's own.
+const KEYS: &[&str] = &[
+    "kind",
+    "name",
+    "host",
+    "pause",
+    "direction",
+    "udp",
+    "port",
+    "duration",
+    "bytes",
+    "transactions",
+    "streams",
+    "length",
+    "block",
+    "rate",
+    "pps",
+    "per_stream",
+    "pattern",
+    "grace",
+    "window",
+    "mss",
+    "nodelay",
+    "congestion",
+    "zerocopy",
+    "skip_rx_copy",
+    "rx_wake_per_segment",
+    "affinity",
+    "interval",
+    "omit",
+    "response",
+    "inflight",
+    "timeout",
+    "busy_poll",
+    "wakeup_stamps",
+    "under_load",
+    "repeat",
+    "warmup",
+    "expect",
+    "title",
+    "pacing_quantum",
+    "no_gso",
+    "gro",
+    "server_load",
+    "server_load_threads",
+    "idle",
+    "tos",
+    "dscp",
+    "flowlabel",
+    "df",
+    "no_udp_checksum",
+    "bind",
+    "bind_dev",
+    "proto",
+    "save",
+    "nft_counter",
 ];
 
 /// The longest pause a plan may ask for between tests (a day).
@@ -168,14 +154,219 @@ const MAX_PAUSE_SECONDS: f64 = 86_400.0;
 /// Tests one plan entry may expand to.
 const MAX_EXPANDED_TESTS: usize = 10_000;
 
-/// One expanded test: its display name, the argv it stands for, the pause after it, and
-/// where in the file it came from.
-#[derive(Debug, Clone)]
+/// One expanded test: its display name, the typed flags of its command, the pause after it,
+/// and where in the file it came from.
+#[derive(Debug)]
 pub(crate) struct PlannedTest {
     pub(crate) name: String,
-    pub(crate) argv: Vec<String>,
+    pub(crate) args: TestArgs,
     pub(crate) pause_seconds: f64,
     pub(crate) line: usize,
+}
+
+/// A plan's test as the typed flags of its command.
+#[derive(Debug)]
+pub(crate) enum TestArgs {
+    Tcp(TcpArgs),
+    Udp(UdpArgs),
+    Rr(RrArgs),
+    Crr(RrArgs),
+    Echo(EchoArgs),
+}
+
+/// A text value: a string, or a number written as one.
+fn text(value: &Value) -> Result<String, String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Integer(i) => Ok(i.to_string()),
+        Value::Float(f) => Ok(f.to_string()),
+        _ => Err("expected text or a number".into()),
+    }
+}
+
+/// A switch: true turns the flag on, false leaves it off.
+fn switch(value: &Value) -> Result<bool, String> {
+    value.as_bool().ok_or_else(|| "expected true or false".into())
+}
+
+/// A whole number of the field's type.
+fn whole<T: TryFrom<i64>>(value: &Value) -> Result<T, String> {
+    let n = value.as_integer().ok_or("expected a whole number")?;
+    T::try_from(n).map_err(|_| format!("{n} is out of range"))
+}
+
+impl TestArgs {
+    /// `kind`'s command with its flags' defaults (declared once, in args.rs, and filled by
+    /// clap from the command alone) towards `host`; every other field is the plan's to set.
+    fn defaults(kind: &str, host: &str) -> Result<Self, String> {
+        use clap::Parser;
+        let cli = crate::args::Cli::try_parse_from(["netchar", kind, "--", host])
+            .map_err(|e| e.to_string().lines().next().unwrap_or("").trim_start_matches("error: ").to_string())?;
+        match cli.command {
+            Some(crate::args::Command::Tcp(a)) => Ok(Self::Tcp(a)),
+            Some(crate::args::Command::Udp(a)) => Ok(Self::Udp(a)),
+            Some(crate::args::Command::Rr(a)) => Ok(Self::Rr(a)),
+            Some(crate::args::Command::Crr(a)) => Ok(Self::Crr(a)),
+            Some(crate::args::Command::Echo(a)) => Ok(Self::Echo(a)),
+            _ => Err(format!("kind {kind:?}: not a test")),
+        }
+    }
+
+    pub(crate) fn common(&self) -> &CommonArgs {
+        match self {
+            Self::Tcp(a) => &a.common,
+            Self::Udp(a) => &a.common,
+            Self::Rr(a) | Self::Crr(a) => &a.common,
+            Self::Echo(a) => &a.common,
+        }
+    }
+
+    fn common_mut(&mut self) -> &mut CommonArgs {
+        match self {
+            Self::Tcp(a) => &mut a.common,
+            Self::Udp(a) => &mut a.common,
+            Self::Rr(a) | Self::Crr(a) => &mut a.common,
+            Self::Echo(a) => &mut a.common,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Tcp(_) => "tcp",
+            Self::Udp(_) => "udp",
+            Self::Rr(_) => "rr",
+            Self::Crr(_) => "crr",
+            Self::Echo(_) => "echo",
+        }
+    }
+
+    /// The tests the flags stand for, validated as the command's own flags are.
+    fn plans(&self) -> Result<Vec<crate::plan::TcpPlan>, crate::plan::UsageError> {
+        use crate::plan::TcpPlan;
+        match self {
+            Self::Tcp(a) => TcpPlan::from_args(a).map(|p| vec![p]),
+            Self::Udp(a) => TcpPlan::from_udp_args(a).map(|p| vec![p]),
+            Self::Rr(a) => TcpPlan::from_rr_args(a).map(|p| vec![p]),
+            Self::Crr(a) => TcpPlan::from_crr_args(a).map(|p| vec![p]),
+            Self::Echo(a) => TcpPlan::from_echo_args(a),
+        }
+    }
+
+    /// Sets the flag of plan field `key` (one of [`KEYS`]) to `value`; a field the test's
+    /// command has no flag for is refused, naming the commands that have one.
+    fn set(&mut self, key: &str, value: &Value) -> Result<(), String> {
+        let kind = self.kind();
+        let only = |kinds: &str| Err(format!("a {kind} test has no {key} ({kinds} only)"));
+        let c = self.common_mut();
+        match key {
+            "direction" => match value.as_str() {
+                Some("up") => {}
+                Some("down") => c.reverse = true,
+                Some("bidir") => c.bidir = true,
+                _ => return Err("must be up, down or bidir".into()),
+            },
+            "port" => c.port = Some(whole(value)?),
+            "duration" => c.time = Some(text(value)?),
+            "bytes" | "transactions" => c.bytes = Some(text(value)?),
+            "streams" => c.parallel = text(value)?,
+            "affinity" => c.affinity = Some(text(value)?),
+            "interval" => c.interval = text(value)?,
+            "omit" => c.omit = text(value)?,
+            "repeat" => c.repeat = text(value)?,
+            "warmup" => c.warmup = text(value)?,
+            "expect" => c.expect.push(text(value)?),
+            "title" => c.title = Some(text(value)?),
+            "server_load" => {
+                c.server_load =
+                    Some(value.as_float().or(value.as_integer().map(|i| i as f64)).ok_or("expected a percentage")?)
+            }
+            "server_load_threads" => c.server_load_threads = whole(value)?,
+            "idle" => c.idle = switch(value)?,
+            "tos" => c.traffic.tos = Some(text(value)?),
+            "dscp" => c.traffic.dscp = Some(text(value)?),
+            "flowlabel" => c.traffic.flowlabel = Some(text(value)?),
+            "df" => c.traffic.df = switch(value)?,
+            "bind" => c.traffic.bind = Some(text(value)?),
+            "bind_dev" => c.traffic.bind_dev = Some(text(value)?),
+            "proto" => {
+                c.proto = netchar_engine::protocols::ProtoChoice::parse(&text(value)?).map_err(|e| e.to_string())?
+            }
+            "save" => c.save = Some(text(value)?.into()),
+            "nft_counter" => c.nft_counter.push(text(value)?),
+            _ => return self.set_own(key, value).unwrap_or_else(|| only(owners(key))),
+        }
+        Ok(())
+    }
+
+    /// The fields of one command's own flags; None where this test's command has no such flag.
+    fn set_own(&mut self, key: &str, value: &Value) -> Option<Result<(), String>> {
+        use TestArgs::{Crr, Echo, Rr, Tcp, Udp};
+        let set = |field: &mut String| text(value).map(|v| *field = v);
+        let set_some = |field: &mut Option<String>| text(value).map(|v| *field = Some(v));
+        let on = |field: &mut bool| switch(value).map(|v| *field = v);
+        Some(match (self, key) {
+            (Tcp(a), "length" | "block") => set_some(&mut a.length),
+            (Udp(a), "length" | "block") => set_some(&mut a.length),
+            (Rr(a) | Crr(a), "length" | "block") => set(&mut a.length),
+            (Tcp(a), "rate") => set_some(&mut a.bitrate),
+            (Udp(a), "rate") => set_some(&mut a.bitrate),
+            (Tcp(a), "window") => set_some(&mut a.window),
+            (Tcp(a), "mss") => set_some(&mut a.mss),
+            (Tcp(a), "nodelay") => on(&mut a.nodelay),
+            (Tcp(a), "congestion") => set_some(&mut a.congestion),
+            (Tcp(a), "zerocopy") => on(&mut a.zerocopy),
+            (Tcp(a), "skip_rx_copy") => on(&mut a.skip_rx_copy),
+            (Tcp(a), "rx_wake_per_segment") => on(&mut a.rx_wake_per_segment),
+            (Udp(a), "pps") => set_some(&mut a.pps),
+            (Udp(a), "per_stream") => on(&mut a.per_stream),
+            (Udp(a), "pattern") => set_some(&mut a.pattern),
+            (Echo(a), "pattern") => set(&mut a.pattern),
+            (Udp(a), "grace") => set(&mut a.grace),
+            (Udp(a), "pacing_quantum") => set(&mut a.pacing_quantum),
+            (Udp(a), "no_gso") => on(&mut a.no_gso),
+            (Udp(a), "gro") => on(&mut a.gro),
+            (Udp(a), "no_udp_checksum") => on(&mut a.no_udp_checksum),
+            (Rr(a) | Crr(a), "udp") => on(&mut a.udp),
+            (Echo(a), "udp") => on(&mut a.udp),
+            (Rr(a) | Crr(a), "response") => set_some(&mut a.response),
+            (Rr(a) | Crr(a), "inflight") => set(&mut a.inflight),
+            (Rr(a) | Crr(a), "timeout") => set(&mut a.timeout),
+            (Echo(a), "timeout") => set(&mut a.timeout),
+            (Rr(a) | Crr(a), "busy_poll") => on(&mut a.busy_poll),
+            (Rr(a) | Crr(a), "wakeup_stamps") => on(&mut a.wakeup_stamps),
+            (Rr(a) | Crr(a), "under_load") => set_some(&mut a.under_load),
+            _ => return None,
+        })
+    }
+
+    /// Fields that name one flag twice, which clap refuses on a command line.
+    fn check_conflicts(&self) -> Result<(), String> {
+        let c = self.common();
+        let udp_rates = matches!(self, Self::Udp(a) if a.bitrate.is_some() && a.pps.is_some());
+        for (both, keys) in [
+            (c.time.is_some() && c.bytes.is_some(), "duration and bytes (or transactions)"),
+            (c.traffic.tos.is_some() && c.traffic.dscp.is_some(), "tos and dscp"),
+            (udp_rates, "rate and pps"),
+        ] {
+            if both {
+                return Err(format!("{keys}: give one"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The commands with a flag for plan field `key`.
+fn owners(key: &str) -> &'static str {
+    match key {
+        "length" | "block" => "tcp, udp, rr, crr",
+        "rate" => "tcp, udp",
+        "pattern" => "udp, echo",
+        "udp" | "timeout" => "rr, crr, echo",
+        "pps" | "per_stream" | "grace" | "pacing_quantum" | "no_gso" | "gro" | "no_udp_checksum" => "udp",
+        "response" | "inflight" | "busy_poll" | "wakeup_stamps" | "under_load" => "rr, crr",
+        _ => "tcp",
+    }
 }
 
 /// The line (1-based) of the `index`-th `[[test]]` header and of `key` inside it, for errors.
@@ -206,16 +397,6 @@ fn line_of(text: &str, index: usize, key: Option<&str>) -> usize {
     0
 }
 
-fn scalar(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Integer(i) => Some(i.to_string()),
-        Value::Float(f) => Some(f.to_string()),
-        Value::Boolean(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
 /// Reads and expands a plan. `host` (from the command line) fills tests without one.
 pub(crate) fn expand(text: &str, file: &str, host: Option<&str>) -> Result<Vec<PlannedTest>> {
     let doc: toml::Table =
@@ -228,10 +409,8 @@ pub(crate) fn expand(text: &str, file: &str, host: Option<&str>) -> Result<Vec<P
         ),
         None => toml::Table::new(),
     };
-    for key in doc.keys() {
-        if key != "defaults" && key != "test" {
-            bail!("{file}: unknown top-level key {key:?} (a plan has [defaults] and [[test]] entries)");
-        }
+    if let Some(key) = doc.keys().find(|k| *k != "defaults" && *k != "test") {
+        bail!("{file}: unknown top-level key {key:?} (a plan has [defaults] and [[test]] entries)");
     }
     let Some(Value::Array(tests)) = doc.get("test") else {
         bail!("{file}: no [[test]] entries");
@@ -239,149 +418,128 @@ pub(crate) fn expand(text: &str, file: &str, host: Option<&str>) -> Result<Vec<P
     let mut out = Vec::new();
     for (index, test) in tests.iter().enumerate() {
         let Value::Table(t) = test else { bail!("{file}:{}: a [[test]] must be a table", line_of(text, index, None)) };
-        let mut merged = defaults.clone();
-        merged.extend(t.clone());
-        let at = |key: &str| line_of(text, index, Some(key)).max(line_of(text, index, None));
-        for key in merged.keys() {
-            if !KEYS.iter().any(|(k, _)| k == key) {
-                bail!("{file}:{}: test {}: unknown field {key:?}", at(key), index + 1);
-            }
+        let mut fields = defaults.clone();
+        fields.extend(t.clone());
+        out.extend(Entry { text, file, index, fields: &fields }.expand(host)?);
+    }
+    Ok(out)
+}
+
+/// One `[[test]]` entry, its defaults merged in, and where it stands in the file.
+struct Entry<'a> {
+    text: &'a str,
+    file: &'a str,
+    index: usize,
+    fields: &'a toml::Table,
+}
+
+impl Entry<'_> {
+    /// An error at `key`'s line (the entry's header's if the key is not written there).
+    fn error(&self, key: &str, message: impl std::fmt::Display) -> anyhow::Error {
+        let line = line_of(self.text, self.index, Some(key)).max(line_of(self.text, self.index, None));
+        anyhow::anyhow!("{}:{line}: test {}: {message}", self.file, self.index + 1)
+    }
+
+    /// The entry's tests: one per combination of its loops.
+    fn expand(&self, host: Option<&str>) -> Result<Vec<PlannedTest>> {
+        if let Some(key) = self.fields.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            return Err(self.error(key, format_args!("unknown field {key:?}")));
         }
-        let kind = match merged.get("kind").and_then(Value::as_str) {
-            Some(k @ ("tcp" | "udp" | "rr" | "crr" | "echo")) => k.to_string(),
+        let kind = match self.fields.get("kind").and_then(Value::as_str) {
+            Some(k @ ("tcp" | "udp" | "rr" | "crr" | "echo")) => k,
             Some(other) => {
-                bail!("{file}:{}: test {}: kind {other:?}: use tcp, udp, rr, crr or echo", at("kind"), index + 1)
+                return Err(self.error("kind", format_args!("kind {other:?}: use tcp, udp, rr, crr or echo")))
             }
-            None => bail!(
-                "{file}:{}: test {}: field \"kind\" is missing (tcp, udp, rr, crr or echo)",
-                at("kind"),
-                index + 1
-            ),
+            None => return Err(self.error("kind", "field \"kind\" is missing (tcp, udp, rr, crr or echo)")),
         };
-        let target = match (merged.get("host").and_then(Value::as_str), host) {
-            (Some(h), _) => h.to_string(),
-            (None, Some(h)) => h.to_string(),
-            (None, None) => bail!(
-                "{file}:{}: test {}: no host (give one on the command line or as host = ...)",
-                at("host"),
-                index + 1
-            ),
+        let Some(target) = self.fields.get("host").and_then(Value::as_str).or(host) else {
+            return Err(self.error("host", "no host (give one on the command line or as host = ...)"));
         };
-        let pause = match merged.get("pause") {
+        let pause = match self.fields.get("pause") {
             None => 0.0,
             Some(v) => v
                 .as_float()
                 .or_else(|| v.as_integer().map(|i| i as f64))
                 .filter(|p| (0.0..=MAX_PAUSE_SECONDS).contains(p))
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "{file}:{}: test {}: pause must be 0 to {MAX_PAUSE_SECONDS} seconds",
-                        at("pause"),
-                        index + 1
-                    )
-                })?,
+                .ok_or_else(|| self.error("pause", format_args!("pause must be 0 to {MAX_PAUSE_SECONDS} seconds")))?,
         };
-        // The loops: every list-valued field except `expect` (a list of gates, not a loop).
-        let mut variants: Vec<Vec<(String, Value)>> = vec![Vec::new()];
-        for (key, value) in &merged {
-            if matches!(key.as_str(), "kind" | "host" | "pause" | "name") {
-                continue;
-            }
-            let choices: Vec<Value> = match value {
-                Value::Array(items) if key != "expect" => items.clone(),
-                v => vec![v.clone()],
+        let line = line_of(self.text, self.index, None);
+        let base = self.fields.get("name").and_then(Value::as_str);
+        let base = base.map_or_else(|| format!("test {} ({kind})", self.index + 1), str::to_string);
+        let mut out = Vec::new();
+        for variant in self.loops()? {
+            let mut args = TestArgs::defaults(kind, target).map_err(|e| self.error("kind", e))?;
+            let label = self.fill(&mut args, &variant)?;
+            args.check_conflicts().map_err(|e| self.error("", e))?;
+            let name = if label.is_empty() { base.clone() } else { format!("{base} [{}]", label.join(", ")) };
+            out.push(PlannedTest { name, args, pause_seconds: pause, line });
+        }
+        Ok(out)
+    }
+
+    /// The cross product of the loops: every list-valued field except `expect` (a list of
+    /// gates, not a loop), in the order of the fields.
+    fn loops(&self) -> Result<Vec<Vec<(&str, &Value)>>> {
+        let mut variants: Vec<Vec<(&str, &Value)>> = vec![Vec::new()];
+        for (key, value) in
+            self.fields.iter().filter(|(k, _)| !matches!(k.as_str(), "kind" | "host" | "pause" | "name"))
+        {
+            let choices: Vec<&Value> = match value {
+                Value::Array(items) if key != "expect" => items.iter().collect(),
+                v => vec![v],
             };
             if choices.is_empty() {
-                bail!("{file}:{}: test {}: {key} is an empty list", at(key), index + 1);
+                return Err(self.error(key, format_args!("{key} is an empty list")));
             }
             // Eight lists of ten are 10^8 tests: refuse before building them.
             if variants.len().saturating_mul(choices.len()) > MAX_EXPANDED_TESTS {
-                bail!(
-                    "{file}:{}: test {}: its loops expand to more than {MAX_EXPANDED_TESTS} tests; split the plan",
-                    at(key),
-                    index + 1
-                );
+                let why = format!("its loops expand to more than {MAX_EXPANDED_TESTS} tests; split the plan");
+                return Err(self.error(key, why));
             }
             variants = variants
                 .into_iter()
                 .flat_map(|v| {
-                    choices.iter().map(move |c| {
+                    choices.iter().map(move |&c| {
                         let mut v = v.clone();
-                        v.push((key.clone(), c.clone()));
+                        v.push((key.as_str(), c));
                         v
                     })
                 })
                 .collect();
         }
-        for variant in variants {
-            let mut argv = vec!["netchar".to_string(), kind.clone(), target.clone()];
-            let mut label = Vec::new();
-            // A gate on one flow's figure (`up.…`, `down.…`) applies to the tests that run
-            // that flow; the others of the loop do not have it.
-            let direction = variant.iter().find(|(k, _)| k == "direction").and_then(|(_, v)| v.as_str());
-            let flows: &[&str] = match direction {
-                Some("down") => &["down"],
-                Some("bidir") => &["up", "down"],
-                _ => &["up"],
-            };
-            let applies = |gate: &str| match gate.trim_start().split(['.', ' ', '<', '>', '=']).next() {
-                Some(flow @ ("up" | "down")) => flows.contains(&flow),
-                _ => true,
-            };
-            for (key, value) in &variant {
-                let flag = KEYS.iter().find(|(k, _)| k == key).map(|(_, f)| *f).unwrap_or("");
-                if key == "direction" {
-                    match value.as_str() {
-                        Some("up") => {}
-                        Some("down") => argv.push("-R".into()),
-                        Some("bidir") => argv.push("--bidir".into()),
-                        _ => bail!("{file}:{}: test {}: direction must be up, down or bidir", at(key), index + 1),
-                    }
-                    label.push(value.as_str().unwrap_or("").to_string());
-                    continue;
-                }
-                match value {
-                    Value::Boolean(true) => argv.push(flag.to_string()),
-                    Value::Boolean(false) => {}
-                    Value::Array(items) => {
-                        for item in items {
-                            let s = scalar(item).ok_or_else(|| {
-                                anyhow::anyhow!(
-                                    "{file}:{}: test {}: {key}: expected text or numbers",
-                                    at(key),
-                                    index + 1
-                                )
-                            })?;
-                            if key == "expect" && !applies(&s) {
-                                continue;
-                            }
-                            argv.extend([flag.to_string(), s]);
-                        }
-                    }
-                    v => {
-                        let s = scalar(v).ok_or_else(|| {
-                            anyhow::anyhow!(
-                                "{file}:{}: test {}: {key}: expected text, a number or a list",
-                                at(key),
-                                index + 1
-                            )
-                        })?;
-                        if merged.get(key).is_some_and(Value::is_array) {
-                            label.push(format!("{key}={s}"));
-                        }
-                        argv.extend([flag.to_string(), s]);
-                    }
-                }
-            }
-            let base = merged
-                .get("name")
-                .and_then(Value::as_str)
-                .map_or_else(|| format!("test {} ({kind})", index + 1), str::to_string);
-            let name = if label.is_empty() { base } else { format!("{base} [{}]", label.join(", ")) };
-            out.push(PlannedTest { name, argv, pause_seconds: pause, line: line_of(text, index, None) });
-        }
+        Ok(variants)
     }
-    Ok(out)
+
+    /// Sets `args` from one combination; returns the labels of its looped values.
+    fn fill(&self, args: &mut TestArgs, variant: &[(&str, &Value)]) -> Result<Vec<String>> {
+        // A gate on one flow's figure (`up.…`, `down.…`) applies to the tests that run that
+        // flow; the others of the loop do not have it.
+        let flows: &[&str] = match variant.iter().find(|(k, _)| *k == "direction").and_then(|(_, v)| v.as_str()) {
+            Some("down") => &["down"],
+            Some("bidir") => &["up", "down"],
+            _ => &["up"],
+        };
+        let applies = |gate: &Value| match gate.as_str().map(|g| g.trim_start().split(['.', ' ', '<', '>', '='])) {
+            Some(mut words) => words.next().is_none_or(|w| !matches!(w, "up" | "down") || flows.contains(&w)),
+            None => true,
+        };
+        let mut label = Vec::new();
+        for &(key, value) in variant {
+            let gates = match value {
+                Value::Array(items) if key == "expect" => items.iter().collect(),
+                v => vec![v],
+            };
+            for v in gates.into_iter().filter(|g| key != "expect" || applies(g)) {
+                args.set(key, v).map_err(|e| self.error(key, format_args!("{key}: {e}")))?;
+            }
+            if key == "direction" {
+                label.push(value.as_str().unwrap_or("").to_string());
+            } else if self.fields.get(key).is_some_and(Value::is_array) && key != "expect" {
+                label.push(format!("{key}={}", text(value).unwrap_or_else(|_| value.to_string())));
+            }
+        }
+        Ok(label)
+    }
 }
 
 #[cfg(test)]
@@ -408,12 +566,17 @@ rate = "10M"
         let tests = expand(plan, "p.toml", Some("127.0.0.1")).unwrap();
         assert_eq!(tests.len(), 5);
         assert_eq!(tests[0].name, "tcp [up, streams=1]");
-        assert!(tests[1].argv.contains(&"-P".to_string()) && tests[1].argv.contains(&"4".to_string()));
-        assert!(tests[2].argv.contains(&"-R".to_string()));
-        assert_eq!(tests[0].argv.iter().filter(|a| *a == "--expect").count(), 2);
-        assert_eq!(tests[4].argv[..3], ["netchar", "udp", "127.0.0.1"]);
-        assert!(tests[4].argv.windows(2).any(|w| w == ["-t", "1"]));
+        assert_eq!(tests[1].args.common().parallel, "4");
+        assert!(tests[2].args.common().reverse && !tests[1].args.common().reverse);
+        // Both gates are on the up flow: the down tests have none.
+        assert_eq!(tests[0].args.common().expect.len(), 2);
+        assert!(tests[2].args.common().expect.is_empty(), "{:?}", tests[2].args.common().expect);
+        assert!(matches!(&tests[4].args, TestArgs::Udp(u) if u.bitrate.as_deref() == Some("10M")));
+        assert_eq!(tests[4].args.common().host, "127.0.0.1");
+        assert_eq!(tests[4].args.common().time.as_deref(), Some("1"));
         assert_eq!(tests[4].line, 12);
+        // The defaults are the command's own: one interval per second, one run.
+        assert_eq!((tests[4].args.common().interval.as_str(), tests[4].args.common().repeat.as_str()), ("1", "1"));
     }
 
     #[test]
@@ -446,10 +609,32 @@ flowlabel = 7
 "#;
         let tests = expand(plan, "p.toml", Some("h")).unwrap();
         assert_eq!(tests.len(), 2);
-        let argv = &tests[1].argv;
-        for pair in [["--dscp", "af41"], ["-B", "10.0.0.3:7000"], ["--bind-dev", "eth1"], ["--flowlabel", "7"]] {
-            assert!(argv.windows(2).any(|w| w == pair), "{pair:?} in {argv:?}");
-        }
-        assert!(argv.contains(&"--df".to_string()) && argv.contains(&"--no-udp-checksum".to_string()), "{argv:?}");
+        let TestArgs::Udp(udp) = &tests[1].args else { panic!("a udp test: {:?}", tests[1].args) };
+        let t = &udp.common.traffic;
+        assert_eq!(t.dscp.as_deref(), Some("af41"));
+        assert_eq!(
+            (t.bind.as_deref(), t.bind_dev.as_deref(), t.flowlabel.as_deref()),
+            (Some("10.0.0.3:7000"), Some("eth1"), Some("7"))
+        );
+        assert!(t.df && udp.no_udp_checksum);
+    }
+
+    #[test]
+    fn a_field_goes_only_to_a_command_with_its_flag_and_only_once() {
+        let error = |plan: &str| expand(plan, "p.toml", Some("h")).unwrap_err().to_string();
+        let e = error("[[test]]\nkind = \"tcp\"\npps = 1000\n");
+        assert!(e.starts_with("p.toml:3: test 1: pps: a tcp test has no pps (udp only)"), "{e}");
+        let e = error("[[test]]\nkind = \"udp\"\nrate = \"1M\"\npps = 100\n");
+        assert!(e.contains("rate and pps: give one"), "{e}");
+        let e = error("[[test]]\nkind = \"tcp\"\nduration = 1\nbytes = \"1M\"\n");
+        assert!(e.contains("duration and bytes (or transactions): give one"), "{e}");
+        let e = error("[[test]]\nkind = \"tcp\"\nnodelay = \"yes\"\n");
+        assert!(e.contains("p.toml:3: test 1: nodelay: expected true or false"), "{e}");
+        let e = error("[[test]]\nkind = \"tcp\"\nport = 70000\n");
+        assert!(e.contains("port: 70000 is out of range"), "{e}");
+        // A host that looks like a flag is still the host.
+        let tests = expand("[[test]]\nkind = \"rr\"\nudp = true\nlength = 64\n", "p.toml", Some("-x")).unwrap();
+        let TestArgs::Rr(rr) = &tests[0].args else { panic!("an rr test") };
+        assert_eq!((rr.common.host.as_str(), rr.udp, rr.length.as_str()), ("-x", true, "64"));
     }
 }

@@ -1,11 +1,14 @@
-//! `--warmup` and `--repeat`: a test run several times, each run printed and saved as it
-//! finishes (so nothing measured is lost if a later run fails), then the mean and its
-//! confidence interval over the counted runs, then the gates (`--expect`, `--baseline`).
+//! `--warmup` and `--repeat`: a test run several times (the engine's repeat job), each run
+//! printed and saved as it finishes (so nothing measured is lost if a later run fails), then
+//! the mean and its confidence interval over the counted runs, then the gates (`--expect`,
+//! `--baseline`).
 
 use crate::figure_files::FigureFiles;
 use crate::progress::{Progress, LONG_TEST};
 use crate::reporters::{JsonShape, Reporters};
 use anyhow::Result;
+use netchar_engine::jobs::repeat::{self, Ended, Repeat, Run, RunOutcome};
+use netchar_engine::jobs::sink::JobEvent;
 use netchar_engine::StopFlag;
 use std::time::Duration;
 
@@ -31,19 +34,21 @@ pub(crate) fn expected_length(plan: &crate::plan::TcpPlan) -> Option<Duration> {
     }
 }
 
-/// [`run`], handing the counted results to `sink` instead of printing JSON (plans print
-/// every test's results as one array at the end).
+/// [`run`], handing the counted results to `collect` instead of printing JSON (plans print
+/// every test's results as one array at the end). The runs are the engine's repeat job
+/// (netchar_engine::jobs::repeat); each is one test as `netchar tcp` runs it (single_run),
+/// after the `--reset-cmd`; each counted result is saved (`--save`) as its run ends.
 pub(crate) fn run_collecting(
     plan: &crate::plan::TcpPlan,
     figures: &FigureFiles,
     stop: &StopFlag,
-    mut sink: Option<&mut Vec<netchar_model::TestResult>>,
+    collect: Option<&mut Vec<netchar_model::TestResult>>,
     progress: &Progress,
 ) -> Result<u8> {
     let out = &plan.output;
-    let total = out.warmup + out.repeat;
+    let repeat = Repeat { warmup: out.warmup, counted: out.repeat };
     let mut plan_owned;
-    let plan = if total > 1 && plan.client.busy_wait.is_zero() {
+    let plan = if repeat.total() > 1 && plan.client.busy_wait.is_zero() {
         // Back to back runs: the server may still be closing the previous one.
         plan_owned = plan.clone();
         plan_owned.client.busy_wait = std::time::Duration::from_secs(5);
@@ -51,7 +56,7 @@ pub(crate) fn run_collecting(
     } else {
         plan
     };
-    let shape = match (&sink, total) {
+    let shape = match (&collect, repeat.total()) {
         (Some(_), _) => JsonShape::Gathered,
         (None, 1) => JsonShape::PerTest,
         (None, _) => JsonShape::PerJob,
@@ -61,64 +66,76 @@ pub(crate) fn run_collecting(
     if out.repeat > 1 && !out.json {
         reporters.push(Box::new(RepeatStatistics(out.format)));
     }
-    let mut kept = Vec::new();
-    let mut code = crate::exit::OK;
-    for i in 0..total {
-        if stop.is_raised() {
-            code = crate::exit::INTERRUPTED;
-            break;
-        }
-        if total > 1 {
-            let what = if i < out.warmup {
-                format!("warm-up run {} of {}", i + 1, out.warmup)
-            } else {
-                format!("run {} of {}", i + 1 - out.warmup, out.repeat)
-            };
-            progress.set_current(what.clone());
-            reporters.emit(progress, |r| r.on_section(&what))?;
-        }
-        let reset = out.reset.as_ref().map(|c| {
-            progress.set_current(format!("--reset-cmd before run {}", i + 1));
-            let r = c.run(i + 1, &plan.client.host, plan.client.port);
-            if r.time_to_ready_seconds.is_none() {
-                // Said here too: a run that cannot connect has no result to carry the record.
-                progress.suspend(|| {
-                    eprintln!(
-                        "netchar: --reset-cmd ({}): the server did not answer within --reset-timeout {} s; running anyway",
-                        r.command.outcome(),
-                        c.ready_timeout.as_secs_f64()
-                    )
-                });
-            }
-            r
-        });
-        let (result, run_code) = crate::single_run::run(plan, stop, &mut reporters, progress, reset)?;
-        if let Some(r) = result {
-            if i >= out.warmup {
+    // The runs print through the reporters, and so do the job's headings: one at a time.
+    let reporters = std::cell::RefCell::new(reporters);
+    let run_one = |run: &Run| -> Result<RunOutcome> {
+        let reset = out.reset.as_ref().map(|c| reset_before(c, run.number, plan, progress));
+        let (result, code) = crate::single_run::run(plan, stop, &mut reporters.borrow_mut(), progress, reset)?;
+        let ended = match code {
+            crate::exit::OK => Ended::Completed,
+            crate::exit::INTERRUPTED => Ended::Interrupted,
+            _ => Ended::Failed,
+        };
+        Ok(RunOutcome { result, ended })
+    };
+    let mut saved = 0;
+    let mut on_event = |event: JobEvent<'_>| -> Result<()> {
+        match event {
+            JobEvent::Progress(what) => progress.set_current(what),
+            JobEvent::Section(title) => reporters.borrow_mut().emit(progress, |r| r.on_section(title))?,
+            JobEvent::Result(r) => {
+                saved += 1;
                 if let Some(dir) = &out.save {
-                    crate::save::save_run(dir, &r, i + 1 - out.warmup)?;
+                    crate::save::save_run(dir, r, saved)?;
                 }
-                kept.push(r);
             }
+            // Each run printed its own start and result.
+            JobEvent::TestStart(_) | JobEvent::Uncounted(_) | JobEvent::Skipped(_) => {}
         }
-        if run_code != crate::exit::OK {
-            code = run_code;
-            break;
-        }
+        Ok(())
+    };
+    let outcome = repeat::run(&repeat, stop, run_one, &mut on_event)?;
+    let kept = outcome.counted;
+    if repeat.total() > 1 {
+        reporters.borrow_mut().emit(progress, |r| r.on_job_end(&kept))?;
     }
-    if total > 1 {
-        reporters.emit(progress, |r| r.on_job_end(&kept))?;
-    }
+    let mut code = match outcome.ended {
+        Ended::Completed => crate::exit::OK,
+        Ended::Failed => crate::exit::ERROR,
+        Ended::Interrupted => crate::exit::INTERRUPTED,
+    };
     // The tail prints under the progress line of this job (or of the plan around it).
     progress.suspend(|| {
-        if let Some(sink) = sink.as_mut() {
-            sink.extend(kept.iter().cloned());
+        if let Some(collect) = collect {
+            collect.extend(kept.iter().cloned());
         }
         if code == crate::exit::OK && !kept.is_empty() && !crate::gate::gates_hold(out, &kept)? {
             code = crate::exit::GATE;
         }
         Ok(code)
     })
+}
+
+/// `--reset-cmd` before run `number` (1-based, warm-up runs counted), for the run's result.
+fn reset_before(
+    command: &crate::hooks::ResetCommand,
+    number: u32,
+    plan: &crate::plan::TcpPlan,
+    progress: &Progress,
+) -> netchar_model::ResetRecord {
+    progress.set_current(format!("--reset-cmd before run {number}"));
+    let r = command.run(number, &plan.client.host, plan.client.port);
+    if r.time_to_ready_seconds.is_none() {
+        // Said here too: a run that cannot connect has no result to carry the record.
+        progress.suspend(|| {
+            eprintln!(
+                "netchar: --reset-cmd ({}): the server did not answer within --reset-timeout {} s; running anyway",
+                r.command.outcome(),
+                command.ready_timeout.as_secs_f64()
+            )
+        });
+    }
+    r
 }
 
 /// The text after `--repeat` runs: the mean and its 95% confidence interval of the headline

@@ -19,13 +19,22 @@ pub(crate) fn save_run(dir: &std::path::Path, r: &netchar_model::TestResult, ind
 
 /// Writes `--json-out` atomically: a temporary file beside it, then a rename.
 pub(crate) fn save_json(out: &crate::plan::Output, result: &netchar_model::TestResult) -> Result<()> {
+    match &out.json_out {
+        Some(path) => write_json_out(path, &netchar_report::json::to_json(result)),
+        None => Ok(()),
+    }
+}
+
+/// `--json-out FILE` of a suite or a plan: every result as one JSON array, as `--json` prints it.
+pub(crate) fn save_json_array(path: &std::path::Path, results: &[netchar_model::TestResult]) -> Result<()> {
+    write_json_out(path, &netchar_report::json::many_to_json(results))
+}
+
+/// `text` into `path`, atomically.
+fn write_json_out(path: &std::path::Path, text: &str) -> Result<()> {
     use anyhow::Context;
-    let Some(path) = &out.json_out else {
-        return Ok(());
-    };
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, netchar_report::json::to_json(result))
-        .with_context(|| format!("--json-out: cannot write {}", tmp.display()))?;
+    std::fs::write(&tmp, text).with_context(|| format!("--json-out: cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("--json-out: cannot rename to {}", path.display()))?;
     Ok(())
 }

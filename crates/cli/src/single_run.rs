@@ -38,7 +38,7 @@ pub(crate) fn run(
     // `netchar run --step-cmd`: each test of the plan is a step.
     let step = plan.step.command.is_some().then(|| plan.step.begin(&plan.client));
     let mut run = match &plan.under_load {
-        Some(load) => netchar_engine::under_load::run(&plan.client, load, stop, &mut on_interval),
+        Some(load) => netchar_engine::jobs::under_load::run(&plan.client, load, stop, &mut on_interval),
         None => client::run(&plan.client, stop, &mut on_interval),
     };
     if let Some(c) = console {

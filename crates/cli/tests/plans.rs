@@ -144,3 +144,41 @@ fn run_takes_the_port_and_the_connect_timeout_of_every_command() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("--connect-timeout 0: must be more than 0"), "{}", run.stderr);
 }
+
+/// `netchar run PLAN --json-out FILE`: every test's results as one array in FILE, as `--json`
+/// prints them, while the text goes to stdout.
+#[test]
+fn a_plans_json_out_holds_every_tests_results() {
+    let s = Server::start(&[]);
+    let host = format!("127.0.0.1:{}", s.port);
+    let plan = plan_file(
+        "json-out",
+        r#"
+[[test]]
+name = "transfer"
+kind = "tcp"
+bytes = "2M"
+interval = 0
+direction = ["up", "down"]
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plan.json");
+    let run = netchar(&["run", &plan, &host, "--json-out", file.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("1 of 2: transfer [up]") && run.stdout.contains("2 of 2: transfer [down]"),
+        "{}",
+        run.stdout
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let runs = doc.as_array().unwrap();
+    let flows: Vec<(&str, u64)> = runs
+        .iter()
+        .map(|r| {
+            let dir = r["test"]["direction"].as_str().unwrap();
+            (dir, r["summary"][dir]["receiver"]["total_bytes"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(flows, [("up", 2_000_000), ("down", 2_000_000)]);
+}

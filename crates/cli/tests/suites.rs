@@ -260,3 +260,27 @@ fn suites_take_t_for_each_steps_time_as_the_tests_do() {
         }
     }
 }
+
+/// `--json-out FILE` means for a suite what it means for a test: the results also go to FILE,
+/// as `--json` would print them (one array), and the text still goes to stdout.
+#[test]
+fn a_suites_json_out_holds_every_result_beside_its_table() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sizes.json");
+    let args = ["suite", "sizes", "127.0.0.1", "-p", &port, "-n", "1000000", "-b", "1448"];
+    let run = netchar(&[&args[..], &["--json-out", file.to_str().unwrap()]].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("proto"), "the table on stdout: {}", run.stdout);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let runs = doc.as_array().unwrap();
+    let kinds: Vec<&str> = runs.iter().map(|r| r["test"]["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["tcp", "udp"]);
+    for r in runs {
+        assert_eq!(u(&r["summary"]["up"]["sender"]["total_bytes"]), 1_000_000, "{}", r["test"]);
+    }
+    // The same figures as the table's: its TCP row received what the file's TCP result did.
+    let tcp_row: Vec<&str> = run.stdout.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(tcp_row[5], u(&runs[0]["summary"]["up"]["receiver"]["total_bytes"]).to_string());
+}

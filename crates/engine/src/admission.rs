@@ -50,7 +50,7 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Companions one test may have at once: `rr --under-load` with its most load flows and
-/// classes (crate::under_load::MAX_LOAD_FLOWS, MAX_PROBES) runs the first flow as the test
+/// classes (crate::jobs::under_load::MAX_LOAD_FLOWS, MAX_PROBES) runs the first flow as the test
 /// and the other 7 flows and 4 probes beside it.
 pub const MAX_COMPANIONS_PER_TEST: u32 = 11;
 /// Tests one job may hold at once (module docs, "Jobs"): flent's rrul opens 11 netperf tests,

@@ -14,6 +14,8 @@
 //! - [`registry`]: what a protocol entry is, and the client settings a session is made from;
 //! - [`reflection`]: what every UDP listener may send to an address that has not proved itself;
 //! - [`measure`]: CPU and host figures around a test;
+//! - [`jobs`]: what runs many tests (repeats, searches, sweeps, plans, latency under load),
+//!   yielding to a sink;
 //! - [`error`]: the client's errors as kinds a caller matches (a silent peer, a busy server, a
 //!   refused option, a peer of another kind, ...), never by their words.
 //!
@@ -24,9 +26,9 @@
 //! types ([`registry`]) and the server's shared parts (`server_shared`: its settings, log and
 //! state; `server_session`: the session driver). The adapters ([`peers`]) stand on those, never
 //! on a driver; the table ([`protocols`]) lists the adapters; the drivers ([`client`],
-//! [`server`], then [`under_load`]) read the table and start the adapters. Types that moved
-//! down are re-exported where they were ([`client::ClientConfig`], [`server::ServerConfig`],
-//! [`protocols::ProtocolDef`], ...).
+//! [`server`]) read the table and start the adapters; the [`jobs`] (latency under load among
+//! them) stand on the client. Types that moved down are re-exported where they were
+//! ([`client::ClientConfig`], [`server::ServerConfig`], [`protocols::ProtocolDef`], ...).
 //!
 //! The engine never prints: live figures reach the caller through a callback, results as
 //! [`netchar_model::TestResult`].
@@ -39,6 +41,7 @@ pub mod control;
 pub mod dataplane;
 pub mod error;
 mod evidence;
+pub mod jobs;
 pub mod load;
 pub mod measure;
 pub mod peers;
@@ -50,7 +53,6 @@ pub mod server_control;
 mod server_session;
 mod server_shared;
 mod tcp_setup;
-pub mod under_load;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
