@@ -360,7 +360,7 @@ mod tests {
     fn an_open_reply_outgrows_its_request_by_the_token_only() {
         let p =
             Params { protocol_version: 1, duration_ns: 1_000_000_000, interval_ns: 10_000_000, ..Params::default() };
-        let request = irtt::open_request(&p);
+        let request = irtt::open_request(&p, None);
         assert_eq!(irtt::open_reply([0; 8], &p).len(), request.len() + irtt::TOKEN_LEN);
         // Two opens of a source cover the reply: the listener answers the second.
         assert!(2 * request.len() >= irtt::open_reply([0; 8], &p).len());
