@@ -264,6 +264,23 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         measurement: reports,
         far_end_applies: applies_none,
     },
+    ProtocolDef {
+        name: "irtt",
+        aliases: &[],
+        about: "an `irtt server` (rr --udp: round trips, one-way delays, loss up and down; --psk-file's secret as \
+                its --hmac key)",
+        default_port: crate::peers::irtt::DEFAULT_PORT,
+        commands: &[Command::Rr],
+        client: ClientRole::Session(crate::peers::irtt_client::client_session),
+        authenticates: true,
+        dial_back: false,
+        udp_payload: None,
+        shape: Some(crate::peers::irtt_client::shape),
+        silent_hint: None,
+        answers_hello: None,
+        measurement: crate::peers::irtt_client::measurement,
+        far_end_applies: crate::peers::irtt_client::far_end_applies,
+    },
 ];
 
 // Finding a protocol needs the table, so these methods of the registry's types live beside it.
