@@ -741,7 +741,7 @@ pub(super) fn udp_requester(
             // (Nothing outstanding: a send was refused, try again soon.)
             w.wake_by(r.ledger.next_close(started).map_or(expiry, |c| c.min(expiry)));
         } else if let (Some(iv), false) = (paced, opts.busy_poll) {
-            let due = if stopping { expiry } else { expiry.min(started + iv * r.seq as u32) };
+            let due = if stopping { expiry } else { expiry.min(r.next_due(iv)) };
             let wait = due.saturating_duration_since(r.now.at).clamp(Duration::from_micros(100), WAIT);
             socket.set_read_timeout(Some(wait))?;
         }
@@ -775,6 +775,8 @@ struct UdpRequester<'a> {
     stamps: bool,
     wakeups: Distribution,
     seq: u64,
+    /// On a schedule: the slot of the next request (slots missed while late are skipped).
+    slot: u64,
     bytes: u64,
     interval_bytes: u64,
     end: Instant,
@@ -834,6 +836,7 @@ impl<'a> UdpRequester<'a> {
             stamps,
             wakeups: Distribution::new(),
             seq: 0,
+            slot: 0,
             bytes: 0,
             interval_bytes: 0,
             end: started,
@@ -861,7 +864,7 @@ impl<'a> UdpRequester<'a> {
                 self.now = self.watch.stamp();
             }
             if let Some(iv) = paced {
-                if self.now.at < self.started + iv * self.seq as u32 {
+                if self.now.at < self.next_due(iv) {
                     return Ok(());
                 }
             }
@@ -871,6 +874,13 @@ impl<'a> UdpRequester<'a> {
                 Ok(_) => {
                     self.outstanding.push_back((self.seq, self.now));
                     self.seq += 1;
+                    if let Some(iv) = paced {
+                        // A request sent late takes the slot it was due in and skips those it
+                        // missed, as irtt's client does: no catch-up burst, which a server
+                        // enforcing its interval would drop.
+                        let elapsed = (self.now.at - self.started).as_nanos() / iv.as_nanos().max(1);
+                        self.slot = (self.slot + 1).max(elapsed as u64 + 1);
+                    }
                 }
                 Err(e) if is_retry(&e) || e.raw_os_error() == Some(105) => break,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
@@ -878,6 +888,11 @@ impl<'a> UdpRequester<'a> {
             }
         }
         Ok(())
+    }
+
+    /// When the next request of a schedule of one per `interval` is due.
+    fn next_due(&self, interval: Duration) -> Instant {
+        self.started + Duration::from_nanos((interval.as_nanos() as u64).saturating_mul(self.slot))
     }
 
     /// Counts the requests unanswered after `--timeout` as lost.
