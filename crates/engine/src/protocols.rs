@@ -436,8 +436,9 @@ pub static LISTENERS: &[ListenerDef] = &[
     },
     ListenerDef {
         flag: "irtt",
-        about: "also answer irtt clients (`irtt client HOST`: round trips, one-way delays, loss; no HMAC) on \
-                --irtt-port, each client's test granted within --max-duration and --max-rate",
+        about: "also answer irtt clients (`irtt client HOST`: round trips, one-way delays, loss; --psk-file's \
+                `irtt` line is the --hmac key) on --irtt-port, each client's test granted within --max-duration and \
+                --max-rate",
         ports: &[PortDef { flag: "irtt-port", default: crate::peers::irtt::DEFAULT_PORT, about: "irtt's port (UDP)" }],
         bind: crate::peers::irtt::bind_listener,
         bind_hint: "is an irtt server running there?",

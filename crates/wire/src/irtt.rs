@@ -292,21 +292,30 @@ fn token_at(b: &[u8], at: usize) -> Option<[u8; 8]> {
 
 /// Reads a request (a server's input). HMAC-signed packets are refused: this end has no key.
 pub fn parse_request(b: &[u8]) -> Result<Request, IrttError> {
+    parse_request_keyed(b, None)
+}
+
+/// Reads a request for a server with `key`: only a packet signed under it is one
+/// ([`IrttError::BadHmac`] otherwise); without a key a signed one is not ([`IrttError::Hmac`]).
+pub fn parse_request_keyed(b: &[u8], key: Option<&[u8]>) -> Result<Request, IrttError> {
     if b.len() < HEADER_LEN || b[..3] != MAGIC {
         return Err(IrttError::NotIrtt);
     }
-    let flags = b[3];
-    if flags & FLAG_HMAC != 0 {
-        return Err(IrttError::Hmac);
+    let signed = b[3] & FLAG_HMAC != 0;
+    match key {
+        Some(k) if !verify(b, k) => return Err(IrttError::BadHmac),
+        None if signed => return Err(IrttError::Hmac),
+        _ => {}
     }
-    match flags {
-        FLAG_OPEN => Ok(Request::Open(Params::decode(&b[HEADER_LEN..])?)),
-        0 if b.len() >= DATA_FIXED_LEN => Ok(Request::Data {
-            token: token_at(b, HEADER_LEN).ok_or(IrttError::NotIrtt)?,
-            sequence: u32::from_le_bytes(b[12..16].try_into().expect("4 bytes")),
+    let at = body_at(signed);
+    match b[3] & !FLAG_HMAC {
+        FLAG_OPEN => Ok(Request::Open(Params::decode(&b[at..])?)),
+        0 if b.len() >= at + TOKEN_LEN + 4 => Ok(Request::Data {
+            token: token_at(b, at).ok_or(IrttError::NotIrtt)?,
+            sequence: u32::from_le_bytes(b[at + TOKEN_LEN..at + TOKEN_LEN + 4].try_into().expect("4 bytes")),
         }),
-        FLAG_CLOSE if b.len() >= HEADER_LEN + TOKEN_LEN => {
-            Ok(Request::Close { token: token_at(b, HEADER_LEN).ok_or(IrttError::NotIrtt)? })
+        FLAG_CLOSE if b.len() >= at + TOKEN_LEN => {
+            Ok(Request::Close { token: token_at(b, at).ok_or(IrttError::NotIrtt)? })
         }
         0 | FLAG_CLOSE => Err(IrttError::NotIrtt),
         other => Err(IrttError::Flags(other)),
@@ -315,11 +324,17 @@ pub fn parse_request(b: &[u8]) -> Result<Request, IrttError> {
 
 /// The open reply granting `params` for the connection `token`.
 pub fn open_reply(token: [u8; 8], params: &Params) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40);
-    out.extend_from_slice(&MAGIC);
-    out.push(FLAG_OPEN | FLAG_REPLY);
+    open_reply_keyed(token, params, None)
+}
+
+/// [`open_reply`], signed under `key` if given.
+pub fn open_reply_keyed(token: [u8; 8], params: &Params, key: Option<&[u8]>) -> Vec<u8> {
+    let mut out = header(FLAG_OPEN | FLAG_REPLY, key.is_some());
     out.extend_from_slice(&token);
     params.encode(&mut out);
+    if let Some(k) = key {
+        sign(&mut out, k);
+    }
     out
 }
 
@@ -356,11 +371,13 @@ pub struct ReplyFields {
 /// the parameters ask for (the request is then dropped, as irtt's server drops it): a reply is
 /// never longer than its request.
 pub fn write_data_reply(packet: &mut [u8], params: &Params, f: &ReplyFields) -> Option<()> {
-    if packet.len() < params.min_data_len(false) {
+    let signed = packet[3] & FLAG_HMAC != 0;
+    if packet.len() < params.min_data_len(signed) {
         return None;
     }
-    packet[3] = FLAG_REPLY;
-    let mut at = DATA_FIXED_LEN;
+    // A signed request's reply keeps the flag and its room ([`sign`] it once it is stamped).
+    packet[3] = FLAG_REPLY | packet[3] & FLAG_HMAC;
+    let mut at = sequence_at(signed) + 4;
     let mut put = |bytes: &[u8]| {
         packet[at..at + bytes.len()].copy_from_slice(bytes);
         at += bytes.len();
@@ -397,7 +414,9 @@ pub fn restamp_send(packet: &mut [u8], params: &Params, sent_at: Stamp) {
     if !matches!(params.stamp_at, StampAt::Send | StampAt::Both) {
         return;
     }
-    let mut at = DATA_FIXED_LEN + if params.stats.count { 4 } else { 0 } + if params.stats.window { 8 } else { 0 };
+    let signed = packet[3] & FLAG_HMAC != 0;
+    let fixed = sequence_at(signed) + 4;
+    let mut at = fixed + if params.stats.count { 4 } else { 0 } + if params.stats.window { 8 } else { 0 };
     if params.stamp_at == StampAt::Both {
         at += params.stamp_len() / 2;
     }
@@ -699,6 +718,26 @@ mod tests {
     ];
 
     #[test]
+    fn a_server_with_a_key_reads_signed_requests_and_signs_its_replies_as_irtts_does() {
+        let key = b"sekrit";
+        let Ok(Request::Open(p)) = parse_request_keyed(&SIGNED_OPEN, Some(key)) else { panic!("not an open") };
+        let token = [0xfa, 0xe0, 0xd2, 0xc6, 0x59, 0x2a, 0xda, 0xe6];
+        assert_eq!(open_reply_keyed(token, &p, Some(key)), SIGNED_OPEN_REPLY, "irtt's own reply, byte for byte");
+        assert_eq!(parse_request_keyed(&SIGNED_OPEN, Some(b"other")), Err(IrttError::BadHmac));
+        assert_eq!(parse_request_keyed(&OPEN_60, Some(key)), Err(IrttError::BadHmac), "unsigned");
+        assert_eq!(parse_request_keyed(&SIGNED_CLOSE, Some(key)), Ok(Request::Close { token }));
+        // The request of SIGNED_REPLY_1, answered with its fields: the captured reply.
+        let mut packet = data_request(token, 1, 76, true);
+        sign(&mut packet, key);
+        assert_eq!(parse_request_keyed(&packet, Some(key)), Ok(Request::Data { token, sequence: 1 }));
+        let Ok(Reply::Data { fields, .. }) = parse_reply(&SIGNED_REPLY_1, &p, Some(key)) else { panic!() };
+        write_data_reply(&mut packet, &p, &fields).unwrap();
+        restamp_send(&mut packet, &p, fields.sent_at);
+        sign(&mut packet, key);
+        assert_eq!(packet, SIGNED_REPLY_1);
+    }
+
+    #[test]
     fn signed_packets_are_irtts_own_and_a_wrong_key_or_none_is_refused() {
         let key = b"sekrit";
         let p = Params {
@@ -784,6 +823,7 @@ mod tests {
             let mut with_magic = MAGIC.to_vec();
             with_magic.extend_from_slice(&b);
             let _ = parse_request(&with_magic);
+            let _ = parse_request_keyed(&with_magic, Some(b"key"));
             let _ = parse_reply(&with_magic, &Params::default(), None);
             let _ = parse_reply(&with_magic, &Params::default(), Some(b"key"));
         }
