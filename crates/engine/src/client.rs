@@ -862,6 +862,7 @@ impl<'a> Driver<'a> {
             connect_latency_us: self.connect_latency.as_ref().map(crate::dataplane::latency_us),
             receive_wakeup_us: self.wakeups.as_ref().filter(|d| d.count() > 0).map(crate::dataplane::latency_us),
             latency_cdf: self.latency.as_ref().map(crate::dataplane::latency_cdf).unwrap_or_default(),
+            one_way: mine.iter().find_map(|r| r.one_way.clone()),
         }
     }
 

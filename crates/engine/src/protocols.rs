@@ -264,6 +264,23 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         measurement: reports,
         far_end_applies: applies_none,
     },
+    ProtocolDef {
+        name: "irtt",
+        aliases: &[],
+        about: "an `irtt server` (rr --udp: round trips, one-way delays, loss up and down; --psk-file's secret as \
+                its --hmac key)",
+        default_port: crate::peers::irtt::DEFAULT_PORT,
+        commands: &[Command::Rr],
+        client: ClientRole::Session(crate::peers::irtt_client::client_session),
+        authenticates: true,
+        dial_back: false,
+        udp_payload: None,
+        shape: Some(crate::peers::irtt_client::shape),
+        silent_hint: None,
+        answers_hello: None,
+        measurement: crate::peers::irtt_client::measurement,
+        far_end_applies: crate::peers::irtt_client::far_end_applies,
+    },
 ];
 
 // Finding a protocol needs the table, so these methods of the registry's types live beside it.
@@ -419,8 +436,9 @@ pub static LISTENERS: &[ListenerDef] = &[
     },
     ListenerDef {
         flag: "irtt",
-        about: "also answer irtt clients (`irtt client HOST`: round trips, one-way delays, loss; no HMAC) on \
-                --irtt-port, each client's test granted within --max-duration and --max-rate",
+        about: "also answer irtt clients (`irtt client HOST`: round trips, one-way delays, loss; --psk-file's \
+                `irtt` line is the --hmac key) on --irtt-port, each client's test granted within --max-duration and \
+                --max-rate",
         ports: &[PortDef { flag: "irtt-port", default: crate::peers::irtt::DEFAULT_PORT, about: "irtt's port (UDP)" }],
         bind: crate::peers::irtt::bind_listener,
         bind_hint: "is an irtt server running there?",

@@ -94,6 +94,31 @@ pub struct RrFigures {
     /// result. Empty in intervals and per-stream records, and in results of an older netchar.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub latency_cdf: Vec<CdfPoint>,
+    /// UDP rr against a peer whose answers carry its own stamps and counts (irtt): each round
+    /// trip's one-way halves and which way its lost transactions were lost.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub one_way: Option<OneWayFigures>,
+}
+
+/// The one-way halves of UDP round trips, from the peer's receive and send stamps in each
+/// answer, and the lost round trips split by the peer's count of the requests it received.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OneWayFigures {
+    /// The clock both ends stamped with: `wall` (each host's realtime clock, the only one two
+    /// hosts can share; between hosts their offset is in every delay, with opposite signs).
+    pub clock: String,
+    /// Request sent to the peer's receive stamp, µs.
+    pub send_delay_us: LatencyUs,
+    /// The peer's send stamp to the answer read, µs.
+    pub receive_delay_us: LatencyUs,
+    /// Requests the peer said it received (the highest count its answers carried).
+    pub peer_received: u64,
+    /// Lost round trips whose request never reached the peer.
+    pub lost_up: u64,
+    /// Lost round trips whose request the peer received, and whose answer never came.
+    pub lost_down: u64,
+    /// Lost round trips with no later answer to tell which way (the last ones of a test).
+    pub lost_unknown: u64,
 }
 
 /// One point of a latency CDF: `quantile` of the round trips took at most `us`.

@@ -783,6 +783,20 @@ fn rr_summary(rr: &RrFigures, placement: Option<&str>, out: &mut String) {
             w.p50, w.p99
         );
     }
+    if let Some(o) = &rr.one_way {
+        for (name, d) in [("send", &o.send_delay_us), ("receive", &o.receive_delay_us)] {
+            let _ = writeln!(
+                out,
+                "{name} delay ({} clock), us: min {:.2}  mean {:.2}  p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
+                o.clock, d.min, d.mean, d.p50, d.p90, d.p99, d.max
+            );
+        }
+        let _ = writeln!(
+            out,
+            "lost: {} up (request), {} down (answer), {} not known which way; the far end received {}",
+            o.lost_up, o.lost_down, o.lost_unknown, o.peer_received
+        );
+    }
     if let Some(p) = placement {
         let _ = writeln!(out, "placement: {p}");
     }

@@ -22,8 +22,17 @@
 //! number − i), the receive time, the send time (each wall ns since the epoch, then
 //! monotonic ns, i64 LE; a midpoint stamp is one of them). The client sizes its requests so
 //! that the reply fits: a server answers with exactly the request's length and never more.
+//!
+//! A signed packet (irtt's `--hmac=KEY`, every packet of the test, both ways) carries
+//! HMAC-MD5 under the key over the whole packet with the HMAC field zeroed, in the 16 bytes
+//! after the flags; everything after it moves 16 bytes on (checked against captures of irtt
+//! 0.9: `irtt client --hmac=sekrit`, each packet's field equal to that HMAC). A key written
+//! `0x...` is hex, as irtt takes it.
 
+use hmac::{Hmac, Mac};
 use std::fmt;
+
+type HmacMd5 = Hmac<md5::Md5>;
 
 /// The port irtt servers listen on.
 pub const DEFAULT_PORT: u16 = 2112;
@@ -59,6 +68,8 @@ pub enum IrttError {
     Flags(u8),
     /// Signed with an HMAC, which this end has no key for.
     Hmac,
+    /// Unsigned, or signed wrongly, where this end has a key: not the peer's, or another key.
+    BadHmac,
     /// A parameter that does not parse or is out of range.
     Param(String),
 }
@@ -69,6 +80,7 @@ impl fmt::Display for IrttError {
             Self::NotIrtt => f.write_str("not an irtt packet"),
             Self::Flags(x) => write!(f, "irtt flags {x:#04x} not expected here"),
             Self::Hmac => f.write_str("an HMAC-signed irtt packet, and no key to check it"),
+            Self::BadHmac => f.write_str("an irtt packet without a correct HMAC under the key given"),
             Self::Param(why) => write!(f, "irtt parameters: {why}"),
         }
     }
@@ -280,21 +292,30 @@ fn token_at(b: &[u8], at: usize) -> Option<[u8; 8]> {
 
 /// Reads a request (a server's input). HMAC-signed packets are refused: this end has no key.
 pub fn parse_request(b: &[u8]) -> Result<Request, IrttError> {
+    parse_request_keyed(b, None)
+}
+
+/// Reads a request for a server with `key`: only a packet signed under it is one
+/// ([`IrttError::BadHmac`] otherwise); without a key a signed one is not ([`IrttError::Hmac`]).
+pub fn parse_request_keyed(b: &[u8], key: Option<&[u8]>) -> Result<Request, IrttError> {
     if b.len() < HEADER_LEN || b[..3] != MAGIC {
         return Err(IrttError::NotIrtt);
     }
-    let flags = b[3];
-    if flags & FLAG_HMAC != 0 {
-        return Err(IrttError::Hmac);
+    let signed = b[3] & FLAG_HMAC != 0;
+    match key {
+        Some(k) if !verify(b, k) => return Err(IrttError::BadHmac),
+        None if signed => return Err(IrttError::Hmac),
+        _ => {}
     }
-    match flags {
-        FLAG_OPEN => Ok(Request::Open(Params::decode(&b[HEADER_LEN..])?)),
-        0 if b.len() >= DATA_FIXED_LEN => Ok(Request::Data {
-            token: token_at(b, HEADER_LEN).ok_or(IrttError::NotIrtt)?,
-            sequence: u32::from_le_bytes(b[12..16].try_into().expect("4 bytes")),
+    let at = body_at(signed);
+    match b[3] & !FLAG_HMAC {
+        FLAG_OPEN => Ok(Request::Open(Params::decode(&b[at..])?)),
+        0 if b.len() >= at + TOKEN_LEN + 4 => Ok(Request::Data {
+            token: token_at(b, at).ok_or(IrttError::NotIrtt)?,
+            sequence: u32::from_le_bytes(b[at + TOKEN_LEN..at + TOKEN_LEN + 4].try_into().expect("4 bytes")),
         }),
-        FLAG_CLOSE if b.len() >= HEADER_LEN + TOKEN_LEN => {
-            Ok(Request::Close { token: token_at(b, HEADER_LEN).ok_or(IrttError::NotIrtt)? })
+        FLAG_CLOSE if b.len() >= at + TOKEN_LEN => {
+            Ok(Request::Close { token: token_at(b, at).ok_or(IrttError::NotIrtt)? })
         }
         0 | FLAG_CLOSE => Err(IrttError::NotIrtt),
         other => Err(IrttError::Flags(other)),
@@ -303,11 +324,17 @@ pub fn parse_request(b: &[u8]) -> Result<Request, IrttError> {
 
 /// The open reply granting `params` for the connection `token`.
 pub fn open_reply(token: [u8; 8], params: &Params) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40);
-    out.extend_from_slice(&MAGIC);
-    out.push(FLAG_OPEN | FLAG_REPLY);
+    open_reply_keyed(token, params, None)
+}
+
+/// [`open_reply`], signed under `key` if given.
+pub fn open_reply_keyed(token: [u8; 8], params: &Params, key: Option<&[u8]>) -> Vec<u8> {
+    let mut out = header(FLAG_OPEN | FLAG_REPLY, key.is_some());
     out.extend_from_slice(&token);
     params.encode(&mut out);
+    if let Some(k) = key {
+        sign(&mut out, k);
+    }
     out
 }
 
@@ -344,11 +371,13 @@ pub struct ReplyFields {
 /// the parameters ask for (the request is then dropped, as irtt's server drops it): a reply is
 /// never longer than its request.
 pub fn write_data_reply(packet: &mut [u8], params: &Params, f: &ReplyFields) -> Option<()> {
-    if packet.len() < params.min_data_len(false) {
+    let signed = packet[3] & FLAG_HMAC != 0;
+    if packet.len() < params.min_data_len(signed) {
         return None;
     }
-    packet[3] = FLAG_REPLY;
-    let mut at = DATA_FIXED_LEN;
+    // A signed request's reply keeps the flag and its room ([`sign`] it once it is stamped).
+    packet[3] = FLAG_REPLY | packet[3] & FLAG_HMAC;
+    let mut at = sequence_at(signed) + 4;
     let mut put = |bytes: &[u8]| {
         packet[at..at + bytes.len()].copy_from_slice(bytes);
         at += bytes.len();
@@ -385,7 +414,9 @@ pub fn restamp_send(packet: &mut [u8], params: &Params, sent_at: Stamp) {
     if !matches!(params.stamp_at, StampAt::Send | StampAt::Both) {
         return;
     }
-    let mut at = DATA_FIXED_LEN + if params.stats.count { 4 } else { 0 } + if params.stats.window { 8 } else { 0 };
+    let signed = packet[3] & FLAG_HMAC != 0;
+    let fixed = sequence_at(signed) + 4;
+    let mut at = fixed + if params.stats.count { 4 } else { 0 } + if params.stats.window { 8 } else { 0 };
     if params.stamp_at == StampAt::Both {
         at += params.stamp_len() / 2;
     }
@@ -398,28 +429,93 @@ pub fn restamp_send(packet: &mut [u8], params: &Params, sent_at: Stamp) {
     }
 }
 
-/// The client's side, for tests and tools: an open request.
-pub fn open_request(params: &Params) -> Vec<u8> {
+/// Where a packet's body (an open's parameters, or the token) starts: after the magic and
+/// flags and, in a signed packet, the HMAC.
+pub fn body_at(signed: bool) -> usize {
+    HEADER_LEN + if signed { HMAC_LEN } else { 0 }
+}
+
+/// An HMAC key as irtt takes it: `0x` and hex digits, or the text's own bytes.
+pub fn hmac_key(text: &[u8]) -> Result<Vec<u8>, IrttError> {
+    let Some(hex) = text.strip_prefix(b"0x") else { return Ok(text.to_vec()) };
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    if hex.is_empty() || hex.len() % 2 != 0 {
+        return Err(IrttError::Param("an HMAC key of 0x and an odd number of hex digits".into()));
+    }
+    hex.chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(|| IrttError::Param("an HMAC key of 0x and something not hex".into()))
+}
+
+fn mac_of(packet: &[u8], key: &[u8]) -> [u8; HMAC_LEN] {
+    let mut mac = HmacMd5::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(&packet[..HEADER_LEN]);
+    mac.update(&[0; HMAC_LEN]);
+    mac.update(&packet[HEADER_LEN + HMAC_LEN..]);
+    mac.finalize().into_bytes().into()
+}
+
+/// Signs a packet built with room for its HMAC (its flags say [`FLAG_HMAC`]), in place.
+pub fn sign(packet: &mut [u8], key: &[u8]) {
+    packet[3] |= FLAG_HMAC;
+    let mac = mac_of(packet, key);
+    packet[HEADER_LEN..HEADER_LEN + HMAC_LEN].copy_from_slice(&mac);
+}
+
+/// Whether `packet` is signed, and correctly under `key`.
+pub fn verify(packet: &[u8], key: &[u8]) -> bool {
+    if packet.len() < HEADER_LEN + HMAC_LEN || packet[3] & FLAG_HMAC == 0 {
+        return false;
+    }
+    let mut mac = HmacMd5::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(&packet[..HEADER_LEN]);
+    mac.update(&[0; HMAC_LEN]);
+    mac.update(&packet[HEADER_LEN + HMAC_LEN..]);
+    mac.verify_slice(&packet[HEADER_LEN..HEADER_LEN + HMAC_LEN]).is_ok()
+}
+
+/// A packet's header: magic, `flags` and, signed, room for the HMAC.
+fn header(flags: u8, signed: bool) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
-    out.push(FLAG_OPEN);
+    out.push(flags | if signed { FLAG_HMAC } else { 0 });
+    out.resize(body_at(signed), 0);
+    out
+}
+
+/// The client's side: an open request, signed under `key` if given.
+pub fn open_request(params: &Params, key: Option<&[u8]>) -> Vec<u8> {
+    let mut out = header(FLAG_OPEN, key.is_some());
     params.encode(&mut out);
+    if let Some(k) = key {
+        sign(&mut out, k);
+    }
     out
 }
 
-/// A data request of `len` bytes (at least [`Params::min_data_len`]).
-pub fn data_request(token: [u8; 8], sequence: u32, len: usize) -> Vec<u8> {
-    let mut out = vec![0u8; len.max(DATA_FIXED_LEN)];
-    out[..3].copy_from_slice(&MAGIC);
-    out[4..12].copy_from_slice(&token);
-    out[12..16].copy_from_slice(&sequence.to_le_bytes());
-    out
-}
-
-/// A close of the connection `token`.
-pub fn close_request(token: [u8; 8]) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
-    out.push(FLAG_CLOSE);
+/// A data request of `len` bytes (at least [`Params::min_data_len`]), with room for an HMAC
+/// when `signed` ([`sign`] it once its sequence number is in).
+pub fn data_request(token: [u8; 8], sequence: u32, len: usize, signed: bool) -> Vec<u8> {
+    let at = body_at(signed);
+    let mut out = header(0, signed);
     out.extend_from_slice(&token);
+    out.extend_from_slice(&sequence.to_le_bytes());
+    out.resize(len.max(at + TOKEN_LEN + 4), 0);
+    out
+}
+
+/// Where a data packet's sequence number sits.
+pub fn sequence_at(signed: bool) -> usize {
+    body_at(signed) + TOKEN_LEN
+}
+
+/// A close of the connection `token`, signed under `key` if given.
+pub fn close_request(token: [u8; 8], key: Option<&[u8]>) -> Vec<u8> {
+    let mut out = header(FLAG_CLOSE, key.is_some());
+    out.extend_from_slice(&token);
+    if let Some(k) = key {
+        sign(&mut out, k);
+    }
     out
 }
 
@@ -451,18 +547,31 @@ impl Reader<'_> {
     }
 }
 
-/// Reads a server's reply for a connection with `params`.
-pub fn parse_reply(b: &[u8], params: &Params) -> Result<Reply, IrttError> {
-    if b.len() < HEADER_LEN + TOKEN_LEN || b[..3] != MAGIC {
+/// Reads a server's reply for a connection with `params`; with `key`, only a packet signed
+/// under it is one ([`IrttError::BadHmac`] otherwise), without, a signed one is not
+/// ([`IrttError::Hmac`]).
+pub fn parse_reply(b: &[u8], params: &Params, key: Option<&[u8]>) -> Result<Reply, IrttError> {
+    if b.len() < HEADER_LEN || b[..3] != MAGIC {
         return Err(IrttError::NotIrtt);
     }
-    match b[3] {
+    let signed = b[3] & FLAG_HMAC != 0;
+    match key {
+        Some(k) if !verify(b, k) => return Err(IrttError::BadHmac),
+        None if signed => return Err(IrttError::Hmac),
+        _ => {}
+    }
+    let at = body_at(signed);
+    if b.len() < at + TOKEN_LEN {
+        return Err(IrttError::NotIrtt);
+    }
+    match b[3] & !FLAG_HMAC {
         f if f == FLAG_OPEN | FLAG_REPLY => {
-            Ok(Reply::Open(token_at(b, HEADER_LEN).expect("length checked"), Params::decode(&b[12..])?))
+            Ok(Reply::Open(token_at(b, at).expect("length checked"), Params::decode(&b[at + TOKEN_LEN..])?))
         }
-        FLAG_REPLY if b.len() >= params.min_data_len(false) => {
-            let sequence = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes"));
-            let mut r = Reader { b, at: DATA_FIXED_LEN };
+        FLAG_REPLY if b.len() >= params.min_data_len(signed) => {
+            let seq_at = at + TOKEN_LEN;
+            let sequence = u32::from_le_bytes(b[seq_at..seq_at + 4].try_into().expect("4 bytes"));
+            let mut r = Reader { b, at: seq_at + 4 };
             let mut fields = ReplyFields::default();
             if params.stats.count {
                 fields.received = u32::from_le_bytes(r.take());
@@ -485,6 +594,7 @@ pub fn parse_reply(b: &[u8], params: &Params) -> Result<Reply, IrttError> {
             }
             Ok(Reply::Data { sequence, fields })
         }
+        FLAG_REPLY => Err(IrttError::NotIrtt),
         other => Err(IrttError::Flags(other)),
     }
 }
@@ -519,20 +629,20 @@ mod tests {
     fn a_captured_open_request_parses_and_its_reply_is_the_captured_one() {
         let Request::Open(p) = parse_request(&OPEN_60).unwrap() else { panic!("not an open") };
         assert_eq!(p, default_params());
-        assert_eq!(open_request(&p), OPEN_60);
+        assert_eq!(open_request(&p, None), OPEN_60);
         // The server's answer, as captured: the token, then the same parameters.
         let reply = open_reply(TOKEN, &p);
         assert_eq!(reply.len(), 34);
         assert_eq!(&reply[..12], &[0x14, 0xa7, 0x5b, 0x03, 0x1e, 0xdb, 0x18, 0x16, 0x0d, 0x12, 0x28, 0x7a]);
         assert_eq!(&reply[12..], &OPEN_60[4..]);
-        assert_eq!(parse_reply(&reply, &p).unwrap(), Reply::Open(TOKEN, p));
+        assert_eq!(parse_reply(&reply, &p, None).unwrap(), Reply::Open(TOKEN, p));
     }
 
     #[test]
     fn a_data_reply_fills_the_request_exactly_as_captured() {
         let p = default_params();
         assert_eq!(p.min_data_len(false), 60);
-        let mut packet = data_request(TOKEN, 1, 60);
+        let mut packet = data_request(TOKEN, 1, 60, false);
         assert_eq!(parse_request(&packet).unwrap(), Request::Data { token: TOKEN, sequence: 1 });
         let f = ReplyFields {
             received: 2,
@@ -548,17 +658,17 @@ mod tests {
         ];
         assert_eq!(&packet[..4], &[0x14, 0xa7, 0x5b, 0x02]);
         assert_eq!(&packet[4..52], &captured);
-        assert_eq!(parse_reply(&packet, &p).unwrap(), Reply::Data { sequence: 1, fields: f });
+        assert_eq!(parse_reply(&packet, &p, None).unwrap(), Reply::Data { sequence: 1, fields: f });
         let later = Stamp { wall: 7, mono: 9 };
         restamp_send(&mut packet, &p, later);
-        let Reply::Data { fields, .. } = parse_reply(&packet, &p).unwrap() else { panic!() };
+        let Reply::Data { fields, .. } = parse_reply(&packet, &p, None).unwrap() else { panic!() };
         assert_eq!((fields.sent_at, fields.received_at), (later, f.received_at));
     }
 
     #[test]
     fn a_request_too_short_for_its_reply_gets_none() {
         let p = default_params();
-        let mut short = data_request(TOKEN, 0, 59);
+        let mut short = data_request(TOKEN, 0, 59, false);
         assert_eq!(write_data_reply(&mut short, &p, &ReplyFields::default()), None);
         let minimal = Params { protocol_version: 1, ..Params::default() };
         assert_eq!(minimal.min_data_len(false), 16);
@@ -579,7 +689,85 @@ mod tests {
         assert!(matches!(parse_request(&[0x14, 0xa7, 0x5b, 1, 2, 0x80]), Err(IrttError::Param(_))));
         assert!(matches!(parse_request(&[0x14, 0xa7, 0x5b, 1, 2, 1]), Err(IrttError::Param(_))), "negative duration");
         assert_eq!(parse_request(&[0x14, 0xa7, 0x5b, 0, 1, 2]), Err(IrttError::NotIrtt), "a data packet too short");
-        assert_eq!(parse_request(&close_request(TOKEN)), Ok(Request::Close { token: TOKEN }));
+        assert_eq!(parse_request(&close_request(TOKEN, None)), Ok(Request::Close { token: TOKEN }));
+    }
+
+    /// `irtt client -i 100ms -d 300ms --hmac=sekrit` against `irtt server --hmac=sekrit`
+    /// (0.9), captured on loopback: the open, the server's open reply, the second data reply
+    /// and the close.
+    const SIGNED_OPEN: [u8; 39] = [
+        0x14, 0xa7, 0x5b, 0x09, 0x4c, 0x65, 0x40, 0x0c, 0x24, 0x33, 0x89, 0xe3, 0xff, 0x88, 0x69, 0xd4, 0x1e, 0x4c,
+        0x38, 0xb3, 0x01, 0x02, 0x02, 0x80, 0x8c, 0x8d, 0x9e, 0x02, 0x03, 0x80, 0x84, 0xaf, 0x5f, 0x05, 0x06, 0x06,
+        0x06, 0x07, 0x06,
+    ];
+    const SIGNED_OPEN_REPLY: [u8; 47] = [
+        0x14, 0xa7, 0x5b, 0x0b, 0x3f, 0xab, 0x09, 0xc8, 0x64, 0x87, 0x5e, 0xf5, 0xb1, 0xd7, 0x0c, 0xe9, 0xe6, 0x12,
+        0x96, 0xb4, 0xfa, 0xe0, 0xd2, 0xc6, 0x59, 0x2a, 0xda, 0xe6, 0x01, 0x02, 0x02, 0x80, 0x8c, 0x8d, 0x9e, 0x02,
+        0x03, 0x80, 0x84, 0xaf, 0x5f, 0x05, 0x06, 0x06, 0x06, 0x07, 0x06,
+    ];
+    const SIGNED_REPLY_1: [u8; 76] = [
+        0x14, 0xa7, 0x5b, 0x0a, 0x1b, 0x35, 0x37, 0x37, 0xdc, 0xb2, 0x6b, 0x45, 0x9f, 0x4e, 0x0d, 0x8e, 0xfc, 0x36,
+        0x14, 0x00, 0xfa, 0xe0, 0xd2, 0xc6, 0x59, 0x2a, 0xda, 0xe6, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x55, 0x76, 0x79, 0xf4, 0xe6, 0x6e, 0xec, 0x18, 0x45, 0x19,
+        0x3b, 0x60, 0x00, 0x00, 0x00, 0x00, 0x18, 0xb2, 0x79, 0xf4, 0xe6, 0x6e, 0xec, 0x18, 0xf4, 0x54, 0x3b, 0x60,
+        0x00, 0x00, 0x00, 0x00,
+    ];
+    const SIGNED_CLOSE: [u8; 28] = [
+        0x14, 0xa7, 0x5b, 0x0c, 0x61, 0x3a, 0x97, 0x36, 0xb1, 0xab, 0xa3, 0xba, 0xc3, 0x4e, 0x48, 0xf9, 0xbd, 0xb9,
+        0x6a, 0x3c, 0xfa, 0xe0, 0xd2, 0xc6, 0x59, 0x2a, 0xda, 0xe6,
+    ];
+
+    #[test]
+    fn a_server_with_a_key_reads_signed_requests_and_signs_its_replies_as_irtts_does() {
+        let key = b"sekrit";
+        let Ok(Request::Open(p)) = parse_request_keyed(&SIGNED_OPEN, Some(key)) else { panic!("not an open") };
+        let token = [0xfa, 0xe0, 0xd2, 0xc6, 0x59, 0x2a, 0xda, 0xe6];
+        assert_eq!(open_reply_keyed(token, &p, Some(key)), SIGNED_OPEN_REPLY, "irtt's own reply, byte for byte");
+        assert_eq!(parse_request_keyed(&SIGNED_OPEN, Some(b"other")), Err(IrttError::BadHmac));
+        assert_eq!(parse_request_keyed(&OPEN_60, Some(key)), Err(IrttError::BadHmac), "unsigned");
+        assert_eq!(parse_request_keyed(&SIGNED_CLOSE, Some(key)), Ok(Request::Close { token }));
+        // The request of SIGNED_REPLY_1, answered with its fields: the captured reply.
+        let mut packet = data_request(token, 1, 76, true);
+        sign(&mut packet, key);
+        assert_eq!(parse_request_keyed(&packet, Some(key)), Ok(Request::Data { token, sequence: 1 }));
+        let Ok(Reply::Data { fields, .. }) = parse_reply(&SIGNED_REPLY_1, &p, Some(key)) else { panic!() };
+        write_data_reply(&mut packet, &p, &fields).unwrap();
+        restamp_send(&mut packet, &p, fields.sent_at);
+        sign(&mut packet, key);
+        assert_eq!(packet, SIGNED_REPLY_1);
+    }
+
+    #[test]
+    fn signed_packets_are_irtts_own_and_a_wrong_key_or_none_is_refused() {
+        let key = b"sekrit";
+        let p = Params {
+            protocol_version: 1,
+            duration_ns: 300_000_000,
+            interval_ns: 100_000_000,
+            stats: ReceivedStats { count: true, window: true },
+            stamp_at: StampAt::Both,
+            wall: true,
+            monotonic: true,
+            ..Params::default()
+        };
+        assert_eq!(open_request(&p, Some(key)), SIGNED_OPEN);
+        let token = [0xfa, 0xe0, 0xd2, 0xc6, 0x59, 0x2a, 0xda, 0xe6];
+        assert_eq!(close_request(token, Some(key)), SIGNED_CLOSE);
+        assert_eq!(parse_reply(&SIGNED_OPEN_REPLY, &p, Some(key)), Ok(Reply::Open(token, p.clone())));
+        let Reply::Data { sequence, fields } = parse_reply(&SIGNED_REPLY_1, &p, Some(key)).unwrap() else { panic!() };
+        assert_eq!((sequence, fields.received, fields.window), (1, 2, 3));
+        assert_eq!(fields.received_at.wall, 0x18ec_6ee6_f479_7655);
+        assert_eq!(p.min_data_len(true), SIGNED_REPLY_1.len());
+        // The request that got that reply, rebuilt and signed.
+        let mut request = data_request(token, 1, 76, true);
+        sign(&mut request, key);
+        assert!(verify(&request, key) && !verify(&request, b"other"));
+        assert_eq!(parse_reply(&SIGNED_REPLY_1, &p, Some(b"other")), Err(IrttError::BadHmac));
+        assert_eq!(parse_reply(&SIGNED_REPLY_1, &p, None), Err(IrttError::Hmac));
+        assert_eq!(parse_reply(&open_reply(token, &p), &p, Some(key)), Err(IrttError::BadHmac), "unsigned");
+        assert_eq!(hmac_key(b"0x0aFf").unwrap(), [0x0a, 0xff]);
+        assert_eq!(hmac_key(b"plain").unwrap(), b"plain");
+        assert!(hmac_key(b"0xabc").is_err() && hmac_key(b"0xzz").is_err());
     }
 
     fn stamp_at() -> impl Strategy<Value = StampAt> {
@@ -604,9 +792,9 @@ mod tests {
     proptest! {
         #[test]
         fn params_round_trip(p in params()) {
-            let Request::Open(back) = parse_request(&open_request(&p)).unwrap() else { panic!() };
+            let Request::Open(back) = parse_request(&open_request(&p, None)).unwrap() else { panic!() };
             prop_assert_eq!(&back, &p);
-            prop_assert_eq!(parse_reply(&open_reply(TOKEN, &p), &p).unwrap(), Reply::Open(TOKEN, p));
+            prop_assert_eq!(parse_reply(&open_reply(TOKEN, &p), &p, None).unwrap(), Reply::Open(TOKEN, p));
         }
 
         #[test]
@@ -615,7 +803,7 @@ mod tests {
             r in any::<(i64, i64, i64, i64)>(), sequence: u32,
         ) {
             let len = p.min_data_len(false) + extra;
-            let mut packet = data_request(TOKEN, sequence, len);
+            let mut packet = data_request(TOKEN, sequence, len, false);
             let f = ReplyFields {
                 received, window,
                 received_at: Stamp { wall: r.0, mono: r.1 },
@@ -623,7 +811,7 @@ mod tests {
             };
             write_data_reply(&mut packet, &p, &f).unwrap();
             prop_assert_eq!(packet.len(), len);
-            let Reply::Data { sequence: s, fields } = parse_reply(&packet, &p).unwrap() else { panic!() };
+            let Reply::Data { sequence: s, fields } = parse_reply(&packet, &p, None).unwrap() else { panic!() };
             prop_assert_eq!(s, sequence);
             if p.stats.count { prop_assert_eq!(fields.received, received); }
             if p.stats.window { prop_assert_eq!(fields.window, window); }
@@ -635,7 +823,9 @@ mod tests {
             let mut with_magic = MAGIC.to_vec();
             with_magic.extend_from_slice(&b);
             let _ = parse_request(&with_magic);
-            let _ = parse_reply(&with_magic, &Params::default());
+            let _ = parse_request_keyed(&with_magic, Some(b"key"));
+            let _ = parse_reply(&with_magic, &Params::default(), None);
+            let _ = parse_reply(&with_magic, &Params::default(), Some(b"key"));
         }
     }
 }

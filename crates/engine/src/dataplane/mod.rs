@@ -19,6 +19,7 @@ mod wake_batching;
 
 pub use formats::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 pub(crate) use rr::{latency_cdf, latency_us};
+pub use rr::{RrFraming, RrFramingSlot};
 pub use udp::DatagramPacer;
 
 use netchar_model::{
@@ -122,6 +123,8 @@ pub struct StreamOptions {
     /// compares what it reads with what its sender wrote (stream id − streams of a flow; an
     /// rr requester, its requests), not with a generator of the far end's.
     pub echoed: bool,
+    /// A peer's own UDP rr requests (irtt's), for the requester to send in netchar's place.
+    pub rr_framing: Option<RrFramingSlot>,
 }
 
 /// One connected data stream, ready to run.
@@ -823,7 +826,8 @@ impl Worker {
             (Role::Sender, DataSocket::Tcp(s)) if rr => rr::tcp_requester(sh, ctl, spec, t0, s, made),
             (Role::Receiver, DataSocket::Tcp(s)) if rr => rr::tcp_responder(sh, ctl, spec, s, made),
             (Role::Sender, DataSocket::Udp(s)) if rr => {
-                rr::udp_requester(sh, ctl, spec, t0, s, self.cfg.datagrams, made)
+                let framing = self.options.rr_framing.as_ref().and_then(RrFramingSlot::take);
+                rr::udp_requester(sh, ctl, spec, t0, s, self.cfg.datagrams, made, framing)
             }
             (Role::Receiver, DataSocket::Udp(s)) if rr => rr::udp_responder(sh, ctl, spec, s, self.cfg.datagrams, made),
             (Role::Sender, DataSocket::CrrTarget(a)) => rr::crr_requester(sh, ctl, spec, t0, *a),

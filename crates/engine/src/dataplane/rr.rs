@@ -11,7 +11,7 @@ use super::integrity::{DatagramCheck, StreamCheck, TestPayload, RESPONSE_KEY, RR
 use super::udp::realtime_at;
 use super::{send_deadline, Controls, DatagramFormatKind, StreamShared, POLL};
 use crate::is_retry;
-use netchar_model::{CdfPoint, LatencyUs, RrFigures, RrOptions, StreamInterval, TestSpec};
+use netchar_model::{CdfPoint, LatencyUs, OneWayFigures, RrFigures, RrOptions, StreamInterval, TestSpec};
 use netchar_stats::distribution::Distribution;
 use netchar_sys::clock::{Stamp, Stopwatch};
 use netchar_sys::{direct, udp};
@@ -20,6 +20,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Longest blocking wait before the flags are checked again.
@@ -80,6 +81,8 @@ struct Ledger {
     interval: f64,
     index: u64,
     closed: Vec<StreamInterval>,
+    /// What a peer's answers said beyond the round trips (RrFraming::finish), for the totals.
+    one_way: Option<OneWayFigures>,
 }
 
 impl Ledger {
@@ -97,6 +100,7 @@ impl Ledger {
             interval: spec.interval_seconds,
             index: 0,
             closed: Vec::new(),
+            one_way: None,
         }
     }
 
@@ -174,6 +178,7 @@ impl Ledger {
             connect_latency_us: None,
             receive_wakeup_us: None,
             latency_cdf: Vec::new(),
+            one_way: None,
         }
     }
 
@@ -234,6 +239,7 @@ impl Ledger {
         let mut totals = self.figures(&self.whole, (self.transactions, self.lost, self.late), end);
         totals.connect_latency_us = connects.as_ref().map(latency_us);
         totals.receive_wakeup_us = wakeups.as_ref().filter(|d| d.count() > 0).map(latency_us);
+        totals.one_way = self.one_way.take();
         shared.set_rr_final(totals, self.closed, self.whole, connects, wakeups);
     }
 }
@@ -250,7 +256,7 @@ pub(super) struct RrBytes<'a> {
     pub(super) echoed: bool,
 }
 
-impl RrBytes<'_> {
+impl<'a> RrBytes<'a> {
     fn requests_key(id: u32) -> u32 {
         id
     }
@@ -269,8 +275,9 @@ impl RrBytes<'_> {
     }
 
     /// The datagram generator, when requests and responses are made by it (UDP).
-    fn datagrams(&self) -> Option<&netchar_wire::payload::DatagramPayload> {
-        self.payload.datagrams.as_deref().filter(|_| self.payload.rr_generated)
+    fn datagrams(&self) -> Option<&'a netchar_wire::payload::DatagramPayload> {
+        let payload: &'a TestPayload = self.payload;
+        payload.datagrams.as_deref().filter(|_| self.payload.rr_generated)
     }
 
     /// A check of what comes in under `key` over TCP, with `--verify`.
@@ -579,10 +586,112 @@ fn key_of(bytes: &[u8], width: usize) -> u64 {
     u64::from_le_bytes(k)
 }
 
+/// A peer protocol's own UDP rr requests (irtt's), for the requester to send in place of
+/// netchar's: the protocol's header around the sequence key, its schedule, its signature, and
+/// what its answers say beyond the round trip. Given to the data plane through
+/// [`super::StreamOptions::rr_framing`] once the protocol's setup has run (its token known).
+pub trait RrFraming: Send {
+    /// A request as it goes out but for its sequence key: the protocol's header, at the
+    /// request's length.
+    fn template(&self) -> Vec<u8>;
+    /// Where requests carry the sequence key and answers return it, and its width (bytes,
+    /// little-endian).
+    fn key_at(&self) -> (usize, usize);
+    /// One request per interval on a fixed schedule (the n-th due at the start plus n
+    /// intervals), whatever the answers; None: as many as `--inflight` keeps outstanding.
+    fn interval(&self) -> Option<Duration>;
+    /// Finishes a request once its key is in (irtt: signs it).
+    fn seal(&mut self, _request: &mut [u8]) {}
+    /// Whether a datagram read is the peer's answer (irtt: its signature and token); one that is
+    /// not is ignored, as a stray datagram on the socket.
+    fn accepts(&mut self, _answer: &[u8]) -> bool {
+        true
+    }
+    /// The answer to request `sequence`, sent and read at these realtime nanoseconds.
+    fn answered(&mut self, sequence: u64, sent_real_ns: u64, read_real_ns: u64, answer: &[u8]);
+    /// After the last answer, of `requests` sent: the datagrams that end the peer's session
+    /// (irtt's close), and the one-way figures its answers gave.
+    fn finish(&mut self, requests: u64) -> (Vec<Vec<u8>>, Option<OneWayFigures>);
+}
+
+/// A framing handed to the data plane for its one requester, taken by it when it starts.
+#[derive(Clone)]
+pub struct RrFramingSlot(Arc<Mutex<Option<Box<dyn RrFraming>>>>);
+
+impl RrFramingSlot {
+    /// A slot holding `framing`.
+    pub fn new(framing: Box<dyn RrFraming>) -> Self {
+        Self(Arc::new(Mutex::new(Some(framing))))
+    }
+
+    pub(super) fn take(&self) -> Option<Box<dyn RrFraming>> {
+        self.0.lock().ok().and_then(|mut f| f.take())
+    }
+}
+
+impl std::fmt::Debug for RrFramingSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RrFramingSlot")
+    }
+}
+
+/// What the UDP requester sends: netchar's request (the sequence key in front, `--payload`'s
+/// bytes after it) or a peer's framing of it.
+struct Requests<'a> {
+    request: Vec<u8>,
+    key_at: usize,
+    width: usize,
+    mask: u64,
+    generated: Option<&'a netchar_wire::payload::DatagramPayload>,
+    varies: bool,
+    framing: Option<Box<dyn RrFraming>>,
+}
+
+impl<'a> Requests<'a> {
+    fn new(opts: &RrOptions, made: RrBytes<'a>, id: u32, framing: Option<Box<dyn RrFraming>>) -> Self {
+        let (mut request, key_at, width, generated) = match &framing {
+            Some(f) => {
+                let (at, width) = f.key_at();
+                (f.template(), at, width.clamp(1, 8), None)
+            }
+            None => (vec![b'q'; opts.request_bytes as usize], 0, key_width(opts), made.datagrams()),
+        };
+        if let Some(g) = generated {
+            g.fill(RrBytes::requests_key(id), 0, &mut request, width);
+        }
+        let mask = if width == 8 { u64::MAX } else { (1u64 << (8 * width)) - 1 };
+        let varies = generated.is_some_and(|g| !g.is_constant());
+        Self { request, key_at, width, mask, generated, varies, framing }
+    }
+
+    /// Request `seq`, ready to send.
+    #[inline]
+    fn build(&mut self, id: u32, seq: u64) -> &[u8] {
+        self.request[self.key_at..self.key_at + self.width].copy_from_slice(&seq.to_le_bytes()[..self.width]);
+        if let (true, Some(g)) = (self.varies, self.generated) {
+            // A random payload's bytes are the request's: one copy from the ring.
+            g.fill(RrBytes::requests_key(id), seq & self.mask, &mut self.request, self.width);
+        }
+        if let Some(f) = self.framing.as_mut() {
+            f.seal(&mut self.request);
+        }
+        &self.request
+    }
+
+    /// The sequence key an answer returns, if it is long enough to carry one.
+    #[inline]
+    fn key_in(&self, answer: &[u8]) -> Option<u64> {
+        (answer.len() >= self.key_at + self.width).then(|| key_of(&answer[self.key_at..], self.width))
+    }
+}
+
 /// The UDP requester: requests carry the low bytes of their sequence number; a request with
 /// no response after `--timeout` is lost, a response that comes later is late. A peer that
 /// echoes no key (`datagrams`, DatagramFormatKind::echoes_rr_keys) has each answer taken for
-/// the oldest request outstanding, and a format with end marks gets them after the last.
+/// the oldest request outstanding, and a format with end marks gets them after the last. A
+/// peer's own requests (`framing`: irtt's) carry its header, go out on its schedule, and its
+/// answers are read for what they say beyond the round trip.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn udp_requester(
     shared: &StreamShared,
     controls: &Controls,
@@ -591,171 +700,308 @@ pub(super) fn udp_requester(
     socket: &UdpSocket,
     datagrams: DatagramFormatKind,
     made: RrBytes<'_>,
+    framing: Option<Box<dyn RrFraming>>,
 ) -> io::Result<()> {
     let opts = spec.rr.clone().unwrap_or_default();
+    let requests = Requests::new(&opts, made, shared.id, framing);
+    let paced = requests.framing.as_ref().and_then(|f| f.interval());
     // Receives block with no timeout: a receive timeout arms and cancels a kernel timer on
     // every receive that waits (0.46-0.72 per transaction, bench/rr_counts.sh; netperf 0.001).
     // The requester says instead by when it must be woken (its oldest request's --timeout, its
     // interval's end) and the collector wakes it then (StreamShared::become_waiter); the
-    // abort shuts the socket's read side. Where that cannot be set up, the timeout it was.
+    // abort shuts the socket's read side. Where that cannot be set up, the timeout it was; a
+    // requester on a schedule sets its timeout to its next request's time (a few a second,
+    // not one per transaction of a closed loop).
     let waiter = if opts.busy_poll {
         socket.set_nonblocking(true)?;
         None
     } else {
-        let waiter = shared.become_waiter().ok();
+        let waiter = if paced.is_some() { None } else { shared.become_waiter().ok() };
         let poll = WAIT.min(Duration::from_secs_f64(opts.timeout_seconds));
         socket.set_read_timeout(if waiter.is_some() { None } else { Some(poll) })?;
         waiter
     };
-    let (req, resp) = (opts.request_bytes as usize, opts.response_bytes as usize);
-    let width = key_width(&opts);
-    let keyed = datagrams.echoes_rr_keys();
-    let mask = if width == 8 { u64::MAX } else { (1u64 << (8 * width)) - 1 };
-    let timeout = Duration::from_secs_f64(opts.timeout_seconds);
-    let mut request = vec![b'q'; req];
-    let generated = made.datagrams();
-    let varies = generated.is_some_and(|g| !g.is_constant());
-    if let Some(g) = generated {
-        g.fill(RrBytes::requests_key(shared.id), 0, &mut request, width);
-    }
-    let mut check = made.datagram_check(made.responses_key(shared.id), width);
-    let mut buf = vec![0u8; resp.max(64) + 1];
-    let ending = Ending::new(spec, started, shared.id);
-    let mut ledger = Ledger::new(spec);
-    // (sequence, sent at), oldest first.
-    let mut outstanding: VecDeque<(u64, Stamp)> = VecDeque::new();
-    let mut pauses = Pauses::new(&opts);
-    // Kernel receive stamps (--wakeup-stamps) show how much of each round trip was the wait to
-    // be woken. Off by default: the kernel then stamps every packet it receives and each answer
-    // needs recvmsg with a control message: on one core, 10 alternated rounds gave 56.1k/s with
-    // them and 58.5k/s without (~4%), another 10 gave 58.8k/s by recvmsg and 60.3k/s by recv.
-    let stamps = opts.wakeup_stamps && udp::enable_rx_timestamps(socket.as_fd()).is_ok();
-    let mut wakeups = Distribution::new();
-    let (mut seq, mut bytes, mut interval_bytes) = (0u64, 0u64, 0u64);
-    let mut end = started;
-    // Kernel stamps are on the realtime clock: place them on this end's monotonic timeline once,
-    // rather than reading a second clock with every reply.
-    let started_real = realtime_at(started);
-    // One clock reading per transaction, as in the TCP requester: the moment an answer is read
-    // ends its round trip and starts the next request's, which is sent before any bookkeeping.
-    // `fresh`: no request was stamped with `now` yet (a second request of a burst, or one after
-    // a pause, reads the clock again). On one core the answer can arrive (and the responder
-    // run) inside the send itself, so the reading must come before the send, which it does.
-    let mut watch = Stopwatch::new();
-    let mut now = watch.stamp();
-    let mut fresh = true;
+    let mut r = UdpRequester::new(shared, controls, spec, started, socket, datagrams, made, requests, &opts);
     let outcome = loop {
-        let stopping = ending.reached(controls, seq, now.at);
-        while !stopping && outstanding.len() < opts.inflight as usize && !ending.reached(controls, seq, now.at) {
-            if pauses.before(seq) || !fresh {
-                now = watch.stamp();
-            }
-            fresh = false;
-            request[..width].copy_from_slice(&seq.to_le_bytes()[..width]);
-            if let (true, Some(g)) = (varies, generated) {
-                // A random payload's bytes are the request's: one copy from the ring.
-                g.fill(RrBytes::requests_key(shared.id), seq & mask, &mut request, width);
-            }
-            match direct::send(socket.as_fd(), &request) {
-                Ok(_) => {
-                    outstanding.push_back((seq, now));
-                    seq += 1;
-                }
-                Err(e) if is_retry(&e) || e.raw_os_error() == Some(105) => break,
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                    break;
-                }
-                Err(e) => return Err(e),
+        let stopping = r.ending.reached(controls, r.seq, r.now.at);
+        if !stopping {
+            if let Err(e) = r.send_due(paced) {
+                break Err(e);
             }
         }
         // With the next request on its way, record the answers read so far when due: no round
         // trip includes this work.
-        ledger.settle_due(end, started, shared, &mut interval_bytes, bytes);
-        while outstanding.front().is_some_and(|&(_, t)| now.at - t.at >= timeout) {
-            outstanding.pop_front();
-            ledger.lost += 1;
-        }
-        if (stopping && outstanding.is_empty()) || controls.abort.load(Ordering::Relaxed) {
+        r.ledger.settle_due(r.end, started, shared, &mut r.interval_bytes, r.bytes);
+        r.expire();
+        if (stopping && r.outstanding.is_empty()) || controls.abort.load(Ordering::Relaxed) {
             break Ok(());
         }
+        let expiry = r.outstanding.front().map_or(r.now.at + WAIT, |&(_, t)| t.at + r.timeout);
         if let Some(w) = &waiter {
             // (Nothing outstanding: a send was refused, try again soon.)
-            let expiry = outstanding.front().map_or(now.at + WAIT, |&(_, t)| t.at + timeout);
-            w.wake_by(ledger.next_close(started).map_or(expiry, |c| c.min(expiry)));
+            w.wake_by(r.ledger.next_close(started).map_or(expiry, |c| c.min(expiry)));
+        } else if let (Some(iv), false) = (paced, opts.busy_poll) {
+            let due = if stopping { expiry } else { expiry.min(r.next_due(iv)) };
+            let wait = due.saturating_duration_since(r.now.at).clamp(Duration::from_micros(100), WAIT);
+            socket.set_read_timeout(Some(wait))?;
         }
-
-        let received = if stamps {
-            udp::recv_timestamped(socket.as_fd(), &mut buf)
-        } else {
-            direct::recv(socket.as_fd(), &mut buf).map(|n| (n, None))
-        };
-        match received {
-            // A challenge still in flight when the test started (docs/protocol.md): not an answer.
-            Ok((n, _)) if netchar_wire::datagram::DatagramHeader::is_challenge(&buf[..n]) => {}
-            Ok((n, stamp)) if n >= width => {
-                now = watch.stamp();
-                let at = now.at;
-                fresh = true;
-                if let Some(k) = stamp {
-                    let at_real = started_real + (at - started).as_nanos() as u64;
-                    wakeups.record(at_real.saturating_sub(k));
-                }
-                bytes += n as u64;
-                interval_bytes += n as u64;
-                if let Some(c) = check.as_mut() {
-                    c.check(key_of(&buf, width), &buf[..n], || (at - started).as_secs_f64());
-                }
-                let answered = if keyed {
-                    let key = key_of(&buf, width);
-                    outstanding.iter().position(|&(s, _)| s & mask == key)
-                } else {
-                    (!outstanding.is_empty()).then_some(0)
-                };
-                match answered {
-                    Some(i) => {
-                        let (_, t) = outstanding.remove(i).expect("index from position");
-                        ledger.completed(watch.nanos(t, now));
-                    }
-                    None => ledger.late_answer(),
-                }
-                end = at;
-            }
-            Ok(_) => {
-                now = watch.stamp();
-                fresh = true;
-            }
-            Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {
-                now = watch.stamp();
-                fresh = true;
-                // Woken with nothing read (a timeout, an interval's end): the intervals that
-                // ended close now, with the round trips still waiting in them.
-                ledger.settle(now.at, started, shared, &mut interval_bytes, bytes);
-            }
-            Err(e) => break Err(e),
+        if let Err(e) = r.receive() {
+            break Err(e);
         }
     };
     // No wake from here on: it would only interrupt the end marks.
     drop(waiter);
-    // The round trips read last, and the final counts.
-    ledger.settle(end, started, shared, &mut interval_bytes, bytes);
-    let end_s = end.saturating_duration_since(started);
-    shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
-    // netchar's UDP rr sends no end marker (its responder stops after the client's
-    // sender_done); a format with end marks sends them (again if a wake sent just before the
-    // waiter left interrupted one).
-    for _ in 0..datagrams.end_marks().unwrap_or(0) {
-        while let Err(e) = socket.send(&[]) {
-            if e.kind() != io::ErrorKind::Interrupted {
-                break;
-            }
+    r.finish(outcome)
+}
+
+/// One UDP requester's state over its run (see [`udp_requester`]).
+struct UdpRequester<'a> {
+    shared: &'a StreamShared,
+    controls: &'a Controls,
+    started: Instant,
+    socket: &'a UdpSocket,
+    datagrams: DatagramFormatKind,
+    requests: Requests<'a>,
+    inflight: usize,
+    keyed: bool,
+    timeout: Duration,
+    check: Option<DatagramCheck>,
+    buf: Vec<u8>,
+    ending: Ending,
+    ledger: Ledger,
+    /// (sequence, sent at), oldest first.
+    outstanding: VecDeque<(u64, Stamp)>,
+    pauses: Pauses,
+    stamps: bool,
+    wakeups: Distribution,
+    seq: u64,
+    /// On a schedule: the slot of the next request (slots missed while late are skipped).
+    slot: u64,
+    bytes: u64,
+    interval_bytes: u64,
+    end: Instant,
+    started_real: u64,
+    watch: Stopwatch,
+    now: Stamp,
+    fresh: bool,
+}
+
+impl<'a> UdpRequester<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        shared: &'a StreamShared,
+        controls: &'a Controls,
+        spec: &TestSpec,
+        started: Instant,
+        socket: &'a UdpSocket,
+        datagrams: DatagramFormatKind,
+        made: RrBytes<'a>,
+        requests: Requests<'a>,
+        opts: &RrOptions,
+    ) -> Self {
+        let check = if requests.framing.is_some() {
+            None
+        } else {
+            made.datagram_check(made.responses_key(shared.id), requests.width)
+        };
+        // Kernel receive stamps (--wakeup-stamps) show how much of each round trip was the wait
+        // to be woken. Off by default: the kernel then stamps every packet it receives and each
+        // answer needs recvmsg with a control message: on one core, 10 alternated rounds gave
+        // 56.1k/s with them and 58.5k/s without (~4%), another 10 gave 58.8k/s by recvmsg and
+        // 60.3k/s by recv.
+        let stamps = opts.wakeup_stamps && udp::enable_rx_timestamps(socket.as_fd()).is_ok();
+        let mut watch = Stopwatch::new();
+        let now = watch.stamp();
+        Self {
+            shared,
+            controls,
+            started,
+            socket,
+            datagrams,
+            // A schedule sends whatever is outstanding; --timeout bounds what is.
+            inflight: if requests.framing.as_ref().is_some_and(|f| f.interval().is_some()) {
+                usize::MAX
+            } else {
+                opts.inflight as usize
+            },
+            keyed: datagrams.echoes_rr_keys(),
+            timeout: Duration::from_secs_f64(opts.timeout_seconds),
+            check,
+            buf: vec![0u8; (opts.response_bytes as usize).max(requests.request.len()).max(64) + 1],
+            requests,
+            ending: Ending::new(spec, started, shared.id),
+            ledger: Ledger::new(spec),
+            outstanding: VecDeque::new(),
+            pauses: Pauses::new(opts),
+            stamps,
+            wakeups: Distribution::new(),
+            seq: 0,
+            slot: 0,
+            bytes: 0,
+            interval_bytes: 0,
+            end: started,
+            // Kernel stamps and a peer's are on the realtime clock: this end's monotonic
+            // timeline is placed on it once, rather than a second clock read with every reply.
+            started_real: realtime_at(started),
+            // One clock reading per transaction, as in the TCP requester: the moment an answer
+            // is read ends its round trip and starts the next request's, which is sent before
+            // any bookkeeping. `fresh`: no request was stamped with `now` yet (a second request
+            // of a burst, or one after a pause, reads the clock again). On one core the answer
+            // can arrive (and the responder run) inside the send itself, so the reading must
+            // come before the send, which it does.
+            watch,
+            now,
+            fresh: true,
         }
     }
-    shared.packets.store(seq, Ordering::Release);
-    ledger.finish_all(shared, end_s.as_secs_f64(), interval_bytes, None, Some(wakeups));
-    if let Some(c) = check {
-        shared.set_integrity(c.finish());
+
+    /// Sends the requests due: up to `--inflight` outstanding, or those a schedule of one per
+    /// `paced` has reached.
+    #[inline]
+    fn send_due(&mut self, paced: Option<Duration>) -> io::Result<()> {
+        while self.outstanding.len() < self.inflight && !self.ending.reached(self.controls, self.seq, self.now.at) {
+            if self.pauses.before(self.seq) || !self.fresh {
+                self.now = self.watch.stamp();
+            }
+            if let Some(iv) = paced {
+                if self.now.at < self.next_due(iv) {
+                    return Ok(());
+                }
+            }
+            self.fresh = false;
+            let request = self.requests.build(self.shared.id, self.seq);
+            match direct::send(self.socket.as_fd(), request) {
+                Ok(_) => {
+                    self.outstanding.push_back((self.seq, self.now));
+                    self.seq += 1;
+                    if let Some(iv) = paced {
+                        // A request sent late takes the slot it was due in and skips those it
+                        // missed, as irtt's client does: no catch-up burst, which a server
+                        // enforcing its interval would drop.
+                        let elapsed = (self.now.at - self.started).as_nanos() / iv.as_nanos().max(1);
+                        self.slot = (self.slot + 1).max(elapsed as u64 + 1);
+                    }
+                }
+                Err(e) if is_retry(&e) || e.raw_os_error() == Some(105) => break,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
-    outcome
+
+    /// When the next request of a schedule of one per `interval` is due.
+    fn next_due(&self, interval: Duration) -> Instant {
+        self.started + Duration::from_nanos((interval.as_nanos() as u64).saturating_mul(self.slot))
+    }
+
+    /// Counts the requests unanswered after `--timeout` as lost.
+    fn expire(&mut self) {
+        while self.outstanding.front().is_some_and(|&(_, t)| self.now.at - t.at >= self.timeout) {
+            self.outstanding.pop_front();
+            self.ledger.lost += 1;
+        }
+    }
+
+    /// Reads (or waits for) one answer and matches it to its request.
+    #[inline]
+    fn receive(&mut self) -> io::Result<()> {
+        let received = if self.stamps {
+            udp::recv_timestamped(self.socket.as_fd(), &mut self.buf)
+        } else {
+            direct::recv(self.socket.as_fd(), &mut self.buf).map(|n| (n, None))
+        };
+        match received {
+            // A challenge still in flight when the test started (docs/protocol.md): not an answer.
+            Ok((n, _)) if netchar_wire::datagram::DatagramHeader::is_challenge(&self.buf[..n]) => {}
+            Ok((n, stamp)) if self.requests.key_in(&self.buf[..n]).is_some() => self.answer(n, stamp),
+            Ok(_) => {
+                self.now = self.watch.stamp();
+                self.fresh = true;
+            }
+            Err(e) if is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {
+                self.now = self.watch.stamp();
+                self.fresh = true;
+                // Woken with nothing read (a timeout, an interval's end): the intervals that
+                // ended close now, with the round trips still waiting in them.
+                self.ledger.settle(self.now.at, self.started, self.shared, &mut self.interval_bytes, self.bytes);
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// An answer of `n` bytes (kernel-stamped at `stamp`, realtime ns) just read.
+    #[inline]
+    fn answer(&mut self, n: usize, stamp: Option<u64>) {
+        self.now = self.watch.stamp();
+        let at = self.now.at;
+        self.fresh = true;
+        let answer = &self.buf[..n];
+        if let Some(f) = self.requests.framing.as_mut() {
+            if !f.accepts(answer) {
+                return;
+            }
+        }
+        if let Some(k) = stamp {
+            let at_real = self.started_real + (at - self.started).as_nanos() as u64;
+            self.wakeups.record(at_real.saturating_sub(k));
+        }
+        self.bytes += n as u64;
+        self.interval_bytes += n as u64;
+        let key = self.requests.key_in(answer).expect("the caller checked the length");
+        if let Some(c) = self.check.as_mut() {
+            c.check(key, answer, || (at - self.started).as_secs_f64());
+        }
+        let answered = if self.keyed {
+            let mask = self.requests.mask;
+            self.outstanding.iter().position(|&(s, _)| s & mask == key)
+        } else {
+            (!self.outstanding.is_empty()).then_some(0)
+        };
+        match answered {
+            Some(i) => {
+                let (seq, t) = self.outstanding.remove(i).expect("index from position");
+                self.ledger.completed(self.watch.nanos(t, self.now));
+                if let Some(f) = self.requests.framing.as_mut() {
+                    let real =
+                        |i: Instant| self.started_real + i.saturating_duration_since(self.started).as_nanos() as u64;
+                    f.answered(seq, real(t.at), real(at), answer);
+                }
+            }
+            None => self.ledger.late_answer(),
+        }
+        self.end = at;
+    }
+
+    /// The last round trips, the end marks or the peer's closing datagrams, the final figures.
+    fn finish(mut self, outcome: io::Result<()>) -> io::Result<()> {
+        let (shared, started) = (self.shared, self.started);
+        self.ledger.settle(self.end, started, shared, &mut self.interval_bytes, self.bytes);
+        let end_s = self.end.saturating_duration_since(started);
+        shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
+        // netchar's UDP rr sends no end marker (its responder stops after the client's
+        // sender_done); a format with end marks sends them (again if a wake sent just before the
+        // waiter left interrupted one), a peer's framing its closing datagrams.
+        let (closing, one_way) = match self.requests.framing.as_mut() {
+            Some(f) => f.finish(self.seq),
+            None => (vec![Vec::new(); self.datagrams.end_marks().unwrap_or(0) as usize], None),
+        };
+        for datagram in &closing {
+            while let Err(e) = self.socket.send(datagram) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    break;
+                }
+            }
+        }
+        shared.packets.store(self.seq, Ordering::Release);
+        self.ledger.one_way = one_way;
+        self.ledger.finish_all(shared, end_s.as_secs_f64(), self.interval_bytes, None, Some(self.wakeups));
+        if let Some(c) = self.check {
+            shared.set_integrity(c.finish());
+        }
+        outcome
+    }
 }
 
 /// The UDP responder: one response per request, echoing the request's leading bytes (the
@@ -1043,7 +1289,7 @@ mod tests {
         let shared = StreamShared::new(1, Flow::Up, Role::Sender, started);
         let payload = TestPayload::for_spec(&spec, true);
         let made = RrBytes { payload: &payload, echoed: false };
-        udp_requester(&shared, &Controls::default(), &spec, started, &client, DatagramFormatKind::Native, made)
+        udp_requester(&shared, &Controls::default(), &spec, started, &client, DatagramFormatKind::Native, made, None)
             .unwrap();
         let f = shared.udp_final.lock().unwrap().take().unwrap();
         let rr = f.rr.unwrap();
@@ -1077,13 +1323,88 @@ mod tests {
         let made = RrBytes { payload: &payload, echoed: false };
         std::thread::scope(|s| {
             let answering = s.spawn(|| udp_responder(&responder, &controls, &spec, &server, kind, made));
-            udp_requester(&requester, &controls, &spec, started, &client, kind, made).unwrap();
+            udp_requester(&requester, &controls, &spec, started, &client, kind, made, None).unwrap();
             answering.join().unwrap().unwrap();
         });
         let rr = requester.udp_final.lock().unwrap().take().unwrap().rr.unwrap();
         assert_eq!((rr.transactions, rr.lost, rr.late), (40, 0, 0));
         assert_eq!(responder.packets.load(Ordering::Acquire), 40);
         assert_eq!(responder.bytes.load(Ordering::Acquire), 40 * 30);
+    }
+
+    /// A peer's framing (RrFraming): requests are its template with the sequence key at its
+    /// offset, sealed, sent on its schedule; only the answers it accepts count, each handed
+    /// back with its request's number; its closing datagram goes out after the last.
+    #[test]
+    fn a_framing_shapes_the_requests_and_reads_the_answers_it_accepts() {
+        struct Framed {
+            seen: Arc<Mutex<Vec<u64>>>,
+        }
+        impl RrFraming for Framed {
+            fn template(&self) -> Vec<u8> {
+                b"HDR:....tail".to_vec()
+            }
+            fn key_at(&self) -> (usize, usize) {
+                (4, 4)
+            }
+            fn interval(&self) -> Option<Duration> {
+                Some(Duration::from_millis(2))
+            }
+            fn seal(&mut self, request: &mut [u8]) {
+                request[11] = request[4] ^ 0x5a;
+            }
+            fn accepts(&mut self, answer: &[u8]) -> bool {
+                answer.starts_with(b"ANS:")
+            }
+            fn answered(&mut self, sequence: u64, sent: u64, read: u64, answer: &[u8]) {
+                assert!(read >= sent && answer.len() == 12);
+                self.seen.lock().unwrap().push(sequence);
+            }
+            fn finish(&mut self, requests: u64) -> (Vec<Vec<u8>>, Option<OneWayFigures>) {
+                let one_way = OneWayFigures { peer_received: requests, ..OneWayFigures::default() };
+                (vec![b"BYE".to_vec()], Some(one_way))
+            }
+        }
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let mut spec = TestSpec::rr_default();
+        spec.rr = Some(RrOptions { udp: true, request_bytes: 1, response_bytes: 1, ..RrOptions::default() });
+        spec.end = netchar_model::EndCondition::Seconds(0.1);
+        spec.interval_seconds = 0.0;
+        let responder = std::thread::spawn(move || {
+            server.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 64];
+            let mut requests = Vec::new();
+            loop {
+                let (n, peer) = server.recv_from(&mut buf).unwrap();
+                if &buf[..n] == b"BYE" {
+                    return requests;
+                }
+                assert_eq!((n, &buf[..4], &buf[8..11]), (12, &b"HDR:"[..], &b"tai"[..]));
+                assert_eq!(buf[11], buf[4] ^ 0x5a, "sealed after the key was written");
+                requests.push(u32::from_le_bytes(buf[4..8].try_into().unwrap()));
+                // A stray datagram first, then the answer: only the answer counts.
+                server.send_to(b"junk-junk-ju", peer).unwrap();
+                buf[..4].copy_from_slice(b"ANS:");
+                server.send_to(&buf[..n], peer).unwrap();
+            }
+        });
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let started = Instant::now();
+        let shared = StreamShared::new(1, Flow::Up, Role::Sender, started);
+        let payload = TestPayload::for_spec(&spec, true);
+        let made = RrBytes { payload: &payload, echoed: false };
+        let framing: Box<dyn RrFraming> = Box::new(Framed { seen: Arc::clone(&seen) });
+        let kind = DatagramFormatKind::Native;
+        udp_requester(&shared, &Controls::default(), &spec, started, &client, kind, made, Some(framing)).unwrap();
+        let requests = responder.join().unwrap();
+        let rr = shared.udp_final.lock().unwrap().take().unwrap().rr.unwrap();
+        assert!(requests.len() >= 2, "{requests:?}");
+        assert_eq!(requests, (0..requests.len() as u32).collect::<Vec<_>>(), "numbered from 0, in order");
+        assert_eq!(*seen.lock().unwrap(), (0..requests.len() as u64).collect::<Vec<_>>());
+        assert_eq!((rr.transactions, rr.lost, rr.late), (requests.len() as u64, 0, 0));
+        assert_eq!(rr.one_way.unwrap().peer_received, requests.len() as u64);
     }
 
     /// The crr responder's connections inherit its listener's 10 ms timeout (no setsockopt per

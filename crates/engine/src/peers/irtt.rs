@@ -19,7 +19,11 @@
 //! once the opens of that source address add up to the reply (a stock client repeats its open
 //! after 1 s: its test starts 1 s later); every answer also passes the reflection guard
 //! (crate::reflection) and the requests beyond the granted interval (with irtt's burst of 5)
-//! are dropped unanswered. HMAC-signed packets are dropped: this server has no key.
+//! are dropped unanswered.
+//!
+//! HMAC: when the server's `--psk-file` has a line for the user `irtt`, its secret (`0x...`
+//! as hex, as irtt reads `--hmac`) is the key: only packets signed under it are answered, and
+//! every answer is signed, as `irtt server --hmac` does; otherwise signed packets are dropped.
 
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
 use crate::server_shared::ServerLog;
@@ -86,8 +90,10 @@ impl PeerListener for IrttListener {
         vec![self.local_addr().port()]
     }
     fn run(self: Box<Self>, ctx: PeerContext) {
+        let key = ctx.shared.cfg.keys.as_ref().and_then(|k| k.key(NAME)).and_then(|k| irtt::hmac_key(k).ok());
         Server {
             socket: self.socket,
+            key,
             ctx,
             tests: AddressTests::default(),
             conns: HashMap::new(),
@@ -116,6 +122,8 @@ struct Conn {
 
 struct Server {
     socket: UdpSocket,
+    /// The HMAC key every packet must be signed with (the `irtt` user's secret), if any.
+    key: Option<Vec<u8>>,
     ctx: PeerContext,
     tests: AddressTests,
     conns: HashMap<SocketAddr, Conn>,
@@ -158,7 +166,7 @@ impl Server {
             if !self.ctx.inbound(NAME, from, n) {
                 continue;
             }
-            match irtt::parse_request(&buf[..n]) {
+            match irtt::parse_request_keyed(&buf[..n], self.key.as_deref()) {
                 Ok(Request::Open(params)) => self.open(from, n, params),
                 Ok(Request::Data { token, sequence }) => self.data(from, &mut buf[..n], token, sequence, stamp, zero),
                 Ok(Request::Close { token }) => {
@@ -180,7 +188,7 @@ impl Server {
         }
         if let Some(c) = self.conns.get(&from) {
             // A repeated open whose reply was lost: the same answer, within the same rule.
-            let reply = irtt::open_reply(c.token, &c.params);
+            let reply = irtt::open_reply_keyed(c.token, &c.params, self.key.as_deref());
             if reply.len() <= n && self.ctx.may_answer(NAME, from, reply.len()) {
                 let _ = self.socket.send_to(&reply, from);
             }
@@ -196,7 +204,7 @@ impl Server {
         if getrandom::getrandom(&mut token).is_err() {
             return;
         }
-        let reply = irtt::open_reply(token, &granted);
+        let reply = irtt::open_reply_keyed(token, &granted, self.key.as_deref());
         let now = Instant::now();
         let (bytes, _) = self.opening.entry(from).or_insert((0, now));
         *bytes += n;
@@ -311,6 +319,9 @@ impl Server {
             return;
         }
         irtt::restamp_send(packet, &c.params, Stamp { wall: wall_ns(), mono: zero.elapsed().as_nanos() as i64 });
+        if let Some(k) = &self.key {
+            irtt::sign(packet, k);
+        }
         if self.socket.send_to(packet, from).is_ok() {
             c.sent.0 += 1;
             c.sent.1 += packet.len() as u64;
@@ -360,7 +371,7 @@ mod tests {
     fn an_open_reply_outgrows_its_request_by_the_token_only() {
         let p =
             Params { protocol_version: 1, duration_ns: 1_000_000_000, interval_ns: 10_000_000, ..Params::default() };
-        let request = irtt::open_request(&p);
+        let request = irtt::open_request(&p, None);
         assert_eq!(irtt::open_reply([0; 8], &p).len(), request.len() + irtt::TOKEN_LEN);
         // Two opens of a source cover the reply: the listener answers the second.
         assert!(2 * request.len() >= irtt::open_reply([0; 8], &p).len());

@@ -27,6 +27,7 @@ use std::time::Instant;
 pub mod iperf2;
 pub mod iperf3;
 pub mod irtt;
+pub mod irtt_client;
 pub mod nc_test;
 pub mod netperf;
 
