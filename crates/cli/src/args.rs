@@ -427,7 +427,8 @@ pub(crate) struct UdpArgs {
     pub(crate) no_udp_checksum: bool,
     /// Send through an AF_XDP socket on this interface (and queue, default 0): whole frames
     /// built in user space, past the kernel's UDP and IP send path. Needs root; the
-    /// interface is the one the route to HOST leaves by. Client to server only.
+    /// interface is the one the route to HOST leaves by; with -P N, stream k sends on queue
+    /// QUEUE+k-1. Client to server only.
     #[arg(long, value_name = "IFACE[:QUEUE]")]
     pub(crate) xdp: Option<String>,
 }

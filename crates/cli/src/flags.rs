@@ -55,3 +55,23 @@ pub(crate) fn xdp_fits(direction: netchar_model::Direction, protocol: &str) -> R
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xdp_values_and_directions_are_refused_in_one_line_naming_the_fix() {
+        let e = xdp_send("eth0:x").unwrap_err().to_string();
+        assert_eq!(e, "--xdp eth0:x: x is not a queue number; expected IFACE or IFACE:QUEUE");
+        let e = xdp_send(":1").unwrap_err().to_string();
+        assert!(e.starts_with("--xdp \":1\": no interface"), "{e}");
+        let e = xdp_send("nosuch0:1").unwrap_err().to_string();
+        assert_eq!(e, "--xdp nosuch0: no such interface in this network namespace");
+        let e = xdp_fits(netchar_model::Direction::Down, "netchar").unwrap_err().to_string();
+        assert_eq!(e, "--xdp: sends from this client only; not with -R or --bidir");
+        let e = xdp_fits(netchar_model::Direction::Up, "iperf3").unwrap_err().to_string();
+        assert_eq!(e, "--xdp: with netchar's own server or --proto sink, not --proto iperf3");
+        assert!(xdp_fits(netchar_model::Direction::Up, "sink").is_ok());
+    }
+}

@@ -206,7 +206,9 @@ pub(super) fn send<F: DatagramFormat>(
 ) -> io::Result<()> {
     let opts = spec.udp.clone().unwrap_or_default();
     let a = addresses(xdp, socket)?;
-    let mut tx = XdpTx::open(&xdp.interface, xdp.queue, false).map_err(|e| io::Error::other(e.to_string()))?;
+    // One AF_XDP socket per queue: with -P N, stream k sends on queue QUEUE + k - 1.
+    let queue = xdp.queue + shared.id.saturating_sub(1);
+    let mut tx = XdpTx::open(&xdp.interface, queue, false).map_err(|e| io::Error::other(e.to_string()))?;
     let mut schedule = Schedule::new(spec, started);
     if schedule.pps.is_some() {
         // Best effort: without it sleeps overshoot more and the sender spins more.
