@@ -59,6 +59,8 @@ pub(crate) enum Command {
     Exporter(crate::exporter::ExporterArgs),
     /// Every ordered pair of a set of nodes, round by round: render Kubernetes manifests, run a node's tests, build the matrix.
     Mesh(crate::mesh::MeshArgs),
+    /// Count and drop a UDP port's datagrams at an interface's driver (XDP): a sink's ground truth.
+    XdpCount(crate::xdp_count::XdpCountArgs),
 }
 
 /// `netchar server`. Every setting may also come from `--config FILE` (TOML, the same names
@@ -423,6 +425,12 @@ pub(crate) struct UdpArgs {
     /// Send datagrams with a UDP checksum of zero (SO_NO_CHECK; IPv4 only), both ways.
     #[arg(long = "no-udp-checksum")]
     pub(crate) no_udp_checksum: bool,
+    /// Send through an AF_XDP socket on this interface (and queue, default 0): whole frames
+    /// built in user space, past the kernel's UDP and IP send path. Needs root; the
+    /// interface is the one the route to HOST leaves by; with -P N, stream k sends on queue
+    /// QUEUE+k-1. Client to server only.
+    #[arg(long, value_name = "IFACE[:QUEUE]")]
+    pub(crate) xdp: Option<String>,
 }
 
 /// `netchar rr`.

@@ -33,6 +33,7 @@ mod serve;
 mod single_run;
 mod suites;
 mod usage;
+mod xdp_count;
 
 use anyhow::Result;
 use clap::Parser;
@@ -97,6 +98,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Pscheduler(a)) => pscheduler::run(a.method),
         Some(C::Exporter(a)) => exporter::run(a, &stop),
         Some(C::Mesh(a)) => mesh::run(a),
+        Some(C::XdpCount(a)) => xdp_count::run(&a, &stop),
     };
     // Also after a failed or interrupted command: the figures so far.
     figures.write()?;

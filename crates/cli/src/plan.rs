@@ -263,7 +263,11 @@ impl TcpPlan {
         u.gso = !a.no_gso && !a.no_udp_checksum;
         u.gro = a.gro;
         u.no_checksum = a.no_udp_checksum;
+        u.xdp = a.xdp.as_deref().map(crate::flags::xdp_send).transpose()?;
         let mut plan = Self::with_common(spec, &a.common, Command::Udp)?;
+        if a.xdp.is_some() {
+            crate::flags::xdp_fits(plan.client.spec.direction, a.common.proto.protocol().name())?;
+        }
         plan.explicit_rate = a.bitrate.is_some() || a.pps.is_some();
         if a.step.step_cmd.is_some() && !a.find_max_rate {
             return usage("--step-cmd: only with --find-max-rate (its trials are the steps); for one test, run the command before it".into());

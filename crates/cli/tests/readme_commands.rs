@@ -146,6 +146,18 @@ const USAGE: &[(&str, Do)] = &[
         "netchar compare runs/pps-udp4 runs/pps-udp4-nocsum runs/pps-udp6 --metric tx-pps --accept-difference udp_checksum",
         Do::Not("compares plans/pps.toml's runs; crates/cli/tests/netns_send_only.rs runs it on them"),
     ),
+    (
+        "netchar udp 198.18.0.2 -p 9000 --proto sink --xdp sink0 -b 0 -l 64 -t 10",
+        Do::Not("needs root and the sink interface sink0 (a network namespace); crates/cli/tests/netns_xdp.rs sends through AF_XDP on a veth pair and checks the counts"),
+    ),
+    (
+        "netchar udp server.example --xdp eth0:2 --pps 1M -l 64",
+        Do::Not("needs root and an interface eth0 with a queue 2 on the route to a server; crates/cli/tests/netns_xdp.rs runs --xdp against a server on a veth pair"),
+    ),
+    (
+        "netchar xdp-count sink1 -p 9000 --json",
+        Do::Not("needs root and the sink's interface sink1, and runs until Ctrl-C; crates/cli/tests/netns_xdp.rs runs it on a veth pair and ends it so"),
+    ),
     ("netchar rr HOST [--udp] [-l BYTES] [--response BYTES] [--inflight N] [-P N] [-t SECS | -n TRANSACTIONS] [--timeout D] [--busy-poll] [--wakeup-stamps] [--under-load rrul|LOAD[,LOAD...]] [-A CPU[,SERVERCPU]]", Do::Synopsis),
     ("netchar crr HOST [-l BYTES] [--response BYTES] [-P N] [-t SECS | -n TRANSACTIONS]", Do::Synopsis),
     ("netchar echo HOST [--udp] [--pattern 640x1024[,10@10ms]]", Do::Synopsis),

@@ -63,7 +63,9 @@ pub struct Method {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing_quantum_us: Option<f64>,
     /// TCP senders: how the data left the sender (`copy`, or `--zerocopy`'s method at the end:
-    /// `zerocopy`, `splice` or `copy`); several joined with `+` when streams differed.
+    /// `zerocopy`, `splice` or `copy`); several joined with `+` when streams differed. UDP
+    /// senders: `socket` (the kernel's UDP send path) or `af_xdp` (`--xdp`, whole frames
+    /// through an AF_XDP socket).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send: Option<String>,
     /// TCP receivers: how the payload left the socket (`read`, or `msg_trunc` with

@@ -181,6 +181,20 @@ pub struct UdpOptions {
     /// NIC would not; left out of the JSON when off.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_checksum: bool,
+    /// Senders build whole frames and send them through an AF_XDP socket on this interface
+    /// queue (`--xdp IFACE[:QUEUE]`), past the kernel's UDP and IP send path; None: the UDP
+    /// socket. Left out of the JSON when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpSend>,
+}
+
+/// Where an AF_XDP sender sends (`--xdp IFACE[:QUEUE]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdpSend {
+    /// The interface the route to the peer leaves by.
+    pub interface: String,
+    /// Its transmit queue (0 unless given).
+    pub queue: u32,
 }
 
 impl Default for UdpOptions {
@@ -194,6 +208,7 @@ impl Default for UdpOptions {
             gro: false,
             pacing_quantum_seconds: 0.0,
             no_checksum: false,
+            xdp: None,
         }
     }
 }

@@ -30,6 +30,8 @@ pub mod rseq;
 pub mod tcp;
 pub mod udp;
 pub mod wake;
+pub mod xdp;
+pub mod xdp_count;
 pub mod zerocopy;
 
 use std::io;

@@ -10,6 +10,7 @@
 
 use netchar_model::{LinkCounters, QdiscCounters};
 use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLM_F_DUMP, NLM_F_REQUEST};
+use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
 use netlink_packet_route::stats::{StatsAttribute, StatsFilterMask, StatsMessage};
 use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcStats2};
@@ -24,6 +25,7 @@ use thiserror::Error;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const RTM_NEWROUTE: u16 = 24;
+const RTM_NEWNEIGH: u16 = 28;
 const RTM_NEWQDISC: u16 = 36;
 const RTM_NEWSTATS: u16 = 92;
 /// Reply flag: the kernel's tables changed during this dump, so it may be inconsistent.
@@ -123,6 +125,74 @@ impl Rtnetlink {
             request: REQUEST,
             reason: format!("the route to {peer} names no interface"),
         })
+    }
+
+    /// The interface the route to `peer` leaves by and the next hop on it: the gateway of
+    /// the route, or `peer` itself when it is on the link (`ip route get PEER`).
+    pub fn next_hop(&mut self, peer: IpAddr) -> Result<(u32, IpAddr), NetlinkError> {
+        const REQUEST: &str = "RTM_GETROUTE";
+        let mut message = RouteMessage::default();
+        (message.header.address_family, message.header.destination_prefix_length) = match peer {
+            IpAddr::V4(_) => (AddressFamily::Inet, 32),
+            IpAddr::V6(_) => (AddressFamily::Inet6, 128),
+        };
+        message.attributes.push(RouteAttribute::Destination(RouteAddress::from(peer)));
+        let (mut oif, mut gateway) = (None, None);
+        self.request(RouteNetlinkMessage::GetRoute(message), 0, REQUEST, |kind, payload| {
+            if kind == RTM_NEWROUTE {
+                let route: RouteMessage = parse(REQUEST, payload)?;
+                for a in route.attributes {
+                    match a {
+                        RouteAttribute::Oif(i) => oif = Some(i),
+                        RouteAttribute::Gateway(RouteAddress::Inet(g)) => gateway = Some(IpAddr::V4(g)),
+                        RouteAttribute::Gateway(RouteAddress::Inet6(g)) => gateway = Some(IpAddr::V6(g)),
+                        _ => {}
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        let oif = oif.ok_or_else(|| NetlinkError::Answer {
+            request: REQUEST,
+            reason: format!("the route to {peer} names no interface"),
+        })?;
+        Ok((oif, gateway.unwrap_or(peer)))
+    }
+
+    /// The link-layer address the neighbour table holds for `addr` on interface `ifindex`
+    /// (`ip neigh show ADDR dev IF`), if it holds a usable one (not incomplete or failed).
+    pub fn neighbour_mac(&mut self, ifindex: u32, addr: IpAddr) -> Result<Option<[u8; 6]>, NetlinkError> {
+        const REQUEST: &str = "RTM_GETNEIGH";
+        let mut message = NeighbourMessage::default();
+        message.header.family = match addr {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        let mut found = None;
+        self.request(RouteNetlinkMessage::GetNeighbour(message), NLM_F_DUMP, REQUEST, |kind, payload| {
+            if kind != RTM_NEWNEIGH {
+                return Ok(());
+            }
+            let n: NeighbourMessage = parse(REQUEST, payload)?;
+            if n.header.ifindex != ifindex
+                || matches!(n.header.state, NeighbourState::Incomplete | NeighbourState::Failed)
+            {
+                return Ok(());
+            }
+            let matches = n.attributes.iter().any(|a| match (a, addr) {
+                (NeighbourAttribute::Destination(NeighbourAddress::Inet(d)), IpAddr::V4(want)) => *d == want,
+                (NeighbourAttribute::Destination(NeighbourAddress::Inet6(d)), IpAddr::V6(want)) => *d == want,
+                _ => false,
+            });
+            if matches {
+                found = n.attributes.iter().find_map(|a| match a {
+                    NeighbourAttribute::LinkLayerAddress(mac) if mac.len() == 6 => mac[..6].try_into().ok(),
+                    _ => None,
+                });
+            }
+            Ok(())
+        })?;
+        Ok(found)
     }
 
     /// The 64-bit counters of interface `ifindex` (`struct rtnl_link_stats64`).

@@ -16,6 +16,7 @@ mod rr;
 mod send_group;
 mod udp;
 mod wake_batching;
+mod xdp;
 
 pub use formats::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 pub(crate) use rr::{latency_cdf, latency_us};
@@ -515,6 +516,14 @@ impl DataPlane {
         started: Instant,
         options: StreamOptions,
     ) -> io::Result<Self> {
+        let mut cfg = cfg;
+        if cfg.endpoint == Endpoint::Server {
+            // --xdp names the client's own interface: a client's spec never makes a server
+            // open an AF_XDP socket.
+            if let Some(u) = cfg.spec.udp.as_mut() {
+                u.xdp = None;
+            }
+        }
         let options = Arc::new(options);
         let sends = streams.iter().any(|s| s.role == Role::Sender);
         let payload = Arc::new(integrity::TestPayload::for_spec(&cfg.spec, sends));

@@ -50,7 +50,7 @@ pub(crate) struct UdpPayload {
     generator: Option<Arc<DatagramPayload>>,
     verify: bool,
     /// The generator key of the stream's bytes: its own id, or the echoed sender's.
-    key: u32,
+    pub(super) key: u32,
 }
 
 impl UdpPayload {
@@ -59,7 +59,7 @@ impl UdpPayload {
         Self { generator: payload.datagrams.clone(), verify: payload.verify, key }
     }
 
-    fn generator(&self, largest: usize) -> Arc<DatagramPayload> {
+    pub(super) fn generator(&self, largest: usize) -> Arc<DatagramPayload> {
         self.generator.clone().unwrap_or_else(|| Arc::new(DatagramPayload::new(Default::default(), largest)))
     }
 }
@@ -122,19 +122,19 @@ impl Slots {
 }
 
 /// What a sender sends: the payload size of datagram `seq` and when it is due.
-struct Schedule {
-    pps: Option<f64>,
+pub(super) struct Schedule {
+    pub(super) pps: Option<f64>,
     burst: Option<(u64, f64)>,
     sizes: Vec<(u64, u64)>,
-    default_size: usize,
+    pub(super) default_size: usize,
     anchor_seq: u64,
     anchor: Instant,
     /// The last send: (first sequence number after it, when).
-    last: Option<(u64, Instant)>,
+    pub(super) last: Option<(u64, Instant)>,
 }
 
 impl Schedule {
-    fn new(spec: &TestSpec, started: Instant) -> Self {
+    pub(super) fn new(spec: &TestSpec, started: Instant) -> Self {
         let u = spec.udp.clone().unwrap_or_default();
         let pattern = u.pattern.unwrap_or_default();
         Self {
@@ -149,7 +149,7 @@ impl Schedule {
     }
 
     /// Payload bytes of datagram `seq`; None once a fixed list is exhausted.
-    fn size_of(&self, seq: u64) -> Option<usize> {
+    pub(super) fn size_of(&self, seq: u64) -> Option<usize> {
         if self.sizes.is_empty() {
             return Some(self.default_size);
         }
@@ -164,7 +164,7 @@ impl Schedule {
     }
 
     /// Datagram `seq`'s slot on the schedule: the rate's slot plus one gap per completed burst.
-    fn slot(&self, seq: u64) -> Instant {
+    pub(super) fn slot(&self, seq: u64) -> Instant {
         let n = (seq - self.anchor_seq) as f64;
         let mut secs = self.pps.map_or(0.0, |p| n / p);
         if let Some((burst, gap)) = self.burst {
@@ -175,7 +175,7 @@ impl Schedule {
 
     /// Datagrams from `seq` on whose slots fall before `until` (and that the size list still
     /// has): what a sender now at `until` owes the schedule.
-    fn slots_before(&self, seq: u64, until: Instant) -> u64 {
+    pub(super) fn slots_before(&self, seq: u64, until: Instant) -> u64 {
         let left = if self.sizes.is_empty() {
             u64::MAX - seq
         } else {
@@ -203,7 +203,7 @@ impl Schedule {
     }
 
     /// When datagram `seq` is due: its slot, or later while catching up after a stall.
-    fn due(&self, seq: u64) -> Instant {
+    pub(super) fn due(&self, seq: u64) -> Instant {
         let on_schedule = self.slot(seq);
         // Catching up after a stall: no closer than 1/CATCH_UP_RATE of the nominal gap.
         match (self.pps, self.last) {
@@ -217,7 +217,7 @@ impl Schedule {
 
     /// Starts the schedule afresh at `now` when datagram `seq`, due at `due`, is more than
     /// [`MAX_BACKLOG`] late (a stall), rather than burst to catch up; returns the slots given up.
-    fn restart_if_behind(&mut self, seq: u64, due: Instant, now: Instant) -> u64 {
+    pub(super) fn restart_if_behind(&mut self, seq: u64, due: Instant, now: Instant) -> u64 {
         if self.pps.is_none() || now.saturating_duration_since(due) <= MAX_BACKLOG {
             return 0;
         }
@@ -238,7 +238,7 @@ impl Schedule {
     }
 
     /// Datagrams due at `now` from `seq` on, at most `max`, all of one size and within one burst.
-    fn due_count(&self, seq: u64, now: Instant, max: usize) -> usize {
+    pub(super) fn due_count(&self, seq: u64, now: Instant, max: usize) -> usize {
         if self.pps.is_none() && self.burst.is_none() && self.sizes.is_empty() {
             // Unpaced, one size, no bursts: every datagram is due at the start. Asking each
             // slot's time was 4% of an unpaced 64 B sender's CPU.
@@ -269,6 +269,9 @@ pub(super) fn send<F: DatagramFormat>(
     socket: &UdpSocket,
     payload: &UdpPayload,
 ) -> io::Result<()> {
+    if let Some(xdp) = spec.udp.as_ref().and_then(|u| u.xdp.as_ref()) {
+        return super::xdp::send(format, shared, controls, spec, started, socket, payload, xdp);
+    }
     socket.set_write_timeout(Some(POLL))?;
     let opts = spec.udp.clone().unwrap_or_default();
     let mut schedule = Schedule::new(spec, started);
@@ -435,7 +438,7 @@ fn segments_per_message(size: usize) -> usize {
 
 /// Waits `wait` the pacer's way: a sleep that wakes [`WAKE_EARLY`] and at most [`POLL`] later,
 /// or a spin for waits too short to sleep.
-fn pause(wait: Duration) {
+pub(super) fn pause(wait: Duration) {
     if wait > SPIN_BELOW {
         std::thread::sleep((wait - WAKE_EARLY).min(POLL));
     } else {
@@ -583,14 +586,14 @@ fn end_exchange<F: DatagramFormat>(
 
 /// Gaps between consecutive send calls, spread over the datagrams each call sent.
 #[derive(Default)]
-struct GapMeter {
+pub(super) struct GapMeter {
     first: Option<Instant>,
     last: Option<Instant>,
     gaps: Distribution,
 }
 
 impl GapMeter {
-    fn record(&mut self, now: Instant, datagrams: usize) {
+    pub(super) fn record(&mut self, now: Instant, datagrams: usize) {
         if let Some(last) = self.last {
             self.gaps.record((now - last).as_nanos() as u64 / datagrams.max(1) as u64);
         }
@@ -598,18 +601,18 @@ impl GapMeter {
         self.last = Some(now);
     }
 
-    fn mean_us(&self, packets: u64) -> Option<f64> {
+    pub(super) fn mean_us(&self, packets: u64) -> Option<f64> {
         let (f, l) = (self.first?, self.last?);
         (packets > 1).then(|| (l - f).as_secs_f64() * 1e6 / (packets - 1) as f64)
     }
 
-    fn p99_us(&self) -> Option<f64> {
+    pub(super) fn p99_us(&self) -> Option<f64> {
         (self.gaps.count() > 0).then(|| self.gaps.quantile(0.99) as f64 / 1e3)
     }
 }
 
 /// A sender's interval bookkeeping: counts at the start of the open interval.
-struct SenderIntervals {
+pub(super) struct SenderIntervals {
     interval: f64,
     omit: f64,
     current: u64,
@@ -618,7 +621,7 @@ struct SenderIntervals {
 }
 
 impl SenderIntervals {
-    fn new(spec: &TestSpec) -> Self {
+    pub(super) fn new(spec: &TestSpec) -> Self {
         Self {
             interval: spec.interval_seconds,
             omit: spec.omit_seconds,
@@ -641,7 +644,7 @@ impl SenderIntervals {
     }
 
     /// Closes every interval that ended by `elapsed` seconds; `now` = (bytes, packets, errors).
-    fn close_due(&mut self, elapsed: f64, now: (u64, u64, u64), shared: Option<&StreamShared>) {
+    pub(super) fn close_due(&mut self, elapsed: f64, now: (u64, u64, u64), shared: Option<&StreamShared>) {
         if self.interval <= 0.0 {
             return;
         }
@@ -657,7 +660,7 @@ impl SenderIntervals {
         }
     }
 
-    fn finish(mut self, end: f64, now: (u64, u64, u64), shared: &StreamShared) -> Vec<StreamInterval> {
+    pub(super) fn finish(mut self, end: f64, now: (u64, u64, u64), shared: &StreamShared) -> Vec<StreamInterval> {
         if self.interval > 0.0 {
             // Whole intervals with nothing sent (a long pattern gap) before the last one.
             self.close_due(end, now, Some(shared));

@@ -51,6 +51,12 @@ impl Method {
                 let sends: u64 = counted.iter().map(|u| u.sends).sum();
                 m.datagrams_per_send = Some(packets as f64 / sends as f64);
             }
+            // The send path: an AF_XDP run measured a different sender from the socket's, so
+            // `compare` names it as a difference rather than comparing the two silently.
+            m.send = match &u.xdp {
+                Some(_) => Some("af_xdp".to_string()),
+                None => (!counted.is_empty()).then(|| "socket".to_string()),
+            };
             let received: Vec<&crate::UdpReceived> = receivers().filter_map(|s| s.udp_received.as_ref()).collect();
             if !received.is_empty() {
                 m.gro = Some(received.iter().any(|r| r.coalesced));
@@ -224,7 +230,7 @@ mod tests {
         assert_eq!((m.gso, m.datagrams_per_send, m.udp_checksum), (Some(false), Some(288.0), Some(true)));
         assert_eq!((m.paced, m.pacing_quantum_us, m.block_bytes, m.streams), (Some(false), None, 64, 2));
         assert_eq!(m.cpu_placement, "client CPU 0");
-        assert_eq!((&m.send, &m.congestion), (&None, &None));
+        assert_eq!((m.send.as_deref(), &m.congestion), (Some("socket"), &None));
         // A result without a recorded method (an older netchar) derives the same one.
         let mut old = serde_json::to_value(&r).unwrap();
         old.as_object_mut().unwrap().remove("method");
@@ -236,6 +242,14 @@ mod tests {
         let fields: Vec<&str> = m.differences(&n).iter().map(|d| d.field).collect();
         assert_eq!(fields, ["udp_checksum"]);
         assert_eq!(m.differences(&n)[0].to_string(), "udp_checksum: on vs off");
+        // Sent through AF_XDP (--xdp): the send path differs even where every other field
+        // matches, so no comparison takes it for the socket's.
+        let mut xdp = r.test.spec.clone();
+        xdp.udp.as_mut().unwrap().xdp = Some(crate::XdpSend { interface: "eth0".into(), queue: 0 });
+        let x = result(xdp, vec![udp_sender(1, 51_200, 100, false), udp_sender(2, 6_400, 100, false)]).method();
+        assert_eq!(x.send.as_deref(), Some("af_xdp"));
+        let fields: Vec<String> = m.differences(&x).iter().map(|d| d.to_string()).collect();
+        assert_eq!(fields, ["send: socket vs af_xdp"]);
     }
 
     #[test]
