@@ -7,7 +7,7 @@
 //! the listener for netchar's clients, a peer adapter for its protocol's. A peer adapter thus
 //! stands on the driver of its sessions, never on the listener that started it.
 
-use crate::admission::{DataConn, Refusal, Request, JOB_PROTOCOLS};
+use crate::admission::{DataConn, Refusal, Rejection, Request, JOB_PROTOCOLS};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, PeerFilter};
 use crate::measure::CpuMeter;
 use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
@@ -449,7 +449,7 @@ impl<'a> SessionDriver<'a> {
                     let why = format!("cannot open the test's data socket on {at}: {e}");
                     self.release();
                     self.error = Some(why.clone());
-                    self.session.turned_away(now, &Refusal::Rejected(why));
+                    self.session.turned_away(now, &Refusal::Rejected(Rejection::other(why)));
                     return Ok(());
                 }
             };

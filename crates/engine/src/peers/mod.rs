@@ -143,7 +143,7 @@ impl PeerContext {
                     format!("the server is busy: {running} of {max} test(s) running (--max-concurrent); retry later")
                 }),
             }),
-            Err(Refusal::Rejected(reason)) => Err(PeerRefusal { busy: false, reason }),
+            Err(Refusal::Rejected(rejection)) => Err(PeerRefusal { busy: false, reason: rejection.reason }),
         }
     }
 
