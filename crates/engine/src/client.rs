@@ -2,6 +2,7 @@
 //! end's workers and assembles the [`TestResult`] from both ends' records.
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, Transport, UdpHandshake};
+use crate::control_link::ControlLink;
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 /// Why a run failed, as kinds a caller matches (crate::error).
 pub use crate::error::{ClientError, PortHint, SessionError};
@@ -158,16 +159,7 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
             Err(ClientError::Busy { .. }) if Instant::now() < busy_until && !stop.is_raised() => {
                 std::thread::sleep(Duration::from_millis(500));
             }
-            Err(e) if driver.plane_started => {
-                let result = driver.assemble(Some(e.to_string()));
-                return ClientRun { result: Some(result), error: Some(e), clock_zero: driver.clock_zero };
-            }
-            Err(e) => return ClientRun::failed(e),
-            Ok(()) => {
-                let error = driver.first_error.take();
-                let result = driver.assemble(error.as_ref().map(|e| e.to_string()));
-                return ClientRun { result: Some(result), error, clock_zero: driver.clock_zero };
-            }
+            outcome => return driver.conclude(outcome),
         }
     }
 }
@@ -200,6 +192,18 @@ fn connect_error(addr: SocketAddr, e: io::Error, timeout: Duration) -> ClientErr
     }
 }
 
+/// [`Driver::run_over`]: one test over `link`, its data streams to `addr`.
+#[cfg(test)]
+pub(crate) fn run_over(
+    cfg: &ClientConfig,
+    addr: SocketAddr,
+    link: Box<dyn ControlLink>,
+    stop: &StopFlag,
+    on_interval: &mut dyn FnMut(&IntervalRecord),
+) -> ClientRun {
+    Driver::run_over(cfg, addr, link, stop, on_interval)
+}
+
 /// One attempt: a control connection and, once admitted, the test.
 struct Driver<'a> {
     cfg: &'a ClientConfig,
@@ -212,7 +216,7 @@ struct Driver<'a> {
     dial_back: Option<std::net::TcpListener>,
     addr: SocketAddr,
     /// The control connection; `None` for protocols without one (ControlConnection::None).
-    control: Option<TcpStream>,
+    control: Option<Box<dyn ControlLink>>,
     /// A session's further control connections (ClientControl::control_connections), numbered
     /// from 1, non-blocking; `None` once the peer closed one.
     more_controls: Vec<Option<TcpStream>>,
@@ -259,17 +263,7 @@ impl<'a> Driver<'a> {
     fn connect(cfg: &'a ClientConfig, addrs: &[SocketAddr]) -> Result<Self, ClientError> {
         let mut last = None;
         for &addr in addrs {
-            let protocol = cfg.protocol.protocol();
-            let mut spec = cfg.spec.clone();
-            if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
-                // The protocol's own default, or the largest payload that fits a 1500-byte
-                // Ethernet frame.
-                spec.block_bytes = protocol.def().udp_payload.unwrap_or(if addr.is_ipv4() { 1472 } else { 1452 });
-            }
-            if let Some(shape) = protocol.def().shape {
-                spec = shape(&spec)?;
-            }
-            let session = session(protocol, Instant::now(), &spec, cfg)?;
+            let (spec, session) = Self::prepare(cfg, addr)?;
             let local = LocalEnd::of(cfg.bind.as_ref(), None);
             let control = match session.connection() {
                 // Without a control connection the first address is the one: nothing tells
@@ -278,7 +272,7 @@ impl<'a> Driver<'a> {
                 ControlConnection::Tcp => match connect_control(addr, cfg.connect_timeout, local) {
                     Ok(control) => {
                         let _ = control.set_nodelay(true);
-                        Some(control)
+                        Some(Box::new(control) as Box<dyn ControlLink>)
                     }
                     Err(ConnectFailure::Option(o)) => {
                         return Err(ClientError::SocketOption { flag: o.flag, message: o.message })
@@ -305,46 +299,111 @@ impl<'a> Driver<'a> {
                     more_controls.push(Some(c));
                 }
             }
-            let (live_tx, live_rx) = mpsc::channel();
-            return Ok(Self {
-                cfg,
-                addr,
-                control,
-                more_controls,
-                session,
-                spec,
-                udp_setup: Vec::new(),
-                udp_setup_sent: None,
-                dial_back: None,
-                pending_streams: None,
-                plane: None,
-                plane_started: false,
-                clock_zero: None,
-                meter: None,
-                started_at: now_rfc3339(),
-                concurrent_tests: 1,
-                peer_software: None,
-                remote_host: None,
-                remote: None,
-                target: None,
-                evidence: None,
-                remote_evidence: None,
-                local_records: Vec::new(),
-                mtu_probes: PathMtuProbes::default(),
-                latency: None,
-                connect_latency: None,
-                wakeups: None,
-                // Started before connecting: the counting threads are running when the test is.
-                idle: cfg.spec.measure_idle.then(|| (crate::load::IdleMeter::start(), None)),
-                local_cpu: None,
-                peer_totals: None,
-                senders_reported: false,
-                first_error: None,
-                live_tx,
-                live_rx,
-            });
+            return Ok(Self::new(cfg, addr, spec, session, control, more_controls));
         }
         Err(last.unwrap_or(ClientError::Resolve { host: cfg.host.clone(), message: "no address".into() }))
+    }
+
+    /// The spec as it will run at `addr` (the defaults that depend on the path filled in, the
+    /// protocol's shape applied), and the protocol's session for it.
+    fn prepare(cfg: &ClientConfig, addr: SocketAddr) -> Result<(TestSpec, Box<dyn ClientControl>), ClientError> {
+        let protocol = cfg.protocol.protocol();
+        let mut spec = cfg.spec.clone();
+        if spec.kind == TestKind::Udp && spec.block_bytes == 0 {
+            // The protocol's own default, or the largest payload that fits a 1500-byte
+            // Ethernet frame.
+            spec.block_bytes = protocol.def().udp_payload.unwrap_or(if addr.is_ipv4() { 1472 } else { 1452 });
+        }
+        if let Some(shape) = protocol.def().shape {
+            spec = shape(&spec)?;
+        }
+        let session = session(protocol, Instant::now(), &spec, cfg)?;
+        Ok((spec, session))
+    }
+
+    /// One test over a control link of the caller's (the engine's tests use an in-memory
+    /// one), its data streams to `addr`: the attempt [`run`] makes, without its retries.
+    #[cfg(test)]
+    fn run_over(
+        cfg: &ClientConfig,
+        addr: SocketAddr,
+        link: Box<dyn ControlLink>,
+        stop: &StopFlag,
+        on_interval: &mut dyn FnMut(&IntervalRecord),
+    ) -> ClientRun {
+        let (spec, session) = match Driver::prepare(cfg, addr) {
+            Ok(prepared) => prepared,
+            Err(e) => return ClientRun::failed(e),
+        };
+        let mut driver = Driver::new(cfg, addr, spec, session, Some(link), Vec::new());
+        let outcome = driver.run(stop, on_interval);
+        driver.conclude(outcome)
+    }
+
+    /// The run's outcome: what was measured (also when the test failed once its data plane
+    /// had started) and the error.
+    fn conclude(mut self, outcome: Result<(), ClientError>) -> ClientRun {
+        match outcome {
+            Err(e) if self.plane_started => {
+                let result = self.assemble(Some(e.to_string()));
+                ClientRun { result: Some(result), error: Some(e), clock_zero: self.clock_zero }
+            }
+            Err(e) => ClientRun::failed(e),
+            Ok(()) => {
+                let error = self.first_error.take();
+                let result = self.assemble(error.as_ref().map(|e| e.to_string()));
+                ClientRun { result: Some(result), error, clock_zero: self.clock_zero }
+            }
+        }
+    }
+
+    /// A driver for `session` at `addr`, its control connections open, nothing yet sent.
+    fn new(
+        cfg: &'a ClientConfig,
+        addr: SocketAddr,
+        spec: TestSpec,
+        session: Box<dyn ClientControl>,
+        control: Option<Box<dyn ControlLink>>,
+        more_controls: Vec<Option<TcpStream>>,
+    ) -> Self {
+        let (live_tx, live_rx) = mpsc::channel();
+        Self {
+            cfg,
+            addr,
+            control,
+            more_controls,
+            session,
+            spec,
+            udp_setup: Vec::new(),
+            udp_setup_sent: None,
+            dial_back: None,
+            pending_streams: None,
+            plane: None,
+            plane_started: false,
+            clock_zero: None,
+            meter: None,
+            started_at: now_rfc3339(),
+            concurrent_tests: 1,
+            peer_software: None,
+            remote_host: None,
+            remote: None,
+            target: None,
+            evidence: None,
+            remote_evidence: None,
+            local_records: Vec::new(),
+            mtu_probes: PathMtuProbes::default(),
+            latency: None,
+            connect_latency: None,
+            wakeups: None,
+            // Started before connecting: the counting threads are running when the test is.
+            idle: cfg.spec.measure_idle.then(|| (crate::load::IdleMeter::start(), None)),
+            local_cpu: None,
+            peer_totals: None,
+            senders_reported: false,
+            first_error: None,
+            live_tx,
+            live_rx,
+        }
     }
 
     fn run(&mut self, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> Result<(), ClientError> {
@@ -426,7 +485,7 @@ impl<'a> Driver<'a> {
         let mut out = Vec::new();
         self.session.poll_output_on(0, &mut out);
         if let (false, Some(control)) = (out.is_empty(), &mut self.control) {
-            control.write_all(&out).map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
+            control.send_all(&out).map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
         }
         for (i, control) in self.more_controls.iter_mut().enumerate() {
             out.clear();
@@ -481,10 +540,17 @@ impl<'a> Driver<'a> {
             std::thread::sleep(wait);
             return Ok(());
         };
-        let _ = control.set_read_timeout(Some(wait));
-        match control.read(buf) {
+        match control.read_within(buf, wait) {
             Ok(0) => {
-                self.session.handle_eof_on(0, Instant::now())?;
+                let plane_started = self.plane_started;
+                self.session.handle_eof_on(0, Instant::now()).map_err(|e| {
+                    // The protocol minded the close: during the test, the server is gone.
+                    if plane_started {
+                        ClientError::PeerGone { addr: self.addr.to_string() }
+                    } else {
+                        e.into()
+                    }
+                })?;
                 Ok(())
             }
             Ok(n) => Ok(self.session.handle_input_on(0, Instant::now(), &buf[..n])?),

@@ -207,6 +207,15 @@ pub enum ClientError {
     /// Ctrl-C.
     #[error("interrupted; the figures measured so far are reported")]
     Interrupted,
+    /// The server closed the control connection while the test ran (it stopped, crashed or
+    /// lost the path): what this end measured until then is kept.
+    #[error(
+        "the server at {addr} closed the control connection during the test; the figures measured so far are reported"
+    )]
+    PeerGone {
+        /// Where.
+        addr: String,
+    },
     /// The server ended the test and said why.
     #[error("the server ended the test: {0}")]
     Server(String),
@@ -221,6 +230,69 @@ impl From<ProtocolError> for ClientError {
             ProtocolError::Rejected(reason) => Self::Rejected { reason },
             e => Self::Protocol(e),
         }
+    }
+}
+
+/// Why the server's driver ended a test session before its end, as kinds: what the server's
+/// log says of the test, and what the engine's tests match on.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerSessionError {
+    /// The control connection failed (a write that could not finish, a reset).
+    #[error("control connection failed: {0}")]
+    Control(io::Error),
+    /// The client broke the control protocol (a malformed or unexpected message, a version
+    /// or authentication mismatch) or fell silent past a deadline.
+    #[error("{0}")]
+    Protocol(#[from] ProtocolError),
+    /// The server is stopping (SIGINT/SIGTERM).
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// No test request within `--idle-timeout` of connecting.
+    #[error("no test request within {:.0} s (--idle-timeout)", .limit.as_secs_f64())]
+    NoRequest {
+        /// The server's limit.
+        limit: Duration,
+    },
+    /// The test ran to the server's `--max-duration` (a `-n` test, or a client that ends the
+    /// test itself).
+    #[error("stopped after {:.0} s, the server's limit (--max-duration)", .limit.as_secs_f64())]
+    MaxDuration {
+        /// The server's limit.
+        limit: Duration,
+    },
+    /// The client closed the control connection while its test ran; what this end measured
+    /// until then is logged.
+    #[error("the client closed the control connection during the test")]
+    ClientGone,
+    /// The client asked to stop before the test started, with its reason.
+    #[error("stopped by the client: {0}")]
+    StoppedByClient(String),
+    /// The client's session ended the test, with the protocol's reason.
+    #[error("{0}")]
+    Ended(String),
+    /// A data stream failed, or the client's data did not arrive: the client is gone or the
+    /// path lost it.
+    #[error("{0}")]
+    Data(String),
+    /// The client's data streams are not the test's (one too many, a stream id it does not
+    /// have, two connections for one stream).
+    #[error("{0}")]
+    Streams(String),
+    /// A socket or thread of this end failed: what was being done, and the error.
+    #[error("{context}: {source}")]
+    Io {
+        /// What this end was doing.
+        context: String,
+        /// Why it failed.
+        source: io::Error,
+    },
+}
+
+impl ServerSessionError {
+    /// [`Self::Io`], saying what was being done.
+    pub fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
+        let context = context.into();
+        move |source| Self::Io { context, source }
     }
 }
 

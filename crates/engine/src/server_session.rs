@@ -8,14 +8,16 @@
 //! stands on the driver of its sessions, never on the listener that started it.
 
 use crate::admission::{DataConn, Refusal, Rejection, Request, JOB_PROTOCOLS};
+use crate::control_link::ControlLink;
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, PeerFilter};
+use crate::error::ServerSessionError;
 use crate::measure::CpuMeter;
 use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
 use crate::server_shared::{bind_udp, ServerLog, Shared, TestLog};
 use crate::tcp_setup::post_connect;
 use crate::StopFlag;
 use netchar_model::{Endpoint, Flow, Role, StreamRecord, StreamTotal, TestSpec};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -24,28 +26,11 @@ use std::time::{Duration, Instant};
 /// 2 × MAX_STREAMS; more queued means a flood of copies, which are dropped.
 const ROUTE_QUEUE: usize = 2 * netchar_model::spec::MAX_STREAMS as usize + 16;
 
-/// Closes a control connection gently: this side first, then whatever the client still sends
-/// is read until it closes (2 s at most). Closing with unread bytes would send a reset, and a
-/// reset makes the client's kernel drop the answers it has not read yet.
-fn linger(stream: &mut TcpStream) {
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let mut buf = [0u8; 4096];
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
-    while Instant::now() < deadline {
-        match stream.read(&mut buf) {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(e) if crate::is_retry(&e) => {}
-            Err(_) => return,
-        }
-    }
-}
-
 /// One client's test, driven from its control connection's thread: the one driver of every
 /// protocol's server session (crate::server_control), netchar's and iperf3's.
 pub(crate) struct SessionDriver<'a> {
-    stream: TcpStream,
+    /// The control connection.
+    link: Box<dyn ControlLink + 'a>,
     peer: SocketAddr,
     session: Box<dyn ServerControl>,
     shared: &'a Shared,
@@ -156,8 +141,20 @@ impl<'a> SessionDriver<'a> {
         // A client that stops reading must not hold this thread (and its slots) in a write:
         // a write that cannot finish within a phase ends the session.
         let _ = stream.set_write_timeout(Some(shared.cfg.timeouts.phase));
+        Self::serve_over(Box::new(stream), peer, session, shared, request_deadline);
+    }
+
+    /// [`Self::serve`] over any control link (the engine's tests use an in-memory one);
+    /// returns why the session ended early, if it did (the log has it too).
+    pub(crate) fn serve_over(
+        link: Box<dyn ControlLink + 'a>,
+        peer: SocketAddr,
+        session: Box<dyn ServerControl>,
+        shared: &'a Shared,
+        request_deadline: Instant,
+    ) -> Option<ServerSessionError> {
         let mut me = SessionDriver {
-            stream,
+            link,
             peer,
             session,
             shared,
@@ -187,10 +184,10 @@ impl<'a> SessionDriver<'a> {
             idle: None,
             mtu_probes: Default::default(),
         };
-        let outcome = me.pump(&shared.stop);
-        me.finish(outcome.err());
+        let outcome = me.pump(&shared.stop).err();
+        me.finish(outcome.as_ref().map(|e| e.to_string()));
         me.release();
-        me.linger();
+        me.link.close_gently();
         let protocol = me.session.protocol();
         match me.spec.take() {
             Some(spec) if me.concurrent > 0 => (shared.log)(ServerLog::Test(Box::new(TestLog {
@@ -213,9 +210,10 @@ impl<'a> SessionDriver<'a> {
                 }
             }
         }
+        outcome
     }
 
-    fn pump(&mut self, stop: &StopFlag) -> Result<(), String> {
+    fn pump(&mut self, stop: &StopFlag) -> Result<(), ServerSessionError> {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
             self.flush()?;
@@ -229,22 +227,22 @@ impl<'a> SessionDriver<'a> {
             self.collect_streams()?;
             if stop.is_raised() {
                 self.session.stopping(Instant::now());
-                return Err("the server is shutting down".into());
+                return Err(ServerSessionError::ShuttingDown);
             }
             if self.spec.is_none() && Instant::now() >= self.request_deadline {
-                let secs = self.shared.cfg.limits.idle_timeout.as_secs_f64();
+                let limit = self.shared.cfg.limits.idle_timeout;
+                let secs = limit.as_secs_f64();
                 self.session.fail(Instant::now(), &format!("no test request within {secs:.0} s of connecting"));
                 self.flush()?;
-                return Err(format!("no test request within {secs:.0} s (--idle-timeout)"));
+                return Err(ServerSessionError::NoRequest { limit });
             }
             if let (Some(max), Some(at)) = (self.shared.cfg.limits.max_duration, self.ready_at) {
                 // -n tests have no duration to check at admission, and a client that ends
                 // the test itself may not: they stop at the limit. Timed tests end on their
                 // own well before it; the margin covers the UDP grace and a slow start.
                 if self.plane.is_some() && at.elapsed() > max + self.udp_grace() + Duration::from_secs(2) {
-                    let why = format!("stopped after {:.0} s, the server's limit (--max-duration)", max.as_secs_f64());
                     self.session.stopping(Instant::now());
-                    return Err(why);
+                    return Err(ServerSessionError::MaxDuration { limit: max });
                 }
             }
             if let Some(plane) = &self.plane {
@@ -258,7 +256,7 @@ impl<'a> SessionDriver<'a> {
                 }
                 // A data connection that fails while the test runs: the client is gone.
                 if let Some(e) = plane.first_error().filter(|_| self.session.is_running()) {
-                    return Err(e);
+                    return Err(ServerSessionError::Data(e));
                 }
                 if plane.all_done() && self.session.ends_with_workers() {
                     return Ok(());
@@ -267,13 +265,15 @@ impl<'a> SessionDriver<'a> {
                 if self.peer_totals.as_ref().is_some_and(|(t, _)| t.elapsed() > phase)
                     && self.session.ends_with_workers()
                 {
-                    return Err("the client finished sending but its data did not arrive in time".into());
+                    return Err(ServerSessionError::Data(
+                        "the client finished sending but its data did not arrive in time".into(),
+                    ));
                 }
             }
             self.read_control(&mut buf)?;
             let now = Instant::now();
             if self.session.poll_timeout().is_some_and(|t| now >= t) {
-                self.session.handle_timeout(now).map_err(|e| e.to_string())?;
+                self.session.handle_timeout(now)?;
             }
         }
     }
@@ -282,16 +282,16 @@ impl<'a> SessionDriver<'a> {
         Duration::from_secs_f64(self.spec.as_ref().map_or(0.0, |s| s.receive_grace_seconds()))
     }
 
-    fn flush(&mut self) -> Result<(), String> {
+    fn flush(&mut self) -> Result<(), ServerSessionError> {
         let mut out = Vec::new();
         self.session.poll_output(&mut out);
         if out.is_empty() {
             return Ok(());
         }
-        self.stream.write_all(&out).map_err(|e| format!("control connection failed: {e}"))
+        self.link.send_all(&out).map_err(ServerSessionError::Control)
     }
 
-    fn read_control(&mut self, buf: &mut [u8]) -> Result<(), String> {
+    fn read_control(&mut self, buf: &mut [u8]) -> Result<(), ServerSessionError> {
         // While data connections are still arriving, look for them often: `ready` (and the
         // test's start) waits on this loop. While the test runs, a message from the client
         // ends the wait at once and only the data plane's state needs looking at: rarely until
@@ -311,22 +311,35 @@ impl<'a> SessionDriver<'a> {
                 None => short,
             }
         };
-        let _ = self.stream.set_read_timeout(Some(wait));
-        match self.stream.read(buf) {
-            Ok(0) => self.session.handle_eof(Instant::now()).map_err(|e| e.to_string()),
-            Ok(n) => self.session.handle_input(Instant::now(), &buf[..n]).map_err(|e| e.to_string()),
+        match self.link.read_within(buf, wait) {
+            Ok(0) => {
+                let running = self.plane.is_some();
+                // The protocol minded the close: during the test, the client is gone.
+                self.session.handle_eof(Instant::now()).map_err(|e| {
+                    if running {
+                        ServerSessionError::ClientGone
+                    } else {
+                        e.into()
+                    }
+                })
+            }
+            Ok(n) => Ok(self.session.handle_input(Instant::now(), &buf[..n])?),
             Err(e) if crate::is_retry(&e) => Ok(()),
-            Err(e) => Err(format!("control connection failed: {e}")),
+            Err(e) => Err(ServerSessionError::Control(e)),
         }
     }
 
-    fn on_event(&mut self, ev: ServerControlEvent) -> Result<(), String> {
+    fn on_event(&mut self, ev: ServerControlEvent) -> Result<(), ServerSessionError> {
         let now = Instant::now();
         match ev {
             ServerControlEvent::Requested(req) => self.admit(*req, now)?,
             ServerControlEvent::Refused(reason) => self.error = Some(reason),
             ServerControlEvent::Start => {
-                let spec = self.run.clone().or_else(|| self.spec.clone()).ok_or("start before a request")?;
+                let spec = self
+                    .run
+                    .clone()
+                    .or_else(|| self.spec.clone())
+                    .ok_or_else(|| ServerSessionError::Streams("start before a request".into()))?;
                 let cfg = DataPlaneConfig {
                     spec: spec.clone(),
                     datagrams: self.session.datagrams(),
@@ -351,7 +364,8 @@ impl<'a> SessionDriver<'a> {
                 // that, so a late `start` here (a busy CPU) never shortens the receiver's time.
                 let started = self.ready_at.unwrap_or(now);
                 self.plane = Some(
-                    DataPlane::start(cfg, streams, None, started).map_err(|e| format!("cannot start workers: {e}"))?,
+                    DataPlane::start(cfg, streams, None, started)
+                        .map_err(ServerSessionError::io("cannot start workers"))?,
                 );
             }
             ServerControlEvent::PeerSendersDone(totals) => {
@@ -364,7 +378,7 @@ impl<'a> SessionDriver<'a> {
                 if let Some(reason) = reason {
                     self.error.get_or_insert(format!("stopped by the client: {reason}"));
                     if self.plane.is_none() {
-                        return Err(format!("stopped by the client: {reason}"));
+                        return Err(ServerSessionError::StoppedByClient(reason));
                     }
                 }
                 if let Some(p) = &self.plane {
@@ -378,13 +392,13 @@ impl<'a> SessionDriver<'a> {
                     self.report(plane.join());
                 }
             }
-            ServerControlEvent::Ended(reason) => return Err(reason),
+            ServerControlEvent::Ended(reason) => return Err(ServerSessionError::Ended(reason)),
         }
         Ok(())
     }
 
     /// Admits the request under the server's limits, or says why not.
-    fn admit(&mut self, req: ServerRequest, now: Instant) -> Result<(), String> {
+    fn admit(&mut self, req: ServerRequest, now: Instant) -> Result<(), ServerSessionError> {
         self.peer_software = req.peer_software;
         let (tx, rx) = mpsc::sync_channel(ROUTE_QUEUE);
         let request = Request {
@@ -441,7 +455,7 @@ impl<'a> SessionDriver<'a> {
         if crr || req.own_data_port.is_some() {
             // crr connects once per transaction, and some protocols name a data port of the
             // test's own: a socket of its own, not the routing of the main port.
-            let local = self.stream.local_addr().map_err(|e| e.to_string())?;
+            let local = self.link.local_addr().map_err(ServerSessionError::io("the control connection's address"))?;
             let at = SocketAddr::new(local.ip(), req.own_data_port.unwrap_or(0));
             let (own, port, buffers) = match OwnSocket::bind(at, udp && !crr, window) {
                 Ok(bound) => bound,
@@ -457,7 +471,7 @@ impl<'a> SessionDriver<'a> {
             match own {
                 // crr's responder waits in accept() itself.
                 OwnSocket::Tcp(listener) if crr => {
-                    listener.set_nonblocking(false).map_err(|e| format!("the crr listener: {e}"))?;
+                    listener.set_nonblocking(false).map_err(ServerSessionError::io("the crr listener"))?;
                     self.streams.push(DataStream {
                         id: 1,
                         flow: Flow::Up,
@@ -532,7 +546,7 @@ impl<'a> SessionDriver<'a> {
     /// it, only looked at (it is the test's first datagram), to whose sender the socket is then
     /// connected. A datagram from anywhere else is read and dropped; the reflection guard's
     /// source rule applies to it first (crate::reflection).
-    fn collect_own(&mut self, spec: &TestSpec, expected: usize) -> Result<(), String> {
+    fn collect_own(&mut self, spec: &TestSpec, expected: usize) -> Result<(), ServerSessionError> {
         let Some(own) = self.own.take() else { return Ok(()) };
         let (client, policy) = (self.peer.ip(), self.shared.cfg.data_paths.clone());
         match own {
@@ -540,13 +554,13 @@ impl<'a> SessionDriver<'a> {
                 while self.streams.len() < expected {
                     match listener.accept() {
                         Ok((socket, from)) if policy.allows(client, from.ip()) => {
-                            socket.set_nonblocking(false).map_err(|e| e.to_string())?;
+                            socket.set_nonblocking(false).map_err(ServerSessionError::io("a data connection"))?;
                             let id = self.streams.len() as u32 + 1;
                             self.add_tcp(id, socket, spec)?;
                         }
                         Ok(_) => self.refused_data += 1,
                         Err(e) if crate::is_retry(&e) => break,
-                        Err(e) => return Err(format!("the test's data listener failed: {e}")),
+                        Err(e) => return Err(ServerSessionError::io("the test's data listener failed")(e)),
                     }
                 }
                 if self.streams.len() < expected {
@@ -570,13 +584,14 @@ impl<'a> SessionDriver<'a> {
                     };
                     if self.shared.guard.check_source(from).is_ok() && policy.allows(client, from.ip()) {
                         let id = self.streams.len() as u32 + 1;
-                        let flow =
-                            spec.flow_of(id).ok_or_else(|| format!("UDP stream {id}, which the test does not have"))?;
+                        let flow = spec.flow_of(id).ok_or_else(|| {
+                            ServerSessionError::Streams(format!("UDP stream {id}, which the test does not have"))
+                        })?;
                         let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
                         crate::tcp_setup::connect_udp(&socket, from, spec)
                             .map_err(|f| f.to_string())
                             .and_then(|_| socket.set_nonblocking(false).map_err(|e| e.to_string()))
-                            .map_err(|e| format!("UDP stream {id} from {from}: {e}"))?;
+                            .map_err(|e| ServerSessionError::Data(format!("UDP stream {id} from {from}: {e}")))?;
                         self.data_paths.push((id, from));
                         self.streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
                         return Ok(());
@@ -590,7 +605,7 @@ impl<'a> SessionDriver<'a> {
     }
 
     /// Takes the data streams routed here; says so when all have arrived.
-    fn collect_streams(&mut self) -> Result<(), String> {
+    fn collect_streams(&mut self) -> Result<(), ServerSessionError> {
         let (Some(rx), Some(spec)) = (&self.data_rx, self.spec.clone()) else {
             return Ok(());
         };
@@ -603,13 +618,13 @@ impl<'a> SessionDriver<'a> {
             let (id, socket) = match conn {
                 DataConn::Tcp(id, socket) => {
                     if self.streams.iter().any(|s| s.id == id) {
-                        return Err(format!("two data connections for stream {id}"));
+                        return Err(ServerSessionError::Streams(format!("two data connections for stream {id}")));
                     }
                     (id, socket)
                 }
                 DataConn::TcpInOrder(order, socket) => {
                     if self.in_order.len() + self.streams.len() >= expected {
-                        return Err("more data connections than the test has".into());
+                        return Err(ServerSessionError::Streams("more data connections than the test has".into()));
                     }
                     self.in_order.push((order, socket));
                     continue;
@@ -662,11 +677,13 @@ impl<'a> SessionDriver<'a> {
         Ok(())
     }
 
-    fn add_tcp(&mut self, id: u32, socket: TcpStream, spec: &TestSpec) -> Result<(), String> {
-        let flow =
-            spec.flow_of(id).ok_or_else(|| format!("data connection for stream {id}, which the test does not have"))?;
+    fn add_tcp(&mut self, id: u32, socket: TcpStream, spec: &TestSpec) -> Result<(), ServerSessionError> {
+        let flow = spec.flow_of(id).ok_or_else(|| {
+            ServerSessionError::Streams(format!("data connection for stream {id}, which the test does not have"))
+        })?;
         let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
-        post_connect(&socket, spec, role).map_err(|e| format!("{}: {}", e.flag, e.message))?;
+        post_connect(&socket, spec, role)
+            .map_err(|e| ServerSessionError::Data(format!("stream {id}: {}: {}", e.flag, e.message)))?;
         if let Ok(from) = socket.peer_addr() {
             self.data_paths.push((id, from));
         }
@@ -677,28 +694,29 @@ impl<'a> SessionDriver<'a> {
     /// A UDP socket on the control connection's port connected to `peer` (the kernel gives it
     /// the stream's datagrams before the listener), answering the stream's hello if the
     /// protocol does.
-    fn add_udp(&mut self, id: u32, peer: SocketAddr, answer: Option<Vec<u8>>, spec: &TestSpec) -> Result<(), String> {
-        let flow = spec.flow_of(id).ok_or_else(|| format!("UDP stream {id}, which the test does not have"))?;
+    fn add_udp(
+        &mut self,
+        id: u32,
+        peer: SocketAddr,
+        answer: Option<Vec<u8>>,
+        spec: &TestSpec,
+    ) -> Result<(), ServerSessionError> {
+        let flow = spec
+            .flow_of(id)
+            .ok_or_else(|| ServerSessionError::Streams(format!("UDP stream {id}, which the test does not have")))?;
         let role = if flow == Flow::Up { Role::Receiver } else { Role::Sender };
-        let local = self.stream.local_addr().map_err(|e| e.to_string())?;
+        let local = self.link.local_addr().map_err(ServerSessionError::io("the control connection's address"))?;
         let socket = bind_udp(SocketAddr::new(self.shared.cfg.bind.ip(), local.port()))
             .map_err(crate::tcp_setup::ConnectFailure::Io)
             .and_then(|s| crate::tcp_setup::connect_udp(&s, peer, spec).map(|_| s))
-            .map_err(|e| format!("cannot open UDP stream {id} to {peer}: {e}"))?;
+            .map_err(|e| ServerSessionError::Data(format!("cannot open UDP stream {id} to {peer}: {e}")))?;
         crate::tcp_setup::size_udp_buffers(&socket);
         if let Some(answer) = answer {
-            socket.send(&answer).map_err(|e| format!("UDP stream {id}: {e}"))?;
+            socket.send(&answer).map_err(ServerSessionError::io(format!("UDP stream {id}")))?;
         }
         self.data_paths.push((id, peer));
         self.streams.push(DataStream { id, flow, role, socket: DataSocket::Udp(socket) });
         Ok(())
-    }
-
-    /// Closes the control connection gently: our side first, then whatever the client still
-    /// sends is read until it closes. Closing with unread bytes would send a reset, and a
-    /// reset makes the client's kernel drop the results it has not read yet.
-    fn linger(&mut self) {
-        linger(&mut self.stream);
     }
 
     /// Frees the test's slot, rate and routes. Called before the results go out: a client
