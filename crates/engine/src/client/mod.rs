@@ -1,27 +1,32 @@
 //! The client: connects, runs the control session, opens the data connections, runs this
 //! end's workers and assembles the [`TestResult`] from both ends' records.
+//!
+//! One attempt (the `Driver`) goes through phases, each with its state and its file: opening
+//! and setting up the data streams (`setup`), running this end's workers (`workers`), and
+//! gathering both ends' figures into the result (`figures`). This file holds the loop that
+//! drives them from the control session, the retries around an attempt, and its conclusion.
 
-use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, Transport, UdpHandshake};
+mod figures;
+mod setup;
+mod workers;
+
+use crate::control::{ClientControl, ControlConnection, ControlEvent};
 use crate::control_link::ControlLink;
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream};
 /// Why a run failed, as kinds a caller matches (crate::error).
 pub use crate::error::{ClientError, PortHint, SessionError};
 use crate::evidence::EvidenceProbe;
-use crate::measure::{host_info, now_rfc3339, CpuMeter};
 use crate::protocols::{ClientRole, ProtoChoice, Protocol, SessionArgs};
 /// The client's settings, defined below the adapters that read them (crate::registry).
 pub use crate::registry::{ClientConfig, Family};
-use crate::tcp_setup::{connect_control, connect_data, open_udp, ConnectFailure, LocalEnd, PathMtuProbes};
+use crate::tcp_setup::{connect_control, ConnectFailure, LocalEnd};
 use crate::StopFlag;
-use netchar_model::{
-    CpuReport, CpuUsage, Endpoint, Flow, HostInfo, IntervalRecord, ResultHeader, Role, RrFigures, StreamRecord,
-    StreamTotal, TargetFigures, TargetReport, TestInfo, TestKind, TestResult, TestSpec,
-};
-use netchar_model::{Evidence, EvidenceReport, HostIdentity};
+use figures::Figures;
+use netchar_model::{IntervalRecord, TestKind, TestResult, TestSpec};
+use setup::StreamSetup;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
-use std::sync::mpsc;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
+use workers::Workers;
 
 /// The session of `protocol` for `spec`, or why it cannot run the test (before any
 /// traffic): whether it runs as a session at all, takes netchar's authentication or iperf2's
@@ -116,7 +121,7 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
         match driver.run(stop, on_interval) {
             // `--proto auto`: the server speaks a peer protocol; run the test in it if it can.
             Err(ClientError::WrongPeer { protocol: Some(protocol), what })
-                if cfg.protocol == ProtoChoice::Auto && !driver.plane_started =>
+                if cfg.protocol == ProtoChoice::Auto && !driver.workers.plane_started =>
             {
                 let peer = Protocol::answering(protocol);
                 let mut switched = ClientConfig { protocol: ProtoChoice::Only(peer), ..cfg.clone() };
@@ -145,7 +150,7 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
             }
             // A silent peer on a port a peer protocol is known by: say which flag would fit.
             Err(ClientError::SilentPeer { waited, hint: None })
-                if cfg.protocol == ProtoChoice::Auto && !driver.plane_started =>
+                if cfg.protocol == ProtoChoice::Auto && !driver.workers.plane_started =>
             {
                 let hint = crate::protocols::PROTOCOLS.iter().filter(|p| p.default_port == cfg.port).find_map(|p| {
                     p.silent_hint.map(|h| PortHint {
@@ -209,11 +214,6 @@ struct Driver<'a> {
     cfg: &'a ClientConfig,
     /// The spec as run: the configured one with defaults that depend on the path filled in.
     spec: TestSpec,
-    /// UDP streams still setting up: repeated until the test starts.
-    udp_setup: Vec<UdpSetup>,
-    udp_setup_sent: Option<Instant>,
-    /// The listener the peer dials back to ([`ControlEvent::Listen`]).
-    dial_back: Option<std::net::TcpListener>,
     addr: SocketAddr,
     /// The control connection; `None` for protocols without one (ControlConnection::None).
     control: Option<Box<dyn ControlLink>>,
@@ -222,41 +222,14 @@ struct Driver<'a> {
     more_controls: Vec<Option<TcpStream>>,
     /// The control protocol's sans-IO session (crate::control).
     session: Box<dyn ClientControl>,
-    pending_streams: Option<Vec<DataStream>>,
-    plane: Option<DataPlane>,
-    plane_started: bool,
-    /// When the data plane started: the zero of the test's clock.
-    clock_zero: Option<Instant>,
-    meter: Option<CpuMeter>,
-    started_at: String,
-    concurrent_tests: u32,
-    /// The far end's software and version, as it told them.
-    peer_software: Option<String>,
-    remote_host: Option<HostInfo>,
-    remote: Option<(Vec<StreamRecord>, CpuUsage, Option<String>)>,
-    /// The far end's figures about itself, when it is a target that sends them.
-    target: Option<TargetFigures>,
-    /// This end's counters around the workers, from admission on.
-    evidence: Option<EvidenceProbe>,
-    /// The far end's counters and settings, when it sent them.
-    remote_evidence: Option<(Option<Evidence>, Option<HostIdentity>)>,
-    local_records: Vec<StreamRecord>,
-    /// `--df`: this end's data sockets, for their path MTU after the test.
-    mtu_probes: PathMtuProbes,
-    /// rr: every round trip of this end's connections.
-    latency: Option<netchar_stats::distribution::Distribution>,
-    /// crr: every connect of this end.
-    connect_latency: Option<netchar_stats::distribution::Distribution>,
-    /// UDP rr: every answer's kernel-stamp-to-requester time.
-    wakeups: Option<netchar_stats::distribution::Distribution>,
-    /// `--idle`: this end's idle counters and the mark taken at the start.
-    idle: Option<(crate::load::IdleMeter, Option<crate::load::IdleMark>)>,
-    local_cpu: Option<CpuUsage>,
-    peer_totals: Option<(Instant, Vec<StreamTotal>)>,
-    senders_reported: bool,
+    /// The data streams being opened and set up, until the test starts (client::setup).
+    setup: StreamSetup,
+    /// This end's workers and what is measured around them (client::workers).
+    workers: Workers,
+    /// Both ends' figures, gathered for the result (client::figures).
+    figures: Figures,
+    /// The first thing that went wrong once the test ran; the result keeps the figures.
     first_error: Option<ClientError>,
-    live_tx: mpsc::Sender<IntervalRecord>,
-    live_rx: mpsc::Receiver<IntervalRecord>,
 }
 
 impl<'a> Driver<'a> {
@@ -344,15 +317,15 @@ impl<'a> Driver<'a> {
     /// had started) and the error.
     fn conclude(mut self, outcome: Result<(), ClientError>) -> ClientRun {
         match outcome {
-            Err(e) if self.plane_started => {
+            Err(e) if self.workers.plane_started => {
                 let result = self.assemble(Some(e.to_string()));
-                ClientRun { result: Some(result), error: Some(e), clock_zero: self.clock_zero }
+                ClientRun { result: Some(result), error: Some(e), clock_zero: self.workers.clock_zero }
             }
             Err(e) => ClientRun::failed(e),
             Ok(()) => {
                 let error = self.first_error.take();
                 let result = self.assemble(error.as_ref().map(|e| e.to_string()));
-                ClientRun { result: Some(result), error, clock_zero: self.clock_zero }
+                ClientRun { result: Some(result), error, clock_zero: self.workers.clock_zero }
             }
         }
     }
@@ -366,7 +339,6 @@ impl<'a> Driver<'a> {
         control: Option<Box<dyn ControlLink>>,
         more_controls: Vec<Option<TcpStream>>,
     ) -> Self {
-        let (live_tx, live_rx) = mpsc::channel();
         Self {
             cfg,
             addr,
@@ -374,55 +346,31 @@ impl<'a> Driver<'a> {
             more_controls,
             session,
             spec,
-            udp_setup: Vec::new(),
-            udp_setup_sent: None,
-            dial_back: None,
-            pending_streams: None,
-            plane: None,
-            plane_started: false,
-            clock_zero: None,
-            meter: None,
-            started_at: now_rfc3339(),
-            concurrent_tests: 1,
-            peer_software: None,
-            remote_host: None,
-            remote: None,
-            target: None,
-            evidence: None,
-            remote_evidence: None,
-            local_records: Vec::new(),
-            mtu_probes: PathMtuProbes::default(),
-            latency: None,
-            connect_latency: None,
-            wakeups: None,
+            setup: StreamSetup::default(),
             // Started before connecting: the counting threads are running when the test is.
-            idle: cfg.spec.measure_idle.then(|| (crate::load::IdleMeter::start(), None)),
-            local_cpu: None,
-            peer_totals: None,
-            senders_reported: false,
+            workers: Workers::new(cfg.spec.measure_idle),
+            figures: Figures::new(),
             first_error: None,
-            live_tx,
-            live_rx,
         }
     }
 
     fn run(&mut self, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> Result<(), ClientError> {
         let outcome = self.pump(stop, on_interval);
-        if let Some(plane) = self.plane.take() {
+        if let Some(plane) = self.workers.plane.take() {
             plane.abort();
             let joined = plane.join_all();
-            self.local_records = joined.records;
-            self.latency = joined.latency;
-            self.connect_latency = joined.connect_latency;
-            self.wakeups = joined.wakeups;
+            self.figures.local_records = joined.records;
+            self.figures.latency = joined.latency;
+            self.figures.connect_latency = joined.connect_latency;
+            self.figures.wakeups = joined.wakeups;
         }
-        if let (Some(m), None) = (self.meter, &self.local_cpu) {
-            self.local_cpu = Some(m.finish());
+        if let (Some(m), None) = (self.workers.meter, &self.workers.local_cpu) {
+            self.workers.local_cpu = Some(m.finish());
         }
-        if let Some(p) = &mut self.evidence {
+        if let Some(p) = &mut self.workers.evidence {
             p.stop();
         }
-        while let Ok(iv) = self.live_rx.try_recv() {
+        while let Ok(iv) = self.workers.live_rx.try_recv() {
             on_interval(&iv);
         }
         outcome
@@ -437,17 +385,17 @@ impl<'a> Driver<'a> {
                 self.on_event(ev)?;
             }
             self.flush()?;
-            while let Ok(iv) = self.live_rx.try_recv() {
+            while let Ok(iv) = self.workers.live_rx.try_recv() {
                 on_interval(&iv);
             }
             if stop.is_raised() && interrupted_at.is_none() {
                 interrupted_at = Some(Instant::now());
                 self.first_error.get_or_insert(ClientError::Interrupted);
-                if let Some(p) = &self.plane {
+                if let Some(p) = &self.workers.plane {
                     p.stop_senders();
                 }
                 self.session.stop(Instant::now(), "interrupted by the user");
-                if !self.plane_started {
+                if !self.workers.plane_started {
                     return Err(ClientError::Interrupted);
                 }
             }
@@ -465,7 +413,7 @@ impl<'a> Driver<'a> {
             self.flush()?;
             // This end's workers are done (their CPU is measured): the counters after them,
             // once the peer has what they said.
-            if let (Some(p), Some(_)) = (&mut self.evidence, &self.local_cpu) {
+            if let (Some(p), Some(_)) = (&mut self.workers.evidence, &self.workers.local_cpu) {
                 p.stop();
             }
             self.send_udp_setup();
@@ -526,7 +474,13 @@ impl<'a> Driver<'a> {
         // Senders that stop at a time are reported as soon as they do (within a millisecond,
         // not a 50 ms wait later): an iperf3 server times the test until the client's
         // TEST_END, so a late one lowered the rate it reported for this client by 1-3%.
-        let wait = match self.plane.as_ref().and_then(|p| p.senders_deadline()).filter(|_| !self.senders_reported) {
+        let wait = match self
+            .workers
+            .plane
+            .as_ref()
+            .and_then(|p| p.senders_deadline())
+            .filter(|_| !self.workers.senders_reported)
+        {
             Some(deadline) => {
                 wait.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_millis(1))
             }
@@ -542,7 +496,7 @@ impl<'a> Driver<'a> {
         };
         match control.read_within(buf, wait) {
             Ok(0) => {
-                let plane_started = self.plane_started;
+                let plane_started = self.workers.plane_started;
                 self.session.handle_eof_on(0, Instant::now()).map_err(|e| {
                     // The protocol minded the close: during the test, the server is gone.
                     if plane_started {
@@ -569,21 +523,21 @@ impl<'a> Driver<'a> {
                 if let (Some(tx), Some(cookie)) = (&self.cfg.cookie_tx, cookie) {
                     let _ = tx.send(cookie);
                 }
-                self.concurrent_tests = peer.concurrent_tests;
-                self.remote_host = peer.host;
-                self.peer_software = peer.software;
+                self.figures.concurrent_tests = peer.concurrent_tests;
+                self.figures.remote_host = peer.host;
+                self.figures.peer_software = peer.software;
                 // The counters before the test: now, before any data stream exists, so that
                 // the snapshot delays no clock (the server's starts when its streams are in).
                 let mut probe = EvidenceProbe::open(self.addr.ip());
                 probe.start();
-                self.evidence = Some(probe);
+                self.workers.evidence = Some(probe);
                 self.open_streams(streams)
             }
             ControlEvent::Busy { running, max, reason } => {
                 Err(ClientError::Busy { addr: self.addr.to_string(), running, max, reason })
             }
             ControlEvent::Start => {
-                for s in self.udp_setup.drain(..) {
+                for s in self.setup.udp_setup.drain(..) {
                     s.socket
                         .set_nonblocking(false)
                         .map_err(|source| ClientError::Io { context: format!("UDP stream {}", s.id), source })?;
@@ -591,18 +545,18 @@ impl<'a> Driver<'a> {
                 self.start_plane()
             }
             ControlEvent::PeerSenderDone(totals) => {
-                if let Some(p) = &self.plane {
+                if let Some(p) = &self.workers.plane {
                     p.peer_senders_done(&totals, self.udp_grace());
                 }
-                self.peer_totals = Some((Instant::now(), totals));
+                self.workers.peer_totals = Some((Instant::now(), totals));
                 Ok(())
             }
             ControlEvent::PeerTarget(figures) => {
-                self.target = Some(figures);
+                self.figures.target = Some(figures);
                 Ok(())
             }
             ControlEvent::PeerEvidence { evidence, identity } => {
-                self.remote_evidence = Some((evidence.map(|e| *e), identity.map(|i| *i)));
+                self.figures.remote_evidence = Some((evidence.map(|e| *e), identity.map(|i| *i)));
                 Ok(())
             }
             ControlEvent::PeerReport { streams, cpu, error } => {
@@ -612,15 +566,15 @@ impl<'a> Driver<'a> {
                     if matches!(self.first_error, None | Some(ClientError::Stream(_))) {
                         self.first_error = Some(ClientError::Server(e.clone()));
                     }
-                    if let Some(p) = &self.plane {
+                    if let Some(p) = &self.workers.plane {
                         p.abort();
                     }
                 }
-                self.remote = Some((streams, cpu, error));
+                self.figures.remote = Some((streams, cpu, error));
                 Ok(())
             }
             ControlEvent::EndReceivers => {
-                if let Some(p) = &self.plane {
+                if let Some(p) = &self.workers.plane {
                     p.abort();
                 }
                 Ok(())
@@ -637,319 +591,10 @@ impl<'a> Driver<'a> {
                         |source| ClientError::Io { context: "cannot open a listener for the dial-back".into(), source },
                     )?;
                 self.session.listening(Instant::now(), listener.1);
-                self.dial_back = Some(listener.0);
+                self.setup.dial_back = Some(listener.0);
                 Ok(())
             }
         }
-    }
-
-    /// Opens the data streams as the protocol described them.
-    fn open_streams(&mut self, open: Vec<OpenStream>) -> Result<(), ClientError> {
-        let mut streams = Vec::new();
-        for OpenStream { id, flow, transport } in open {
-            let role = if flow == Flow::Up { Role::Sender } else { Role::Receiver };
-            let local = LocalEnd::of(self.cfg.bind.as_ref(), Some(id));
-            let refused = |f: ConnectFailure, to: SocketAddr, what: &str| match f {
-                ConnectFailure::Io(source) => {
-                    ClientError::Io { context: format!("cannot open {what} stream {id} to {to}"), source }
-                }
-                ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
-            };
-            let socket = match transport {
-                Transport::PerTransaction { port } => DataSocket::CrrTarget(SocketAddr::new(self.addr.ip(), port)),
-                Transport::DialBack => {
-                    let listener =
-                        self.dial_back.as_ref().and_then(|l| l.try_clone().ok()).ok_or_else(|| {
-                            ClientError::Stream(format!("stream {id}: no listener for the dial-back"))
-                        })?;
-                    DataSocket::DialBack(listener, self.addr.ip())
-                }
-                Transport::SameAs { id: other } => {
-                    let failed = |source: io::Error| ClientError::Io {
-                        context: format!("stream {id}: cannot share stream {other}"),
-                        source,
-                    };
-                    match streams.iter().find(|s: &&DataStream| s.id == other).map(|s| &s.socket) {
-                        Some(DataSocket::Tcp(t)) => DataSocket::Tcp(t.try_clone().map_err(failed)?),
-                        Some(DataSocket::Udp(u)) => DataSocket::Udp(u.try_clone().map_err(failed)?),
-                        _ => return Err(ClientError::Stream(format!("stream {id}: no stream {other} to share"))),
-                    }
-                }
-                Transport::Udp { handshake } => {
-                    let failed =
-                        |source: io::Error| ClientError::Io { context: format!("cannot open UDP stream {id}"), source };
-                    let socket = open_udp(self.addr, &self.spec, local).map_err(|f| refused(f, self.addr, "UDP"))?;
-                    let setup = socket.try_clone().map_err(failed)?;
-                    // Non-blocking while setting up, to poll for the peer's answers; the clone
-                    // shares the data socket's file, so it is set back before the workers start.
-                    setup.set_nonblocking(true).map_err(failed)?;
-                    self.udp_setup.push(UdpSetup { id, socket: setup, handshake });
-                    DataSocket::Udp(socket)
-                }
-                Transport::UdpToPort { port } => {
-                    let to = SocketAddr::new(self.addr.ip(), port);
-                    DataSocket::Udp(open_udp(to, &self.spec, local).map_err(|f| refused(f, to, "UDP"))?)
-                }
-                Transport::TcpToPort { port } => {
-                    let to = SocketAddr::new(self.addr.ip(), port);
-                    let socket =
-                        connect_data(to, &self.spec, role, self.cfg.connect_timeout, local).map_err(|f| match f {
-                            ConnectFailure::Io(e) => connect_error(to, e, self.cfg.connect_timeout),
-                            ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
-                        })?;
-                    DataSocket::Tcp(socket)
-                }
-                Transport::Tcp { preamble } => {
-                    let mut socket =
-                        connect_data(self.addr, &self.spec, role, self.cfg.connect_timeout, local).map_err(|f| match f {
-                            ConnectFailure::Io(e) if self.control.is_none() && e.kind() == io::ErrorKind::ConnectionRefused => {
-                                // No control connection came first: this is the peer's own port.
-                                ClientError::Stream(format!(
-                                    "nothing answers at {} (connection refused): no {} server there; check the host and -p",
-                                    self.addr,
-                                    self.cfg.protocol.name()
-                                ))
-                            }
-                            ConnectFailure::Io(e) => connect_error(self.addr, e, self.cfg.connect_timeout),
-                            ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
-                        })?;
-                    socket.write_all(&preamble).map_err(|e| connect_error(self.addr, e, self.cfg.connect_timeout))?;
-                    DataSocket::Tcp(socket)
-                }
-            };
-            streams.push(DataStream { id, flow, role, socket });
-        }
-        self.pending_streams = Some(streams);
-        self.send_udp_setup();
-        Ok(())
-    }
-
-    /// Runs each UDP stream's setup exchange (netchar's: setup, the server's challenge, a
-    /// confirm echoing its token; docs/protocol.md). Its datagram is repeated every 50 ms
-    /// until the test starts, so a lost datagram only delays the test (iperf3 sends one,
-    /// esnet/iperf#351); an answer that changes it is answered at once.
-    fn send_udp_setup(&mut self) {
-        let mut buf = [0u8; 2048];
-        for s in &mut self.udp_setup {
-            // The socket is connected to the peer's port: only the peer's datagrams arrive.
-            while !s.handshake.answered() {
-                let Ok(n) = s.socket.recv(&mut buf) else { break };
-                if s.handshake.on_datagram(&buf[..n]) {
-                    let _ = s.socket.send(&s.handshake.datagram());
-                }
-            }
-        }
-        if self.udp_setup.is_empty() || self.udp_setup_sent.is_some_and(|t| t.elapsed() < Duration::from_millis(50)) {
-            return;
-        }
-        let now = Instant::now();
-        for s in self.udp_setup.iter_mut().filter(|s| !s.handshake.answered()) {
-            let d = s.handshake.datagram();
-            if !d.is_empty() && s.handshake.due(now) {
-                let _ = s.socket.send(&d);
-            }
-        }
-        self.udp_setup_sent = Some(Instant::now());
-    }
-
-    fn start_plane(&mut self) -> Result<(), ClientError> {
-        let streams = self.pending_streams.take().unwrap_or_default();
-        self.mtu_probes = PathMtuProbes::of(&streams, &self.spec);
-        let cfg = DataPlaneConfig {
-            spec: self.spec.clone(),
-            datagrams: self.session.datagrams(),
-            endpoint: Endpoint::Client,
-            cpu: self.cfg.client_cpu,
-            interleave_senders: self.session.interleaves_senders(),
-        };
-        self.meter = Some(CpuMeter::start());
-        if let Some((meter, mark)) = self.idle.as_mut() {
-            *mark = Some(meter.mark());
-        }
-        self.started_at = now_rfc3339();
-        // The server starts its clock when it sends `ready`, before this; the client's clock
-        // starts now, before it sends `start`: each end's clock starts before the other can send.
-        let options = self.session.stream_options();
-        let zero = Instant::now();
-        self.clock_zero = Some(zero);
-        let plane = DataPlane::start_with(cfg, streams, Some(self.live_tx.clone()), zero, options)
-            .map_err(|source| ClientError::Io { context: "cannot start the data workers".into(), source })?;
-        self.plane = Some(plane);
-        self.plane_started = true;
-        Ok(())
-    }
-
-    /// Reports finished senders, enforces the drain limit, and says whether the test is over.
-    fn check_plane(&mut self) -> Result<bool, ClientError> {
-        let Some(plane) = &self.plane else {
-            return Ok(false);
-        };
-        if !self.senders_reported {
-            if let Some(totals) = plane.senders_done() {
-                self.senders_reported = true;
-                let replies = plane.end_replies();
-                if !replies.is_empty() {
-                    self.session.end_replies(Instant::now(), replies);
-                }
-                if !totals.is_empty() {
-                    self.session.local_senders_done(Instant::now(), totals);
-                }
-            }
-        }
-        if let Some(e) = plane.first_error() {
-            if self.first_error.is_none() {
-                self.first_error = Some(ClientError::Stream(e.clone()));
-                plane.stop_senders();
-                self.session.stop(Instant::now(), &e);
-            }
-        }
-        if let Some((at, totals)) = &self.peer_totals {
-            if at.elapsed() > self.cfg.timeouts.phase + self.udp_grace() && !plane.all_done() {
-                let got = plane.received();
-                let short: Vec<String> = totals
-                    .iter()
-                    .filter_map(|t| {
-                        let have = got.iter().find(|(i, _)| *i == t.id).map_or(0, |x| x.1);
-                        (have != t.bytes).then(|| format!("stream {} got {have} of {} bytes", t.id, t.bytes))
-                    })
-                    .collect();
-                plane.abort();
-                return Err(ClientError::Stream(format!(
-                    "the server finished sending but the data did not arrive within {:.0} s: {}",
-                    self.cfg.timeouts.phase.as_secs_f64(),
-                    short.join(", ")
-                )));
-            }
-        }
-        if plane.all_done() && self.local_cpu.is_none() {
-            self.local_cpu = self.meter.map(|m| m.finish());
-            if let (Some(cpu), Some((meter, Some(mark)))) = (self.local_cpu.as_mut(), self.idle.as_ref()) {
-                cpu.idle_pct = meter.idle_since(mark);
-            }
-        }
-        if plane.all_done() && self.remote.is_some() {
-            if let Some(plane) = self.plane.take() {
-                let joined = plane.join_all();
-                self.local_records = joined.records;
-                self.latency = joined.latency;
-                self.connect_latency = joined.connect_latency;
-                self.wakeups = joined.wakeups;
-            }
-            return Ok(true);
-        }
-        Ok(false)
-    }
-
-    fn assemble(&mut self, error: Option<String>) -> TestResult {
-        let family = if self.addr.is_ipv4() { "ipv4" } else { "ipv6" };
-        let def = self.cfg.protocol.protocol().def();
-        let (far_end, mut caveats) = (def.measurement)(&self.spec);
-        caveats.extend(crate::protocols::far_end_options(def, &self.spec).caveats);
-        let header = ResultHeader {
-            test: TestInfo {
-                spec: self.spec.clone(),
-                remote: self.addr.to_string(),
-                family: family.to_string(),
-                title: self.cfg.title.clone(),
-                client_cpu: self.cfg.client_cpu,
-                concurrent_tests: self.concurrent_tests,
-                protocol: self.cfg.protocol.name().to_string(),
-                peer_software: self.peer_software.clone(),
-                far_end,
-                caveats,
-            },
-            started_at: self.started_at.clone(),
-            host: host_info(),
-            remote_host: self.remote_host.clone(),
-        };
-        let mut streams = std::mem::take(&mut self.local_records);
-        self.mtu_probes.fill(&mut streams, Endpoint::Client);
-        let mut remote_cpu = None;
-        if let Some((remote_streams, cpu, _)) = self.remote.take() {
-            streams.extend(remote_streams);
-            // A protocol without a control connection has no far end that reports its CPU.
-            remote_cpu = self.control.is_some().then_some(cpu);
-        }
-        let cpu = CpuReport { local: self.local_cpu.clone(), remote: remote_cpu };
-        let mut result = TestResult::assemble(header, streams, cpu, error);
-        result.bind = self.cfg.bind.clone();
-        if self.spec.kind == TestKind::Rr {
-            result.summary.rr = Some(self.rr_summary(&result.streams));
-            result.summary.placement = Some(self.placement(&result.streams));
-        }
-        // Derived last: the cost per transaction needs the rr summary.
-        result.target =
-            self.target.take().map(|t| TargetReport::derive(t, &result, self.cfg.target_ns_per_instruction));
-        self.add_evidence(&mut result);
-        result
-    }
-
-    /// Both ends' counters and identities into the result, and the loss breakdowns that
-    /// follow from them (and from a target's figures).
-    fn add_evidence(&mut self, result: &mut TestResult) {
-        let Some(probe) = self.evidence.take() else { return };
-        let (local, identity) = probe.finish(&result.streams, Endpoint::Client);
-        result.host.identity = Some(identity);
-        let mut evidence = EvidenceReport { local: Some(local), ..EvidenceReport::default() };
-        let (remote, remote_identity) = self.remote_evidence.take().unwrap_or_default();
-        if let (Some(host), Some(id)) = (result.remote_host.as_mut(), remote_identity) {
-            host.identity = Some(id);
-        }
-        match remote {
-            Some(e) => evidence.remote = Some(e),
-            None => {
-                let why = match self.cfg.protocol.name() {
-                    netchar_model::NATIVE_PROTOCOL => {
-                        "the server sent none (a netchar server older than this client, or the C responder)".to_string()
-                    }
-                    peer => format!("{peer}'s server sends none"),
-                };
-                evidence.unavailable.insert("remote".into(), why);
-            }
-        }
-        result.evidence = Some(evidence);
-        result.fill_loss_breakdowns();
-    }
-
-    /// Every transaction of every connection: counts from the records, percentiles from the
-    /// merged histogram of all round trips.
-    fn rr_summary(&self, streams: &[StreamRecord]) -> RrFigures {
-        let mine: Vec<&RrFigures> =
-            streams.iter().filter(|s| s.measured_by == Endpoint::Client).filter_map(|s| s.rr.as_ref()).collect();
-        let transactions = mine.iter().map(|r| r.transactions).sum::<u64>();
-        let seconds =
-            streams.iter().filter(|s| s.measured_by == Endpoint::Client).map(|s| s.seconds).fold(0.0, f64::max);
-        RrFigures {
-            transactions,
-            transactions_per_second: if seconds > 0.0 { transactions as f64 / seconds } else { 0.0 },
-            lost: mine.iter().map(|r| r.lost).sum(),
-            late: mine.iter().map(|r| r.late).sum(),
-            latency_us: self.latency.as_ref().map(crate::dataplane::latency_us).unwrap_or_default(),
-            connect_latency_us: self.connect_latency.as_ref().map(crate::dataplane::latency_us),
-            receive_wakeup_us: self.wakeups.as_ref().filter(|d| d.count() > 0).map(crate::dataplane::latency_us),
-            latency_cdf: self.latency.as_ref().map(crate::dataplane::latency_cdf).unwrap_or_default(),
-        }
-    }
-
-    /// Where each end's workers ran: latency on a VM depends on it (a cross-core wakeup costs
-    /// tens of microseconds), so it is printed with every latency figure.
-    fn placement(&self, streams: &[StreamRecord]) -> String {
-        let side = |who: Endpoint, pinned: Option<usize>| {
-            let mut cpus: Vec<usize> = streams.iter().filter(|s| s.measured_by == who).filter_map(|s| s.cpu).collect();
-            cpus.sort_unstable();
-            cpus.dedup();
-            let seen = cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
-            match pinned {
-                Some(c) => format!("pinned to CPU {c}"),
-                None if seen.is_empty() => "not pinned".to_string(),
-                None => format!("not pinned (last ran on CPU {seen})"),
-            }
-        };
-        format!(
-            "client {}, server {}",
-            side(Endpoint::Client, self.cfg.client_cpu),
-            side(Endpoint::Server, self.spec.server_cpu)
-        )
     }
 }
 
@@ -965,12 +610,4 @@ fn write_all_polling(socket: &mut TcpStream, mut bytes: &[u8], limit: Duration) 
         }
     }
     Ok(())
-}
-
-/// One UDP stream's setup: its socket (a clone of the data socket, non-blocking) and the
-/// protocol's exchange.
-struct UdpSetup {
-    id: u32,
-    socket: UdpSocket,
-    handshake: Box<dyn UdpHandshake>,
 }
