@@ -42,6 +42,7 @@
 //! - a test ended by a count (netperf's `-l -N`) has no planned end: it neither joins a job
 //!   nor lets another join its own.
 
+use crate::error::NetworkError;
 use netchar_model::{Direction, EndCondition, TestKind, TestSpec, UdpRate};
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -118,21 +119,22 @@ pub struct DataPathPolicy {
 
 impl DataPathPolicy {
     /// Parses `ADDR/LEN` or a bare address.
-    pub fn parse_net(s: &str) -> Result<(IpAddr, u8), String> {
+    pub fn parse_net(s: &str) -> Result<(IpAddr, u8), NetworkError> {
         let (addr, len) = match s.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
-        let ip: IpAddr = addr.trim_matches(|c| c == '[' || c == ']').parse().map_err(|_| {
-            format!("{s}: not an address or network (write e.g. 192.0.2.0/24, 2001:db8::/32, 10.1.2.3)")
-        })?;
+        let ip: IpAddr = addr
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .map_err(|_| NetworkError::NotAnAddress { given: s.to_string() })?;
         let max = if ip.is_ipv4() { 32 } else { 128 };
         let len = match len {
             Some(l) => l
                 .parse::<u8>()
                 .ok()
                 .filter(|l| *l <= max)
-                .ok_or_else(|| format!("{s}: prefix length must be 0-{max}"))?,
+                .ok_or_else(|| NetworkError::BadPrefix { given: s.to_string(), max })?,
             None => max,
         };
         Ok((ip, len))
@@ -989,8 +991,11 @@ mod tests {
         assert!(p.allows(ctl, "198.51.100.77".parse().unwrap()));
         assert!(!p.allows(ctl, "192.0.2.2".parse().unwrap()));
         assert!(!DataPathPolicy::default().allows(ctl, "198.51.100.77".parse().unwrap()));
-        assert!(DataPathPolicy::parse_net("10.0.0.0/33").is_err());
-        assert!(DataPathPolicy::parse_net("bogus").is_err());
+        assert_eq!(
+            DataPathPolicy::parse_net("10.0.0.0/33"),
+            Err(NetworkError::BadPrefix { given: "10.0.0.0/33".into(), max: 32 })
+        );
+        assert!(matches!(DataPathPolicy::parse_net("bogus"), Err(NetworkError::NotAnAddress { .. })));
         assert_eq!(DataPathPolicy::parse_net("2001:db8::/32").unwrap().1, 32);
     }
 

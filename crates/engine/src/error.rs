@@ -233,6 +233,26 @@ impl From<ProtocolError> for ClientError {
     }
 }
 
+/// A network given to the server (`--allow-data-from`, `--allow-peers`, `--allow-target`)
+/// that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetworkError {
+    /// Neither an address nor `ADDR/LEN`.
+    #[error("{given}: not an address or network (write e.g. 192.0.2.0/24, 2001:db8::/32, 10.1.2.3)")]
+    NotAnAddress {
+        /// As given.
+        given: String,
+    },
+    /// A prefix length longer than the address, or not a number.
+    #[error("{given}: prefix length must be 0-{max}")]
+    BadPrefix {
+        /// As given.
+        given: String,
+        /// The address family's longest prefix (32 or 128).
+        max: u8,
+    },
+}
+
 /// Why the server's driver ended a test session before its end, as kinds: what the server's
 /// log says of the test, and what the engine's tests match on.
 #[derive(Debug, thiserror::Error)]

@@ -63,7 +63,7 @@ impl Default for PeerPolicy {
 
 impl PeerPolicy {
     /// The operator's list (it replaces the default), each `ADDR/LEN` or a bare address.
-    pub fn parse(nets: &[String]) -> Result<Self, String> {
+    pub fn parse(nets: &[String]) -> Result<Self, crate::error::NetworkError> {
         let allowed = nets.iter().map(|n| DataPathPolicy::parse_net(n)).collect::<Result<_, _>>()?;
         Ok(Self { allowed })
     }
