@@ -283,3 +283,54 @@ fn a_malformed_answer_ends_the_client_run_with_one_typed_error() {
     drop(run);
     speaker.join().expect("the fake server saw the client close");
 }
+
+#[test]
+fn the_client_alone_takes_a_busy_answer_from_a_server_session_the_test_drives() {
+    use netchar_wire::session::{ServerEvent, ServerSession};
+    // No server driver: the test runs the server's sans-IO session by hand, and answers the
+    // client's request with a busy refusal of its own figures.
+    let server = ServerSide::new(Limits::default());
+    let (client_end, mut by_hand, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+    let speaker = std::thread::spawn(move || {
+        let (got, raw) =
+            crate::server::read_hello(&mut by_hand, Instant::now() + Duration::from_secs(60), &StopFlag::new());
+        assert_eq!(got, HELLO_LEN);
+        let hello = Hello::decode(&raw).unwrap();
+        let mut session = ServerSession::new(Instant::now(), &hello, Default::default()).expect("a netchar client");
+        let mut buf = [0u8; 4096];
+        let requested = loop {
+            let mut out = Vec::new();
+            session.poll_output(&mut out);
+            if !out.is_empty() {
+                by_hand.send_all(&out).unwrap();
+            }
+            if let Some(ServerEvent::Requested { spec, .. }) = session.poll_event() {
+                break spec;
+            }
+            match by_hand.read_within(&mut buf, Duration::from_secs(60)) {
+                Ok(0) => panic!("the client closed before its request"),
+                Ok(n) => session.handle_input(Instant::now(), &buf[..n]).expect("a well-formed request"),
+                Err(e) => panic!("no request from the client: {e}"),
+            }
+        };
+        session.refuse_busy(Instant::now(), 3, 2, Some("a limit the test names".into()));
+        let mut out = Vec::new();
+        session.poll_output(&mut out);
+        by_hand.send_all(&out).unwrap();
+        read_to_close(&mut by_hand);
+        requested
+    });
+    let mut spec = TestSpec::tcp_default();
+    spec.streams = 3;
+    let cfg = client_config(spec, &server);
+    let run = crate::client::run_over(&cfg, server.data_addr, Box::new(client_end), &StopFlag::new(), &mut |_| {});
+    assert!(run.result.is_none(), "no test ran");
+    assert!(
+        matches!(&run.error, Some(ClientError::Busy { running: 3, max: 2, reason: Some(r), .. }) if r == "a limit the test names"),
+        "{:?}",
+        run.error
+    );
+    drop(run);
+    let requested = speaker.join().expect("the hand-driven server saw the request and the close");
+    assert_eq!(requested.streams, 3, "the request the client sent is the test asked for");
+}
