@@ -253,6 +253,21 @@ pub enum NetworkError {
     },
 }
 
+/// A stream of datagrams a listener will not send to an address that did not prove it asked
+/// for it (crate::reflection): the address, and the networks `--allow-peers` allows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "not sent to {to}: this test's traffic goes only to --allow-peers networks ({allowed}), as nothing proves \
+     that {to} asked for it (add --allow-peers {to}/{} to allow it)",
+    if to.is_ipv4() { 32 } else { 128 }
+)]
+pub struct UnpromptedRefused {
+    /// Where the stream would have gone (IPv4 as IPv4, also when mapped).
+    pub to: std::net::IpAddr,
+    /// The networks allowed, as the start-up line names them.
+    pub allowed: String,
+}
+
 /// Why the server's driver ended a test session before its end, as kinds: what the server's
 /// log says of the test, and what the engine's tests match on.
 #[derive(Debug, thiserror::Error)]
