@@ -42,6 +42,7 @@
 //! - a test ended by a count (netperf's `-l -N`) has no planned end: it neither joins a job
 //!   nor lets another join its own.
 
+use crate::error::NetworkError;
 use netchar_model::{Direction, EndCondition, TestKind, TestSpec, UdpRate};
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -118,21 +119,22 @@ pub struct DataPathPolicy {
 
 impl DataPathPolicy {
     /// Parses `ADDR/LEN` or a bare address.
-    pub fn parse_net(s: &str) -> Result<(IpAddr, u8), String> {
+    pub fn parse_net(s: &str) -> Result<(IpAddr, u8), NetworkError> {
         let (addr, len) = match s.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
-        let ip: IpAddr = addr.trim_matches(|c| c == '[' || c == ']').parse().map_err(|_| {
-            format!("{s}: not an address or network (write e.g. 192.0.2.0/24, 2001:db8::/32, 10.1.2.3)")
-        })?;
+        let ip: IpAddr = addr
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .map_err(|_| NetworkError::NotAnAddress { given: s.to_string() })?;
         let max = if ip.is_ipv4() { 32 } else { 128 };
         let len = match len {
             Some(l) => l
                 .parse::<u8>()
                 .ok()
                 .filter(|l| *l <= max)
-                .ok_or_else(|| format!("{s}: prefix length must be 0-{max}"))?,
+                .ok_or_else(|| NetworkError::BadPrefix { given: s.to_string(), max })?,
             None => max,
         };
         Ok((ip, len))
@@ -310,7 +312,59 @@ pub enum Refusal {
         reason: Option<String>,
     },
     /// Never acceptable as asked; the reason names the limit and what to ask instead.
-    Rejected(String),
+    Rejected(Rejection),
+}
+
+/// A request never acceptable as asked: the server limit it exceeds, when it is one, for a
+/// caller to decide on (iperf3's server answers each with its own error code), and the line
+/// that says why and what to ask instead, for the log and the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// The limit the test exceeds; `None` when the request is wrong otherwise (a companion of
+    /// no running test, a data socket the server cannot open, ...).
+    pub limit: Option<ServerLimit>,
+    /// The whole line.
+    pub reason: String,
+}
+
+impl Rejection {
+    /// A test that exceeds `limit`, as `reason` says.
+    pub fn over(limit: ServerLimit, reason: impl Into<String>) -> Self {
+        Self { limit: Some(limit), reason: reason.into() }
+    }
+
+    /// A request wrong for another reason than a limit.
+    pub fn other(reason: impl Into<String>) -> Self {
+        Self { limit: None, reason: reason.into() }
+    }
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+/// A limit of the server's that a test may exceed as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServerLimit {
+    /// `--max-streams`: data streams in one test.
+    Streams,
+    /// `--max-duration`: seconds of sending.
+    Duration,
+    /// `--max-rate`: the total rate, which a test must ask for.
+    Rate,
+}
+
+impl ServerLimit {
+    /// The server's flag that sets it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Self::Streams => "--max-streams",
+            Self::Duration => "--max-duration",
+            Self::Rate => "--max-rate",
+        }
+    }
 }
 
 /// What admission granted.
@@ -352,36 +406,42 @@ impl Registry {
         let spec = req.spec;
         let streams = spec.total_streams();
         if streams > limits.max_streams {
-            return Err(Refusal::Rejected(format!(
-                "{streams} data streams exceed this server's limit of {} (--max-streams); use fewer -P",
-                limits.max_streams
+            return Err(Refusal::Rejected(Rejection::over(
+                ServerLimit::Streams,
+                format!(
+                    "{streams} data streams exceed this server's limit of {} (--max-streams); use fewer -P",
+                    limits.max_streams
+                ),
             )));
         }
         if let (Some(max), EndCondition::Seconds(s)) = (limits.max_duration, spec.end) {
             let total = s + spec.omit_seconds;
             if total > max.as_secs_f64() + 1e-9 {
                 let room = max.as_secs_f64() - spec.omit_seconds;
-                return Err(Refusal::Rejected(if room > 0.0 {
-                    format!(
+                return Err(Refusal::Rejected(Rejection::over(
+                    ServerLimit::Duration,
+                    if room > 0.0 {
+                        format!(
                         "{total} s of sending exceeds this server's limit of {} s (--max-duration); ask for -t {room} or less",
                         max.as_secs_f64()
                     )
-                } else {
-                    format!(
-                        "-O {} alone reaches this server's limit of {} s (--max-duration); ask for a shorter -O",
-                        spec.omit_seconds,
-                        max.as_secs_f64()
-                    )
-                }));
+                    } else {
+                        format!(
+                            "-O {} alone reaches this server's limit of {} s (--max-duration); ask for a shorter -O",
+                            spec.omit_seconds,
+                            max.as_secs_f64()
+                        )
+                    },
+                )));
             }
         }
         if req.companion.is_some() && (spec.server_load.is_some() || (spec.kind != TestKind::Rr && spec.streams != 1)) {
             // Latency under load runs rr probes and single-stream load flows beside its first
             // flow; nothing else needs a place beside --max-concurrent, and one stream each
             // keeps the companions of a test within a few times one test's streams.
-            return Err(Refusal::Rejected(
-                "a companion test must be an rr test or a one-stream load flow, without --server-load".into(),
-            ));
+            return Err(Refusal::Rejected(Rejection::other(
+                "a companion test must be an rr test or a one-stream load flow, without --server-load",
+            )));
         }
         let rate = requested_rate(spec);
         let mut st = self.lock();
@@ -403,9 +463,9 @@ impl Registry {
                     Some(c)
                 }
                 _ => {
-                    return Err(Refusal::Rejected(
-                        "the companion cookie names no running test of this client's address".into(),
-                    ))
+                    return Err(Refusal::Rejected(Rejection::other(
+                        "the companion cookie names no running test of this client's address",
+                    )))
                 }
             },
         };
@@ -443,16 +503,19 @@ impl Registry {
         }
         if let Some(max) = limits.max_rate {
             let Some(rate) = rate else {
-                return Err(Refusal::Rejected(format!(
+                return Err(Refusal::Rejected(Rejection::over(ServerLimit::Rate, format!(
                     "this server admits at most {} in total (--max-rate) and the test asks for no rate; give one with -b",
                     netchar_model::units::format_si(max as f64, "bit/s")
-                )));
+                ))));
             };
             if rate > max {
-                return Err(Refusal::Rejected(format!(
-                    "{} exceeds this server's limit of {} in total (--max-rate); ask for less with -b",
-                    netchar_model::units::format_si(rate as f64, "bit/s"),
-                    netchar_model::units::format_si(max as f64, "bit/s")
+                return Err(Refusal::Rejected(Rejection::over(
+                    ServerLimit::Rate,
+                    format!(
+                        "{} exceeds this server's limit of {} in total (--max-rate); ask for less with -b",
+                        netchar_model::units::format_si(rate as f64, "bit/s"),
+                        netchar_model::units::format_si(max as f64, "bit/s")
+                    ),
                 )));
             }
             if st.rate_in_use + rate > max {
@@ -498,7 +561,7 @@ impl Registry {
         }
         let mut cookie = [0u8; 16];
         if getrandom::getrandom(&mut cookie).is_err() || st.tests.contains_key(&cookie) {
-            return Err(Refusal::Rejected("the server could not draw a session cookie".into()));
+            return Err(Refusal::Rejected(Rejection::other("the server could not draw a session cookie")));
         }
         if let Some(parent) = companion_of.and_then(|c| st.tests.get_mut(&c)) {
             parent.companions += 1;
@@ -693,7 +756,9 @@ mod tests {
         let parent = reg.admit(req(&spec, "192.0.2.1", None), &limits, now).ok().unwrap().cookie;
         // Another client cannot use the parent's cookie to get past --max-concurrent.
         let other = reg.admit(req(&rr, "192.0.2.9", Some(parent)), &limits, now).err().unwrap();
-        assert!(matches!(other, Refusal::Rejected(ref m) if m.contains("no running test of this client")));
+        assert!(
+            matches!(other, Refusal::Rejected(Rejection { limit: None, ref reason }) if reason.contains("no running test of this client"))
+        );
         // rr probes and one-stream load flows accompany (latency under load); a throughput
         // companion of several streams is refused.
         let mut wide = spec.clone();
@@ -826,9 +891,10 @@ mod tests {
         let third = in_job(&reg, &spec, "192.0.2.1", &strict, now).err().unwrap();
         assert!(matches!(third, Refusal::Busy { reason: Some(ref r), .. } if r.contains("--max-starts-per-minute")));
         let long = netperf(TestKind::Tcp, 11.0);
-        assert!(
-            matches!(in_job(&reg, &long, "192.0.2.3", &strict, now), Err(Refusal::Rejected(ref m)) if m.contains("--max-duration"))
-        );
+        assert!(matches!(
+            in_job(&reg, &long, "192.0.2.3", &strict, now),
+            Err(Refusal::Rejected(Rejection { limit: Some(ServerLimit::Duration), .. }))
+        ));
         reg.release(&a.cookie);
         reg.release(&b.cookie);
         assert_eq!(reg.lock().running, 0);
@@ -874,7 +940,7 @@ mod tests {
         assert!(reg.admit(req(&spec, "192.0.2.2", None), &limits, now).is_ok());
         let tcp = TestSpec::tcp_default();
         assert!(
-            matches!(reg.admit(req(&tcp, "192.0.2.3", None), &limits, now), Err(Refusal::Rejected(ref m)) if m.contains("-b"))
+            matches!(reg.admit(req(&tcp, "192.0.2.3", None), &limits, now), Err(Refusal::Rejected(Rejection { limit: Some(ServerLimit::Rate), ref reason })) if reason.contains("-b"))
         );
         let mut bidir = TestSpec::tcp_default();
         bidir.direction = Direction::Bidir;
@@ -897,14 +963,15 @@ mod tests {
         let mut long = TestSpec::tcp_default();
         long.end = EndCondition::Seconds(31.0);
         assert!(
-            matches!(reg.admit(req(&long, "192.0.2.1", None), &limits, now), Err(Refusal::Rejected(ref m)) if m.contains("-t 30"))
+            matches!(reg.admit(req(&long, "192.0.2.1", None), &limits, now), Err(Refusal::Rejected(Rejection { limit: Some(ServerLimit::Duration), ref reason })) if reason.contains("-t 30"))
         );
         let mut wide = TestSpec::tcp_default();
         wide.streams = 3;
         wide.direction = Direction::Bidir;
-        assert!(
-            matches!(reg.admit(req(&wide, "192.0.2.1", None), &limits, now), Err(Refusal::Rejected(ref m)) if m.contains("--max-streams"))
-        );
+        assert!(matches!(
+            reg.admit(req(&wide, "192.0.2.1", None), &limits, now),
+            Err(Refusal::Rejected(Rejection { limit: Some(ServerLimit::Streams), .. }))
+        ));
         let ok = TestSpec::tcp_default();
         for _ in 0..2 {
             let a = reg.admit(req(&ok, "192.0.2.1", None), &limits, now).ok().unwrap();
@@ -924,8 +991,11 @@ mod tests {
         assert!(p.allows(ctl, "198.51.100.77".parse().unwrap()));
         assert!(!p.allows(ctl, "192.0.2.2".parse().unwrap()));
         assert!(!DataPathPolicy::default().allows(ctl, "198.51.100.77".parse().unwrap()));
-        assert!(DataPathPolicy::parse_net("10.0.0.0/33").is_err());
-        assert!(DataPathPolicy::parse_net("bogus").is_err());
+        assert_eq!(
+            DataPathPolicy::parse_net("10.0.0.0/33"),
+            Err(NetworkError::BadPrefix { given: "10.0.0.0/33".into(), max: 32 })
+        );
+        assert!(matches!(DataPathPolicy::parse_net("bogus"), Err(NetworkError::NotAnAddress { .. })));
         assert_eq!(DataPathPolicy::parse_net("2001:db8::/32").unwrap().1, 32);
     }
 

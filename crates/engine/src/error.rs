@@ -207,6 +207,15 @@ pub enum ClientError {
     /// Ctrl-C.
     #[error("interrupted; the figures measured so far are reported")]
     Interrupted,
+    /// The server closed the control connection while the test ran (it stopped, crashed or
+    /// lost the path): what this end measured until then is kept.
+    #[error(
+        "the server at {addr} closed the control connection during the test; the figures measured so far are reported"
+    )]
+    PeerGone {
+        /// Where.
+        addr: String,
+    },
     /// The server ended the test and said why.
     #[error("the server ended the test: {0}")]
     Server(String),
@@ -221,6 +230,104 @@ impl From<ProtocolError> for ClientError {
             ProtocolError::Rejected(reason) => Self::Rejected { reason },
             e => Self::Protocol(e),
         }
+    }
+}
+
+/// A network given to the server (`--allow-data-from`, `--allow-peers`, `--allow-target`)
+/// that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetworkError {
+    /// Neither an address nor `ADDR/LEN`.
+    #[error("{given}: not an address or network (write e.g. 192.0.2.0/24, 2001:db8::/32, 10.1.2.3)")]
+    NotAnAddress {
+        /// As given.
+        given: String,
+    },
+    /// A prefix length longer than the address, or not a number.
+    #[error("{given}: prefix length must be 0-{max}")]
+    BadPrefix {
+        /// As given.
+        given: String,
+        /// The address family's longest prefix (32 or 128).
+        max: u8,
+    },
+}
+
+/// A stream of datagrams a listener will not send to an address that did not prove it asked
+/// for it (crate::reflection): the address, and the networks `--allow-peers` allows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "not sent to {to}: this test's traffic goes only to --allow-peers networks ({allowed}), as nothing proves \
+     that {to} asked for it (add --allow-peers {to}/{} to allow it)",
+    if to.is_ipv4() { 32 } else { 128 }
+)]
+pub struct UnpromptedRefused {
+    /// Where the stream would have gone (IPv4 as IPv4, also when mapped).
+    pub to: std::net::IpAddr,
+    /// The networks allowed, as the start-up line names them.
+    pub allowed: String,
+}
+
+/// Why the server's driver ended a test session before its end, as kinds: what the server's
+/// log says of the test, and what the engine's tests match on.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerSessionError {
+    /// The control connection failed (a write that could not finish, a reset).
+    #[error("control connection failed: {0}")]
+    Control(io::Error),
+    /// The client broke the control protocol (a malformed or unexpected message, a version
+    /// or authentication mismatch) or fell silent past a deadline.
+    #[error("{0}")]
+    Protocol(#[from] ProtocolError),
+    /// The server is stopping (SIGINT/SIGTERM).
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// No test request within `--idle-timeout` of connecting.
+    #[error("no test request within {:.0} s (--idle-timeout)", .limit.as_secs_f64())]
+    NoRequest {
+        /// The server's limit.
+        limit: Duration,
+    },
+    /// The test ran to the server's `--max-duration` (a `-n` test, or a client that ends the
+    /// test itself).
+    #[error("stopped after {:.0} s, the server's limit (--max-duration)", .limit.as_secs_f64())]
+    MaxDuration {
+        /// The server's limit.
+        limit: Duration,
+    },
+    /// The client closed the control connection while its test ran; what this end measured
+    /// until then is logged.
+    #[error("the client closed the control connection during the test")]
+    ClientGone,
+    /// The client asked to stop before the test started, with its reason.
+    #[error("stopped by the client: {0}")]
+    StoppedByClient(String),
+    /// The client's session ended the test, with the protocol's reason.
+    #[error("{0}")]
+    Ended(String),
+    /// A data stream failed, or the client's data did not arrive: the client is gone or the
+    /// path lost it.
+    #[error("{0}")]
+    Data(String),
+    /// The client's data streams are not the test's (one too many, a stream id it does not
+    /// have, two connections for one stream).
+    #[error("{0}")]
+    Streams(String),
+    /// A socket or thread of this end failed: what was being done, and the error.
+    #[error("{context}: {source}")]
+    Io {
+        /// What this end was doing.
+        context: String,
+        /// Why it failed.
+        source: io::Error,
+    },
+}
+
+impl ServerSessionError {
+    /// [`Self::Io`], saying what was being done.
+    pub fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
+        let context = context.into();
+        move |source| Self::Io { context, source }
     }
 }
 

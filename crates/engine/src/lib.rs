@@ -38,7 +38,10 @@
 pub mod admission;
 pub mod client;
 pub mod control;
+mod control_link;
 pub mod dataplane;
+#[cfg(test)]
+mod driver_tests;
 pub mod error;
 mod evidence;
 pub mod jobs;

@@ -26,6 +26,7 @@
 //! the counters are in [`GuardCounts`] for the server's last line.
 
 use crate::admission::{canonical, DataPathPolicy};
+use crate::error::UnpromptedRefused;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,7 +64,7 @@ impl Default for PeerPolicy {
 
 impl PeerPolicy {
     /// The operator's list (it replaces the default), each `ADDR/LEN` or a bare address.
-    pub fn parse(nets: &[String]) -> Result<Self, String> {
+    pub fn parse(nets: &[String]) -> Result<Self, crate::error::NetworkError> {
         let allowed = nets.iter().map(|n| DataPathPolicy::parse_net(n)).collect::<Result<_, _>>()?;
         Ok(Self { allowed })
     }
@@ -264,18 +265,12 @@ impl ReflectionGuard {
 
     /// May a test send a stream of datagrams to `to`, which did not prove it asked? Only an
     /// allowed network; the refusal (counted) says which flag would allow it.
-    pub fn may_send_unprompted(&self, to: SocketAddr) -> Result<(), String> {
+    pub fn may_send_unprompted(&self, to: SocketAddr) -> Result<(), UnpromptedRefused> {
         if self.policy.allows(to.ip()) {
             return Ok(());
         }
         self.unprompted_refused.fetch_add(1, Ordering::Relaxed);
-        let ip = canonical(to.ip());
-        let host = if ip.is_ipv4() { 32 } else { 128 };
-        Err(format!(
-            "not sent to {ip}: this test's traffic goes only to --allow-peers networks ({}), as nothing proves \
-             that {ip} asked for it (add --allow-peers {ip}/{host} to allow it)",
-            self.policy.describe()
-        ))
+        Err(UnpromptedRefused { to: canonical(to.ip()), allowed: self.policy.describe() })
     }
 
     /// True the first time in a while that a refusal of `kind` by `protocol`'s listener
@@ -386,7 +381,8 @@ mod tests {
         let g = guard(&["10.0.0.0/8"]);
         assert!(g.may_send_unprompted(at("10.9.9.9", 40_000)).is_ok());
         let why = g.may_send_unprompted(at("192.0.2.7", 40_000)).unwrap_err();
-        assert!(why.contains("--allow-peers 192.0.2.7/32"), "{why}");
+        assert_eq!(why.to, "192.0.2.7".parse::<IpAddr>().unwrap());
+        assert!(why.to_string().contains("--allow-peers 192.0.2.7/32"), "{why}");
         assert_eq!(g.counts().unprompted_refused, 1);
     }
 

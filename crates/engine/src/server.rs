@@ -12,6 +12,8 @@
 use crate::admission::{
     canonical, ConnRefusal, DataConn, Limits, Registry, SourceCounts, SourceSlot, MAX_CHALLENGES_PER_STREAM,
 };
+use crate::control_link::ControlLink;
+use crate::error::ServerSessionError;
 use crate::peers::{PeerContext, PeerListener};
 use crate::reflection::{GuardCounts, ReflectionGuard, RefusalKind};
 use crate::server_control::NativeServer;
@@ -41,7 +43,8 @@ const MAX_LINGERING_REFUSALS: usize = 1024;
 pub struct Server {
     listener: TcpListener,
     /// The UDP setup listener, bound with the TCP one so the server is whole once bound.
-    udp: Result<UdpSocket, String>,
+    /// Without it, TCP tests still run: the failure is logged once the server runs.
+    udp: io::Result<UdpSocket>,
     cfg: ServerConfig,
     /// Peer-protocol servers run beside the native one (crate::peers).
     peers: Vec<Box<dyn PeerListener>>,
@@ -60,7 +63,7 @@ impl Server {
         socket.listen(1024)?;
         let listener: TcpListener = socket.into();
         let local = listener.local_addr()?;
-        let udp = bind_udp(local).map_err(|e| format!("UDP tests unavailable: cannot bind UDP {local}: {e}"));
+        let udp = bind_udp(local);
         Ok(Self { listener, udp, cfg, peers: Vec::new() })
     }
 
@@ -106,7 +109,8 @@ impl Server {
             .collect::<io::Result<_>>()?;
         let udp = match self.udp {
             Ok(socket) => Some(spawn_udp_setup_listener(socket, shared.clone())),
-            Err(reason) => {
+            Err(e) => {
+                let reason = format!("UDP tests unavailable: cannot bind UDP {local}: {e}");
                 log(ServerLog::Rejected { peer: local, reason });
                 None
             }
@@ -383,7 +387,7 @@ fn spawn_waker(stop: StopFlag, local: SocketAddr, one_off: Option<Arc<Shared>>) 
 
 /// Reads the 40-byte hello by an absolute deadline: a client that trickles bytes gets no more
 /// time than one that sends nothing.
-fn read_hello(stream: &mut TcpStream, deadline: Instant, stop: &StopFlag) -> (usize, [u8; HELLO_LEN]) {
+pub(crate) fn read_hello(stream: &mut dyn ControlLink, deadline: Instant, stop: &StopFlag) -> (usize, [u8; HELLO_LEN]) {
     let mut raw = [0u8; HELLO_LEN];
     let mut got = 0;
     while got < HELLO_LEN && !stop.is_raised() {
@@ -392,8 +396,7 @@ fn read_hello(stream: &mut TcpStream, deadline: Instant, stop: &StopFlag) -> (us
             break;
         }
         // Short waits, so a stopping server does not wait out a silent client.
-        let _ = stream.set_read_timeout(Some(left.min(Duration::from_millis(200))));
-        match stream.read(&mut raw[got..]) {
+        match stream.read_within(&mut raw[got..], left.min(Duration::from_millis(200))) {
             Ok(0) => break,
             Ok(n) => {
                 got += n;
@@ -411,7 +414,7 @@ fn read_hello(stream: &mut TcpStream, deadline: Instant, stop: &StopFlag) -> (us
     (got, raw)
 }
 
-fn handle_connection(mut stream: TcpStream, peer: SocketAddr, slot: SourceSlot, shared: &Shared) {
+pub(crate) fn handle_connection(mut stream: TcpStream, peer: SocketAddr, slot: SourceSlot, shared: &Shared) {
     let accepted = Instant::now();
     let limits = &shared.cfg.limits;
     let deadline = accepted + shared.cfg.timeouts.hello.min(limits.idle_timeout);
@@ -475,20 +478,40 @@ fn describe_client_bytes(b: &[u8]) -> String {
 
 /// Opens a netchar control session for a client whose hello was read, and drives it.
 fn serve_native(stream: TcpStream, peer: SocketAddr, hello: &Hello, shared: &Shared, request_deadline: Instant) {
+    let _ = stream.set_nodelay(true);
+    // A client that stops reading must not hold this thread (and its slots) in a write: a
+    // write that cannot finish within a phase ends the session.
+    let _ = stream.set_write_timeout(Some(shared.cfg.timeouts.phase));
+    serve_native_over(Box::new(stream), peer, hello, shared, request_deadline);
+}
+
+/// [`serve_native`] over any control link (the engine's tests use an in-memory one); returns
+/// why the session ended early, if it did (the log has it too).
+pub(crate) fn serve_native_over<'a>(
+    mut link: Box<dyn ControlLink + 'a>,
+    peer: SocketAddr,
+    hello: &Hello,
+    shared: &'a Shared,
+    request_deadline: Instant,
+) -> Option<ServerSessionError> {
     let mut nonce = [0u8; 16];
     if getrandom::getrandom(&mut nonce).is_err() {
         (shared.log)(ServerLog::Rejected { peer, reason: "no randomness for the session nonce".into() });
-        return;
+        return Some(ServerSessionError::Io {
+            context: "no randomness for the session nonce".into(),
+            source: io::ErrorKind::Other.into(),
+        });
     }
     let session = ServerSession::with_auth(Instant::now(), hello, shared.cfg.timeouts, nonce, shared.cfg.keys.clone());
     match session {
-        Ok(s) => SessionDriver::serve(stream, peer, Box::new(NativeServer::new(s)), shared, request_deadline),
+        Ok(s) => SessionDriver::serve_over(link, peer, Box::new(NativeServer::new(s)), shared, request_deadline),
         Err(rejected) => {
             let (mut s, e) = *rejected;
             let mut out = Vec::new();
             s.poll_output(&mut out);
-            let _ = (&stream).write_all(&out);
+            let _ = link.send_all(&out);
             (shared.log)(ServerLog::Rejected { peer, reason: e.to_string() });
+            Some(ServerSessionError::Protocol(e))
         }
     }
 }

@@ -190,7 +190,7 @@ impl ServerControl for NativeServer {
     fn turned_away(&mut self, now: Instant, why: &Refusal) {
         match why {
             Refusal::Busy { running, max, reason } => self.session.refuse_busy(now, *running, *max, reason.clone()),
-            Refusal::Rejected(reason) => self.session.reject(now, reason),
+            Refusal::Rejected(rejection) => self.session.reject(now, &rejection.reason),
         }
     }
     fn streams_connected(&mut self, now: Instant) {

@@ -19,7 +19,7 @@
 
 use super::{PeerContext, PeerListener};
 use crate::admission::canonical;
-use crate::admission::{DataConn, Refusal};
+use crate::admission::{DataConn, Refusal, ServerLimit};
 use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
 use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::registry::SessionError;
@@ -350,17 +350,17 @@ impl ServerControl for Iperf3Server {
         // exceeds is not busy, and retrying would not help.
         match why {
             Refusal::Busy { .. } => self.session.deny(),
-            // iperf3's own code for its server's --max-server-duration (what it prints for
-            // it depends on its version)
-            Refusal::Rejected(reason) if reason.contains("--max-duration") => {
-                self.session.refuse(wire::IE_MAX_DURATION)
-            }
-            // "total required bandwidth is larger than server limit"
-            Refusal::Rejected(reason) if reason.contains("--max-rate") => self.session.refuse(wire::IE_TOTAL_RATE),
-            // "number of parallel streams too large (maximum = 128)": iperf3's own maximum
-            // in the text, the server's --max-streams in its log.
-            Refusal::Rejected(reason) if reason.contains("--max-streams") => self.session.refuse(IE_NUM_STREAMS),
-            Refusal::Rejected(_) => self.session.deny(),
+            Refusal::Rejected(rejection) => match rejection.limit {
+                // iperf3's own code for its server's --max-server-duration (what it prints for
+                // it depends on its version)
+                Some(ServerLimit::Duration) => self.session.refuse(wire::IE_MAX_DURATION),
+                // "total required bandwidth is larger than server limit"
+                Some(ServerLimit::Rate) => self.session.refuse(wire::IE_TOTAL_RATE),
+                // "number of parallel streams too large (maximum = 128)": iperf3's own maximum
+                // in the text, the server's --max-streams in its log.
+                Some(ServerLimit::Streams) => self.session.refuse(IE_NUM_STREAMS),
+                None => self.session.deny(),
+            },
         }
     }
     fn streams_connected(&mut self, now: Instant) {
@@ -822,6 +822,41 @@ impl ClientControl for Iperf3Control {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each refusal reaches an iperf3 client as the code whose text names its reason, chosen
+    /// by the limit the admission names, never by the words of its line.
+    #[test]
+    fn each_refusal_is_answered_with_the_code_of_its_limit() {
+        use crate::admission::Rejection;
+        let server_error = |code: i32| [&[0xFE][..], &code.to_be_bytes(), &0i32.to_be_bytes()].concat();
+        let worded_otherwise = "a line that names no flag";
+        let cases = [
+            (Refusal::Busy { running: 1, max: 1, reason: None }, vec![0xFF]),
+            (
+                Refusal::Rejected(Rejection::over(ServerLimit::Duration, worded_otherwise)),
+                server_error(wire::IE_MAX_DURATION),
+            ),
+            (
+                Refusal::Rejected(Rejection::over(ServerLimit::Rate, worded_otherwise)),
+                server_error(wire::IE_TOTAL_RATE),
+            ),
+            (Refusal::Rejected(Rejection::over(ServerLimit::Streams, worded_otherwise)), server_error(IE_NUM_STREAMS)),
+            // A line that names a limit, with none as its kind: denied, not mistaken for one.
+            (Refusal::Rejected(Rejection::other("beyond --max-rate, in words only")), vec![0xFF]),
+        ];
+        let routes = Arc::new(Mutex::new(Routes::default()));
+        for (refusal, expected) in cases {
+            let now = Instant::now();
+            let mut server = Iperf3Server::new(now, [b'a'; COOKIE_LEN], "192.0.2.1:40000".parse().unwrap(), &routes);
+            // What it said first (PARAM_EXCHANGE) is not the answer.
+            server.poll_output(&mut Vec::new());
+            server.turned_away(now, &refusal);
+            let mut out = Vec::new();
+            server.poll_output(&mut out);
+            assert_eq!(out, expected, "{refusal:?}");
+            assert!(server.is_done(), "{refusal:?}");
+        }
+    }
 
     #[test]
     fn iperf3_refuses_what_it_cannot_run_before_any_traffic() {

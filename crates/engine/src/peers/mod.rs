@@ -144,7 +144,7 @@ impl PeerContext {
                     format!("the server is busy: {running} of {max} test(s) running (--max-concurrent); retry later")
                 }),
             }),
-            Err(Refusal::Rejected(reason)) => Err(PeerRefusal { busy: false, reason }),
+            Err(Refusal::Rejected(rejection)) => Err(PeerRefusal { busy: false, reason: rejection.reason }),
         }
     }
 
@@ -211,7 +211,11 @@ impl PeerContext {
     /// May a test send a stream of datagrams to `to`, an address no handshake proved (iperf2
     /// UDP `-R`, nc_test `UDP_SEND`)? Only within `--allow-peers`; the refusal, logged once
     /// per source, names the flag.
-    pub fn may_send_unprompted(&self, protocol: &'static str, to: SocketAddr) -> Result<(), String> {
+    pub fn may_send_unprompted(
+        &self,
+        protocol: &'static str,
+        to: SocketAddr,
+    ) -> Result<(), crate::error::UnpromptedRefused> {
         let guard = &self.shared.guard;
         guard.may_send_unprompted(to).inspect_err(|why| {
             if guard.first_refusal(to.ip(), RefusalKind::Unprompted, protocol, Instant::now()) {
