@@ -24,9 +24,10 @@
 //! types ([`registry`]) and the server's shared parts (`server_shared`: its settings, log and
 //! state; `server_session`: the session driver). The adapters ([`peers`]) stand on those, never
 //! on a driver; the table ([`protocols`]) lists the adapters; the drivers ([`client`],
-//! [`server`], then [`under_load`]) read the table and start the adapters. Types that moved
-//! down are re-exported where they were ([`client::ClientConfig`], [`server::ServerConfig`],
-//! [`protocols::ProtocolDef`], ...).
+//! [`server`], then [`under_load`]) read the table and start the adapters; the jobs ([`jobs`]),
+//! which run many tests, stand on the drivers. Types that moved down are re-exported where
+//! they were ([`client::ClientConfig`], [`server::ServerConfig`], [`protocols::ProtocolDef`],
+//! ...).
 //!
 //! The engine never prints: live figures reach the caller through a callback, results as
 //! [`netchar_model::TestResult`].
@@ -39,6 +40,7 @@ pub mod control;
 pub mod dataplane;
 pub mod error;
 mod evidence;
+pub mod jobs;
 pub mod load;
 pub mod measure;
 pub mod peers;
