@@ -43,7 +43,9 @@ pub(crate) fn run(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> 
         let mut p = base.clone();
         p.client.spec = spec;
         let step = steps.begin(&p.client);
-        let mut run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))?;
+        // The console's error with its causes, in one line.
+        let mut run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))
+            .map_err(|e| format!("{e:#}"))?;
         step.end(run.result.as_mut());
         Ok(run)
     });
