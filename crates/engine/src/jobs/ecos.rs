@@ -436,4 +436,83 @@ mod tests {
         assert!(matches!(run.error, Some(EcosError::Test { kind: "UDP send", .. })), "{:?}", run.error);
         assert_eq!(run.results.len(), 1);
     }
+
+    /// The master job against netchar's own nc_test slave on loopback: the sink sees the
+    /// stock master's start line and the test's counts, and the result carries every buffer
+    /// the slave logged receiving (its own record is the ground truth).
+    #[test]
+    fn the_master_job_yields_the_slaves_exact_counts() {
+        use crate::peers::nc_test::{MasterPlan, NcTestListener};
+        use crate::server::{Server, ServerConfig, ServerLog};
+        use netchar_model::{Endpoint, Flow, Role};
+        use std::net::SocketAddr;
+        #[derive(Default)]
+        struct Seen(Vec<String>, Vec<MasterReport>);
+        impl EcosSink for Seen {
+            fn running(&mut self, _: &str) {}
+            fn line(&mut self, line: &str) -> io::Result<()> {
+                self.0.push(line.to_string());
+                Ok(())
+            }
+            fn master_test(&mut self, report: &MasterReport) -> io::Result<()> {
+                self.1.push(report.clone());
+                Ok(())
+            }
+            fn native_test(&mut self, _: &EcosTest, _: Section, _: &TestResult) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let slave = NcTestListener::bind(loopback, 0).unwrap();
+        let (control, data_port) = (crate::peers::PeerListener::local_addr(&slave), slave.data_port());
+        let server = Server::bind(ServerConfig::new(loopback)).unwrap().with_peer(Box::new(slave));
+        let (stop, logs) = (StopFlag::new(), std::sync::mpsc::channel());
+        let serving = {
+            let (stop, tx) = (stop.clone(), std::sync::Mutex::new(logs.0));
+            std::thread::spawn(move || {
+                server.run(&stop, move |e| {
+                    let _ = tx.lock().unwrap().send(e);
+                })
+            })
+        };
+        let (nbufs, buflen) = (64u32, 1024u32);
+        let cfg = MasterConfig {
+            slave: control,
+            slave_data_port: data_port,
+            // Carried in the request only: the slave receives on its own data port in this test.
+            master_data_port: wire::DATA_MASTER_PORT,
+            plan: MasterPlan::Single { kind: Kind::TcpRecv, nbufs, buflen, pause: Pause::default() },
+        };
+        let mut seen = Seen::default();
+        let job = run_master(&cfg, &StopFlag::new(), &mut seen).unwrap();
+        // The slave's first entry: its record of the test (a refusal is logged too, so this
+        // never waits for nothing).
+        let logged = logs.1.recv().unwrap();
+        stop.raise();
+        let _ = serving.join();
+        assert!(job.error.is_none(), "{:?}", job.error);
+        assert!(seen.0.iter().any(|l| l.starts_with("Start TCP recv [64,1024]")), "{:?}", seen.0);
+        let [report] = &seen.1[..] else { panic!("one test: {:?}", seen.1) };
+        assert_eq!((report.sent, report.results.map(|r| r.nrecvd)), (nbufs, Some(nbufs)));
+        let ServerLog::Test(logged) = logged else { panic!("the slave logged {logged:?}") };
+        let slave_got: u64 = logged
+            .streams
+            .iter()
+            .filter(|s| s.role == Role::Receiver && s.measured_by == Endpoint::Server)
+            .map(|s| s.bytes)
+            .sum();
+        // Each buffer goes with nc_test's header.
+        assert_eq!(slave_got, u64::from(nbufs) * (u64::from(buflen) + wire::DATA_HEADER_LEN as u64));
+        let [result] = &job.results[..] else { panic!("one result") };
+        let bytes = |by, role| {
+            result
+                .streams
+                .iter()
+                .filter(|s| s.flow == Flow::Up && s.measured_by == by && s.role == role)
+                .map(|s| s.bytes)
+                .sum::<u64>()
+        };
+        assert_eq!(bytes(Endpoint::Client, Role::Sender), slave_got);
+        assert_eq!(bytes(Endpoint::Server, Role::Receiver), slave_got);
+    }
 }
