@@ -1,255 +1,103 @@
-//! `netchar suite ecos` over netchar's own protocol (a `netchar server` or the C responder):
-//! the eCos nc6_test_master sequence, printed as `--proto nc6-test` prints it. Each test of
-//! the sequence (wire::nc_test::SuiteShape, the same for both modes) is a netchar test; its
-//! result becomes the stock master's lines (`Start UDP send [640,1024] - no delays`, `UDP send
-//! - 640 bufs of ...`, `   slave sent 640, recvd 0`) and netchar's figures line, shown by the
-//! reporter of the nc_test mode. The words are nc_test's, named from the server's ("slave's")
-//! side: in "send" the server sends (`-R`), in "recv" it receives.
-//!
-//! The tests use what the C responder serves: echo with nc_test's pattern, one-way TCP and UDP
-//! of a counted number of bytes (`-n`, unpaced), `--server-load` and `--idle` where its platform
-//! has the hooks. A server that refuses the load or the idle measurement has that section
-//! skipped with one line, as an nc_test slave's NAK skips it.
+//! `netchar suite ecos` over netchar's own protocol (a `netchar server` or the C responder),
+//! and how the eCos sequence's tests are shown in either mode: the flags to the engine's job
+//! (netchar_engine::jobs::ecos, which runs the sequence), and its tests as the stock master's
+//! lines (`Start UDP send [640,1024] - no delays`, `UDP send - 640 bufs of ...`, `   slave
+//! sent 640, recvd 0`) with netchar's figures line under them, through the reporters
+//! ([`MasterLines`], the sink of both modes: nc_test.rs runs the master against a slave).
+//! The words are nc_test's, named from the server's ("slave's") side: in "send" the server
+//! sends (`-R`), in "recv" it receives.
 
 use crate::args::EcosSuiteArgs;
 use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{bail, Result};
-use clap::Parser;
-use netchar_engine::client::{self, ClientError};
+use netchar_engine::client;
+use netchar_engine::jobs::ecos::{run_native, EcosSink, EcosTest, Section};
 use netchar_engine::StopFlag;
 use netchar_model::{Endpoint, Role, TestResult};
 use netchar_report::json::JobJsonReporter;
 use netchar_report::nc_test_lines::{figures_line, MasterFigures, NcTestLinesReporter, RttUs};
-use netchar_wire::nc_test::{self as wire, Kind, Pause, Sequence, SuiteShape, NOTE_PREFIX};
+use netchar_wire::nc_test::{self as wire, MasterReport, SuiteShape};
 use std::time::Duration;
 
-/// One test of the sequence, as nc_test names it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct EcosTest {
-    kind: Kind,
-    nbufs: u32,
-    buflen: u32,
-    pause: Pause,
-}
-
-/// The section a test is in: what the server runs besides it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Section {
-    /// No load, master at 100%.
-    Plain,
-    /// The slave's compute load: the server's background load, in percent (`--server-load`).
-    SlaveCompute(u32),
-    /// The master loads (pauses): both ends' idle shares (`--idle`).
-    MasterIdle,
-}
-
-impl EcosTest {
-    /// The netchar command of the test against `host` (nc_test's kinds named from the server's
-    /// side: its send is the client's `-R`).
-    fn argv(&self, host: &str, section: Section) -> Vec<String> {
-        let (n, len) = (self.nbufs, self.buflen);
-        let pattern = match self.pause.ticks {
-            0 => format!("{n}x{len}"),
-            ticks => format!("{n}x{len},{}@{}ms", self.pause.threshold, ticks * 10),
-        };
-        let bytes = (u64::from(n) * u64::from(len)).to_string();
-        let (len, pattern) = (len.to_string(), pattern.as_str());
-        let load = match section {
-            Section::SlaveCompute(pct) => pct.to_string(),
-            _ => String::new(),
-        };
-        let mut v: Vec<&str> = match self.kind {
-            Kind::UdpEcho => vec!["echo", host, "--udp", "--pattern", pattern],
-            Kind::TcpEcho => vec!["echo", host, "--pattern", pattern],
-            Kind::UdpSend => vec!["udp", host, "-R", "-n", &bytes, "-l", &len, "-b", "0"],
-            Kind::UdpRecv => vec!["udp", host, "-n", &bytes, "-l", &len, "-b", "0"],
-            Kind::TcpSend => vec!["tcp", host, "-R", "-n", &bytes, "-l", &len],
-            _ => vec!["tcp", host, "-n", &bytes, "-l", &len],
-        };
-        if !self.kind.slave_receives() || !self.kind.slave_sends() {
-            v.extend(["-i", "0"]);
-        }
-        match section {
-            Section::Plain => {}
-            Section::SlaveCompute(_) => v.extend(["--server-load", &load]),
-            Section::MasterIdle => v.push("--idle"),
-        }
-        std::iter::once("netchar").chain(v).map(String::from).collect()
-    }
-}
-
-/// `netchar suite ecos HOST` over netchar's own protocol: the sections of nc6_test_master in
-/// the shape of `--proto nc6-test` (`--quick`: its short form).
+/// `netchar suite ecos HOST` over netchar's own protocol (jobs::ecos::run_native): the
+/// sections of nc6_test_master in the shape of `--proto nc6-test` (`--quick`: its short form),
+/// each test on the suite's server with its console and step commands.
 pub(crate) fn run(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
     if let Some(p) = a.nc_test_data_port {
         bail!("suite ecos --nc-test-data-port {p}: with --proto nc-test or nc6-test only (netchar's own protocol needs no data port)");
     }
-    let host = match a.target.port {
-        Some(p) => {
-            let h = crate::plan::split_host(&a.target.host).map(|(h, _)| h).unwrap_or_else(|_| a.target.host.clone());
-            if h.contains(':') {
-                format!("[{h}]:{p}")
-            } else {
-                format!("{h}:{p}")
-            }
-        }
-        None => a.target.host.clone(),
-    };
-    let shape = SuiteShape::new(a.quick);
+    // The suite's server, port and connect timeout; each test sets its own spec.
+    let mut base = crate::plan::TcpPlan::from_udp_args(&crate::args::UdpArgs::for_suite(&a.target, 1.0))?;
+    base.client.busy_wait = Duration::from_secs(5);
+    base.console = crate::plan::console_source(&a.target.console_args)?;
+    let steps = crate::hooks::StepCommand::new(crate::hooks::UserCommand::of_step(&a.target.step)?);
     // Untimed: the tests run counts of buffers.
-    let progress = Progress::start(a.target.json, true, None);
+    let mut progress = Progress::start(a.target.json, true, None);
     let reporter: Box<dyn netchar_report::Reporter> =
         if a.target.json { Box::new(JobJsonReporter) } else { Box::new(NcTestLinesReporter) };
-    let mut suite = NativeSuite {
-        host,
-        connect_timeout: a.target.connect_timeout.clone(),
-        console: crate::plan::console_source(&a.target.console_args)?,
-        reporters: Reporters::of(reporter).with_figures(figures),
-        progress,
-        results: Vec::new(),
-        pending: Vec::new(),
-        stop,
-        steps: crate::hooks::StepCommand::new(crate::hooks::UserCommand::of_step(&a.target.step)?),
-    };
-    let outcome = suite.sequence(&shape);
-    suite.progress.finish();
+    let mut reporters = Reporters::of(reporter).with_figures(figures);
+    let mut sink = MasterLines { reporters: &mut reporters, progress: &progress };
+    let run = run_native(&SuiteShape::new(a.quick), stop, &mut sink, &mut |spec| {
+        let mut p = base.clone();
+        p.client.spec = spec;
+        let step = steps.begin(&p.client);
+        // The console's error with its causes, in one line.
+        let mut run = crate::console::around(&p, stop, || client::run(&p.client, stop, &mut |_| {}))
+            .map_err(|e| format!("{e:#}"))?;
+        step.end(run.result.as_mut());
+        Ok(run)
+    });
+    progress.finish();
     // The results so far also after a failed test: the error follows them.
-    suite.reporters.emit(&suite.progress, |rep| rep.on_job_end(&suite.results))?;
-    outcome?;
+    reporters.emit(&progress, |rep| rep.on_job_end(&run.results))?;
+    if let Some(e) = run.error {
+        return Err(e.into());
+    }
     Ok(crate::exit::OK)
 }
 
-/// The native suite as it runs: the reporters, the results so far, and the section lines
-/// held back until the section's first test shows whether the server runs it.
-struct NativeSuite<'a> {
-    host: String,
-    /// `--connect-timeout`, passed on to every test.
-    connect_timeout: Option<String>,
-    /// `--console`, `--console-cmd`: read around each test.
-    console: Option<netchar_sys::console::ConsoleSource>,
-    reporters: Reporters,
-    progress: Progress,
-    results: Vec<TestResult>,
-    pending: Vec<String>,
-    stop: &'a StopFlag,
-    /// `--step-cmd`: each test is a step.
-    steps: crate::hooks::StepCommand,
-}
-
-/// A test's outcome: it ran, or the server refused what its section asks (the section is
-/// skipped, as after a slave's NAK).
-enum Ran {
-    Done,
-    Refused,
-}
-
-impl NativeSuite<'_> {
-    fn sequence(&mut self, shape: &SuiteShape) -> Result<()> {
-        if shape.quick {
-            self.line(&shape.quick_note())?;
-        }
-        self.line(wire::NO_LOAD_HEADING)?;
-        let all = Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: true };
-        for (kind, nbufs, buflen) in SuiteShape::no_load_tests(all) {
-            self.test(EcosTest { kind, nbufs, buflen, pause: Pause::default() }, Section::Plain)?;
-        }
-        self.pending.push(wire::SLAVE_LOADS_HEADING.into());
-        'loads: for &load in shape.loads {
-            self.pending.push(wire::slave_load_line(load));
-            for kind in [Kind::UdpEcho, Kind::TcpEcho] {
-                let t = EcosTest { kind, nbufs: shape.load_bufs, buflen: 1024, pause: Pause::default() };
-                if let Ran::Refused = self.test(t, Section::SlaveCompute(load))? {
-                    self.skipped("--server-load", "the slave compute load section is skipped")?;
-                    break 'loads;
-                }
-            }
-        }
-        self.pending.push(wire::MASTER_LOADS_HEADING.into());
-        for &pause in shape.pauses {
-            for kind in [Kind::UdpEcho, Kind::TcpEcho] {
-                let t = EcosTest { kind, nbufs: shape.load_bufs, buflen: 1024, pause };
-                if let Ran::Refused = self.test(t, Section::MasterIdle)? {
-                    return self.skipped("--idle", "the master load (idle) section is skipped");
-                }
-            }
-        }
-        Ok(())
+/// netchar's own figures of a test, for the line under its stock lines.
+fn figures(r: &MasterReport) -> MasterFigures {
+    MasterFigures {
+        rtt_us: RttUs::of_samples(&r.rtts.iter().map(|d| d.as_secs_f64() * 1e6).collect::<Vec<_>>()),
+        sent: r.sent,
+        received: r.received,
+        slave_receives: r.kind.slave_receives(),
+        slave_sends: r.kind.slave_sends(),
+        slave_counts: r.results.map(|x| (x.nsent, x.nrecvd)),
+        out_of_sequence: r.seq_errors,
+        bad: r.bad,
+        ..Default::default()
     }
+}
 
-    /// A line now, after the lines held back.
-    fn line(&mut self, line: &str) -> Result<()> {
-        let mut lines = std::mem::take(&mut self.pending);
-        lines.push(line.to_string());
+/// The master job's sink: its lines and each test's figures line through the reporters, the
+/// test now running on the progress line.
+pub(crate) struct MasterLines<'a> {
+    pub(crate) reporters: &'a mut Reporters,
+    pub(crate) progress: &'a Progress,
+}
+
+impl EcosSink for MasterLines<'_> {
+    fn running(&mut self, what: &str) {
+        self.progress.set_current(what);
+    }
+    fn line(&mut self, line: &str) -> std::io::Result<()> {
+        self.reporters.emit(self.progress, |rep| rep.on_line(line))
+    }
+    fn master_test(&mut self, report: &MasterReport) -> std::io::Result<()> {
+        self.line(&figures_line(&figures(report)))
+    }
+    fn native_test(&mut self, test: &EcosTest, section: Section, result: &TestResult) -> std::io::Result<()> {
+        let (lines, figures) = master_view(test, result, section);
         for l in &lines {
-            self.reporters.emit(&self.progress, |rep| rep.on_line(l))?;
+            self.line(l)?;
         }
-        Ok(())
+        self.line(&figures_line(&figures))?;
+        self.reporters.emit(self.progress, |rep| rep.on_finish(result))
     }
-
-    /// The section's lines held back are dropped: one line says it was skipped.
-    fn skipped(&mut self, flag: &str, what: &str) -> Result<()> {
-        self.pending.clear();
-        self.line(&format!("{NOTE_PREFIX}the server refused {flag}: {what}"))
-    }
-
-    /// Runs `t`, then shows its lines and figures.
-    fn test(&mut self, t: EcosTest, section: Section) -> Result<Ran> {
-        if self.stop.is_raised() {
-            bail!("interrupted");
-        }
-        let label = wire::start_line(t.kind, t.nbufs, t.buflen, t.pause);
-        self.progress.set_current(label.trim_start_matches("Start "));
-        let mut argv = t.argv(&self.host, section);
-        if let Some(c) = &self.connect_timeout {
-            argv.extend(["--connect-timeout".into(), c.clone()]);
-        }
-        let cli = crate::args::Cli::try_parse_from(&argv)
-            .map_err(|e| anyhow::anyhow!("{}", e.to_string().lines().next().unwrap_or("")))?;
-        let plans = match cli.command {
-            Some(crate::args::Command::Echo(x)) => crate::plan::TcpPlan::from_echo_args(&x)?,
-            Some(crate::args::Command::Tcp(x)) => vec![crate::plan::TcpPlan::from_args(&x)?],
-            Some(crate::args::Command::Udp(x)) => vec![crate::plan::TcpPlan::from_udp_args(&x)?],
-            _ => bail!("internal: {argv:?} is not a test"),
-        };
-        for mut p in plans {
-            p.client.busy_wait = Duration::from_secs(5);
-            p.console = self.console.clone();
-            let step = self.steps.begin(&p.client);
-            let mut run = crate::console::around(&p, self.stop, || client::run(&p.client, self.stop, &mut |_| {}))?;
-            step.end(run.result.as_mut());
-            if let (None, Some(e)) = (&run.result, &run.error) {
-                if section != Section::Plain && refused_section(e, section) {
-                    return Ok(Ran::Refused);
-                }
-            }
-            if let Some(e) = run.error {
-                bail!("{}: {e}", t.kind.name());
-            }
-            let r = run.result.ok_or_else(|| anyhow::anyhow!("{}: no result", t.kind.name()))?;
-            let (lines, figures) = master_view(&t, &r, section);
-            self.line(&label)?;
-            for l in &lines {
-                self.line(l)?;
-            }
-            self.reporters.emit(&self.progress, |rep| rep.on_line(&figures_line(&figures)))?;
-            self.reporters.emit(&self.progress, |rep| rep.on_finish(&r))?;
-            self.results.push(r);
-        }
-        Ok(Ran::Done)
-    }
-}
-
-/// The server rejected the test for the flag its section adds (the C responder without the
-/// platform's load or idle hook names it in its reason, the only place the protocol has for it).
-fn refused_section(e: &ClientError, section: Section) -> bool {
-    let flag = match section {
-        Section::SlaveCompute(_) => "--server-load",
-        Section::MasterIdle => "--idle",
-        Section::Plain => return false,
-    };
-    matches!(e, ClientError::Rejected { reason } if reason.contains(flag))
 }
 
 /// Buffers of `len` bytes that `by` counted on its streams of `role`: datagrams for UDP,
@@ -281,7 +129,7 @@ fn client_seconds(r: &TestResult, role: Role) -> f64 {
 /// netchar's figures of it, counted as the nc_test master counts: `bufs` is what the master
 /// sent and received, the slave's counts are the server's record of its streams, `lost` what
 /// the master waited for in vain.
-fn master_view(t: &EcosTest, r: &TestResult, section: Section) -> (Vec<String>, MasterFigures) {
+pub(crate) fn master_view(t: &EcosTest, r: &TestResult, section: Section) -> (Vec<String>, MasterFigures) {
     let len = t.buflen;
     let mut f = MasterFigures {
         slave_receives: t.kind.slave_receives(),
@@ -382,38 +230,40 @@ mod tests {
         assert_eq!(under_one_tick(640, 1024, 0.01), None);
     }
 
-    fn t(kind: Kind) -> EcosTest {
-        EcosTest { kind, nbufs: 640, buflen: 1024, pause: Pause::default() }
+    /// The spec `netchar` builds from a command line, as the native suite once built each
+    /// test's (an argument string parsed again): the typed spec of the engine's job must be
+    /// the same test.
+    fn parsed(argv: &str) -> netchar_model::TestSpec {
+        use clap::Parser;
+        let argv = std::iter::once("netchar").chain(argv.split(' '));
+        let plans = match crate::args::Cli::try_parse_from(argv).unwrap().command {
+            Some(crate::args::Command::Echo(x)) => crate::plan::TcpPlan::from_echo_args(&x).unwrap(),
+            Some(crate::args::Command::Tcp(x)) => vec![crate::plan::TcpPlan::from_args(&x).unwrap()],
+            Some(crate::args::Command::Udp(x)) => vec![crate::plan::TcpPlan::from_udp_args(&x).unwrap()],
+            other => panic!("{other:?}"),
+        };
+        plans.into_iter().next().unwrap().client.spec
     }
 
     /// nc_test's words: "send" is the server sending (-R), "recv" the server receiving; no
-    /// --pattern over UDP (the C responder refuses it): counted bytes instead.
+    /// --pattern over UDP (the C responder refuses it): counted bytes instead. Each test of the
+    /// job is the test of the netchar command that says the same.
     #[test]
-    fn each_kind_is_the_netchar_test_of_the_same_direction() {
-        let argv = |kind, section| t(kind).argv("h", section)[1..].join(" ");
-        assert_eq!(argv(Kind::UdpSend, Section::Plain), "udp h -R -n 655360 -l 1024 -b 0 -i 0");
-        assert_eq!(argv(Kind::UdpRecv, Section::Plain), "udp h -n 655360 -l 1024 -b 0 -i 0");
-        assert_eq!(argv(Kind::TcpSend, Section::Plain), "tcp h -R -n 655360 -l 1024 -i 0");
-        assert_eq!(argv(Kind::TcpRecv, Section::Plain), "tcp h -n 655360 -l 1024 -i 0");
-        assert_eq!(argv(Kind::UdpEcho, Section::SlaveCompute(20)), "echo h --udp --pattern 640x1024 --server-load 20");
+    fn each_test_of_the_job_is_the_netchar_command_of_the_same_direction() {
+        use wire::{Kind, Pause};
+        let t = |kind| EcosTest { kind, nbufs: 640, buflen: 1024, pause: Pause::default() };
         let paused = EcosTest { pause: Pause { ticks: 5, threshold: 10 }, ..t(Kind::TcpEcho) };
-        assert_eq!(paused.argv("h", Section::MasterIdle)[1..].join(" "), "echo h --pattern 640x1024,10@50ms --idle");
-    }
-
-    /// A server without the load or idle hook (the C responder on such a platform) rejects
-    /// the test naming the flag: that section is skipped; any other failure is an error.
-    #[test]
-    fn only_the_sections_flag_refused_skips_the_section() {
-        let rejected = |why: &str| ClientError::Rejected { reason: why.into() };
-        let no_load =
-            rejected("--server-load is not supported by this netchar-responder build (no background-load hook)");
-        assert!(refused_section(&no_load, Section::SlaveCompute(10)));
-        assert!(!refused_section(&no_load, Section::MasterIdle));
-        assert!(refused_section(&rejected("--idle is not supported by this build"), Section::MasterIdle));
-        assert!(!refused_section(&rejected("too many streams"), Section::SlaveCompute(0)));
-        assert!(!refused_section(&ClientError::Stream("--idle".into()), Section::MasterIdle));
-        // The server's own error during a test is no rejection, whatever its words.
-        let ended = ClientError::Server("the server rejected the test: --idle".into());
-        assert!(!refused_section(&ended, Section::MasterIdle));
+        for (test, section, command) in [
+            (t(Kind::UdpSend), Section::Plain, "udp h -R -n 655360 -l 1024 -b 0 -i 0"),
+            (t(Kind::UdpRecv), Section::Plain, "udp h -n 655360 -l 1024 -b 0 -i 0"),
+            (t(Kind::TcpSend), Section::Plain, "tcp h -R -n 655360 -l 1024 -i 0"),
+            (t(Kind::TcpRecv), Section::Plain, "tcp h -n 655360 -l 1024 -i 0"),
+            (t(Kind::UdpEcho), Section::Plain, "echo h --udp --pattern 640x1024"),
+            (t(Kind::UdpEcho), Section::SlaveCompute(20), "echo h --udp --pattern 640x1024 --server-load 20"),
+            (t(Kind::TcpEcho), Section::SlaveCompute(0), "echo h --pattern 640x1024 --server-load 0"),
+            (paused, Section::MasterIdle, "echo h --pattern 640x1024,10@50ms --idle"),
+        ] {
+            assert_eq!(test.spec(section), parsed(command), "{command}");
+        }
     }
 }

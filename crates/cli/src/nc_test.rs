@@ -18,13 +18,14 @@ use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{bail, Result};
-use netchar_engine::peers::nc_test::{master_result, run_master, MasterConfig, MasterPlan};
+use netchar_engine::jobs::ecos::run_master;
+use netchar_engine::peers::nc_test::{MasterConfig, MasterPlan};
 use netchar_engine::protocols::{ClientRole, ProtoChoice};
 use netchar_engine::StopFlag;
 use netchar_model::{Pattern, TestResult};
 use netchar_report::json::{JobJsonReporter, JsonReporter};
-use netchar_report::nc_test_lines::{figures_line, MasterFigures, NcTestLinesReporter, RttUs};
-use netchar_wire::nc_test::{self as wire, Kind, MasterReport, Pause, Sequence};
+use netchar_report::nc_test_lines::NcTestLinesReporter;
+use netchar_wire::nc_test::{self as wire, Kind, Pause, Sequence};
 use std::net::{SocketAddr, ToSocketAddrs};
 
 /// Does `--proto` run nc_test's master (the registry says so: netchar_engine::protocols)?
@@ -225,61 +226,17 @@ pub(crate) fn suite(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -
     Ok(exit_code(&results, stop))
 }
 
-/// netchar's own figures of a test, for the line under its stock lines.
-fn figures(r: &MasterReport) -> MasterFigures {
-    MasterFigures {
-        rtt_us: RttUs::of_samples(&r.rtts.iter().map(|d| d.as_secs_f64() * 1e6).collect::<Vec<_>>()),
-        sent: r.sent,
-        received: r.received,
-        slave_receives: r.kind.slave_receives(),
-        slave_sends: r.kind.slave_sends(),
-        slave_counts: r.results.map(|x| (x.nsent, x.nrecvd)),
-        out_of_sequence: r.seq_errors,
-        bad: r.bad,
-        ..Default::default()
-    }
-}
-
-/// Runs the master, handing its lines and figures to the reporters as they come; the results
-/// of every test it ran (the caller reports them). With no test run, the error, after the
-/// reporters said it (JSON stays one document).
+/// Runs the master job (jobs::ecos::run_master), its lines and figures through the reporters
+/// as they come; the results of every test it ran (the caller reports them). With no test
+/// run, the error, after the reporters said it (JSON stays one document).
 fn run(cfg: &MasterConfig, reporters: &mut Reporters, progress: &Progress, stop: &StopFlag) -> Result<Vec<TestResult>> {
-    let reporters = std::cell::RefCell::new(reporters);
-    // A reporter that cannot write (a closed stdout) must not stop the test: the error
-    // returns once the run is over.
-    let failed = std::cell::RefCell::new(None::<std::io::Error>);
-    let emit = |line: &str| {
-        if let Err(e) = reporters.borrow_mut().emit(progress, |rep| rep.on_line(line)) {
-            failed.borrow_mut().get_or_insert(e);
+    let job = run_master(cfg, stop, &mut crate::ecos::MasterLines { reporters, progress })?;
+    if let Some(e) = &job.error {
+        if job.results.is_empty() {
+            reporters.emit(progress, |rep| rep.on_no_result(Some(e)))?;
+            bail!("{e}");
         }
-    };
-    let mut on_line = |l: &str| {
-        if let Some(test) = l.strip_prefix("Start ") {
-            progress.set_current(test);
-        }
-        emit(l);
-    };
-    let mut on_report = |r: &MasterReport| emit(&figures_line(&figures(r)));
-    let run = run_master(cfg, stop, &mut on_line, &mut on_report);
-    let reporters = reporters.into_inner();
-    if let Some(e) = failed.into_inner() {
-        return Err(e.into());
+        progress.suspend(|| eprintln!("netchar: error: {e}"));
     }
-    let mut results: Vec<TestResult> =
-        run.reports.iter().map(|r| master_result(cfg, r, &run.started_at, None)).collect();
-    if let Some(e) = &run.error {
-        match results.last_mut() {
-            Some(last) => {
-                progress.suspend(|| eprintln!("netchar: error: {e}"));
-                // The reason the run stopped is the better account of its last test ("no
-                // slave answered" rather than "the slave denied").
-                last.error = Some(e.clone());
-            }
-            None => {
-                reporters.emit(progress, |rep| rep.on_no_result(Some(e)))?;
-                bail!("{e}");
-            }
-        }
-    }
-    Ok(results)
+    Ok(job.results)
 }

@@ -1,11 +1,11 @@
 //! Tests made of tests: the RFC 2544-style search for the highest loss-free UDP rate
 //! (`netchar udp --find-max-rate`) and the built-in suites, each its own command: the
-//! `bwtest.sh` rate sweep (`bwsweep`) and stackthru's block-size sweep (`sizes`) here, netio's
-//! table in netio.rs, the eCos sequence in ecos.rs (netchar's own protocol) and nc_test.rs (an
-//! eCos slave); main.rs dispatches each. The jobs themselves are the engine's
-//! (netchar_engine::jobs); this file turns the flags into their parameters, runs each test of
-//! a job through the client ([`runner`]) and shows what the job yields through the reporters
-//! ([`ReportingSink`]). Each trial is an ordinary test; its result is kept whole.
+//! `bwtest.sh` rate sweep (`bwsweep`) and stackthru's block-size sweep (`sizes`) here; netio's
+//! table and the eCos sequence have their flags and output in netio.rs, ecos.rs and nc_test.rs;
+//! main.rs dispatches each. The jobs themselves are the engine's (netchar_engine::jobs); this
+//! file turns the flags into their parameters, runs each test of a job through the client
+//! ([`runner`]) and shows what the job yields through the reporters ([`ReportingSink`]). Each
+//! trial is an ordinary test; its result is kept whole.
 
 use crate::args::{BwsweepSuiteArgs, SizesSuiteArgs, SuiteTarget};
 use crate::figure_files::FigureFiles;

@@ -26,9 +26,10 @@
 //! types ([`registry`]) and the server's shared parts (`server_shared`: its settings, log and
 //! state; `server_session`: the session driver). The adapters ([`peers`]) stand on those, never
 //! on a driver; the table ([`protocols`]) lists the adapters; the drivers ([`client`],
-//! [`server`]) read the table and start the adapters; the [`jobs`] (latency under load among
-//! them) stand on the client. Types that moved down are re-exported where they were
-//! ([`client::ClientConfig`], [`server::ServerConfig`], [`protocols::ProtocolDef`], ...).
+//! [`server`]) read the table and start the adapters; the [`jobs`] (repeats, searches, sweeps,
+//! plans, the netio and eCos suites, latency under load), which run many tests, stand on the
+//! drivers. Types that moved down are re-exported where they were ([`client::ClientConfig`],
+//! [`server::ServerConfig`], [`protocols::ProtocolDef`], ...).
 //!
 //! The engine never prints: live figures reach the caller through a callback, results as
 //! [`netchar_model::TestResult`].

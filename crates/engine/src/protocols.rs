@@ -400,6 +400,10 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind_hint: "ports below 1024 need root or CAP_NET_BIND_SERVICE; move them with --echo-port, \
                     --discard-port and --chargen-port",
     },
+    // Runs a loop of its own, not the one session driver (crate::server_session): netio's
+    // control and TCP data share one connection, a phase after the other (the driver runs one
+    // data plane over streams routed apart from the control connection), and the UDP test's
+    // datagrams come to one socket shared by every client, counted per source address.
     ListenerDef {
         flag: "netio",
         about: "also answer netio clients (`netio -t|-u HOST`): TCP on --netio-port, the UDP test on the port \
@@ -423,6 +427,9 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind: crate::peers::iperf3::bind_listener,
         bind_hint: "is an iperf3 server running there?",
     },
+    // Runs a loop of its own, not the one session driver: iperf2 has no control connection
+    // (the driver pumps one); a test is the header on its first data connection or datagram,
+    // its streams grouped by the client's address, and `-r`/`-d` dial back to the client.
     ListenerDef {
         flag: "iperf2",
         about: "also answer iperf2 clients (`iperf -c`, TCP and UDP, -P, -R of 2.1+) on --iperf2-port",
@@ -455,6 +462,8 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind: crate::peers::netperf::bind_listener,
         bind_hint: "is a netserver running there?",
     },
+    // Runs a loop of its own, not the one session driver: nc_test's control is UDP requests
+    // (the driver's is a TCP connection), and its data lock-step buffers on the data port.
     ListenerDef {
         flag: "nc-test",
         about: "also answer eCos nc_test_master / nc6_test_master (UDP control on --nc-test-port, data on \

@@ -78,13 +78,19 @@ pub type ShapeSpec = fn(&TestSpec) -> Result<TestSpec, SessionError>;
 pub enum ClientRole {
     /// A sans-IO session behind the client seam (crate::control), driven by crate::client.
     Session(SessionCtor),
-    /// nc_test's master (crate::peers::nc_test::run_master): its control is UDP and its data
-    /// lock-step, so it has its own runner; `v6` runs nc6_test_master's sequence.
+    /// nc_test's master, run by a job (crate::jobs::ecos::run_master over
+    /// crate::peers::nc_test::run_master), not a session: its control is UDP datagrams, which
+    /// the client driver does not pump (ControlConnection is TCP or none), and its data
+    /// lock-step buffers, which no data-plane worker sends; `v6` runs nc6_test_master's
+    /// sequence.
     NcTestMaster {
         /// nc6_test_master's sequence rather than nc_test_master's.
         v6: bool,
     },
-    /// netio's client (crate::peers::netio::run_client): its block-size sequence.
+    /// netio's client, run by a job (crate::jobs::netio::run_peer over
+    /// crate::peers::netio::run_client), not a session: its control and its TCP data share one
+    /// connection a phase after the other, and its UDP test binds this end's port at the
+    /// server's port plus one, neither of which the client driver's data streams do.
     NetioClient,
 }
 
