@@ -15,10 +15,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod error;
 pub mod identity;
 mod schema;
 mod sql;
 
+pub use error::StoreError;
 pub use schema::SCHEMA_VERSION;
 pub use sql::Dialect;
 
@@ -27,37 +29,6 @@ use sha2::{Digest, Sha256};
 use sql::{Connection, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// What went wrong with a store, as one line.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The URL, a label or the store's version is not usable as given.
-    #[error("{0}")]
-    Usage(String),
-    /// SQLite said no.
-    #[error("SQLite: {0}")]
-    Sqlite(String),
-    /// PostgreSQL said no.
-    #[error("PostgreSQL: {0}")]
-    Postgres(String),
-    /// A stored row does not read back.
-    #[error("the store holds a damaged row: {0}")]
-    Corrupt(String),
-}
-
-impl StoreError {
-    fn sqlite(e: rusqlite::Error) -> Self {
-        Self::Sqlite(e.to_string())
-    }
-
-    fn postgres(e: postgres::Error) -> Self {
-        // The server's own message (its `DbError`) says more than the client's summary.
-        match e.as_db_error() {
-            Some(db) => Self::Postgres(db.message().to_string()),
-            None => Self::Postgres(e.to_string()),
-        }
-    }
-}
 
 /// Where a store is: an SQLite file or a PostgreSQL server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,7 +237,7 @@ impl Store {
                     )?;
                 }
                 if pending.store.version >= 2 {
-                    insert_metrics(&mut pending.store.conn, id, result)?;
+                    schema::insert_metrics(&mut pending.store.conn, id, result)?;
                 }
                 Recorded { id, new: true }
             }
@@ -373,17 +344,6 @@ impl Drop for PendingRun<'_> {
             let _ = self.store.conn.batch("ROLLBACK");
         }
     }
-}
-
-/// The named figures of a run, into `run_metrics`.
-fn insert_metrics(conn: &mut Connection, id: i64, result: &TestResult) -> Result<(), StoreError> {
-    for (metric, value) in identity::named_metrics(result) {
-        conn.query(
-            "INSERT INTO run_metrics (run_id, metric, value) VALUES ($1, $2, $3)",
-            &[id.into(), metric.into(), value.into()],
-        )?;
-    }
-    Ok(())
 }
 
 /// SHA-256 of the labels and the result: the same run stored twice is one row.

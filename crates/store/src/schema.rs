@@ -7,8 +7,8 @@
 //! Version 2: `run_metrics` (the named figures of each run, filled for the runs already
 //! stored) and the view `run_metric_rows`, one row per run and metric, for dashboards.
 
+use crate::error::StoreError;
 use crate::sql::{Connection, Dialect, Value};
-use crate::StoreError;
 
 /// The schema this netchar writes.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -132,7 +132,22 @@ fn backfill_metrics(conn: &mut Connection) -> Result<(), StoreError> {
         let id = row[0].int().unwrap_or_default();
         let result: netchar_model::TestResult = serde_json::from_str(&row[1].text())
             .map_err(|e| StoreError::Corrupt(format!("run {id}: its result JSON does not read: {e}")))?;
-        crate::insert_metrics(conn, id, &result)?;
+        insert_metrics(conn, id, &result)?;
+    }
+    Ok(())
+}
+
+/// The named figures of a run, into `run_metrics`.
+pub(crate) fn insert_metrics(
+    conn: &mut Connection,
+    id: i64,
+    result: &netchar_model::TestResult,
+) -> Result<(), StoreError> {
+    for (metric, value) in crate::identity::named_metrics(result) {
+        conn.query(
+            "INSERT INTO run_metrics (run_id, metric, value) VALUES ($1, $2, $3)",
+            &[id.into(), metric.into(), value.into()],
+        )?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! once, in the SQL both SQLite and PostgreSQL read; where their dialects differ the caller
 //! asks [`Connection::dialect`].
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// A value bound to a parameter or read from a column.
 #[derive(Debug, Clone, PartialEq)]
