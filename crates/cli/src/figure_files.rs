@@ -20,6 +20,8 @@ use std::rc::Rc;
 #[derive(Default)]
 pub(crate) struct FigureFiles {
     kept: Option<Rc<RefCell<Kept>>>,
+    /// `--store` (crate::store), which takes the same counted results.
+    store: Option<crate::store::StoreArgs>,
 }
 
 /// What the command's reporters have kept.
@@ -52,11 +54,12 @@ impl FigureFiles {
             }
             _ => return Self::default(),
         };
-        if outputs.plot.is_none() && outputs.report.is_none() {
+        if outputs.plot.is_none() && outputs.report.is_none() && outputs.store.store.is_none() {
             return Self::default();
         }
+        let store = outputs.store.store.is_some().then(|| outputs.store.clone());
         let kept = Kept { label, outputs: outputs.clone(), search, results: Vec::new() };
-        Self { kept: Some(Rc::new(RefCell::new(kept))) }
+        Self { kept: Some(Rc::new(RefCell::new(kept))), store }
     }
 
     /// A reporter that keeps one job's results for these files; None without files. A job
@@ -64,6 +67,16 @@ impl FigureFiles {
     /// result is kept by the job that reports it finished.
     pub(crate) fn reporter(&self) -> Option<Box<dyn Reporter>> {
         self.kept.as_ref().map(|kept| Box::new(JobKeeper { kept: Rc::clone(kept), first: None }) as Box<dyn Reporter>)
+    }
+
+    /// The command's `--store` flags, when it has them.
+    pub(crate) fn store_args(&self) -> Option<&crate::store::StoreArgs> {
+        self.store.as_ref()
+    }
+
+    /// The results kept so far: each ended job's counted ones.
+    pub(crate) fn results(&self) -> Vec<TestResult> {
+        self.kept.as_ref().map(|k| k.borrow().results.clone()).unwrap_or_default()
     }
 
     /// Writes the plots and the report of the kept results (nothing if no test finished: the
