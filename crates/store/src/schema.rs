@@ -100,7 +100,7 @@ pub(crate) fn migrate(conn: &mut Connection, target: u32) -> Result<u32, StoreEr
 }
 
 fn migrate_locked(conn: &mut Connection, target: u32) -> Result<u32, StoreError> {
-    conn.batch("CREATE TABLE IF NOT EXISTS netchar_schema (version INTEGER NOT NULL)")?;
+    conn.batch("CREATE TABLE IF NOT EXISTS netchar_schema (version BIGINT NOT NULL)")?;
     let rows = conn.query("SELECT version FROM netchar_schema", &[])?;
     let mut version = match rows.first().and_then(|r| r[0].int()) {
         Some(v) => u32::try_from(v).unwrap_or(u32::MAX),

@@ -168,6 +168,9 @@ fn postgres_query(c: &mut postgres::Client, sql: &str, params: &[Value]) -> Resu
                 row.try_get::<_, Option<i32>>(i)?.map_or(Value::Null, |v| Value::Int(v.into()))
             } else if *ty == Type::FLOAT8 {
                 row.try_get::<_, Option<f64>>(i)?.map_or(Value::Null, Value::Real)
+            } else if *ty == Type::VOID {
+                // pg_advisory_xact_lock() and its kind: nothing to read.
+                Value::Null
             } else {
                 row.try_get::<_, Option<String>>(i)?.map_or(Value::Null, Value::Text)
             });
