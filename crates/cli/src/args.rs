@@ -61,6 +61,11 @@ pub(crate) enum Command {
     Mesh(crate::mesh::MeshArgs),
     /// Count and drop a UDP port's datagrams at an interface's driver (XDP): a sink's ground truth.
     XdpCount(crate::xdp_count::XdpCountArgs),
+    /// The results store: `netchar store import DIR|FILE...` loads saved results into it.
+    #[command(subcommand)]
+    Store(crate::store::StoreCommand),
+    /// A figure of the stored runs across builds or time, series by series, with its change points.
+    History(crate::history::HistoryArgs),
 }
 
 /// `netchar server`. Every setting may also come from `--config FILE` (TOML, the same names
@@ -136,6 +141,9 @@ pub(crate) struct FinishArgs {
     /// the test, suite or plan finishes.
     #[arg(long = "report", value_name = "FILE")]
     pub(crate) report: Option<std::path::PathBuf>,
+    /// `--store`, `--label`, `--expect-no-regression`: the runs kept in the results store.
+    #[command(flatten)]
+    pub(crate) store: crate::store::StoreArgs,
 }
 
 /// Flags every client test shares.

@@ -21,6 +21,8 @@ use std::rc::Rc;
 #[derive(Default)]
 pub(crate) struct FigureFiles {
     kept: Option<Rc<RefCell<Kept>>>,
+    /// `--store` (crate::store), which takes the same counted results.
+    store: Option<crate::store::StoreArgs>,
 }
 
 /// What the command's reporters have kept.
@@ -61,11 +63,12 @@ impl FigureFiles {
             Some(Command::Run(a)) => a.json_out.clone(),
             _ => None,
         };
-        if outputs.plot.is_none() && outputs.report.is_none() && json_out.is_none() {
+        if outputs.plot.is_none() && outputs.report.is_none() && json_out.is_none() && outputs.store.store.is_none() {
             return Self::default();
         }
+        let store = outputs.store.store.is_some().then(|| outputs.store.clone());
         let kept = Kept { label, outputs: outputs.clone(), search, json_out, results: Vec::new() };
-        Self { kept: Some(Rc::new(RefCell::new(kept))) }
+        Self { kept: Some(Rc::new(RefCell::new(kept))), store }
     }
 
     /// A reporter that keeps one job's results for these files; None without files. A job
@@ -73,6 +76,16 @@ impl FigureFiles {
     /// result is kept by the job that reports it finished.
     pub(crate) fn reporter(&self) -> Option<Box<dyn Reporter>> {
         self.kept.as_ref().map(|kept| Box::new(JobKeeper { kept: Rc::clone(kept), first: None }) as Box<dyn Reporter>)
+    }
+
+    /// The command's `--store` flags, when it has them.
+    pub(crate) fn store_args(&self) -> Option<&crate::store::StoreArgs> {
+        self.store.as_ref()
+    }
+
+    /// The results kept so far: each ended job's counted ones.
+    pub(crate) fn results(&self) -> Vec<TestResult> {
+        self.kept.as_ref().map(|k| k.borrow().results.clone()).unwrap_or_default()
     }
 
     /// Writes the plots and the report of the kept results (nothing if no test finished: the

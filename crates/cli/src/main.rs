@@ -14,6 +14,7 @@ mod files;
 mod flags;
 mod gate;
 mod generate;
+mod history;
 mod hooks;
 mod mesh;
 mod metrics;
@@ -31,6 +32,7 @@ mod same_method;
 mod save;
 mod serve;
 mod single_run;
+mod store;
 mod suites;
 mod usage;
 mod xdp_count;
@@ -64,6 +66,7 @@ fn run(cli: args::Cli) -> Result<u8> {
     let stop = install_signal_handlers()?;
     // --plot DIR, --report FILE: the results the command's reporters keep, drawn when it ends.
     let figures = figure_files::FigureFiles::for_command(&cli);
+    store::check_args(figures.store_args())?;
     let code = match cli.command {
         None => quick::run(&cli.time, cli.json, &figures, &stop),
         Some(C::Server(a)) => serve::run(&a, &stop),
@@ -99,7 +102,11 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::Exporter(a)) => exporter::run(a, &stop),
         Some(C::Mesh(a)) => mesh::run(a),
         Some(C::XdpCount(a)) => xdp_count::run(&a, &stop),
+        Some(C::Store(a)) => store::run(&a),
+        Some(C::History(a)) => history::run(&a),
     };
+    // --store: the command's counted runs kept, and judged against their history.
+    let code = store::after_command(figures.store_args(), &figures.results(), code);
     // Also after a failed or interrupted command: the figures so far.
     figures.write()?;
     code

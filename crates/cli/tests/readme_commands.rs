@@ -110,6 +110,18 @@ const README: &[(&str, Do)] = &[
     ("netchar tcp HOST --json > run.json", Do::Exit(0)),
     ("netchar report runs/before runs/after --format html -o compare.html", Do::Exit(0)),
     ("netchar suite bwsweep HOST --plot sweep/ --report sweep.html", Do::Exit(0)),
+    (
+        "netchar udp HOST -b 100M --store --label build=1.4.2-37-gabc",
+        Do::Not("writes into the user's data directory; crates/cli/tests/store.rs runs --store, history and the gate on loopback"),
+    ),
+    (
+        "netchar history --metric bps",
+        Do::Not("reads the user's store; crates/cli/tests/store.rs runs history on a store of its own"),
+    ),
+    (
+        "netchar udp HOST -b 100M --store --label build=1.4.2-38-gdef --expect-no-regression",
+        Do::Not("writes into the user's data directory; crates/cli/tests/store.rs runs the gate against stores of its own"),
+    ),
     ("netchar tcp HOST --proto iperf3", Do::Iperf3),
     ("netchar server --iperf3 --iperf2 --netperf", Do::Server),
     ("make -C responder && responder/build/netchar-responder --port 5300", Do::Responder),

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod changepoint;
 pub mod compare;
 pub mod distribution;
 pub mod jitter;
