@@ -63,7 +63,7 @@ const README: &[(&str, Do)] = &[
     ("bin=$(packaging/build-static.sh | tail -n 1)", Do::Not(PACKAGING)),
     ("packaging/build-deb.sh \"$bin\"", Do::Not(PACKAGING)),
     (
-        "dpkg -i target/packaging/netchar_0.1.0_amd64.deb",
+        "apt install ./target/packaging/netchar_0.1.0_amd64.deb",
         Do::Not("installs into this machine's system; packaging/check.sh installs and purges it, as root"),
     ),
     (
@@ -72,8 +72,8 @@ const README: &[(&str, Do)] = &[
     ),
     ("packaging/build-image.sh \"$bin\"", Do::Not(PACKAGING)),
     (
-        "podman run -d -p 5300:5300/tcp -p 5300:5300/udp localhost/netchar:0.1.0",
-        Do::Not("needs podman and the image; packaging/check.sh runs the image as a server and as a client"),
+        "podman run -d --name netchar --runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 -p 5300:5300/tcp -p 5300:5300/udp localhost/netchar:0.1.0",
+        Do::Not("needs podman, runc and the image, and publishes port 5300; packaging/check.sh runs the image with these options as a server and as a client"),
     ),
     ("netchar server", Do::Server),
     ("netchar tcp HOST -t 10 -P 4", Do::Exit(0)),
