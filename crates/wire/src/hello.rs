@@ -148,7 +148,8 @@ pub fn recognised_protocol(first_bytes: &[u8]) -> Option<KnownProtocol> {
 
 /// The protocol whose client sent `first_bytes` to a netchar server instead of a hello, when
 /// netchar knows it. Each signature was read from the real tool's first segment on loopback
-/// (iperf3 3.12, iperf 2.1.8, netperf 2.7, irtt 0.9) or from its source (netio 1.32):
+/// (iperf3 3.12, iperf 2.1.8, netperf 2.7.0, irtt 0.9.0; crates/cli/tests/wrong_server.rs runs
+/// them), netio's from its CONTROL message as [`crate::netio`] decodes it:
 ///
 /// | client | first bytes |
 /// |---|---|
