@@ -10,6 +10,7 @@
 #      remove and purge
 #   4. the OCI image (build-image.sh): its layer holds the binary; podman runs it as a
 #      server and as a client, without capabilities
+# Each artifact's size is compared with the one docs/install.md gives (check_size).
 # Runs as root (dpkg, overlay mounts, podman); .ci/run installs the tools. A step whose tool is
 # missing is skipped with a line saying so, and fails instead under NETCHAR_REQUIRE_ALL=1.
 # Ports: 15390-15393 on loopback; the packaged server's 5300 only in network namespaces.
@@ -48,6 +49,19 @@ wait_for() {
     fail "no line '$2' in $1 after 10 s"
 }
 
+# check_size WHAT BYTES: docs/install.md gives WHAT's size as "WHAT N MB" (10^6 bytes); it must
+# be within 10% of BYTES, the size just built, so that the page follows the binary's growth.
+check_size() {
+    local documented
+    documented=$(tr '\n' ' ' <docs/install.md | grep -o "$1 [0-9.]* MB" | head -n 1 | sed 's/.* \([0-9.]*\) MB/\1/')
+    [ -n "$documented" ] || fail "docs/install.md gives no size for the $1 (\"$1 N MB\")"
+    local measured
+    measured=$(awk -v b="$2" 'BEGIN { printf "%.1f", b / 1e6 }')
+    awk -v d="$documented" -v b="$2" 'BEGIN { exit !(b >= d * 1e6 * 0.9 && b <= d * 1e6 * 1.1) }' ||
+        fail "docs/install.md gives the $1 as $documented MB, it is $measured MB ($2 bytes): write $measured there"
+    echo "size of the $1: $2 bytes ($measured MB; docs/install.md: $documented MB)"
+}
+
 # ---- 1. The static binary
 step "static binary (build-static.sh)"
 bin=$(packaging/build-static.sh | tail -n 1)
@@ -59,7 +73,7 @@ case $ldd_out in
     *"statically linked"* | *"not a dynamic executable"*) ;;
     *) fail "ldd lists libraries for $bin" ;;
 esac
-echo "size: $(stat -c %s "$bin") bytes"
+check_size "static binary" "$(stat -c %s "$bin")"
 # README's first command, 1 s per test: every test must run.
 "$bin" -t 1 | tee "$work/quick.txt"
 for t in "tcp up" "tcp down" "tcp bidir" "udp 1G" "udp max" "tcp rr" "udp rr"; do
@@ -92,7 +106,7 @@ if [ "${NETCHAR_PACKAGING_CROSS:-0}" = 1 ]; then
     for cross in "aarch64-unknown-linux-gnu qemu-aarch64-static" "armv7-unknown-linux-gnueabihf qemu-arm-static"; do
         set -- $cross
         cross_bin=$(packaging/build-static.sh "$1" | tail -n 1)
-        echo "size: $(stat -c %s "$cross_bin") bytes"
+        check_size "${1%%-*} binary" "$(stat -c %s "$cross_bin")"
         "$2" "$cross_bin" -t 1 || fail "$2 $cross_bin -t 1"
         # Its package, the man pages written by the host's binary.
         cross_deb=$(GEN_BIN=$bin packaging/build-deb.sh "$cross_bin" | tail -n 1)
@@ -109,7 +123,7 @@ if have dpkg-deb dpkg "the Debian package"; then
     deb=$(packaging/build-deb.sh "$bin" | tail -n 1)
     dpkg-deb --info "$deb"
     dpkg-deb --contents "$deb"
-    echo "size: $(stat -c %s "$deb") bytes"
+    check_size "Debian package" "$(stat -c %s "$deb")"
     if have lintian lintian "lintian"; then
         lintian --pedantic --fail-on error,warning,pedantic --info "$deb" || fail "lintian $deb"
         echo "lintian: no error, warning or pedantic tag"
@@ -180,9 +194,12 @@ fi
 if have buildah buildah "the OCI image"; then
     step "OCI image (build-image.sh)"
     archive=$(packaging/build-image.sh "$bin" | tail -n 1)
-    echo "size: $(stat -c %s "$archive") bytes (archive)"
+    check_size "image archive" "$(stat -c %s "$archive")"
     version=$(cargo pkgid --locked -p netchar | sed 's/.*[#@]//')
     ref=localhost/netchar:$version
+    if command -v podman >/dev/null; then
+        check_size "container image" "$(podman image inspect --format '{{.Size}}' "$ref")"
+    fi
     # The archive users load: its one layer must hold this very binary, and nothing else.
     mkdir -p "$work/oci" "$work/layer"
     tar -xf "$archive" -C "$work/oci"

@@ -676,6 +676,19 @@ pub(crate) struct EcosSuiteArgs {
     /// port is -p (default 7777).
     #[arg(long = "nc-test-data-port", value_name = "PORT")]
     pub(crate) nc_test_data_port: Option<u16>,
+    /// Not taken: the eCos sequence runs counts of buffers, not for a time. The other suites'
+    /// per-step `-t` is refused here in one line that says so and names what to use instead.
+    #[arg(short = 't', long = "time", visible_alias = "duration", value_name = "SECS", hide = true, value_parser = refuse_ecos_time)]
+    pub(crate) time: Option<String>,
+}
+
+/// `suite ecos -t SECS`: always refused (as `echo -t` is), naming the short form and the
+/// suites that run for a time.
+fn refuse_ecos_time(secs: &str) -> Result<String, String> {
+    Err(format!(
+        "the ecos suite runs nc6_test_master's counts of buffers, not for a time; --quick runs a short form, and \
+         bwsweep, netio and sizes take -t {secs} for each step"
+    ))
 }
 
 /// `netchar suite netio`.

@@ -1,6 +1,6 @@
 //! README's commands are tests (issue 42): every command in README.md's ```sh blocks, and in
-//! those of the guides checked here (docs/usage.md, statistics.md, suites.md, plans.md,
-//! report.md), is read from the document at test time and either run against a local server on
+//! those of every guide in docs/ (`every_guide_is_checked` fails on one this file does not
+//! name), is read from the document at test time and either run against a local server on
 //! loopback, with its exit code checked, or found in this file's table with the reason it is not
 //! run here. A command in neither fails the test, so a document and this test cannot drift apart.
 //!
@@ -63,7 +63,7 @@ const README: &[(&str, Do)] = &[
     ("bin=$(packaging/build-static.sh | tail -n 1)", Do::Not(PACKAGING)),
     ("packaging/build-deb.sh \"$bin\"", Do::Not(PACKAGING)),
     (
-        "dpkg -i target/packaging/netchar_0.1.0_amd64.deb",
+        "apt install ./target/packaging/netchar_0.1.0_amd64.deb",
         Do::Not("installs into this machine's system; packaging/check.sh installs and purges it, as root"),
     ),
     (
@@ -72,8 +72,8 @@ const README: &[(&str, Do)] = &[
     ),
     ("packaging/build-image.sh \"$bin\"", Do::Not(PACKAGING)),
     (
-        "podman run -d -p 5300:5300/tcp -p 5300:5300/udp localhost/netchar:0.1.0",
-        Do::Not("needs podman and the image; packaging/check.sh runs the image as a server and as a client"),
+        "podman run -d --name netchar --runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 -p 5300:5300/tcp -p 5300:5300/udp localhost/netchar:0.1.0",
+        Do::Not("needs podman, runc and the image, and publishes port 5300; packaging/check.sh runs the image with these options as a server and as a client"),
     ),
     ("netchar server", Do::Server),
     ("netchar tcp HOST -t 10 -P 4", Do::Exit(0)),
@@ -221,6 +221,130 @@ const REPORT: &[(&str, Do)] = &[
 
 /// The guide's `report runs/before runs/after` reads the set statistics.md saves after a change.
 const REPORT_SETUP: &[&str] = &["netchar tcp 192.0.2.7 -t 5 --repeat 5 --save runs/after"];
+
+const CONSOLE: &[(&str, Do)] = &[
+    ("netchar udp BOARD -b 50M --console /dev/ttyUSB0:115200", Do::Not("a serial console on a board; crates/cli/tests/console.rs runs --console on a pseudo-terminal")),
+    ("netchar tcp BOARD --console-cmd 'ssh board dmesg -w'", Do::Not("a command on a remote board over ssh; crates/cli/tests/console.rs runs --console-cmd with a local command")),
+    ("netchar udp BOARD -b 50M --console /dev/ttyACM0 --json-out r.json --report r.html", Do::Not("a serial console on a board; crates/cli/tests/console.rs runs --console on a pseudo-terminal, with its report")),
+];
+
+const COMPATIBILITY: &[(&str, Do)] = &[
+    ("netchar tcp|udp HOST --proto iperf3 [-t SECS | -n BYTES] [-P N] [-R | --bidir] [-l] [-b] [-w] [-M] [-N] [-C] [-O]", Do::Synopsis),
+    ("netchar server --iperf3 [--iperf3-port 5201]", Do::Synopsis),
+    ("netchar tcp HOST --proto iperf2 [-t SECS | -n BYTES] [-P N] [-R] [-l]", Do::Synopsis),
+    ("netchar tcp HOST --proto iperf2 -d|-r [-t SECS] [-l]", Do::Synopsis),
+    ("netchar udp HOST --proto iperf2 [-t SECS] [-b RATE] [-P N] [-R] [-l]", Do::Synopsis),
+    ("netchar tcp HOST --proto lwiperf [-t SECS] [-P N]", Do::Synopsis),
+    ("netchar server --iperf2 [--iperf2-port 5001]", Do::Synopsis),
+    ("netchar suite netio HOST --proto netio [-p 18767] [--tcp] [-u] [-b SIZE[k],... | --preset mdk] [--tx-only] [--duration 6] [--rx-timeout 10] [--json]", Do::Synopsis),
+    ("netchar server --netio [--netio-port 18767]", Do::Synopsis),
+    ("netchar tcp|udp|rr|crr HOST --proto netperf [-p 12865] [-t SECS | -n N] [-P N] [-R] [-l BYTES] [--response BYTES] [-w] [-N] [-C]", Do::Synopsis),
+    ("netchar server --netperf [--netperf-port 12865]", Do::Synopsis),
+    ("netchar tcp HOST --proto discard|echo|chargen [-t SECS] [-P N] [-l]", Do::Synopsis),
+    ("netchar udp HOST --proto discard|echo [-b RATE] [-l]", Do::Synopsis),
+    ("netchar rr HOST --proto echo [--udp] [-l BYTES] netchar echo HOST --proto echo [--udp] --pattern 640x1024", Do::Synopsis),
+    ("netchar server --services [--echo-port 7] [--discard-port 9] [--chargen-port 19]", Do::Synopsis),
+    ("netchar suite ecos HOST --proto nc-test", Do::Not("needs an eCos nc_test slave; crates/cli/tests/nc_test_interop.rs runs the suite against netchar server --nc-test")),
+    ("netchar echo HOST --proto nc-test [--udp] --pattern 2048x1024[,10@10ms]", Do::Synopsis),
+    ("netchar tcp|udp HOST --proto nc-test [-R] [-l 1024 -n BYTES | --pattern 640x1024]", Do::Synopsis),
+    ("netchar server --nc-test [--nc-test-port 7777] [--nc-test-data-port 8770]", Do::Synopsis),
+];
+
+const NETPERF: &[(&str, Do)] = &[
+    ("NETPERF_BUILD=<netperf build dir> ./capture.sh tcp_stream 24001 -l 1 -t TCP_STREAM -- -m 1024 -S 65536", Do::Not("needs a netperf build tree (NETPERF_BUILD) and tcpdump; its recorded captures are replayed by crates/wire/src/netperf tests")),
+];
+
+const EMBEDDED: &[(&str, Do)] = &[
+    (
+        "make -C responder",
+        Do::Not("the build of the guide's `make -C responder && responder/build/netchar-responder --port 5300`, which this test runs"),
+    ),
+    ("responder/build/netchar-responder --port 5300", Do::Not("a server that runs until stopped, on a fixed port; the guide's `make -C responder && responder/build/netchar-responder --port 5300` below is started on a free port and measured")),
+    ("netchar tcp 127.0.0.1 -p 5300 -t 3", Do::Not("against the responder on port 5300; the guide's `netchar tcp BOARD -p 5300 ...` runs against the responder started below, and crates/cli/tests/responder.rs measures it")),
+    ("apt-get install liblwip-dev", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("make -C responder lwip-tap", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("ip tuntap add dev nctap0 mode tap", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("ip addr add 10.77.0.1/24 dev nctap0; ip link set nctap0 up", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("responder/build/netchar-responder-lwip --tap nctap0 --ip 10.77.0.2/24 [--gw 10.77.0.1] [--port 5300] [--mac 02:..]", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("netchar tcp 10.77.0.2 -p 5300 [-R]; netchar udp 10.77.0.2 -p 5300 -b 10M [-R]; netchar rr 10.77.0.2 -p 5300", Do::Synopsis),
+    ("make -C responder lwip-src", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("make -C responder board", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("ip tuntap add dev nctap0 mode tap && ip addr add 10.77.0.1/24 dev nctap0 && ip link set nctap0 up", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("make -C responder board-run TAP=nctap0 [IMAGE=peers] [ICOUNT=5]", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("netchar tcp 10.77.0.2 -p 5300 -n 4000000 [-R]; netchar udp 10.77.0.2 -p 5300 -b 2M; netchar rr 10.77.0.2 -p 5300", Do::Synopsis),
+    ("netchar suite ecos 10.77.0.2 --proto nc-test; netchar suite netio 10.77.0.2 --proto netio -b 4k", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("ip addr add fd00:77::1/64 dev nctap0 nodad", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("netchar tcp fd00:77::2 -p 5300 -n 4000000; netchar echo fd00:77::2 --proto nc-test --udp", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("make -C responder && responder/build/netchar-responder --port 5300", Do::Responder),
+    ("netchar tcp BOARD -p 5300 [-R | --bidir] [-P N] [-t S | -n BYTES]", Do::Synopsis),
+    ("netchar udp BOARD -p 5300 -b 10M [-R]", Do::Synopsis),
+    ("netchar rr BOARD -p 5300 [--udp]; netchar echo BOARD -p 5300 --pattern 640x1024,10@10ms", Do::Synopsis),
+    ("make -C responder arm-check", Do::Not("cross compilers and qemu-user for ARM; packaging/check.sh builds the responder for arm64 and armhf and measures it under qemu-user")),
+    ("responder/build/netchar-responder-lwip --tap nctap0 --ip 10.77.0.2/24", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("responder/build/netchar-responder --nc-test-port 7777 --nc-test-data-port 8770 --netio-port 18767 --echo-port 7 --discard-port 9", Do::Not("fixed ports, two below 1024; crates/cli/tests/responder.rs starts the responder's roles on free ports and runs each peer protocol against them")),
+    ("netchar suite ecos BOARD --proto nc-test", Do::Not("against the responder's nc_test role, which the responder started here does not run; crates/cli/tests/responder.rs runs it")),
+    ("netchar suite netio BOARD --proto netio [-u]", Do::Synopsis),
+    ("netchar tcp BOARD --proto echo|discard; netchar udp BOARD --proto echo|discard -b 10M", Do::Synopsis),
+    ("make -C responder arm-roles", Do::Not("cross compilers and qemu-user for ARM; packaging/check.sh builds the responder for arm64 and armhf and measures it under qemu-user")),
+    ("make -C responder lwip-src board", Do::Not("needs root, a tap device and the lwIP sources; .ci/run runs `make -C responder lwip-src board-check`, which builds the lwIP responder and the board and measures them")),
+    ("netchar tcp 10.77.0.2 -p 5300 -n 4000000 [-R]; netchar suite ecos 10.77.0.2 --proto nc-test", Do::Synopsis),
+];
+
+const SCALE_OUT: &[(&str, Do)] = &[
+    ("make -C pscheduler-tool-netchar install DESTDIR=/usr/lib/pscheduler/classes/tool/netchar CONFDIR=/etc/pscheduler/tool", Do::Not("installs into a perfSONAR pScheduler's directories; crates/cli/tests/pscheduler.rs runs the plugin's method scripts from the source tree")),
+    ("pscheduler task --tool netchar throughput --source A --dest B --duration PT10S", Do::Not("needs a perfSONAR pScheduler installation; crates/cli/tests/pscheduler.rs runs the plugin's method scripts")),
+    ("netchar pscheduler enumerate", Do::Exit(0)),
+    ("echo '{\"type\":\"throughput\",\"spec\":{\"schema\":1,\"dest\":\"b\",\"ip-tos\":8}}' | netchar pscheduler can-run", Do::Exit(0)),
+    ("netchar exporter --listen [::]:9300 --allow-target 10.0.0.0/8 [--allow-target 2001:db8::/32] [--max-duration 10] [--timeout-offset 0.5] [--psk-file FILE [--psk-user USER]]", Do::Synopsis),
+    ("curl 'http://localhost:9300/probe?target=10.1.2.3:5300&proto=tcp&reverse=0&rate=&duration=5'", Do::Not("an exporter on port 9300 probing 10.1.2.3; crates/cli/tests/exporter.rs runs /probe against a local server")),
+    ("netchar mesh render --nodes node-a,node-b,node-c [--host-network] [--schedule \"0 */4 * * *\"] > mesh.yaml", Do::Synopsis),
+    ("netchar mesh run --node node-a --nodes node-a,node-b=10.0.0.2,node-c=10.0.0.3:5300 --start UNIX_SECONDS --slot 15 [--test tcp|udp|rr] [--psk-file FILE] [-- -t 10 -P 2]", Do::Synopsis),
+    ("netchar mesh matrix mesh.log [--csv | --html | --format text|csv|html] [-o FILE] [--metric throughput|rtt|latency]", Do::Synopsis),
+];
+
+const INSTALL: &[(&str, Do)] = &[
+    ("cargo install --locked --path crates/cli", Do::Not("a release build of several minutes installed into ~/.cargo/bin; the same release build is packaging/build-static.sh's, which packaging/check.sh runs")),
+    ("cargo install --locked --path crates/cli --profile dist", Do::Not("a dist build of several minutes installed into ~/.cargo/bin; packaging/build-static.sh, which packaging/check.sh runs, builds the same profile")),
+    ("netchar man > netchar.1", Do::Exit(0)),
+    ("netchar completions bash > /etc/bash_completion.d/netchar", Do::Not("writes into /etc; crates/cli/tests/completions_man.rs checks every shell's completions")),
+    ("packaging/build-static.sh", Do::Not("packaging/check.sh (run by .ci/run after the tests) builds it and runs what it built, as root")),
+    ("ldd target/x86_64-unknown-linux-gnu/dist/netchar", Do::Not("packaging/check.sh (run by .ci/run after the tests) builds it and runs what it built, as root")),
+    ("rustup target add aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf", Do::Not("downloads standard libraries with rustup; CI builds for the host only unless NETCHAR_PACKAGING_CROSS=1")),
+    ("apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross", Do::Not("installs packages into this machine's system; .ci/run installs what CI needs")),
+    ("packaging/build-static.sh aarch64-unknown-linux-gnu", Do::Not("a cross release build of several minutes; NETCHAR_PACKAGING_CROSS=1 packaging/check.sh builds and runs it")),
+    ("packaging/build-static.sh armv7-unknown-linux-gnueabihf", Do::Not("a cross release build of several minutes; NETCHAR_PACKAGING_CROSS=1 packaging/check.sh builds and runs it")),
+    ("scp target/aarch64-unknown-linux-gnu/dist/netchar board:", Do::Not("copies to a board over ssh")),
+    ("apt-get install qemu-user-static", Do::Not("installs packages into this machine's system; .ci/run installs what CI needs")),
+    ("qemu-aarch64-static target/aarch64-unknown-linux-gnu/dist/netchar -t 1", Do::Not("a cross release build of several minutes; NETCHAR_PACKAGING_CROSS=1 packaging/check.sh builds and runs it")),
+    ("tar xf rust-1.88.0-x86_64-unknown-linux-gnu.tar.xz && rust-1.88.0-x86_64-unknown-linux-gnu/install.sh --prefix=/opt/rust", Do::Not("installers fetched elsewhere, installed into /opt/rust; the guide says this path was not tried here")),
+    ("tar xf rust-std-1.88.0-aarch64-unknown-linux-gnu.tar.xz && rust-std-1.88.0-aarch64-unknown-linux-gnu/install.sh --prefix=/opt/rust", Do::Not("installers fetched elsewhere, installed into /opt/rust; the guide says this path was not tried here")),
+    ("apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross", Do::Not("installs packages into this machine's system; .ci/run installs what CI needs")),
+    ("PATH=/opt/rust/bin:$PATH packaging/build-static.sh aarch64-unknown-linux-gnu", Do::Not("needs a toolchain installed from the Rust project's standalone installers into /opt/rust, which CI does not have")),
+    ("make -C responder CC=aarch64-linux-gnu-gcc BUILD=build/aarch64-linux-gnu CFLAGS=\"-O2 -static\"", Do::Not("packaging/check.sh (run by .ci/run after the tests) builds it and runs what it built, as root")),
+    ("make -C responder CC=arm-linux-gnueabihf-gcc BUILD=build/arm-linux-gnueabihf CFLAGS=\"-O2 -static\"", Do::Not("packaging/check.sh (run by .ci/run after the tests) builds it and runs what it built, as root")),
+    ("bin=$(packaging/build-static.sh | tail -n 1)", Do::Not("packaging/check.sh (run by .ci/run after the tests) builds it and runs what it built, as root")),
+    ("packaging/build-deb.sh \"$bin\"", Do::Not("packaging/check.sh (run by .ci/run after the tests) builds it and runs what it built, as root")),
+    ("apt install ./target/packaging/netchar_0.1.0_amd64.deb", Do::Not("installs into this machine's system; packaging/check.sh installs and purges it, as root")),
+    ("systemctl enable --now netchar", Do::Not("needs a booted systemd and the installed package; packaging/check.sh runs the unit in systemd-nspawn (check-service.sh)")),
+    ("journalctl -u netchar", Do::Not("needs a booted systemd and the installed package; packaging/check.sh runs the unit in systemd-nspawn (check-service.sh)")),
+    ("install -m 0600 keys /etc/netchar/psk", Do::Not("writes the installed package's key file into /etc; crates/cli/tests covers --psk-file with temporary files")),
+    ("systemctl edit netchar", Do::Not("needs a booted systemd and the installed package; packaging/check.sh runs the unit in systemd-nspawn (check-service.sh)")),
+    ("systemctl restart netchar", Do::Not("needs a booted systemd and the installed package; packaging/check.sh runs the unit in systemd-nspawn (check-service.sh)")),
+    ("packaging/build-image.sh \"$bin\"", Do::Not("packaging/check.sh (run by .ci/run after the tests) builds it and runs what it built, as root")),
+    ("podman run -d --name netchar -p 5300:5300/tcp -p 5300:5300/udp localhost/netchar:0.1.0", Do::Not("needs podman and the image; packaging/check.sh runs the image as a server and as a client, with these options where the VM needs them")),
+    ("podman run --rm --network host localhost/netchar:0.1.0 tcp HOST -t 10", Do::Not("needs podman and the image; packaging/check.sh runs the image as a server and as a client, with these options where the VM needs them")),
+    ("podman run -d --name netchar --runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 -p 5300:5300/tcp -p 5300:5300/udp localhost/netchar:0.1.0", Do::Not("needs podman and the image; packaging/check.sh runs the image as a server and as a client, with these options where the VM needs them")),
+    ("podman run --rm --runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 --network host localhost/netchar:0.1.0 tcp HOST -t 10", Do::Not("needs podman and the image; packaging/check.sh runs the image as a server and as a client, with these options where the VM needs them")),
+    ("podman load -i netchar-image_0.1.0_amd64.tar", Do::Not("loads or pushes the image archive packaging/check.sh builds; containerd and a registry are not on CI's machine")),
+    ("ctr -n k8s.io images import netchar-image_0.1.0_amd64.tar", Do::Not("loads or pushes the image archive packaging/check.sh builds; containerd and a registry are not on CI's machine")),
+    ("buildah push localhost/netchar:0.1.0 docker-archive:netchar.tar:localhost/netchar:0.1.0", Do::Not("loads or pushes the image archive packaging/check.sh builds; containerd and a registry are not on CI's machine")),
+    ("buildah push localhost/netchar:0.1.0 docker://registry.example/netchar:0.1.0", Do::Not("loads or pushes the image archive packaging/check.sh builds; containerd and a registry are not on CI's machine")),
+    ("netchar mesh render --nodes a,b,c --image registry.example/netchar:0.1.0 > mesh.yaml", Do::Exit(0)),
+];
+
+/// Guides with no ```sh block: their examples are formats, tables and quoted lines.
+const NO_COMMANDS: &[&str] =
+    &["docs/sweeps.md", "docs/latency.md", "docs/json.md", "docs/peers.md", "docs/protocol.md", "docs/reliability.md"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -573,6 +697,21 @@ impl Ctx {
     }
 
     fn synopsis(&mut self, cmd: &str) {
+        // Two synopses on a line (`netchar rr ...; netchar echo ...`): each on its own.
+        if let Some(i) = cmd.get(1..).and_then(|rest| rest.find(" netchar ")) {
+            let (first, second) = cmd.split_at(i + 1);
+            self.synopsis(first.trim_end_matches(';'));
+            return self.synopsis(second.trim());
+        }
+        // What follows `--` goes to another command (`mesh run ... -- -t 10`).
+        let cmd = cmd.split(" -- ").next().unwrap().split(" [-- ").next().unwrap();
+        // `netchar tcp|udp HOST ...` is a synopsis of each: a flag must be in one's help.
+        let alternatives = cmd.split(' ').nth(1).filter(|w| w.contains('|') && !w.starts_with('-'));
+        if let Some(commands) = alternatives {
+            let rest = cmd.splitn(3, ' ').nth(2).unwrap_or("");
+            let helps: Vec<String> = commands.split('|').map(|c| netchar(&[c, "--help"]).stdout).collect();
+            return self.check_flags(cmd, rest, &helps.join("\n"), commands);
+        }
         let words: Vec<&str> =
             cmd.split(' ').skip(1).take_while(|w| w.chars().all(|c| c.is_ascii_lowercase())).collect();
         let mut args = words.clone();
@@ -581,6 +720,11 @@ impl Ctx {
         if help.code != 0 {
             return self.fail(cmd, format!("`netchar {}` exit {}: {}", args.join(" "), help.code, help.stderr));
         }
+        self.check_flags(cmd, cmd, &help.stdout, &args.join(" "));
+    }
+
+    /// Every flag named in `text` (part of `cmd`) must be in `help`, the help of `netchar OF`.
+    fn check_flags(&mut self, cmd: &str, text: &str, help: &str, of: &str) {
         let flag = |w: &&str| {
             let rest = w.trim_start_matches('-');
             w.starts_with('-') && w.len() - rest.len() <= 2 && rest.starts_with(|c: char| c.is_ascii_alphanumeric())
@@ -593,13 +737,13 @@ impl Ctx {
                 !part_of_word(after) && !part_of_word(before)
             })
         };
-        let missing: Vec<&str> = cmd
-            .split([' ', '[', ']', '|', '(', ')', ',', '/'])
+        let missing: Vec<&str> = text
+            .split([' ', '[', ']', '|', '(', ')', ',', '/', ';'])
             .filter(flag)
-            .filter(|f| !named(&help.stdout, f))
+            .filter(|f| !named(help, f))
             .collect();
         if !missing.is_empty() {
-            self.fail(cmd, format!("flags not in `netchar {}`: {missing:?}", args.join(" ")));
+            self.fail(cmd, format!("flags not in `netchar {of}`: {missing:?}"));
         }
     }
 }
@@ -665,6 +809,70 @@ fn suites_guide_synopses_name_real_flags() {
 #[test]
 fn plans_guide_has_no_command_block() {
     check("docs/plans.md", PLANS, &[]);
+}
+
+#[test]
+fn console_guide_commands_are_listed() {
+    check("docs/console.md", CONSOLE, &[]);
+}
+
+#[test]
+fn compatibility_guide_synopses_name_real_flags() {
+    check("docs/compatibility.md", COMPATIBILITY, &[]);
+}
+
+#[test]
+fn netperf_guide_commands_are_listed() {
+    check("docs/netperf.md", NETPERF, &[]);
+}
+
+#[test]
+fn embedded_guide_commands_run_as_it_says() {
+    check("docs/embedded.md", EMBEDDED, &[]);
+}
+
+#[test]
+fn scale_out_guide_commands_run_as_it_says() {
+    check("docs/scale-out.md", SCALE_OUT, &[]);
+}
+
+#[test]
+fn install_guide_commands_run_as_it_says() {
+    check("docs/install.md", INSTALL, &[]);
+}
+
+#[test]
+fn guides_without_a_command_block_have_none() {
+    for doc in NO_COMMANDS {
+        check(doc, &[], &[]);
+    }
+}
+
+/// Every guide in docs/ is one of those above: a new guide's commands must be run or listed.
+#[test]
+fn every_guide_is_checked() {
+    let checked = [
+        "docs/usage.md",
+        "docs/statistics.md",
+        "docs/suites.md",
+        "docs/plans.md",
+        "docs/report.md",
+        "docs/console.md",
+        "docs/compatibility.md",
+        "docs/netperf.md",
+        "docs/embedded.md",
+        "docs/scale-out.md",
+        "docs/install.md",
+    ];
+    let mut unchecked: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .filter(|d| !checked.contains(&d.as_str()) && !NO_COMMANDS.contains(&d.as_str()))
+        .collect();
+    unchecked.sort();
+    assert!(unchecked.is_empty(), "guides crates/cli/tests/readme_commands.rs does not check: {unchecked:?}");
 }
 
 #[test]

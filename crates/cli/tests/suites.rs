@@ -217,7 +217,14 @@ fn suite_flags_a_mode_cannot_honour_are_refused_in_one_line() {
             "--proto nc-test: expected one of 'auto', 'netchar', 'netio'",
         ),
         (vec!["suite", "bwsweep", h, "--proto", "nc-test"], "unexpected argument '--proto'"),
-        (vec!["suite", "ecos", h, "--duration", "1"], "unexpected argument '--duration'"),
+        (
+            vec!["suite", "ecos", h, "--duration", "1"],
+            "--time 1: the ecos suite runs nc6_test_master's counts of buffers",
+        ),
+        (
+            vec!["suite", "ecos", h, "-t", "2"],
+            "not for a time; --quick runs a short form, and bwsweep, netio and sizes take -t 2",
+        ),
         (vec!["suite", "bwsweep", h, "--connect-timeout", "0"], "--connect-timeout 0: must be more than 0"),
         (vec!["suite", "netio", h, "-t", "x"], "-t x: not a number of seconds"),
         (vec!["suite", "sizes", h, "-u"], "unexpected argument '-u'"),

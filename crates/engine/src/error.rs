@@ -130,9 +130,10 @@ pub enum ClientError {
     },
     /// The peer accepted the connection and said nothing within the hello's deadline.
     #[error(
-        "the peer is not a netchar server: no netchar hello within {:.0} s: the peer accepted the connection but \
-         said nothing (an iperf2 server or another service?){}",
+        "the peer is not a netchar server: no netchar hello within {:.0} s: the peer accepted the connection and \
+         said nothing, as {} does{}",
         waited.as_secs_f64(),
+        netchar_wire::known::SILENT_SERVERS,
         hint_text(hint)
     )]
     SilentPeer {
@@ -367,9 +368,10 @@ mod tests {
         let e = ClientError::SilentPeer { waited: Duration::from_secs(5), hint: Some(hint) };
         assert_eq!(
             e.to_string(),
-            "the peer is not a netchar server: no netchar hello within 5 s: the peer accepted the connection but \
-             said nothing (an iperf2 server or another service?); port 5001 is iperf2's: if iperf2 runs there, add \
-             --proto iperf2"
+            "the peer is not a netchar server: no netchar hello within 5 s: the peer accepted the connection and \
+             said nothing, as an iperf2 server (--proto iperf2), netperf's netserver (--proto netperf), a netio server \
+             (suite netio --proto netio) or a discard service (--proto discard) does; port 5001 is iperf2's: if iperf2 \
+             runs there, add --proto iperf2"
         );
     }
 

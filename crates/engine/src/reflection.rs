@@ -166,6 +166,8 @@ pub enum RefusalKind {
     Unprompted = 1,
     /// Answers held back by the amplification or rate budget.
     Budget = 2,
+    /// Another protocol's client's datagram (an irtt client at netchar's port), unanswered.
+    Foreign = 3,
 }
 
 impl ReflectionGuard {

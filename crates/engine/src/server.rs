@@ -24,7 +24,9 @@ pub use crate::server_shared::{ServerConfig, ServerLog, TestLog};
 use crate::StopFlag;
 use netchar_wire::codec::encode_frame;
 use netchar_wire::datagram::DatagramHeader;
-use netchar_wire::hello::{identify_peer, Hello, Role as HelloRole, HELLO_LEN, MAGIC};
+use netchar_wire::hello::{
+    identify_client, recognised_client, Hello, KnownProtocol, Role as HelloRole, HELLO_LEN, MAGIC,
+};
 use netchar_wire::message::ServerMessage;
 use netchar_wire::session::ServerSession;
 use std::collections::HashMap;
@@ -319,7 +321,10 @@ fn spawn_udp_setup_listener(socket: UdpSocket, shared: Arc<Shared>) -> std::thre
                 }
                 continue;
             }
-            let Some(setup) = DatagramHeader::parse_setup(&buf[..n]) else { continue };
+            let Some(setup) = DatagramHeader::parse_setup(&buf[..n]) else {
+                log_foreign_datagram(&shared, from, &buf[..n]);
+                continue;
+            };
             let mut st = shared.registry.lock();
             let Some(entry) = st.tests.get_mut(&setup.cookie) else { continue };
             if !shared.cfg.data_paths.allows(entry.client_ip, from.ip()) {
@@ -423,15 +428,17 @@ pub(crate) fn handle_connection(mut stream: TcpStream, peer: SocketAddr, slot: S
         return;
     }
     if got < HELLO_LEN {
-        let reason = format!("no netchar hello ({})", describe_client_bytes(&raw[..got]));
+        let reason = format!("no netchar hello ({})", identify_client(&raw[..got]));
         (shared.log)(ServerLog::Rejected { peer, reason });
+        answer_another_protocol(stream);
         return;
     }
     let hello = match Hello::decode(&raw) {
         Ok(h) => h,
         Err(_) => {
-            let reason = format!("not a netchar client ({})", describe_client_bytes(&raw));
+            let reason = format!("not a netchar client ({})", identify_client(&raw));
             (shared.log)(ServerLog::Rejected { peer, reason });
+            answer_another_protocol(stream);
             return;
         }
     };
@@ -466,14 +473,40 @@ fn route_data_connection(stream: TcpStream, peer: SocketAddr, hello: &Hello, sha
     (shared.log)(ServerLog::Rejected { peer, reason: reason.into() });
 }
 
-fn describe_client_bytes(b: &[u8]) -> String {
-    if b.is_empty() {
-        return "it sent nothing".into();
+/// An irtt client pointed at netchar's UDP port: its open request is logged by name, once in a
+/// while per address, and never answered. Only irtt's, whose magic cannot be a netchar
+/// datagram's; other bytes are dropped unlogged, as before.
+fn log_foreign_datagram(shared: &Shared, from: SocketAddr, bytes: &[u8]) {
+    if recognised_client(bytes) == Some(KnownProtocol::Irtt)
+        && shared.guard.first_refusal(from.ip(), RefusalKind::Foreign, "netchar", Instant::now())
+    {
+        let reason = format!("not a netchar datagram ({})", identify_client(bytes));
+        (shared.log)(ServerLog::Rejected { peer: from, reason });
     }
-    if b.len() >= 36 && b[..36].iter().all(|c| c.is_ascii_alphanumeric()) {
-        return "it looks like an iperf3 client's cookie; this port speaks netchar: `netchar server --iperf3` answers iperf3 clients on 5201".into();
+}
+
+/// Answers another protocol's client with netchar's hello, so that netchar's own client of
+/// that protocol (`--proto netperf` pointed at this port) names what answered
+/// (netchar_wire::hello::identify_peer) instead of a reset; 40 bytes for at least the bytes
+/// read, on a connection whose handshake proved its address. Then closes gently, as refusals
+/// do: what the client still sends is read for at most a second, since closing with unread
+/// bytes would send a reset that makes its kernel drop the answer.
+fn answer_another_protocol(mut stream: TcpStream) {
+    if stream.write_all(&Hello::server().encode()).is_err() {
+        return;
     }
-    identify_peer(b).replace("answered", "sent")
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let until = Instant::now() + Duration::from_secs(1);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let (mut buf, mut drained) = ([0u8; 4096], 0usize);
+    while Instant::now() < until && drained < 1 << 20 {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => drained += n,
+            Err(e) if crate::is_retry(&e) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// Opens a netchar control session for a client whose hello was read, and drives it.

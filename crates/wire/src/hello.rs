@@ -146,6 +146,92 @@ pub fn recognised_protocol(first_bytes: &[u8]) -> Option<KnownProtocol> {
     }
 }
 
+/// The protocol whose client sent `first_bytes` to a netchar server instead of a hello, when
+/// netchar knows it. Each signature was read from the real tool's first segment on loopback
+/// (iperf3 3.12, iperf 2.1.8, netperf 2.7.0, irtt 0.9.0; crates/cli/tests/wrong_server.rs runs
+/// them), netio's from its CONTROL message as [`crate::netio`] decodes it:
+///
+/// | client | first bytes |
+/// |---|---|
+/// | iperf3 | a 37-byte cookie: 36 lowercase letters and digits, then NUL |
+/// | iperf2 | its settings header, a big-endian flags word with a header bit (`HEADER_VERSION1`, `HEADER_EXTEND`, `HEADER_VERSION2`) and a thread count; without one (a plain `-c`), its payload `0123456789...` |
+/// | netperf | a request: a big-endian type below 1024, then -1 (`00 00 00 61 ff ff ff ff` for DO_OMNI) |
+/// | netio | CONTROL: command 1-3 (C2S, S2C, RES) and a block size of at most 64 KiB, in either byte order |
+/// | irtt | its magic `14 a7 5b`, then a flags byte with OPEN set (UDP) |
+pub fn recognised_client(first_bytes: &[u8]) -> Option<KnownProtocol> {
+    let word = |at: usize| first_bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    let iperf2_header_bits =
+        crate::iperf2::HEADER_VERSION1 | crate::iperf2::HEADER_EXTEND | crate::iperf2::HEADER_VERSION2;
+    let digits = first_bytes.len() >= 10 && first_bytes.iter().enumerate().all(|(i, &c)| c == b'0' + (i % 10) as u8);
+    match first_bytes {
+        _ if digits => Some(KnownProtocol::Iperf2),
+        b if b.len() >= 36
+            && b[..36].iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && b.get(36).is_none_or(|&c| c == 0) =>
+        {
+            Some(KnownProtocol::Iperf3)
+        }
+        b if b.len() >= 4 && b[..3] == crate::irtt::MAGIC && b[3] & crate::irtt::FLAG_OPEN != 0 => {
+            Some(KnownProtocol::Irtt)
+        }
+        _ if word(0).is_some_and(|flags| flags & iperf2_header_bits != 0)
+            && word(4).is_some_and(|threads| (1..=1024).contains(&threads)) =>
+        {
+            Some(KnownProtocol::Iperf2)
+        }
+        // Without -d or -r, stock iperf 2.0 (and netchar's iperf2 client) sends flags 0, the
+        // thread count, then the port the server listens on.
+        _ if word(0) == Some(0)
+            && word(4).is_some_and(|threads| (1..=1024).contains(&threads))
+            && word(8).is_some_and(|port| (1..=65535).contains(&port)) =>
+        {
+            Some(KnownProtocol::Iperf2)
+        }
+        _ if word(0).is_some_and(|kind| (1..1024).contains(&kind)) && word(4) == Some(u32::MAX) => {
+            Some(KnownProtocol::Netperf)
+        }
+        b if b.len() >= crate::netio::CONTROL_LEN => {
+            let control = crate::netio::Control::decode(b[..crate::netio::CONTROL_LEN].try_into().expect("8 bytes")).0;
+            ((1..=3).contains(&control.cmd) && (1..=crate::netio::MAX_BLOCK).contains(&control.data))
+                .then_some(KnownProtocol::Netio)
+        }
+        _ => None,
+    }
+}
+
+/// Names the client that sent `first_bytes` to a netchar server instead of a hello, and the
+/// `netchar server` flag that answers it, for the server's log.
+pub fn identify_client(first_bytes: &[u8]) -> String {
+    match recognised_client(first_bytes) {
+        Some(known) => {
+            let (flag, port) = known.listener();
+            format!(
+                "{} ({}); this port speaks netchar: `netchar server {flag}` answers {} clients on {port}",
+                known.client_name(),
+                client_evidence(known, first_bytes),
+                known.name()
+            )
+        }
+        None if first_bytes.is_empty() => "it sent nothing".into(),
+        None => identify_peer(first_bytes).replace("answered with", "sent").replace("answered", "sent"),
+    }
+}
+
+/// What in `first_bytes` gave `known`'s client away.
+fn client_evidence(known: KnownProtocol, first_bytes: &[u8]) -> &'static str {
+    match known {
+        KnownProtocol::Iperf3 => "its 37-byte cookie",
+        KnownProtocol::Iperf2 if first_bytes.starts_with(b"0123456789") => {
+            "its payload of digits, without a settings header"
+        }
+        KnownProtocol::Iperf2 => "its settings header",
+        KnownProtocol::Netperf => "its control request",
+        KnownProtocol::Netio => "its CONTROL command",
+        KnownProtocol::Irtt => "its open request",
+        KnownProtocol::Echo | KnownProtocol::Chargen => "its first bytes",
+    }
+}
+
 /// The error for a peer that sent `first_bytes` instead of a netchar hello: which protocol it
 /// speaks when netchar knows it, else what it looks like.
 pub fn not_netchar(first_bytes: &[u8]) -> ProtocolError {
@@ -161,7 +247,9 @@ pub fn not_netchar(first_bytes: &[u8]) -> ProtocolError {
 /// length, including a prefix of a real hello.
 pub fn identify_peer(first_bytes: &[u8]) -> String {
     match first_bytes {
-        [] => "it closed the connection without answering".to_string(),
+        // A netio server closes on a command it does not know (netchar's hello is one).
+        [] => "it closed the connection without answering, as a netio server does (suite netio --proto netio)"
+            .to_string(),
         [0x09, ..] => "an iperf3 server answered (PARAM_EXCHANGE); add --proto iperf3, or start `netchar server` there"
             .to_string(),
         [0xFF, ..] => "an iperf3 server answered ACCESS_DENIED (it is busy with another test)".to_string(),
@@ -174,6 +262,12 @@ pub fn identify_peer(first_bytes: &[u8]) -> String {
             "a chargen server answered (printable characters, unasked); add --proto chargen".to_string()
         }
         b if b.starts_with(b"HTTP/") => "an HTTP server answered".to_string(),
+        // A peer protocol's client (`--proto netperf`, `--proto iperf3`) at a netchar server,
+        // which answers anything that is not a hello with its own before it closes.
+        b if b.len() >= HELLO_LEN && b[..MAGIC.len()] == MAGIC && b[10] == 2 => {
+            "a netchar server answered (its hello): netchar's own protocol, which runs without --proto (or with --proto netchar)"
+                .to_string()
+        }
         b if b.len() < HELLO_LEN && b[..b.len().min(MAGIC.len())] == MAGIC[..b.len().min(MAGIC.len())] => {
             format!("it sent {} of the {HELLO_LEN} bytes of a netchar hello and stopped", b.len())
         }
@@ -223,6 +317,48 @@ mod tests {
         ));
         assert!(matches!(not_netchar(b"\x00\x01"), ProtocolError::NotNetchar(_)));
         assert_eq!(KnownProtocol::Chargen.to_string(), "chargen");
+    }
+
+    #[test]
+    fn peer_clients_are_recognised_by_their_first_bytes() {
+        // First segments of the real clients against a netchar server on loopback.
+        let iperf2_header = [0x40, 0x01, 0x00, 0x78, 0, 0, 0, 1, 0, 0, 0x3b, 0xc4, 0, 0, 0, 0];
+        let netperf_omni = [0, 0, 0, 0x61, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+        let iperf3_cookie = b"mq5zbbxdvqo2wnjhmhaxeyxq7ikhmcqkpg3i\0";
+        // netchar's own iperf2 client, as stock iperf 2.0 without -d or -r: flags 0.
+        let iperf2_plain_header = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0x3b, 0xc4, 0, 2, 0, 0];
+        let cases: [(&[u8], Option<KnownProtocol>); 11] = [
+            (iperf3_cookie, Some(KnownProtocol::Iperf3)),
+            (&iperf2_plain_header, Some(KnownProtocol::Iperf2)),
+            (&iperf3_cookie[..36], Some(KnownProtocol::Iperf3)),
+            (&iperf2_header, Some(KnownProtocol::Iperf2)),
+            (b"0123456789012345678901234567890123456789", Some(KnownProtocol::Iperf2)),
+            (&netperf_omni, Some(KnownProtocol::Netperf)),
+            (&[0, 0, 0, 1, 0, 0, 0x04, 0, 0, 0, 0, 0], Some(KnownProtocol::Netio)),
+            (&[1, 0, 0, 0, 0, 0x04, 0, 0], Some(KnownProtocol::Netio)),
+            (&[0x14, 0xa7, 0x5b, 0x01, 0x02], Some(KnownProtocol::Irtt)),
+            (&Hello::control().encode(), None),
+            (b"GET / HTTP/1.1\r\n", None),
+        ];
+        for (bytes, expected) in cases {
+            assert_eq!(recognised_client(bytes), expected, "{bytes:02x?}");
+        }
+        assert_eq!(
+            identify_client(&netperf_omni),
+            "a netperf client (its control request); this port speaks netchar: `netchar server --netperf` answers \
+             netperf clients on 12865"
+        );
+        assert!(identify_client(&iperf2_header).starts_with("an iperf2 client (its settings header); "));
+        assert!(identify_client(iperf3_cookie).contains("`netchar server --iperf3` answers iperf3 clients on 5201"));
+        assert_eq!(identify_client(&[]), "it sent nothing");
+        assert_eq!(identify_client(b"\x00\x01"), "it sent unknown bytes [00 01]");
+    }
+
+    #[test]
+    fn a_netchar_server_answering_a_peer_protocol_is_named() {
+        let answer = Hello::server_with_nonce([7; 16], false).encode();
+        assert!(identify_peer(&answer).starts_with("a netchar server answered"), "{}", identify_peer(&answer));
+        assert!(recognised_protocol(&answer).is_none());
     }
 
     #[test]

@@ -63,12 +63,13 @@ pub enum ProtocolError {
         /// What it answered.
         what: String,
     },
-    /// The peer accepted the connection but sent nothing before the hello's deadline (an
-    /// iperf2 server, which waits for its client's header, or another service).
+    /// The peer accepted the connection but sent nothing before the hello's deadline (one of
+    /// [`known::SILENT_SERVERS`], which wait for their client's first bytes, or another service).
     #[error(
-        "the peer is not a netchar server: no netchar hello within {:.0} s: the peer accepted the connection but \
-         said nothing (an iperf2 server or another service?)",
-        waited.as_secs_f64()
+        "the peer is not a netchar server: no netchar hello within {:.0} s: the peer accepted the connection and \
+         said nothing, as {} does",
+        waited.as_secs_f64(),
+        known::SILENT_SERVERS
     )]
     Silent {
         /// How long it was given.

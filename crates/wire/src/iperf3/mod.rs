@@ -428,6 +428,30 @@ impl Client {
                 continue;
             }
             let Some(&byte) = self.input.first() else { return Ok(()) };
+            if self.state == State::AwaitParamExchange && byte == crate::hello::MAGIC[0] {
+                // A netchar server answers a cookie with its own hello ("netchar\0..."): named
+                // once the 40 bytes are in, not as iperf3 state byte 110.
+                let seen = self.input.len().min(crate::hello::MAGIC.len());
+                if self.input[..seen] == crate::hello::MAGIC[..seen] {
+                    if self.input.len() < crate::hello::HELLO_LEN {
+                        return Ok(());
+                    }
+                    let what = crate::hello::identify_peer(&self.input);
+                    return Err(self.fail(ProtocolError::Peer(format!("not an iperf3 server: {what}"))));
+                }
+            }
+            if self.state == State::AwaitParamExchange && ![PARAM_EXCHANGE, ACCESS_DENIED, SERVER_ERROR].contains(&byte)
+            {
+                // Not an iperf3 server's first word: an echo server sends the cookie back, any
+                // other peer is named by what it sent.
+                let seen = self.input.len().min(COOKIE_LEN);
+                let what = if seen > 0 && self.input[..seen] == self.cookie[..seen] {
+                    "an echo server answered (it sent iperf3's cookie back); add --proto echo".to_string()
+                } else {
+                    crate::hello::identify_peer(&self.input)
+                };
+                return Err(self.fail(ProtocolError::Peer(format!("not an iperf3 server: {what}"))));
+            }
             if byte == SERVER_ERROR {
                 if self.input.len() < 9 {
                     return Ok(());
@@ -546,8 +570,8 @@ impl Client {
         match self.state {
             State::Done => Ok(()),
             State::AwaitParamExchange if self.input.is_empty() => Err(self.fail(ProtocolError::Peer(
-                "the server closed the connection without answering iperf3's cookie: not an iperf3 server \
-                 (a netchar server? drop --proto iperf3)"
+                "the server closed the connection without answering iperf3's cookie: not an iperf3 server (an \
+                 iperf 2.1 server closes so, taking the cookie for a header with a bad permit key: --proto iperf2)"
                     .into(),
             ))),
             s => Err(self
@@ -582,6 +606,12 @@ impl Client {
                 self.maybe_end(now);
                 Ok(())
             }
+            State::AwaitParamExchange if now >= self.phase_deadline => Err(self.fail(ProtocolError::Timeout(format!(
+                "timed out after {:.0} s {}: the server said nothing, as {} does",
+                PHASE.as_secs_f64(),
+                State::AwaitParamExchange.describe(),
+                crate::known::SILENT_SERVERS
+            )))),
             s if now >= self.phase_deadline => Err(self.fail(ProtocolError::Timeout(format!(
                 "timed out after {:.0} s {}",
                 PHASE.as_secs_f64(),
@@ -706,7 +736,25 @@ mod tests {
         assert!(e.to_string().contains("i_errno 27"), "{e}");
         let mut c = Client::new(now, params(), make_cookie(&[1; 36]));
         let e = c.handle_input(now, b"SSH-2.0").unwrap_err();
-        assert!(e.to_string().contains("unexpected iperf3 state byte"), "{e}");
+        assert_eq!(e.to_string(), "not an iperf3 server: an SSH server answered");
+        // An echo server sends the cookie back.
+        let cookie = make_cookie(&[1; 36]);
+        let mut c = Client::new(now, params(), cookie);
+        let e = c.handle_input(now, &cookie[..20]).unwrap_err();
+        assert!(
+            e.to_string().contains("an echo server answered (it sent iperf3's cookie back); add --proto echo"),
+            "{e}"
+        );
+        // A silent server is named by the servers that wait without a word.
+        let mut c = Client::new(now, params(), make_cookie(&[1; 36]));
+        let e = c.handle_timeout(now + PHASE).unwrap_err();
+        assert!(e.to_string().contains("the server said nothing, as an iperf2 server (--proto iperf2)"), "{e}");
+        // A netchar server's hello, in two reads: named as netchar's once whole.
+        let mut c = Client::new(now, params(), make_cookie(&[1; 36]));
+        let hello = crate::hello::Hello::server().encode();
+        c.handle_input(now, &hello[..5]).unwrap();
+        let e = c.handle_input(now, &hello[5..]).unwrap_err();
+        assert!(e.to_string().contains("a netchar server answered"), "{e}");
         let mut c = Client::new(now, params(), make_cookie(&[1; 36]));
         c.handle_input(now, &[PARAM_EXCHANGE, CREATE_STREAMS, TEST_START, TEST_RUNNING]).unwrap();
         c.local_senders_done(now, &[]);

@@ -52,6 +52,32 @@ pub fn result_line(
     s
 }
 
+/// The line netchar adds under a stock result line of a test shorter than one tick of
+/// nc_test's 10 ms clock: that line reads 0.00 seconds and an `inf` rate, as the stock master
+/// printed it (it divides by the truncated time); this one says so and gives the rate over the
+/// time netchar measured. None for a test of a tick or more.
+pub fn under_one_tick_line(total_packets: u32, buflen: u32, elapsed: Duration) -> Option<String> {
+    let seconds = elapsed.as_secs_f64();
+    if seconds >= 0.01 {
+        return None;
+    }
+    let bytes = f64::from(total_packets) * f64::from(buflen);
+    let measured = if seconds > 0.0 {
+        format!(
+            "measured over {:.3} ms: {:.2} KB/S - {:.4} Mbit/S",
+            seconds * 1e3,
+            bytes / seconds / 1024.0,
+            bytes * 8.0 / seconds / 1e6
+        )
+    } else {
+        "no time measured".into()
+    };
+    Some(format!(
+        "   under one tick of nc_test's 10 ms clock: the line above reads 0.00 seconds and an inf rate, as nc_test \
+         printed it; {measured}"
+    ))
+}
+
 /// The stock "Start ..." line.
 pub fn start_line(kind: Kind, nbufs: u32, buflen: u32, pause: Pause) -> String {
     if pause.ticks > 0 {
@@ -64,5 +90,24 @@ pub fn start_line(kind: Kind, nbufs: u32, buflen: u32, pause: Pause) -> String {
         )
     } else {
         format!("Start {} [{nbufs},{buflen}] - no delays", kind.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A test shorter than one tick keeps the stock line (`inf KB/S`), and the note under it
+    /// says why and gives the rate over the time measured.
+    #[test]
+    fn a_test_under_one_tick_gets_a_note_with_the_measured_rate() {
+        let elapsed = Duration::from_micros(4000);
+        assert!(result_line("UDP recv", 640, 1024, elapsed, 0, 0).contains("0.00 seconds - inf KB/S"));
+        let note = under_one_tick_line(640, 1024, elapsed).unwrap();
+        assert!(note.contains("reads 0.00 seconds and an inf rate"), "{note}");
+        // 655360 bytes in 4 ms: 160000 KB/S, 1310.72 Mbit/s.
+        assert!(note.ends_with("measured over 4.000 ms: 160000.00 KB/S - 1310.7200 Mbit/S"), "{note}");
+        assert!(under_one_tick_line(640, 1024, Duration::ZERO).unwrap().ends_with("no time measured"));
+        assert_eq!(under_one_tick_line(640, 1024, Duration::from_millis(10)), None);
     }
 }

@@ -1,7 +1,7 @@
 //! The master's side of one test: its data loop ([`MasterTest`]) and what it measured
 //! ([`MasterReport`]). The requests that start each test are [`super::suite`]'s.
 
-use super::lines::{result_line, slave_counts_line, NOTE_PREFIX};
+use super::lines::{result_line, slave_counts_line, under_one_tick_line, NOTE_PREFIX};
 use super::{
     be, data_buffer, DataHeader, Kind, Pause, Results, Step, DATA_HEADER_LEN, DATA_KEY1, MAX_ERRORS, RESULTS_LEN,
     RESULTS_TIMEOUT, TEST_TIMEOUT, TICK,
@@ -165,7 +165,11 @@ impl MasterTest {
                     self.phase = MPhase::Results;
                     let r = &self.report;
                     let line = result_line(r.kind.name(), r.total_packets, r.buflen, r.elapsed, r.lost, r.seq_errors);
+                    let note = under_one_tick_line(r.total_packets, r.buflen, r.elapsed);
                     self.print(line);
+                    if let Some(note) = note {
+                        self.print(note);
+                    }
                 }
                 MPhase::Results => {
                     if let Some(r) = self.report.results {

@@ -40,8 +40,8 @@ mod slave;
 mod suite;
 
 pub use lines::{
-    result_line, slave_counts_line, slave_load_line, start_line, MASTER_LOADS_HEADING, NOTE_PREFIX, NO_LOAD_HEADING,
-    SLAVE_LOADS_HEADING,
+    result_line, slave_counts_line, slave_load_line, start_line, under_one_tick_line, MASTER_LOADS_HEADING,
+    NOTE_PREFIX, NO_LOAD_HEADING, SLAVE_LOADS_HEADING,
 };
 pub use master::{MasterReport, MasterTest};
 pub use slave::{Slave, SlaveAction, SlaveDecision, SlaveTest, DEFAULT_MAX_UDP_SEND_BYTES};

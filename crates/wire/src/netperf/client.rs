@@ -281,7 +281,7 @@ impl Client {
             // that is not 0 is another protocol's, named now rather than after 656 bytes.
             if let Some(&b) = bytes.first() {
                 if b != 0 {
-                    return Err(self.fail(ProtocolError::Malformed(format!(
+                    return Err(self.fail(ProtocolError::Peer(format!(
                         "not a netserver: {}",
                         crate::hello::identify_peer(bytes)
                     ))));
@@ -307,6 +307,12 @@ impl Client {
 
     fn on_response(&mut self, now: Instant, msg: &Message) -> Result<(), ProtocolError> {
         let name = self.params.kind.name();
+        if msg.kind == code::DO_OMNI || msg.kind == code::PASSPHRASE {
+            // Only an echo server answers with the client's own request.
+            return Err(self.fail(ProtocolError::Peer(
+                "not a netserver: an echo server answered (it sent netperf's request back); add --proto echo".into(),
+            )));
+        }
         if msg.status != 0 {
             let why = if msg.status == errno::UNKNOWN_REQUEST {
                 "it does not know OMNI tests (a netserver older than 2.5, or built with --disable-omni)".to_string()
@@ -384,8 +390,8 @@ impl Client {
         match self.state {
             State::Done => Ok(()),
             State::AwaitResponse if self.input.len() == 0 => Err(self.fail(ProtocolError::Peer(
-                "the server closed the connection without answering netperf's request: not a netserver \
-                 (a netchar server? drop --proto netperf), or one requiring a passphrase (-Z)"
+                "the server closed the connection without answering netperf's request: not a netserver, \
+                 or a netserver requiring a passphrase (-Z)"
                     .into(),
             ))),
             s => Err(self
@@ -424,6 +430,12 @@ impl Client {
                 self.stop(now);
                 Ok(())
             }
+            State::AwaitResponse if self.input.len() == 0 => Err(self.fail(ProtocolError::Timeout(format!(
+                "timed out after {} s {}: the server said nothing, as {} does",
+                RESPONSE_WAIT.as_secs(),
+                self.state.describe(),
+                crate::known::SILENT_SERVERS
+            )))),
             State::AwaitResponse | State::AwaitResults => {
                 let wait = if self.state == State::AwaitResponse { RESPONSE_WAIT } else { RESULTS_WAIT };
                 Err(self.fail(ProtocolError::Timeout(format!(
@@ -515,6 +527,22 @@ mod tests {
         assert!(c.handle_input(now, &response(0, 0)).unwrap_err().to_string().contains("data port 0"));
         let mut c = Client::new(now, p.clone()).unwrap();
         assert!(c.handle_eof(now).unwrap_err().to_string().contains("not a netserver"));
+        // An echo server sends the request back; a netchar server its hello; a silent one
+        // nothing, and is named by the servers that wait without a word.
+        let mut c = Client::new(now, p.clone()).unwrap();
+        let mut request = Vec::new();
+        c.poll_output(&mut request);
+        let e = c.handle_input(now, &request).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "not a netserver: an echo server answered (it sent netperf's request back); add --proto echo"
+        );
+        let mut c = Client::new(now, p.clone()).unwrap();
+        let e = c.handle_input(now, &crate::hello::Hello::server().encode()).unwrap_err();
+        assert!(e.to_string().starts_with("not a netserver: a netchar server answered"), "{e}");
+        let mut c = Client::new(now, p.clone()).unwrap();
+        let e = c.handle_timeout(now + RESPONSE_WAIT).unwrap_err();
+        assert!(e.to_string().contains("the server said nothing, as an iperf2 server (--proto iperf2)"), "{e}");
         // A count-based test has no timer; results may come before the driver's end.
         let mut c = Client::new(now, p).unwrap();
         c.handle_input(now, &response(9, flag::MEASURE_CPU)).unwrap();

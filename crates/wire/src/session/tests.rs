@@ -187,8 +187,9 @@ fn a_silent_peer_times_out_in_the_hello() {
     assert_eq!(err, ProtocolError::Silent { waited: Duration::from_secs(5) });
     assert_eq!(
         err.to_string(),
-        "the peer is not a netchar server: no netchar hello within 5 s: the peer accepted the connection but said \
-         nothing (an iperf2 server or another service?)"
+        "the peer is not a netchar server: no netchar hello within 5 s: the peer accepted the connection and said \
+         nothing, as an iperf2 server (--proto iperf2), netperf's netserver (--proto netperf), a netio server (suite \
+         netio --proto netio) or a discard service (--proto discard) does"
     );
 }
 
