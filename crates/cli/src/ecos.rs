@@ -181,7 +181,7 @@ pub(crate) fn master_view(t: &EcosTest, r: &TestResult, section: Section) -> (Ve
     let total = f.sent.saturating_add(f.received);
     let elapsed = Duration::from_secs_f64(seconds.max(0.0));
     let mut lines = vec![wire::result_line(t.kind.name(), total, len, elapsed, lost, f.out_of_sequence)];
-    lines.extend(under_one_tick(total, len, seconds));
+    lines.extend(wire::under_one_tick_line(total, len, elapsed));
     if let Some((ns, nr)) = f.slave_counts {
         lines.push(wire::slave_counts_line(ns, nr));
     } else {
@@ -190,45 +190,9 @@ pub(crate) fn master_view(t: &EcosTest, r: &TestResult, section: Section) -> (Ve
     (lines, f)
 }
 
-/// nc_test's clock counts 10 ms ticks, so the stock line of a test shorter than one reads
-/// 0.00 seconds and `inf KB/S`, as nc_test_master printed it. The line under it says so, with
-/// the rate over the time netchar measured.
-fn under_one_tick(total: u32, len: u32, seconds: f64) -> Option<String> {
-    if seconds >= 0.01 {
-        return None;
-    }
-    let bytes = f64::from(total) * f64::from(len);
-    let measured = if seconds > 0.0 {
-        format!(
-            "measured over {:.3} ms: {:.2} KB/S - {:.4} Mbit/S",
-            seconds * 1e3,
-            bytes / seconds / 1024.0,
-            bytes * 8.0 / seconds / 1e6
-        )
-    } else {
-        "no time measured".into()
-    };
-    Some(format!("   under one tick of nc_test's 10 ms clock: the line above reads 0.00 seconds and an inf rate, as nc_test printed it; {measured}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A test shorter than nc_test's clock tick keeps the stock line (`inf KB/S`) and gets the
-    /// rate netchar measured under it; a longer one gets no such line.
-    #[test]
-    fn a_test_under_one_tick_says_why_the_rate_is_inf_and_what_was_measured() {
-        let stock = wire::result_line("UDP recv", 640, 1024, Duration::from_secs_f64(0.004), 0, 0);
-        assert!(stock.contains("0.00 seconds - inf KB/S"), "{stock}");
-        let under = under_one_tick(640, 1024, 0.004).unwrap();
-        assert_eq!(
-            under,
-            "   under one tick of nc_test's 10 ms clock: the line above reads 0.00 seconds and an inf rate, as nc_test printed it; measured over 4.000 ms: 160000.00 KB/S - 1310.7200 Mbit/S"
-        );
-        assert!(under_one_tick(640, 1024, 0.0).unwrap().ends_with("no time measured"));
-        assert_eq!(under_one_tick(640, 1024, 0.01), None);
-    }
 
     /// The spec `netchar` builds from a command line, as the native suite once built each
     /// test's (an argument string parsed again): the typed spec of the engine's job must be
