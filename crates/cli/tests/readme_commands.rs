@@ -342,6 +342,19 @@ const INSTALL: &[(&str, Do)] = &[
     ("netchar mesh render --nodes a,b,c --image registry.example/netchar:0.1.0 > mesh.yaml", Do::Exit(0)),
 ];
 
+const STORE_TESTED: &str = "writes to the user's own store (the data directory); crates/cli/tests/store.rs runs --store, --label, history, --expect-no-regression and store import against a store of its own";
+
+/// docs/history.md.
+const HISTORY: &[(&str, Do)] = &[
+    ("netchar udp HOST -b 100M --store --label build=1.4.2-37-gabc --label board=rev-b", Do::Not(STORE_TESTED)),
+    ("netchar history --metric pps --label board=rev-b", Do::Not(STORE_TESTED)),
+    (
+        "netchar udp HOST -b 100M --store --label build=1.4.2-38-gdef --label board=rev-b --expect-no-regression",
+        Do::Not(STORE_TESTED),
+    ),
+    ("netchar store import runs/ old-run.json --label build=1.4.1", Do::Not(STORE_TESTED)),
+];
+
 /// Guides with no ```sh block: their examples are formats, tables and quoted lines.
 const NO_COMMANDS: &[&str] =
     &["docs/sweeps.md", "docs/latency.md", "docs/json.md", "docs/peers.md", "docs/protocol.md", "docs/reliability.md"];
@@ -832,6 +845,11 @@ fn embedded_guide_commands_run_as_it_says() {
 }
 
 #[test]
+fn history_guide_commands_are_listed() {
+    check("docs/history.md", HISTORY, &[]);
+}
+
+#[test]
 fn scale_out_guide_commands_run_as_it_says() {
     check("docs/scale-out.md", SCALE_OUT, &[]);
 }
@@ -863,6 +881,7 @@ fn every_guide_is_checked() {
         "docs/embedded.md",
         "docs/scale-out.md",
         "docs/install.md",
+        "docs/history.md",
     ];
     let mut unchecked: Vec<String> = std::fs::read_dir(root().join("docs"))
         .unwrap()
