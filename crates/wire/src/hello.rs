@@ -254,6 +254,11 @@ pub fn identify_peer(first_bytes: &[u8]) -> String {
             .to_string(),
         [0xFF, ..] => "an iperf3 server answered ACCESS_DENIED (it is busy with another test)".to_string(),
         [0xFE, ..] => "an iperf3 server answered SERVER_ERROR".to_string(),
+        // iperf 2.1's acknowledgement of a client's settings header (type 2, 28 bytes): it read
+        // the first bytes sent as a header (iperf 2.1.8 on loopback, crates/cli/tests/wrong_server.rs).
+        [0, 0, 0, 2, 0, 0, 0, 0x1c, ..] => {
+            "an iperf2 server answered (its acknowledgement of a client's header); add --proto iperf2".to_string()
+        }
         b if b.starts_with(b"SSH-") => "an SSH server answered".to_string(),
         b if recognised_protocol(b) == Some(KnownProtocol::Echo) => {
             "an echo server answered (it sent netchar's hello back); add --proto echo".to_string()
@@ -352,6 +357,9 @@ mod tests {
         assert!(identify_client(iperf3_cookie).contains("`netchar server --iperf3` answers iperf3 clients on 5201"));
         assert_eq!(identify_client(&[]), "it sent nothing");
         assert_eq!(identify_client(b"\x00\x01"), "it sent unknown bytes [00 01]");
+        // What iperf 2.1.8 answered an iperf3 client's cookie with, on a busy machine.
+        let ack = [0, 0, 0, 2, 0, 0, 0, 0x1c, 0, 0, 0, 0, 0, 2, 0, 1];
+        assert!(identify_peer(&ack).contains("an iperf2 server answered"), "{}", identify_peer(&ack));
     }
 
     #[test]

@@ -494,7 +494,15 @@ impl<'a> Driver<'a> {
             std::thread::sleep(wait);
             return Ok(());
         };
-        match control.read_within(buf, wait) {
+        let read = match control.read_within(buf, wait) {
+            // A peer that closes with netchar's hello unread (a netio server: a command it does
+            // not know) makes the kernel answer with a reset, not a close, whenever the hello
+            // is still in its buffer: before the test, either is a peer that closed without
+            // answering, and the session names what did so.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset && !self.workers.plane_started => Ok(0),
+            read => read,
+        };
+        match read {
             Ok(0) => {
                 let plane_started = self.workers.plane_started;
                 self.session.handle_eof_on(0, Instant::now()).map_err(|e| {
