@@ -403,7 +403,8 @@ fn loss_up_and_down_equal_the_nft_drop_counters_exactly() {
 
     // irtt's own client through the same rules: its round trips' loss, by direction, equals the
     // counters' growth over its run too.
-    let out_file = format!("/tmp/netchar-irtt-netns-{}.json", std::process::id());
+    let out_file = std::env::temp_dir().join(format!("netchar-irtt-netns-{}.json", std::process::id()));
+    let out_file = out_file.to_str().unwrap().to_string();
     let mut cmd = link.b.command("irtt");
     cmd.args(["client", "-i", "10ms", "-d", "5s", "-l", "100", "-Q", "-o", &out_file, &host]);
     let run = netns::run_with_timeout(cmd, Duration::from_secs(40)).unwrap();

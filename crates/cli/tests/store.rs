@@ -107,11 +107,15 @@ fn counted_runs_are_stored_as_measured_and_imported_once() {
 
 #[test]
 fn bad_store_flags_fail_in_one_line_before_any_test() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store_flag = format!("--store={}", tmp.path().join("x.sqlite").display());
+    let never = tmp.path().join("never.sqlite");
+    let never_str = never.to_str().unwrap();
     for (args, says) in [
-        (vec!["tcp", "127.0.0.1", "-p", "9", "--store=/tmp/x.sqlite", "--label", "build"], "give KEY=VALUE"),
+        (vec!["tcp", "127.0.0.1", "-p", "9", store_flag.as_str(), "--label", "build"], "give KEY=VALUE"),
         (vec!["tcp", "127.0.0.1", "-p", "9", "--store=mysql://db/x"], "mysql://"),
         (vec!["history", "--store", "/nonexistent/dir/h.sqlite"], "no store there yet"),
-        (vec!["store", "import", "/nonexistent/file.json", "--store", "/tmp/never.sqlite"], "/nonexistent/file.json"),
+        (vec!["store", "import", "/nonexistent/file.json", "--store", never_str], "/nonexistent/file.json"),
     ] {
         let run = netchar(&args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
@@ -119,7 +123,7 @@ fn bad_store_flags_fail_in_one_line_before_any_test() {
         assert_eq!(lines.len(), 1, "{args:?}: {}", run.stderr);
         assert!(lines[0].contains(says), "{args:?}: {}", run.stderr);
     }
-    assert!(!std::path::Path::new("/tmp/never.sqlite").exists(), "a failed import creates no store");
+    assert!(!never.exists(), "a failed import creates no store");
 }
 
 /// A real loopback result, and a history of `n` copies of it started before it, the receive
