@@ -352,9 +352,14 @@ impl NetioControl {
     }
 }
 
-/// A netio peer that breaks the sequence, as the control seam's error.
+/// A netio peer that breaks the sequence, as the control seam's error: a message netio never
+/// sends is malformed, a right one at the wrong step unexpected.
 fn netio_error(e: netchar_wire::netio::NetioError) -> ProtocolError {
-    ProtocolError::Peer(format!("the netio server broke the sequence: {e}"))
+    use netchar_wire::netio::NetioError;
+    match e {
+        NetioError::Unexpected(message) => ProtocolError::Unexpected { message, state: "running netio's sequence" },
+        other => ProtocolError::Malformed(format!("from the netio server: {other}")),
+    }
 }
 
 impl ClientControl for NetioControl {
