@@ -189,7 +189,7 @@ fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, ClientError> {
 
 fn connect_error(addr: SocketAddr, e: io::Error, timeout: Duration) -> ClientError {
     match e.kind() {
-        io::ErrorKind::ConnectionRefused => ClientError::Refused { addr: addr.to_string() },
+        io::ErrorKind::ConnectionRefused => ClientError::Refused { addr: addr.to_string(), peer: None },
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
             ClientError::Unreachable { addr: addr.to_string(), secs: timeout.as_secs_f64() }
         }
@@ -255,7 +255,13 @@ impl<'a> Driver<'a> {
                         return Err(ClientError::SocketOption { flag: o.flag, message: o.message })
                     }
                     Err(ConnectFailure::Io(e)) => {
-                        last = Some(connect_error(addr, e, cfg.connect_timeout));
+                        last = Some(match connect_error(addr, e, cfg.connect_timeout) {
+                            // The server asked for is a peer's: name it, not netchar's.
+                            ClientError::Refused { addr, .. } if !cfg.protocol.protocol().is_native() => {
+                                ClientError::Refused { addr, peer: Some(cfg.protocol.name()) }
+                            }
+                            other => other,
+                        });
                         continue;
                     }
                 },
