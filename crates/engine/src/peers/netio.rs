@@ -143,8 +143,18 @@ pub struct NetioControl {
     plane: bool,
     /// The server's count of what it sent to this end (UDP), once known.
     peer_sent: Option<u64>,
+    /// QUIT is written: the session waits for the server to close (its test's end there).
+    quit: bool,
+    /// The server's records, held until it closes.
+    report: Option<ControlEvent>,
+    /// The report is out: the session is over.
     done: bool,
 }
+
+/// How long the session waits for the server to close after QUIT: the server ends its test
+/// there as it closes, so the next size's connection finds it free; one that keeps the
+/// connection open is left after this.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 impl NetioControl {
     /// A session for the block size, protocol, direction and Tx length of `spec`, connected to
@@ -201,6 +211,8 @@ impl NetioControl {
             events: VecDeque::new(),
             plane: false,
             peer_sent: None,
+            quit: false,
+            report: None,
             done: false,
         };
         if !udp {
@@ -217,7 +229,7 @@ impl NetioControl {
 
     /// Takes the client's steps until one waits for the peer, the clock or the data plane.
     fn advance(&mut self, now: Instant) {
-        while !self.done {
+        while !self.quit {
             match self.client.step(now) {
                 ClientStep::Write(bytes) => {
                     self.out.extend_from_slice(&bytes);
@@ -252,7 +264,7 @@ impl NetioControl {
                     self.deadline.get_or_insert(now + netchar_wire::netio::INTERVAL + self.timeouts.phase);
                     return;
                 }
-                ClientStep::Done => self.finish(),
+                ClientStep::Done => self.finish(now),
             }
         }
     }
@@ -273,10 +285,13 @@ impl NetioControl {
         streams
     }
 
-    /// QUIT is written: the records, the server's counts, the end.
-    fn finish(&mut self) {
-        self.done = true;
-        self.deadline = None;
+    /// QUIT is written: this end's records now, the server's once it closed.
+    fn finish(&mut self, now: Instant) {
+        self.quit = true;
+        self.sending = None;
+        self.deadline = Some(now + CLOSE_WAIT);
+        let empty = ControlEvent::PeerReport { streams: Vec::new(), cpu: CpuUsage::default(), error: None };
+        self.report = Some(empty);
         let Some(r) = self.client.results.first().cloned() else { return };
         let size = u64::from(r.size);
         let secs = |t: u64| t as f64 / 1024.0;
@@ -326,12 +341,19 @@ impl NetioControl {
             }
         }
         self.events.push_back(ControlEvent::Measured { streams: mine, note: r.note.clone() });
-        self.events.push_back(ControlEvent::PeerReport { streams: theirs, cpu: CpuUsage::default(), error: None });
+        self.report = Some(ControlEvent::PeerReport { streams: theirs, cpu: CpuUsage::default(), error: None });
+    }
+
+    /// The server closed (or was given [`CLOSE_WAIT`]): its records, and the end.
+    fn release(&mut self) {
+        self.events.extend(self.report.take());
+        self.deadline = None;
+        self.done = true;
     }
 
     /// Feeds what is held to the client's step that takes it.
     fn consume(&mut self, now: Instant) -> Result<(), ProtocolError> {
-        while !self.held.is_empty() && !self.done {
+        while !self.held.is_empty() && !self.quit {
             let used = self.client.handle_input(now, &self.held).map_err(netio_error)?;
             self.held.drain(..used);
             if self.udp {
@@ -364,7 +386,8 @@ fn netio_error(e: netchar_wire::netio::NetioError) -> ProtocolError {
 
 impl ClientControl for NetioControl {
     fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
-        if self.done {
+        if self.quit {
+            // After QUIT nothing the server says changes the test.
             return Ok(());
         }
         if self.sending.is_some() {
@@ -379,7 +402,10 @@ impl ClientControl for NetioControl {
     }
 
     fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
-        if self.done {
+        if self.quit {
+            if !self.done {
+                self.release();
+            }
             return Ok(());
         }
         Err(ProtocolError::Peer(format!(
@@ -421,6 +447,10 @@ impl ClientControl for NetioControl {
         }
         if self.deadline.is_some_and(|d| now >= d) {
             self.deadline = None;
+            if self.quit {
+                self.release();
+                return Ok(());
+            }
             if matches!(self.client.step(now), ClientStep::Receive { .. }) {
                 // A sink server: the size keeps its Tx leg, and the note says why Rx is missing.
                 self.client.receive_timed_out(now);
@@ -446,9 +476,12 @@ impl ClientControl for NetioControl {
         if let Some((_, blocks)) = self.sending.take() {
             self.client.transmitted(now, blocks);
         }
-        if !self.done {
+        if !self.quit {
             self.out.extend_from_slice(&Control::new(Cmd::Quit, 0).encode());
-            self.finish();
+            self.finish(now);
+        }
+        if !self.done {
+            self.release();
         }
     }
 
