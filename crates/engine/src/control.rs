@@ -15,7 +15,10 @@
 //! through [`crate::dataplane::DatagramFormatKind::Peer`] when its UDP header is its own, and
 //! one entry in the protocol registry ([`crate::protocols`]): its name, port, commands and
 //! constructor. Protocols without a control connection (iperf2, echo/discard/chargen) say
-//! [`ControlConnection::None`].
+//! [`ControlConnection::None`]. A protocol whose control connection carries its data too, a
+//! phase after the other (netio's TCP test), writes and reads that data in the session
+//! ([`ClientControl::writes_data`]) and reports what it counted ([`ControlEvent::Measured`]);
+//! a peer's sequence of tests is a job over sessions (crate::jobs), not a session.
 
 use crate::dataplane::DatagramFormatKind;
 use netchar_model::{
