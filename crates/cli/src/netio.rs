@@ -62,7 +62,7 @@ pub(crate) fn run(a: &NetioSuiteArgs, figures: &FigureFiles, stop: &StopFlag) ->
     // `--proto` is auto, netchar or netio here (args::SuiteProtoParser): a peer is netio's.
     if !a.proto.protocol().is_native() {
         if a.target.step.step_cmd.is_some() {
-            bail!("suite netio --proto netio: --step-cmd is not supported against a netio server yet (netio's sequence runs as one); use netchar's own server");
+            bail!("suite netio --proto netio: --step-cmd is not supported against a netio server yet; use netchar's own server");
         }
         return peer(a, &plan_of(a, true)?, figures, stop);
     }
