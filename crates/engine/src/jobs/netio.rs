@@ -231,7 +231,7 @@ fn peer_protocol(
         caveats: Vec::new(),
     })?;
     let mut tx_only = plan.tx_only;
-    let mut results = Vec::new();
+    let mut results: Vec<TestResult> = Vec::new();
     let mut failed = None;
     for (done, &size) in plan.sizes.iter().enumerate() {
         sink.running(&format!("{} of {}: {size} bytes, {proto}", done + 1, plan.sizes.len()));
@@ -240,7 +240,6 @@ fn peer_protocol(
         if let Some(error) = outcome.error {
             // netio's client reports the sizes it finished; the failed one is the error's.
             for r in &mut results {
-                let r: &mut TestResult = r;
                 r.error.get_or_insert_with(|| error.to_string());
             }
             return failed.map_or(Ok((results, Some(error))), Err);
@@ -310,5 +309,74 @@ mod tests {
         assert_eq!(specs, [(1024, Direction::Up)]);
         assert_eq!(seen.0, ["1024 bytes, TCP-tx"]);
         assert_eq!(plan(true, true, false).peer_duration(), Duration::from_secs(2 * 2 * (2 + 6)));
+    }
+
+    /// Against a sink (a netio server that reads and never sends): the first size's Rx hears
+    /// nothing within the limit, so the job runs the next size Tx only, and each size is a
+    /// connection of its own that the sink counts exactly.
+    #[test]
+    fn after_a_silent_rx_the_peer_job_runs_the_rest_tx_only() {
+        use netchar_wire::netio::{BlockReader, Cmd, Control, CONTROL_LEN};
+        use std::io::Read;
+        struct Seen(Vec<TestResult>);
+        impl NetioSink for Seen {
+            fn running(&mut self, _: &str) {}
+            fn started(&mut self, _: &TestInfo) -> io::Result<()> {
+                Ok(())
+            }
+            fn finished(&mut self, r: &TestResult) -> io::Result<()> {
+                self.0.push(r.clone());
+                Ok(())
+            }
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Each connection: its commands in order and the bytes of the blocks it read.
+        let sink = std::thread::spawn(move || {
+            (0..2)
+                .map(|_| {
+                    let (mut s, _) = listener.accept().unwrap();
+                    let mut all = Vec::new();
+                    s.read_to_end(&mut all).unwrap();
+                    let mut commands = Vec::new();
+                    let mut blocks = 0;
+                    let mut at = 0;
+                    while at + CONTROL_LEN <= all.len() {
+                        let c = Control::decode(all[at..at + CONTROL_LEN].try_into().unwrap()).0;
+                        at += CONTROL_LEN;
+                        commands.push(c.command());
+                        if c.command() == Some(Cmd::C2S) {
+                            let mut reader = BlockReader::new(c.data);
+                            at += reader.feed(&all[at..]);
+                            blocks = reader.bytes;
+                        }
+                    }
+                    (commands, blocks)
+                })
+                .collect::<Vec<_>>()
+        });
+        let plan = NetioPlan { sizes: vec![1024, 2048], tcp: true, udp: false, tx_only: false, seconds: 0.2 };
+        let server = NetioServer {
+            protocol: Protocol::find("netio").unwrap(),
+            addr,
+            rx_timeout: Duration::from_millis(300),
+            connect_timeout: Duration::from_secs(10),
+        };
+        let mut seen = Seen(Vec::new());
+        let run = run_peer(&plan, &server, &StopFlag::new(), &mut seen).unwrap();
+        let connections = sink.join().unwrap();
+        assert!(run.error.is_none(), "{:?}", run.error);
+        assert_eq!(run.results.len(), 2);
+        let (c2s, s2c, quit) = (Some(Cmd::C2S), Some(Cmd::S2C), Some(Cmd::Quit));
+        assert_eq!(connections[0].0, [c2s, s2c, quit], "the first size asks for Rx");
+        assert_eq!(connections[1].0, [c2s, quit], "the second runs Tx only");
+        for ((r, (_, got)), size) in run.results.iter().zip(&connections).zip([1024, 2048]) {
+            let sent: u64 = r.streams.iter().filter(|s| s.flow == Flow::Up).map(|s| s.bytes).sum();
+            assert_eq!(*got, sent + size, "the sink read every block counted, and the marker");
+            assert!(r.streams.iter().all(|s| s.flow == Flow::Up), "no Rx leg: {:?}", r.streams);
+        }
+        assert!(run.results[0].error.as_deref().unwrap_or_default().contains("Rx skipped"));
+        assert!(run.results[1].error.as_deref().unwrap_or_default().contains("Tx only"));
+        assert_eq!(seen.0.len(), 2, "each size went to the sink as it ended");
     }
 }
