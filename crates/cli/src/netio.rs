@@ -12,7 +12,6 @@ use crate::reporters::Reporters;
 use crate::suites::{block_size_plans, run_variant, size_list, suite_reporters, trial_length};
 use anyhow::{bail, Result};
 use netchar_engine::jobs::netio::{self as job, Leg, NetioPlan, NetioServer, NetioSink};
-use netchar_engine::protocols::ClientRole;
 use netchar_engine::StopFlag;
 use netchar_model::{TestInfo, TestResult};
 use netchar_report::block_sizes::{NetioColumn, NetioLinesReporter, NetioTableReporter};
@@ -60,9 +59,10 @@ fn columns(plan: &NetioPlan) -> Vec<NetioColumn> {
 
 /// `netchar suite netio` (its `--proto` is auto, netchar or netio: args::SuiteProtoParser).
 pub(crate) fn run(a: &NetioSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -> Result<u8> {
-    if matches!(a.proto.protocol().def().client, ClientRole::NetioClient) {
+    // `--proto` is auto, netchar or netio here (args::SuiteProtoParser): a peer is netio's.
+    if !a.proto.protocol().is_native() {
         if a.target.step.step_cmd.is_some() {
-            bail!("suite netio --proto netio: --step-cmd is not supported against a netio server yet (netio's sequence runs as one); use netchar's own server");
+            bail!("suite netio --proto netio: --step-cmd is not supported against a netio server yet; use netchar's own server");
         }
         return peer(a, &plan_of(a, true)?, figures, stop);
     }
@@ -157,7 +157,7 @@ fn peer(a: &NetioSuiteArgs, plan: &NetioPlan, figures: &FigureFiles, stop: &Stop
             Duration::from_secs_f64(s)
         }
     };
-    let server = NetioServer { addr, rx_timeout, connect_timeout };
+    let server = NetioServer { protocol: a.proto.protocol(), addr, rx_timeout, connect_timeout };
     let progress = Progress::start(a.target.json, true, Some(plan.peer_duration()));
     // The figure files keep the results with the run's error (the job's end settles them).
     let mut reporters = suite_reporters(a.target.json, Box::<NetioLinesReporter>::default(), figures);

@@ -15,7 +15,10 @@
 //! through [`crate::dataplane::DatagramFormatKind::Peer`] when its UDP header is its own, and
 //! one entry in the protocol registry ([`crate::protocols`]): its name, port, commands and
 //! constructor. Protocols without a control connection (iperf2, echo/discard/chargen) say
-//! [`ControlConnection::None`].
+//! [`ControlConnection::None`]. A protocol whose control connection carries its data too, a
+//! phase after the other (netio's TCP test), writes and reads that data in the session
+//! ([`ClientControl::writes_data`]) and reports what it counted ([`ControlEvent::Measured`]);
+//! a peer's sequence of tests is a job over sessions (crate::jobs), not a session.
 
 use crate::dataplane::DatagramFormatKind;
 use netchar_model::{
@@ -83,6 +86,17 @@ pub enum ControlEvent {
     /// and tell its port to [`ClientControl::listening`]; streams with
     /// [`Transport::DialBack`] take their connection from it.
     Listen,
+    /// What the session measured itself, on data its control connection carries (netio's TCP
+    /// blocks share the connection with its commands): this end's records, put in the result
+    /// beside the workers' (their `measured_by` says which end counted), and a note on what
+    /// the test left out (netio's "Tx only"), which is the result's error line but no failure.
+    /// This end's CPU is measured from the start to this event.
+    Measured {
+        /// Records the session counted.
+        streams: Vec<StreamRecord>,
+        /// What the test left out, if anything.
+        note: Option<String>,
+    },
 }
 
 /// What a peer says about itself when it admits a test.
@@ -143,6 +157,13 @@ pub enum Transport {
     /// exchange: the stream is ready at once.
     UdpToPort {
         /// The peer's data port.
+        port: u16,
+    },
+    /// A UDP socket bound to `port` of this end's control-connection address and connected to
+    /// the same port of the peer, with no setup exchange (netio's UDP test: its server sends
+    /// to the client's address at its own port). A busy port there fails the test in a line.
+    UdpSamePort {
+        /// The port on both ends.
         port: u16,
     },
 }
@@ -249,6 +270,23 @@ pub trait ClientControl: Send {
         if conn == 0 {
             self.poll_output(out);
         }
+    }
+    /// True while the session's output is data it makes as fast as the connection takes it
+    /// (netio's TCP blocks, which share its control connection with its commands): the
+    /// driver then keeps writing until [`Self::poll_timeout`] is due, and reads nothing
+    /// meanwhile (the peer says nothing while it reads).
+    fn writes_data(&self) -> bool {
+        false
+    }
+    /// The test's title once it ran, from the result's records (netio names each test by the
+    /// line its own client prints); none leaves the caller's.
+    fn title(&self, _streams: &[StreamRecord]) -> Option<String> {
+        None
+    }
+    /// Whether the peer's report carries its CPU (a protocol whose far end says nothing about
+    /// its CPU reports none, not zero).
+    fn reports_peer_cpu(&self) -> bool {
+        true
     }
 }
 

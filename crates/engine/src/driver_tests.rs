@@ -334,3 +334,284 @@ fn the_client_alone_takes_a_busy_answer_from_a_server_session_the_test_drives() 
     let requested = speaker.join().expect("the hand-driven server saw the request and the close");
     assert_eq!(requested.streams, 3, "the request the client sent is the test asked for");
 }
+
+/// netio's client session (crate::peers::netio::NetioControl) run by the client driver against
+/// a netio server the test speaks for over an in-memory link.
+mod netio {
+    use super::*;
+    use netchar_model::{Direction, Flow, TestKind};
+    use netchar_wire::netio::{BlockReader, Cmd, Control, Server, CONTROL_LEN};
+    use std::net::UdpSocket;
+
+    fn netio_config(kind: TestKind, size: u32, both_ways: bool, peer: SocketAddr) -> ClientConfig {
+        let mut spec = if kind == TestKind::Udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
+        spec.block_bytes = u64::from(size);
+        spec.direction = if both_ways { Direction::Bidir } else { Direction::Up };
+        spec.end = EndCondition::Seconds(0.2);
+        if let Some(u) = spec.udp.as_mut() {
+            u.rate = netchar_model::UdpRate::Unlimited;
+        }
+        ClientConfig {
+            host: peer.ip().to_string(),
+            port: peer.port(),
+            family: None,
+            spec,
+            connect_timeout: Duration::from_secs(10),
+            busy_wait: Duration::ZERO,
+            client_cpu: None,
+            title: None,
+            timeouts: Default::default(),
+            companion: None,
+            cookie_tx: None,
+            auth: None,
+            protocol: ProtoChoice::Only(Protocol::find("netio").expect("netio's entry")),
+            dial_back: None,
+            bind: None,
+            target_ns_per_instruction: None,
+            peer_block_bytes: None,
+        }
+    }
+
+    /// The peer's end of the link, read a message or a block at a time.
+    struct PeerEnd {
+        link: MemoryLink,
+        held: Vec<u8>,
+    }
+
+    impl PeerEnd {
+        /// More bytes from the client; false once it closed.
+        fn fill(&mut self, wait: Duration) -> bool {
+            let mut buf = [0u8; 65536];
+            match self.link.read_within(&mut buf, wait) {
+                Ok(0) => false,
+                Ok(n) => {
+                    self.held.extend_from_slice(&buf[..n]);
+                    true
+                }
+                Err(e) if crate::is_retry(&e) => true,
+                Err(e) => panic!("the link failed: {e}"),
+            }
+        }
+
+        /// The client's next CONTROL message, None if it closed first.
+        fn control(&mut self) -> Option<Control> {
+            while self.held.len() < CONTROL_LEN {
+                if !self.fill(Duration::from_secs(60)) {
+                    return None;
+                }
+            }
+            let bytes: [u8; CONTROL_LEN] = self.held[..CONTROL_LEN].try_into().unwrap();
+            self.held.drain(..CONTROL_LEN);
+            Some(Control::decode(&bytes).0)
+        }
+
+        /// The client's blocks of `size` up to and with its end marker: their bytes.
+        fn blocks(&mut self, size: u32) -> u64 {
+            let mut reader = BlockReader::new(size);
+            loop {
+                let used = reader.feed(&self.held);
+                self.held.drain(..used);
+                if reader.done() {
+                    return reader.bytes;
+                }
+                assert!(self.fill(Duration::from_secs(60)), "the client closed in the middle of its blocks");
+            }
+        }
+
+        fn send(&mut self, bytes: &[u8]) {
+            self.link.send_all(bytes).expect("the client reads");
+        }
+    }
+
+    /// What a TCP netio peer saw: the C2S size, the bytes of the client's blocks (marker
+    /// included), the S2C size, whether QUIT came.
+    type TcpSaw = (u32, u64, Option<u32>, bool);
+
+    /// A netio server on TCP over `link`: takes the client's blocks, and when asked sends
+    /// `back` blocks and its marker, or with `cut` only `back` blocks before it dies.
+    fn tcp_peer(link: MemoryLink, back: u64, cut: Option<LinkCut>) -> JoinHandle<TcpSaw> {
+        std::thread::spawn(move || {
+            let mut peer = PeerEnd { link, held: Vec::new() };
+            let c2s = peer.control().expect("C2S");
+            assert_eq!(c2s.command(), Some(Cmd::C2S));
+            let got = peer.blocks(c2s.data);
+            let Some(next) = peer.control() else { return (c2s.data, got, None, false) };
+            if next.command() == Some(Cmd::Quit) {
+                return (c2s.data, got, None, true);
+            }
+            assert_eq!(next.command(), Some(Cmd::S2C));
+            let block = vec![0u8; next.data as usize];
+            for _ in 0..back {
+                peer.send(&block);
+            }
+            if let Some(cut) = cut {
+                cut.cut();
+                return (c2s.data, got, Some(next.data), false);
+            }
+            peer.send(&Server::marker(next.data));
+            let quit = peer.control().is_some_and(|c| c.command() == Some(Cmd::Quit));
+            (c2s.data, got, Some(next.data), quit)
+        })
+    }
+
+    fn record(run: &ClientRun, flow: Flow, role: Role) -> Option<netchar_model::StreamRecord> {
+        run.result.as_ref()?.streams.iter().find(|s| s.flow == flow && s.role == role).cloned()
+    }
+
+    #[test]
+    fn a_tcp_size_runs_both_ways_and_each_end_counts_the_others_blocks() {
+        let peer_addr: SocketAddr = "127.0.0.1:18767".parse().unwrap();
+        let (client_end, peer_end, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let peer = tcp_peer(peer_end, 50, None);
+        let cfg = netio_config(TestKind::Tcp, 4096, true, peer_addr);
+        let run = crate::client::run_over(&cfg, peer_addr, Box::new(client_end), &StopFlag::new(), &mut |_| {});
+        let (size, got, s2c, quit) = peer.join().expect("the peer's thread");
+        assert!(run.error.is_none(), "{:?}", run.error);
+        assert_eq!((size, s2c, quit), (4096, Some(4096), true), "C2S, S2C and QUIT of the size");
+        let sent = record(&run, Flow::Up, Role::Sender).expect("the Tx leg");
+        assert_eq!(sent.measured_by, Endpoint::Client);
+        assert!(sent.bytes > 0 && sent.bytes.is_multiple_of(4096));
+        // The peer read every block the client counted, and the marker block netio leaves out.
+        assert_eq!(got, sent.bytes + 4096);
+        let read = record(&run, Flow::Down, Role::Receiver).expect("the Rx leg");
+        assert_eq!(read.bytes, 51 * 4096, "every block the peer sent, its marker included");
+        let result = run.result.as_ref().unwrap();
+        let title = result.test.title.as_deref().unwrap_or_default();
+        assert!(title.starts_with("Packet size  4k bytes: ") && title.ends_with(" Rx."), "{title}");
+        assert_eq!((result.test.protocol.as_str(), result.cpu.remote.is_none()), ("netio", true));
+    }
+
+    #[test]
+    fn a_sink_that_never_sends_keeps_the_tx_leg_and_notes_the_missing_rx() {
+        let peer_addr: SocketAddr = "127.0.0.1:18767".parse().unwrap();
+        let (client_end, peer_end, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        // The peer reads and never answers: the Rx phase hears nothing within the limit.
+        let sink = std::thread::spawn(move || {
+            let mut peer = PeerEnd { link: peer_end, held: Vec::new() };
+            let c2s = peer.control().expect("C2S");
+            let got = peer.blocks(c2s.data);
+            let s2c = peer.control().expect("S2C");
+            let quit = peer.control().expect("QUIT after the Rx limit");
+            (got, s2c.command(), quit.command())
+        });
+        let mut cfg = netio_config(TestKind::Tcp, 2048, true, peer_addr);
+        cfg.timeouts.silence = Duration::from_millis(300);
+        let run = crate::client::run_over(&cfg, peer_addr, Box::new(client_end), &StopFlag::new(), &mut |_| {});
+        let (got, s2c, quit) = sink.join().expect("the sink's thread");
+        assert!(run.error.is_none(), "{:?}", run.error);
+        assert_eq!((s2c, quit), (Some(Cmd::S2C), Some(Cmd::Quit)));
+        let sent = record(&run, Flow::Up, Role::Sender).expect("the Tx leg").bytes;
+        assert_eq!(got, sent + 2048);
+        assert!(record(&run, Flow::Down, Role::Receiver).is_none(), "no Rx leg");
+        let note = run.result.as_ref().unwrap().error.as_deref().unwrap_or_default();
+        assert!(note.contains("Rx skipped"), "{note}");
+    }
+
+    #[test]
+    fn a_netio_server_that_dies_mid_rx_ends_the_run_as_gone() {
+        let peer_addr: SocketAddr = "127.0.0.1:18767".parse().unwrap();
+        let (client_end, peer_end, cut) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let peer = tcp_peer(peer_end, 10, Some(cut));
+        let cfg = netio_config(TestKind::Tcp, 1024, true, peer_addr);
+        let run = crate::client::run_over(&cfg, peer_addr, Box::new(client_end), &StopFlag::new(), &mut |_| {});
+        let (_, _, s2c, _) = peer.join().expect("the peer's thread");
+        assert_eq!(s2c, Some(1024), "the peer died in the Rx phase");
+        assert!(matches!(&run.error, Some(ClientError::PeerGone { .. })), "{:?}", run.error);
+        let result = run.result.as_ref().expect("the test ran: its result says how it ended");
+        assert_eq!(result.error.as_deref(), Some(run.error.as_ref().unwrap().to_string().as_str()));
+    }
+
+    #[test]
+    fn a_command_netio_never_sends_ends_the_run_as_malformed_before_any_data() {
+        let peer_addr: SocketAddr = "127.0.0.1:18768".parse().unwrap();
+        let (client_end, peer_end, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let peer = std::thread::spawn(move || {
+            let mut peer = PeerEnd { link: peer_end, held: Vec::new() };
+            let c2s = peer.control().expect("C2S");
+            // Answered with command 99 (the four are 0 to 3).
+            peer.send(&Control { cmd: 99, data: c2s.data }.encode());
+            (c2s.command(), c2s.data, peer.control())
+        });
+        let cfg = netio_config(TestKind::Udp, 1024, true, peer_addr);
+        let run = crate::client::run_over(&cfg, peer_addr, Box::new(client_end), &StopFlag::new(), &mut |_| {});
+        let (cmd, size, after) = peer.join().expect("the peer's thread");
+        assert_eq!((cmd, size), (Some(Cmd::C2S), 1024));
+        assert!(after.is_none(), "the client closed without another word: {after:?}");
+        assert!(run.result.is_none(), "no data moved");
+        assert!(matches!(&run.error, Some(ClientError::Protocol(ProtocolError::Malformed(_)))), "{:?}", run.error);
+    }
+
+    /// A port free for UDP on both loopback addresses the test uses.
+    fn free_udp_port_on_both() -> (UdpSocket, u16) {
+        loop {
+            let peer = UdpSocket::bind("127.0.0.2:0").expect("127.0.0.2 is loopback on Linux");
+            let port = peer.local_addr().unwrap().port();
+            if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+                return (peer, port);
+            }
+        }
+    }
+
+    #[test]
+    fn a_udp_size_runs_in_the_data_plane_and_settles_against_the_peers_counts() {
+        // netio's UDP test uses one port number on both ends: the peer on 127.0.0.2, the
+        // client (the link's address) on 127.0.0.1.
+        let (socket, port) = free_udp_port_on_both();
+        let peer_addr = SocketAddr::new("127.0.0.2".parse().unwrap(), port);
+        let (client_end, peer_end, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        const BACK: u64 = 200;
+        let peer = std::thread::spawn(move || {
+            let mut peer = PeerEnd { link: peer_end, held: Vec::new() };
+            let c2s = peer.control().expect("C2S");
+            peer.send(&c2s.encode());
+            socket.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+            let (mut counted, mut from) = (0u64, None);
+            let mut buf = vec![0u8; 65536];
+            // Counts the client's datagrams until its RES, then every one still queued.
+            while peer.held.len() < CONTROL_LEN {
+                while let Ok((n, at)) = socket.recv_from(&mut buf) {
+                    assert_eq!(n, c2s.data as usize, "a datagram is one block");
+                    counted += 1;
+                    from = Some(at);
+                }
+                assert!(peer.fill(Duration::from_millis(1)), "the client closed during Tx");
+            }
+            while let Ok((_, at)) = socket.recv_from(&mut buf) {
+                counted += 1;
+                from = Some(at);
+            }
+            let res = peer.control().unwrap();
+            assert_eq!(res.command(), Some(Cmd::Res));
+            peer.send(&Control::new(Cmd::Res, counted as u32).encode());
+            let s2c = peer.control().expect("S2C");
+            assert_eq!(s2c.command(), Some(Cmd::S2C));
+            let to = from.expect("the client's datagrams came");
+            let block = vec![0u8; s2c.data as usize];
+            let sent = (0..BACK).filter(|_| socket.send_to(&block, to).is_ok()).count() as u64;
+            peer.send(&Control::new(Cmd::Res, sent as u32).encode());
+            let quit = peer.control().map(|c| c.command());
+            (counted, sent, to, quit)
+        });
+        let cfg = netio_config(TestKind::Udp, 1024, true, peer_addr);
+        let run = crate::client::run_over(&cfg, peer_addr, Box::new(client_end), &StopFlag::new(), &mut |_| {});
+        let (counted, sent, from, quit) = peer.join().expect("the peer's thread");
+        assert!(run.error.is_none(), "{:?}", run.error);
+        assert_eq!(quit, Some(Some(Cmd::Quit)));
+        assert_eq!(from.port(), port, "the client sends from the server's port number");
+        let tx = record(&run, Flow::Up, Role::Sender).expect("this end's sender");
+        let peer_got = record(&run, Flow::Up, Role::Receiver).expect("the peer's RES count");
+        assert_eq!((tx.measured_by, peer_got.measured_by), (Endpoint::Client, Endpoint::Server));
+        assert_eq!(peer_got.bytes, counted * 1024);
+        let tx_sent = tx.udp_sent.as_ref().expect("the sender's UDP figures").packets;
+        assert!(counted > 0 && counted <= tx_sent, "the peer counted {counted} of {tx_sent}");
+        let rx = record(&run, Flow::Down, Role::Receiver).expect("this end's receiver");
+        let peer_sent = record(&run, Flow::Down, Role::Sender).expect("the peer's count of what it sent");
+        assert_eq!(peer_sent.bytes, sent * 1024);
+        let received = rx.udp_received.as_ref().expect("UDP figures");
+        // Loss settled against the peer's own count: every datagram it sent is received or lost.
+        assert_eq!(received.packets + received.lost, sent, "{received:?}");
+        assert_eq!(rx.bytes, received.packets * 1024);
+        let title = run.result.as_ref().unwrap().test.title.clone().unwrap_or_default();
+        assert!(title.starts_with("Packet size  1k bytes: ") && title.ends_with("Rx."), "{title}");
+    }
+}

@@ -94,10 +94,12 @@ pub enum ClientError {
         message: String,
     },
     /// Nothing listens there.
-    #[error("no netchar server at {addr} (connection refused); start one there with `netchar server`")]
+    #[error("{}", refused_line(addr, peer))]
     Refused {
         /// Where.
         addr: String,
+        /// The peer protocol whose server was asked for; None for netchar's own.
+        peer: Option<&'static str>,
     },
     /// No answer to the connect.
     #[error("could not reach {addr} within {secs:.0} s (host down, wrong address or filtered?); raise --connect-timeout if the path is slow")]
@@ -329,6 +331,16 @@ impl ServerSessionError {
     pub fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
         let context = context.into();
         move |source| Self::Io { context, source }
+    }
+}
+
+/// [`ClientError::Refused`]'s line: what to start there, for netchar's own server.
+fn refused_line(addr: &str, peer: &Option<&'static str>) -> String {
+    match peer {
+        None => format!("no netchar server at {addr} (connection refused); start one there with `netchar server`"),
+        Some(p) => {
+            format!("no {p} server at {addr} (connection refused); check the host and -p, and that it runs there")
+        }
     }
 }
 

@@ -222,7 +222,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
         about: "a netio server (`netio -s`, Keil MDK's or lwIP's)",
         default_port: netchar_wire::netio::TCP_PORT,
         commands: &[Command::SuiteNetio],
-        client: ClientRole::NetioClient,
+        client: ClientRole::Session(crate::peers::netio::client_session),
         authenticates: false,
         dial_back: false,
         udp_payload: None,

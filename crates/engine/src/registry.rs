@@ -87,11 +87,6 @@ pub enum ClientRole {
         /// nc6_test_master's sequence rather than nc_test_master's.
         v6: bool,
     },
-    /// netio's client, run by a job (crate::jobs::netio::run_peer over
-    /// crate::peers::netio::run_client), not a session: its control and its TCP data share one
-    /// connection a phase after the other, and its UDP test binds this end's port at the
-    /// server's port plus one, neither of which the client driver's data streams do.
-    NetioClient,
 }
 
 /// One protocol.

@@ -25,6 +25,10 @@ pub(super) struct Figures {
     pub(super) remote_evidence: Option<(Option<Evidence>, Option<HostIdentity>)>,
     /// This end's records.
     pub(super) local_records: Vec<StreamRecord>,
+    /// The records the session counted itself (ControlEvent::Measured).
+    pub(super) session_records: Vec<StreamRecord>,
+    /// What the test left out, by the session's word: the result's error line when none other.
+    pub(super) note: Option<String>,
     /// rr: every round trip of this end's connections.
     pub(super) latency: Option<netchar_stats::distribution::Distribution>,
     /// crr: every connect of this end.
@@ -45,6 +49,8 @@ impl Figures {
             target: None,
             remote_evidence: None,
             local_records: Vec::new(),
+            session_records: Vec::new(),
+            note: None,
             latency: None,
             connect_latency: None,
             wakeups: None,
@@ -77,13 +83,19 @@ impl Driver<'_> {
         };
         let mut streams = std::mem::take(&mut self.figures.local_records);
         self.workers.mtu_probes.fill(&mut streams, Endpoint::Client);
+        streams.append(&mut self.figures.session_records);
         let mut remote_cpu = None;
         if let Some((remote_streams, cpu, _)) = self.figures.remote.take() {
             streams.extend(remote_streams);
             // A protocol without a control connection has no far end that reports its CPU.
-            remote_cpu = self.control.is_some().then_some(cpu);
+            remote_cpu = (self.control.is_some() && self.session.reports_peer_cpu()).then_some(cpu);
+        }
+        let mut header = header;
+        if header.test.title.is_none() {
+            header.test.title = self.session.title(&streams);
         }
         let cpu = CpuReport { local: self.workers.local_cpu.clone(), remote: remote_cpu };
+        let error = error.or_else(|| self.figures.note.take());
         let mut result = TestResult::assemble(header, streams, cpu, error);
         result.bind = self.cfg.bind.clone();
         if self.spec.kind == TestKind::Rr {

@@ -189,7 +189,7 @@ fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, ClientError> {
 
 fn connect_error(addr: SocketAddr, e: io::Error, timeout: Duration) -> ClientError {
     match e.kind() {
-        io::ErrorKind::ConnectionRefused => ClientError::Refused { addr: addr.to_string() },
+        io::ErrorKind::ConnectionRefused => ClientError::Refused { addr: addr.to_string(), peer: None },
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
             ClientError::Unreachable { addr: addr.to_string(), secs: timeout.as_secs_f64() }
         }
@@ -245,13 +245,23 @@ impl<'a> Driver<'a> {
                 ControlConnection::Tcp => match connect_control(addr, cfg.connect_timeout, local) {
                     Ok(control) => {
                         let _ = control.set_nodelay(true);
+                        // A peer that stops reading fails the write within the phase limit
+                        // rather than holding the client (a session that writes data on its
+                        // control connection writes for the whole test).
+                        let _ = control.set_write_timeout(Some(cfg.timeouts.phase));
                         Some(Box::new(control) as Box<dyn ControlLink>)
                     }
                     Err(ConnectFailure::Option(o)) => {
                         return Err(ClientError::SocketOption { flag: o.flag, message: o.message })
                     }
                     Err(ConnectFailure::Io(e)) => {
-                        last = Some(connect_error(addr, e, cfg.connect_timeout));
+                        last = Some(match connect_error(addr, e, cfg.connect_timeout) {
+                            // The server asked for is a peer's: name it, not netchar's.
+                            ClientError::Refused { addr, .. } if !cfg.protocol.protocol().is_native() => {
+                                ClientError::Refused { addr, peer: Some(cfg.protocol.name()) }
+                            }
+                            other => other,
+                        });
                         continue;
                     }
                 },
@@ -431,9 +441,21 @@ impl<'a> Driver<'a> {
 
     fn flush(&mut self) -> Result<(), ClientError> {
         let mut out = Vec::new();
-        self.session.poll_output_on(0, &mut out);
-        if let (false, Some(control)) = (out.is_empty(), &mut self.control) {
-            control.send_all(&out).map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
+        let since = Instant::now();
+        loop {
+            out.clear();
+            self.session.poll_output_on(0, &mut out);
+            if let (false, Some(control)) = (out.is_empty(), &mut self.control) {
+                control
+                    .send_all(&out)
+                    .map_err(|source| ClientError::Control { addr: self.addr.to_string(), source })?;
+            }
+            // A session writing data (ClientControl::writes_data) is written to until its next
+            // timeout is due, coming back to the loop every 20 ms for the stop flag.
+            let due = self.session.poll_timeout().is_some_and(|t| Instant::now() >= t);
+            if out.is_empty() || !self.session.writes_data() || due || since.elapsed() > Duration::from_millis(20) {
+                break;
+            }
         }
         for (i, control) in self.more_controls.iter_mut().enumerate() {
             out.clear();
@@ -494,6 +516,10 @@ impl<'a> Driver<'a> {
             std::thread::sleep(wait);
             return Ok(());
         };
+        if self.session.writes_data() {
+            // The peer is reading what the session writes: nothing to wait for.
+            return Ok(());
+        }
         let read = match control.read_within(buf, wait) {
             // A peer that closes with netchar's hello unread (a netio server: a command it does
             // not know) makes the kernel answer with a reset, not a close, whenever the hello
@@ -579,6 +605,15 @@ impl<'a> Driver<'a> {
                     }
                 }
                 self.figures.remote = Some((streams, cpu, error));
+                Ok(())
+            }
+            ControlEvent::Measured { streams, note } => {
+                // This end's CPU over the session's own transfer, which the workers did not run.
+                if let Some(meter) = self.workers.meter {
+                    self.workers.local_cpu = Some(meter.finish());
+                }
+                self.figures.session_records.extend(streams);
+                self.figures.note = note;
                 Ok(())
             }
             ControlEvent::EndReceivers => {

@@ -81,6 +81,28 @@ impl Driver<'_> {
                     let to = SocketAddr::new(self.addr.ip(), port);
                     DataSocket::Udp(open_udp(to, &self.spec, local).map_err(|f| refused(f, to, "UDP"))?)
                 }
+                Transport::UdpSamePort { port } => {
+                    let here = match &self.control {
+                        Some(control) => control.local_addr().map_err(|source| ClientError::Io {
+                            context: format!("UDP stream {id}: this end's address"),
+                            source,
+                        })?,
+                        None => return Err(ClientError::Stream(format!("stream {id}: no control connection"))),
+                    };
+                    let to = SocketAddr::new(self.addr.ip(), port);
+                    DataSocket::Udp(bind_same_port(SocketAddr::new(here.ip(), port), to, &self.spec).map_err(|f| {
+                        match f {
+                            ConnectFailure::Io(source) => ClientError::Io {
+                                context: format!(
+                                    "cannot bind UDP {}:{port} (the peer sends to that port of this host; free it)",
+                                    here.ip()
+                                ),
+                                source,
+                            },
+                            ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
+                        }
+                    })?)
+                }
                 Transport::TcpToPort { port } => {
                     let to = SocketAddr::new(self.addr.ip(), port);
                     let socket =
@@ -144,4 +166,17 @@ impl Driver<'_> {
         }
         self.setup.udp_setup_sent = Some(Instant::now());
     }
+}
+
+/// A UDP socket bound to `here` and connected to `to`, sized and optioned as every UDP data
+/// socket (crate::tcp_setup).
+fn bind_same_port(
+    here: SocketAddr,
+    to: SocketAddr,
+    spec: &netchar_model::TestSpec,
+) -> Result<UdpSocket, ConnectFailure> {
+    let socket = UdpSocket::bind(here).map_err(ConnectFailure::Io)?;
+    crate::tcp_setup::size_udp_buffers(&socket);
+    crate::tcp_setup::connect_udp(&socket, to, spec)?;
+    Ok(socket)
 }

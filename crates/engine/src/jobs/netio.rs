@@ -6,14 +6,16 @@
 //!   and UDP as asked, client to server, then back unless Tx only) is one netchar test, run by
 //!   the caller's runner (the client driver, with the caller's console and step commands).
 //! - As the client of a netio server ([`run_peer`]): netio's own sequence, a protocol after the
-//!   other (crate::peers::netio::run_client), a result per size as it ends.
+//!   other, each size one session of netio's client (crate::peers::netio::NetioControl) run by
+//!   the one client driver (crate::client), a result per size as it ends.
 //!
 //! Either way the job says what runs and hands each result to a [`NetioSink`] as it comes; the
 //! caller prints through its reporters. The job never prints.
 
-use crate::peers::netio::{run_client, test_info, to_results, NetioClientConfig};
+use crate::client::{ClientConfig, ClientError};
+use crate::protocols::{ProtoChoice, Protocol};
 use crate::StopFlag;
-use netchar_model::{Direction, Flow, TestInfo, TestKind, TestResult, TestSpec, UdpRate};
+use netchar_model::{Direction, EndCondition, Flow, TestInfo, TestKind, TestResult, TestSpec, UdpRate};
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -123,6 +125,8 @@ pub fn run_native<E>(
 /// A netio server and how to reach it.
 #[derive(Debug, Clone)]
 pub struct NetioServer {
+    /// The protocol its client speaks (the registry's netio entry).
+    pub protocol: Protocol,
     /// Its TCP test port's address (the UDP test's control is this port plus one).
     pub addr: SocketAddr,
     /// Rx gives up on a size after this long without data, and the rest runs Tx only.
@@ -131,19 +135,59 @@ pub struct NetioServer {
     pub connect_timeout: Duration,
 }
 
+impl NetioServer {
+    /// The client's settings for one size of `udp`'s sequence: its test (netio's blocks, both
+    /// ways or Tx only, the plan's Tx length) against the server's port (UDP: port+1, its UDP
+    /// test's control), Rx's silence limit the Rx timeout.
+    pub fn session(&self, plan: &NetioPlan, size: u32, udp: bool, tx_only: bool) -> ClientConfig {
+        let mut spec = if udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
+        spec.direction = if tx_only { Direction::Up } else { Direction::Bidir };
+        spec.block_bytes = u64::from(size);
+        spec.end = EndCondition::Seconds(plan.seconds);
+        spec.interval_seconds = 0.0;
+        if let Some(u) = spec.udp.as_mut() {
+            // netio sends flat out.
+            u.rate = UdpRate::Unlimited;
+        }
+        let port = if udp { self.addr.port().saturating_add(1) } else { self.addr.port() };
+        let timeouts = netchar_wire::session::Timeouts { silence: self.rx_timeout, ..Default::default() };
+        ClientConfig {
+            host: self.addr.ip().to_string(),
+            port,
+            family: None,
+            spec,
+            connect_timeout: self.connect_timeout,
+            busy_wait: Duration::ZERO,
+            client_cpu: None,
+            title: None,
+            timeouts,
+            companion: None,
+            cookie_tx: None,
+            auth: None,
+            protocol: ProtoChoice::Only(self.protocol),
+            dial_back: None,
+            bind: None,
+            target_ns_per_instruction: None,
+            peer_block_bytes: None,
+        }
+    }
+}
+
 /// What a job against a netio server came to.
 #[derive(Debug, Default)]
 pub struct PeerRun {
     /// A result per size and protocol that ran (those of a failed protocol carry its error).
     pub results: Vec<TestResult>,
     /// Why the sequence stopped early, if it did.
-    pub error: Option<String>,
+    pub error: Option<ClientError>,
 }
 
 /// As the client of a netio server: TCP's sequence then UDP's (those the plan asks for), each
-/// size's result to `sink` as it ends. A protocol that fails ends the job with its error, the
-/// sizes that ran kept. A sink that cannot write does not stop the test: its first error is
-/// returned once the protocol's sequence is over.
+/// size a session of its own run by the client driver, its result to `sink` as it ends. A size
+/// whose Rx phase heard nothing (a sink server) runs the rest Tx only, as netio's client
+/// does. A size that fails ends the job with its error, the sizes that ran kept with it. A
+/// sink that cannot write does not stop the test: its first error is returned once the
+/// protocol's sequence is over.
 pub fn run_peer(
     plan: &NetioPlan,
     server: &NetioServer,
@@ -152,16 +196,7 @@ pub fn run_peer(
 ) -> io::Result<PeerRun> {
     let mut run = PeerRun::default();
     for udp in [false, true].into_iter().filter(|&udp| if udp { plan.udp } else { plan.tcp }) {
-        let cfg = NetioClientConfig {
-            server: server.addr,
-            udp,
-            sizes: plan.sizes.clone(),
-            tx_only: plan.tx_only,
-            rx_timeout: server.rx_timeout,
-            interval: Duration::from_secs_f64(plan.seconds),
-            connect_timeout: server.connect_timeout,
-        };
-        let (results, error) = peer_protocol(&cfg, stop, sink)?;
+        let (results, error) = peer_protocol(plan, server, udp, stop, sink)?;
         run.results.extend(results);
         if error.is_some() {
             run.error = error;
@@ -172,37 +207,55 @@ pub fn run_peer(
 }
 
 /// One protocol's sizes against a netio server, each size's result as it ends: the results,
-/// with the run's error (the sizes that ran are kept).
+/// with the run's error (the sizes that ran are kept, the error on each).
 fn peer_protocol(
-    cfg: &NetioClientConfig,
+    plan: &NetioPlan,
+    server: &NetioServer,
+    udp: bool,
     stop: &StopFlag,
     sink: &mut dyn NetioSink,
-) -> io::Result<(Vec<TestResult>, Option<String>)> {
-    let proto = if cfg.udp { "UDP" } else { "TCP" };
-    let Some(&first) = cfg.sizes.first() else { return Ok((Vec::new(), None)) };
-    sink.started(&test_info(cfg, first, !cfg.tx_only, None))?;
-    let running = |sink: &mut dyn NetioSink, done: usize| {
-        if let Some(size) = cfg.sizes.get(done) {
-            sink.running(&format!("{} of {}: {size} bytes, {proto}", done + 1, cfg.sizes.len()));
-        }
-    };
-    running(sink, 0);
-    let mut shown = 0;
+) -> io::Result<(Vec<TestResult>, Option<ClientError>)> {
+    let proto = if udp { "UDP" } else { "TCP" };
+    let Some(&first) = plan.sizes.first() else { return Ok((Vec::new(), None)) };
+    let first_cfg = server.session(plan, first, udp, plan.tx_only);
+    sink.started(&TestInfo {
+        spec: first_cfg.spec.clone(),
+        remote: server.addr.to_string(),
+        family: if server.addr.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
+        title: None,
+        client_cpu: None,
+        concurrent_tests: 1,
+        protocol: server.protocol.name().into(),
+        peer_software: None,
+        far_end: Default::default(),
+        caveats: Vec::new(),
+    })?;
+    let mut tx_only = plan.tx_only;
+    let mut results: Vec<TestResult> = Vec::new();
     let mut failed = None;
-    let (results, error) = run_client(cfg, stop, &mut |r| {
-        // The size's result as it ends; made again below with the run's error.
-        if let Some(live) = to_results(cfg, std::slice::from_ref(r), None).first() {
-            if let Err(e) = sink.finished(live) {
-                failed.get_or_insert(e);
+    for (done, &size) in plan.sizes.iter().enumerate() {
+        sink.running(&format!("{} of {}: {size} bytes, {proto}", done + 1, plan.sizes.len()));
+        let cfg = server.session(plan, size, udp, tx_only);
+        let outcome = crate::client::run(&cfg, stop, &mut |_| {});
+        if let Some(error) = outcome.error {
+            // netio's client reports the sizes it finished; the failed one is the error's.
+            for r in &mut results {
+                r.error.get_or_insert_with(|| error.to_string());
             }
+            return failed.map_or(Ok((results, Some(error))), Err);
         }
-        shown += 1;
-        running(sink, shown);
-    });
-    if let Some(e) = failed {
-        return Err(e);
+        let Some(result) = outcome.result else { continue };
+        // Rx heard nothing within the limit: the server is a sink, the rest runs Tx only.
+        let received = result.streams.iter().any(|s| s.flow == Flow::Down && s.role == netchar_model::Role::Receiver);
+        if !tx_only && !received {
+            tx_only = true;
+        }
+        if let Err(e) = sink.finished(&result) {
+            failed.get_or_insert(e);
+        }
+        results.push(result);
     }
-    Ok((to_results(cfg, &results, error.as_deref()), error))
+    failed.map_or(Ok((results, None)), Err)
 }
 
 #[cfg(test)]
@@ -256,5 +309,74 @@ mod tests {
         assert_eq!(specs, [(1024, Direction::Up)]);
         assert_eq!(seen.0, ["1024 bytes, TCP-tx"]);
         assert_eq!(plan(true, true, false).peer_duration(), Duration::from_secs(2 * 2 * (2 + 6)));
+    }
+
+    /// Against a sink (a netio server that reads and never sends): the first size's Rx hears
+    /// nothing within the limit, so the job runs the next size Tx only, and each size is a
+    /// connection of its own that the sink counts exactly.
+    #[test]
+    fn after_a_silent_rx_the_peer_job_runs_the_rest_tx_only() {
+        use netchar_wire::netio::{BlockReader, Cmd, Control, CONTROL_LEN};
+        use std::io::Read;
+        struct Seen(Vec<TestResult>);
+        impl NetioSink for Seen {
+            fn running(&mut self, _: &str) {}
+            fn started(&mut self, _: &TestInfo) -> io::Result<()> {
+                Ok(())
+            }
+            fn finished(&mut self, r: &TestResult) -> io::Result<()> {
+                self.0.push(r.clone());
+                Ok(())
+            }
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Each connection: its commands in order and the bytes of the blocks it read.
+        let sink = std::thread::spawn(move || {
+            (0..2)
+                .map(|_| {
+                    let (mut s, _) = listener.accept().unwrap();
+                    let mut all = Vec::new();
+                    s.read_to_end(&mut all).unwrap();
+                    let mut commands = Vec::new();
+                    let mut blocks = 0;
+                    let mut at = 0;
+                    while at + CONTROL_LEN <= all.len() {
+                        let c = Control::decode(all[at..at + CONTROL_LEN].try_into().unwrap()).0;
+                        at += CONTROL_LEN;
+                        commands.push(c.command());
+                        if c.command() == Some(Cmd::C2S) {
+                            let mut reader = BlockReader::new(c.data);
+                            at += reader.feed(&all[at..]);
+                            blocks = reader.bytes;
+                        }
+                    }
+                    (commands, blocks)
+                })
+                .collect::<Vec<_>>()
+        });
+        let plan = NetioPlan { sizes: vec![1024, 2048], tcp: true, udp: false, tx_only: false, seconds: 0.2 };
+        let server = NetioServer {
+            protocol: Protocol::find("netio").unwrap(),
+            addr,
+            rx_timeout: Duration::from_millis(300),
+            connect_timeout: Duration::from_secs(10),
+        };
+        let mut seen = Seen(Vec::new());
+        let run = run_peer(&plan, &server, &StopFlag::new(), &mut seen).unwrap();
+        let connections = sink.join().unwrap();
+        assert!(run.error.is_none(), "{:?}", run.error);
+        assert_eq!(run.results.len(), 2);
+        let (c2s, s2c, quit) = (Some(Cmd::C2S), Some(Cmd::S2C), Some(Cmd::Quit));
+        assert_eq!(connections[0].0, [c2s, s2c, quit], "the first size asks for Rx");
+        assert_eq!(connections[1].0, [c2s, quit], "the second runs Tx only");
+        for ((r, (_, got)), size) in run.results.iter().zip(&connections).zip([1024, 2048]) {
+            let sent: u64 = r.streams.iter().filter(|s| s.flow == Flow::Up).map(|s| s.bytes).sum();
+            assert_eq!(*got, sent + size, "the sink read every block counted, and the marker");
+            assert!(r.streams.iter().all(|s| s.flow == Flow::Up), "no Rx leg: {:?}", r.streams);
+        }
+        assert!(run.results[0].error.as_deref().unwrap_or_default().contains("Rx skipped"));
+        assert!(run.results[1].error.as_deref().unwrap_or_default().contains("Tx only"));
+        assert_eq!(seen.0.len(), 2, "each size went to the sink as it ended");
     }
 }

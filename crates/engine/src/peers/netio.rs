@@ -1,23 +1,31 @@
 //! netio (netchar_wire::netio), both roles, over real sockets.
 //!
-//! Client ([`run_client`]): the stock sequence (or chosen sizes) against a netio server, TCP
-//! on its port or UDP with the control connection on port+1 and datagrams between port+1 on
-//! both ends (netio's fixed ports: the server sends to the client's address at port+1), with a
-//! Tx-only mode and an Rx timeout for sink servers (lwIP's contrib netio never sends).
+//! Client ([`NetioControl`]): one block size of netio's sequence behind the client seam
+//! (crate::control), run by the one client driver: TCP on the server's port, the blocks on the
+//! control connection, or UDP with the control connection on port+1 and datagrams between
+//! port+1 on both ends (netio's fixed ports: the server sends to the client's address at
+//! port+1), with a Tx-only mode and an Rx timeout for sink servers (lwIP's contrib netio never
+//! sends). The sequence of sizes is a job over such sessions (crate::jobs::netio).
 //!
 //! Server ([`NetioListener`]): answers the stock netio client on the TCP port (18767) and the
 //! UDP test's port+1 (18768), each connection admitted as a test through the shared admission;
 //! UDP datagrams go only to the address of an established control connection.
 
+use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport};
 use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker};
 use crate::peers::{PeerContext, PeerListener};
+use crate::registry::{SessionArgs, SessionError};
 use crate::server_shared::ServerLog;
-use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpSent};
-use netchar_wire::netio::{Client, ClientStep, Cmd, Control, Server, ServerEvent, SizeResult, CONTROL_LEN, INTERVAL};
+use netchar_model::{
+    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec, UdpSent,
+};
+use netchar_wire::netio::{Client, ClientStep, Cmd, Control, Server, ServerEvent, INTERVAL};
+use netchar_wire::session::Timeouts;
+use netchar_wire::ProtocolError;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,25 +33,6 @@ use std::time::{Duration, Instant};
 const POLL: Duration = Duration::from_millis(100);
 /// netio's socket buffers.
 const SOCKET_BUFFER: usize = 131_072;
-
-/// What the client runs.
-#[derive(Debug, Clone)]
-pub struct NetioClientConfig {
-    /// The server's TCP test port address (UDP: its control is this port plus one).
-    pub server: SocketAddr,
-    /// The UDP test instead of TCP.
-    pub udp: bool,
-    /// Block sizes, in order.
-    pub sizes: Vec<u32>,
-    /// Tx only: never ask the server to send (a sink server).
-    pub tx_only: bool,
-    /// Rx: give up on a size after this long without data, and run the rest Tx only.
-    pub rx_timeout: Duration,
-    /// Each direction's length (netio: 6 s).
-    pub interval: Duration,
-    /// Limit for the TCP connect.
-    pub connect_timeout: Duration,
-}
 
 fn tune(s: &TcpStream) {
     let sock = socket2::SockRef::from(s);
@@ -104,252 +93,429 @@ fn send_blocks(s: &TcpStream, size: u32, until: Instant, stop: &crate::StopFlag,
     Ok(blocks)
 }
 
-/// Runs the client; each finished size goes to `on_size` as it completes. On an error the
-/// sizes finished so far are returned with it.
-pub fn run_client(
-    cfg: &NetioClientConfig,
-    stop: &crate::StopFlag,
-    on_size: &mut dyn FnMut(&SizeResult),
-) -> (Vec<SizeResult>, Option<String>) {
-    let mut client = Client::new(&cfg.sizes, cfg.udp, cfg.tx_only, cfg.interval);
-    let err = drive(cfg, &mut client, stop, on_size).err();
-    (client.results, err)
+/// netio's client legs as stream ids: client to server (Tx) and back (Rx).
+const TX_STREAM: u32 = 1;
+const RX_STREAM: u32 = 2;
+
+/// The registry's session constructor (crate::protocols::PROTOCOLS): one block size of
+/// netio's sequence as one test ([`NetioControl`]).
+pub(crate) fn client_session(a: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
+    Ok(Box::new(NetioControl::new(a.now, a.spec, a.cfg.timeouts, a.cfg.port)?))
 }
 
-fn drive(
-    cfg: &NetioClientConfig,
-    client: &mut Client,
-    stop: &crate::StopFlag,
-    on_size: &mut dyn FnMut(&SizeResult),
-) -> Result<(), String> {
-    let control_addr = if cfg.udp { SocketAddr::new(cfg.server.ip(), cfg.server.port() + 1) } else { cfg.server };
-    let conn = TcpStream::connect_timeout(&control_addr, cfg.connect_timeout).map_err(|e| {
-        format!(
-            "cannot connect to the netio server at {control_addr}: {e} (is `netio -s` running there{}?)",
-            if cfg.udp { " with UDP" } else { "" }
-        )
-    })?;
-    tune(&conn);
-    conn.set_read_timeout(Some(POLL)).map_err(|e| e.to_string())?;
-    conn.set_write_timeout(Some(POLL)).map_err(|e| e.to_string())?;
-    let udp = if cfg.udp {
-        // netio's server sends to this address at port+1: bind exactly there.
-        let local = SocketAddr::new(conn.local_addr().map_err(|e| e.to_string())?.ip(), control_addr.port());
-        let s = UdpSocket::bind(local).map_err(|e| {
-            format!(
-                "cannot bind UDP {local}: {e} (netio's server sends to port {} of this host; free it)",
-                local.port()
-            )
-        })?;
-        let sock = socket2::SockRef::from(&s);
-        let _ = sock.set_recv_buffer_size(SOCKET_BUFFER);
-        let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
-        s.connect(control_addr).map_err(|e| e.to_string())?;
-        Some(Arc::new(s))
-    } else {
-        None
-    };
-    // UDP Rx: a thread counts every datagram that arrives (netio's receiver thread does too).
-    let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let counter = udp.clone().map(|s| {
-        let (counts, done) = (counts.clone(), done.clone());
-        std::thread::spawn(move || {
-            let _ = s.set_read_timeout(Some(POLL));
-            let mut buf = vec![0u8; 65_536];
-            while !done.load(Ordering::Relaxed) {
-                if let Ok(n) = s.recv(&mut buf) {
-                    counts.0.fetch_add(1, Ordering::Relaxed);
-                    counts.1.fetch_add(n as u64, Ordering::Relaxed);
-                }
-            }
-        })
-    });
-    let outcome = (|| -> Result<(), String> {
-        let mut r = &conn;
-        let mut w = &conn;
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut held: Vec<u8> = Vec::new();
-        let mut rx_mark = (0u64, 0u64);
-        let mut after_s2c = false;
-        let mut reported = 0;
-        loop {
-            while reported < client.results.len() {
-                on_size(&client.results[reported]);
-                reported += 1;
-            }
-            if stop.is_raised() {
-                return Err("interrupted; the sizes finished so far are reported".into());
-            }
-            match client.step(Instant::now()) {
-                ClientStep::Write(b) => {
-                    if b.len() >= CONTROL_LEN
-                        && Control::decode(b[b.len() - 8..].try_into().unwrap()).0.cmd == Cmd::S2C as u32
-                    {
-                        rx_mark = (counts.0.load(Ordering::Relaxed), counts.1.load(Ordering::Relaxed));
-                        after_s2c = udp.is_some();
-                    }
-                    write_all(&mut w, &b, stop).map_err(|e| format!("netio control connection: {e}"))?;
-                }
-                ClientStep::Transmit { size, until } => {
-                    let n = match &udp {
-                        None => send_blocks(&conn, size, until, stop, None).map_err(|e| format!("netio Tx: {e}"))?,
-                        Some(s) => {
-                            let (buf, _) = block_buffer(size);
-                            let mut sent = 0u64;
-                            while Instant::now() < until && !stop.is_raised() {
-                                match s.send(&buf[..size as usize]) {
-                                    Ok(_) => sent += 1,
-                                    Err(e) if e.raw_os_error() == Some(105) || crate::is_retry(&e) => {}
-                                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                                    Err(e) => return Err(format!("netio UDP Tx: {e}")),
-                                }
-                            }
-                            sent
-                        }
-                    };
-                    client.transmitted(Instant::now(), n);
-                }
-                ClientStep::Receive { .. } | ClientStep::AwaitControl => {
-                    let since = Instant::now();
-                    loop {
-                        if !held.is_empty() {
-                            let used = client.handle_input(Instant::now(), &held).map_err(|e| e.to_string())?;
-                            held.drain(..used);
-                            break;
-                        }
-                        if stop.is_raised() {
-                            return Err("interrupted; the sizes finished so far are reported".into());
-                        }
-                        match r.read(&mut buf) {
-                            Ok(0) => return Err("the netio server closed the connection".into()),
-                            Ok(n) => {
-                                if after_s2c {
-                                    after_s2c = false;
-                                    // Datagrams still in the socket when RES arrived are the
-                                    // server's too: a short grace before counting.
-                                    std::thread::sleep(Duration::from_millis(200));
-                                    let c = (counts.0.load(Ordering::Relaxed), counts.1.load(Ordering::Relaxed));
-                                    client.udp_received(c.0 - rx_mark.0, c.1 - rx_mark.1);
-                                }
-                                held.extend_from_slice(&buf[..n]);
-                            }
-                            Err(e) if crate::is_retry(&e) => {
-                                if since.elapsed() >= cfg.rx_timeout
-                                    && matches!(client.step(Instant::now()), ClientStep::Receive { .. })
-                                {
-                                    client.receive_timed_out(Instant::now());
-                                    break;
-                                }
-                            }
-                            Err(e) => return Err(format!("netio control connection: {e}")),
-                        }
-                    }
-                }
-                ClientStep::Done => return Ok(()),
-            }
-        }
-    })();
-    done.store(true, Ordering::Relaxed);
-    if let Some(t) = counter {
-        let _ = t.join();
-    }
-    outcome
-}
-
-/// One size's test as netchar's result model describes it: `test.protocol` "netio", both ways
-/// (`both_ways`) or Tx only, netio's line as the title once it ran.
-pub fn test_info(
-    cfg: &NetioClientConfig,
+/// netio's client behind the client seam: one block size of the stock sequence, on a
+/// connection of its own (C2S, the Tx phase, unless Tx only S2C and the Rx phase, QUIT), the
+/// wire's [`Client`] deciding each step.
+///
+/// - TCP (`spec.kind` TCP, the session connected to netio's port): the blocks share the
+///   control connection with the commands, a phase after the other, so the session writes and
+///   reads them itself ([`ClientControl::writes_data`] while it sends) and reports the counts
+///   as this end's records ([`ControlEvent::Measured`]). No data-plane stream runs.
+/// - UDP (connected to the server's port+1, which is its UDP test's control): the datagrams
+///   run in the data plane, one socket bound to port+1 on this end too
+///   ([`Transport::UdpSamePort`], netio's server sends there), sending for the Tx phase and
+///   counting from the start; the server's RES counts are its records ([`ControlEvent::PeerReport`]),
+///   its sent count settles this end's loss ([`ControlEvent::PeerSenderDone`]).
+///
+/// `spec.direction` Up is netio's Tx only; `spec.end` the Tx phase's length; the silence limit
+/// of the timeouts (`Timeouts::silence`) how long the Rx phase waits for a TCP block before it
+/// is skipped (a sink server never sends: the note says so and the result keeps the Tx leg).
+pub struct NetioControl {
+    client: Client,
+    udp: bool,
     size: u32,
     both_ways: bool,
-    title: Option<String>,
-) -> netchar_model::TestInfo {
-    let mut spec = if cfg.udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
-    spec.direction = if both_ways { Direction::Bidir } else { Direction::Up };
-    spec.block_bytes = u64::from(size);
-    spec.end = EndCondition::Seconds(cfg.interval.as_secs_f64());
-    spec.interval_seconds = 0.0;
-    netchar_model::TestInfo {
-        spec,
-        remote: cfg.server.to_string(),
-        family: if cfg.server.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
-        title,
-        client_cpu: None,
-        concurrent_tests: 1,
-        protocol: "netio".into(),
-        // netio says nothing about itself.
-        peer_software: None,
-        far_end: Default::default(),
-        caveats: Vec::new(),
-    }
+    /// The port the session is connected to.
+    port: u16,
+    timeouts: Timeouts,
+    /// Bytes for the connection: commands, the marker block.
+    out: Vec<u8>,
+    /// Whole blocks to write during the TCP Tx phase, and how many blocks they are.
+    blocks: Option<(Vec<u8>, u64)>,
+    /// TCP Tx: until when, and the blocks handed out so far.
+    sending: Option<(Instant, u64)>,
+    /// When the step awaited (a block, a command) times out.
+    deadline: Option<Instant>,
+    /// Bytes read that the client's next step takes.
+    held: Vec<u8>,
+    events: VecDeque<ControlEvent>,
+    /// UDP: the data plane was started.
+    plane: bool,
+    /// The server's count of what it sent to this end (UDP), once known.
+    peer_sent: Option<u64>,
+    /// QUIT is written: the session waits for the server to close (its test's end there).
+    quit: bool,
+    /// The server's records, held until it closes.
+    report: Option<ControlEvent>,
+    /// The report is out: the session is over.
+    done: bool,
 }
 
-/// netio's results as netchar's result model: one [`netchar_model::TestResult`] per size,
-/// `test.protocol` "netio"; this end's legs measured by the client, the UDP counts the server
-/// reported (RES) as the server's records.
-pub fn to_results(
-    cfg: &NetioClientConfig,
-    results: &[SizeResult],
-    error: Option<&str>,
-) -> Vec<netchar_model::TestResult> {
-    use netchar_model::{CpuReport, ResultHeader, TestResult};
-    results
-        .iter()
-        .map(|r| {
-            let secs = |t: u64| t as f64 / 1024.0;
-            let mut streams = Vec::new();
-            if let Some(tx) = r.tx {
-                let sent_bytes = tx.sent.map_or(tx.bytes, |s| s * u64::from(r.size));
-                streams.push(StreamRecord::bare(
-                    1,
+/// How long the session waits for the server to close after QUIT: the server ends its test
+/// there as it closes, so the next size's connection finds it free; one that keeps the
+/// connection open is left after this.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+impl NetioControl {
+    /// A session for the block size, protocol, direction and Tx length of `spec`, connected to
+    /// `port` (UDP: the server's port+1, where its datagrams go and come from).
+    pub fn new(now: Instant, spec: &TestSpec, timeouts: Timeouts, port: u16) -> Result<Self, SessionError> {
+        let udp = match spec.kind {
+            TestKind::Tcp => false,
+            TestKind::Udp => true,
+            other => {
+                return Err(SessionError::Unsupported(format!(
+                    "--proto netio: netio runs TCP and UDP block tests, not {}",
+                    other.name()
+                )))
+            }
+        };
+        let size = u32::try_from(spec.block_bytes)
+            .ok()
+            .filter(|s| (1..=netchar_wire::netio::MAX_BLOCK).contains(s))
+            .ok_or_else(|| {
+                SessionError::Unsupported(format!(
+                    "--proto netio: a block of {} bytes; netio's are 1 to {}",
+                    spec.block_bytes,
+                    netchar_wire::netio::MAX_BLOCK
+                ))
+            })?;
+        let both_ways = match spec.direction {
+            Direction::Up => false,
+            Direction::Bidir => true,
+            Direction::Down => {
+                return Err(SessionError::Unsupported(
+                    "--proto netio: netio's Rx phase follows its Tx phase; run both ways or Tx only".into(),
+                ))
+            }
+        };
+        let EndCondition::Seconds(secs) = spec.end else {
+            return Err(SessionError::Unsupported("--proto netio: netio's phases are timed (-t)".into()));
+        };
+        let interval = Duration::try_from_secs_f64(secs)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| SessionError::Unsupported(format!("--proto netio: a Tx phase of {secs} s")))?;
+        let mut session = Self {
+            client: Client::new(&[size], udp, !both_ways, interval),
+            udp,
+            size,
+            both_ways,
+            port,
+            timeouts,
+            out: Vec::new(),
+            blocks: None,
+            sending: None,
+            deadline: None,
+            held: Vec::new(),
+            events: VecDeque::new(),
+            plane: false,
+            peer_sent: None,
+            quit: false,
+            report: None,
+            done: false,
+        };
+        if !udp {
+            // The blocks go on the control connection: no data-plane stream, and the test's
+            // clock starts with the session.
+            let peer = PeerInfo::default();
+            session.events.push_back(ControlEvent::Admitted { streams: Vec::new(), peer, cookie: None });
+            session.events.push_back(ControlEvent::Start);
+            session.plane = true;
+        }
+        session.advance(now);
+        Ok(session)
+    }
+
+    /// Takes the client's steps until one waits for the peer, the clock or the data plane.
+    fn advance(&mut self, now: Instant) {
+        while !self.quit {
+            match self.client.step(now) {
+                ClientStep::Write(bytes) => {
+                    self.out.extend_from_slice(&bytes);
+                    self.deadline = None;
+                }
+                ClientStep::Transmit { until, .. } if !self.udp => {
+                    if self.sending.is_none() {
+                        self.blocks.get_or_insert_with(|| block_buffer(self.size));
+                        self.sending = Some((until, 0));
+                    }
+                    return;
+                }
+                ClientStep::Transmit { .. } => {
+                    if !self.plane {
+                        self.plane = true;
+                        self.events.push_back(ControlEvent::Admitted {
+                            streams: self.udp_streams(),
+                            peer: PeerInfo::default(),
+                            cookie: None,
+                        });
+                        self.events.push_back(ControlEvent::Start);
+                    }
+                    return;
+                }
+                ClientStep::Receive { .. } => {
+                    // netio's Rx: the server's blocks, each within the silence limit.
+                    self.deadline.get_or_insert(now + self.timeouts.silence);
+                    return;
+                }
+                ClientStep::AwaitControl => {
+                    // An answer, or a RES after the server's own Rx phase (netio's 6 s).
+                    self.deadline.get_or_insert(now + netchar_wire::netio::INTERVAL + self.timeouts.phase);
+                    return;
+                }
+                ClientStep::Done => self.finish(now),
+            }
+        }
+    }
+
+    /// The UDP test's one socket, on port+1 at both ends: the Tx leg sends on it and the Rx leg
+    /// counts what arrives on it.
+    fn udp_streams(&self) -> Vec<OpenStream> {
+        // The session is connected to the server's port+1: the data port is the same number.
+        let transport = Transport::UdpSamePort { port: self.port };
+        let mut streams = vec![OpenStream { id: TX_STREAM, flow: Flow::Up, transport }];
+        if self.both_ways {
+            streams.push(OpenStream {
+                id: RX_STREAM,
+                flow: Flow::Down,
+                transport: Transport::SameAs { id: TX_STREAM },
+            });
+        }
+        streams
+    }
+
+    /// QUIT is written: this end's records now, the server's once it closed.
+    fn finish(&mut self, now: Instant) {
+        self.quit = true;
+        self.sending = None;
+        self.deadline = Some(now + CLOSE_WAIT);
+        let empty = ControlEvent::PeerReport { streams: Vec::new(), cpu: CpuUsage::default(), error: None };
+        self.report = Some(empty);
+        let Some(r) = self.client.results.first().cloned() else { return };
+        let size = u64::from(r.size);
+        let secs = |t: u64| t as f64 / 1024.0;
+        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+        if let Some(tx) = r.tx {
+            if !self.udp {
+                mine.push(StreamRecord::bare(
+                    TX_STREAM,
                     Flow::Up,
                     Role::Sender,
                     Endpoint::Client,
-                    sent_bytes,
+                    tx.bytes,
                     secs(tx.t1024),
                 ));
-                if let Some(got) = tx.received {
-                    streams.push(StreamRecord::bare(
-                        1,
-                        Flow::Up,
-                        Role::Receiver,
-                        Endpoint::Server,
-                        got * u64::from(r.size),
-                        secs(tx.t1024),
-                    ));
-                }
             }
-            if let Some(rx) = r.rx {
-                streams.push(StreamRecord::bare(
-                    2,
+            if let Some(got) = tx.received {
+                theirs.push(StreamRecord::bare(
+                    TX_STREAM,
+                    Flow::Up,
+                    Role::Receiver,
+                    Endpoint::Server,
+                    got * size,
+                    secs(tx.t1024),
+                ));
+            }
+        }
+        if let Some(rx) = r.rx {
+            if !self.udp {
+                mine.push(StreamRecord::bare(
+                    RX_STREAM,
                     Flow::Down,
                     Role::Receiver,
                     Endpoint::Client,
                     rx.bytes,
                     secs(rx.t1024),
                 ));
-                if let Some(sent) = rx.sent {
-                    streams.push(StreamRecord::bare(
-                        2,
-                        Flow::Down,
-                        Role::Sender,
-                        Endpoint::Server,
-                        sent * u64::from(r.size),
-                        secs(rx.t1024),
-                    ));
+            }
+            if let Some(sent) = rx.sent {
+                theirs.push(StreamRecord::bare(
+                    RX_STREAM,
+                    Flow::Down,
+                    Role::Sender,
+                    Endpoint::Server,
+                    sent * size,
+                    secs(rx.t1024),
+                ));
+            }
+        }
+        self.events.push_back(ControlEvent::Measured { streams: mine, note: r.note.clone() });
+        self.report = Some(ControlEvent::PeerReport { streams: theirs, cpu: CpuUsage::default(), error: None });
+    }
+
+    /// The server closed (or was given [`CLOSE_WAIT`]): its records, and the end.
+    fn release(&mut self) {
+        self.events.extend(self.report.take());
+        self.deadline = None;
+        self.done = true;
+    }
+
+    /// Feeds what is held to the client's step that takes it.
+    fn consume(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        while !self.held.is_empty() && !self.quit {
+            let used = self.client.handle_input(now, &self.held).map_err(netio_error)?;
+            self.held.drain(..used);
+            if self.udp {
+                if let (None, Some(rx)) = (self.peer_sent, self.client.results.first().and_then(|r| r.rx)) {
+                    // RES after S2C: the server's count settles this end's receiver.
+                    let sent = rx.sent.unwrap_or(0);
+                    self.peer_sent = Some(sent);
+                    let total = StreamTotal { id: RX_STREAM, bytes: sent * u64::from(self.size), packets: sent };
+                    self.events.push_back(ControlEvent::PeerSenderDone(vec![total]));
                 }
             }
-            let header = ResultHeader {
-                test: test_info(cfg, r.size, r.rx.is_some(), Some(r.line())),
-                started_at: crate::measure::now_rfc3339(),
-                host: crate::measure::host_info(),
-                remote_host: None,
-            };
-            let err = r.note.clone().or_else(|| error.map(str::to_string));
-            TestResult::assemble(header, streams, CpuReport::default(), err)
-        })
-        .collect()
+            self.advance(now);
+            if used == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A netio peer that breaks the sequence, as the control seam's error: a message netio never
+/// sends is malformed, a right one at the wrong step unexpected.
+fn netio_error(e: netchar_wire::netio::NetioError) -> ProtocolError {
+    use netchar_wire::netio::NetioError;
+    match e {
+        NetioError::Unexpected(message) => ProtocolError::Unexpected { message, state: "running netio's sequence" },
+        other => ProtocolError::Malformed(format!("from the netio server: {other}")),
+    }
+}
+
+impl ClientControl for NetioControl {
+    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
+        if self.quit {
+            // After QUIT nothing the server says changes the test.
+            return Ok(());
+        }
+        if self.sending.is_some() {
+            return Err(netio_error(netchar_wire::netio::NetioError::Unexpected("data from the server")));
+        }
+        self.held.extend_from_slice(bytes);
+        if matches!(self.client.step(now), ClientStep::Receive { .. }) {
+            // A block came: the silence limit counts from here.
+            self.deadline = Some(now + self.timeouts.silence);
+        }
+        self.consume(now)
+    }
+
+    fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
+        if self.quit {
+            if !self.done {
+                self.release();
+            }
+            return Ok(());
+        }
+        Err(ProtocolError::Peer(format!(
+            "the netio server closed the connection{}",
+            if self.udp { "" } else { " (is `netio -s` running there?)" }
+        )))
+    }
+
+    fn poll_output(&mut self, out: &mut Vec<u8>) {
+        if !self.out.is_empty() {
+            out.append(&mut self.out);
+            return;
+        }
+        if let (Some((_, handed)), Some((blocks, per))) = (self.sending.as_mut(), &self.blocks) {
+            out.extend_from_slice(blocks);
+            *handed += per;
+        }
+    }
+
+    fn poll_event(&mut self) -> Option<ControlEvent> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.sending {
+            Some((until, _)) => Some(until),
+            None => self.deadline,
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        if let Some((until, blocks)) = self.sending {
+            if now >= until {
+                self.sending = None;
+                self.client.transmitted(now, blocks);
+                self.advance(now);
+            }
+            return Ok(());
+        }
+        if self.deadline.is_some_and(|d| now >= d) {
+            self.deadline = None;
+            if self.quit {
+                self.release();
+                return Ok(());
+            }
+            if matches!(self.client.step(now), ClientStep::Receive { .. }) {
+                // A sink server: the size keeps its Tx leg, and the note says why Rx is missing.
+                self.client.receive_timed_out(now);
+                self.advance(now);
+                return Ok(());
+            }
+            return Err(ProtocolError::Timeout(format!(
+                "the netio server did not answer within {:.0} s",
+                (netchar_wire::netio::INTERVAL + self.timeouts.phase).as_secs_f64()
+            )));
+        }
+        Ok(())
+    }
+
+    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>) {
+        let sent = totals.iter().find(|t| t.id == TX_STREAM).map_or(0, |t| t.packets);
+        self.client.transmitted(now, sent);
+        self.advance(now);
+    }
+
+    fn stop(&mut self, now: Instant, _reason: &str) {
+        // netio has no way to stop a phase: end it, say QUIT and report what was counted.
+        if let Some((_, blocks)) = self.sending.take() {
+            self.client.transmitted(now, blocks);
+        }
+        if !self.quit {
+            self.out.extend_from_slice(&Control::new(Cmd::Quit, 0).encode());
+            self.finish(now);
+        }
+        if !self.done {
+            self.release();
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.done && self.events.is_empty()
+    }
+
+    fn datagrams(&self) -> DatagramFormatKind {
+        DatagramFormatKind::Peer(PeerDatagrams { protocol: "netio", variant: 1, run: client_blocks })
+    }
+
+    fn writes_data(&self) -> bool {
+        self.sending.is_some() && self.out.is_empty()
+    }
+
+    /// netio's line for the size; with UDP, the Rx leg as this end's receiver counted it.
+    fn title(&self, streams: &[StreamRecord]) -> Option<String> {
+        let mut r = self.client.results.first().cloned()?;
+        if let (true, Some(rx)) = (self.udp, r.rx.as_mut()) {
+            let mine = streams.iter().find(|s| s.id == RX_STREAM && s.measured_by == Endpoint::Client);
+            rx.bytes = mine.map_or(0, |s| s.bytes);
+            rx.received = Some(mine.and_then(|s| s.udp_received.as_ref()).map_or(0, |u| u.packets));
+        }
+        Some(r.line())
+    }
+
+    fn reports_peer_cpu(&self) -> bool {
+        false
+    }
+}
+
+/// netio's UDP blocks (netchar_wire::netio::BlockDatagrams) for this end's workers.
+fn client_blocks(worker: UdpWorker<'_>) -> io::Result<()> {
+    worker.run(&netchar_wire::netio::BlockDatagrams::default())
 }
 
 /// `netchar server --netio`: the TCP test port and the UDP test's port+1 (TCP control and UDP
