@@ -465,3 +465,69 @@ fn plot_and_report_are_written_for_an_interrupted_test() {
     assert!(plots.join("001-tcp_1.svg").is_file() && plots.join("001-tcp_1.png").is_file());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A store of 30 builds of a saved TCP result (tcp-p3-intervals.json), its receive rate set
+/// to 1 Gbit/s with ±0.5% noise and lowered by 5% from build 1.0.18 on: a series whose one
+/// change the test put there.
+fn trend_store(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(fixtures().join("tcp-p3-intervals.json")).unwrap();
+    let real: netchar_model::TestResult = serde_json::from_str(&text).unwrap();
+    let db = dir.join("history.sqlite");
+    let mut store = netchar_store::Store::open(&netchar_store::StoreUrl::Sqlite(db.clone())).unwrap();
+    for i in 0..30u32 {
+        let mut r = real.clone();
+        r.started_at = format!("2020-01-01T00:00:{i:02}Z");
+        let level = if i < 18 { 1e9 } else { 0.95e9 };
+        let noise = 1.0 + 0.005 * [0.0, 0.7, -0.4, 1.0, -0.9, 0.3, -0.6][i as usize % 7];
+        let flow = r.summary.up.as_mut().or(r.summary.down.as_mut()).unwrap();
+        flow.receiver.bits_per_second = level * noise;
+        let labels = [("build".to_string(), format!("1.0.{i}"))].into();
+        store.record(&labels, &r).unwrap();
+    }
+    db
+}
+
+/// `netchar history --format html`: one page with the series' trend plot (the change marked
+/// at the build it starts at), its change points and runs as tables; opened in chromium, which
+/// must lay out the plot and every table, log nothing and request nothing.
+#[test]
+fn history_trend_page_renders_in_chromium_without_errors_or_requests() {
+    let dir = scratch("trend");
+    let db = trend_store(&dir);
+    let page = dir.join("trend.html");
+    let args = ["history", "--store", db.to_str().unwrap(), "--metric", "bps", "--format", "html", "-o"];
+    Command::cargo_bin("netchar").unwrap().args(args).arg(&page).assert().success().stdout("");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("content=\"default-src 'none';"));
+    assert_eq!(count(&html, "<figure class=\"plot\""), 1, "one series, one trend plot");
+    assert!(html.contains("<figure class=\"plot\" id=\"plot-trend-1\">"));
+    // The change where it was put, marked on the plot and in the table, with the segments.
+    assert!(html.contains("-5.1% at 1.0.18"), "the plot's change marker");
+    let changes = element_text(&html, "<table id=\"series-1-changes\">", "</table>");
+    assert_eq!(count(&changes, "<tr><td class=\"n\">"), 1, "one change point: {changes}");
+    assert!(changes.contains("<td class=\"n\">19</td><td>1.0.18</td>"), "{changes}");
+    assert!(changes.contains("<td class=\"n\">18</td>") && changes.contains("<td class=\"n\">12</td>"), "{changes}");
+    let runs = element_text(&html, "<table id=\"series-1-runs\">", "</table>");
+    assert_eq!(count(&runs, "<tr>"), 31, "a header and 30 runs");
+    // The same series as text says the same.
+    let text = Command::cargo_bin("netchar")
+        .unwrap()
+        .args(["history", "--store", db.to_str().unwrap(), "--metric", "bps"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("at run 19 (build 1.0.18, 2020-01-01T00:00:18Z): -5."), "{text}");
+
+    let Some(browser) = chromium() else {
+        return require::unavailable("the browser test", "chromium is not installed (apt-get install chromium)");
+    };
+    let seen = visit(browser, &page, &dir, None);
+    assert_eq!(attribute(&seen.dom, "data-ready"), Some("1"), "the page's script ran to its end");
+    assert_eq!(attribute(&seen.dom, "data-plots"), Some("1"), "the trend plot laid out");
+    let tables = count(&html, "<table id=");
+    assert_eq!(tables, 3, "facts, change points, runs");
+    assert_eq!(attribute(&seen.dom, "data-tables"), Some("3"), "every table laid out");
+    assert_eq!(seen.console, Vec::<String>::new(), "console messages");
+    assert_eq!(seen.requests, Vec::<String>::new(), "network requests");
+    let _ = std::fs::remove_dir_all(dir);
+}
