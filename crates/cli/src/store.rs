@@ -1,6 +1,6 @@
 //! `--store`: each counted run of a test, suite or plan kept in the results store when the
-//! command ends, with the `--label`s given, and `--expect-no-regression` judged against the
-//! stored series; `netchar store import`: `--save` directories and `--json` files into the
+//! command ends, with the `--label`s given (and a plan's test's own: crate::plans), and
+//! `--expect-no-regression` judged against the stored series; `netchar store import`: `--save` directories and `--json` files into the
 //! store (docs/history.md).
 //!
 //! The runs are the ones the command's reporters counted (crate::figure_files keeps them:
