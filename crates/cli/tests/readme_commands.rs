@@ -362,6 +362,10 @@ const HISTORY: &[(&str, Do)] = &[
         Do::Not("reads the user's store; crates/cli/tests/history_otava.rs exports series of a store of its own as CSV"),
     ),
     (
+        "otava analyze --config-file otava.yaml --postgres-hostname 127.0.0.1 --postgres-port 5432 --postgres-username lab --postgres-password secret --postgres-database netchar --since 2000-01-01 --branch any netchar-udp-pps",
+        Do::Not("Apache Otava's PostgreSQL importer over the view run_metric_rows of a lab's server; not on CI's machine"),
+    ),
+    (
         "otava analyze --config-file otava.yaml --since 2000-01-01 netchar-udp-pps",
         Do::Not("Apache Otava over a CSV export; crates/cli/tests/history_otava.rs runs it on series of its own"),
     ),
