@@ -10,6 +10,7 @@
 
 use crate::args::{Cli, Command, FinishArgs};
 use crate::report::write_atomically;
+use crate::store::Labels;
 use anyhow::{anyhow, Context, Result};
 use netchar_model::units::RateFormat;
 use netchar_model::TestResult;
@@ -38,6 +39,8 @@ struct Kept {
     /// its own, as each run ends: crate::save).
     json_out: Option<std::path::PathBuf>,
     results: Vec<TestResult>,
+    /// Labels of the results from an index on (a plan's test's, for `--store`): (index, labels).
+    label_spans: Vec<(usize, Labels)>,
 }
 
 impl FigureFiles {
@@ -67,7 +70,8 @@ impl FigureFiles {
             return Self::default();
         }
         let store = outputs.store.store.is_some().then(|| outputs.store.clone());
-        let kept = Kept { label, outputs: outputs.clone(), search, json_out, results: Vec::new() };
+        let kept =
+            Kept { label, outputs: outputs.clone(), search, json_out, results: Vec::new(), label_spans: Vec::new() };
         Self { kept: Some(Rc::new(RefCell::new(kept))), store }
     }
 
@@ -83,9 +87,22 @@ impl FigureFiles {
         self.store.as_ref()
     }
 
-    /// The results kept so far: each ended job's counted ones.
-    pub(crate) fn results(&self) -> Vec<TestResult> {
-        self.kept.as_ref().map(|k| k.borrow().results.clone()).unwrap_or_default()
+    /// The labels of the results kept from now on (a plan's test's: crate::plans), which
+    /// `--store` adds to the command line's.
+    pub(crate) fn label_next_results(&self, labels: Labels) {
+        if let Some(kept) = &self.kept {
+            let mut k = kept.borrow_mut();
+            let from = k.results.len();
+            k.label_spans.push((from, labels));
+        }
+    }
+
+    /// The results kept so far, each with the labels it was kept under (none outside a plan).
+    pub(crate) fn labelled_results(&self) -> Vec<(TestResult, Labels)> {
+        let Some(kept) = &self.kept else { return Vec::new() };
+        let k = kept.borrow();
+        let labels_at = |i: usize| k.label_spans.iter().rev().find(|(from, _)| *from <= i).map(|(_, l)| l.clone());
+        k.results.iter().enumerate().map(|(i, r)| (r.clone(), labels_at(i).unwrap_or_default())).collect()
     }
 
     /// Writes the plots and the report of the kept results (nothing if no test finished: the

@@ -46,6 +46,17 @@ pub(crate) fn read_text(path: &Path, cap: u64) -> Result<String, String> {
     Ok(text)
 }
 
+/// A temporary file beside `path`, then a rename: a reader never sees half a report.
+pub(crate) fn write_atomically(path: &Path, text: impl AsRef<[u8]>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, text).with_context(|| format!("-o: cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("-o: cannot rename to {}", path.display()))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

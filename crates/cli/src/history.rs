@@ -5,10 +5,13 @@
 //! A series is the runs of one method on one pair of machines (netchar_store::identity): a
 //! selection that holds several is split, and each is shown with what sets it apart. Change
 //! points come from netchar_stats::changepoint (E-divisive means, a seeded permutation test).
+//! What the user sees, as text, an HTML page with a trend plot per series, or CSV, is
+//! netchar_report::trend's.
 
 use anyhow::{anyhow, Result};
-use netchar_stats::changepoint::{self, Change, Options};
-use netchar_stats::compare::{format_g, mean_interval, SetStats, Verdict};
+use netchar_report::trend::{TrendRun, TrendSeries};
+use netchar_stats::changepoint::{self, Options};
+use netchar_stats::compare::{format_g, SetStats, Verdict};
 use netchar_store::{StoreUrl, StoredRun};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -43,6 +46,13 @@ pub(crate) struct HistoryArgs {
     /// Confidence level in percent of the intervals and the t tests: 80, 90, 95, 98, 99 or 99.5.
     #[arg(short = 'c', long = "confidence", default_value = "95")]
     pub(crate) confidence: f64,
+    /// text (tables), html (a page with each series' trend plot) or csv (a row per run, as
+    /// Apache Otava's CSV importer reads it).
+    #[arg(long, default_value = "text")]
+    pub(crate) format: String,
+    /// Write to FILE instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub(crate) output: Option<std::path::PathBuf>,
 }
 
 /// The store named by `--store`, or the default one.
@@ -147,6 +157,10 @@ pub(crate) fn run(a: &HistoryArgs) -> Result<u8> {
     if a.window == Some(0) {
         anyhow::bail!("--window 0: give at least 1 run");
     }
+    let format = match a.format.as_str() {
+        f @ ("text" | "html" | "csv") => f,
+        other => anyhow::bail!("--format {other}: one of text, html, csv"),
+    };
     let labels = parse_labels(&a.labels)?;
     let url = store_url(a.store.as_deref())?;
     if let StoreUrl::Sqlite(path) = &url {
@@ -167,101 +181,54 @@ pub(crate) fn run(a: &HistoryArgs) -> Result<u8> {
         anyhow::bail!("{url}: no stored run of the selection has that figure; choose another with --metric");
     }
     let options = Options { seed: a.seed, ..Options::default() };
-    let mut out = std::io::stdout().lock();
-    if all.len() > 1 {
-        writeln!(
-            out,
-            "The selection holds {} series (runs of another method or on other machines are not one series): each on its own.",
-            all.len()
-        )?;
-    }
-    for (i, s) in all.iter().enumerate() {
-        let first = s.runs[0];
-        writeln!(out)?;
-        if all.len() > 1 {
-            writeln!(out, "Series {} of {}", i + 1, all.len())?;
+    let trends: Vec<TrendSeries> = all.iter().map(|s| trend(s, &all, &a.by, &options, a.confidence)).collect();
+    let text = match format {
+        "html" => {
+            let selection = if labels.is_empty() {
+                format!("of {url}")
+            } else {
+                let named: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("of {url} labelled {}", named.join(", "))
+            };
+            netchar_report::trend::document(&trends, &selection)
         }
-        writeln!(out, "method   {} ({})", method_summary(first), s.key.method_hash)?;
-        writeln!(out, "host     {}", s.key.host)?;
-        writeln!(out, "target   {}", s.key.target)?;
-        if let Some(other) = all.iter().find(|o| o.key.method_hash != s.key.method_hash) {
-            let differences = first.result.method().differences(&other.runs[0].result.method());
-            if !differences.is_empty() {
-                let named: Vec<String> = differences.iter().map(ToString::to_string).collect();
-                writeln!(out, "         (its method differs from another series' in {})", named.join(", "))?;
-            }
-        }
-        writeln!(out, "figure   {}", s.path)?;
-        writeln!(out)?;
-        let width = s.runs.iter().map(|r| position(r, &a.by).len()).max().unwrap_or(0).max(a.by.len());
-        writeln!(out, "{:>5}  {:<20}  {:<width$}  {:>12}", "run", "started", a.by, "value")?;
-        for (n, (run, v)) in s.runs.iter().zip(&s.values).enumerate() {
-            writeln!(
-                out,
-                "{:>5}  {:<20}  {:<width$}  {:>12}",
-                n + 1,
-                run.started_at,
-                position(run, &a.by),
-                format_g(*v, 6)
-            )?;
-        }
-        let points = changepoint::e_divisive(&s.values, &options);
-        let changes = changepoint::describe(&s.values, &points, a.confidence);
-        writeln!(out)?;
-        if changes.is_empty() {
-            let stats = SetStats::of(&s.values).expect("a series has a run");
-            writeln!(
-                out,
-                "No change point (E-divisive means, {} permutations, seed {}, p <= {}): {} ± {} over {} runs",
-                options.permutations,
-                options.seed,
-                options.significance,
-                format_g(stats.mean, 6),
-                format_g(mean_interval(&stats, a.confidence), 3),
-                stats.n
-            )?;
-        } else {
-            writeln!(
-                out,
-                "Change points (E-divisive means, {} permutations, seed {}, p <= {}; means ± {}% confidence):",
-                options.permutations, options.seed, options.significance, a.confidence
-            )?;
-            for c in &changes {
-                writeln!(out, "{}", change_line(s, c, &a.by, a.confidence))?;
-            }
-        }
+        "csv" => netchar_report::trend::csv(&trends),
+        _ => netchar_report::trend::text(&trends),
+    };
+    match &a.output {
+        Some(file) => crate::files::write_atomically(file, text)?,
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
     }
     Ok(crate::exit::OK)
 }
 
-/// One change point as a line: where, how much, the segments' means and the t test.
-fn change_line(s: &Series<'_>, c: &Change, by: &str, confidence: f64) -> String {
-    let run = s.runs[c.point.index];
-    let t = match &c.verdict {
-        Verdict::Difference { diff, interval, percent, percent_interval, .. } => format!(
-            "t test: a difference of {} ± {} ({:+.2}% ± {:.2}%) at {confidence}%",
-            format_g(*diff, 4),
-            format_g(*interval, 3),
-            percent,
-            percent_interval
-        ),
-        Verdict::NoDifference => format!("t test: no difference proven at {confidence}%"),
-        Verdict::TooFew => "t test: too few runs".into(),
-    };
-    format!(
-        "  at run {} ({by} {}, {}): {:+.2}%, {} ± {} ({} runs) -> {} ± {} ({} runs), p = {:.3}; {t}",
-        c.point.index + 1,
-        position(run, by),
-        run.started_at,
-        c.percent,
-        format_g(c.before.mean, 6),
-        format_g(c.before_interval, 3),
-        c.before.n,
-        format_g(c.after.mean, 6),
-        format_g(c.after_interval, 3),
-        c.after.n,
-        c.point.p_value
-    )
+/// One series as the reporters show it: its identity, its runs and its change points.
+fn trend(s: &Series<'_>, all: &[Series<'_>], by: &str, options: &Options, confidence: f64) -> TrendSeries {
+    let first = s.runs[0];
+    // What sets its method apart from another series' of the selection.
+    let differs = all.iter().find(|o| o.key.method_hash != s.key.method_hash).and_then(|other| {
+        let differences = first.result.method().differences(&other.runs[0].result.method());
+        let named: Vec<String> = differences.iter().map(ToString::to_string).collect();
+        (!named.is_empty()).then(|| named.join(", "))
+    });
+    let points = changepoint::e_divisive(&s.values, options);
+    TrendSeries {
+        method: format!("{} ({})", method_summary(first), s.key.method_hash),
+        differs,
+        host: s.key.host.clone(),
+        target: s.key.target.clone(),
+        figure: s.path.clone(),
+        by: by.to_string(),
+        runs: s
+            .runs
+            .iter()
+            .zip(&s.values)
+            .map(|(r, v)| TrendRun { position: position(r, by), started_at: r.started_at.clone(), value: *v })
+            .collect(),
+        changes: changepoint::describe(&s.values, &points, confidence),
+        options: options.clone(),
+        confidence,
+    }
 }
 
 /// The verdict of `--expect-no-regression` on one series whose last `new` runs are the

@@ -106,7 +106,7 @@ fn run(cli: args::Cli) -> Result<u8> {
         Some(C::History(a)) => history::run(&a),
     };
     // --store: the command's counted runs kept, and judged against their history.
-    let code = store::after_command(figures.store_args(), &figures.results(), code);
+    let code = store::after_command(figures.store_args(), &figures.labelled_results(), code);
     // Also after a failed or interrupted command: the figures so far.
     figures.write()?;
     code

@@ -11,6 +11,7 @@ use crate::args::{CommonArgs, EchoArgs, RrArgs, TcpArgs, UdpArgs};
 use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
+use crate::store::Labels;
 use anyhow::{bail, Result};
 use netchar_engine::jobs::plan::{self as plan_job, PlanStep, Status};
 use netchar_engine::jobs::sink::JobEvent;
@@ -38,12 +39,17 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
         }
         let plans = t.args.plans().map_err(|e| anyhow::anyhow!("{file}:{}: {}: {e}", t.line, t.name))?;
         let pause = Duration::from_secs_f64(t.pause_seconds);
+        // The plan's file names the plan among the labels of the stored runs.
+        let mut labels = t.labels.clone();
+        if let Some(stem) = a.plan.file_stem() {
+            labels.insert("plan".into(), stem.to_string_lossy().into_owned());
+        }
         planned.extend(plans.into_iter().map(|mut p| {
             p.step = steps.clone();
-            PlanStep { name: t.name.clone(), pause, test: p }
+            PlanStep { name: t.name.clone(), pause, test: (p, labels.clone()) }
         }));
     }
-    let expected = planned.iter().map(|s| crate::repeat::expected_length(&s.test)).sum::<Option<Duration>>();
+    let expected = planned.iter().map(|s| crate::repeat::expected_length(&s.test.0)).sum::<Option<Duration>>();
     let progress = Progress::start(a.json, true, expected);
     // The plan's own reporters: a heading per test (text), one array of every result (JSON).
     // Each test's figures come from the test's own reporters (the figure files' too).
@@ -53,8 +59,10 @@ pub(crate) fn run(a: &crate::args::RunArgs, figures: &FigureFiles, stop: &StopFl
         Reporters::of(Box::new(TextReporter::new(RateFormat::AutoBits)))
     };
     let mut results = Vec::new();
-    let run_step = |step: &PlanStep<crate::plan::TcpPlan>| -> Result<Status> {
-        let code = crate::repeat::run_collecting(&step.test, figures, stop, Some(&mut results), &progress)?;
+    let run_step = |step: &PlanStep<(crate::plan::TcpPlan, Labels)>| -> Result<Status> {
+        let (test, labels) = &step.test;
+        figures.label_next_results(labels.clone());
+        let code = crate::repeat::run_collecting(test, figures, stop, Some(&mut results), &progress)?;
         Ok(match code {
             crate::exit::OK => Status::Passed,
             crate::exit::GATE => Status::GateMissed,
@@ -91,10 +99,11 @@ pub(crate) fn default_host(a: &crate::args::RunArgs) -> Option<String> {
 }
 
 /// The fields a `[[test]]` may have. Each fills the flag of the same meaning
-/// ([`TestArgs::set`]); `kind`, `name`, `host` and `pause` are the plan's own.
+/// ([`TestArgs::set`]); `kind`, `name`, `labels`, `host` and `pause` are the plan's own.
 const KEYS: &[&str] = &[
     "kind",
     "name",
+    "labels",
     "host",
     "pause",
     "direction",
@@ -159,6 +168,9 @@ const MAX_EXPANDED_TESTS: usize = 10_000;
 #[derive(Debug)]
 pub(crate) struct PlannedTest {
     pub(crate) name: String,
+    /// The labels its runs are stored with (`--store`): `test` (its entry's name), the values
+    /// of its loops by field, and the entry's `labels`.
+    pub(crate) labels: Labels,
     pub(crate) args: TestArgs,
     pub(crate) pause_seconds: f64,
     pub(crate) line: usize,
@@ -466,13 +478,38 @@ impl Entry<'_> {
         let line = line_of(self.text, self.index, None);
         let base = self.fields.get("name").and_then(Value::as_str);
         let base = base.map_or_else(|| format!("test {} ({kind})", self.index + 1), str::to_string);
+        let mut own = self.labels()?;
+        own.insert("test".into(), base.clone());
         let mut out = Vec::new();
         for variant in self.loops()? {
             let mut args = TestArgs::defaults(kind, target).map_err(|e| self.error("kind", e))?;
             let label = self.fill(&mut args, &variant)?;
             args.check_conflicts().map_err(|e| self.error("", e))?;
             let name = if label.is_empty() { base.clone() } else { format!("{base} [{}]", label.join(", ")) };
-            out.push(PlannedTest { name, args, pause_seconds: pause, line });
+            // Each loop's value by its field: `--label streams=4` finds these runs again.
+            let mut labels = own.clone();
+            for (key, value) in &variant {
+                if self.fields.get(*key).is_some_and(Value::is_array) && *key != "expect" {
+                    labels.insert(key.to_string(), text(value).unwrap_or_else(|_| value.to_string()));
+                }
+            }
+            out.push(PlannedTest { name, labels, args, pause_seconds: pause, line });
+        }
+        Ok(out)
+    }
+
+    /// The entry's `labels = { KEY = "VALUE", ... }`, checked as `--label`s are.
+    fn labels(&self) -> Result<Labels> {
+        let mut out = Labels::new();
+        let Some(value) = self.fields.get("labels") else { return Ok(out) };
+        let Value::Table(table) = value else {
+            return Err(self.error("labels", "labels must be a table: labels = { board = \"rev-b\" }"));
+        };
+        for (key, value) in table {
+            let value = text(value).map_err(|e| self.error("labels", format_args!("labels.{key}: {e}")))?;
+            let (key, value) = netchar_store::parse_label(&format!("{key}={value}"))
+                .map_err(|e| self.error("labels", format_args!("labels: {e}")))?;
+            out.insert(key, value);
         }
         Ok(out)
     }
@@ -482,7 +519,7 @@ impl Entry<'_> {
     fn loops(&self) -> Result<Vec<Vec<(&str, &Value)>>> {
         let mut variants: Vec<Vec<(&str, &Value)>> = vec![Vec::new()];
         for (key, value) in
-            self.fields.iter().filter(|(k, _)| !matches!(k.as_str(), "kind" | "host" | "pause" | "name"))
+            self.fields.iter().filter(|(k, _)| !matches!(k.as_str(), "kind" | "host" | "pause" | "name" | "labels"))
         {
             let choices: Vec<&Value> = match value {
                 Value::Array(items) if key != "expect" => items.iter().collect(),
@@ -545,6 +582,38 @@ impl Entry<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_test_is_labelled_by_its_name_its_loops_and_its_labels() {
+        let plan = r#"
+[defaults]
+labels = { board = "rev-b", firmware = 7 }
+
+[[test]]
+name = "tcp"
+kind = "tcp"
+direction = ["up", "down"]
+streams = 2
+
+[[test]]
+kind = "udp"
+labels = { lab = "east" }
+"#;
+        let tests = expand(plan, "p.toml", Some("127.0.0.1")).unwrap();
+        let pairs = |t: &PlannedTest| t.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
+        assert_eq!(pairs(&tests[0]), ["board=rev-b", "direction=up", "firmware=7", "test=tcp"]);
+        assert_eq!(pairs(&tests[1]), ["board=rev-b", "direction=down", "firmware=7", "test=tcp"]);
+        // A test's own labels replace the defaults', as any field's value does.
+        assert_eq!(pairs(&tests[2]), ["lab=east", "test=test 2 (udp)"]);
+        for (bad, why) in [
+            ("labels = \"x\"", "labels must be a table"),
+            ("labels = { \"a b\" = \"x\" }", "the key must be letters"),
+            ("labels = { a = [1] }", "labels.a: expected text or a number"),
+        ] {
+            let e = expand(&format!("[[test]]\nkind = \"tcp\"\n{bad}\n"), "p.toml", Some("h")).unwrap_err();
+            assert!(e.to_string().starts_with("p.toml:3: test 1: labels") && e.to_string().contains(why), "{e}");
+        }
+    }
 
     #[test]
     fn loops_expand_to_their_cross_product() {

@@ -39,15 +39,7 @@ pub(crate) fn run(a: &ReportArgs) -> Result<u8> {
     Ok(crate::exit::OK)
 }
 
-/// A temporary file beside `path`, then a rename: a reader never sees half a report.
-pub(crate) fn write_atomically(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, text).with_context(|| format!("-o: cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("-o: cannot rename to {}", path.display()))?;
-    Ok(())
-}
+pub(crate) use crate::files::write_atomically;
 
 /// Appends the results in `path` (a file, or a directory of `*.json` files read in name order).
 fn load(path: &Path, saved: &mut Vec<Saved>) -> Result<()> {

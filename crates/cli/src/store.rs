@@ -1,6 +1,6 @@
 //! `--store`: each counted run of a test, suite or plan kept in the results store when the
-//! command ends, with the `--label`s given, and `--expect-no-regression` judged against the
-//! stored series; `netchar store import`: `--save` directories and `--json` files into the
+//! command ends, with the `--label`s given (and a plan's test's own: crate::plans), and
+//! `--expect-no-regression` judged against the stored series; `netchar store import`: `--save` directories and `--json` files into the
 //! store (docs/history.md).
 //!
 //! The runs are the ones the command's reporters counted (crate::figure_files keeps them:
@@ -10,6 +10,9 @@
 use crate::history;
 use anyhow::{anyhow, Context, Result};
 use netchar_model::TestResult;
+
+/// Labels of stored runs, key to value.
+pub(crate) type Labels = std::collections::BTreeMap<String, String>;
 
 /// The store flags of every test, suite and plan.
 #[derive(Debug, clap::Args, Clone, Default)]
@@ -35,36 +38,64 @@ pub(crate) struct StoreArgs {
 /// The runs of a gate's series when `--regression-window` is not given.
 const DEFAULT_WINDOW: usize = 30;
 
-/// After a test, suite or plan: its counted runs stored, and the gate judged. `code` is the
-/// command's own outcome; a gate that does not hold turns an OK into exit status 1.
-pub(crate) fn after_command(args: Option<&StoreArgs>, results: &[TestResult], code: Result<u8>) -> Result<u8> {
+/// After a test, suite or plan: its counted runs stored, each with the command line's
+/// `--label`s over its own (a plan's test's: its name, the plan's file, its loop values and
+/// `labels`), and the gate judged. `code` is the command's own outcome; a gate that does not
+/// hold turns an OK into exit status 1.
+pub(crate) fn after_command(args: Option<&StoreArgs>, runs: &[(TestResult, Labels)], code: Result<u8>) -> Result<u8> {
     let Some(args) = args.filter(|a| a.store.is_some()) else { return code };
-    let labels = history::parse_labels(&args.labels)?;
+    let given = history::parse_labels(&args.labels)?;
     if args.regression_window == Some(0) {
         anyhow::bail!("--regression-window 0: give at least 1 run");
     }
-    let counted: Vec<&TestResult> = results.iter().filter(|r| r.error.is_none()).collect();
+    let counted: Vec<(&TestResult, Labels)> = runs
+        .iter()
+        .filter(|(r, _)| r.error.is_none())
+        .map(|(r, own)| {
+            // The command line's labels win: a CI job's build= over a plan's.
+            let mut labels = own.clone();
+            labels.extend(given.clone());
+            (r, labels)
+        })
+        .collect();
     if counted.is_empty() {
         return code;
     }
     let url = history::store_url(args.store.as_deref())?;
     let mut store = netchar_store::Store::open(&url).map_err(|e| anyhow!("--store {url}: {e}"))?;
     let mut ids = Vec::new();
-    for r in &counted {
-        ids.push(store.record(&labels, r).map_err(|e| anyhow!("--store {url}: {e}"))?.id);
+    for (r, labels) in &counted {
+        ids.push(store.record(labels, r).map_err(|e| anyhow!("--store {url}: {e}"))?.id);
     }
     eprintln!("netchar: stored {} run{} in {url}", ids.len(), if ids.len() == 1 { "" } else { "s" });
     let code = code?;
     if !args.expect_no_regression {
         return Ok(code);
     }
-    // The series of the new runs: the same labels but the build's, the same method and machines.
-    let mut series_labels = labels.clone();
-    series_labels.remove(history::DEFAULT_BY);
-    let runs = store.runs(&series_labels).map_err(|e| anyhow!("--store {url}: {e}"))?;
+    // The series of the new runs: the same labels but the build's, the same method and
+    // machines; a plan's tests have labels of their own, so each is looked up apart.
+    let mut selections: Vec<Labels> = Vec::new();
+    for (_, labels) in &counted {
+        let mut series_labels = labels.clone();
+        series_labels.remove(history::DEFAULT_BY);
+        if !selections.contains(&series_labels) {
+            selections.push(series_labels);
+        }
+    }
     let window = args.regression_window.unwrap_or(DEFAULT_WINDOW);
     let mut held = true;
-    for s in history::series(&runs, None, Some(window))? {
+    for series_labels in &selections {
+        let runs = store.runs(series_labels).map_err(|e| anyhow!("--store {url}: {e}"))?;
+        held &= judge(&runs, &ids, window)?;
+    }
+    Ok(if held || code != crate::exit::OK { code } else { crate::exit::GATE })
+}
+
+/// `--expect-no-regression` over the series of `runs` that hold new runs (`ids`): false when
+/// one does not hold.
+fn judge(runs: &[netchar_store::StoredRun], ids: &[i64], window: usize) -> Result<bool> {
+    let mut held = true;
+    for s in history::series(runs, None, Some(window))? {
         let new = s.runs.iter().filter(|r| ids.contains(&r.id)).count();
         if new == 0 {
             continue;
@@ -94,7 +125,7 @@ pub(crate) fn after_command(args: Option<&StoreArgs>, results: &[TestResult], co
             ),
         }
     }
-    Ok(if held || code != crate::exit::OK { code } else { crate::exit::GATE })
+    Ok(held)
 }
 
 /// `netchar store`.

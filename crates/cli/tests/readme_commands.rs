@@ -353,6 +353,22 @@ const HISTORY: &[(&str, Do)] = &[
         Do::Not(STORE_TESTED),
     ),
     ("netchar store import runs/ old-run.json --label build=1.4.1", Do::Not(STORE_TESTED)),
+    (
+        "netchar history --metric pps --label board=rev-b --format html -o trend.html",
+        Do::Not("reads the user's store; crates/cli/tests/report_html.rs writes the trend page of a store of its own and opens it in chromium"),
+    ),
+    (
+        "netchar history --metric pps --label board=rev-b --format csv -o pps.csv",
+        Do::Not("reads the user's store; crates/cli/tests/history_otava.rs exports series of a store of its own as CSV"),
+    ),
+    (
+        "otava analyze --config-file otava.yaml --postgres-hostname 127.0.0.1 --postgres-port 5432 --postgres-username lab --postgres-password secret --postgres-database netchar --since 2000-01-01 --branch any netchar-udp-pps",
+        Do::Not("Apache Otava's PostgreSQL importer over the view run_metric_rows of a lab's server; not on CI's machine"),
+    ),
+    (
+        "otava analyze --config-file otava.yaml --since 2000-01-01 netchar-udp-pps",
+        Do::Not("Apache Otava over a CSV export; crates/cli/tests/history_otava.rs runs it on series of its own"),
+    ),
 ];
 
 /// Guides with no ```sh block: their examples are formats, tables and quoted lines.

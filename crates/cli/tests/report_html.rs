@@ -465,3 +465,88 @@ fn plot_and_report_are_written_for_an_interrupted_test() {
     assert!(plots.join("001-tcp_1.svg").is_file() && plots.join("001-tcp_1.png").is_file());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A store of 30 builds of a saved TCP result (tcp-p3-intervals.json), its receive rate set
+/// to 1 Gbit/s with ±0.5% noise and lowered by 5% from build 1.0.18 on: a series whose one
+/// change the test put there; and 8 builds of a saved UDP result, steady at 20 Mbit/s.
+fn trend_store(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(fixtures().join("tcp-p3-intervals.json")).unwrap();
+    let real: netchar_model::TestResult = serde_json::from_str(&text).unwrap();
+    let db = dir.join("history.sqlite");
+    let mut store = netchar_store::Store::open(&netchar_store::StoreUrl::Sqlite(db.clone())).unwrap();
+    for i in 0..30u32 {
+        let mut r = real.clone();
+        r.started_at = format!("2020-01-01T00:00:{i:02}Z");
+        let level = if i < 18 { 1e9 } else { 0.95e9 };
+        let noise = 1.0 + 0.005 * [0.0, 0.7, -0.4, 1.0, -0.9, 0.3, -0.6][i as usize % 7];
+        let flow = r.summary.up.as_mut().or(r.summary.down.as_mut()).unwrap();
+        flow.receiver.bits_per_second = level * noise;
+        let labels = [("build".to_string(), format!("1.0.{i}"))].into();
+        store.record(&labels, &r).unwrap();
+    }
+    // A second series, another method (a UDP test) with no change: its own plot and tables.
+    let text = std::fs::read_to_string(fixtures().join("../fixtures/udp.json")).unwrap();
+    let udp: netchar_model::TestResult = serde_json::from_str(&text).unwrap();
+    for i in 0..8u32 {
+        let mut r = udp.clone();
+        r.started_at = format!("2020-01-02T00:00:{i:02}Z");
+        r.summary.up.as_mut().unwrap().receiver.bits_per_second = 20e6 * (1.0 + 0.001 * f64::from(i % 3));
+        store.record(&[("build".to_string(), format!("1.0.{i}"))].into(), &r).unwrap();
+    }
+    db
+}
+
+/// `netchar history --format html`: one page with the series' trend plot (the change marked
+/// at the build it starts at), its change points and runs as tables; opened in chromium, which
+/// must lay out the plot and every table, log nothing and request nothing.
+#[test]
+fn history_trend_page_renders_in_chromium_without_errors_or_requests() {
+    let dir = scratch("trend");
+    let db = trend_store(&dir);
+    let page = dir.join("trend.html");
+    let args = ["history", "--store", db.to_str().unwrap(), "--metric", "bps", "--format", "html", "-o"];
+    Command::cargo_bin("netchar").unwrap().args(args).arg(&page).assert().success().stdout("");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("content=\"default-src 'none';"));
+    assert_eq!(count(&html, "<figure class=\"plot\""), 2, "two series, a trend plot each");
+    assert!(html.contains("<figure class=\"plot\" id=\"plot-trend-1\">"));
+    // The series are in the order of their method hash: find the TCP one's number.
+    let tcp = if html.find("<h2 id=\"series-1\">Series 1: netchar tcp").is_some() { 1 } else { 2 };
+    let udp = 3 - tcp;
+    assert!(
+        html.contains(&format!("<p id=\"series-{udp}-no-change\">No change point: 2.00175e+07 ± ")),
+        "the UDP series"
+    );
+    // The change where it was put, marked on the plot and in the table, with the segments.
+    assert!(html.contains("-5.1% at 1.0.18"), "the plot's change marker");
+    let changes = element_text(&html, &format!("<table id=\"series-{tcp}-changes\">"), "</table>");
+    assert_eq!(count(&changes, "<tr><td class=\"n\">"), 1, "one change point: {changes}");
+    assert!(changes.contains("<td class=\"n\">19</td><td>1.0.18</td>"), "{changes}");
+    assert!(changes.contains("<td class=\"n\">18</td>") && changes.contains("<td class=\"n\">12</td>"), "{changes}");
+    let runs = element_text(&html, &format!("<table id=\"series-{tcp}-runs\">"), "</table>");
+    assert_eq!(count(&runs, "<tr>"), 31, "a header and 30 runs");
+    let runs = element_text(&html, &format!("<table id=\"series-{udp}-runs\">"), "</table>");
+    assert_eq!(count(&runs, "<tr>"), 9, "a header and 8 runs");
+    // The same series as text says the same.
+    let text = Command::cargo_bin("netchar")
+        .unwrap()
+        .args(["history", "--store", db.to_str().unwrap(), "--metric", "bps"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("at run 19 (build 1.0.18, 2020-01-01T00:00:18Z): -5."), "{text}");
+    assert!(text.contains("The selection holds 2 series") && text.contains("No change point"), "{text}");
+
+    let Some(browser) = chromium() else {
+        return require::unavailable("the browser test", "chromium is not installed (apt-get install chromium)");
+    };
+    let seen = visit(browser, &page, &dir, None);
+    assert_eq!(attribute(&seen.dom, "data-ready"), Some("1"), "the page's script ran to its end");
+    assert_eq!(attribute(&seen.dom, "data-plots"), Some("2"), "both trend plots laid out");
+    let tables = count(&html, "<table id=");
+    assert_eq!(tables, 5, "facts and runs of each, the change points of one");
+    assert_eq!(attribute(&seen.dom, "data-tables"), Some("5"), "every table laid out");
+    assert_eq!(seen.console, Vec::<String>::new(), "console messages");
+    assert_eq!(seen.requests, Vec::<String>::new(), "network requests");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -59,20 +59,31 @@ pub struct Axis {
     pub log: bool,
     /// Names for the values 0, 1, 2, ... (an x axis of categories, not numbers).
     pub categories: Vec<String>,
+    /// A y axis from just below the smallest value, not from 0: a trend's small steps show.
+    pub fitted: bool,
 }
 
 impl Axis {
     /// A linear axis.
     pub fn linear(label: impl Into<String>) -> Self {
-        Self { label: label.into(), log: false, categories: vec![] }
+        Self { label: label.into(), log: false, categories: vec![], fitted: false }
     }
     /// A logarithmic axis.
     pub fn log(label: impl Into<String>) -> Self {
-        Self { label: label.into(), log: true, categories: vec![] }
+        Self { label: label.into(), log: true, categories: vec![], fitted: false }
+    }
+    /// The axis fitted to its values ([`Axis::fitted`]).
+    pub fn fitted(self) -> Self {
+        Self { fitted: true, ..self }
     }
     /// An axis of named categories at 0, 1, 2, ...
     pub fn categories(label: impl Into<String>, names: &[impl AsRef<str>]) -> Self {
-        Self { label: label.into(), log: false, categories: names.iter().map(|n| n.as_ref().to_string()).collect() }
+        Self {
+            label: label.into(),
+            log: false,
+            categories: names.iter().map(|n| n.as_ref().to_string()).collect(),
+            fitted: false,
+        }
     }
 }
 
@@ -197,7 +208,11 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
     } else {
         (-0.5, c.x.categories.len() as f64 - 0.5)
     };
-    let (y0, y1) = range(left.flat_map(|s| s.points.iter().map(|p| p.1)), c.y.log, true);
+    let (mut y0, y1) = range(left.flat_map(|s| s.points.iter().map(|p| p.1)), c.y.log, !c.y.fitted);
+    if c.y.fitted && !c.y.log {
+        // As much room below the lowest value as above the highest.
+        y0 -= (y1 - y0) * 0.08;
+    }
     let chart = ChartBuilder::on(area)
         .caption(&c.title, ("sans-serif", 17))
         .margin(12)

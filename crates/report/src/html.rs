@@ -48,7 +48,7 @@ if(r.height>0&&t.querySelectorAll('tbody tr').length>0)tables++;});\
 var b=document.body;b.setAttribute('data-plots',plots);b.setAttribute('data-tables',tables);\
 b.setAttribute('data-ready','1');})();";
 
-fn table(out: &mut String, id: &str, headers: &[impl AsRef<str>], numeric: &[bool], rows: &[Vec<String>]) {
+pub(crate) fn table(out: &mut String, id: &str, headers: &[impl AsRef<str>], numeric: &[bool], rows: &[Vec<String>]) {
     let _ = write!(out, "<div class=\"wide\"><table id=\"{id}\"><thead><tr>");
     for h in headers {
         let _ = write!(out, "<th>{}</th>", escape(h.as_ref()));
@@ -481,7 +481,7 @@ fn target_rows(t: &TargetReport) -> Vec<(String, String, bool)> {
 }
 
 /// The head of a self-contained document titled `title`: the same policy and style as the report.
-fn head(out: &mut String, title: &str) {
+pub(crate) fn head(out: &mut String, title: &str) {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\

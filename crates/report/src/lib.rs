@@ -8,7 +8,8 @@
 //! [`nc_test_lines`]), the quick characterization's [`quick`], the server's log lines
 //! ([`server_log`]), and the exporter's Prometheus exposition ([`prometheus`]).
 //! The integrations' documents: the pScheduler plugin's results ([`pscheduler`]) and a mesh's
-//! lines and matrix ([`mesh`]).
+//! lines and matrix ([`mesh`]). A stored series across builds with its change points
+//! (`netchar history`): [`trend`].
 //! [`plots`] decides which charts results make, [`chart`] draws one. A running test calls
 //! `on_start`, `on_interval`, `on_finish` (or `on_no_result`), a job of several tests then
 //! `on_job_end`, and a job that prints lines of its own as it runs (a peer master's) hands
@@ -59,6 +60,7 @@ pub mod server_log;
 pub mod svg;
 pub mod sweep;
 pub mod text;
+pub mod trend;
 
 pub use format::Format;
 
