@@ -427,9 +427,9 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind: crate::peers::iperf3::bind_listener,
         bind_hint: "is an iperf3 server running there?",
     },
-    // Runs a loop of its own, not the one session driver: iperf2 has no control connection
-    // (the driver pumps one); a test is the header on its first data connection or datagram,
-    // its streams grouped by the client's address, and `-r`/`-d` dial back to the client.
+    // iperf2 has no control connection: each test is a session on the one driver whose request
+    // is the header on its own data connection or first datagram (crate::peers::iperf2,
+    // session.rs), a client's sessions one test by its address.
     ListenerDef {
         flag: "iperf2",
         about: "also answer iperf2 clients (`iperf -c`, TCP and UDP, -P, -R of 2.1+) on --iperf2-port",
