@@ -400,10 +400,9 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind_hint: "ports below 1024 need root or CAP_NET_BIND_SERVICE; move them with --echo-port, \
                     --discard-port and --chargen-port",
     },
-    // Runs a loop of its own, not the one session driver (crate::server_session): netio's
-    // control and TCP data share one connection, a phase after the other (the driver runs one
-    // data plane over streams routed apart from the control connection), and the UDP test's
-    // datagrams come to one socket shared by every client, counted per source address.
+    // Each connection is a session on the one driver (crate::peers::netio_server) that measures
+    // itself: netio's commands and TCP data share the connection, a phase after the other, and
+    // the UDP test's datagrams come to one socket shared by every client, counted per source.
     ListenerDef {
         flag: "netio",
         about: "also answer netio clients (`netio -t|-u HOST`): TCP on --netio-port, the UDP test on the port \

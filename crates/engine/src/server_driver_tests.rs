@@ -367,3 +367,135 @@ fn a_busy_server_turns_a_udp_source_away_and_says_why_in_its_log() {
     assert!(bed.tests_logged().is_empty());
     assert_eq!(bed.running(), 1, "only the holder runs");
 }
+
+// ---------------------------------------------------------------- netio
+
+mod netio {
+    use super::*;
+    use crate::control_link::{ControlLink, MemoryLink};
+    use crate::peers::netio_server::NetioSession;
+    use netchar_wire::netio::{Cmd, Control};
+    use std::time::Duration;
+
+    /// Where the netio client appears to connect from.
+    const PEER: &str = "127.0.0.1:40001";
+
+    /// Serves one netio TCP test connection over `link` in a thread, as the listener does.
+    fn serve(bed: &Bed, link: MemoryLink) -> JoinHandle<Option<ServerSessionError>> {
+        let ctx = bed.ctx.clone();
+        std::thread::spawn(move || {
+            let peer = PEER.parse().unwrap();
+            let session = NetioSession::new(Instant::now(), peer, ctx.clone(), None);
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            SessionDriver::serve_over(Box::new(link), peer, Box::new(session), &ctx.shared, deadline)
+        })
+    }
+
+    fn command(cmd: Cmd, data: u32) -> Vec<u8> {
+        Control::new(cmd, data).encode().to_vec()
+    }
+
+    /// `n` blocks of `size` as a netio client sends them (byte 0 is 0), then the marker block.
+    fn blocks(size: usize, n: usize) -> Vec<u8> {
+        let mut b = vec![7u8; size * (n + 1)];
+        for i in 0..=n {
+            b[i * size] = u8::from(i == n);
+        }
+        b
+    }
+
+    fn flows(t: &TestLog) -> (u64, u64) {
+        let of = |id| t.streams.iter().find(|s| s.id == id).map_or(0, |s| s.bytes);
+        (of(1), of(2))
+    }
+
+    #[test]
+    fn a_netio_clients_blocks_are_counted_as_they_come_on_the_control_connection() {
+        let bed = Bed::new(Limits::default());
+        let (mut client, server, _) = MemoryLink::pair(PEER.parse().unwrap());
+        let session = serve(&bed, server);
+        client.send_all(&command(Cmd::C2S, 1024)).unwrap();
+        // Sent in pieces that cut blocks and the marker apart.
+        for piece in blocks(1024, 100).chunks(1000) {
+            client.send_all(piece).unwrap();
+        }
+        client.send_all(&command(Cmd::Quit, 0)).unwrap();
+        assert!(session.join().unwrap().is_none());
+        let t = &bed.tests_logged()[0];
+        assert_eq!((t.protocol, t.concurrent_tests), ("netio", 1));
+        assert!(t.error.is_none(), "{:?}", t.error);
+        assert_eq!(flows(t), (101 * 1024, 0), "the blocks and the marker, nothing sent");
+        assert_eq!(bed.running(), 0);
+    }
+
+    #[test]
+    fn the_servers_blocks_are_its_own_output_ended_by_the_marker() {
+        let bed = Bed::new(Limits::default());
+        // A loopback connection: its buffers hold the server's writes back to the client's
+        // reading, as a real client's would (an in-memory link has no such bound).
+        let (mut client, server) = tcp_pair();
+        let ctx = bed.ctx.clone();
+        let session = std::thread::spawn(move || {
+            let peer = server.peer_addr().unwrap();
+            let session = NetioSession::new(Instant::now(), peer, ctx.clone(), None);
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            SessionDriver::serve(server, peer, Box::new(session), &ctx.shared, deadline);
+        });
+        let size = 65_536usize;
+        client.write_all(&command(Cmd::S2C, size as u32)).unwrap();
+        // Read whole blocks until the one whose first byte is 1.
+        let mut block = vec![0u8; size];
+        let mut counted = 0u64;
+        loop {
+            client.read_exact(&mut block).expect("the server's blocks, then its marker");
+            counted += size as u64;
+            if block[0] == 1 {
+                break;
+            }
+            assert_eq!(block[0], 0, "a block's first byte is 0 but the marker's");
+        }
+        client.write_all(&command(Cmd::Quit, 0)).unwrap();
+        read_to_close(&mut client);
+        session.join().unwrap();
+        let t = &bed.tests_logged()[0];
+        assert!(t.error.is_none(), "{:?}", t.error);
+        assert_eq!(flows(t), (0, counted), "every block the client read, the marker included");
+        assert!(counted > size as u64, "blocks before the marker");
+    }
+
+    #[test]
+    fn an_unknown_command_ends_the_test_with_one_line_and_its_figures_kept() {
+        let bed = Bed::new(Limits::default());
+        let (mut client, server, _) = MemoryLink::pair(PEER.parse().unwrap());
+        let session = serve(&bed, server);
+        client.send_all(&command(Cmd::C2S, 2048)).unwrap();
+        client.send_all(&blocks(2048, 10)).unwrap();
+        client.send_all(&[0, 0, 0, 9, 0, 0, 0, 0]).unwrap();
+        let error = session.join().unwrap();
+        assert!(matches!(&error, Some(ServerSessionError::Protocol(_))), "{error:?}");
+        let t = &bed.tests_logged()[0];
+        assert_eq!(t.error.as_deref(), Some("netio: unknown command 9 (the stock server closes the connection on it)"));
+        assert_eq!(flows(t), (11 * 2048, 0), "the phase before it was counted");
+        assert_eq!(bed.running(), 0);
+    }
+
+    #[test]
+    fn a_client_that_dies_in_the_middle_of_a_block_ends_its_test_and_frees_the_place() {
+        let bed = Bed::new(Limits::default());
+        let (mut client, server, cut) = MemoryLink::pair(PEER.parse().unwrap());
+        let session = serve(&bed, server);
+        client.send_all(&command(Cmd::C2S, 1024)).unwrap();
+        client.send_all(&blocks(1024, 100)[..50 * 1024 + 17]).unwrap();
+        // Until the server has read what was sent: then the connection goes.
+        while bed.running() == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        cut.cut();
+        let error = session.join().unwrap();
+        assert!(error.is_some(), "the test ended early");
+        let t = &bed.tests_logged()[0];
+        let e = t.error.as_deref().unwrap_or_default();
+        assert!(e.contains("closed the control connection") || e.contains("in the middle of a block"), "{e}");
+        assert_eq!(bed.running(), 0, "the place is free again");
+    }
+}
