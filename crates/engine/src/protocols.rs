@@ -387,6 +387,10 @@ impl std::fmt::Debug for ListenerDef {
 
 /// Every peer-protocol server, in the order `netchar server` starts them.
 pub static LISTENERS: &[ListenerDef] = &[
+    // A kind of its own, not the one session driver: echo, discard and chargen are stateless
+    // (no request, no report, nothing to settle: a connection or UDP source is the test), so a
+    // session would only wrap a copy loop; each is still admitted under the same limits and
+    // answers only within the reflection guard.
     ListenerDef {
         flag: "services",
         about: "also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each connection or UDP \
@@ -461,8 +465,9 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind: crate::peers::netperf::bind_listener,
         bind_hint: "is a netserver running there?",
     },
-    // Runs a loop of its own, not the one session driver: nc_test's control is UDP requests
-    // (the driver's is a TCP connection), and its data lock-step buffers on the data port.
+    // The slave reads its UDP control requests itself (load and idle requests are answered
+    // there); each test request is a session on the one driver (crate::peers::nc_test,
+    // `SlaveSession`), opened by the request datagram and run in lock step on the data port.
     ListenerDef {
         flag: "nc-test",
         about: "also answer eCos nc_test_master / nc6_test_master (UDP control on --nc-test-port, data on \

@@ -23,6 +23,10 @@
 //!   ([`ServerControl::complete_records`]);
 //! - sessions of one client address that are one test under admission (iperf2's `-P`
 //!   connections and UDP sources) share it through [`TestsByAddress`].
+//!
+//! netio's sessions (crate::peers::netio_server) and nc_test's (crate::peers::nc_test) measure
+//! themselves as well: netio's commands and TCP data alternate on one connection, nc_test's
+//! buffers go in lock step on its data port.
 
 use crate::admission::{Admitted, DataConn, Limits, Refusal, Registry, Request};
 use crate::dataplane::DatagramFormatKind;
@@ -175,6 +179,11 @@ pub trait ServerControl: Send {
         _data_paths: &mut Vec<(u32, SocketAddr)>,
     ) -> Option<String> {
         None
+    }
+    /// Data the session itself turned away for its test (datagrams and connections from
+    /// addresses not the test's), for the log beside what the driver's routing refused.
+    fn refused_data(&self) -> u64 {
+        0
     }
 }
 

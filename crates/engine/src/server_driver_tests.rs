@@ -499,3 +499,151 @@ mod netio {
         assert_eq!(bed.running(), 0, "the place is free again");
     }
 }
+
+// ---------------------------------------------------------------- nc_test
+
+mod nc_test {
+    use super::*;
+    use crate::admission::Request as AdmissionRequest;
+    use crate::peers::nc_test::{spec_for, SlaveSession};
+    use netchar_wire::nc_test::{self as wire, Kind, MasterTest, Pause, Reply, Request, Step};
+    use std::time::Duration;
+
+    /// The slave's side: its control socket (the session's answers go out from it) and its
+    /// data port's sockets.
+    struct Slave {
+        ctrl: UdpSocket,
+        udp: Arc<UdpSocket>,
+        tcp: Arc<TcpListener>,
+    }
+
+    /// The master's side: its control socket (answers come to it) and its data socket.
+    struct Master {
+        ctrl: UdpSocket,
+        data: UdpSocket,
+    }
+
+    fn sockets() -> (Slave, Master) {
+        let slave = Slave {
+            ctrl: UdpSocket::bind("127.0.0.1:0").unwrap(),
+            udp: Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap()),
+            tcp: Arc::new(TcpListener::bind("127.0.0.1:0").unwrap()),
+        };
+        slave.tcp.set_nonblocking(true).unwrap();
+        let master =
+            Master { ctrl: UdpSocket::bind("127.0.0.1:0").unwrap(), data: UdpSocket::bind("127.0.0.1:0").unwrap() };
+        master.ctrl.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        master.data.set_read_timeout(Some(wire::TEST_TIMEOUT)).unwrap();
+        (slave, master)
+    }
+
+    /// Runs the session for `req` from `master` in a thread, as the listener does once the
+    /// request is read.
+    fn serve(bed: &Bed, slave: &Slave, master: &Master, req: Request) -> JoinHandle<Option<ServerSessionError>> {
+        let (ctx, from) = (bed.ctx.clone(), master.ctrl.local_addr().unwrap());
+        let kind = req.kind().unwrap();
+        let spec = spec_for(kind, req.nbufs, req.buflen, Pause::default());
+        let session =
+            SlaveSession::new(req, Reply::ack(req.seq), spec, from, ctx.clone(), slave.udp.clone(), slave.tcp.clone());
+        let answers = slave.ctrl.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let (link, source) = DatagramLink::new(answers, from, Box::new(|_| true));
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            let ended = SessionDriver::serve_over(Box::new(link), from, Box::new(session), &ctx.shared, deadline);
+            drop(source);
+            ended
+        })
+    }
+
+    fn answer(master: &Master) -> Reply {
+        let mut buf = [0u8; 64];
+        let n = master.ctrl.recv(&mut buf).expect("the slave's answer");
+        Reply::decode(&buf[..n]).expect("a reply")
+    }
+
+    #[test]
+    fn a_udp_echo_test_runs_in_lock_step_and_the_slaves_counts_are_logged() {
+        let bed = Bed::new(Limits::default());
+        let (slave, master) = sockets();
+        let (nbufs, buflen) = (40, 200);
+        let mut req = Request::new(Kind::UdpEcho, 1, nbufs, buflen);
+        req.master_port = u32::from(master.data.local_addr().unwrap().port());
+        let session = serve(&bed, &slave, &master, req);
+        assert!(answer(&master).is_ack());
+        // The stock master's loop (netchar_wire::nc_test::MasterTest) against the slave.
+        let to = slave.udp.local_addr().unwrap();
+        let mut test = MasterTest::new(Kind::UdpEcho, 1, nbufs, buflen, Pause::default());
+        let mut buf = vec![0u8; 70_000];
+        loop {
+            match test.next_step(Instant::now()) {
+                Step::Send(b) => {
+                    master.data.send_to(&b, to).unwrap();
+                }
+                Step::Recv { len, .. } => {
+                    let got = master.data.recv(&mut buf).ok().map(|n| buf[..n.min(len)].to_vec());
+                    test.received(got.as_deref(), Instant::now());
+                }
+                Step::Pause(d) => std::thread::sleep(d),
+                Step::Print(_) => {}
+                Step::Done => break,
+            }
+        }
+        assert!(session.join().unwrap().is_none());
+        let report = test.into_report();
+        assert_eq!((report.sent, report.received, report.lost), (nbufs, nbufs, 0), "{report:?}");
+        let t = &bed.tests_logged()[0];
+        assert_eq!(t.protocol, "nc-test");
+        assert!(t.error.is_none(), "{:?}", t.error);
+        let per = u64::from(buflen) + wire::DATA_HEADER_LEN as u64;
+        let bytes: Vec<u64> = t.streams.iter().map(|s| s.bytes).collect();
+        assert_eq!(bytes, vec![u64::from(nbufs) * per; 2], "every buffer received and echoed");
+        assert_eq!(t.data_paths, vec![(1, master.data.local_addr().unwrap())]);
+        assert_eq!(bed.running(), 0);
+    }
+
+    #[test]
+    fn a_busy_slave_naks_the_request_and_says_why_in_its_log() {
+        let bed = Bed::new(Limits::default());
+        let holder = TestSpec::tcp_default();
+        let (route, _routed) = std::sync::mpsc::sync_channel(1);
+        let other = AdmissionRequest {
+            spec: &holder,
+            companion: None,
+            client_ip: "192.0.2.9".parse().unwrap(),
+            session_key: None,
+            route,
+        };
+        bed.shared().registry.admit(other, &bed.shared().cfg.limits, Instant::now()).expect("the holder's place");
+        let (slave, master) = sockets();
+        let session = serve(&bed, &slave, &master, Request::new(Kind::UdpRecv, 7, 10, 100));
+        let reply = answer(&master);
+        assert!(!reply.is_ack(), "{reply:?}");
+        assert!(session.join().unwrap().is_none());
+        let rejections = bed.rejections();
+        assert!(rejections.iter().any(|r| r.starts_with("nc-test: turned away as busy")), "{rejections:?}");
+        assert!(bed.tests_logged().is_empty());
+        assert_eq!(bed.running(), 1, "only the holder runs");
+    }
+
+    #[test]
+    fn a_master_that_dies_mid_test_ends_it_with_what_was_counted() {
+        let bed = Bed::new(Limits::default());
+        let (slave, master) = sockets();
+        let (nbufs, buflen) = (100, 500);
+        let session = serve(&bed, &slave, &master, Request::new(Kind::TcpRecv, 3, nbufs, buflen));
+        assert!(answer(&master).is_ack());
+        // The master connects, sends 10 of its 100 buffers, and is gone.
+        let mut data = TcpStream::connect(slave.tcp.local_addr().unwrap()).unwrap();
+        for seq in 0..10 {
+            data.write_all(&wire::data_buffer(seq, buflen)).unwrap();
+        }
+        drop(data);
+        assert!(session.join().unwrap().is_none());
+        let t = &bed.tests_logged()[0];
+        let per = u64::from(buflen) + wire::DATA_HEADER_LEN as u64;
+        assert_eq!(t.streams[0].bytes, 10 * per, "the ten buffers that came");
+        let error = t.error.as_deref().unwrap_or_default();
+        assert!(error.starts_with("gave up after"), "{error}");
+        assert_eq!(bed.running(), 0);
+    }
+}

@@ -159,7 +159,7 @@ impl<'a> SessionDriver<'a> {
                 spec,
                 streams: std::mem::take(&mut me.outcome.records_for_log),
                 concurrent_tests: me.test.concurrent,
-                refused_data: me.arrivals.refused_data,
+                refused_data: me.arrivals.refused_data + me.session.refused_data(),
                 error: me.outcome.error.clone(),
             }))),
             _ => {
