@@ -191,7 +191,6 @@ pub(crate) struct NetioSession {
     ctx: PeerContext,
     udp: Option<UdpSide>,
     wire: Server,
-    spec: TestSpec,
     phase: Phase,
     events: VecDeque<ServerControlEvent>,
     out: Vec<u8>,
@@ -224,9 +223,9 @@ impl NetioSession {
             }
         }
         let events = VecDeque::from([ServerControlEvent::Requested(Box::new(ServerRequest {
-            spec: spec.clone(),
             // Measured by the session: no workers' streams.
             run: Some(TestSpec { streams: 0, ..spec.clone() }),
+            spec,
             companion: None,
             auth: None,
             peer_software: None,
@@ -237,7 +236,6 @@ impl NetioSession {
             wire: Server::new(udp.is_some()),
             udp,
             ctx,
-            spec,
             phase: Phase::Asked,
             events,
             out: Vec::new(),
@@ -459,7 +457,6 @@ impl ServerControl for NetioSession {
         let up = StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, self.received, self.recv_secs);
         records.extend([up, down]);
         data_paths.push((1, self.peer));
-        let _ = &self.spec;
         None
     }
 }
