@@ -54,6 +54,8 @@ pub mod reflection;
 pub mod registry;
 pub mod server;
 pub mod server_control;
+#[cfg(test)]
+mod server_driver_tests;
 mod server_session;
 mod server_shared;
 mod tcp_setup;

@@ -387,6 +387,10 @@ impl std::fmt::Debug for ListenerDef {
 
 /// Every peer-protocol server, in the order `netchar server` starts them.
 pub static LISTENERS: &[ListenerDef] = &[
+    // A kind of its own, not the one session driver: echo, discard and chargen are stateless
+    // (no request, no report, nothing to settle: a connection or UDP source is the test), so a
+    // session would only wrap a copy loop; each is still admitted under the same limits and
+    // answers only within the reflection guard.
     ListenerDef {
         flag: "services",
         about: "also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each connection or UDP \
@@ -400,10 +404,9 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind_hint: "ports below 1024 need root or CAP_NET_BIND_SERVICE; move them with --echo-port, \
                     --discard-port and --chargen-port",
     },
-    // Runs a loop of its own, not the one session driver (crate::server_session): netio's
-    // control and TCP data share one connection, a phase after the other (the driver runs one
-    // data plane over streams routed apart from the control connection), and the UDP test's
-    // datagrams come to one socket shared by every client, counted per source address.
+    // Each connection is a session on the one driver (crate::peers::netio_server) that measures
+    // itself: netio's commands and TCP data share the connection, a phase after the other, and
+    // the UDP test's datagrams come to one socket shared by every client, counted per source.
     ListenerDef {
         flag: "netio",
         about: "also answer netio clients (`netio -t|-u HOST`): TCP on --netio-port, the UDP test on the port \
@@ -427,9 +430,9 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind: crate::peers::iperf3::bind_listener,
         bind_hint: "is an iperf3 server running there?",
     },
-    // Runs a loop of its own, not the one session driver: iperf2 has no control connection
-    // (the driver pumps one); a test is the header on its first data connection or datagram,
-    // its streams grouped by the client's address, and `-r`/`-d` dial back to the client.
+    // iperf2 has no control connection: each test is a session on the one driver whose request
+    // is the header on its own data connection or first datagram (crate::peers::iperf2,
+    // session.rs), a client's sessions one test by its address.
     ListenerDef {
         flag: "iperf2",
         about: "also answer iperf2 clients (`iperf -c`, TCP and UDP, -P, -R of 2.1+) on --iperf2-port",
@@ -462,8 +465,9 @@ pub static LISTENERS: &[ListenerDef] = &[
         bind: crate::peers::netperf::bind_listener,
         bind_hint: "is a netserver running there?",
     },
-    // Runs a loop of its own, not the one session driver: nc_test's control is UDP requests
-    // (the driver's is a TCP connection), and its data lock-step buffers on the data port.
+    // The slave reads its UDP control requests itself (load and idle requests are answered
+    // there); each test request is a session on the one driver (crate::peers::nc_test,
+    // `SlaveSession`), opened by the request datagram and run in lock step on the data port.
     ListenerDef {
         flag: "nc-test",
         about: "also answer eCos nc_test_master / nc6_test_master (UDP control on --nc-test-port, data on \

@@ -11,13 +11,31 @@
 //!
 //! netchar's own protocol ([`NativeServer`]) is the first implementation, iperf3's
 //! (crate::peers::iperf3) the second.
+//!
+//! Protocols without a control connection of their own stand on the same seam through a few
+//! additive hooks (default methods, so a session with a control connection needs none):
+//! - a session whose "control connection" is the test's own data stream (iperf2's TCP test,
+//!   whose header opens the stream it is written on) reads its request from the first bytes,
+//!   then hands the connection to the workers ([`ServerControlEvent::ControlIsData`]);
+//! - a session opened by a first datagram (iperf2's UDP test), whose link carries that source's
+//!   datagrams (crate::server_session::DatagramLink), counts them itself
+//!   ([`ServerControl::measures_itself`]) and adds its record
+//!   ([`ServerControl::complete_records`]);
+//! - sessions of one client address that are one test under admission (iperf2's `-P`
+//!   connections and UDP sources) share it through [`TestsByAddress`].
+//!
+//! netio's sessions (crate::peers::netio_server) and nc_test's (crate::peers::nc_test) measure
+//! themselves as well: netio's commands and TCP data alternate on one connection, nc_test's
+//! buffers go in lock step on its data port.
 
-use crate::admission::{DataConn, Refusal};
+use crate::admission::{Admitted, DataConn, Limits, Refusal, Registry, Request};
 use crate::dataplane::DatagramFormatKind;
 use netchar_model::{CpuUsage, Evidence, HostIdentity, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use netchar_wire::session::{ServerEvent, ServerSession};
 use netchar_wire::ProtocolError;
-use std::sync::mpsc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 /// What a session asks of the driver.
@@ -42,6 +60,10 @@ pub enum ServerControlEvent {
     EndWorkers,
     /// The client ended the session; the reason is the test's error.
     Ended(String),
+    /// The control connection is the test's data stream 1 from now on (iperf2's TCP test): the
+    /// driver hands it to the workers and reads it no more. Only for a session served over a
+    /// TCP connection (crate::server_session::SessionDriver::serve_data_connection).
+    ControlIsData,
 }
 
 /// A test a client asks for.
@@ -134,6 +156,86 @@ pub trait ServerControl: Send {
     fn is_running(&self) -> bool;
     /// True once the session is over.
     fn is_done(&self) -> bool;
+    /// Sessions of this protocol from one client address that are one test under admission
+    /// (iperf2's `-P` connections and UDP sources, which no control connection groups): the
+    /// driver admits the session into its address's running test, or admits one for it.
+    fn tests_by_address(&self) -> Option<TestsByAddress> {
+        None
+    }
+    /// Whether the session counts the test's data itself, from its own input (iperf2's UDP
+    /// datagrams, handed to it as its control input): the driver then reports and logs what
+    /// [`Self::complete_records`] gives without ever starting workers.
+    fn measures_itself(&self) -> bool {
+        false
+    }
+    /// Completes this end's records before they are reported and logged: bytes the session
+    /// read itself before the workers took over (a header), streams it counted itself or ran
+    /// beside the driver's workers (iperf2's dial-back), with their data paths. Returns why a
+    /// stream of its own ended early, if one did.
+    fn complete_records(
+        &mut self,
+        _now: Instant,
+        _records: &mut Vec<StreamRecord>,
+        _data_paths: &mut Vec<(u32, SocketAddr)>,
+    ) -> Option<String> {
+        None
+    }
+    /// Data the session itself turned away for its test (datagrams and connections from
+    /// addresses not the test's), for the log beside what the driver's routing refused.
+    fn refused_data(&self) -> u64 {
+        0
+    }
+}
+
+/// The tests of sessions that share one client address's test under admission
+/// ([`ServerControl::tests_by_address`]): the first session of an address admits the test, the
+/// others join it, the last one out frees it. One table per listener.
+#[derive(Clone, Default)]
+pub struct TestsByAddress(Arc<Mutex<HashMap<IpAddr, AddressTest>>>);
+
+/// An address's admitted test and how many sessions share it.
+struct AddressTest {
+    admitted: Admitted,
+    sessions: usize,
+}
+
+impl TestsByAddress {
+    /// Joins the running test of the request's address, or admits the request as that
+    /// address's test.
+    pub(crate) fn join(
+        &self,
+        registry: &Registry,
+        request: Request<'_>,
+        limits: &Limits,
+        now: Instant,
+    ) -> Result<Admitted, Refusal> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let ip = request.client_ip;
+        if let Some(test) = map.get_mut(&ip) {
+            test.sessions += 1;
+            return Ok(Admitted { cookie: test.admitted.cookie, running: test.admitted.running });
+        }
+        let admitted = registry.admit(request, limits, now)?;
+        map.insert(
+            ip,
+            AddressTest { admitted: Admitted { cookie: admitted.cookie, running: admitted.running }, sessions: 1 },
+        );
+        Ok(admitted)
+    }
+
+    /// A session of `ip` leaves its address's test; the last one frees it. Returns the data
+    /// refused for the test, as [`Registry::release`] does.
+    pub(crate) fn leave(&self, registry: &Registry, ip: IpAddr) -> u64 {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(test) = map.get_mut(&ip) else { return 0 };
+        test.sessions -= 1;
+        if test.sessions > 0 {
+            return 0;
+        }
+        let cookie = test.admitted.cookie;
+        map.remove(&ip);
+        registry.release(&cookie)
+    }
 }
 
 /// netchar's own protocol, server side (netchar_wire::session::ServerSession).

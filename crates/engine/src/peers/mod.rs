@@ -10,6 +10,7 @@
 //! [`TestSpec`] and admits that, so the limits apply to what the test really asks for.
 
 pub mod netio;
+pub(crate) mod netio_server;
 pub mod services;
 pub mod sink;
 

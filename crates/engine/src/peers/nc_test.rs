@@ -20,9 +20,9 @@
 //! block forever; the slave accepts data only from its master's address (or
 //! `--allow-data-from`).
 
-use super::{PeerContext, PeerListener, PeerRefusal, PeerTest};
+use super::{PeerContext, PeerListener};
 use crate::load::{BackgroundLoad, IdleMark, IdleMeter};
-use crate::server_shared::{ServerLog, TestLog};
+use crate::server_shared::ServerLog;
 use crate::StopFlag;
 use netchar_model::{
     Direction, EndCondition, Endpoint, Flow, HostInfo, LatencyUs, Role, RrFigures, RrOptions, StreamRecord, TestInfo,
@@ -583,10 +583,19 @@ pub fn master_result(cfg: &MasterConfig, r: &MasterReport, started_at: &str, err
 /// listener and UDP), all bound at start, dual-stack.
 pub struct NcTestListener {
     ctrl: UdpSocket,
-    udp: UdpSocket,
-    tcp: TcpListener,
+    /// The data port's sockets, shared with the session of the test running.
+    udp: Arc<UdpSocket>,
+    tcp: Arc<TcpListener>,
     data_port: u16,
 }
+
+use crate::admission::Refusal;
+use crate::dataplane::DatagramFormatKind;
+use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
+use crate::server_session::{DatagramLink, SessionDriver};
+use netchar_model::{CpuUsage, StreamTotal};
+use netchar_wire::ProtocolError;
+use std::sync::Arc;
 
 impl NcTestListener {
     /// Binds control on `control` and data on the same address with `data_port`.
@@ -595,7 +604,7 @@ impl NcTestListener {
         let (tcp, udp) = super::bind_tcp_and_udp(SocketAddr::new(control.ip(), data_port), bind_udp)?;
         tcp.set_nonblocking(true)?;
         let data_port = tcp.local_addr()?.port();
-        Ok(Self { ctrl, udp, tcp, data_port })
+        Ok(Self { ctrl, udp: Arc::new(udp), tcp: Arc::new(tcp), data_port })
     }
 
     /// The data port (the one bound, when 0 was asked for).
@@ -659,7 +668,9 @@ impl PeerListener for NcTestListener {
                 });
                 continue;
             };
-            let mut admitted: Option<(PeerTest, TestSpec)> = None;
+            // A test runs as a session on the one driver (SlaveSession): admitted there, its
+            // ACK its first answer. What no test may do is refused here, before admission.
+            let mut test: Option<(Request, TestSpec)> = None;
             match &d.action {
                 SlaveAction::Test(req) => {
                     let kind = req.kind().unwrap_or(Kind::UdpEcho);
@@ -669,23 +680,19 @@ impl PeerListener for NcTestListener {
                     // prints the NAK and goes on).
                     // Nor does any UDP test send to a service port or one of ours: a loop.
                     let to = SocketAddr::new(master.ip(), req.master_port as u16);
-                    let admission = match kind {
+                    let allowed = match kind {
                         Kind::UdpSend => ctx.may_send_unprompted("nc-test", master).map_err(|_| None),
                         _ => Ok(()),
                     }
                     .and_then(|()| match (kind.is_udp(), ctx.guard().check_source(to)) {
-                        (true, Err(why)) => Err(Some(PeerRefusal {
-                            busy: false,
-                            reason: format!("{} to {to} refused: {why}", kind.name()),
-                        })),
+                        (true, Err(why)) => Err(Some(format!("{} to {to} refused: {why}", kind.name()))),
                         _ => Ok(()),
-                    })
-                    .and_then(|()| ctx.admit(&spec, master).map_err(Some));
-                    match admission {
-                        Ok(t) => admitted = Some((t, spec)),
+                    });
+                    match allowed {
+                        Ok(()) => test = Some((*req, spec)),
                         Err(refusal) => {
-                            if let Some(r) = refusal {
-                                ctx.log(ServerLog::Rejected { peer: master, reason: format!("nc-test: {}", r.reason) });
+                            if let Some(reason) = refusal {
+                                ctx.log(ServerLog::Rejected { peer: master, reason: format!("nc-test: {reason}") });
                             }
                             d.reply = wire::Reply::nak(req.seq, wire::NAK_BAD_REQUEST);
                             d.action = SlaveAction::None;
@@ -711,27 +718,19 @@ impl PeerListener for NcTestListener {
                     }
                 }
             }
-            // A reply is smaller than its request; the budget still holds a flood of forged
-            // ones to a rate.
-            let reply = d.reply.encode();
-            if ctx.may_answer("nc-test", master, reply.len()) {
-                let _ = self.ctrl.send_to(&reply, master);
-            }
-            if let (SlaveAction::Test(req), Some((guard, spec))) = (d.action, admitted) {
-                let log = self.serve_test(req, master, &ctx);
-                ctx.log(ServerLog::Test(Box::new(TestLog {
-                    peer_software: None,
-                    protocol: "nc-test",
-                    peer: master,
-                    data_paths: log.data_path.into_iter().map(|p| (1, p)).collect(),
-                    user: None,
-                    spec,
-                    streams: log.streams,
-                    concurrent_tests: guard.concurrent_tests(),
-                    refused_data: log.refused,
-                    error: log.error,
-                })));
-                drop(guard);
+            match test {
+                // The session answers (ACK, or NAK when admission turns it away), runs the
+                // test, and the driver logs it. The control port is read again after it, as
+                // the stock slave serves one master's test at a time.
+                Some((req, spec)) => self.run_session(req, d.reply, spec, master, &ctx),
+                None => {
+                    // A reply is smaller than its request; the budget still holds a flood of
+                    // forged ones to a rate.
+                    let reply = d.reply.encode();
+                    if ctx.may_answer("nc-test", master, reply.len()) {
+                        let _ = self.ctrl.send_to(&reply, master);
+                    }
+                }
             }
             if ctx.one_off_done() {
                 break;
@@ -806,162 +805,319 @@ struct SlaveLog {
 }
 
 impl NcTestListener {
-    fn serve_test(&self, req: Request, master: SocketAddr, ctx: &PeerContext) -> SlaveLog {
-        let Some(mut test) = SlaveTest::new(req) else {
-            return SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: Some("not a test".into()) };
-        };
-        let kind = req.kind().unwrap_or(Kind::UdpEcho);
-        let td = u64::from(req.buflen) + wire::DATA_HEADER_LEN as u64;
-        let mut log = SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: None };
-        // UDP: what the pacer counted of the slave's sends (send errors, slots given up).
-        let mut sent_figures: Option<UdpSent> = None;
-        let start = Instant::now();
-        // The server's --max-duration holds for nc_test too (its requests count buffers).
-        let deadline = ctx.limits().max_duration.map(|d| start + d);
-        let over = || deadline.is_some_and(|d| Instant::now() >= d);
-        let recv_from_ok = |ip: IpAddr| same_ip(ip, master.ip()) || ctx.data_allowed(master.ip(), ip);
-        if kind.is_udp() {
-            let to = SocketAddr::new(master.ip(), req.master_port as u16);
-            log.data_path = Some(to);
-            let mut buf = vec![0u8; 70_000];
-            let _ = self.udp.set_read_timeout(Some(POLL));
-            if kind == Kind::UdpSend {
-                // The stock master binds its data port only once it has the ACK: datagrams
-                // sent at once meet a closed port (all of them, from a fast slave; the stock
-                // master then waits 3 s for each of the buffers it never gets).
-                std::thread::sleep(UDP_SEND_HEAD_START);
+    /// Runs one admitted-to-be test as a [`SlaveSession`] on the one driver, its answers sent
+    /// from the control port to `master` as the reflection guard allows.
+    fn run_session(&self, req: Request, ack: wire::Reply, spec: TestSpec, master: SocketAddr, ctx: &PeerContext) {
+        let Ok(answers) = self.ctrl.try_clone() else { return };
+        let answer_ctx = ctx.clone();
+        let (link, _source) =
+            DatagramLink::new(answers, master, Box::new(move |bytes| answer_ctx.may_answer("nc-test", master, bytes)));
+        let session = SlaveSession::new(req, ack, spec, master, ctx.clone(), self.udp.clone(), self.tcp.clone());
+        let deadline = Instant::now() + ctx.limits().idle_timeout;
+        // `_source` lives until the session ends: its link reads no end of file meanwhile.
+        SessionDriver::serve_over(Box::new(link), master, Box::new(session), &ctx.shared, deadline);
+    }
+}
+
+/// Where a [`SlaveSession`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlavePhase {
+    Asked,
+    /// Admitted and answered (at this time): the test runs at the driver's next turn.
+    Admitted(Instant),
+    Done,
+}
+
+/// One nc_test test, server side, behind the server seam (crate::server_control): opened by
+/// the master's request datagram (its link answers it, crate::server_session::DatagramLink),
+/// admitted by the driver, then run as nc_test runs it, in lock step, one buffer after the
+/// other on the data port (the master's own pace), which the session counts itself.
+pub(crate) struct SlaveSession {
+    req: Request,
+    /// The answer to the request once admitted.
+    ack: wire::Reply,
+    spec: TestSpec,
+    master: SocketAddr,
+    ctx: PeerContext,
+    udp: Arc<UdpSocket>,
+    tcp: Arc<TcpListener>,
+    phase: SlavePhase,
+    requested: bool,
+    out: Vec<u8>,
+    log: Option<SlaveLog>,
+}
+
+impl SlaveSession {
+    /// A session for `master`'s request `req`, answered `ack` once admitted, on the data
+    /// port's sockets.
+    pub(crate) fn new(
+        req: Request,
+        ack: wire::Reply,
+        spec: TestSpec,
+        master: SocketAddr,
+        ctx: PeerContext,
+        udp: Arc<UdpSocket>,
+        tcp: Arc<TcpListener>,
+    ) -> Self {
+        Self {
+            req,
+            ack,
+            spec,
+            master,
+            ctx,
+            udp,
+            tcp,
+            phase: SlavePhase::Asked,
+            requested: false,
+            out: Vec::new(),
+            log: None,
+        }
+    }
+}
+
+impl ServerControl for SlaveSession {
+    fn protocol(&self) -> &'static str {
+        "nc-test"
+    }
+    fn handle_input(&mut self, _now: Instant, _bytes: &[u8]) -> Result<(), ProtocolError> {
+        // The listener read the request; nothing else comes on this link.
+        Ok(())
+    }
+    fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+    fn poll_output(&mut self, out: &mut Vec<u8>) {
+        out.append(&mut self.out);
+    }
+    fn poll_event(&mut self) -> Option<ServerControlEvent> {
+        if std::mem::replace(&mut self.requested, true) {
+            return None;
+        }
+        Some(ServerControlEvent::Requested(Box::new(ServerRequest {
+            spec: self.spec.clone(),
+            // Measured by the session: no workers' streams.
+            run: Some(TestSpec { streams: 0, ..self.spec.clone() }),
+            companion: None,
+            auth: None,
+            peer_software: None,
+            own_data_port: None,
+        })))
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        // Due at once, once the ACK is out.
+        match self.phase {
+            SlavePhase::Admitted(at) => Some(at),
+            _ => None,
+        }
+    }
+    fn handle_timeout(&mut self, _now: Instant) -> Result<(), ProtocolError> {
+        if let SlavePhase::Admitted(_) = self.phase {
+            self.log = Some(serve_test(&self.udp, &self.tcp, self.req, self.master, &self.ctx));
+            self.phase = SlavePhase::Done;
+        }
+        Ok(())
+    }
+    fn admitted(&mut self, now: Instant, _admission: &Admission<'_>) {
+        self.out = self.ack.encode().to_vec();
+        self.phase = SlavePhase::Admitted(now);
+    }
+    fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
+        // The stock master prints the NAK and goes on; the log says why.
+        self.out = wire::Reply::nak(self.req.seq, wire::NAK_BAD_REQUEST).encode().to_vec();
+        self.phase = SlavePhase::Done;
+    }
+    fn streams_connected(&mut self, _now: Instant) {}
+    fn datagrams(&self) -> DatagramFormatKind {
+        DatagramFormatKind::Native
+    }
+    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
+    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
+        self.phase = SlavePhase::Done;
+    }
+    fn fail(&mut self, _now: Instant, _message: &str) {
+        self.phase = SlavePhase::Done;
+    }
+    fn is_running(&self) -> bool {
+        matches!(self.phase, SlavePhase::Admitted(_))
+    }
+    fn is_done(&self) -> bool {
+        self.phase == SlavePhase::Done
+    }
+    fn measures_itself(&self) -> bool {
+        true
+    }
+    fn complete_records(
+        &mut self,
+        _now: Instant,
+        records: &mut Vec<StreamRecord>,
+        data_paths: &mut Vec<(u32, SocketAddr)>,
+    ) -> Option<String> {
+        let log = self.log.as_mut()?;
+        records.append(&mut log.streams);
+        data_paths.extend(log.data_path.map(|p| (1, p)));
+        log.error.clone()
+    }
+    fn refused_data(&self) -> u64 {
+        self.log.as_ref().map_or(0, |l| l.refused)
+    }
+}
+
+/// One test's exchange on the data port, in lock step as nc_test runs it, to its end (or the
+/// server's stop, or its --max-duration): what the slave counted and why it ended early.
+fn serve_test(udp: &UdpSocket, tcp: &TcpListener, req: Request, master: SocketAddr, ctx: &PeerContext) -> SlaveLog {
+    let Some(mut test) = SlaveTest::new(req) else {
+        return SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: Some("not a test".into()) };
+    };
+    let kind = req.kind().unwrap_or(Kind::UdpEcho);
+    let td = u64::from(req.buflen) + wire::DATA_HEADER_LEN as u64;
+    let mut log = SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: None };
+    // UDP: what the pacer counted of the slave's sends (send errors, slots given up).
+    let mut sent_figures: Option<UdpSent> = None;
+    let start = Instant::now();
+    // The server's --max-duration holds for nc_test too (its requests count buffers).
+    let deadline = ctx.limits().max_duration.map(|d| start + d);
+    let over = || deadline.is_some_and(|d| Instant::now() >= d);
+    let recv_from_ok = |ip: IpAddr| same_ip(ip, master.ip()) || ctx.data_allowed(master.ip(), ip);
+    if kind.is_udp() {
+        let to = SocketAddr::new(master.ip(), req.master_port as u16);
+        log.data_path = Some(to);
+        let mut buf = vec![0u8; 70_000];
+        let _ = udp.set_read_timeout(Some(POLL));
+        if kind == Kind::UdpSend {
+            // The stock master binds its data port only once it has the ACK: datagrams
+            // sent at once meet a closed port (all of them, from a fast slave; the stock
+            // master then waits 3 s for each of the buffers it never gets).
+            std::thread::sleep(UDP_SEND_HEAD_START);
+        }
+        // Every datagram the slave sends, counted as the data plane's senders count
+        // theirs (refused sends as send errors); only UDP_SEND's are paced.
+        let rate = (kind == Kind::UdpSend).then_some(UDP_SEND_RATE);
+        let mut pacer = crate::dataplane::DatagramPacer::new(rate, Instant::now());
+        loop {
+            if ctx.stop().is_raised() || over() {
+                log.error = Some(stopped(ctx));
+                // The master gets the counts so far rather than a 21 s wait for nothing.
+                let _ = udp.send_to(&test.results().encode(), to);
+                break;
             }
-            // Every datagram the slave sends, counted as the data plane's senders count
-            // theirs (refused sends as send errors); only UDP_SEND's are paced.
-            let rate = (kind == Kind::UdpSend).then_some(UDP_SEND_RATE);
-            let mut pacer = crate::dataplane::DatagramPacer::new(rate, Instant::now());
-            loop {
-                if ctx.stop().is_raised() || over() {
-                    log.error = Some(stopped(ctx));
-                    // The master gets the counts so far rather than a 21 s wait for nothing.
-                    let _ = self.udp.send_to(&test.results().encode(), to);
-                    break;
+            match test.next_step() {
+                Step::Done => break,
+                Step::Print(_) | Step::Pause(_) => {}
+                // Echoes and the results record answer what the master sent: within
+                // the guard's budget for an address outside --allow-peers (UDP_SEND was
+                // admitted only inside it).
+                Step::Send(b) if kind != Kind::UdpSend && !ctx.may_answer("nc-test", to, b.len()) => {
+                    test.send_failed();
                 }
-                match test.next_step() {
-                    Step::Done => break,
-                    Step::Print(_) | Step::Pause(_) => {}
-                    // Echoes and the results record answer what the master sent: within
-                    // the guard's budget for an address outside --allow-peers (UDP_SEND was
-                    // admitted only inside it).
-                    Step::Send(b) if kind != Kind::UdpSend && !ctx.may_answer("nc-test", to, b.len()) => {
+                Step::Send(b) if b.len() == wire::RESULTS_LEN => {
+                    if udp.send_to(&b, to).is_err() {
                         test.send_failed();
                     }
-                    Step::Send(b) if b.len() == wire::RESULTS_LEN => {
-                        if self.udp.send_to(&b, to).is_err() {
-                            test.send_failed();
-                        }
+                }
+                Step::Send(b) => {
+                    pacer.wait(|| ctx.stop().is_raised());
+                    let sent = udp.send_to(&b, to);
+                    if sent.is_err() {
+                        test.send_failed();
                     }
-                    Step::Send(b) => {
-                        pacer.wait(|| ctx.stop().is_raised());
-                        let sent = self.udp.send_to(&b, to);
-                        if sent.is_err() {
-                            test.send_failed();
-                        }
-                        // (A send that every later one would fail as well is the state
-                        // machine's to count, as a lost buffer.)
-                        let _ = pacer.record(sent);
-                    }
-                    Step::Recv { len, timeout } => {
-                        let deadline = Instant::now() + timeout;
-                        let mut got = None;
-                        while Instant::now() < deadline && !ctx.stop().is_raised() {
-                            match self.udp.recv_from(&mut buf) {
-                                Ok((n, src)) if !ctx.inbound("nc-test", src, n) => log.refused += 1,
-                                Ok((n, src)) if recv_from_ok(src.ip()) => {
-                                    got = Some(buf[..n.min(len)].to_vec());
-                                    break;
-                                }
-                                Ok(_) => log.refused += 1,
-                                Err(_) => {}
+                    // (A send that every later one would fail as well is the state
+                    // machine's to count, as a lost buffer.)
+                    let _ = pacer.record(sent);
+                }
+                Step::Recv { len, timeout } => {
+                    let deadline = Instant::now() + timeout;
+                    let mut got = None;
+                    while Instant::now() < deadline && !ctx.stop().is_raised() {
+                        match udp.recv_from(&mut buf) {
+                            Ok((n, src)) if !ctx.inbound("nc-test", src, n) => log.refused += 1,
+                            Ok((n, src)) if recv_from_ok(src.ip()) => {
+                                got = Some(buf[..n.min(len)].to_vec());
+                                break;
                             }
-                        }
-                        test.received(got.as_deref());
-                    }
-                }
-            }
-            sent_figures = Some(pacer.figures());
-        } else {
-            // The master connects 3 s after the ACK.
-            let deadline = Instant::now() + ACCEPT_WAIT;
-            let mut conn = None;
-            while Instant::now() < deadline && !ctx.stop().is_raised() {
-                match self.tcp.accept() {
-                    Ok((s, peer)) if recv_from_ok(peer.ip()) => match ctx.connection(peer.ip()) {
-                        Ok(slot) => {
-                            conn = Some((s, peer, slot));
-                            break;
-                        }
-                        Err(reason) => {
-                            ctx.log(ServerLog::Rejected { peer, reason });
-                            log.refused += 1;
-                        }
-                    },
-                    Ok(_) => log.refused += 1,
-                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
-            let Some((mut s, peer, _slot)) = conn else {
-                log.error =
-                    Some(format!("the master did not connect to the data port within {} s", ACCEPT_WAIT.as_secs()));
-                return log;
-            };
-            log.data_path = Some(peer);
-            let _ = s.set_nonblocking(false);
-            let _ = s.set_nodelay(true);
-            let mut dead = false;
-            loop {
-                if ctx.stop().is_raised() || over() {
-                    log.error = Some(stopped(ctx));
-                    if !dead {
-                        let _ = s.write_all(&test.results().encode());
-                    }
-                    break;
-                }
-                match test.next_step() {
-                    Step::Done => break,
-                    Step::Print(_) | Step::Pause(_) => {}
-                    Step::Send(b) => {
-                        if dead || s.write_all(&b).is_err() {
-                            dead = true;
-                            test.send_failed();
+                            Ok(_) => log.refused += 1,
+                            Err(_) => {}
                         }
                     }
-                    Step::Recv { len, timeout } => {
-                        let got = if dead { None } else { read_buffer(&mut s, len, timeout, ctx.stop()) };
-                        dead |= got.is_none();
-                        test.received(got.as_deref());
-                    }
+                    test.received(got.as_deref());
                 }
             }
         }
-        let r = test.results();
-        let secs = start.elapsed().as_secs_f64();
-        if kind.slave_receives() {
-            let mut rec = record(1, Flow::Up, Role::Receiver, Endpoint::Server, u64::from(r.nrecvd), td, secs);
-            if kind.is_udp() {
-                rec.udp_received = Some(UdpReceived {
-                    packets: u64::from(r.nrecvd),
-                    out_of_order: u64::from(test.seq_errors()),
-                    ..Default::default()
-                });
+        sent_figures = Some(pacer.figures());
+    } else {
+        // The master connects 3 s after the ACK.
+        let deadline = Instant::now() + ACCEPT_WAIT;
+        let mut conn = None;
+        while Instant::now() < deadline && !ctx.stop().is_raised() {
+            match tcp.accept() {
+                Ok((s, peer)) if recv_from_ok(peer.ip()) => match ctx.connection(peer.ip()) {
+                    Ok(slot) => {
+                        conn = Some((s, peer, slot));
+                        break;
+                    }
+                    Err(reason) => {
+                        ctx.log(ServerLog::Rejected { peer, reason });
+                        log.refused += 1;
+                    }
+                },
+                Ok(_) => log.refused += 1,
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
             }
-            log.streams.push(rec);
         }
-        if kind.slave_sends() {
-            let mut rec = record(2, Flow::Down, Role::Sender, Endpoint::Server, u64::from(r.nsent), td, secs);
-            if let Some(figures) = sent_figures.filter(|_| kind.is_udp()) {
-                rec.udp_sent = Some(UdpSent { packets: u64::from(r.nsent), ..figures });
+        let Some((mut s, peer, _slot)) = conn else {
+            log.error = Some(format!("the master did not connect to the data port within {} s", ACCEPT_WAIT.as_secs()));
+            return log;
+        };
+        log.data_path = Some(peer);
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_nodelay(true);
+        let mut dead = false;
+        loop {
+            if ctx.stop().is_raised() || over() {
+                log.error = Some(stopped(ctx));
+                if !dead {
+                    let _ = s.write_all(&test.results().encode());
+                }
+                break;
             }
-            log.streams.push(rec);
+            match test.next_step() {
+                Step::Done => break,
+                Step::Print(_) | Step::Pause(_) => {}
+                Step::Send(b) => {
+                    if dead || s.write_all(&b).is_err() {
+                        dead = true;
+                        test.send_failed();
+                    }
+                }
+                Step::Recv { len, timeout } => {
+                    let got = if dead { None } else { read_buffer(&mut s, len, timeout, ctx.stop()) };
+                    dead |= got.is_none();
+                    test.received(got.as_deref());
+                }
+            }
         }
-        if test.lost() > wire::MAX_ERRORS && log.error.is_none() {
-            log.error = Some(format!("gave up after {} receive timeouts", test.lost()));
-        }
-        log
     }
+    let r = test.results();
+    let secs = start.elapsed().as_secs_f64();
+    if kind.slave_receives() {
+        let mut rec = record(1, Flow::Up, Role::Receiver, Endpoint::Server, u64::from(r.nrecvd), td, secs);
+        if kind.is_udp() {
+            rec.udp_received = Some(UdpReceived {
+                packets: u64::from(r.nrecvd),
+                out_of_order: u64::from(test.seq_errors()),
+                ..Default::default()
+            });
+        }
+        log.streams.push(rec);
+    }
+    if kind.slave_sends() {
+        let mut rec = record(2, Flow::Down, Role::Sender, Endpoint::Server, u64::from(r.nsent), td, secs);
+        if let Some(figures) = sent_figures.filter(|_| kind.is_udp()) {
+            rec.udp_sent = Some(UdpSent { packets: u64::from(r.nsent), ..figures });
+        }
+        log.streams.push(rec);
+    }
+    if test.lost() > wire::MAX_ERRORS && log.error.is_none() {
+        log.error = Some(format!("gave up after {} receive timeouts", test.lost()));
+    }
+    log
 }

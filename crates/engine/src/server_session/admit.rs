@@ -6,7 +6,7 @@ use super::SessionDriver;
 use crate::admission::{Refusal, Rejection, Request, JOB_PROTOCOLS};
 use crate::dataplane::{DataSocket, DataStream, PeerFilter};
 use crate::error::ServerSessionError;
-use crate::server_control::{Admission, ServerRequest};
+use crate::server_control::{Admission, ServerRequest, TestsByAddress};
 use netchar_model::{Flow, Role, TestSpec};
 use std::net::SocketAddr;
 use std::sync::{mpsc, Arc};
@@ -27,6 +27,9 @@ pub(super) struct AdmittedTest {
     pub(super) cookie: Option<[u8; 16]>,
     /// Tests running when it was admitted, this one included; 0 if it never was.
     pub(super) concurrent: u32,
+    /// The table of the address's test this session joined, when its protocol groups a
+    /// client's sessions into one test (ServerControl::tests_by_address).
+    pub(super) by_address: Option<TestsByAddress>,
 }
 
 impl SessionDriver<'_> {
@@ -45,7 +48,12 @@ impl SessionDriver<'_> {
         // netperf's tests from one client are one job (crate::admission, "Jobs").
         let protocol = self.session.protocol();
         let group = JOB_PROTOCOLS.iter().copied().find(|p| *p == protocol);
-        let admitted = match self.shared.registry.admit_in_job(request, group, &self.shared.cfg.limits, now) {
+        let by_address = self.session.tests_by_address();
+        let admitted = match &by_address {
+            Some(tests) => tests.join(&self.shared.registry, request, &self.shared.cfg.limits, now),
+            None => self.shared.registry.admit_in_job(request, group, &self.shared.cfg.limits, now),
+        };
+        let admitted = match admitted {
             Ok(a) => a,
             Err(refusal) => {
                 self.outcome.error = Some(match &refusal {
@@ -75,6 +83,7 @@ impl SessionDriver<'_> {
         };
         let spec = req.spec;
         self.test.cookie = Some(admitted.cookie);
+        self.test.by_address = by_address;
         self.arrivals.data_rx = Some(rx);
         self.test.concurrent = admitted.running;
         if spec.measure_idle {

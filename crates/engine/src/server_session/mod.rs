@@ -1,5 +1,5 @@
 //! The one driver of every protocol's server session, netchar's and the peers' (iperf3's,
-//! netperf's): from its control connection's thread it admits the test under the server's
+//! netperf's, iperf2's): from its control connection's thread it admits the test under the server's
 //! limits, takes the test's data streams as they are routed to it, runs the workers and hands
 //! the session (crate::server_control) this end's records to report.
 //!
@@ -11,10 +11,18 @@
 //! what was asked and granted), the arrival of the data streams (`streams`), the workers
 //! (`workers`: running them, settling, reporting). This file holds the loop that drives them
 //! from the control connection, and the end (the log, the slot released).
+//!
+//! A session without a control connection of its own is driven the same way: over the test's
+//! own TCP connection, handed to the workers after the request
+//! ([`SessionDriver::serve_data_connection`]), or over one UDP source's datagrams, which its
+//! listener demultiplexes onto a [`DatagramLink`].
 
 mod admit;
+mod datagram_link;
 mod streams;
 mod workers;
+
+pub(crate) use datagram_link::{DatagramLink, DatagramSource};
 
 use crate::control_link::ControlLink;
 use crate::error::ServerSessionError;
@@ -95,6 +103,36 @@ impl<'a> SessionDriver<'a> {
         shared: &'a Shared,
         request_deadline: Instant,
     ) -> Option<ServerSessionError> {
+        Self::drive(link, None, peer, session, shared, request_deadline)
+    }
+
+    /// Serves a session whose control connection is the test's own data stream (iperf2's TCP
+    /// test: its request is the connection's first bytes): once the session says so
+    /// (ServerControlEvent::ControlIsData), the connection is the workers' stream 1. Returns
+    /// why the session ended early, if it did.
+    pub(crate) fn serve_data_connection(
+        stream: TcpStream,
+        peer: SocketAddr,
+        session: Box<dyn ServerControl>,
+        shared: &'a Shared,
+        request_deadline: Instant,
+    ) -> Option<ServerSessionError> {
+        let _ = stream.set_write_timeout(Some(shared.cfg.timeouts.phase));
+        let data = match stream.try_clone() {
+            Ok(s) => s,
+            Err(e) => return Some(ServerSessionError::io("the test's connection")(e)),
+        };
+        Self::drive(Box::new(stream), Some(data), peer, session, shared, request_deadline)
+    }
+
+    fn drive(
+        link: Box<dyn ControlLink + 'a>,
+        control_stream: Option<TcpStream>,
+        peer: SocketAddr,
+        session: Box<dyn ServerControl>,
+        shared: &'a Shared,
+        request_deadline: Instant,
+    ) -> Option<ServerSessionError> {
         let mut me = SessionDriver {
             link,
             peer,
@@ -102,7 +140,7 @@ impl<'a> SessionDriver<'a> {
             shared,
             request_deadline,
             test: AdmittedTest::default(),
-            arrivals: StreamArrivals::default(),
+            arrivals: StreamArrivals { control_stream, ..StreamArrivals::default() },
             workers: Workers::default(),
             outcome: Outcome::default(),
         };
@@ -121,7 +159,7 @@ impl<'a> SessionDriver<'a> {
                 spec,
                 streams: std::mem::take(&mut me.outcome.records_for_log),
                 concurrent_tests: me.test.concurrent,
-                refused_data: me.arrivals.refused_data,
+                refused_data: me.arrivals.refused_data + me.session.refused_data(),
                 error: me.outcome.error.clone(),
             }))),
             _ => {
@@ -136,7 +174,8 @@ impl<'a> SessionDriver<'a> {
     }
 
     fn pump(&mut self, stop: &StopFlag) -> Result<(), ServerSessionError> {
-        let mut buf = vec![0u8; 16 * 1024];
+        // A whole datagram of a session opened by one (DatagramLink), up to the largest UDP payload.
+        let mut buf = vec![0u8; 64 * 1024];
         loop {
             self.flush()?;
             while let Some(ev) = self.session.poll_event() {
@@ -179,6 +218,20 @@ impl<'a> SessionDriver<'a> {
                 // A data connection that fails while the test runs: the client is gone.
                 if let Some(e) = plane.first_error().filter(|_| self.session.is_running()) {
                     return Err(ServerSessionError::Data(e));
+                }
+                // No control connection tells of a client that went silent on its test's own
+                // connection: a stream that moves no byte for --idle-timeout ends the test.
+                if self.arrivals.control_is_data {
+                    let (moved, now) = (plane.bytes_moved(), Instant::now());
+                    let last = self.workers.last_moved.get_or_insert((moved, now));
+                    if last.0 != moved {
+                        *last = (moved, now);
+                    } else if now - last.1 >= self.shared.cfg.limits.idle_timeout {
+                        let secs = self.shared.cfg.limits.idle_timeout.as_secs_f64();
+                        return Err(ServerSessionError::Data(format!(
+                            "idle for {secs:.0} s (the server's --idle-timeout)"
+                        )));
+                    }
                 }
                 if plane.all_done() && self.session.ends_with_workers() {
                     return Ok(());
@@ -230,9 +283,22 @@ impl<'a> SessionDriver<'a> {
                     let timer = self.session.poll_timeout().map(|t| t.saturating_duration_since(now).max(short));
                     timer.map_or(quiet, |t| quiet.min(t))
                 }
+                // A session that measures itself runs on its own timer (netio's sending): the
+                // wait ends when it is due, and a due timer is not kept waiting by a read.
+                None if self.session.measures_itself() => {
+                    self.session.poll_timeout().map_or(short, |t| t.saturating_duration_since(now).min(short))
+                }
                 None => short,
             }
         };
+        if wait.is_zero() && self.session.measures_itself() {
+            return Ok(());
+        }
+        if self.arrivals.control_is_data {
+            // The connection is the workers' now: only their state is looked at.
+            std::thread::sleep(wait);
+            return Ok(());
+        }
         match self.link.read_within(buf, wait) {
             Ok(0) => {
                 let running = self.workers.plane.is_some();
@@ -282,6 +348,7 @@ impl<'a> SessionDriver<'a> {
                 }
             }
             ServerControlEvent::Ended(reason) => return Err(ServerSessionError::Ended(reason)),
+            ServerControlEvent::ControlIsData => self.control_is_data()?,
         }
         Ok(())
     }
@@ -291,7 +358,10 @@ impl<'a> SessionDriver<'a> {
     /// must never find the server still busy with this one.
     fn release(&mut self) {
         if let Some(cookie) = self.test.cookie.take() {
-            self.arrivals.refused_data += self.shared.registry.release(&cookie);
+            self.arrivals.refused_data += match self.test.by_address.take() {
+                Some(tests) => tests.leave(&self.shared.registry, self.peer.ip()),
+                None => self.shared.registry.release(&cookie),
+            };
         }
     }
 
@@ -312,6 +382,8 @@ impl<'a> SessionDriver<'a> {
                 let records = plane.join();
                 self.report(records);
             }
+            // A session that counted the test itself reports what it counted.
+            None if self.session.measures_itself() && self.test.concurrent > 0 => self.report(Vec::new()),
             None => {
                 self.release();
                 if let Some(e) = self.outcome.error.clone() {

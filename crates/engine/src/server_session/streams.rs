@@ -34,6 +34,11 @@ pub(super) struct StreamArrivals {
     pub(super) refused_data: u64,
     /// When every data stream was in: this end's clock for the test.
     pub(super) ready_at: Option<Instant>,
+    /// The control connection, kept for a session whose control connection is the test's data
+    /// stream (SessionDriver::serve_data_connection) until it hands it to the workers.
+    pub(super) control_stream: Option<TcpStream>,
+    /// The control connection is the workers' stream: the driver reads it no more.
+    pub(super) control_is_data: bool,
 }
 
 /// A test's own data socket (crate::server_control::ServerRequest::own_data_port).
@@ -79,7 +84,9 @@ impl OwnSocket {
 impl SessionDriver<'_> {
     /// Takes the data streams routed here; says so when all have arrived.
     pub(super) fn collect_streams(&mut self) -> Result<(), ServerSessionError> {
-        let (Some(rx), Some(spec)) = (&self.arrivals.data_rx, self.test.spec.clone()) else {
+        // Streams are numbered and counted as the workers run the test.
+        let (Some(rx), Some(spec)) = (&self.arrivals.data_rx, self.test.run.clone().or_else(|| self.test.spec.clone()))
+        else {
             return Ok(());
         };
         let expected = spec.total_streams() as usize;
@@ -212,6 +219,20 @@ impl SessionDriver<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The session's control connection becomes the test's data stream 1
+    /// (ServerControlEvent::ControlIsData): from here the workers read and write it.
+    pub(super) fn control_is_data(&mut self) -> Result<(), ServerSessionError> {
+        let spec = self.test.run.clone().or_else(|| self.test.spec.clone());
+        let (Some(socket), Some(spec)) = (self.arrivals.control_stream.take(), spec) else {
+            return Err(ServerSessionError::Streams(
+                "the session asked for its control connection as a data stream: it has none, or no test".into(),
+            ));
+        };
+        socket.set_read_timeout(None).map_err(ServerSessionError::io("the test's connection"))?;
+        self.arrivals.control_is_data = true;
+        self.add_tcp(1, socket, &spec)
     }
 
     fn add_tcp(&mut self, id: u32, socket: TcpStream, spec: &TestSpec) -> Result<(), ServerSessionError> {

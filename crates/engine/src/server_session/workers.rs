@@ -30,6 +30,9 @@ pub(super) struct Workers {
     pub(super) senders_reported: bool,
     /// The client's senders' totals, and when they came.
     pub(super) peer_totals: Option<(Instant, Vec<StreamTotal>)>,
+    /// The bytes the workers had moved when last looked at, and since when (a test whose
+    /// control connection is its data has only this to tell a silent client by).
+    pub(super) last_moved: Option<(u64, Instant)>,
 }
 
 impl SessionDriver<'_> {
@@ -104,6 +107,12 @@ impl SessionDriver<'_> {
             let (evidence, identity) = probe.finish(&records, Endpoint::Server);
             self.session.evidence(evidence, identity);
         }
+        // What the session measured itself, or ran beside the workers, joins the records.
+        let mut paths = std::mem::take(&mut self.arrivals.data_paths);
+        if let Some(e) = self.session.complete_records(Instant::now(), &mut records, &mut paths) {
+            self.outcome.error.get_or_insert(e);
+        }
+        self.arrivals.data_paths = paths;
         // The slot goes back before the results: a client that starts its next test as soon
         // as it has them (--repeat, suites, echo patterns) must never find this one counted.
         self.release();

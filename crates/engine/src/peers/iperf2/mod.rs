@@ -15,15 +15,19 @@
 //! - lwiperf (`--proto lwiperf`): TCP up only, the 24-byte header twice as lwiperf's own client
 //!   sends it; lwiperf reports nothing back.
 //!
-//! Server ([`Iperf2Listener`], server.rs): `netchar server --iperf2` answers `iperf -c` over
-//! TCP (each connection a stream, its header read and counted as iperf2 counts it) and UDP (a
-//! socket per client source, the FIN answered with the server report built from netchar's own
-//! counters).
+//! Server ([`Iperf2Listener`], server.rs, and its sessions, session.rs, on the one server
+//! driver): `netchar server --iperf2` answers `iperf -c` over TCP (each connection a session
+//! whose header is its request and whose connection then is the test's stream, counted as
+//! iperf2 counts it) and UDP (a session per client source, the FIN answered with the server
+//! report built from netchar's own counters).
 
 mod client;
 mod server;
+mod session;
 
 pub use client::{check_spec, Flavour, Iperf2Control};
 pub(crate) use client::{far_end_applies, iperf2_session, lwiperf_session, measurement, measurement_lwiperf};
 pub(crate) use server::bind_listener;
 pub use server::{to_spec, Iperf2Listener};
+#[cfg(test)]
+pub(crate) use session::{TcpSession, UdpSession};

@@ -1,0 +1,649 @@
+//! The server driver (crate::server_session) alone, running the sessions of the protocols
+//! without a control connection of their own, against a peer the test speaks for itself.
+//!
+//! iperf2's TCP test is a connection whose first bytes are its header (a loopback pair: the
+//! connection is the test's data stream too); its UDP test is a source whose datagrams the
+//! test hands to the session's link itself (crate::server_session::DatagramLink), as the
+//! listener does, with the session's answers read from a loopback socket. A test can thus
+//! send what no iperf2 would: a header cut short, a FIN first, a stream that goes silent.
+//!
+//! What is asserted is measured: the bytes and datagrams the server counted against what the
+//! test sent, the report it answered, the errors the driver returns, the server's log and the
+//! admission registry once the session is over.
+
+use crate::admission::{Limits, Registry, Request, SourceCounts};
+use crate::error::ServerSessionError;
+use crate::peers::iperf2::{TcpSession, UdpSession};
+use crate::peers::PeerContext;
+use crate::reflection::{PeerPolicy, ReflectionGuard};
+use crate::server_control::TestsByAddress;
+use crate::server_session::{DatagramLink, SessionDriver};
+use crate::server_shared::{ServerConfig, ServerLog, Shared, TestLog};
+use crate::StopFlag;
+use netchar_model::{Direction, TestSpec};
+use netchar_wire::iperf2::{Amount, ClientHeader, Layout, ServerReport, UdpHeader, HEADER_LEN_BIT, HEADER_VERSION1};
+use netchar_wire::ProtocolError;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// A server's shared state, its log kept for the test.
+struct Bed {
+    ctx: PeerContext,
+    log: Arc<Mutex<Vec<ServerLog>>>,
+    tests: TestsByAddress,
+}
+
+impl Bed {
+    fn new(limits: Limits) -> Self {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.limits = limits;
+        let logged = log.clone();
+        let shared = Arc::new(Shared {
+            registry: Registry::default(),
+            cfg,
+            log: Arc::new(move |e| logged.lock().unwrap().push(e)),
+            stop: StopFlag::new(),
+            guard: ReflectionGuard::new(PeerPolicy::default(), Vec::new()),
+        });
+        let ctx = PeerContext { shared, sources: Arc::new(SourceCounts::default()) };
+        Self { ctx, log, tests: TestsByAddress::default() }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.ctx.shared
+    }
+
+    /// Serves the server end of an iperf2 TCP connection in a thread, as the listener does.
+    fn serve_tcp(&self, stream: TcpStream) -> JoinHandle<Option<ServerSessionError>> {
+        let (ctx, tests) = (self.ctx.clone(), self.tests.clone());
+        std::thread::spawn(move || {
+            let peer = stream.peer_addr().unwrap();
+            let session = TcpSession::new(Instant::now(), peer, stream.try_clone().ok(), ctx.clone(), tests);
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            SessionDriver::serve_data_connection(stream, peer, Box::new(session), &ctx.shared, deadline)
+        })
+    }
+
+    /// Serves one UDP source's session in a thread over `link`, as the listener does.
+    fn serve_udp(
+        &self,
+        link: DatagramLink,
+        from: SocketAddr,
+    ) -> (JoinHandle<Option<ServerSessionError>>, Arc<AtomicBool>) {
+        let (ctx, tests) = (self.ctx.clone(), self.tests.clone());
+        let admitted = Arc::new(AtomicBool::new(false));
+        let session = UdpSession::new(from, ctx.limits().clone(), tests, link.arrivals(), admitted.clone());
+        let thread = std::thread::spawn(move || {
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            SessionDriver::serve_over(Box::new(link), from, Box::new(session), &ctx.shared, deadline)
+        });
+        (thread, admitted)
+    }
+
+    fn tests_logged(&self) -> Vec<TestLog> {
+        let log = self.log.lock().unwrap();
+        log.iter().filter_map(|e| if let ServerLog::Test(t) = e { Some((**t).clone()) } else { None }).collect()
+    }
+
+    fn rejections(&self) -> Vec<String> {
+        let log = self.log.lock().unwrap();
+        log.iter()
+            .filter_map(|e| if let ServerLog::Rejected { reason, .. } = e { Some(reason.clone()) } else { None })
+            .collect()
+    }
+
+    fn running(&self) -> u32 {
+        self.shared().registry.lock().running
+    }
+}
+
+/// A connected loopback pair: (the client's end, the server's end).
+fn tcp_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    (client, server)
+}
+
+/// Reads until the server closes the connection.
+fn read_to_close(stream: &mut TcpStream) {
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+}
+
+/// `n` bytes of a client's data.
+fn payload(n: usize) -> Vec<u8> {
+    (0..n).map(|i| b"0123456789"[i % 10]).collect()
+}
+
+#[test]
+fn an_iperf2_tcp_test_is_its_header_then_its_data_counted_as_the_client_counts() {
+    let bed = Bed::new(Limits::default());
+    let (mut client, server) = tcp_pair();
+    let session = bed.serve_tcp(server);
+    // iperf 2.0.5's header (24 bytes, written on its own, not counted by the client), then the
+    // data: some in the same write as the header, as a client may send it.
+    let sent = 3_000_000;
+    let mut bytes = ClientHeader::new(Amount::Bytes(sent as u64), 128 * 1024, 0).encode(Layout::V205);
+    bytes.extend(payload(sent));
+    client.write_all(&bytes).unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut client);
+    assert!(session.join().unwrap().is_none(), "the test ended well");
+    let tests = bed.tests_logged();
+    assert_eq!(tests.len(), 1, "{:?}", bed.rejections());
+    let t = &tests[0];
+    assert_eq!((t.protocol, t.spec.direction, t.concurrent_tests), ("iperf2", Direction::Up, 1));
+    assert!(t.error.is_none(), "{:?}", t.error);
+    assert_eq!(t.streams.iter().map(|s| s.bytes).sum::<u64>(), sent as u64, "every byte after the header");
+    assert_eq!(t.data_paths, vec![(1, client.local_addr().unwrap())]);
+    assert_eq!(bed.running(), 0, "the slot is free again");
+}
+
+#[test]
+fn two_connections_of_one_address_are_one_test_under_admission() {
+    // One place: iperf2's -P 2 from one address must still run.
+    let bed = Bed::new(Limits { max_concurrent: 1, ..Limits::default() });
+    let header = ClientHeader::new(Amount::Bytes(1 << 30), 128 * 1024, 0).encode(Layout::V205);
+    let (mut first, server) = tcp_pair();
+    let first_session = bed.serve_tcp(server);
+    first.write_all(&header).unwrap();
+    first.write_all(&payload(100_000)).unwrap();
+    // Until the first connection's test holds the one place.
+    while bed.shared().registry.admitted_total.load(Ordering::SeqCst) == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let (mut second, server) = tcp_pair();
+    let second_session = bed.serve_tcp(server);
+    second.write_all(&header).unwrap();
+    second.write_all(&payload(200_000)).unwrap();
+    second.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut second);
+    assert!(second_session.join().unwrap().is_none());
+    assert_eq!(bed.running(), 1, "the address's test runs on while its first connection does");
+    first.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut first);
+    assert!(first_session.join().unwrap().is_none());
+    let mut bytes: Vec<u64> = bed.tests_logged().iter().map(|t| t.streams.iter().map(|s| s.bytes).sum()).collect();
+    bytes.sort_unstable();
+    assert_eq!(bytes, vec![100_000, 200_000], "{:?}", bed.rejections());
+    assert!(bed.tests_logged().iter().all(|t| t.concurrent_tests == 1 && t.error.is_none()));
+    assert_eq!(bed.shared().registry.admitted_total.load(Ordering::SeqCst), 1, "one admission for both");
+    assert_eq!(bed.running(), 0);
+}
+
+#[test]
+fn a_header_cut_short_ends_the_session_with_one_typed_error_and_no_test() {
+    let bed = Bed::new(Limits::default());
+    let (mut client, server) = tcp_pair();
+    let session = bed.serve_tcp(server);
+    // LEN_BIT with the longest length iperf2 allows (255 bytes), then 3 bytes and the close.
+    let flags = HEADER_LEN_BIT | 0x1FE;
+    client.write_all(&[&flags.to_be_bytes()[..], &[1, 2, 3]].concat()).unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut client);
+    let error = session.join().unwrap();
+    assert!(matches!(&error, Some(ServerSessionError::Protocol(ProtocolError::Peer(_)))), "{error:?}");
+    assert!(bed.tests_logged().is_empty());
+    assert_eq!(bed.rejections(), vec!["iperf2: closed before its iperf2 header".to_string()]);
+    assert_eq!(bed.shared().registry.admitted_total.load(Ordering::SeqCst), 0, "nothing was admitted");
+}
+
+#[test]
+fn a_dial_back_to_a_service_port_is_refused_and_the_clients_direction_still_counted() {
+    let bed = Bed::new(Limits::default());
+    let (mut client, server) = tcp_pair();
+    let session = bed.serve_tcp(server);
+    // -r (VERSION1 without RUN_NOW) naming chargen's port: connecting there would feed us.
+    let mut header = ClientHeader::new(Amount::Bytes(50_000), 128 * 1024, 19);
+    header.flags = HEADER_VERSION1;
+    client.write_all(&[header.encode(Layout::V205), payload(50_000)].concat()).unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut client);
+    assert!(session.join().unwrap().is_none());
+    let t = &bed.tests_logged()[0];
+    assert_eq!(t.spec.direction, Direction::Bidir, "the test asked for");
+    let error = t.error.as_deref().unwrap_or_default();
+    assert!(error.starts_with("-d/-r: not connected back to 127.0.0.1:19"), "{error}");
+    assert_eq!(t.streams.len(), 1, "no dial-back stream: {:?}", t.streams);
+    assert_eq!(t.streams[0].bytes, 50_000);
+    assert_eq!(t.data_paths.len(), 1, "nothing was sent to the client's port 19");
+}
+
+#[test]
+fn a_client_that_goes_silent_mid_test_is_ended_at_the_idle_limit_with_its_bytes_kept() {
+    let bed = Bed::new(Limits { idle_timeout: std::time::Duration::from_secs(1), ..Limits::default() });
+    let (mut client, server) = tcp_pair();
+    let session = bed.serve_tcp(server);
+    let header = ClientHeader::new(Amount::Bytes(1 << 30), 128 * 1024, 0).encode(Layout::V205);
+    client.write_all(&[header, payload(300_000)].concat()).unwrap();
+    // The client keeps its connection open and sends nothing more: no end of file comes.
+    let error = session.join().unwrap();
+    assert!(matches!(&error, Some(ServerSessionError::Data(e)) if e.contains("--idle-timeout")), "{error:?}");
+    let t = &bed.tests_logged()[0];
+    assert!(t.error.as_deref().is_some_and(|e| e.contains("--idle-timeout")), "{:?}", t.error);
+    assert_eq!(t.streams[0].bytes, 300_000, "what came before the silence is kept");
+    assert_eq!(bed.running(), 0);
+    drop(client);
+}
+
+/// An iperf 2.1 UDP client's datagram `seq` of `len` bytes: the 16-byte header, then its
+/// settings.
+fn udp_datagram(seq: i64, len: usize) -> Vec<u8> {
+    let mut d = vec![0u8; 16];
+    UdpHeader { seq, sec: 1_700_000_000, usec: (seq.unsigned_abs() * 100) as u32 % 1_000_000 }
+        .emit(&mut d, Layout::V21);
+    d.extend(ClientHeader::udp_settings(Layout::V21, Amount::Seconds(1.0), len as u32, 1_000_000, 0));
+    d.resize(len.max(d.len()), 0);
+    d
+}
+
+/// A server socket for a session's answers and the client's socket that reads them.
+fn udp_pair() -> (UdpSocket, UdpSocket) {
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    (server, client)
+}
+
+#[test]
+fn an_iperf2_udp_test_is_a_source_whose_fin_is_answered_with_its_counts() {
+    let bed = Bed::new(Limits::default());
+    let (server, client) = udp_pair();
+    let from = client.local_addr().unwrap();
+    let (link, source) = DatagramLink::new(server.try_clone().unwrap(), from, Box::new(|_| true));
+    let (session, admitted) = bed.serve_udp(link, from);
+    let now = std::time::SystemTime::now();
+    // Datagrams 1 to 10 but 4, then the FIN (−11), every one 1000 bytes.
+    for seq in (1..=10).filter(|&s| s != 4) {
+        source.hand(now, &udp_datagram(seq, 1000));
+    }
+    source.hand(now, &udp_datagram(-11, 1000));
+    let mut buf = [0u8; 2048];
+    let n = client.recv(&mut buf).unwrap();
+    let (report, _) = ServerReport::parse_reply(&buf[..n]).expect("the server's report");
+    assert_eq!((report.datagrams, report.lost, report.bytes), (11, 1, 10_000), "{report:?}");
+    // A repeated FIN gets the same report again.
+    source.hand(now, &udp_datagram(-11, 1000));
+    let n = client.recv(&mut buf).unwrap();
+    assert_eq!(ServerReport::parse_reply(&buf[..n]).unwrap().0, report);
+    // Then silence: the session ends and logs what it counted.
+    assert!(session.join().unwrap().is_none());
+    assert!(admitted.load(Ordering::SeqCst));
+    let t = &bed.tests_logged()[0];
+    assert!(t.error.is_none(), "{:?}", t.error);
+    assert_eq!(t.streams[0].bytes, 10_000);
+    let received = t.streams[0].udp_received.as_ref().unwrap();
+    assert_eq!((received.packets, received.lost), (10, 1));
+    assert_eq!(t.data_paths, vec![(1, from)]);
+    assert_eq!(bed.running(), 0);
+}
+
+#[test]
+fn a_report_the_guard_holds_back_is_not_sent() {
+    let bed = Bed::new(Limits::default());
+    let (server, client) = udp_pair();
+    let from = client.local_addr().unwrap();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let record = asked.clone();
+    let check = Box::new(move |bytes| {
+        record.lock().unwrap().push(bytes);
+        false
+    });
+    let (link, source) = DatagramLink::new(server.try_clone().unwrap(), from, check);
+    let (session, _) = bed.serve_udp(link, from);
+    let now = std::time::SystemTime::now();
+    source.hand(now, &udp_datagram(1, 1000));
+    source.hand(now, &udp_datagram(-2, 1000));
+    assert!(session.join().unwrap().is_none());
+    assert_eq!(asked.lock().unwrap().len(), 1, "the report was offered to the guard once");
+    client.set_nonblocking(true).unwrap();
+    let nothing = client.recv(&mut [0u8; 64]).unwrap_err();
+    assert_eq!(nothing.kind(), std::io::ErrorKind::WouldBlock, "nothing was sent");
+    assert_eq!(bed.tests_logged()[0].streams[0].bytes, 2000);
+}
+
+#[test]
+fn a_udp_source_that_stops_without_its_fin_is_logged_with_what_it_sent() {
+    let bed = Bed::new(Limits::default());
+    let (server, client) = udp_pair();
+    let from = client.local_addr().unwrap();
+    let (link, source) = DatagramLink::new(server.try_clone().unwrap(), from, Box::new(|_| true));
+    let (session, _) = bed.serve_udp(link, from);
+    let now = std::time::SystemTime::now();
+    for seq in 1..=5 {
+        source.hand(now, &udp_datagram(seq, 1200));
+    }
+    // The client dies: no FIN, nothing more.
+    assert!(session.join().unwrap().is_none());
+    let t = &bed.tests_logged()[0];
+    assert_eq!(t.error.as_deref(), Some("no FIN came: the client stopped without ending"));
+    assert_eq!(t.streams[0].bytes, 6000);
+    assert_eq!(bed.running(), 0);
+}
+
+#[test]
+fn a_malformed_or_stray_first_datagram_opens_no_test() {
+    let bed = Bed::new(Limits::default());
+    for (first, kind) in [(vec![1u8, 2, 3], "malformed"), (udp_datagram(-7, 100), "FIN")] {
+        let (server, client) = udp_pair();
+        let from = client.local_addr().unwrap();
+        let (link, source) = DatagramLink::new(server.try_clone().unwrap(), from, Box::new(|_| true));
+        let (session, admitted) = bed.serve_udp(link, from);
+        source.hand(std::time::SystemTime::now(), &first);
+        let error = session.join().unwrap();
+        assert!(matches!(&error, Some(ServerSessionError::Protocol(_))), "{kind}: {error:?}");
+        assert!(!admitted.load(Ordering::SeqCst));
+    }
+    assert!(bed.tests_logged().is_empty());
+    assert_eq!(bed.shared().registry.admitted_total.load(Ordering::SeqCst), 0);
+    let rejections = bed.rejections();
+    assert_eq!(rejections.len(), 2, "{rejections:?}");
+    assert!(rejections.iter().all(|r| r.starts_with("iperf2: ")), "{rejections:?}");
+}
+
+#[test]
+fn a_busy_server_turns_a_udp_source_away_and_says_why_in_its_log() {
+    let bed = Bed::new(Limits::default());
+    // The one place is held by another address's test.
+    let holder = TestSpec::tcp_default();
+    let (route, _routed) = std::sync::mpsc::sync_channel(1);
+    let other =
+        Request { spec: &holder, companion: None, client_ip: "192.0.2.9".parse().unwrap(), session_key: None, route };
+    bed.shared().registry.admit(other, &bed.shared().cfg.limits, Instant::now()).expect("the holder's place");
+    let (server, client) = udp_pair();
+    let from = client.local_addr().unwrap();
+    let (link, source) = DatagramLink::new(server.try_clone().unwrap(), from, Box::new(|_| true));
+    let (session, admitted) = bed.serve_udp(link, from);
+    source.hand(std::time::SystemTime::now(), &udp_datagram(1, 1000));
+    assert!(session.join().unwrap().is_none(), "a refusal is the session's end");
+    assert!(!admitted.load(Ordering::SeqCst));
+    let rejections = bed.rejections();
+    assert!(rejections.iter().any(|r| r.starts_with("iperf2: turned away as busy")), "{rejections:?}");
+    assert!(bed.tests_logged().is_empty());
+    assert_eq!(bed.running(), 1, "only the holder runs");
+}
+
+// ---------------------------------------------------------------- netio
+
+mod netio {
+    use super::*;
+    use crate::control_link::{ControlLink, MemoryLink};
+    use crate::peers::netio_server::NetioSession;
+    use netchar_wire::netio::{Cmd, Control};
+    use std::time::Duration;
+
+    /// Where the netio client appears to connect from.
+    const PEER: &str = "127.0.0.1:40001";
+
+    /// Serves one netio TCP test connection over `link` in a thread, as the listener does.
+    fn serve(bed: &Bed, link: MemoryLink) -> JoinHandle<Option<ServerSessionError>> {
+        let ctx = bed.ctx.clone();
+        std::thread::spawn(move || {
+            let peer = PEER.parse().unwrap();
+            let session = NetioSession::new(Instant::now(), peer, ctx.clone(), None);
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            SessionDriver::serve_over(Box::new(link), peer, Box::new(session), &ctx.shared, deadline)
+        })
+    }
+
+    fn command(cmd: Cmd, data: u32) -> Vec<u8> {
+        Control::new(cmd, data).encode().to_vec()
+    }
+
+    /// `n` blocks of `size` as a netio client sends them (byte 0 is 0), then the marker block.
+    fn blocks(size: usize, n: usize) -> Vec<u8> {
+        let mut b = vec![7u8; size * (n + 1)];
+        for i in 0..=n {
+            b[i * size] = u8::from(i == n);
+        }
+        b
+    }
+
+    fn flows(t: &TestLog) -> (u64, u64) {
+        let of = |id| t.streams.iter().find(|s| s.id == id).map_or(0, |s| s.bytes);
+        (of(1), of(2))
+    }
+
+    #[test]
+    fn a_netio_clients_blocks_are_counted_as_they_come_on_the_control_connection() {
+        let bed = Bed::new(Limits::default());
+        let (mut client, server, _) = MemoryLink::pair(PEER.parse().unwrap());
+        let session = serve(&bed, server);
+        client.send_all(&command(Cmd::C2S, 1024)).unwrap();
+        // Sent in pieces that cut blocks and the marker apart.
+        for piece in blocks(1024, 100).chunks(1000) {
+            client.send_all(piece).unwrap();
+        }
+        client.send_all(&command(Cmd::Quit, 0)).unwrap();
+        assert!(session.join().unwrap().is_none());
+        let t = &bed.tests_logged()[0];
+        assert_eq!((t.protocol, t.concurrent_tests), ("netio", 1));
+        assert!(t.error.is_none(), "{:?}", t.error);
+        assert_eq!(flows(t), (101 * 1024, 0), "the blocks and the marker, nothing sent");
+        assert_eq!(bed.running(), 0);
+    }
+
+    #[test]
+    fn the_servers_blocks_are_its_own_output_ended_by_the_marker() {
+        let bed = Bed::new(Limits::default());
+        // A loopback connection: its buffers hold the server's writes back to the client's
+        // reading, as a real client's would (an in-memory link has no such bound).
+        let (mut client, server) = tcp_pair();
+        let ctx = bed.ctx.clone();
+        let session = std::thread::spawn(move || {
+            let peer = server.peer_addr().unwrap();
+            let session = NetioSession::new(Instant::now(), peer, ctx.clone(), None);
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            SessionDriver::serve(server, peer, Box::new(session), &ctx.shared, deadline);
+        });
+        let size = 65_536usize;
+        client.write_all(&command(Cmd::S2C, size as u32)).unwrap();
+        // Read whole blocks until the one whose first byte is 1.
+        let mut block = vec![0u8; size];
+        let mut counted = 0u64;
+        loop {
+            client.read_exact(&mut block).expect("the server's blocks, then its marker");
+            counted += size as u64;
+            if block[0] == 1 {
+                break;
+            }
+            assert_eq!(block[0], 0, "a block's first byte is 0 but the marker's");
+        }
+        client.write_all(&command(Cmd::Quit, 0)).unwrap();
+        read_to_close(&mut client);
+        session.join().unwrap();
+        let t = &bed.tests_logged()[0];
+        assert!(t.error.is_none(), "{:?}", t.error);
+        assert_eq!(flows(t), (0, counted), "every block the client read, the marker included");
+        assert!(counted > size as u64, "blocks before the marker");
+    }
+
+    #[test]
+    fn an_unknown_command_ends_the_test_with_one_line_and_its_figures_kept() {
+        let bed = Bed::new(Limits::default());
+        let (mut client, server, _) = MemoryLink::pair(PEER.parse().unwrap());
+        let session = serve(&bed, server);
+        client.send_all(&command(Cmd::C2S, 2048)).unwrap();
+        client.send_all(&blocks(2048, 10)).unwrap();
+        client.send_all(&[0, 0, 0, 9, 0, 0, 0, 0]).unwrap();
+        let error = session.join().unwrap();
+        assert!(matches!(&error, Some(ServerSessionError::Protocol(_))), "{error:?}");
+        let t = &bed.tests_logged()[0];
+        assert_eq!(t.error.as_deref(), Some("netio: unknown command 9 (the stock server closes the connection on it)"));
+        assert_eq!(flows(t), (11 * 2048, 0), "the phase before it was counted");
+        assert_eq!(bed.running(), 0);
+    }
+
+    #[test]
+    fn a_client_that_dies_in_the_middle_of_a_block_ends_its_test_and_frees_the_place() {
+        let bed = Bed::new(Limits::default());
+        let (mut client, server, cut) = MemoryLink::pair(PEER.parse().unwrap());
+        let session = serve(&bed, server);
+        client.send_all(&command(Cmd::C2S, 1024)).unwrap();
+        client.send_all(&blocks(1024, 100)[..50 * 1024 + 17]).unwrap();
+        // Until the server has read what was sent: then the connection goes.
+        while bed.running() == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        cut.cut();
+        let error = session.join().unwrap();
+        assert!(error.is_some(), "the test ended early");
+        let t = &bed.tests_logged()[0];
+        let e = t.error.as_deref().unwrap_or_default();
+        assert!(e.contains("closed the control connection") || e.contains("in the middle of a block"), "{e}");
+        assert_eq!(bed.running(), 0, "the place is free again");
+    }
+}
+
+// ---------------------------------------------------------------- nc_test
+
+mod nc_test {
+    use super::*;
+    use crate::admission::Request as AdmissionRequest;
+    use crate::peers::nc_test::{spec_for, SlaveSession};
+    use netchar_wire::nc_test::{self as wire, Kind, MasterTest, Pause, Reply, Request, Step};
+    use std::time::Duration;
+
+    /// The slave's side: its control socket (the session's answers go out from it) and its
+    /// data port's sockets.
+    struct Slave {
+        ctrl: UdpSocket,
+        udp: Arc<UdpSocket>,
+        tcp: Arc<TcpListener>,
+    }
+
+    /// The master's side: its control socket (answers come to it) and its data socket.
+    struct Master {
+        ctrl: UdpSocket,
+        data: UdpSocket,
+    }
+
+    fn sockets() -> (Slave, Master) {
+        let slave = Slave {
+            ctrl: UdpSocket::bind("127.0.0.1:0").unwrap(),
+            udp: Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap()),
+            tcp: Arc::new(TcpListener::bind("127.0.0.1:0").unwrap()),
+        };
+        slave.tcp.set_nonblocking(true).unwrap();
+        let master =
+            Master { ctrl: UdpSocket::bind("127.0.0.1:0").unwrap(), data: UdpSocket::bind("127.0.0.1:0").unwrap() };
+        master.ctrl.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        master.data.set_read_timeout(Some(wire::TEST_TIMEOUT)).unwrap();
+        (slave, master)
+    }
+
+    /// Runs the session for `req` from `master` in a thread, as the listener does once the
+    /// request is read.
+    fn serve(bed: &Bed, slave: &Slave, master: &Master, req: Request) -> JoinHandle<Option<ServerSessionError>> {
+        let (ctx, from) = (bed.ctx.clone(), master.ctrl.local_addr().unwrap());
+        let kind = req.kind().unwrap();
+        let spec = spec_for(kind, req.nbufs, req.buflen, Pause::default());
+        let session =
+            SlaveSession::new(req, Reply::ack(req.seq), spec, from, ctx.clone(), slave.udp.clone(), slave.tcp.clone());
+        let answers = slave.ctrl.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let (link, source) = DatagramLink::new(answers, from, Box::new(|_| true));
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            let ended = SessionDriver::serve_over(Box::new(link), from, Box::new(session), &ctx.shared, deadline);
+            drop(source);
+            ended
+        })
+    }
+
+    fn answer(master: &Master) -> Reply {
+        let mut buf = [0u8; 64];
+        let n = master.ctrl.recv(&mut buf).expect("the slave's answer");
+        Reply::decode(&buf[..n]).expect("a reply")
+    }
+
+    #[test]
+    fn a_udp_echo_test_runs_in_lock_step_and_the_slaves_counts_are_logged() {
+        let bed = Bed::new(Limits::default());
+        let (slave, master) = sockets();
+        let (nbufs, buflen) = (40, 200);
+        let mut req = Request::new(Kind::UdpEcho, 1, nbufs, buflen);
+        req.master_port = u32::from(master.data.local_addr().unwrap().port());
+        let session = serve(&bed, &slave, &master, req);
+        assert!(answer(&master).is_ack());
+        // The stock master's loop (netchar_wire::nc_test::MasterTest) against the slave.
+        let to = slave.udp.local_addr().unwrap();
+        let mut test = MasterTest::new(Kind::UdpEcho, 1, nbufs, buflen, Pause::default());
+        let mut buf = vec![0u8; 70_000];
+        loop {
+            match test.next_step(Instant::now()) {
+                Step::Send(b) => {
+                    master.data.send_to(&b, to).unwrap();
+                }
+                Step::Recv { len, .. } => {
+                    let got = master.data.recv(&mut buf).ok().map(|n| buf[..n.min(len)].to_vec());
+                    test.received(got.as_deref(), Instant::now());
+                }
+                Step::Pause(d) => std::thread::sleep(d),
+                Step::Print(_) => {}
+                Step::Done => break,
+            }
+        }
+        assert!(session.join().unwrap().is_none());
+        let report = test.into_report();
+        assert_eq!((report.sent, report.received, report.lost), (nbufs, nbufs, 0), "{report:?}");
+        let t = &bed.tests_logged()[0];
+        assert_eq!(t.protocol, "nc-test");
+        assert!(t.error.is_none(), "{:?}", t.error);
+        let per = u64::from(buflen) + wire::DATA_HEADER_LEN as u64;
+        let bytes: Vec<u64> = t.streams.iter().map(|s| s.bytes).collect();
+        assert_eq!(bytes, vec![u64::from(nbufs) * per; 2], "every buffer received and echoed");
+        assert_eq!(t.data_paths, vec![(1, master.data.local_addr().unwrap())]);
+        assert_eq!(bed.running(), 0);
+    }
+
+    #[test]
+    fn a_busy_slave_naks_the_request_and_says_why_in_its_log() {
+        let bed = Bed::new(Limits::default());
+        let holder = TestSpec::tcp_default();
+        let (route, _routed) = std::sync::mpsc::sync_channel(1);
+        let other = AdmissionRequest {
+            spec: &holder,
+            companion: None,
+            client_ip: "192.0.2.9".parse().unwrap(),
+            session_key: None,
+            route,
+        };
+        bed.shared().registry.admit(other, &bed.shared().cfg.limits, Instant::now()).expect("the holder's place");
+        let (slave, master) = sockets();
+        let session = serve(&bed, &slave, &master, Request::new(Kind::UdpRecv, 7, 10, 100));
+        let reply = answer(&master);
+        assert!(!reply.is_ack(), "{reply:?}");
+        assert!(session.join().unwrap().is_none());
+        let rejections = bed.rejections();
+        assert!(rejections.iter().any(|r| r.starts_with("nc-test: turned away as busy")), "{rejections:?}");
+        assert!(bed.tests_logged().is_empty());
+        assert_eq!(bed.running(), 1, "only the holder runs");
+    }
+
+    #[test]
+    fn a_master_that_dies_mid_test_ends_it_with_what_was_counted() {
+        let bed = Bed::new(Limits::default());
+        let (slave, master) = sockets();
+        let (nbufs, buflen) = (100, 500);
+        let session = serve(&bed, &slave, &master, Request::new(Kind::TcpRecv, 3, nbufs, buflen));
+        assert!(answer(&master).is_ack());
+        // The master connects, sends 10 of its 100 buffers, and is gone.
+        let mut data = TcpStream::connect(slave.tcp.local_addr().unwrap()).unwrap();
+        for seq in 0..10 {
+            data.write_all(&wire::data_buffer(seq, buflen)).unwrap();
+        }
+        drop(data);
+        assert!(session.join().unwrap().is_none());
+        let t = &bed.tests_logged()[0];
+        let per = u64::from(buflen) + wire::DATA_HEADER_LEN as u64;
+        assert_eq!(t.streams[0].bytes, 10 * per, "the ten buffers that came");
+        let error = t.error.as_deref().unwrap_or_default();
+        assert!(error.starts_with("gave up after"), "{error}");
+        assert_eq!(bed.running(), 0);
+    }
+}
