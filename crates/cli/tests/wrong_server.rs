@@ -2,9 +2,11 @@
 //! answered and the flag that talks to it: netchar's client with the default protocol or the
 //! wrong `--proto` against each peer server the installed tools allow (iperf3, iperf 2,
 //! netperf's netserver) and against netchar's own server and listeners (native, echo,
-//! discard, chargen, netio, nc_test); and each peer client (iperf3, iperf, netperf, irtt)
-//! against `netchar server`'s own port, whose log names the client and the listener that
-//! answers it. The recognition itself is crates/wire/src/hello.rs (`identify_peer` for
+//! discard, chargen, netio, nc_test); the clients of the protocols without a hello (iperf2,
+//! echo, discard, chargen) against a netchar server, an iperf3 server, netserver and a netio
+//! server, judged by what the peer sent back and when it closed; and each peer client (iperf3,
+//! iperf, netperf, irtt) against `netchar server`'s own port, whose log names the client and
+//! the listener that answers it. The recognition itself is crates/wire/src/hello.rs (`identify_peer` for
 //! servers, `identify_client` for clients); this runs it against the real tools.
 //!
 //! Each case is one run with its exit code and its one error line. Slow cases are the silent
@@ -212,6 +214,99 @@ fn netchar_against_echo_discard_chargen_netio_and_nc_test_servers() {
         nc_test,
         &["tcp", "127.0.0.1", "-p", "{port}", "-t", "1"],
         &["an eCos nc_test slave answered on UDP", "--proto nc-test"],
+    );
+}
+
+/// `netchar tcp` with `--proto iperf2`, `echo`, `discard` and `chargen` against another kind
+/// of server, a fresh one for each (`start`: the server, kept while the case runs, and its
+/// port; an iperf3 server re-creates its listener after a client it could not serve, and resets
+/// what connects meanwhile): each names what answered (`answered`, after "not an iperf2
+/// server: " and the like). None of those protocols has a hello: iperf2 and discard are judged
+/// by what came back on a stream their server never writes to, or by its close during the
+/// test; echo and chargen by the answer to netchar's hello, which an echo server returns and a
+/// chargen server throws away. A server that waits for its client's bytes leaves echo and
+/// chargen to wait `silent_opening` (the 5 s hello timeout) and name the silent kinds.
+fn service_clients_against<S>(start: impl Fn() -> Option<(S, u16)>, answered: &[&str], silent_opening: bool) {
+    let tcp = |proto: &'static str| vec!["tcp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", proto];
+    let silent = ["nothing came back to netchar's opening bytes within 5 s", &SILENT["said nothing, ".len()..]];
+    for (expected, judged_by_opening) in
+        [("an iperf2 server", false), ("a discard server", false), ("an echo server", true), ("a chargen server", true)]
+    {
+        let Some((_server, port)) = start() else { return };
+        let proto = expected.rsplit(' ').nth(1).unwrap();
+        let not = format!("not {expected}: ");
+        let what = if judged_by_opening && silent_opening { &silent[..] } else { answered };
+        assert_one_line(port, &tcp(proto), &[[not.as_str()].as_slice(), what].concat());
+    }
+}
+
+#[test]
+fn iperf2_and_service_clients_against_a_netchar_server() {
+    service_clients_against(
+        || {
+            let s = Server::start(&[]);
+            let port = s.port;
+            Some((s, port))
+        },
+        &["a netchar server answered (its hello): netchar's own protocol, which runs without --proto"],
+        false,
+    );
+}
+
+#[test]
+fn iperf2_and_service_clients_against_an_iperf3_server() {
+    service_clients_against(
+        || {
+            let s = PeerServer::start(
+                "iperf3",
+                &["-s", "-B", "127.0.0.1", "-p", "{port}"],
+                false,
+                "apt-get install iperf3",
+            )?;
+            let port = s.port;
+            Some((s, port))
+        },
+        &["an iperf3 server answered (PARAM_EXCHANGE); add --proto iperf3"],
+        false,
+    );
+}
+
+#[test]
+fn iperf2_and_service_clients_against_netperfs_netserver() {
+    // netserver reads 656-byte requests: iperf2's and discard's streams are requests of a type
+    // it does not know, answered with its error response; netchar's 40-byte hello is not one.
+    service_clients_against(
+        || {
+            let s = PeerServer::start(
+                "netserver",
+                &["-D", "-L", "127.0.0.1", "-p", "{port}"],
+                false,
+                "apt-get install netperf",
+            )?;
+            let port = s.port;
+            Some((s, port))
+        },
+        &["netperf's netserver answered (its error response to a request it does not know); add --proto netperf"],
+        true,
+    );
+}
+
+#[test]
+fn iperf2_and_service_clients_against_a_netio_server() {
+    // A netio server closes on a command it does not know: during iperf2's and discard's
+    // test, and before echo's and chargen's.
+    service_clients_against(
+        || {
+            let s = Server::start(&["--netio", "--netio-port", "0"]);
+            let lines = [s.startup.clone(), s.log_lines(Duration::from_secs(2))].concat();
+            let netio = lines
+                .iter()
+                .find_map(|l| l.strip_prefix("netio: TCP test on ")?.split(',').next()?.parse::<u16>().ok())
+                .unwrap_or_else(|| panic!("{lines:?}"));
+            Some((s, netio))
+        },
+        &["as a netio server does (suite netio --proto netio)"],
+        false,
     );
 }
 

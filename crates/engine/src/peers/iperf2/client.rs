@@ -1,7 +1,9 @@
 //! The client role: netchar as the client of an iperf2 or lwiperf server ([`Iperf2Control`]),
 //! the settings each stream carries, and what the far end reports.
 
-use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
+use crate::control::{
+    AnswerEnd, ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerAnswer, PeerInfo, Transport,
+};
 use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::registry::SessionError;
 use netchar_model::{
@@ -11,6 +13,9 @@ use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, DialBack, Extensi
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+/// The start of iperf 2.1's acknowledgement of a client's settings header: type 2, 28 bytes.
+const IPERF2_HEADER_ACK: [u8; 8] = [0, 0, 0, 2, 0, 0, 0, 0x1c];
 
 /// How long after a `-R` test's time a silent server is given before the receivers stop.
 const DOWN_GRACE: Duration = Duration::from_secs(10);
@@ -320,6 +325,23 @@ impl ClientControl for Iperf2Control {
     fn is_done(&self) -> bool {
         self.reported
     }
+    fn unread_answer(&mut self, _id: u32, answer: PeerAnswer<'_>, failed: bool) -> Result<(), ProtocolError> {
+        // An iperf2 or lwiperf server reads a client's stream and says nothing on it (iperf
+        // 2.1 acknowledges a header that asks for one; netchar's up streams ask for none, and
+        // its -d/-r dial-back streams are left alone): what came back was another server's.
+        if self.dial_back.is_some() || answer.bytes.starts_with(&IPERF2_HEADER_ACK) {
+            return Ok(());
+        }
+        let expected = match self.flavour {
+            Flavour::Iperf2 => "an iperf2 server",
+            Flavour::Lwiperf => "an lwiperf server",
+        };
+        let closed_early = failed && answer.end == AnswerEnd::Closed;
+        match netchar_wire::hello::not_a_silent_server(expected, &self.tcp_preamble(), answer.bytes, closed_early) {
+            Some(wrong) => Err(ProtocolError::Peer(wrong)),
+            None => Ok(()),
+        }
+    }
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Peer(PeerDatagrams { protocol: "iperf2", variant: 0, run: udp_worker })
     }
@@ -523,5 +545,27 @@ mod tests {
         let mut udp = TestSpec::udp_default();
         udp.direction = Direction::Bidir;
         assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp, 5001, Some(DialBack::Dual)).is_err());
+    }
+
+    #[test]
+    fn an_up_streams_answer_names_the_server_that_was_not_iperf2() {
+        let now = Instant::now();
+        let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001, None).unwrap();
+        fn answer(bytes: &[u8], end: AnswerEnd) -> PeerAnswer<'_> {
+            PeerAnswer { bytes, end }
+        }
+        assert_eq!(c.unread_answer(1, answer(&[], AnswerEnd::Closed), false), Ok(()));
+        // iperf 2.1's acknowledgement of a header is an iperf2 server's own answer.
+        assert_eq!(c.unread_answer(1, answer(&IPERF2_HEADER_ACK, AnswerEnd::Open), false), Ok(()));
+        let e = c.unread_answer(1, answer(&[0x09], AnswerEnd::Open), false).unwrap_err().to_string();
+        assert!(e.starts_with("not an iperf2 server: an iperf3 server answered"), "{e}");
+        let preamble = c.tcp_preamble();
+        let e = c.unread_answer(1, answer(&preamble, AnswerEnd::Open), false).unwrap_err().to_string();
+        assert!(e.contains("an echo server answered"), "{e}");
+        let e = c.unread_answer(1, answer(&[], AnswerEnd::Closed), true).unwrap_err().to_string();
+        assert!(e.contains("as a netio server does"), "{e}");
+        let mut lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001, None).unwrap();
+        let e = lw.unread_answer(1, answer(&[0x09], AnswerEnd::Open), false).unwrap_err().to_string();
+        assert!(e.starts_with("not an lwiperf server: "), "{e}");
     }
 }
