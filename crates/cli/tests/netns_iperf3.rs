@@ -25,18 +25,6 @@ const EXPECTED_BPS: f64 = 200e6 * 1448.0 / 1514.0;
 /// 32 TCP with timestamps.
 const FRAME_HEADERS: u64 = 1514 - 1448;
 
-/// What the qdisc at the root of `dev` has sent by its own counters: (bytes, packets), a GSO
-/// packet counted as its segments with their headers (qdisc_pkt_len).
-fn qdisc_sent(ns: &netns::Netns, dev: &str) -> (u64, u64) {
-    let out = ns.tc(&["-s", "qdisc", "show", "dev", dev]).unwrap_or_else(|e| panic!("tc -s qdisc: {e}"));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    // " Sent 123456 bytes 789 pkt (dropped 0, overlimits 12 requeues 0)"
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let at = words.iter().position(|w| *w == "Sent").unwrap_or_else(|| panic!("no Sent in {text}"));
-    let number = |i: usize| words[i].parse::<u64>().unwrap_or_else(|_| panic!("{text}"));
-    (number(at + 1), number(at + 3))
-}
-
 fn iperf3_available() -> bool {
     if std::process::Command::new("iperf3").arg("--version").output().is_ok() {
         return true;
@@ -91,9 +79,10 @@ fn tcp_goodput_through_the_iperf3_adapter_matches_tbf() {
         // The data leaves through the sending namespace's tbf: b's for up, a's (the iperf3
         // server's) for -R.
         let (shaper, dev) = if flow == "up" { (&link.b, DEV_B) } else { (&link.a, DEV_A) };
-        let before = qdisc_sent(shaper, dev);
+        let counters = || shaper.qdisc_counters(dev).unwrap_or_else(|e| panic!("{e}"));
+        let before = counters();
         let v = netchar(&link, &server, "tcp", port, &args);
-        let after = qdisc_sent(shaper, dev);
+        let tbf = counters().since(&before);
         let s = &v["summary"][flow];
         let (sent, received) =
             (s["sender"]["total_bytes"].as_u64().unwrap(), s["receiver"]["total_bytes"].as_u64().unwrap());
@@ -101,8 +90,7 @@ fn tcp_goodput_through_the_iperf3_adapter_matches_tbf() {
         let seconds = s["receiver"]["seconds"].as_f64().unwrap();
         // The payload tbf let through, by its own count: its bytes less every frame's headers
         // (the iperf3 control connection's few messages ride along).
-        let (wire_bytes, frames) = (after.0 - before.0, after.1 - before.1);
-        let through = wire_bytes.saturating_sub(frames * FRAME_HEADERS);
+        let through = tbf.bytes.saturating_sub(tbf.packets * FRAME_HEADERS);
         let through_bps = through as f64 * 8.0 / seconds;
         eprintln!(
             "netns_iperf3 tcp {flow:>4}: receiver {:.3} Mbit/s ({:+.3}% vs {:.3}) over {seconds:.3} s, bytes {sent} / \
