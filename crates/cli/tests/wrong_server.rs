@@ -310,6 +310,39 @@ fn iperf2_and_service_clients_against_a_netio_server() {
     );
 }
 
+/// Over UDP the peer's datagrams say less: the host's refusals (port unreachable: nothing takes
+/// UDP there) and, for echo, none of them coming back. Then the same port is asked over TCP
+/// what answers there. A discard service answers nothing by design, so a silent UDP port is
+/// never called a wrong one for discard.
+#[test]
+fn udp_iperf2_echo_and_discard_clients_against_other_servers() {
+    let udp = |proto: &'static str| vec!["udp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", proto];
+    let netchar_server = "on TCP at the same port, a netchar server answered (its hello)";
+    let s = Server::start(&[]);
+    assert_one_line(s.port, &udp("echo"), &["not an echo server: none of the ", netchar_server]);
+    assert_one_line(s.port, &udp("iperf2"), &["iperf2 server reports did not come back", netchar_server]);
+    // netchar's server takes UDP at its port and drops what is not its own: as silent as a
+    // discard service, and not called wrong.
+    let port = s.port.to_string();
+    let run = netchar(&["udp", "127.0.0.1", "-p", &port, "-t", "1", "--proto", "discard"]);
+    assert_eq!(run.code, 0, "a silent UDP sink is what discard is: {}", run.stderr);
+    drop(s);
+
+    let iperf3 = "on TCP at the same port, an iperf3 server answered (PARAM_EXCHANGE); add --proto iperf3";
+    for (proto, expected) in [
+        ("iperf2", "not an iperf2 server: nothing takes UDP at port "),
+        ("discard", "not a discard server: nothing takes UDP at port "),
+        ("echo", "not an echo server: "),
+    ] {
+        let Some(s) =
+            PeerServer::start("iperf3", &["-s", "-B", "127.0.0.1", "-p", "{port}"], false, "apt-get install iperf3")
+        else {
+            return;
+        };
+        assert_one_line(s.port, &udp(proto), &[expected, iperf3]);
+    }
+}
+
 /// The server's `rejected` line about the client that just ran, within 10 s.
 fn rejected_line(s: &Server) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -208,6 +208,33 @@ pub enum AnswerEnd {
 /// The most bytes of a peer's answer a [`PeerAnswer`] carries: a netchar hello and more.
 pub const ANSWER_BYTES: usize = 64;
 
+/// What came of a UDP test's datagrams at this end, for [`ClientControl::udp_unanswered`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UdpOutcome {
+    /// Datagrams this end's senders offered (the kernel's refusals included).
+    pub sent: u64,
+    /// Of those, the ones the kernel refused with ECONNREFUSED: the host answered an earlier
+    /// one with ICMP port unreachable, so nothing takes UDP at that port.
+    pub refused: u64,
+    /// Datagrams this end's receivers got back.
+    pub received: u64,
+    /// The peer's port.
+    pub port: u16,
+}
+
+impl UdpOutcome {
+    /// "nothing takes UDP at port 5300 (the host refused 42 of 43 datagrams: port
+    /// unreachable)", when the host said so.
+    pub fn refusal(&self) -> Option<String> {
+        (self.refused > 0).then(|| {
+            format!(
+                "nothing takes UDP at port {} (the host refused {} of {} datagrams: port unreachable)",
+                self.port, self.refused, self.sent
+            )
+        })
+    }
+}
+
 /// What a session makes of a stream's opening answer ([`ClientControl::opening_answer`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Opening {
@@ -275,6 +302,14 @@ pub trait ClientControl: Send {
     /// from the one that did.
     fn unread_answer(&mut self, _id: u32, _answer: PeerAnswer<'_>, _failed: bool) -> Result<(), ProtocolError> {
         Ok(())
+    }
+    /// Without a control connection, after a UDP test: what came of this end's datagrams
+    /// ([`UdpOutcome`]); a complaint ("not an echo server: none of the 85 datagrams came
+    /// back") when that is not what the protocol's server does. The driver then asks the same
+    /// port over TCP what answers there and names it after the complaint. A server that is
+    /// silent by design (discard) is only told from nothing at all by the host's refusals.
+    fn udp_unanswered(&mut self, _outcome: &UdpOutcome) -> Option<String> {
+        None
     }
     /// Whether the driver connects a control connection for this session first.
     fn connection(&self) -> ControlConnection {

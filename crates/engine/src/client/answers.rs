@@ -4,12 +4,15 @@
 //! server's first line); after it, what arrived on a stream that no worker reads. The session
 //! judges both (crate::control::ClientControl::opening_answer, `unread_answer`): these
 //! protocols have no hello of their own, so the peer's bytes and its close are what tell
-//! another kind of server from theirs.
+//! another kind of server from theirs. Over UDP, the host's refusals (port unreachable) and
+//! what answers netchar's hello over TCP at the same port.
 
-use crate::control::{AnswerEnd, ClientControl, Opening, PeerAnswer, ANSWER_BYTES};
+use crate::control::{AnswerEnd, ClientControl, Opening, PeerAnswer, UdpOutcome, ANSWER_BYTES};
+use netchar_model::{Role, StreamRecord};
+use netchar_wire::hello::{identify_peer, Hello, HELLO_LEN, MAGIC};
 use netchar_wire::ProtocolError;
-use std::io::{self, Read};
-use std::net::TcpStream;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// Waits for stream `id`'s opening answer until the session decides or `limit` passes, then
@@ -76,4 +79,58 @@ fn peek_now(socket: &TcpStream, buf: &mut [u8]) -> (usize, AnswerEnd) {
     };
     let _ = socket.set_nonblocking(false);
     outcome
+}
+
+/// What came of a UDP test's datagrams at this end, from its workers' records.
+pub(super) fn udp_outcome(records: &[StreamRecord], port: u16) -> UdpOutcome {
+    let mut outcome = UdpOutcome { port, ..UdpOutcome::default() };
+    for r in records {
+        if let (Role::Sender, Some(sent)) = (r.role, &r.udp_sent) {
+            let refused = sent.send_errors_by_errno.get("ECONNREFUSED").copied().unwrap_or(0);
+            outcome.sent += sent.packets + refused;
+            outcome.refused += refused;
+        }
+        if let (Role::Receiver, Some(received)) = (r.role, &r.udp_received) {
+            outcome.received += received.packets;
+        }
+    }
+    outcome
+}
+
+/// What answers netchar's control hello over TCP at `addr`: "on TCP at the same port, ..."
+/// with what [`identify_peer`] makes of the answer, its close or its silence within `limit`.
+pub(super) fn tcp_identity(addr: SocketAddr, connect_timeout: Duration, limit: Duration) -> String {
+    let mut socket = match TcpStream::connect_timeout(&addr, connect_timeout) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return "and nothing takes TCP at that port".into(),
+        Err(e) => return format!("TCP at that port could not be asked ({e})"),
+    };
+    let what = |answer: &str| format!("on TCP at the same port, {answer}");
+    if socket.write_all(&Hello::control().encode()).is_err() {
+        return what(&identify_peer(&[]));
+    }
+    let deadline = Instant::now() + limit;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; ANSWER_BYTES];
+    // Until a netchar hello is whole, or the first bytes are not one's (iperf3's single byte).
+    while answer.len() < HELLO_LEN && answer.iter().zip(MAGIC).all(|(a, m)| *a == m) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || socket.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
+        match socket.read(&mut buf) {
+            Ok(0) => return what(&identify_peer(&answer)),
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if crate::is_retry(&e) => break,
+            Err(_) => return what(&identify_peer(&answer)),
+        }
+    }
+    if answer.is_empty() {
+        return what(&format!(
+            "a server accepted netchar's hello and said nothing within {:.0} s, as {} does",
+            limit.as_secs_f64(),
+            netchar_wire::known::SILENT_SERVERS
+        ));
+    }
+    what(&identify_peer(&answer))
 }

@@ -388,6 +388,13 @@ impl<'a> Driver<'a> {
             let (bytes, end) = answers::unread(&socket);
             self.session.unread_answer(id, crate::control::PeerAnswer { bytes: &bytes, end }, failed)?;
         }
+        if self.control.is_none() && self.spec.uses_udp() && self.workers.plane_started {
+            let outcome = answers::udp_outcome(&self.figures.local_records, self.addr.port());
+            if let Some(complaint) = self.session.udp_unanswered(&outcome) {
+                let tcp = answers::tcp_identity(self.addr, self.cfg.connect_timeout, self.cfg.timeouts.hello);
+                return Err(netchar_wire::ProtocolError::Peer(format!("{complaint}; {tcp}")));
+            }
+        }
         Ok(())
     }
 

@@ -19,7 +19,7 @@
 
 use crate::control::{
     AnswerEnd, ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, Opening, PeerAnswer, PeerInfo,
-    Transport,
+    Transport, UdpOutcome,
 };
 use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, Payload, PeerDatagrams, StreamOptions, UdpWorker};
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
@@ -281,6 +281,19 @@ impl ClientControl for ServiceControl {
             }
             _ => Err(self.not_the_service(identify_peer(b))),
         }
+    }
+    fn udp_unanswered(&mut self, outcome: &UdpOutcome) -> Option<String> {
+        let what = match (outcome.refusal(), self.service) {
+            (Some(refusal), _) => refusal,
+            // An echo server returns every datagram: none at all is no echo server's doing.
+            (None, Service::Echo) if self.spec.kind == TestKind::Udp && outcome.sent > 0 && outcome.received == 0 => {
+                format!("none of the {} datagrams came back", outcome.sent)
+            }
+            // Discard answers nothing by design: silence tells nothing.
+            _ => return None,
+        };
+        let article = if self.service == Service::Echo { "an" } else { "a" };
+        Some(format!("not {article} {} server: {what}", self.service.name()))
     }
     fn unread_answer(&mut self, id: u32, answer: PeerAnswer<'_>, failed: bool) -> Result<(), ProtocolError> {
         if self.service != Service::Discard {
@@ -853,5 +866,29 @@ mod tests {
         // What its sender wrote (netchar's pattern by default), returned: an echo server.
         let e = discard.unread_answer(1, answer(b"0123456789012", AnswerEnd::Open), false).unwrap_err().to_string();
         assert!(e.contains("an echo server answered"), "{e}");
+    }
+
+    #[test]
+    fn over_udp_only_the_hosts_refusals_tell_against_discard_and_nothing_back_against_echo() {
+        let now = Instant::now();
+        let udp = TestSpec::udp_default();
+        let silent = UdpOutcome { sent: 85, refused: 0, received: 0, port: 9 };
+        let refused = UdpOutcome { sent: 85, refused: 42, received: 0, port: 9 };
+        let mut discard = ServiceControl::new(now, Service::Discard, &udp).unwrap();
+        assert_eq!(discard.udp_unanswered(&silent), None, "discard is silent by design");
+        assert_eq!(
+            discard.udp_unanswered(&refused).as_deref(),
+            Some("not a discard server: nothing takes UDP at port 9 (the host refused 42 of 85 datagrams: port unreachable)")
+        );
+        let mut echo = ServiceControl::new(now, Service::Echo, &udp).unwrap();
+        assert_eq!(
+            echo.udp_unanswered(&silent).as_deref(),
+            Some("not an echo server: none of the 85 datagrams came back")
+        );
+        assert_eq!(
+            echo.udp_unanswered(&UdpOutcome { received: 80, ..silent }),
+            None,
+            "5 lost is loss, not a wrong server"
+        );
     }
 }

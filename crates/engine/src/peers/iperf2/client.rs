@@ -3,6 +3,7 @@
 
 use crate::control::{
     AnswerEnd, ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerAnswer, PeerInfo, Transport,
+    UdpOutcome,
 };
 use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::registry::SessionError;
@@ -105,6 +106,8 @@ pub struct Iperf2Control {
     /// `-d`/`-r`: the server connects back to this port of ours (None until it is open).
     dial_back: Option<(DialBack, Option<u16>)>,
     listen_asked: bool,
+    /// UDP: why the far end's figures are missing (its reports did not come back).
+    reports_missing: Option<String>,
 }
 
 impl Iperf2Control {
@@ -141,6 +144,7 @@ impl Iperf2Control {
             reports: Vec::new(),
             dial_back: dial_back.map(|d| (d, None)),
             listen_asked: false,
+            reports_missing: None,
         })
     }
 
@@ -314,6 +318,7 @@ impl ClientControl for Iperf2Control {
                 totals.len()
             )
         });
+        self.reports_missing.clone_from(&error);
         self.report(error);
     }
     fn stop(&mut self, _now: Instant, _reason: &str) {
@@ -340,6 +345,15 @@ impl ClientControl for Iperf2Control {
         match netchar_wire::hello::not_a_silent_server(expected, &self.tcp_preamble(), answer.bytes, closed_early) {
             Some(wrong) => Err(ProtocolError::Peer(wrong)),
             None => Ok(()),
+        }
+    }
+    fn udp_unanswered(&mut self, outcome: &UdpOutcome) -> Option<String> {
+        if self.spec.direction == Direction::Down {
+            return None;
+        }
+        match outcome.refusal() {
+            Some(refusal) => Some(format!("not an iperf2 server: {refusal}")),
+            None => self.reports_missing.clone(),
         }
     }
     fn datagrams(&self) -> DatagramFormatKind {
@@ -564,6 +578,17 @@ mod tests {
         assert!(e.contains("an echo server answered"), "{e}");
         let e = c.unread_answer(1, answer(&[], AnswerEnd::Closed), true).unwrap_err().to_string();
         assert!(e.contains("as a netio server does"), "{e}");
+        // Over UDP: the host's refusals, or the reports that did not come back.
+        let mut udp = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::udp_default(), 5001, None).unwrap();
+        let outcome = UdpOutcome { sent: 87, refused: 0, received: 0, port: 5001 };
+        assert_eq!(udp.udp_unanswered(&outcome), None, "its report came back");
+        udp.local_senders_done(now, vec![StreamTotal { id: 1, bytes: 1470, packets: 1 }]);
+        assert!(udp.udp_unanswered(&outcome).unwrap().starts_with("1 of 1 iperf2 server reports did not come back"));
+        let refused = UdpOutcome { refused: 43, ..outcome };
+        assert!(udp
+            .udp_unanswered(&refused)
+            .unwrap()
+            .starts_with("not an iperf2 server: nothing takes UDP at port 5001"));
         let mut lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001, None).unwrap();
         let e = lw.unread_answer(1, answer(&[0x09], AnswerEnd::Open), false).unwrap_err().to_string();
         assert!(e.starts_with("not an lwiperf server: "), "{e}");
