@@ -217,26 +217,43 @@ fn netchar_against_echo_discard_chargen_netio_and_nc_test_servers() {
     );
 }
 
-/// `netchar tcp` with `--proto iperf2`, `echo`, `discard` and `chargen` against another kind
+/// `netchar tcp` with `--proto iperf2` (and `-R`), `echo`, `discard` and `chargen` against another kind
 /// of server, a fresh one for each (`start`: the server, kept while the case runs, and its
 /// port; an iperf3 server re-creates its listener after a client it could not serve, and resets
 /// what connects meanwhile): each names what answered (`answered`, after "not an iperf2
 /// server: " and the like). None of those protocols has a hello: iperf2 and discard are judged
 /// by what came back on a stream their server never writes to, or by its close during the
 /// test; echo and chargen by the answer to netchar's hello, which an echo server returns and a
-/// chargen server throws away. A server that waits for its client's bytes leaves echo and
-/// chargen to wait `silent_opening` (the 5 s hello timeout) and name the silent kinds.
+/// chargen server throws away; iperf2's `-R` by the first bytes, its server's payload at once.
+/// A server that waits for more of its client's bytes leaves those to wait `silent_opening`
+/// (the 5 s hello timeout) and name the silent kinds.
 fn service_clients_against<S>(start: impl Fn() -> Option<(S, u16)>, answered: &[&str], silent_opening: bool) {
-    let tcp = |proto: &'static str| vec!["tcp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", proto];
-    let silent = ["nothing came back to netchar's opening bytes within 5 s", &SILENT["said nothing, ".len()..]];
-    for (expected, judged_by_opening) in
-        [("an iperf2 server", false), ("a discard server", false), ("an echo server", true), ("a chargen server", true)]
-    {
+    let opening_unanswered =
+        ["nothing came back to netchar's opening bytes within 5 s", &SILENT["said nothing, ".len()..]];
+    let reverse_unanswered =
+        ["nothing came within 5 s of the request to send (-R), and an iperf2 server sends at once"];
+    // (the server asked for, -R or not, what a silent peer is named by when the case judges by
+    // the opening answer)
+    let cases: [(&str, bool, Option<&[&str]>); 5] = [
+        ("an iperf2 server", false, None),
+        ("an iperf2 server", true, Some(&reverse_unanswered)),
+        ("a discard server", false, None),
+        ("an echo server", false, Some(&opening_unanswered)),
+        ("a chargen server", false, Some(&opening_unanswered)),
+    ];
+    for (expected, reverse, silent) in cases {
         let Some((_server, port)) = start() else { return };
         let proto = expected.rsplit(' ').nth(1).unwrap();
+        let mut args = vec!["tcp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", proto];
+        if reverse {
+            args.push("-R");
+        }
         let not = format!("not {expected}: ");
-        let what = if judged_by_opening && silent_opening { &silent[..] } else { answered };
-        assert_one_line(port, &tcp(proto), &[[not.as_str()].as_slice(), what].concat());
+        let what = match silent {
+            Some(silent) if silent_opening => silent,
+            _ => answered,
+        };
+        assert_one_line(port, &args, &[[not.as_str()].as_slice(), what].concat());
     }
 }
 

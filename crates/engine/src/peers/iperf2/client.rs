@@ -2,8 +2,8 @@
 //! the settings each stream carries, and what the far end reports.
 
 use crate::control::{
-    AnswerEnd, ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerAnswer, PeerInfo, Transport,
-    UdpOutcome,
+    AnswerEnd, ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, Opening, PeerAnswer, PeerInfo,
+    Transport, UdpOutcome,
 };
 use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::registry::SessionError;
@@ -108,6 +108,8 @@ pub struct Iperf2Control {
     listen_asked: bool,
     /// UDP: why the far end's figures are missing (its reports did not come back).
     reports_missing: Option<String>,
+    /// How long the driver waits for a `-R` stream's first bytes (the client's hello timeout).
+    opening_wait: Duration,
 }
 
 impl Iperf2Control {
@@ -145,6 +147,7 @@ impl Iperf2Control {
             dial_back: dial_back.map(|d| (d, None)),
             listen_asked: false,
             reports_missing: None,
+            opening_wait: netchar_wire::session::Timeouts::default().hello,
         })
     }
 
@@ -330,6 +333,33 @@ impl ClientControl for Iperf2Control {
     fn is_done(&self) -> bool {
         self.reported
     }
+    fn awaits_opening(&self) -> bool {
+        // `-R` over TCP: an iperf2 server sends its payload as soon as it has read the
+        // header, so its first bytes tell it from another kind of server before the test.
+        self.dial_back.is_none() && self.spec.direction == Direction::Down && !self.spec.uses_udp()
+    }
+    fn opening_answer(&mut self, _id: u32, answer: PeerAnswer<'_>) -> Result<Opening, ProtocolError> {
+        // iperf 2's payload, `0123456789` over and over from the stream's start (iperf 2.1.8
+        // and netchar's own --iperf2 listener on loopback), taken as data.
+        let b = answer.bytes;
+        let digits = b.iter().enumerate().all(|(i, &c)| c == b'0' + (i % 10) as u8);
+        let what = match answer.end {
+            _ if digits && b.len() >= 10 => return Ok(Opening::Take(0)),
+            AnswerEnd::Open if digits => return Ok(Opening::Wait),
+            AnswerEnd::Silent if b.is_empty() => format!(
+                "nothing came within {:.0} s of the request to send (-R), and an iperf2 server sends at once: \
+                 the peer waits for more of its client's bytes, as netperf's netserver (--proto netperf), a \
+                 netio server (suite netio --proto netio) or a discard service (--proto discard) does",
+                self.opening_wait.as_secs_f64(),
+            ),
+            // Its own header sent back.
+            _ if self.tcp_preamble().starts_with(b) && !b.is_empty() => {
+                "an echo server answered (it sent the client's bytes back); add --proto echo".to_string()
+            }
+            _ => netchar_wire::hello::identify_peer(b),
+        };
+        Err(ProtocolError::Peer(format!("not an iperf2 server: {what}")))
+    }
     fn unread_answer(&mut self, _id: u32, answer: PeerAnswer<'_>, failed: bool) -> Result<(), ProtocolError> {
         // An iperf2 or lwiperf server reads a client's stream and says nothing on it (iperf
         // 2.1 acknowledges a header that asks for one; netchar's up streams ask for none, and
@@ -413,7 +443,9 @@ pub(crate) fn far_end_applies(spec: &TestSpec) -> crate::registry::FarEndApplies
 
 /// The registry's client constructor for iperf2 (crate::protocols).
 pub(crate) fn iperf2_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
-    Ok(Box::new(Iperf2Control::new(a.now, Flavour::Iperf2, a.spec, a.cfg.port, a.cfg.dial_back)?))
+    let mut control = Iperf2Control::new(a.now, Flavour::Iperf2, a.spec, a.cfg.port, a.cfg.dial_back)?;
+    control.opening_wait = a.cfg.timeouts.hello;
+    Ok(Box::new(control))
 }
 
 /// The registry's client constructor for lwiperf (crate::protocols).
@@ -589,6 +621,19 @@ mod tests {
             .udp_unanswered(&refused)
             .unwrap()
             .starts_with("not an iperf2 server: nothing takes UDP at port 5001"));
+        // -R: the server's payload of digits at once, or another server's answer.
+        let mut down = TestSpec::tcp_default();
+        down.direction = Direction::Down;
+        let mut r = Iperf2Control::new(now, Flavour::Iperf2, &down, 5001, None).unwrap();
+        assert!(r.awaits_opening() && !c.awaits_opening());
+        assert_eq!(r.opening_answer(1, answer(b"01234", AnswerEnd::Open)), Ok(Opening::Wait));
+        assert_eq!(r.opening_answer(1, answer(b"0123456789012", AnswerEnd::Open)), Ok(Opening::Take(0)));
+        let e = r.opening_answer(1, answer(&[0x09], AnswerEnd::Open)).unwrap_err().to_string();
+        assert!(e.starts_with("not an iperf2 server: an iperf3 server answered"), "{e}");
+        let e = r.opening_answer(1, answer(&r.tcp_preamble()[..16], AnswerEnd::Open)).unwrap_err().to_string();
+        assert!(e.contains("an echo server answered"), "{e}");
+        let e = r.opening_answer(1, answer(&[], AnswerEnd::Silent)).unwrap_err().to_string();
+        assert!(e.contains("an iperf2 server sends at once"), "{e}");
         let mut lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001, None).unwrap();
         let e = lw.unread_answer(1, answer(&[0x09], AnswerEnd::Open), false).unwrap_err().to_string();
         assert!(e.starts_with("not an lwiperf server: "), "{e}");
