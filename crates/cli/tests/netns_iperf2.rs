@@ -24,6 +24,9 @@ use std::time::Duration;
 
 const TBF: &[&str] = &["tbf", "rate", "200mbit", "burst", "256kb", "latency", "50ms"];
 const EXPECTED_BPS: f64 = 200e6 * 1448.0 / 1514.0;
+/// The bytes of a full frame's headers tbf charges besides the payload: 14 Ethernet, 20 IPv4,
+/// 32 TCP with timestamps.
+const FRAME_HEADERS: u64 = 1514 - 1448;
 /// iperf2 servers count each TCP stream's settings header after its 4-byte flags word.
 const HEADER_COUNTED: u64 = 20;
 
@@ -120,51 +123,75 @@ fn tcp_goodput_through_the_iperf2_adapter_matches_tbf() {
     let port = 5011u16;
     let server = IperfServer::start(&link, port, false);
     let mut bad = Vec::new();
-    // The link's rate is the truth when the sender kept it full; a machine kept busy by other
-    // work can hold the sender off the CPU for a good part of a second, and then the sender's
-    // own figure (what it put on the link) is. Never above the link's rate.
-    let mut check = |what: &str, bps: f64, sender_bps: f64| {
-        let truth = EXPECTED_BPS.min(sender_bps);
+    // The link's rate is the truth when the link was kept full over the receiver's seconds; a
+    // machine kept busy by other work can hold the sender, the receiver or tbf's own dequeue
+    // off the CPU for a good part of a second, and then what tbf counted through it over those
+    // seconds is (its bytes less every frame's headers). Never above the link's rate.
+    let mut check = |what: &str, bps: f64, seconds: f64, tbf: netns::QdiscCounters| {
+        let through = tbf.bytes.saturating_sub(tbf.packets * FRAME_HEADERS);
+        let truth = EXPECTED_BPS.min(through as f64 * 8.0 / seconds);
         eprintln!(
-            "netns_iperf2 tcp {what}: {:.3} Mbit/s ({:+.3}% vs {:.3}; the sender's figure {:.3})",
+            "netns_iperf2 tcp {what}: {:.3} Mbit/s over {seconds:.3} s ({:+.3}% vs {:.3}; tbf let {through} bytes \
+             through)",
             bps / 1e6,
             (bps / truth - 1.0) * 100.0,
             truth / 1e6,
-            sender_bps / 1e6
         );
         if (bps / truth - 1.0).abs() > 0.02 {
             bad.push(format!("{what} {:.3} Mbit/s (truth {:.3})", bps / 1e6, truth / 1e6));
         }
     };
+    // Up, the data leaves through b's tbf; -R, through a's (the iperf server's).
+    let up_counters = || link.b.qdisc_counters(DEV_B).unwrap_or_else(|e| panic!("{e}"));
+    let down_counters = || link.a.qdisc_counters(DEV_A).unwrap_or_else(|e| panic!("{e}"));
 
+    let before = up_counters();
     let v = netchar(&link, &server, "tcp", port, &["-t", "5"]);
+    let tbf = up_counters().since(&before);
     let sent = v["summary"]["up"]["sender"]["total_bytes"].as_u64().unwrap();
     let line = &server.lines(1)[0];
     assert_eq!(csv_u64(line, 7), sent + HEADER_COUNTED, "the iperf server counted every byte netchar wrote");
-    let sender_bps = v["summary"]["up"]["sender"]["bits_per_second"].as_f64().unwrap();
-    check("up (the iperf server's CSV)", csv_u64(line, 8) as f64, sender_bps);
+    // The iperf server's own seconds: its CSV's interval, "0.0-5.0".
+    let (from, to) = line[6].split_once('-').unwrap_or_else(|| panic!("no interval in {line:?}"));
+    let seconds = to.parse::<f64>().unwrap() - from.parse::<f64>().unwrap();
+    check("up (the iperf server's CSV)", csv_u64(line, 8) as f64, seconds, tbf);
 
+    let before = down_counters();
     let v = netchar(&link, &server, "tcp", port, &["-t", "5", "-R"]);
+    let tbf = down_counters().since(&before);
     let r = &v["summary"]["down"]["receiver"];
     let line = &server.lines(2)[1];
     assert_eq!(csv_u64(line, 7), r["total_bytes"].as_u64().unwrap(), "netchar read every byte iperf sent");
-    let (received_bps, sent_bps) = (r["bits_per_second"].as_f64().unwrap(), csv_u64(line, 8) as f64);
-    check("down (netchar's receiver)", received_bps, sent_bps);
+    let (received_bps, seconds) = (r["bits_per_second"].as_f64().unwrap(), r["seconds"].as_f64().unwrap());
+    check("down (netchar's receiver)", received_bps, seconds, tbf);
 
     // -r: netchar's 3 s up, then the iperf server dials back into namespace b and sends 3 s.
     // The down half is timed from its own connection: its rate is the link's, not half of it.
+    // (a's tbf carries the up half's acknowledgements too: headers alone, no payload.)
+    let before = down_counters();
     let v = netchar(&link, &server, "tcp", port, &["-t", "3", "-r"]);
+    let tbf = down_counters().since(&before);
     let lines = server.lines(4);
     let back = lines[2..].iter().find(|l| l[4] != port.to_string()).unwrap_or_else(|| panic!("{lines:?}"));
     let r = &v["summary"]["down"]["receiver"];
+    // Timed from the dial-back, by the test's own clock: the down stream's clock started when
+    // the iperf server connected, which it does once the up half has ended.
+    let streams = v["streams"].as_array().unwrap();
+    let stream = |flow: &str| streams.iter().find(|s| s["flow"] == flow).unwrap_or_else(|| panic!("{streams:?}"));
+    let (up_end, down) = (stream("up")["seconds"].as_f64().unwrap(), stream("down"));
+    let started = down["started_seconds"].as_f64().unwrap_or_else(|| panic!("no started_seconds: {down}"));
+    assert!(started > up_end, "the dial-back's clock started at {started} s, before the up half ended at {up_end} s");
+    let timed = down["seconds"].as_f64().unwrap() - started;
+    assert!((r["seconds"].as_f64().unwrap() - timed).abs() < 1e-6, "{r}: timed from the dial-back, {timed} s");
     assert_eq!(csv_u64(back, 7), r["total_bytes"].as_u64().unwrap(), "netchar read every byte of the dial-back");
-    let (received_bps, sent_bps) = (r["bits_per_second"].as_f64().unwrap(), csv_u64(back, 8) as f64);
-    check("-r down (netchar's receiver, timed from the dial-back)", received_bps, sent_bps);
+    let (received_bps, seconds) = (r["bits_per_second"].as_f64().unwrap(), r["seconds"].as_f64().unwrap());
+    check("-r down (netchar's receiver, timed from the dial-back)", received_bps, seconds, tbf);
     assert!(
         bad.is_empty(),
-        "outside ±2% of min({:.3} Mbit/s, the sender's figure): {}",
+        "outside ±2% of min({:.3} Mbit/s, what tbf let through): {}\nqdiscs:\n{}",
         EXPECTED_BPS / 1e6,
-        bad.join(", ")
+        bad.join(", "),
+        link.qdisc_stats()
     );
 }
 

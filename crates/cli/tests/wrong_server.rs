@@ -2,9 +2,11 @@
 //! answered and the flag that talks to it: netchar's client with the default protocol or the
 //! wrong `--proto` against each peer server the installed tools allow (iperf3, iperf 2,
 //! netperf's netserver) and against netchar's own server and listeners (native, echo,
-//! discard, chargen, netio, nc_test); and each peer client (iperf3, iperf, netperf, irtt)
-//! against `netchar server`'s own port, whose log names the client and the listener that
-//! answers it. The recognition itself is crates/wire/src/hello.rs (`identify_peer` for
+//! discard, chargen, netio, nc_test); the clients of the protocols without a hello (iperf2,
+//! echo, discard, chargen) against a netchar server, an iperf3 server, netserver and a netio
+//! server, judged by what the peer sent back and when it closed; and each peer client (iperf3,
+//! iperf, netperf, irtt) against `netchar server`'s own port, whose log names the client and
+//! the listener that answers it. The recognition itself is crates/wire/src/hello.rs (`identify_peer` for
 //! servers, `identify_client` for clients); this runs it against the real tools.
 //!
 //! Each case is one run with its exit code and its one error line. Slow cases are the silent
@@ -213,6 +215,149 @@ fn netchar_against_echo_discard_chargen_netio_and_nc_test_servers() {
         &["tcp", "127.0.0.1", "-p", "{port}", "-t", "1"],
         &["an eCos nc_test slave answered on UDP", "--proto nc-test"],
     );
+}
+
+/// `netchar tcp` with `--proto iperf2` (and `-R`), `echo`, `discard` and `chargen` against another kind
+/// of server, a fresh one for each (`start`: the server, kept while the case runs, and its
+/// port; an iperf3 server re-creates its listener after a client it could not serve, and resets
+/// what connects meanwhile): each names what answered (`answered`, after "not an iperf2
+/// server: " and the like). None of those protocols has a hello: iperf2 and discard are judged
+/// by what came back on a stream their server never writes to, or by its close during the
+/// test; echo and chargen by the answer to netchar's hello, which an echo server returns and a
+/// chargen server throws away; iperf2's `-R` by the first bytes, its server's payload at once.
+/// A server that waits for more of its client's bytes leaves those to wait `silent_opening`
+/// (the 5 s hello timeout) and name the silent kinds.
+fn service_clients_against<S>(start: impl Fn() -> Option<(S, u16)>, answered: &[&str], silent_opening: bool) {
+    let opening_unanswered =
+        ["nothing came back to netchar's opening bytes within 5 s", &SILENT["said nothing, ".len()..]];
+    let reverse_unanswered =
+        ["nothing came within 5 s of the request to send (-R), and an iperf2 server sends at once"];
+    // (the server asked for, -R or not, what a silent peer is named by when the case judges by
+    // the opening answer)
+    let cases: [(&str, bool, Option<&[&str]>); 5] = [
+        ("an iperf2 server", false, None),
+        ("an iperf2 server", true, Some(&reverse_unanswered)),
+        ("a discard server", false, None),
+        ("an echo server", false, Some(&opening_unanswered)),
+        ("a chargen server", false, Some(&opening_unanswered)),
+    ];
+    for (expected, reverse, silent) in cases {
+        let Some((_server, port)) = start() else { return };
+        let proto = expected.rsplit(' ').nth(1).unwrap();
+        let mut args = vec!["tcp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", proto];
+        if reverse {
+            args.push("-R");
+        }
+        let not = format!("not {expected}: ");
+        let what = match silent {
+            Some(silent) if silent_opening => silent,
+            _ => answered,
+        };
+        assert_one_line(port, &args, &[[not.as_str()].as_slice(), what].concat());
+    }
+}
+
+#[test]
+fn iperf2_and_service_clients_against_a_netchar_server() {
+    service_clients_against(
+        || {
+            let s = Server::start(&[]);
+            let port = s.port;
+            Some((s, port))
+        },
+        &["a netchar server answered (its hello): netchar's own protocol, which runs without --proto"],
+        false,
+    );
+}
+
+#[test]
+fn iperf2_and_service_clients_against_an_iperf3_server() {
+    service_clients_against(
+        || {
+            let s = PeerServer::start(
+                "iperf3",
+                &["-s", "-B", "127.0.0.1", "-p", "{port}"],
+                false,
+                "apt-get install iperf3",
+            )?;
+            let port = s.port;
+            Some((s, port))
+        },
+        &["an iperf3 server answered (PARAM_EXCHANGE); add --proto iperf3"],
+        false,
+    );
+}
+
+#[test]
+fn iperf2_and_service_clients_against_netperfs_netserver() {
+    // netserver reads 656-byte requests: iperf2's and discard's streams are requests of a type
+    // it does not know, answered with its error response; netchar's 40-byte hello is not one.
+    service_clients_against(
+        || {
+            let s = PeerServer::start(
+                "netserver",
+                &["-D", "-L", "127.0.0.1", "-p", "{port}"],
+                false,
+                "apt-get install netperf",
+            )?;
+            let port = s.port;
+            Some((s, port))
+        },
+        &["netperf's netserver answered (its error response to a request it does not know); add --proto netperf"],
+        true,
+    );
+}
+
+#[test]
+fn iperf2_and_service_clients_against_a_netio_server() {
+    // A netio server closes on a command it does not know: during iperf2's and discard's
+    // test, and before echo's and chargen's.
+    service_clients_against(
+        || {
+            let s = Server::start(&["--netio", "--netio-port", "0"]);
+            let lines = [s.startup.clone(), s.log_lines(Duration::from_secs(2))].concat();
+            let netio = lines
+                .iter()
+                .find_map(|l| l.strip_prefix("netio: TCP test on ")?.split(',').next()?.parse::<u16>().ok())
+                .unwrap_or_else(|| panic!("{lines:?}"));
+            Some((s, netio))
+        },
+        &["as a netio server does (suite netio --proto netio)"],
+        false,
+    );
+}
+
+/// Over UDP the peer's datagrams say less: the host's refusals (port unreachable: nothing takes
+/// UDP there) and, for echo, none of them coming back. Then the same port is asked over TCP
+/// what answers there. A discard service answers nothing by design, so a silent UDP port is
+/// never called a wrong one for discard.
+#[test]
+fn udp_iperf2_echo_and_discard_clients_against_other_servers() {
+    let udp = |proto: &'static str| vec!["udp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", proto];
+    let netchar_server = "on TCP at the same port, a netchar server answered (its hello)";
+    let s = Server::start(&[]);
+    assert_one_line(s.port, &udp("echo"), &["not an echo server: none of the ", netchar_server]);
+    assert_one_line(s.port, &udp("iperf2"), &["iperf2 server reports did not come back", netchar_server]);
+    // netchar's server takes UDP at its port and drops what is not its own: as silent as a
+    // discard service, and not called wrong.
+    let port = s.port.to_string();
+    let run = netchar(&["udp", "127.0.0.1", "-p", &port, "-t", "1", "--proto", "discard"]);
+    assert_eq!(run.code, 0, "a silent UDP sink is what discard is: {}", run.stderr);
+    drop(s);
+
+    let iperf3 = "on TCP at the same port, an iperf3 server answered (PARAM_EXCHANGE); add --proto iperf3";
+    for (proto, expected) in [
+        ("iperf2", "not an iperf2 server: nothing takes UDP at port "),
+        ("discard", "not a discard server: nothing takes UDP at port "),
+        ("echo", "not an echo server: "),
+    ] {
+        let Some(s) =
+            PeerServer::start("iperf3", &["-s", "-B", "127.0.0.1", "-p", "{port}"], false, "apt-get install iperf3")
+        else {
+            return;
+        };
+        assert_one_line(s.port, &udp(proto), &[expected, iperf3]);
+    }
 }
 
 /// The server's `rejected` line about the client that just ran, within 10 s.

@@ -204,6 +204,68 @@ impl UdpHandshake for NoUdpSetup {
     }
 }
 
+/// What the peer of a protocol without a control connection sent on one of its TCP data
+/// streams (at most [`ANSWER_BYTES`] of it, read without taking it), and how its side stood:
+/// all a client of a service that has no hello of its own can learn of what answered.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAnswer<'a> {
+    /// The peer's first bytes on the stream.
+    pub bytes: &'a [u8],
+    /// How its side of the stream stood when this end looked.
+    pub end: AnswerEnd,
+}
+
+/// How the peer's side of a data stream stood when this end looked at its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerEnd {
+    /// Still open: more may come.
+    Open,
+    /// It closed the connection (or reset it).
+    Closed,
+    /// Still open, and nothing more came within the client's hello timeout (before the test).
+    Silent,
+}
+
+/// The most bytes of a peer's answer a [`PeerAnswer`] carries: a netchar hello and more.
+pub const ANSWER_BYTES: usize = 64;
+
+/// What came of a UDP test's datagrams at this end, for [`ClientControl::udp_unanswered`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UdpOutcome {
+    /// Datagrams this end's senders offered (the kernel's refusals included).
+    pub sent: u64,
+    /// Of those, the ones the kernel refused with ECONNREFUSED: the host answered an earlier
+    /// one with ICMP port unreachable, so nothing takes UDP at that port.
+    pub refused: u64,
+    /// Datagrams this end's receivers got back.
+    pub received: u64,
+    /// The peer's port.
+    pub port: u16,
+}
+
+impl UdpOutcome {
+    /// "nothing takes UDP at port 5300 (the host refused 42 of 43 datagrams: port
+    /// unreachable)", when the host said so.
+    pub fn refusal(&self) -> Option<String> {
+        (self.refused > 0).then(|| {
+            format!(
+                "nothing takes UDP at port {} (the host refused {} of {} datagrams: port unreachable)",
+                self.port, self.refused, self.sent
+            )
+        })
+    }
+}
+
+/// What a session makes of a stream's opening answer ([`ClientControl::opening_answer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// Not decided yet: wait for more bytes, the peer's close or the timeout.
+    Wait,
+    /// The peer is the protocol's: the first `n` bytes answered the preamble and are not the
+    /// test's (an echo server's copy of it), the rest is data.
+    Take(usize),
+}
+
 /// A client's control protocol, sans-IO. Every method's contract is that of
 /// `netchar_wire::session::ClientSession`, whose shape this is.
 pub trait ClientControl: Send {
@@ -242,6 +304,33 @@ pub trait ClientControl: Send {
     /// what it gets (the echo service), that receivers compare it with what was sent.
     fn stream_options(&self) -> crate::dataplane::StreamOptions {
         crate::dataplane::StreamOptions::default()
+    }
+    /// Without a control connection: whether each TCP stream's peer must answer its preamble
+    /// before the test starts (an echo server returns it, a chargen server talks unasked); the
+    /// driver then gives [`Self::opening_answer`] what comes until it is decided.
+    fn awaits_opening(&self) -> bool {
+        false
+    }
+    /// The opening answer of TCP stream `id` so far ([`Self::awaits_opening`]): wait, take it,
+    /// or name the peer that answered instead.
+    fn opening_answer(&mut self, _id: u32, _answer: PeerAnswer<'_>) -> Result<Opening, ProtocolError> {
+        Ok(Opening::Take(0))
+    }
+    /// Without a control connection, after the test: what the peer sent back on TCP stream `id`,
+    /// which this end only wrote to and no worker read, and whether a worker of this end failed
+    /// on it (the peer's reset or close during the test); an error names a peer of another
+    /// protocol. A service that never answers (discard, an iperf2 server) may still be told
+    /// from the one that did.
+    fn unread_answer(&mut self, _id: u32, _answer: PeerAnswer<'_>, _failed: bool) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+    /// Without a control connection, after a UDP test: what came of this end's datagrams
+    /// ([`UdpOutcome`]); a complaint ("not an echo server: none of the 85 datagrams came
+    /// back") when that is not what the protocol's server does. The driver then asks the same
+    /// port over TCP what answers there and names it after the complaint. A server that is
+    /// silent by design (discard) is only told from nothing at all by the host's refusals.
+    fn udp_unanswered(&mut self, _outcome: &UdpOutcome) -> Option<String> {
+        None
     }
     /// Whether the driver connects a control connection for this session first.
     fn connection(&self) -> ControlConnection {

@@ -24,6 +24,9 @@ const SLICE: Duration = Duration::from_millis(1);
 /// forgiven, so a long stall does not turn into a long burst at a full CPU.
 const MAX_OWED_PERIODS: f64 = 4.0;
 
+/// The load threads' name, before their number.
+const LOAD_THREAD: &str = "netchar-load";
+
 /// A running duty-cycled CPU load.
 pub struct BackgroundLoad {
     stop: Arc<AtomicBool>,
@@ -46,7 +49,9 @@ impl BackgroundLoad {
         let threads = (0..threads)
             .map(|i| {
                 let stop = stop.clone();
-                std::thread::spawn(move || {
+                // Named, so that `top -H` (and the tests below) can tell them from the work.
+                let thread = std::thread::Builder::new().name(format!("{LOAD_THREAD}{i}"));
+                thread.spawn(move || {
                     let _ = netchar_sys::cpu::pin_current_thread(i as usize % cpus);
                     let (wall0, cpu0) = (Instant::now(), netchar_sys::cpu::thread_cpu_seconds());
                     let slice = SLICE.as_secs_f64();
@@ -78,7 +83,8 @@ impl BackgroundLoad {
                     netchar_sys::cpu::thread_cpu_seconds() - cpu0
                 })
             })
-            .collect();
+            .collect::<std::io::Result<_>>()
+            .expect("spawn a load thread");
         Self { stop, threads, started }
     }
 
@@ -210,14 +216,20 @@ mod tests {
         let _serial = CPU_SHARE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let process = crate::measure::CpuMeter::start();
         let load = BackgroundLoad::start(30.0, 1);
+        let inside_from = Instant::now();
         std::thread::sleep(Duration::from_millis(600));
+        let inside = inside_from.elapsed().as_secs_f64();
         let achieved = load.finish();
         let process = process.finish();
         assert!(achieved > 0.0 && achieved <= 35.0, "30% asked, {achieved:.1}% achieved");
+        // CPU seconds, not shares of windows of their own: the process's window holds the
+        // load's, by as long as the machine took to start and join the thread. The load ran
+        // at least its share of the part of its window the test saw, and what it ran is part
+        // of what the whole process ran (getrusage, to its rounding of a few milliseconds).
+        let process_seconds = process.user_seconds + process.system_seconds;
         assert!(
-            achieved <= process.total_pct + 1.0,
-            "the load claims {achieved:.1}% of a CPU, the whole process ran {:.1}%",
-            process.total_pct
+            achieved / 100.0 * inside <= process_seconds + 0.02,
+            "the load claims {achieved:.1}% of a CPU over at least {inside:.3} s, the whole process ran {process_seconds:.3} s"
         );
     }
 
@@ -254,17 +266,22 @@ mod tests {
     /// The load tests below measure CPU shares; run together they would disturb each other.
     static CPU_SHARE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    /// The counting threads' CPU seconds by another account of the kernel's:
+    /// The CPU seconds of this process's threads named `name`..., by the kernel's account:
     /// /proc/self/task/TID/schedstat, nanoseconds on a CPU.
-    fn counters_schedstat_seconds() -> f64 {
-        let tasks = std::fs::read_dir("/proc/self/task").unwrap().map(|e| e.unwrap().path());
-        let counters = tasks
-            .filter(|t| std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim_end().starts_with(IDLE_THREAD)));
-        let ns = counters.map(|t| {
-            let stat = std::fs::read_to_string(t.join("schedstat")).unwrap();
-            stat.split_whitespace().next().unwrap().parse::<u64>().unwrap()
+    fn threads_schedstat_seconds(name: &str) -> f64 {
+        let tasks = std::fs::read_dir("/proc/self/task").unwrap().filter_map(|e| e.ok()).map(|e| e.path());
+        let named = tasks.filter(|t| std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.starts_with(name)));
+        // A thread that ended between the listing and the read ran nothing more here.
+        let ns = named.filter_map(|t| {
+            let stat = std::fs::read_to_string(t.join("schedstat")).ok()?;
+            stat.split_whitespace().next()?.parse::<u64>().ok()
         });
         ns.sum::<u64>() as f64 * 1e-9
+    }
+
+    /// The counting threads' CPU seconds by the scheduler's account.
+    fn counters_schedstat_seconds() -> f64 {
+        threads_schedstat_seconds(IDLE_THREAD)
     }
 
     /// The meter reads one CPU kept busy as busy (a counter gets at most 0.3% of a CPU that
@@ -278,21 +295,26 @@ mod tests {
         let meter = IdleMeter::start();
         let load = BackgroundLoad::start(100.0, 1);
         std::thread::sleep(Duration::from_millis(20));
-        let (mark, sched0) = (meter.mark(), counters_schedstat_seconds());
+        let (load0, mark, sched0) =
+            (threads_schedstat_seconds(LOAD_THREAD), meter.mark(), counters_schedstat_seconds());
         std::thread::sleep(Duration::from_millis(500));
-        let (idle, sched1) = (meter.idle_since(&mark), counters_schedstat_seconds());
+        let (idle, sched1, load1) =
+            (meter.idle_since(&mark), counters_schedstat_seconds(), threads_schedstat_seconds(LOAD_THREAD));
         let wall = mark.at.elapsed().as_secs_f64();
         let achieved = load.finish();
         let idle = idle.expect("the counting threads and their CPU clocks");
         let scheduled = 100.0 * (sched1 - sched0) / (wall * cpus);
+        // The CPU the load thread was given in the window itself, not an assumed share: a
+        // machine that other work keeps busy gives it less, and the counters no more.
+        let loaded = 100.0 * (load1 - load0) / wall;
         assert!(achieved > 0.0, "the load thread never ran");
         assert!(
             (idle - scheduled).abs() <= 1.0,
             "idle {idle:.2}%, but the scheduler ran the counting threads {scheduled:.2}% of the CPUs"
         );
         assert!(
-            idle <= 100.0 - achieved / cpus + 1.0,
-            "idle {idle:.1}% of {cpus} CPUs while the load kept {achieved:.1}% of one busy"
+            idle <= 100.0 - loaded / cpus + 1.0,
+            "idle {idle:.1}% of {cpus} CPUs while the load thread ran {loaded:.1}% of one in the same window"
         );
         // On a machine other work keeps busy the counters may not run at all (0% headroom is
         // then the truth); a millisecond on a CPU is thousands of their loops.

@@ -97,6 +97,48 @@ fn reap_stale() {
     }
 }
 
+/// A qdisc's counters: ` Sent 123 bytes 45 pkt (dropped 0, overlimits 6 requeues 0)`. A GSO
+/// packet counts as its segments, its bytes with every segment's headers (qdisc_pkt_len).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QdiscCounters {
+    /// Bytes sent, link-layer headers included.
+    pub bytes: u64,
+    /// Packets sent.
+    pub packets: u64,
+    /// Packets dropped.
+    pub dropped: u64,
+    /// Times a packet had to wait for the shaper's tokens.
+    pub overlimits: u64,
+}
+
+impl QdiscCounters {
+    /// The first (root) qdisc's counters in `tc -s qdisc show`'s output.
+    pub fn parse(text: &str) -> Option<Self> {
+        let words: Vec<&str> = text.split_whitespace().map(|w| w.trim_matches(|c| c == '(' || c == ',')).collect();
+        let at = words.iter().position(|w| *w == "Sent")?;
+        let after = |name: &str| -> Option<u64> {
+            let i = words[at..].iter().position(|w| *w == name)?;
+            words.get(at + i + 1)?.parse().ok()
+        };
+        Some(Self {
+            bytes: words.get(at + 1)?.parse().ok()?,
+            packets: words.get(at + 3)?.parse().ok()?,
+            dropped: after("dropped")?,
+            overlimits: after("overlimits")?,
+        })
+    }
+
+    /// What moved from `before` to `self`.
+    pub fn since(&self, before: &Self) -> Self {
+        Self {
+            bytes: self.bytes - before.bytes,
+            packets: self.packets - before.packets,
+            dropped: self.dropped - before.dropped,
+            overlimits: self.overlimits - before.overlimits,
+        }
+    }
+}
+
 /// One network namespace, deleted on drop.
 #[derive(Debug)]
 pub struct Netns {
@@ -132,6 +174,15 @@ impl Netns {
     /// `tc ARGS...` inside this namespace.
     pub fn tc(&self, args: &[&str]) -> Result<Output, String> {
         run_checked(self.command("tc").args(args))
+    }
+
+    /// The counters of the qdisc at the root of `dev`, by its own account (`tc -s qdisc`):
+    /// what a shaper let through, dropped and held back, the truth a rate through it is
+    /// measured against when the machine did not keep the link full.
+    pub fn qdisc_counters(&self, dev: &str) -> Result<QdiscCounters, String> {
+        let out = self.tc(&["-s", "qdisc", "show", "dev", dev])?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        QdiscCounters::parse(&text).ok_or_else(|| format!("no counters in `tc -s qdisc show dev {dev}`: {text}"))
     }
 
     /// `nft ARGS...` inside this namespace (for loss/impairment tests).
@@ -601,4 +652,20 @@ pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<Finished,
     let stdout = String::from_utf8_lossy(&out_t.join().unwrap_or_default()).into_owned();
     let stderr = String::from_utf8_lossy(&err_t.join().unwrap_or_default()).into_owned();
     Ok(Finished { status, stdout, stderr, elapsed: started.elapsed() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QdiscCounters;
+
+    #[test]
+    fn a_qdiscs_counters_are_read_from_tc() {
+        let text = "qdisc tbf 8001: root refcnt 2 rate 200Mbit burst 256Kb lat 50ms \n Sent 118657740 bytes 81950 pkt \
+                    (dropped 3, overlimits 4521 requeues 0) \n backlog 0b 0p requeues 0\n";
+        let c = QdiscCounters::parse(text).unwrap();
+        assert_eq!(c, QdiscCounters { bytes: 118_657_740, packets: 81_950, dropped: 3, overlimits: 4521 });
+        let before = QdiscCounters { bytes: 40, packets: 1, dropped: 0, overlimits: 21 };
+        assert_eq!(c.since(&before).overlimits, 4500);
+        assert_eq!(QdiscCounters::parse("qdisc noqueue 0: root refcnt 2\n"), None);
+    }
 }

@@ -241,6 +241,29 @@ pub fn not_netchar(first_bytes: &[u8]) -> ProtocolError {
     }
 }
 
+/// The serv_errno netserver answers a request of an unknown type with.
+const NETSERVER_UNKNOWN_REQUEST: u32 = 998;
+
+/// For a client whose server never sends on the stream (an iperf2 server, a discard service:
+/// `expected` names it, "an iperf2 server"), after the test: what the peer that did is, from
+/// what it sent back (`answer`, the first bytes; `sent`, this end's first bytes, which an echo
+/// server returns) or from its close while this end still sent (`closed_early`). None when
+/// the peer behaved as `expected` does: silent, and open until the client closed.
+pub fn not_a_silent_server(expected: &str, sent: &[u8], answer: &[u8], closed_early: bool) -> Option<String> {
+    let what = match answer {
+        [] if closed_early => format!(
+            "it closed the connection during the test without a word, as a netio server does (suite netio --proto \
+             netio), and {expected} reads until its client closes"
+        ),
+        [] => return None,
+        b if !sent.is_empty() && sent[..sent.len().min(b.len())] == b[..sent.len().min(b.len())] => {
+            "an echo server answered (it sent the client's bytes back); add --proto echo".to_string()
+        }
+        b => identify_peer(b),
+    };
+    Some(format!("not {expected}: {what}"))
+}
+
 /// Names the kind of peer that sent `first_bytes` instead of a netchar hello.
 ///
 /// Called with whatever arrived before the peer went quiet or closed, so it must accept any
@@ -258,6 +281,12 @@ pub fn identify_peer(first_bytes: &[u8]) -> String {
         // the first bytes sent as a header (iperf 2.1.8 on loopback, crates/cli/tests/wrong_server.rs).
         [0, 0, 0, 2, 0, 0, 0, 0x1c, ..] => {
             "an iperf2 server answered (its acknowledgement of a client's header); add --proto iperf2".to_string()
+        }
+        // netserver's answer to a request of a type it does not know: a response whose
+        // serv_errno is 998 (netperf 2.7's netserver.c), 656 bytes, to every 656 it reads.
+        b if b.len() >= 8 && b[0] == 0 && b[4..8] == NETSERVER_UNKNOWN_REQUEST.to_be_bytes() => {
+            "netperf's netserver answered (its error response to a request it does not know); add --proto netperf"
+                .to_string()
         }
         b if b.starts_with(b"SSH-") => "an SSH server answered".to_string(),
         b if recognised_protocol(b) == Some(KnownProtocol::Echo) => {
@@ -360,6 +389,28 @@ mod tests {
         // What iperf 2.1.8 answered an iperf3 client's cookie with, on a busy machine.
         let ack = [0, 0, 0, 2, 0, 0, 0, 0x1c, 0, 0, 0, 0, 0, 2, 0, 1];
         assert!(identify_peer(&ack).contains("an iperf2 server answered"), "{}", identify_peer(&ack));
+    }
+
+    #[test]
+    fn what_answered_a_client_of_a_silent_server_is_named_from_its_bytes_and_its_close() {
+        let sent = b"0123456789012345678901234567890123456789";
+        let named = |answer: &[u8], closed_early| not_a_silent_server("a discard server", sent, answer, closed_early);
+        // Silent, and open until the client closed (or closed after it): the server expected.
+        assert_eq!(named(&[], false), None);
+        assert!(named(&[], true).unwrap().contains("during the test without a word, as a netio server does"));
+        assert!(named(&Hello::server().encode(), false).unwrap().starts_with("not a discard server: a netchar server"));
+        assert!(named(&[0x09], false).unwrap().contains("an iperf3 server answered (PARAM_EXCHANGE)"));
+        assert!(named(&sent[..12], true)
+            .unwrap()
+            .contains("an echo server answered (it sent the client's bytes back)"));
+        // netserver's answer to a request of an unknown type (netperf 2.7.0 on loopback).
+        let netserver = [0, 0, 0, 0, 0, 0, 0x03, 0xe6, 0, 0, 0, 0];
+        assert!(
+            named(&netserver, false).unwrap().contains("netperf's netserver answered"),
+            "{:?}",
+            named(&netserver, false)
+        );
+        assert!(identify_peer(&[0, 0, 0, 0, 0, 0, 0x03, 0xe7]).contains("unknown bytes"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! gathering both ends' figures into the result (`figures`). This file holds the loop that
 //! drives them from the control session, the retries around an attempt, and its conclusion.
 
+mod answers;
 mod figures;
 mod setup;
 mod workers;
@@ -383,7 +384,28 @@ impl<'a> Driver<'a> {
         while let Ok(iv) = self.workers.live_rx.try_recv() {
             on_interval(&iv);
         }
-        outcome
+        match self.unread_answers() {
+            Err(wrong_peer) if !matches!(outcome, Err(ClientError::Interrupted)) => Err(wrong_peer.into()),
+            _ => outcome,
+        }
+    }
+
+    /// What the peer sent back on the streams this end only wrote to (protocols without a
+    /// control connection): the session names the peer when it was not the protocol's.
+    fn unread_answers(&mut self) -> Result<(), netchar_wire::ProtocolError> {
+        let failed = matches!(self.first_error, Some(ClientError::Stream(_)));
+        for (id, socket) in std::mem::take(&mut self.setup.unread) {
+            let (bytes, end) = answers::unread(&socket);
+            self.session.unread_answer(id, crate::control::PeerAnswer { bytes: &bytes, end }, failed)?;
+        }
+        if self.control.is_none() && self.spec.uses_udp() && self.workers.plane_started {
+            let outcome = answers::udp_outcome(&self.figures.local_records, self.addr.port());
+            if let Some(complaint) = self.session.udp_unanswered(&outcome) {
+                let tcp = answers::tcp_identity(self.addr, self.cfg.connect_timeout, self.cfg.timeouts.hello);
+                return Err(netchar_wire::ProtocolError::Peer(format!("{complaint}; {tcp}")));
+            }
+        }
+        Ok(())
     }
 
     fn pump(&mut self, stop: &StopFlag, on_interval: &mut dyn FnMut(&IntervalRecord)) -> Result<(), ClientError> {

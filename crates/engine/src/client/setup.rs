@@ -23,6 +23,9 @@ pub(super) struct StreamSetup {
     pub(super) dial_back: Option<std::net::TcpListener>,
     /// The streams opened, for the workers once the test starts.
     pub(super) pending_streams: Option<Vec<DataStream>>,
+    /// Without a control connection: this end's sending TCP streams, for what their peer sent
+    /// back unread (client::answers).
+    pub(super) unread: Vec<(u32, std::net::TcpStream)>,
 }
 
 /// One UDP stream's setup: its socket (a clone of the data socket, non-blocking) and the
@@ -127,6 +130,14 @@ impl Driver<'_> {
                             ConnectFailure::Option(o) => ClientError::SocketOption { flag: o.flag, message: o.message },
                         })?;
                     socket.write_all(&preamble).map_err(|e| connect_error(self.addr, e, self.cfg.connect_timeout))?;
+                    if self.control.is_none() {
+                        if self.session.awaits_opening() {
+                            super::answers::await_opening(&socket, id, self.session.as_mut(), self.cfg.timeouts.hello)?;
+                        }
+                        if let (Flow::Up, Ok(copy)) = (flow, socket.try_clone()) {
+                            self.setup.unread.push((id, copy));
+                        }
+                    }
                     DataSocket::Tcp(socket)
                 }
             };

@@ -17,7 +17,10 @@
 //! connections closed, and no UDP answer longer than its request
 //! (netchar_wire::services::udp_reply_len).
 
-use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
+use crate::control::{
+    AnswerEnd, ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, Opening, PeerAnswer, PeerInfo,
+    Transport, UdpOutcome,
+};
 use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, Payload, PeerDatagrams, StreamOptions, UdpWorker};
 use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
 use crate::registry::SessionError;
@@ -25,6 +28,7 @@ use crate::server_shared::ServerLog;
 use netchar_model::{
     CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestKind, TestSpec,
 };
+use netchar_wire::hello::{identify_peer, recognised_protocol, Hello, KnownProtocol, HELLO_LEN, MAGIC};
 use netchar_wire::services::{udp_reply_len, ChargenSource, Service, CHARGEN_CYCLE};
 use netchar_wire::ProtocolError;
 use std::collections::{HashMap, VecDeque};
@@ -110,6 +114,8 @@ pub struct ServiceControl {
     reported: bool,
     /// When the session was made: a time already past, for a timeout due at once.
     created: Instant,
+    /// How long the driver waits for a stream's opening answer (the client's hello timeout).
+    opening_wait: Duration,
 }
 
 impl ServiceControl {
@@ -129,6 +135,7 @@ impl ServiceControl {
             deadline: None,
             reported: false,
             created: now,
+            opening_wait: netchar_wire::session::Timeouts::default().hello,
         })
     }
 
@@ -140,7 +147,7 @@ impl ServiceControl {
             if spec.uses_udp() {
                 Transport::Udp { handshake: Box::new(NoUdpSetup) }
             } else {
-                Transport::Tcp { preamble: Vec::new() }
+                Transport::Tcp { preamble: self.opening_bytes() }
             }
         };
         for &flow in spec.direction.flows() {
@@ -153,6 +160,23 @@ impl ServiceControl {
             }
         }
         out
+    }
+
+    /// What a TCP stream writes before the test: echo and chargen, netchar's control hello,
+    /// which an echo server returns and a chargen server throws away, and to which the servers
+    /// that speak first when spoken to (netchar's, iperf3's) answer so that they are named.
+    /// Discard, nothing: its server never answers, so nothing could be learnt before the test.
+    fn opening_bytes(&self) -> Vec<u8> {
+        match self.service {
+            Service::Echo | Service::Chargen => Hello::control().encode().to_vec(),
+            Service::Discard => Vec::new(),
+        }
+    }
+
+    /// "not an echo server: `what`".
+    fn not_the_service(&self, what: String) -> ProtocolError {
+        let article = if self.service == Service::Echo { "an" } else { "a" };
+        ProtocolError::Peer(format!("not {article} {} server: {what}", self.service.name()))
     }
 
     fn report(&mut self) {
@@ -222,6 +246,72 @@ impl ClientControl for ServiceControl {
     }
     fn is_done(&self) -> bool {
         self.reported
+    }
+    fn awaits_opening(&self) -> bool {
+        !self.opening_bytes().is_empty()
+    }
+    fn opening_answer(&mut self, _id: u32, answer: PeerAnswer<'_>) -> Result<Opening, ProtocolError> {
+        let hello = Hello::control().encode();
+        let b = answer.bytes;
+        // A netchar hello may still be arriving: an echo server's copy of this one, or a
+        // netchar server's own (which differs from the 11th byte on).
+        let hello_arriving = b.len() < HELLO_LEN && b[..b.len().min(MAGIC.len())] == MAGIC[..b.len().min(MAGIC.len())];
+        match (self.service, answer.end) {
+            (Service::Echo, _) if b.len() >= HELLO_LEN && b[..HELLO_LEN] == hello => Ok(Opening::Take(HELLO_LEN)),
+            (Service::Chargen, _) if recognised_protocol(b) == Some(KnownProtocol::Chargen) && !hello_arriving => {
+                Ok(Opening::Take(0))
+            }
+            (Service::Chargen, AnswerEnd::Open)
+                if b.len() < 8 && b.iter().all(|c| c.is_ascii_graphic() || *c == b' ') =>
+            {
+                Ok(Opening::Wait)
+            }
+            (_, AnswerEnd::Open) if hello_arriving => Ok(Opening::Wait),
+            (_, AnswerEnd::Silent) if b.is_empty() => {
+                let (service, does) = match self.service {
+                    Service::Echo => ("an echo server", "returns them at once"),
+                    _ => ("a chargen server", "sends at once, unasked"),
+                };
+                Err(self.not_the_service(format!(
+                    "nothing came back to netchar's opening bytes within {:.0} s ({service} {does}): the peer \
+                     waits for its client's own bytes, as {} does",
+                    self.opening_wait.as_secs_f64(),
+                    netchar_wire::known::SILENT_SERVERS
+                )))
+            }
+            _ => Err(self.not_the_service(identify_peer(b))),
+        }
+    }
+    fn udp_unanswered(&mut self, outcome: &UdpOutcome) -> Option<String> {
+        let what = match (outcome.refusal(), self.service) {
+            (Some(refusal), _) => refusal,
+            // An echo server returns every datagram: none at all is no echo server's doing.
+            (None, Service::Echo) if self.spec.kind == TestKind::Udp && outcome.sent > 0 && outcome.received == 0 => {
+                format!("none of the {} datagrams came back", outcome.sent)
+            }
+            // Discard answers nothing by design: silence tells nothing.
+            _ => return None,
+        };
+        let article = if self.service == Service::Echo { "an" } else { "a" };
+        Some(format!("not {article} {} server: {what}", self.service.name()))
+    }
+    fn unread_answer(&mut self, id: u32, answer: PeerAnswer<'_>, failed: bool) -> Result<(), ProtocolError> {
+        if self.service != Service::Discard {
+            return Ok(());
+        }
+        let closed_early = failed && answer.end == AnswerEnd::Closed;
+        // The stream's first bytes as its sender wrote them, which an echo server returns.
+        let first = answer.bytes.len().min(self.spec.block_bytes.max(1) as usize);
+        let payload = netchar_wire::payload::StreamPayload::new(
+            self.spec.payload.unwrap_or_default(),
+            self.spec.block_bytes as usize,
+            first,
+        );
+        let sent = payload.slice(id, 0, first);
+        match netchar_wire::hello::not_a_silent_server("a discard server", sent, answer.bytes, closed_early) {
+            Some(wrong) => Err(ProtocolError::Peer(wrong)),
+            None => Ok(()),
+        }
     }
     fn datagrams(&self) -> DatagramFormatKind {
         match self.spec.direction {
@@ -310,7 +400,9 @@ pub(crate) fn bind_listener(ip: IpAddr, ports: &[u16]) -> io::Result<Box<dyn Pee
 }
 
 fn session(a: &crate::registry::SessionArgs<'_>, service: Service) -> Result<Box<dyn ClientControl>, SessionError> {
-    Ok(Box::new(ServiceControl::new(a.now, service, a.spec)?))
+    let mut control = ServiceControl::new(a.now, service, a.spec)?;
+    control.opening_wait = a.cfg.timeouts.hello;
+    Ok(Box::new(control))
 }
 
 /// The registry's client constructors and test shapes (crate::protocols).
@@ -734,5 +826,69 @@ mod tests {
         assert!(matches!(c.poll_event(), Some(ControlEvent::EndReceivers)));
         assert!(matches!(c.poll_event(), Some(ControlEvent::PeerReport { .. })));
         assert!(c.is_done() && c.poll_timeout().is_none());
+    }
+
+    #[test]
+    fn echo_and_chargen_judge_the_answer_to_netchars_hello_and_discard_what_came_back() {
+        let now = Instant::now();
+        let tcp = TestSpec::tcp_default();
+        let hello = Hello::control().encode();
+        fn answer(bytes: &[u8], end: AnswerEnd) -> PeerAnswer<'_> {
+            PeerAnswer { bytes, end }
+        }
+        let mut echo = ServiceControl::new(now, Service::Echo, &tcp).unwrap();
+        assert!(echo.awaits_opening() && echo.opening_bytes() == hello);
+        // Its copy of the hello, taken off the stream; a part of it is waited on.
+        assert_eq!(echo.opening_answer(1, answer(&hello[..11], AnswerEnd::Open)), Ok(Opening::Wait));
+        assert_eq!(echo.opening_answer(1, answer(&hello, AnswerEnd::Open)), Ok(Opening::Take(HELLO_LEN)));
+        let server = Hello::server().encode();
+        let e = echo.opening_answer(1, answer(&server, AnswerEnd::Open)).unwrap_err().to_string();
+        assert!(e.starts_with("not an echo server: a netchar server answered"), "{e}");
+        let e = echo.opening_answer(1, answer(&[], AnswerEnd::Closed)).unwrap_err().to_string();
+        assert!(e.contains("as a netio server does"), "{e}");
+        let e = echo.opening_answer(1, answer(&[], AnswerEnd::Silent)).unwrap_err().to_string();
+        assert!(e.contains("nothing came back to netchar's opening bytes within 5 s"), "{e}");
+
+        let mut chargen = ServiceControl::new(now, Service::Chargen, &tcp).unwrap();
+        let line = b" !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefgh\r\n";
+        assert_eq!(chargen.opening_answer(1, answer(&line[..5], AnswerEnd::Open)), Ok(Opening::Wait));
+        assert_eq!(chargen.opening_answer(1, answer(line, AnswerEnd::Open)), Ok(Opening::Take(0)), "kept as data");
+        let e = chargen.opening_answer(1, answer(&hello, AnswerEnd::Open)).unwrap_err().to_string();
+        assert!(e.contains("an echo server answered"), "{e}");
+        let e = chargen.opening_answer(1, answer(&[0x09], AnswerEnd::Open)).unwrap_err().to_string();
+        assert!(e.starts_with("not a chargen server: an iperf3 server answered"), "{e}");
+
+        let mut discard = ServiceControl::new(now, Service::Discard, &tcp).unwrap();
+        assert!(!discard.awaits_opening());
+        assert_eq!(discard.unread_answer(1, answer(&[], AnswerEnd::Closed), false), Ok(()), "closed after the client");
+        let e = discard.unread_answer(1, answer(&[], AnswerEnd::Closed), true).unwrap_err().to_string();
+        assert!(e.contains("during the test without a word"), "{e}");
+        // What its sender wrote (netchar's pattern by default), returned: an echo server.
+        let e = discard.unread_answer(1, answer(b"0123456789012", AnswerEnd::Open), false).unwrap_err().to_string();
+        assert!(e.contains("an echo server answered"), "{e}");
+    }
+
+    #[test]
+    fn over_udp_only_the_hosts_refusals_tell_against_discard_and_nothing_back_against_echo() {
+        let now = Instant::now();
+        let udp = TestSpec::udp_default();
+        let silent = UdpOutcome { sent: 85, refused: 0, received: 0, port: 9 };
+        let refused = UdpOutcome { sent: 85, refused: 42, received: 0, port: 9 };
+        let mut discard = ServiceControl::new(now, Service::Discard, &udp).unwrap();
+        assert_eq!(discard.udp_unanswered(&silent), None, "discard is silent by design");
+        assert_eq!(
+            discard.udp_unanswered(&refused).as_deref(),
+            Some("not a discard server: nothing takes UDP at port 9 (the host refused 42 of 85 datagrams: port unreachable)")
+        );
+        let mut echo = ServiceControl::new(now, Service::Echo, &udp).unwrap();
+        assert_eq!(
+            echo.udp_unanswered(&silent).as_deref(),
+            Some("not an echo server: none of the 85 datagrams came back")
+        );
+        assert_eq!(
+            echo.udp_unanswered(&UdpOutcome { received: 80, ..silent }),
+            None,
+            "5 lost is loss, not a wrong server"
+        );
     }
 }

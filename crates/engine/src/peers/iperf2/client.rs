@@ -1,7 +1,10 @@
 //! The client role: netchar as the client of an iperf2 or lwiperf server ([`Iperf2Control`]),
 //! the settings each stream carries, and what the far end reports.
 
-use crate::control::{ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, PeerInfo, Transport};
+use crate::control::{
+    AnswerEnd, ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, Opening, PeerAnswer, PeerInfo,
+    Transport, UdpOutcome,
+};
 use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::registry::SessionError;
 use netchar_model::{
@@ -11,6 +14,9 @@ use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, DialBack, Extensi
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+/// The start of iperf 2.1's acknowledgement of a client's settings header: type 2, 28 bytes.
+const IPERF2_HEADER_ACK: [u8; 8] = [0, 0, 0, 2, 0, 0, 0, 0x1c];
 
 /// How long after a `-R` test's time a silent server is given before the receivers stop.
 const DOWN_GRACE: Duration = Duration::from_secs(10);
@@ -100,6 +106,10 @@ pub struct Iperf2Control {
     /// `-d`/`-r`: the server connects back to this port of ours (None until it is open).
     dial_back: Option<(DialBack, Option<u16>)>,
     listen_asked: bool,
+    /// UDP: why the far end's figures are missing (its reports did not come back).
+    reports_missing: Option<String>,
+    /// How long the driver waits for a `-R` stream's first bytes (the client's hello timeout).
+    opening_wait: Duration,
 }
 
 impl Iperf2Control {
@@ -136,6 +146,8 @@ impl Iperf2Control {
             reports: Vec::new(),
             dial_back: dial_back.map(|d| (d, None)),
             listen_asked: false,
+            reports_missing: None,
+            opening_wait: netchar_wire::session::Timeouts::default().hello,
         })
     }
 
@@ -309,6 +321,7 @@ impl ClientControl for Iperf2Control {
                 totals.len()
             )
         });
+        self.reports_missing.clone_from(&error);
         self.report(error);
     }
     fn stop(&mut self, _now: Instant, _reason: &str) {
@@ -319,6 +332,59 @@ impl ClientControl for Iperf2Control {
     }
     fn is_done(&self) -> bool {
         self.reported
+    }
+    fn awaits_opening(&self) -> bool {
+        // `-R` over TCP: an iperf2 server sends its payload as soon as it has read the
+        // header, so its first bytes tell it from another kind of server before the test.
+        self.dial_back.is_none() && self.spec.direction == Direction::Down && !self.spec.uses_udp()
+    }
+    fn opening_answer(&mut self, _id: u32, answer: PeerAnswer<'_>) -> Result<Opening, ProtocolError> {
+        // iperf 2's payload, `0123456789` over and over from the stream's start (iperf 2.1.8
+        // and netchar's own --iperf2 listener on loopback), taken as data.
+        let b = answer.bytes;
+        let digits = b.iter().enumerate().all(|(i, &c)| c == b'0' + (i % 10) as u8);
+        let what = match answer.end {
+            _ if digits && b.len() >= 10 => return Ok(Opening::Take(0)),
+            AnswerEnd::Open if digits => return Ok(Opening::Wait),
+            AnswerEnd::Silent if b.is_empty() => format!(
+                "nothing came within {:.0} s of the request to send (-R), and an iperf2 server sends at once: \
+                 the peer waits for more of its client's bytes, as netperf's netserver (--proto netperf), a \
+                 netio server (suite netio --proto netio) or a discard service (--proto discard) does",
+                self.opening_wait.as_secs_f64(),
+            ),
+            // Its own header sent back.
+            _ if self.tcp_preamble().starts_with(b) && !b.is_empty() => {
+                "an echo server answered (it sent the client's bytes back); add --proto echo".to_string()
+            }
+            _ => netchar_wire::hello::identify_peer(b),
+        };
+        Err(ProtocolError::Peer(format!("not an iperf2 server: {what}")))
+    }
+    fn unread_answer(&mut self, _id: u32, answer: PeerAnswer<'_>, failed: bool) -> Result<(), ProtocolError> {
+        // An iperf2 or lwiperf server reads a client's stream and says nothing on it (iperf
+        // 2.1 acknowledges a header that asks for one; netchar's up streams ask for none, and
+        // its -d/-r dial-back streams are left alone): what came back was another server's.
+        if self.dial_back.is_some() || answer.bytes.starts_with(&IPERF2_HEADER_ACK) {
+            return Ok(());
+        }
+        let expected = match self.flavour {
+            Flavour::Iperf2 => "an iperf2 server",
+            Flavour::Lwiperf => "an lwiperf server",
+        };
+        let closed_early = failed && answer.end == AnswerEnd::Closed;
+        match netchar_wire::hello::not_a_silent_server(expected, &self.tcp_preamble(), answer.bytes, closed_early) {
+            Some(wrong) => Err(ProtocolError::Peer(wrong)),
+            None => Ok(()),
+        }
+    }
+    fn udp_unanswered(&mut self, outcome: &UdpOutcome) -> Option<String> {
+        if self.spec.direction == Direction::Down {
+            return None;
+        }
+        match outcome.refusal() {
+            Some(refusal) => Some(format!("not an iperf2 server: {refusal}")),
+            None => self.reports_missing.clone(),
+        }
     }
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Peer(PeerDatagrams { protocol: "iperf2", variant: 0, run: udp_worker })
@@ -377,7 +443,9 @@ pub(crate) fn far_end_applies(spec: &TestSpec) -> crate::registry::FarEndApplies
 
 /// The registry's client constructor for iperf2 (crate::protocols).
 pub(crate) fn iperf2_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
-    Ok(Box::new(Iperf2Control::new(a.now, Flavour::Iperf2, a.spec, a.cfg.port, a.cfg.dial_back)?))
+    let mut control = Iperf2Control::new(a.now, Flavour::Iperf2, a.spec, a.cfg.port, a.cfg.dial_back)?;
+    control.opening_wait = a.cfg.timeouts.hello;
+    Ok(Box::new(control))
 }
 
 /// The registry's client constructor for lwiperf (crate::protocols).
@@ -523,5 +591,51 @@ mod tests {
         let mut udp = TestSpec::udp_default();
         udp.direction = Direction::Bidir;
         assert!(Iperf2Control::new(now, Flavour::Iperf2, &udp, 5001, Some(DialBack::Dual)).is_err());
+    }
+
+    #[test]
+    fn an_up_streams_answer_names_the_server_that_was_not_iperf2() {
+        let now = Instant::now();
+        let mut c = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::tcp_default(), 5001, None).unwrap();
+        fn answer(bytes: &[u8], end: AnswerEnd) -> PeerAnswer<'_> {
+            PeerAnswer { bytes, end }
+        }
+        assert_eq!(c.unread_answer(1, answer(&[], AnswerEnd::Closed), false), Ok(()));
+        // iperf 2.1's acknowledgement of a header is an iperf2 server's own answer.
+        assert_eq!(c.unread_answer(1, answer(&IPERF2_HEADER_ACK, AnswerEnd::Open), false), Ok(()));
+        let e = c.unread_answer(1, answer(&[0x09], AnswerEnd::Open), false).unwrap_err().to_string();
+        assert!(e.starts_with("not an iperf2 server: an iperf3 server answered"), "{e}");
+        let preamble = c.tcp_preamble();
+        let e = c.unread_answer(1, answer(&preamble, AnswerEnd::Open), false).unwrap_err().to_string();
+        assert!(e.contains("an echo server answered"), "{e}");
+        let e = c.unread_answer(1, answer(&[], AnswerEnd::Closed), true).unwrap_err().to_string();
+        assert!(e.contains("as a netio server does"), "{e}");
+        // Over UDP: the host's refusals, or the reports that did not come back.
+        let mut udp = Iperf2Control::new(now, Flavour::Iperf2, &TestSpec::udp_default(), 5001, None).unwrap();
+        let outcome = UdpOutcome { sent: 87, refused: 0, received: 0, port: 5001 };
+        assert_eq!(udp.udp_unanswered(&outcome), None, "its report came back");
+        udp.local_senders_done(now, vec![StreamTotal { id: 1, bytes: 1470, packets: 1 }]);
+        assert!(udp.udp_unanswered(&outcome).unwrap().starts_with("1 of 1 iperf2 server reports did not come back"));
+        let refused = UdpOutcome { refused: 43, ..outcome };
+        assert!(udp
+            .udp_unanswered(&refused)
+            .unwrap()
+            .starts_with("not an iperf2 server: nothing takes UDP at port 5001"));
+        // -R: the server's payload of digits at once, or another server's answer.
+        let mut down = TestSpec::tcp_default();
+        down.direction = Direction::Down;
+        let mut r = Iperf2Control::new(now, Flavour::Iperf2, &down, 5001, None).unwrap();
+        assert!(r.awaits_opening() && !c.awaits_opening());
+        assert_eq!(r.opening_answer(1, answer(b"01234", AnswerEnd::Open)), Ok(Opening::Wait));
+        assert_eq!(r.opening_answer(1, answer(b"0123456789012", AnswerEnd::Open)), Ok(Opening::Take(0)));
+        let e = r.opening_answer(1, answer(&[0x09], AnswerEnd::Open)).unwrap_err().to_string();
+        assert!(e.starts_with("not an iperf2 server: an iperf3 server answered"), "{e}");
+        let e = r.opening_answer(1, answer(&r.tcp_preamble()[..16], AnswerEnd::Open)).unwrap_err().to_string();
+        assert!(e.contains("an echo server answered"), "{e}");
+        let e = r.opening_answer(1, answer(&[], AnswerEnd::Silent)).unwrap_err().to_string();
+        assert!(e.contains("an iperf2 server sends at once"), "{e}");
+        let mut lw = Iperf2Control::new(now, Flavour::Lwiperf, &TestSpec::tcp_default(), 5001, None).unwrap();
+        let e = lw.unread_answer(1, answer(&[0x09], AnswerEnd::Open), false).unwrap_err().to_string();
+        assert!(e.starts_with("not an lwiperf server: "), "{e}");
     }
 }
