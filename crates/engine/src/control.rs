@@ -97,6 +97,15 @@ pub enum ControlEvent {
         /// What the test left out, if anything.
         note: Option<String>,
     },
+    /// Bind a UDP socket on this host before the session's next output, at `port` or, when
+    /// that one is taken, at any free port, and tell its port to [`ClientControl::udp_bound`]
+    /// (nc_test's master names its UDP data port in the request that starts the test, and the
+    /// peer may send there as soon as it answered: the port must be open before the request
+    /// goes out). A stream with [`Transport::BoundUdp`] takes the socket.
+    BindUdp {
+        /// The port asked for (0: any).
+        port: u16,
+    },
 }
 
 /// What a peer says about itself when it admits a test.
@@ -166,6 +175,12 @@ pub enum Transport {
         /// The port on both ends.
         port: u16,
     },
+    /// The UDP socket bound at [`ControlEvent::BindUdp`], connected to this port of the peer's
+    /// control address, with no setup exchange.
+    BoundUdp {
+        /// The peer's data port.
+        port: u16,
+    },
 }
 
 /// A protocol's UDP setup exchange for one stream, sans-IO: the driver sends
@@ -226,6 +241,8 @@ pub trait ClientControl: Send {
     fn end_replies(&mut self, _now: Instant, _replies: Vec<(u32, Vec<u8>)>) {}
     /// The listener asked for by [`ControlEvent::Listen`] is open on `port`.
     fn listening(&mut self, _now: Instant, _port: u16) {}
+    /// The UDP socket asked for by [`ControlEvent::BindUdp`] is bound at `port`.
+    fn udp_bound(&mut self, _now: Instant, _port: u16) {}
     /// End the test early (Ctrl-C, a failed worker): the peer should stop and report.
     fn stop(&mut self, now: Instant, reason: &str);
     /// True once the session is over.
@@ -299,6 +316,11 @@ pub enum ControlConnection {
     /// emits its events from its first poll, its timeouts and the local senders' totals, and
     /// its output bytes are discarded.
     None,
+    /// A UDP socket connected to the peer's address and port (nc_test's requests and replies):
+    /// each [`ClientControl::poll_output`] is one datagram and each datagram read is one
+    /// [`ClientControl::handle_input`]. Nothing ever closes it: a peer that does not answer
+    /// (an ICMP refusal reads as nothing) is the session's timeout to notice.
+    Udp,
 }
 
 /// netchar's own control protocol (docs/protocol.md) behind the seam.
