@@ -21,9 +21,12 @@
 //! `--allow-data-from`).
 
 use super::{PeerContext, PeerListener, PeerRefusal, PeerTest};
+use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, PeerInfo, Transport};
+use crate::dataplane::{DatagramFormatKind, LockStepSlot, StreamOptions};
 use crate::load::{BackgroundLoad, IdleMark, IdleMeter};
 use crate::server_shared::{ServerLog, TestLog};
 use crate::StopFlag;
+use netchar_model::{CpuUsage, StreamTotal};
 use netchar_model::{
     Direction, EndCondition, Endpoint, Flow, HostInfo, LatencyUs, Role, RrFigures, RrOptions, StreamRecord, TestInfo,
     TestResult, TestSpec, UdpOptions, UdpReceived, UdpSent,
@@ -32,8 +35,11 @@ use netchar_stats::distribution::Distribution;
 use netchar_wire::nc_test::{
     self as wire, Kind, MasterReport, MasterSuite, Pause, Request, SlaveAction, SlaveTest, Step, SuiteStep,
 };
+use netchar_wire::ProtocolError;
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often blocking waits look at the stop flag.
@@ -574,6 +580,294 @@ pub fn master_result(cfg: &MasterConfig, r: &MasterReport, started_at: &str, err
     // Echo tests are request/response: their figures are the summary's, as for netchar's echo.
     result.summary.rr = result.streams.iter().find_map(|s| s.rr.clone());
     result
+}
+
+// ------------------------------------------------------------------------------------------
+// The master's requests as sessions
+
+/// What one request of the master came to, read by the job that ran it (the session is the
+/// driver's until it is done).
+#[derive(Debug, Default)]
+pub struct RequestOutcome {
+    /// The slave's reply datagram, as it came (none within the reply timeout: `None`).
+    pub reply: Option<Vec<u8>>,
+    /// The UDP data port this end bound for the test and named in the request.
+    pub master_port: Option<u16>,
+    /// What the master measured, when the slave ACKed a test and its data ran.
+    pub report: Option<MasterReport>,
+}
+
+/// One request of nc_test's master behind the client seam ([`ClientControl`]): the request
+/// datagram on the UDP control connection ([`ControlConnection::Udp`]), the slave's reply, and
+/// for an ACKed test its data stream, run in lock-step by the data plane
+/// ([`crate::dataplane::LockStep`]) with the wire's [`wire::MasterTest`].
+///
+/// - A UDP test asks the driver for its data port first ([`ControlEvent::BindUdp`]): the
+///   request names it, and the slave may send as soon as it ACKed.
+/// - A TCP test connects to the slave's data port [`wire::TCP_CONNECT_DELAY`] after the ACK,
+///   as the stock master does (the slave listens after it answered).
+/// - A request that carries no test (SET_LOAD, START_IDLE, STOP_IDLE, DISCONNECT) and a
+///   denied test end at the reply, with no stream.
+/// - No reply within [`wire::REPLY_TIMEOUT`] fails the session with a line naming the slave;
+///   a reply that is not one fails it as malformed. Either way the [`RequestOutcome`] keeps
+///   what came, for the sequence to go on as the stock master's does.
+pub struct NcTestControl {
+    request: Request,
+    pause: Pause,
+    slave: SocketAddr,
+    outcome: Arc<Mutex<RequestOutcome>>,
+    phase: RequestPhase,
+    /// The request datagram, until the driver takes it.
+    out: Option<Vec<u8>>,
+    events: VecDeque<ControlEvent>,
+    /// The reply's deadline, then the TCP connect's moment.
+    deadline: Option<Instant>,
+    /// The test the data stream runs, shared with its lock-step worker.
+    test: Option<Arc<Mutex<wire::MasterTest>>>,
+    done: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RequestPhase {
+    /// Waiting for the driver's UDP data port.
+    Binding,
+    /// The request is out; waiting for the reply.
+    Asking,
+    /// A TCP test was ACKed: connecting after the master's delay.
+    Connecting,
+    /// The data stream runs.
+    Running,
+    /// The report is out.
+    Over,
+}
+
+impl NcTestControl {
+    /// A session sending `request` (a test's with its ports filled in, or a control request)
+    /// to the slave at `slave`, a test pausing as `pause` says; the job reads its outcome
+    /// from the handle returned beside it.
+    pub fn new(now: Instant, request: Request, pause: Pause, slave: SocketAddr) -> (Self, Arc<Mutex<RequestOutcome>>) {
+        let outcome = Arc::new(Mutex::new(RequestOutcome::default()));
+        let mut session = Self {
+            request,
+            pause,
+            slave,
+            outcome: outcome.clone(),
+            phase: RequestPhase::Binding,
+            out: None,
+            events: VecDeque::new(),
+            deadline: None,
+            test: None,
+            done: false,
+        };
+        if request.kind().is_some_and(Kind::is_udp) {
+            let port = u16::try_from(request.master_port).unwrap_or(wire::DATA_MASTER_PORT);
+            session.events.push_back(ControlEvent::BindUdp { port });
+        } else {
+            session.ask(now);
+        }
+        (session, outcome)
+    }
+
+    fn ask(&mut self, now: Instant) {
+        self.out = Some(self.request.encode().to_vec());
+        self.deadline = Some(now + wire::REPLY_TIMEOUT);
+        self.phase = RequestPhase::Asking;
+    }
+
+    fn kind(&self) -> Option<Kind> {
+        self.request.kind()
+    }
+
+    /// The request is over without a data stream (a control request, a denied test).
+    fn end_without_stream(&mut self) {
+        self.events.push_back(ControlEvent::Admitted { streams: Vec::new(), peer: PeerInfo::default(), cookie: None });
+        self.events.push_back(ControlEvent::Start);
+        self.events.push_back(ControlEvent::PeerReport { streams: Vec::new(), cpu: CpuUsage::default(), error: None });
+        self.phase = RequestPhase::Over;
+        self.deadline = None;
+    }
+
+    fn open_stream(&mut self, transport: Transport) {
+        let stream = OpenStream { id: 1, flow: Flow::Up, transport };
+        self.events.push_back(ControlEvent::Admitted {
+            streams: vec![stream],
+            peer: PeerInfo::default(),
+            cookie: None,
+        });
+        self.events.push_back(ControlEvent::Start);
+        self.phase = RequestPhase::Running;
+        self.deadline = None;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RequestOutcome> {
+        self.outcome.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A test's data loop as the lock-step worker runs it.
+struct SharedMasterTest {
+    test: Arc<Mutex<wire::MasterTest>>,
+    tcp: bool,
+}
+
+impl crate::dataplane::LockStep for SharedMasterTest {
+    fn next(&mut self, now: Instant) -> crate::dataplane::LockStepAction {
+        use crate::dataplane::LockStepAction as A;
+        let mut test = self.test.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            return match test.next_step(now) {
+                // The lines are the report's; the job prints them once the test is over.
+                Step::Print(_) => continue,
+                Step::Send(bytes) => A::Send(bytes),
+                // TCP reads: the stock master blocks forever; this one waits the results' wait.
+                Step::Recv { len, timeout } => {
+                    A::Recv { len, timeout: if self.tcp { timeout.max(TCP_READ_TIMEOUT) } else { timeout } }
+                }
+                Step::Pause(d) => A::Pause(d),
+                Step::Done => A::Done,
+            };
+        }
+    }
+    fn received(&mut self, data: Option<&[u8]>, now: Instant) {
+        self.test.lock().unwrap_or_else(|p| p.into_inner()).received(data, now);
+    }
+}
+
+impl ClientControl for NcTestControl {
+    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
+        if self.phase != RequestPhase::Asking {
+            // A repeated or late reply: the stock master reads one per request.
+            return Ok(());
+        }
+        self.lock().reply = Some(bytes.to_vec());
+        let reply = wire::Reply::decode(bytes).map_err(|e| {
+            self.phase = RequestPhase::Over;
+            self.done = true;
+            ProtocolError::Malformed(format!("the nc_test slave at {} answered with no reply: {e}", self.slave))
+        })?;
+        match self.kind() {
+            Some(kind) if kind.is_test() && reply.is_ack() => {
+                let test =
+                    wire::MasterTest::new(kind, self.request.seq, self.request.nbufs, self.request.buflen, self.pause);
+                self.test = Some(Arc::new(Mutex::new(test)));
+                let port = u16::try_from(self.request.slave_port).unwrap_or(wire::DATA_SLAVE_PORT);
+                if kind.is_udp() {
+                    self.open_stream(Transport::BoundUdp { port });
+                } else {
+                    self.phase = RequestPhase::Connecting;
+                    self.deadline = Some(now + wire::TCP_CONNECT_DELAY);
+                }
+            }
+            _ => self.end_without_stream(),
+        }
+        Ok(())
+    }
+    fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+    fn poll_output(&mut self, out: &mut Vec<u8>) {
+        if let Some(datagram) = self.out.take() {
+            out.extend_from_slice(&datagram);
+        }
+    }
+    fn poll_event(&mut self) -> Option<ControlEvent> {
+        let ev = self.events.pop_front();
+        if matches!(ev, Some(ControlEvent::PeerReport { .. })) {
+            self.done = true;
+        }
+        ev
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        if self.deadline.is_none_or(|d| now < d) {
+            return Ok(());
+        }
+        match self.phase {
+            RequestPhase::Asking => {
+                self.phase = RequestPhase::Over;
+                self.done = true;
+                Err(ProtocolError::Timeout(format!(
+                    "no nc_test slave answered at {} within {} s: is nc_test_slave (or netchar server --nc-test) \
+                     running there?",
+                    self.slave,
+                    wire::REPLY_TIMEOUT.as_secs()
+                )))
+            }
+            RequestPhase::Connecting => {
+                let port = u16::try_from(self.request.slave_port).unwrap_or(wire::DATA_SLAVE_PORT);
+                self.open_stream(Transport::TcpToPort { port });
+                Ok(())
+            }
+            _ => {
+                self.deadline = None;
+                Ok(())
+            }
+        }
+    }
+    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {
+        // The lock-step worker is done: its test's report is complete.
+        let Some(test) = self.test.take() else { return };
+        let report = test.lock().unwrap_or_else(|p| p.into_inner()).report().clone();
+        let mut slave = Vec::new();
+        let mut error = None;
+        match report.results {
+            Some(r) => {
+                let td = u64::from(report.buflen) + wire::DATA_HEADER_LEN as u64;
+                let secs = report.elapsed.as_secs_f64();
+                // The slave's own count: what it sent in "send", what it took in otherwise.
+                let (flow, role, buffers) = match report.kind {
+                    Kind::UdpSend | Kind::TcpSend => (Flow::Down, Role::Sender, r.nsent),
+                    _ => (Flow::Up, Role::Receiver, r.nrecvd),
+                };
+                slave.push(record(1, flow, role, Endpoint::Server, u64::from(buffers), td, secs));
+            }
+            None => error = Some("the nc_test slave sent no results record".to_string()),
+        }
+        self.lock().report = Some(report);
+        self.events.push_back(ControlEvent::PeerReport { streams: slave, cpu: CpuUsage::default(), error });
+        self.phase = RequestPhase::Over;
+    }
+    fn udp_bound(&mut self, now: Instant, port: u16) {
+        self.request.master_port = u32::from(port);
+        self.lock().master_port = Some(port);
+        self.ask(now);
+    }
+    fn stop(&mut self, _now: Instant, reason: &str) {
+        if self.phase == RequestPhase::Over {
+            return;
+        }
+        if let Some(test) = self.test.take() {
+            self.lock().report = Some(test.lock().unwrap_or_else(|p| p.into_inner()).report().clone());
+        }
+        self.events.push_back(ControlEvent::PeerReport {
+            streams: Vec::new(),
+            cpu: CpuUsage::default(),
+            error: Some(reason.to_string()),
+        });
+        self.phase = RequestPhase::Over;
+        self.deadline = None;
+    }
+    fn is_done(&self) -> bool {
+        self.done && self.events.is_empty()
+    }
+    fn datagrams(&self) -> DatagramFormatKind {
+        DatagramFormatKind::Native
+    }
+    fn stream_options(&self) -> StreamOptions {
+        let lock_step = self.test.as_ref().map(|test| {
+            let tcp = self.kind().is_some_and(Kind::is_tcp);
+            LockStepSlot::new(Box::new(SharedMasterTest { test: test.clone(), tcp }))
+        });
+        StreamOptions { lock_step, ..StreamOptions::default() }
+    }
+    fn connection(&self) -> ControlConnection {
+        ControlConnection::Udp
+    }
+    fn reports_peer_cpu(&self) -> bool {
+        false
+    }
 }
 
 // ------------------------------------------------------------------------------------------
