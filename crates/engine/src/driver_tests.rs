@@ -880,4 +880,27 @@ mod nc_test {
         assert_eq!(reply, Some(nak));
         assert!(report.is_none(), "no test ran");
     }
+
+    /// The registry's session runs the test the command's spec is: every kind, count, size
+    /// and pause [`spec_for`] maps comes back as it went in.
+    #[test]
+    fn a_spec_maps_back_to_the_nc_test_it_was_made_from() {
+        let paused = Pause { ticks: 5, threshold: 10 };
+        for (kind, nbufs, buflen, pause) in [
+            (Kind::UdpEcho, 640, 1024, Pause::default()),
+            (Kind::TcpEcho, 2048, 1024, paused),
+            (Kind::UdpSend, 640, 1024, Pause::default()),
+            (Kind::UdpRecv, 10, 65_000, Pause::default()),
+            (Kind::TcpSend, 64, 10_240, Pause::default()),
+            (Kind::TcpRecv, 1, 1, Pause::default()),
+        ] {
+            let spec = spec_for(kind, nbufs, buflen, pause);
+            assert_eq!(crate::peers::nc_test::single_test_of(&spec).unwrap(), (kind, nbufs, buflen, pause), "{kind:?}");
+        }
+        let timed = TestSpec::tcp_default();
+        assert!(
+            matches!(crate::peers::nc_test::single_test_of(&timed), Err(crate::error::SessionError::Unsupported(_))),
+            "a timed test is no nc_test"
+        );
+    }
 }

@@ -39,13 +39,7 @@ pub fn session(
     cfg: &ClientConfig,
 ) -> Result<Box<dyn ClientControl>, SessionError> {
     let def = protocol.def();
-    let ClientRole::Session(make) = def.client else {
-        return Err(SessionError::Unsupported(format!(
-            "--proto {}: runs with {} only",
-            def.name,
-            commands_of(protocol)
-        )));
-    };
+    let ClientRole::Session(make) = def.client;
     if cfg.auth.is_some() && !def.authenticates {
         return Err(SessionError::OptionRefused {
             flag: "--psk-file",
@@ -61,10 +55,6 @@ pub fn session(
     crate::protocols::far_end_options(def, spec).refusal.map_or(Ok(()), Err)?;
     crate::protocols::payload_options(def, spec)?;
     make(&SessionArgs { now, spec, cfg })
-}
-
-fn commands_of(protocol: Protocol) -> String {
-    protocol.def().commands.iter().map(|c| format!("`{}`", c.name())).collect::<Vec<_>>().join(", ")
 }
 
 /// The outcome of a run: the figures measured (also when it failed part way), and the error.

@@ -1,10 +1,15 @@
 //! eCos nc_test over real sockets, both roles: netchar as the master of an unmodified
-//! `nc_test_slave` / `nc6_test_slave` ([`run_master`]), and as a slave answering an unmodified
-//! `nc_test_master` / `nc6_test_master` ([`NcTestListener`]). The protocol itself, and every
-//! decision in it, is the sans-IO `netchar_wire::nc_test`; this module only moves its bytes.
+//! `nc_test_slave` / `nc6_test_slave`, each request a client session ([`NcTestControl`]) that
+//! the job of the sequence (crate::jobs::ecos::run_master) runs through the client driver, and
+//! as a slave answering an unmodified `nc_test_master` / `nc6_test_master`
+//! ([`NcTestListener`]). The protocol itself, and every decision in it, is the sans-IO
+//! `netchar_wire::nc_test`; this module only moves its bytes.
 //!
-//! Why a dedicated runner rather than the client control seam ([`crate::control`]) and the
-//! data plane's streaming workers: nc_test's control is UDP (request/reply datagrams on 7777),
+//! The master's session rides the seam's datagram pieces: a UDP control connection, a UDP
+//! data port bound before the request that names it, and the data plane's lock-step worker
+//! (crate::dataplane::LockStep) running the wire's `MasterTest` on the data stream.
+//!
+//! Why the slave's runner is its own rather than the data plane's streaming workers: nc_test's control is UDP (request/reply datagrams on 7777),
 //! not a TCP control connection, and its data is lock-step (one buffer, then one answer, with
 //! per-buffer timeouts and the master's pauses), so every buffer is a transaction whose
 //! outcome the state machine must see before the next one goes out; only the pacing of a UDP
@@ -15,7 +20,10 @@
 //!
 //! Deviations from the stock programs, all compatible with them: the master binds its UDP data
 //! port before it sends a UDP request (the stock master binds after the ACK, so a stock slave's
-//! first datagrams of a "UDP send" can be lost); the slave binds its data sockets once at start
+//! first datagrams of a "UDP send" can be lost); each request goes out from a UDP control
+//! socket of its own session (the stock master keeps one; slaves answer each request's
+//! source); a TCP test's data connection is tried once, 3 s after the ACK (the stock master
+//! retries a refusal 5 times); the slave binds its data sockets once at start
 //! and drains stale datagrams before each ACK; TCP reads time out (21 s) where the stock ones
 //! block forever; the slave accepts data only from its master's address (or
 //! `--allow-data-from`).
@@ -23,7 +31,9 @@
 use super::{PeerContext, PeerListener, PeerRefusal, PeerTest};
 use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, PeerInfo, Transport};
 use crate::dataplane::{DatagramFormatKind, LockStepSlot, StreamOptions};
+use crate::error::SessionError;
 use crate::load::{BackgroundLoad, IdleMark, IdleMeter};
+use crate::registry::SessionArgs;
 use crate::server_shared::{ServerLog, TestLog};
 use crate::StopFlag;
 use netchar_model::{CpuUsage, StreamTotal};
@@ -32,9 +42,7 @@ use netchar_model::{
     TestResult, TestSpec, UdpOptions, UdpReceived, UdpSent,
 };
 use netchar_stats::distribution::Distribution;
-use netchar_wire::nc_test::{
-    self as wire, Kind, MasterReport, MasterSuite, Pause, Request, SlaveAction, SlaveTest, Step, SuiteStep,
-};
+use netchar_wire::nc_test::{self as wire, Kind, MasterReport, Pause, Request, SlaveAction, SlaveTest, Step};
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -94,19 +102,6 @@ pub struct MasterConfig {
     pub plan: MasterPlan,
 }
 
-/// What the master did.
-#[derive(Debug, Default)]
-pub struct MasterRun {
-    /// One report per test (denied ones included).
-    pub reports: Vec<MasterReport>,
-    /// The IDLE lines of the master-load section.
-    pub idle_lines: Vec<String>,
-    /// Why the run stopped early, if it did.
-    pub error: Option<String>,
-    /// When it started (RFC 3339).
-    pub started_at: String,
-}
-
 fn unspecified(v6: bool, port: u16) -> SocketAddr {
     if v6 {
         SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)
@@ -133,44 +128,6 @@ fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-/// Waits up to `timeout` for a datagram from `from` (any port), looking at `stop` every
-/// [`POLL`]; datagrams from elsewhere are dropped. Returns the bytes (truncated to `len`).
-fn recv_from_ip(
-    sock: &UdpSocket,
-    from: IpAddr,
-    len: usize,
-    timeout: Duration,
-    stop: &StopFlag,
-    buf: &mut [u8],
-) -> io::Result<Option<Vec<u8>>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let now = Instant::now();
-        if now >= deadline || stop.is_raised() {
-            return Ok(None);
-        }
-        sock.set_read_timeout(Some((deadline - now).min(POLL)))?;
-        match sock.recv_from(buf) {
-            Ok((n, src)) if same_ip(src.ip(), from) => return Ok(Some(buf[..n.min(len)].to_vec())),
-            Ok(_) => continue,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-fn sleep_unless_stopped(d: Duration, stop: &StopFlag) {
-    let end = Instant::now() + d;
-    while !stop.is_raised() {
-        let now = Instant::now();
-        if now >= end {
-            return;
-        }
-        std::thread::sleep((end - now).min(POLL));
-    }
-}
-
 /// Reads exactly `len` bytes within `timeout`; `None` on timeout, EOF or error.
 fn read_buffer(s: &mut TcpStream, len: usize, timeout: Duration, stop: &StopFlag) -> Option<Vec<u8>> {
     let deadline = Instant::now() + timeout;
@@ -191,201 +148,6 @@ fn read_buffer(s: &mut TcpStream, len: usize, timeout: Duration, stop: &StopFlag
         }
     }
     Some(buf)
-}
-
-enum DataChannel {
-    Udp(UdpSocket, SocketAddr),
-    Tcp(TcpStream, bool),
-}
-
-/// Runs the master: `on_line` gets every line the stock master would print (and netchar's
-/// notes, starting with [`wire::NOTE_PREFIX`]) as it happens, `on_report` each test's report
-/// as it ends.
-pub fn run_master(
-    cfg: &MasterConfig,
-    stop: &StopFlag,
-    on_line: &mut dyn FnMut(&str),
-    on_report: &mut dyn FnMut(&MasterReport),
-) -> MasterRun {
-    let mut run = MasterRun { started_at: crate::measure::now_rfc3339(), ..Default::default() };
-    let v6 = cfg.slave.is_ipv6();
-    let ctrl = match UdpSocket::bind(unspecified(v6, 0)) {
-        Ok(s) => s,
-        Err(e) => {
-            run.error = Some(format!("cannot open a UDP socket for nc_test's control: {e}"));
-            return run;
-        }
-    };
-    let mut suite = match &cfg.plan {
-        MasterPlan::Suite(seq) => MasterSuite::new(*seq),
-        MasterPlan::QuickSuite(seq) => MasterSuite::quick(*seq),
-        MasterPlan::Single { kind, nbufs, buflen, pause } => MasterSuite::single(*kind, *nbufs, *buflen, *pause),
-    };
-    let mut buf = vec![0u8; 70_000];
-    let mut replied_once = false;
-    let mut udp_data: Option<UdpSocket> = None;
-    while !stop.is_raised() {
-        match suite.next_step() {
-            SuiteStep::Done => break,
-            SuiteStep::Print(l) => on_line(&l),
-            SuiteStep::Sleep(d) => sleep_unless_stopped(d, stop),
-            SuiteStep::RunTest(_) => {}
-            SuiteStep::Request(mut req) => {
-                if req.kind().is_some_and(Kind::is_test) {
-                    req.slave_port = u32::from(cfg.slave_data_port);
-                    req.master_port = u32::from(cfg.master_data_port);
-                }
-                // UDP data: bound before the request, so that none of the slave's first
-                // datagrams meets a closed port; on the stock 8771 unless that is taken (the
-                // request tells the slave which port).
-                if req.kind().is_some_and(Kind::is_udp) {
-                    let bound = bind_udp(unspecified(v6, cfg.master_data_port))
-                        .or_else(|_| bind_udp(unspecified(v6, 0)))
-                        .and_then(|s| s.local_addr().map(|a| (s, a.port())));
-                    udp_data = match bound {
-                        Ok((s, port)) => {
-                            req.master_port = u32::from(port);
-                            Some(s)
-                        }
-                        Err(e) => {
-                            run.error = Some(format!("cannot bind a UDP data port for nc_test: {e}"));
-                            break;
-                        }
-                    };
-                }
-                let reply = ctrl
-                    .send_to(&req.encode(), cfg.slave)
-                    .and_then(|_| recv_from_ip(&ctrl, cfg.slave.ip(), 64, wire::REPLY_TIMEOUT, stop, &mut buf));
-                let reply = match reply {
-                    Ok(r) => r,
-                    Err(e) => {
-                        run.error = Some(format!("nc_test control to {}: {e}", cfg.slave));
-                        break;
-                    }
-                };
-                if stop.is_raised() {
-                    break;
-                }
-                if reply.is_none() && !replied_once {
-                    // Nothing answers there: the rest of a sequence would wait 10 s per request.
-                    for l in suite.reply(None).0 {
-                        on_line(&l);
-                    }
-                    run.error = Some(format!(
-                        "no nc_test slave answered at {} within {} s: is nc_test_slave (or netchar server --nc-test) running there?",
-                        cfg.slave,
-                        wire::REPLY_TIMEOUT.as_secs()
-                    ));
-                    break;
-                }
-                replied_once |= reply.is_some();
-                let (lines, step) = suite.reply(reply.as_deref());
-                for l in &lines {
-                    on_line(l);
-                }
-                if let Some(SuiteStep::RunTest(test)) = step {
-                    let kind = test.report().kind;
-                    let channel = if kind.is_udp() {
-                        udp_data
-                            .take()
-                            .map(|s| DataChannel::Udp(s, SocketAddr::new(cfg.slave.ip(), cfg.slave_data_port)))
-                    } else {
-                        connect_tcp(SocketAddr::new(cfg.slave.ip(), cfg.slave_data_port), stop, on_line)
-                    };
-                    let report = channel.map(|ch| run_master_test(test, ch, cfg.slave.ip(), stop, on_line));
-                    if let Some(r) = &report {
-                        on_report(r);
-                    }
-                    suite.test_done(report);
-                }
-                udp_data = None;
-            }
-        }
-    }
-    if stop.is_raised() && run.error.is_none() {
-        run.error = Some("interrupted".into());
-    }
-    run.reports = suite.reports().to_vec();
-    run.idle_lines = suite.idle_lines().to_vec();
-    run
-}
-
-/// The stock master's connect: 3 s after the ACK, then up to 5 retries 1 s apart on refusal.
-fn connect_tcp(to: SocketAddr, stop: &StopFlag, on_line: &mut dyn FnMut(&str)) -> Option<DataChannel> {
-    sleep_unless_stopped(wire::TCP_CONNECT_DELAY, stop);
-    let mut failures = 0;
-    loop {
-        if stop.is_raised() {
-            return None;
-        }
-        match TcpStream::connect_timeout(&to, Duration::from_secs(5)) {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return Some(DataChannel::Tcp(s, false));
-            }
-            Err(e) => {
-                on_line(&format!("Can't connect to slave: {e}"));
-                failures += 1;
-                if failures > wire::MAX_ERRORS {
-                    on_line("Too many connection failures - giving up");
-                    return None;
-                }
-                if e.kind() != io::ErrorKind::ConnectionRefused {
-                    return None;
-                }
-                sleep_unless_stopped(Duration::from_secs(1), stop);
-            }
-        }
-    }
-}
-
-fn run_master_test(
-    mut test: Box<wire::MasterTest>,
-    mut ch: DataChannel,
-    slave_ip: IpAddr,
-    stop: &StopFlag,
-    on_line: &mut dyn FnMut(&str),
-) -> MasterReport {
-    let mut buf = vec![0u8; 70_000];
-    loop {
-        if stop.is_raised() {
-            break;
-        }
-        match test.next_step(Instant::now()) {
-            Step::Done => break,
-            Step::Print(l) => on_line(&l),
-            Step::Pause(d) => sleep_unless_stopped(d, stop),
-            Step::Send(bytes) => match &mut ch {
-                DataChannel::Udp(s, to) => {
-                    // ENOBUFS and the like: the buffer is lost, as for the stock master's
-                    // receiver; the loop goes on.
-                    let _ = s.send_to(&bytes, *to);
-                }
-                DataChannel::Tcp(s, dead) => {
-                    if !*dead && s.write_all(&bytes).is_err() {
-                        on_line("Slave connection broken");
-                        *dead = true;
-                    }
-                }
-            },
-            Step::Recv { len, timeout } => {
-                let got = match &mut ch {
-                    DataChannel::Udp(s, _) => recv_from_ip(s, slave_ip, len, timeout, stop, &mut buf).ok().flatten(),
-                    DataChannel::Tcp(s, dead) => {
-                        if *dead {
-                            None
-                        } else {
-                            let r = read_buffer(s, len, TCP_READ_TIMEOUT.max(timeout), stop);
-                            *dead = r.is_none();
-                            r
-                        }
-                    }
-                };
-                test.received(got.as_deref(), Instant::now());
-            }
-        }
-    }
-    (*test).into_report()
 }
 
 /// `--proto auto` where nothing takes a TCP connection: whether an eCos nc_test slave answers
@@ -701,6 +463,54 @@ impl NcTestControl {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RequestOutcome> {
         self.outcome.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// `--proto nc-test` as a session of the registry: the one test `spec` describes (as
+/// [`spec_for`] maps a test), with the stock master's ports and the sequence number of its
+/// first test. The suite runs its own requests ([`NcTestControl::new`]); this is a test asked
+/// for on its own.
+pub fn client_session(args: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
+    let (kind, nbufs, buflen, pause) = single_test_of(args.spec)?;
+    let mut request = Request::new(kind, 2, nbufs, buflen);
+    request.slave_port = u32::from(wire::DATA_SLAVE_PORT);
+    request.master_port = u32::from(wire::DATA_MASTER_PORT);
+    let slave = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), args.cfg.port);
+    Ok(Box::new(NcTestControl::new(args.now, request, pause, slave).0))
+}
+
+/// The nc_test test a netchar spec is ([`spec_for`] the other way).
+pub(crate) fn single_test_of(spec: &TestSpec) -> Result<(Kind, u32, u32, Pause), SessionError> {
+    let unsupported = || {
+        SessionError::Unsupported(
+            "--proto nc-test runs a count of buffers: echo --pattern NxSIZE, tcp -n/-l, udp --pattern, or suite ecos"
+                .into(),
+        )
+    };
+    let EndCondition::Bytes(total) = spec.end else { return Err(unsupported()) };
+    let count = |n: u64| u32::try_from(n).map_err(|_| unsupported());
+    match (&spec.rr, spec.direction) {
+        (Some(rr), _) => {
+            let kind = if rr.udp { Kind::UdpEcho } else { Kind::TcpEcho };
+            let ticks = (rr.pause_seconds / wire::TICK.as_secs_f64()).round() as u32;
+            let pause = match rr.pause_every {
+                Some(every) => Pause { ticks, threshold: count(every)? },
+                None => Pause::default(),
+            };
+            Ok((kind, count(total)?, count(spec.block_bytes)?, pause))
+        }
+        (None, direction @ (Direction::Up | Direction::Down)) => {
+            let td = spec.block_bytes.max(wire::DATA_HEADER_LEN as u64 + 1);
+            let up = direction == Direction::Up;
+            let kind = match (spec.uses_udp(), up) {
+                (true, true) => Kind::UdpRecv,
+                (true, false) => Kind::UdpSend,
+                (false, true) => Kind::TcpRecv,
+                (false, false) => Kind::TcpSend,
+            };
+            Ok((kind, count(total / td)?, count(td - wire::DATA_HEADER_LEN as u64)?, Pause::default()))
+        }
+        _ => Err(unsupported()),
     }
 }
 
