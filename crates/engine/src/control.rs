@@ -17,8 +17,12 @@
 //! constructor. Protocols without a control connection (iperf2, echo/discard/chargen) say
 //! [`ControlConnection::None`]. A protocol whose control connection carries its data too, a
 //! phase after the other (netio's TCP test), writes and reads that data in the session
-//! ([`ClientControl::writes_data`]) and reports what it counted ([`ControlEvent::Measured`]);
-//! a peer's sequence of tests is a job over sessions (crate::jobs), not a session.
+//! ([`ClientControl::writes_data`]) and reports what it counted ([`ControlEvent::Measured`]).
+//! A protocol whose control is request/reply datagrams (nc_test's master) says
+//! [`ControlConnection::Udp`], binds the UDP port its request names first
+//! ([`ControlEvent::BindUdp`]), and runs lock-step data on the data plane's lock-step worker
+//! (crate::dataplane::LockStep). A peer's sequence of tests is a job over sessions
+//! (crate::jobs), not a session.
 
 use crate::dataplane::DatagramFormatKind;
 use netchar_model::{

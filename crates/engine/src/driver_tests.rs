@@ -841,6 +841,47 @@ mod nc_test {
     }
 
     #[test]
+    fn a_stop_while_the_slave_holds_still_ends_the_test_with_what_was_answered() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (mine, mut theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let stop = StopFlag::new();
+        let (stopper, held) = (stop.clone(), std::sync::mpsc::channel::<()>());
+        // A slave that reads 5 buffers and echoes the first 4 (the master sent the 5th once the
+        // 4th came back: it has taken every echo it will get), then keeps the connection open
+        // and says nothing until the test is over: the master would wait 21 s per buffer due.
+        let peer = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let n = theirs.read_within(&mut buf, Duration::from_secs(60)).unwrap();
+            let decision = Slave { data_port: port, ..Slave::default() }.handle(&buf[..n]).unwrap();
+            theirs.send_all(&decision.reply.encode()).unwrap();
+            let SlaveAction::Test(req) = decision.action else { panic!("the test was refused") };
+            let (mut stream, _) = listener.accept().unwrap();
+            let echoed = slave_loop(req, Data::Tcp(stream.try_clone().unwrap()), Some(5));
+            stopper.raise();
+            let _ = held.1.recv();
+            let _ = stream.flush();
+            echoed
+        });
+        let req = request(Kind::TcpEcho, 100, 256, port);
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, Pause::default(), SLAVE_ADDR.parse().unwrap());
+        let run = crate::client::run_session_over(
+            &config(Kind::TcpEcho, 100, 256),
+            SLAVE_ADDR.parse().unwrap(),
+            Box::new(session),
+            Box::new(mine),
+            &stop,
+        );
+        held.0.send(()).unwrap();
+        let (received, sent) = peer.join().unwrap();
+        assert_eq!(received, 5);
+        assert!(matches!(run.error, Some(ClientError::Interrupted)), "{:?}", run.error);
+        let report = outcome_of(&outcome).2.expect("the report of what ran is kept");
+        assert_eq!(report.received, sent, "the buffers the slave echoed before it held still");
+        assert_eq!(report.results, None);
+    }
+
+    #[test]
     fn a_malformed_reply_fails_the_request_in_a_line_and_keeps_the_bytes() {
         let (mine, theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
         let peer = slave(theirs, None, None, Some(b"\x00\x00\x00\x01junk".to_vec()), None, None);

@@ -5,8 +5,8 @@
 //!
 //! The machine is the protocol's ([`LockStep`]), handed to the data plane by its session
 //! through [`super::StreamOptions::lock_step`]; the worker only moves its bytes over the
-//! stream's socket (TCP or connected UDP) and counts them, and looks at the plane's abort
-//! between waits. What the machine measured is its own: the session reads it back once the
+//! stream's socket (TCP or connected UDP) and counts them, and looks at the plane's abort and
+//! stop between waits. What the machine measured is its own: the session reads it back once the
 //! worker is done (the stream's sender total tells it so).
 
 use super::{Controls, StreamShared, POLL};
@@ -86,7 +86,9 @@ pub(super) fn run(
         super::DataSocket::Tcp(s) => Channel::Tcp { socket: s, broken: false },
         _ => return Err(io::Error::other(format!("stream {}: a lock-step stream is TCP or UDP", shared.id))),
     };
-    let aborted = || controls.abort.load(Ordering::Relaxed);
+    // A lock-step sender has no end to wind down to: asked to stop sending (Ctrl-C, another
+    // stream's failure), it stops as when aborted, and its machine keeps what it counted.
+    let aborted = || controls.abort.load(Ordering::Relaxed) || controls.stop_senders.load(Ordering::Relaxed);
     let mut buf = vec![0u8; 70_000];
     let started = Instant::now();
     shared

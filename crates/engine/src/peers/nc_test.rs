@@ -514,6 +514,17 @@ pub(crate) fn single_test_of(spec: &TestSpec) -> Result<(Kind, u32, u32, Pause),
     }
 }
 
+/// A session the driver let go of with its test's data still out (a failed stream, the
+/// driver's own limit after a stop) leaves what the test measured to the job all the same.
+impl Drop for NcTestControl {
+    fn drop(&mut self) {
+        if let Some(test) = self.test.take() {
+            let report = test.lock().unwrap_or_else(|p| p.into_inner()).report().clone();
+            self.lock().report.get_or_insert(report);
+        }
+    }
+}
+
 /// A test's data loop as the lock-step worker runs it.
 struct SharedMasterTest {
     test: Arc<Mutex<wire::MasterTest>>,
