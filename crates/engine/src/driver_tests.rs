@@ -882,6 +882,34 @@ mod nc_test {
     }
 
     #[test]
+    fn a_slave_that_never_answers_fails_the_request_naming_it_after_the_reply_wait() {
+        let (mine, mut theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let peer = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let n = theirs.read_within(&mut buf, Duration::from_secs(60)).unwrap();
+            let request = Request::decode(&buf[..n]).unwrap();
+            // Read on, answering nothing, until the master gives up (its end closes).
+            while !matches!(theirs.read_within(&mut buf, Duration::from_secs(60)), Ok(0)) {}
+            request
+        });
+        let req = Request::new(Kind::SetLoad, 2, 10, 0);
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, Pause::default(), SLAVE_ADDR.parse().unwrap());
+        let run = crate::client::run_session_over(
+            &config(Kind::SetLoad, 0, 0),
+            SLAVE_ADDR.parse().unwrap(),
+            Box::new(session),
+            Box::new(mine),
+            &StopFlag::new(),
+        );
+        assert_eq!(peer.join().unwrap().kind(), Some(Kind::SetLoad));
+        let error = run.error.expect("no reply fails the request");
+        assert!(matches!(error, ClientError::Protocol(ProtocolError::Timeout(_))), "{error:?}");
+        let line = error.to_string();
+        assert!(line.contains(SLAVE_ADDR) && line.contains("netchar server --nc-test"), "{line}");
+        assert_eq!(outcome_of(&outcome).0, None);
+    }
+
+    #[test]
     fn a_malformed_reply_fails_the_request_in_a_line_and_keeps_the_bytes() {
         let (mine, theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
         let peer = slave(theirs, None, None, Some(b"\x00\x00\x00\x01junk".to_vec()), None, None);

@@ -475,7 +475,9 @@ pub fn client_session(args: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, 
     let mut request = Request::new(kind, 2, nbufs, buflen);
     request.slave_port = u32::from(wire::DATA_SLAVE_PORT);
     request.master_port = u32::from(wire::DATA_MASTER_PORT);
-    let slave = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), args.cfg.port);
+    // The address as given names the slave in the session's lines (the driver resolves it).
+    let ip = args.cfg.host.trim_matches(['[', ']']).parse().unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let slave = SocketAddr::new(ip, args.cfg.port);
     Ok(Box::new(NcTestControl::new(args.now, request, pause, slave).0))
 }
 
