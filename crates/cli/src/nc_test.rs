@@ -18,9 +18,9 @@ use crate::figure_files::FigureFiles;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{bail, Result};
-use netchar_engine::jobs::ecos::run_master;
+use netchar_engine::jobs::ecos::{master_sequence, run_master};
 use netchar_engine::peers::nc_test::{MasterConfig, MasterPlan};
-use netchar_engine::protocols::{ClientRole, ProtoChoice};
+use netchar_engine::protocols::ProtoChoice;
 use netchar_engine::StopFlag;
 use netchar_model::{Pattern, TestResult};
 use netchar_report::json::{JobJsonReporter, JsonReporter};
@@ -28,9 +28,9 @@ use netchar_report::nc_test_lines::NcTestLinesReporter;
 use netchar_wire::nc_test::{self as wire, Kind, Pause, Sequence};
 use std::net::{SocketAddr, ToSocketAddrs};
 
-/// Does `--proto` run nc_test's master (the registry says so: netchar_engine::protocols)?
+/// Does `--proto` run nc_test's master (netchar_engine::jobs::ecos::master_sequence)?
 pub(crate) fn wanted(proto: &ProtoChoice) -> bool {
-    matches!(proto.protocol().def().client, ClientRole::NcTestMaster { .. })
+    master_sequence(proto.protocol()).is_some()
 }
 
 fn resolve(host: &str, port: Option<u16>, v4: bool, v6: bool) -> Result<SocketAddr> {
@@ -200,12 +200,7 @@ pub(crate) fn suite(a: &EcosSuiteArgs, figures: &FigureFiles, stop: &StopFlag) -
     if a.target.step.step_cmd.is_some() {
         bail!("suite ecos --proto nc-test: --step-cmd is not supported against an eCos slave yet; use netchar's own server (the native eCos sequence)");
     }
-    let sequence = match a.proto.protocol().def().client {
-        ClientRole::NcTestMaster { v6: true } => {
-            Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: true }
-        }
-        _ => Sequence::Nc,
-    };
+    let sequence = master_sequence(a.proto.protocol()).unwrap_or(Sequence::Nc);
     let slave = resolve(&a.target.host, a.target.port, false, false)?;
     let cfg = MasterConfig {
         slave,

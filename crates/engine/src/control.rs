@@ -17,8 +17,12 @@
 //! constructor. Protocols without a control connection (iperf2, echo/discard/chargen) say
 //! [`ControlConnection::None`]. A protocol whose control connection carries its data too, a
 //! phase after the other (netio's TCP test), writes and reads that data in the session
-//! ([`ClientControl::writes_data`]) and reports what it counted ([`ControlEvent::Measured`]);
-//! a peer's sequence of tests is a job over sessions (crate::jobs), not a session.
+//! ([`ClientControl::writes_data`]) and reports what it counted ([`ControlEvent::Measured`]).
+//! A protocol whose control is request/reply datagrams (nc_test's master) says
+//! [`ControlConnection::Udp`], binds the UDP port its request names first
+//! ([`ControlEvent::BindUdp`]), and runs lock-step data on the data plane's lock-step worker
+//! (crate::dataplane::LockStep). A peer's sequence of tests is a job over sessions
+//! (crate::jobs), not a session.
 
 use crate::dataplane::DatagramFormatKind;
 use netchar_model::{
@@ -97,6 +101,15 @@ pub enum ControlEvent {
         /// What the test left out, if anything.
         note: Option<String>,
     },
+    /// Bind a UDP socket on this host before the session's next output, at `port` or, when
+    /// that one is taken, at any free port, and tell its port to [`ClientControl::udp_bound`]
+    /// (nc_test's master names its UDP data port in the request that starts the test, and the
+    /// peer may send there as soon as it answered: the port must be open before the request
+    /// goes out). A stream with [`Transport::BoundUdp`] takes the socket.
+    BindUdp {
+        /// The port asked for (0: any).
+        port: u16,
+    },
 }
 
 /// What a peer says about itself when it admits a test.
@@ -164,6 +177,12 @@ pub enum Transport {
     /// to the client's address at its own port). A busy port there fails the test in a line.
     UdpSamePort {
         /// The port on both ends.
+        port: u16,
+    },
+    /// The UDP socket bound at [`ControlEvent::BindUdp`], connected to this port of the peer's
+    /// control address, with no setup exchange.
+    BoundUdp {
+        /// The peer's data port.
         port: u16,
     },
 }
@@ -288,6 +307,8 @@ pub trait ClientControl: Send {
     fn end_replies(&mut self, _now: Instant, _replies: Vec<(u32, Vec<u8>)>) {}
     /// The listener asked for by [`ControlEvent::Listen`] is open on `port`.
     fn listening(&mut self, _now: Instant, _port: u16) {}
+    /// The UDP socket asked for by [`ControlEvent::BindUdp`] is bound at `port`.
+    fn udp_bound(&mut self, _now: Instant, _port: u16) {}
     /// End the test early (Ctrl-C, a failed worker): the peer should stop and report.
     fn stop(&mut self, now: Instant, reason: &str);
     /// True once the session is over.
@@ -388,6 +409,11 @@ pub enum ControlConnection {
     /// emits its events from its first poll, its timeouts and the local senders' totals, and
     /// its output bytes are discarded.
     None,
+    /// A UDP socket connected to the peer's address and port (nc_test's requests and replies):
+    /// each [`ClientControl::poll_output`] is one datagram and each datagram read is one
+    /// [`ClientControl::handle_input`]. Nothing ever closes it: a peer that does not answer
+    /// (an ICMP refusal reads as nothing) is the session's timeout to notice.
+    Udp,
 }
 
 /// netchar's own control protocol (docs/protocol.md) behind the seam.

@@ -615,3 +615,361 @@ mod netio {
         assert!(title.starts_with("Packet size  1k bytes: ") && title.ends_with("Rx."), "{title}");
     }
 }
+
+/// nc_test's master, one request a session (crate::peers::nc_test::NcTestControl), run by the
+/// client driver against a slave the test speaks for: its control datagrams over an in-memory
+/// link, its data on loopback, its data loop the wire's own slave (`SlaveTest`).
+mod nc_test {
+    use super::*;
+    use crate::peers::nc_test::{spec_for, NcTestControl, RequestOutcome};
+    use netchar_wire::nc_test::{Kind, MasterReport, Pause, Reply, Request, Slave, SlaveAction, SlaveTest, Step};
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+
+    fn config(kind: Kind, nbufs: u32, buflen: u32) -> ClientConfig {
+        ClientConfig {
+            host: "127.0.0.1".into(),
+            port: netchar_wire::nc_test::SLAVE_PORT,
+            family: None,
+            spec: spec_for(kind, nbufs, buflen, Pause::default()),
+            connect_timeout: Duration::from_secs(10),
+            busy_wait: Duration::ZERO,
+            client_cpu: None,
+            title: None,
+            timeouts: Default::default(),
+            companion: None,
+            cookie_tx: None,
+            auth: None,
+            protocol: ProtoChoice::Only(Protocol::find("nc-test").expect("nc_test's entry")),
+            dial_back: None,
+            bind: None,
+            target_ns_per_instruction: None,
+            peer_block_bytes: None,
+        }
+    }
+
+    /// The slave's data channel.
+    enum Data {
+        Udp(UdpSocket, SocketAddr),
+        Tcp(TcpStream),
+    }
+
+    /// Runs the slave's loop of `req` over `data`, dying (closing everything) after `die_after`
+    /// buffers received if given; returns the buffers it received and sent.
+    fn slave_loop(req: Request, mut data: Data, die_after: Option<u32>) -> (u32, u32) {
+        let mut test = SlaveTest::new(req).expect("a data test");
+        let (mut got, mut sent) = (0, 0);
+        let mut buf = vec![0u8; 70_000];
+        loop {
+            match test.next_step() {
+                Step::Done => return (got, sent),
+                Step::Print(_) | Step::Pause(_) => {}
+                Step::Send(bytes) => {
+                    let ok = match &mut data {
+                        Data::Udp(s, to) => s.send_to(&bytes, *to).is_ok(),
+                        Data::Tcp(s) => s.write_all(&bytes).is_ok(),
+                    };
+                    sent += u32::from(ok && bytes.len() != netchar_wire::nc_test::RESULTS_LEN);
+                }
+                Step::Recv { len, timeout } => {
+                    let read = match &mut data {
+                        Data::Udp(s, _) => {
+                            s.set_read_timeout(Some(timeout)).unwrap();
+                            s.recv(&mut buf).ok().map(|n| buf[..n.min(len)].to_vec())
+                        }
+                        Data::Tcp(s) => {
+                            s.set_read_timeout(Some(timeout)).unwrap();
+                            let mut b = vec![0u8; len];
+                            s.read_exact(&mut b).ok().map(|_| b)
+                        }
+                    };
+                    got += u32::from(read.is_some());
+                    test.received(read.as_deref());
+                    if die_after == Some(got) {
+                        return (got, sent);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the slave saw.
+    struct SlaveSaw {
+        request: Request,
+        received: u32,
+        sent: u32,
+    }
+
+    /// A slave answering one request over `link` with `answer` (the stock slave's decision
+    /// when None), then running the test it ACKed on loopback.
+    fn slave(
+        mut link: MemoryLink,
+        udp: Option<UdpSocket>,
+        tcp: Option<TcpListener>,
+        answer: Option<Vec<u8>>,
+        die_after: Option<u32>,
+        cut: Option<LinkCut>,
+    ) -> JoinHandle<SlaveSaw> {
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let n = link.read_within(&mut buf, Duration::from_secs(60)).expect("the master's request");
+            let request = Request::decode(&buf[..n]).expect("a request");
+            let data_port = udp.as_ref().map(|s| s.local_addr().unwrap().port());
+            let data_port = data_port.or(tcp.as_ref().map(|l| l.local_addr().unwrap().port())).unwrap_or(8770);
+            let decision = Slave { data_port, ..Slave::default() }.handle(&buf[..n]).expect("a decision");
+            link.send_all(&answer.unwrap_or_else(|| decision.reply.encode().to_vec())).unwrap();
+            let (received, sent) = match decision.action {
+                SlaveAction::Test(req) if req.kind().is_some_and(Kind::is_udp) => {
+                    let to = SocketAddr::new("127.0.0.1".parse().unwrap(), req.master_port as u16);
+                    slave_loop(req, Data::Udp(udp.expect("a UDP data socket"), to), die_after)
+                }
+                SlaveAction::Test(req) => {
+                    let (stream, _) = tcp.expect("a TCP data listener").accept().unwrap();
+                    slave_loop(req, Data::Tcp(stream), die_after)
+                }
+                _ => (0, 0),
+            };
+            if let Some(cut) = cut {
+                cut.cut();
+            }
+            SlaveSaw { request, received, sent }
+        })
+    }
+
+    fn request(kind: Kind, nbufs: u32, buflen: u32, slave_port: u16) -> Request {
+        let mut r = Request::new(kind, 2, nbufs, buflen);
+        r.slave_port = u32::from(slave_port);
+        // A UDP test binds any free port (the session names it); a TCP one names the stock
+        // port, which the slave checks and does not use.
+        r.master_port = if kind.is_udp() { 0 } else { u32::from(netchar_wire::nc_test::DATA_MASTER_PORT) };
+        r
+    }
+
+    fn outcome_of(o: &Arc<Mutex<RequestOutcome>>) -> (Option<Vec<u8>>, Option<u16>, Option<MasterReport>) {
+        let mut o = o.lock().unwrap();
+        (o.reply.take(), o.master_port, o.report.take())
+    }
+
+    const SLAVE_ADDR: &str = "127.0.0.1:7777";
+
+    #[test]
+    fn a_udp_echo_is_one_session_and_both_ends_count_every_buffer() {
+        let data = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = data.local_addr().unwrap().port();
+        let (mine, theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let peer = slave(theirs, Some(data), None, None, None, None);
+        let req = request(Kind::UdpEcho, 64, 512, port);
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, Pause::default(), SLAVE_ADDR.parse().unwrap());
+        let cfg = config(Kind::UdpEcho, 64, 512);
+        let run = crate::client::run_session_over(
+            &cfg,
+            SLAVE_ADDR.parse().unwrap(),
+            Box::new(session),
+            Box::new(mine),
+            &StopFlag::new(),
+        );
+        let saw = peer.join().unwrap();
+        assert!(run.error.is_none(), "{:?}", run.error);
+        let (reply, bound, report) = outcome_of(&outcome);
+        assert!(Reply::decode(&reply.unwrap()).unwrap().is_ack());
+        // The request named the port the driver bound before it went out.
+        assert_eq!(Some(saw.request.master_port as u16), bound);
+        let report = report.expect("the test's report");
+        assert_eq!((report.sent, report.received, report.lost), (64, 64, 0));
+        let results = report.results.expect("the slave's results record");
+        assert_eq!((results.nrecvd, results.nsent), (saw.received, saw.sent));
+        assert_eq!((saw.received, saw.sent), (64, 64));
+        assert_eq!(report.rtts.len(), 64, "a round trip per answered buffer");
+        let result = run.result.expect("a result");
+        let theirs: u64 = result.streams.iter().filter(|s| s.measured_by == Endpoint::Server).map(|s| s.bytes).sum();
+        assert_eq!(theirs, 64 * (512 + 16), "the slave's own count, whole buffers");
+    }
+
+    #[test]
+    fn a_tcp_recv_sends_every_buffer_the_slave_counts() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (mine, theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let peer = slave(theirs, None, Some(listener), None, None, None);
+        let req = request(Kind::TcpRecv, 40, 1024, port);
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, Pause::default(), SLAVE_ADDR.parse().unwrap());
+        let run = crate::client::run_session_over(
+            &config(Kind::TcpRecv, 40, 1024),
+            SLAVE_ADDR.parse().unwrap(),
+            Box::new(session),
+            Box::new(mine),
+            &StopFlag::new(),
+        );
+        let saw = peer.join().unwrap();
+        assert!(run.error.is_none(), "{:?}", run.error);
+        let (_, bound, report) = outcome_of(&outcome);
+        assert_eq!(bound, None, "a TCP test binds no UDP port");
+        let report = report.expect("the test's report");
+        assert_eq!(report.sent, 40);
+        assert_eq!(saw.received, 40);
+        assert_eq!(report.results.expect("the results record").nrecvd, saw.received);
+        let result = run.result.expect("a result");
+        let mine: u64 = result.streams.iter().filter(|s| s.measured_by == Endpoint::Client).map(|s| s.bytes).sum();
+        assert_eq!(mine, 40 * (1024 + 16), "the worker counted every buffer it wrote");
+    }
+
+    #[test]
+    fn a_slave_that_dies_mid_test_leaves_the_buffers_it_echoed_and_an_error_naming_the_missing_results() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (mine, theirs, cut) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let peer = slave(theirs, None, Some(listener), None, Some(10), Some(cut));
+        let req = request(Kind::TcpEcho, 100, 256, port);
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, Pause::default(), SLAVE_ADDR.parse().unwrap());
+        let run = crate::client::run_session_over(
+            &config(Kind::TcpEcho, 100, 256),
+            SLAVE_ADDR.parse().unwrap(),
+            Box::new(session),
+            Box::new(mine),
+            &StopFlag::new(),
+        );
+        let saw = peer.join().unwrap();
+        let report = outcome_of(&outcome).2.expect("the report of what ran");
+        // The slave read 10 and echoed 9 before it died (the 10th read was its last act).
+        assert_eq!(saw.received, 10);
+        assert_eq!(report.received, saw.sent, "every buffer the slave echoed, and no other");
+        assert_eq!(report.results, None);
+        assert_eq!(report.received + report.lost, report.nbufs, "each buffer answered or counted lost");
+        let error = run.error.expect("the test failed").to_string();
+        assert!(error.contains("no results record"), "{error}");
+        assert!(run.result.is_some(), "what was measured is kept");
+    }
+
+    #[test]
+    fn a_stop_while_the_slave_holds_still_ends_the_test_with_what_was_answered() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (mine, mut theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let stop = StopFlag::new();
+        let (stopper, held) = (stop.clone(), std::sync::mpsc::channel::<()>());
+        // A slave that reads 5 buffers and echoes the first 4 (the master sent the 5th once the
+        // 4th came back: it has taken every echo it will get), then keeps the connection open
+        // and says nothing until the test is over: the master would wait 21 s per buffer due.
+        let peer = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let n = theirs.read_within(&mut buf, Duration::from_secs(60)).unwrap();
+            let decision = Slave { data_port: port, ..Slave::default() }.handle(&buf[..n]).unwrap();
+            theirs.send_all(&decision.reply.encode()).unwrap();
+            let SlaveAction::Test(req) = decision.action else { panic!("the test was refused") };
+            let (mut stream, _) = listener.accept().unwrap();
+            let echoed = slave_loop(req, Data::Tcp(stream.try_clone().unwrap()), Some(5));
+            stopper.raise();
+            let _ = held.1.recv();
+            let _ = stream.flush();
+            echoed
+        });
+        let req = request(Kind::TcpEcho, 100, 256, port);
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, Pause::default(), SLAVE_ADDR.parse().unwrap());
+        let run = crate::client::run_session_over(
+            &config(Kind::TcpEcho, 100, 256),
+            SLAVE_ADDR.parse().unwrap(),
+            Box::new(session),
+            Box::new(mine),
+            &stop,
+        );
+        held.0.send(()).unwrap();
+        let (received, sent) = peer.join().unwrap();
+        assert_eq!(received, 5);
+        assert!(matches!(run.error, Some(ClientError::Interrupted)), "{:?}", run.error);
+        let report = outcome_of(&outcome).2.expect("the report of what ran is kept");
+        assert_eq!(report.received, sent, "the buffers the slave echoed before it held still");
+        assert_eq!(report.results, None);
+    }
+
+    #[test]
+    fn a_slave_that_never_answers_fails_the_request_naming_it_after_the_reply_wait() {
+        let (mine, mut theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let peer = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let n = theirs.read_within(&mut buf, Duration::from_secs(60)).unwrap();
+            let request = Request::decode(&buf[..n]).unwrap();
+            // Read on, answering nothing, until the master gives up (its end closes).
+            while !matches!(theirs.read_within(&mut buf, Duration::from_secs(60)), Ok(0)) {}
+            request
+        });
+        let req = Request::new(Kind::SetLoad, 2, 10, 0);
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, Pause::default(), SLAVE_ADDR.parse().unwrap());
+        let run = crate::client::run_session_over(
+            &config(Kind::SetLoad, 0, 0),
+            SLAVE_ADDR.parse().unwrap(),
+            Box::new(session),
+            Box::new(mine),
+            &StopFlag::new(),
+        );
+        assert_eq!(peer.join().unwrap().kind(), Some(Kind::SetLoad));
+        let error = run.error.expect("no reply fails the request");
+        assert!(matches!(error, ClientError::Protocol(ProtocolError::Timeout(_))), "{error:?}");
+        let line = error.to_string();
+        assert!(line.contains(SLAVE_ADDR) && line.contains("netchar server --nc-test"), "{line}");
+        assert_eq!(outcome_of(&outcome).0, None);
+    }
+
+    #[test]
+    fn a_malformed_reply_fails_the_request_in_a_line_and_keeps_the_bytes() {
+        let (mine, theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let peer = slave(theirs, None, None, Some(b"\x00\x00\x00\x01junk".to_vec()), None, None);
+        let req = Request::new(Kind::SetLoad, 2, 20, 0);
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, Pause::default(), SLAVE_ADDR.parse().unwrap());
+        let run = crate::client::run_session_over(
+            &config(Kind::SetLoad, 0, 0),
+            SLAVE_ADDR.parse().unwrap(),
+            Box::new(session),
+            Box::new(mine),
+            &StopFlag::new(),
+        );
+        assert_eq!(peer.join().unwrap().request.nbufs, 20);
+        let error = run.error.expect("a malformed reply fails the request");
+        assert!(matches!(error, ClientError::Protocol(ProtocolError::Malformed(_))), "{error:?}");
+        assert!(error.to_string().contains(SLAVE_ADDR), "{error}");
+        assert_eq!(outcome_of(&outcome).0.as_deref(), Some(&b"\x00\x00\x00\x01junk"[..]));
+    }
+
+    #[test]
+    fn a_control_request_ends_at_its_reply_and_a_nak_is_no_failure() {
+        let (mine, theirs, _) = MemoryLink::pair(CLIENT.parse().unwrap());
+        let nak = Reply::nak(2, netchar_wire::nc_test::NAK_NO_BACKGROUND).encode().to_vec();
+        let peer = slave(theirs, None, None, Some(nak.clone()), None, None);
+        let req = Request::new(Kind::StartIdle, 2, 0, 0);
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, Pause::default(), SLAVE_ADDR.parse().unwrap());
+        let run = crate::client::run_session_over(
+            &config(Kind::StartIdle, 0, 0),
+            SLAVE_ADDR.parse().unwrap(),
+            Box::new(session),
+            Box::new(mine),
+            &StopFlag::new(),
+        );
+        assert_eq!(peer.join().unwrap().request.kind(), Some(Kind::StartIdle));
+        assert!(run.error.is_none(), "{:?}", run.error);
+        let (reply, _, report) = outcome_of(&outcome);
+        assert_eq!(reply, Some(nak));
+        assert!(report.is_none(), "no test ran");
+    }
+
+    /// The registry's session runs the test the command's spec is: every kind, count, size
+    /// and pause [`spec_for`] maps comes back as it went in.
+    #[test]
+    fn a_spec_maps_back_to_the_nc_test_it_was_made_from() {
+        let paused = Pause { ticks: 5, threshold: 10 };
+        for (kind, nbufs, buflen, pause) in [
+            (Kind::UdpEcho, 640, 1024, Pause::default()),
+            (Kind::TcpEcho, 2048, 1024, paused),
+            (Kind::UdpSend, 640, 1024, Pause::default()),
+            (Kind::UdpRecv, 10, 65_000, Pause::default()),
+            (Kind::TcpSend, 64, 10_240, Pause::default()),
+            (Kind::TcpRecv, 1, 1, Pause::default()),
+        ] {
+            let spec = spec_for(kind, nbufs, buflen, pause);
+            assert_eq!(crate::peers::nc_test::single_test_of(&spec).unwrap(), (kind, nbufs, buflen, pause), "{kind:?}");
+        }
+        let timed = TestSpec::tcp_default();
+        assert!(
+            matches!(crate::peers::nc_test::single_test_of(&timed), Err(crate::error::SessionError::Unsupported(_))),
+            "a timed test is no nc_test"
+        );
+    }
+}

@@ -73,20 +73,14 @@ pub type SessionCtor = fn(&SessionArgs<'_>) -> Result<Box<dyn ClientControl>, Se
 /// The test a protocol's server runs, from the one asked for.
 pub type ShapeSpec = fn(&TestSpec) -> Result<TestSpec, SessionError>;
 
-/// How netchar runs as a protocol's client.
+/// How netchar runs as a protocol's client: every protocol's client is a session (a peer
+/// program's sequence of tests, netio's or nc_test's master, is a job over sessions in
+/// crate::jobs). An enum of one kind, so that a kind of client that is no session has a
+/// place to be named should one come.
 #[derive(Clone, Copy)]
 pub enum ClientRole {
     /// A sans-IO session behind the client seam (crate::control), driven by crate::client.
     Session(SessionCtor),
-    /// nc_test's master, run by a job (crate::jobs::ecos::run_master over
-    /// crate::peers::nc_test::run_master), not a session: its control is UDP datagrams, which
-    /// the client driver does not pump (ControlConnection is TCP or none), and its data
-    /// lock-step buffers, which no data-plane worker sends; `v6` runs nc6_test_master's
-    /// sequence.
-    NcTestMaster {
-        /// nc6_test_master's sequence rather than nc_test_master's.
-        v6: bool,
-    },
 }
 
 /// One protocol.

@@ -9,6 +9,7 @@
 mod answers;
 mod figures;
 mod setup;
+mod udp_control;
 mod workers;
 
 use crate::control::{ClientControl, ControlConnection, ControlEvent};
@@ -39,13 +40,7 @@ pub fn session(
     cfg: &ClientConfig,
 ) -> Result<Box<dyn ClientControl>, SessionError> {
     let def = protocol.def();
-    let ClientRole::Session(make) = def.client else {
-        return Err(SessionError::Unsupported(format!(
-            "--proto {}: runs with {} only",
-            def.name,
-            commands_of(protocol)
-        )));
-    };
+    let ClientRole::Session(make) = def.client;
     if cfg.auth.is_some() && !def.authenticates {
         return Err(SessionError::OptionRefused {
             flag: "--psk-file",
@@ -61,10 +56,6 @@ pub fn session(
     crate::protocols::far_end_options(def, spec).refusal.map_or(Ok(()), Err)?;
     crate::protocols::payload_options(def, spec)?;
     make(&SessionArgs { now, spec, cfg })
-}
-
-fn commands_of(protocol: Protocol) -> String {
-    protocol.def().commands.iter().map(|c| format!("`{}`", c.name())).collect::<Vec<_>>().join(", ")
 }
 
 /// The outcome of a run: the figures measured (also when it failed part way), and the error.
@@ -170,6 +161,60 @@ pub fn run(cfg: &ClientConfig, stop: &StopFlag, on_interval: &mut dyn FnMut(&Int
     }
 }
 
+/// Runs one test with a session the caller made (a job whose sessions carry what no
+/// [`TestSpec`] says: nc_test's request with its sequence number and ports), to the first
+/// address of `cfg`'s host; `cfg.spec` is the test as the result names it.
+pub fn run_session(
+    cfg: &ClientConfig,
+    session: Box<dyn ClientControl>,
+    stop: &StopFlag,
+    on_interval: &mut dyn FnMut(&IntervalRecord),
+) -> ClientRun {
+    let addr = match resolve(cfg) {
+        Ok(addrs) => addrs[0],
+        Err(e) => return ClientRun::failed(e),
+    };
+    let local = LocalEnd::of(cfg.bind.as_ref(), None);
+    let control = match session.connection() {
+        ControlConnection::None => None,
+        ControlConnection::Udp => match udp_control::UdpControl::connect(local.address, addr) {
+            Ok(link) => Some(Box::new(link) as Box<dyn ControlLink>),
+            Err(source) => {
+                let context = format!("cannot open a UDP socket to {addr}");
+                return ClientRun::failed(ClientError::Io { context, source });
+            }
+        },
+        ControlConnection::Tcp => match connect_control(addr, cfg.connect_timeout, local) {
+            Ok(control) => {
+                let _ = control.set_nodelay(true);
+                Some(Box::new(control) as Box<dyn ControlLink>)
+            }
+            Err(ConnectFailure::Option(o)) => {
+                return ClientRun::failed(ClientError::SocketOption { flag: o.flag, message: o.message })
+            }
+            Err(ConnectFailure::Io(e)) => return ClientRun::failed(connect_error(addr, e, cfg.connect_timeout)),
+        },
+    };
+    let mut driver = Driver::new(cfg, addr, cfg.spec.clone(), session, control, Vec::new());
+    let outcome = driver.run(stop, on_interval);
+    driver.conclude(outcome)
+}
+
+/// [`run_session`] over a control link of the caller's (an in-memory peer in the engine's
+/// tests), its data streams to `addr`.
+#[cfg(test)]
+pub(crate) fn run_session_over(
+    cfg: &ClientConfig,
+    addr: SocketAddr,
+    session: Box<dyn ClientControl>,
+    link: Box<dyn ControlLink>,
+    stop: &StopFlag,
+) -> ClientRun {
+    let mut driver = Driver::new(cfg, addr, cfg.spec.clone(), session, Some(link), Vec::new());
+    let outcome = driver.run(stop, &mut |_| {});
+    driver.conclude(outcome)
+}
+
 fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, ClientError> {
     let err = |message: String| ClientError::Resolve { host: cfg.host.clone(), message };
     let all: Vec<SocketAddr> =
@@ -243,6 +288,13 @@ impl<'a> Driver<'a> {
                 // Without a control connection the first address is the one: nothing tells
                 // whether it answers before the data streams try it.
                 ControlConnection::None => None,
+                // Nothing to connect: a peer that is not there is the session's silence.
+                ControlConnection::Udp => match udp_control::UdpControl::connect(local.address, addr) {
+                    Ok(link) => Some(Box::new(link) as Box<dyn ControlLink>),
+                    Err(source) => {
+                        return Err(ClientError::Io { context: format!("cannot open a UDP socket to {addr}"), source })
+                    }
+                },
                 ControlConnection::Tcp => match connect_control(addr, cfg.connect_timeout, local) {
                     Ok(control) => {
                         let _ = control.set_nodelay(true);
@@ -268,7 +320,7 @@ impl<'a> Driver<'a> {
                 },
             };
             let mut more_controls = Vec::new();
-            if control.is_some() {
+            if session.connection() == ControlConnection::Tcp {
                 for _ in 1..session.control_connections() {
                     let c = connect_control(addr, cfg.connect_timeout, local)
                         .map_err(|f| match f {
@@ -657,6 +709,15 @@ impl<'a> Driver<'a> {
                     )?;
                 self.session.listening(Instant::now(), listener.1);
                 self.setup.dial_back = Some(listener.0);
+                Ok(())
+            }
+            ControlEvent::BindUdp { port } => {
+                let socket = setup::bind_udp_port(self.addr, self.cfg.bind.as_ref(), port)?;
+                let bound = socket
+                    .local_addr()
+                    .map_err(|source| ClientError::Io { context: "the bound UDP port".into(), source })?;
+                self.session.udp_bound(Instant::now(), bound.port());
+                self.setup.bound_udp = Some(socket);
                 Ok(())
             }
         }

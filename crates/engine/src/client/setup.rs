@@ -21,6 +21,9 @@ pub(super) struct StreamSetup {
     pub(super) udp_setup_sent: Option<Instant>,
     /// The listener the peer dials back to ([`crate::control::ControlEvent::Listen`]).
     pub(super) dial_back: Option<std::net::TcpListener>,
+    /// The UDP socket bound at the session's request ([`crate::control::ControlEvent::BindUdp`]),
+    /// until a stream takes it.
+    pub(super) bound_udp: Option<UdpSocket>,
     /// The streams opened, for the workers once the test starts.
     pub(super) pending_streams: Option<Vec<DataStream>>,
     /// Without a control connection: this end's sending TCP streams, for what their peer sent
@@ -83,6 +86,15 @@ impl Driver<'_> {
                 Transport::UdpToPort { port } => {
                     let to = SocketAddr::new(self.addr.ip(), port);
                     DataSocket::Udp(open_udp(to, &self.spec, local).map_err(|f| refused(f, to, "UDP"))?)
+                }
+                Transport::BoundUdp { port } => {
+                    let socket =
+                        self.setup.bound_udp.take().ok_or_else(|| {
+                            ClientError::Stream(format!("stream {id}: no UDP socket was bound for it"))
+                        })?;
+                    let to = SocketAddr::new(self.addr.ip(), port);
+                    crate::tcp_setup::connect_udp(&socket, to, &self.spec).map_err(|f| refused(f, to, "UDP"))?;
+                    DataSocket::Udp(socket)
                 }
                 Transport::UdpSamePort { port } => {
                     let here = match &self.control {
@@ -177,6 +189,25 @@ impl Driver<'_> {
         }
         self.setup.udp_setup_sent = Some(Instant::now());
     }
+}
+
+/// A UDP socket for [`crate::control::ControlEvent::BindUdp`]: on `port` of this end's `-B`
+/// address (any address of the peer's family without one), or on any free port when `port`
+/// is taken; sized as every UDP data socket (a lock-step peer's answers come in a burst when
+/// the test ends). No `SO_REUSEADDR`: on UDP it would let another program bind the same port
+/// and take some of this test's datagrams.
+pub(super) fn bind_udp_port(
+    peer: SocketAddr,
+    bind: Option<&netchar_model::LocalBinding>,
+    port: u16,
+) -> Result<UdpSocket, ClientError> {
+    let any: SocketAddr = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal addresses parse");
+    let ip = LocalEnd::of(bind, None).address.unwrap_or(any).ip();
+    let socket = UdpSocket::bind(SocketAddr::new(ip, port))
+        .or_else(|_| UdpSocket::bind(SocketAddr::new(ip, 0)))
+        .map_err(|source| ClientError::Io { context: format!("cannot bind a UDP port on {ip}"), source })?;
+    crate::tcp_setup::size_udp_buffers(&socket);
+    Ok(socket)
 }
 
 /// A UDP socket bound to `here` and connected to `to`, sized and optioned as every UDP data

@@ -12,6 +12,7 @@
 
 mod formats;
 mod integrity;
+mod lock_step;
 mod rr;
 mod send_group;
 mod udp;
@@ -19,6 +20,7 @@ mod wake_batching;
 mod xdp;
 
 pub use formats::{DatagramFormatKind, PeerDatagrams, UdpWorker};
+pub use lock_step::{LockStep, LockStepAction, LockStepSlot};
 pub(crate) use rr::{latency_cdf, latency_us};
 pub use rr::{RrFraming, RrFramingSlot};
 pub use udp::DatagramPacer;
@@ -126,6 +128,9 @@ pub struct StreamOptions {
     pub echoed: bool,
     /// A peer's own UDP rr requests (irtt's), for the requester to send in netchar's place.
     pub rr_framing: Option<RrFramingSlot>,
+    /// A peer's lock-step exchange (nc_test's master), run on the stream in place of the
+    /// workers' own (lock_step.rs).
+    pub lock_step: Option<LockStepSlot>,
 }
 
 /// One connected data stream, ready to run.
@@ -831,7 +836,9 @@ impl Worker {
         let key = self.sender_key();
         // A panic in a worker must not leave its stream "running" forever: the collector, and
         // with it the test's slot on the server, wait for every worker to be done.
+        let lock_step = self.options.lock_step.as_ref().and_then(LockStepSlot::take);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match (self.shared.role, &socket) {
+            _ if lock_step.is_some() => lock_step::run(sh, ctl, &socket, lock_step.expect("checked")),
             (Role::Sender, DataSocket::Tcp(s)) if rr => rr::tcp_requester(sh, ctl, spec, t0, s, made),
             (Role::Receiver, DataSocket::Tcp(s)) if rr => rr::tcp_responder(sh, ctl, spec, s, made),
             (Role::Sender, DataSocket::Udp(s)) if rr => {

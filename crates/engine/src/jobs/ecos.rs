@@ -1,7 +1,8 @@
 //! `netchar suite ecos` as a job: the eCos nc_test master's sequence, in two modes.
 //!
 //! - As the master of an eCos `nc_test_slave` ([`run_master`]): nc_test_master's or
-//!   nc6_test_master's requests and tests (crate::peers::nc_test::run_master), the stock
+//!   nc6_test_master's sequence (the wire's `MasterSuite`), each request of it one client
+//!   session (crate::peers::nc_test::NcTestControl, run by the client driver), the stock
 //!   master's lines as they come, a result per test.
 //! - Over netchar's own protocol ([`run_native`], a `netchar server` or the C responder): the
 //!   same shape (netchar_wire::nc_test::SuiteShape), each test of it one netchar test, built
@@ -14,12 +15,15 @@
 //! sends (`-R`), in "recv" it receives. Either mode hands its lines, each test's figures and
 //! its results to an [`EcosSink`]; the caller prints through its reporters.
 
-use crate::client::{ClientError, ClientRun};
-use crate::peers::nc_test::{master_result, MasterConfig};
+use crate::client::{ClientConfig, ClientError, ClientRun, Family};
+use crate::peers::nc_test::{master_result, spec_for, MasterConfig, MasterPlan, NcTestControl};
 use crate::StopFlag;
 use netchar_model::{Direction, EndCondition, RrOptions, TestResult, TestSpec, UdpRate};
-use netchar_wire::nc_test::{self as wire, Kind, MasterReport, Pause, Sequence, SuiteShape, NOTE_PREFIX};
+use netchar_wire::nc_test::{
+    self as wire, Kind, MasterReport, MasterSuite, Pause, Request, Sequence, SuiteShape, SuiteStep, NOTE_PREFIX,
+};
 use std::io;
+use std::time::{Duration, Instant};
 
 /// One test of the sequence, as nc_test names it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -276,36 +280,175 @@ pub struct MasterJob {
 }
 
 /// As the master of an eCos nc_test slave: `cfg`'s plan (the stock sequence or one test), the
-/// stock master's lines and each test's counts to `sink` as they come. A sink that cannot
-/// write does not stop the test: its first error is returned once the run is over.
+/// stock master's lines and each test's counts to `sink` as they come. The sequence is the
+/// wire's [`MasterSuite`]; each request of it is one client session
+/// ([`NcTestControl`], run by the client driver), whose reply and test report go back to the
+/// sequence. A sink that cannot write does not stop the test: its first error is returned
+/// once the run is over.
 pub fn run_master(cfg: &MasterConfig, stop: &StopFlag, sink: &mut dyn EcosSink) -> io::Result<MasterJob> {
-    let sink = std::cell::RefCell::new(sink);
-    let failed = std::cell::RefCell::new(None::<io::Error>);
-    let keep = |r: io::Result<()>| {
-        if let Err(e) = r {
-            failed.borrow_mut().get_or_insert(e);
-        }
+    let started_at = crate::measure::now_rfc3339();
+    let mut job = MasterLoop { sink, failed: None };
+    let mut suite = match &cfg.plan {
+        MasterPlan::Suite(seq) => MasterSuite::new(*seq),
+        MasterPlan::QuickSuite(seq) => MasterSuite::quick(*seq),
+        MasterPlan::Single { kind, nbufs, buflen, pause } => MasterSuite::single(*kind, *nbufs, *buflen, *pause),
     };
-    let mut on_line = |l: &str| {
-        let mut sink = sink.borrow_mut();
-        if let Some(test) = l.strip_prefix("Start ") {
-            sink.running(test);
+    let mut error = None;
+    let mut replied_once = false;
+    while !stop.is_raised() {
+        let mut req = match suite.next_step() {
+            SuiteStep::Done => break,
+            SuiteStep::Print(l) => {
+                job.line(&l);
+                continue;
+            }
+            SuiteStep::Sleep(d) => {
+                sleep_unless_stopped(d, stop);
+                continue;
+            }
+            SuiteStep::RunTest(_) => continue,
+            SuiteStep::Request(req) => req,
+        };
+        let kind = req.kind();
+        if kind.is_some_and(Kind::is_test) {
+            req.slave_port = u32::from(cfg.slave_data_port);
+            req.master_port = u32::from(cfg.master_data_port);
         }
-        keep(sink.line(l));
-    };
-    let mut on_report = |r: &MasterReport| keep(sink.borrow_mut().master_test(r));
-    let run = crate::peers::nc_test::run_master(cfg, stop, &mut on_line, &mut on_report);
-    if let Some(e) = failed.into_inner() {
+        let (session, outcome) = NcTestControl::new(Instant::now(), req, suite.pending_pause(), cfg.slave);
+        let run = crate::client::run_session(
+            &session_config(cfg, &req, suite.pending_pause()),
+            Box::new(session),
+            stop,
+            &mut |_| {},
+        );
+        let outcome = std::mem::take(&mut *outcome.lock().unwrap_or_else(|p| p.into_inner()));
+        if stop.is_raised() {
+            break;
+        }
+        if let (None, Some(ClientError::Io { .. } | ClientError::SocketOption { .. })) = (&outcome.reply, &run.error) {
+            // This end could not ask (no UDP socket): nothing the slave did.
+            error = run.error.map(|e| e.to_string());
+            break;
+        }
+        if outcome.reply.is_none() && !replied_once {
+            // Nothing answers there: the rest of a sequence would wait 10 s per request.
+            for l in suite.reply(None).0 {
+                job.line(&l);
+            }
+            error = Some(run.error.map_or_else(|| "no nc_test slave answered".into(), |e| e.to_string()));
+            break;
+        }
+        replied_once |= outcome.reply.is_some();
+        let (lines, step) = suite.reply(outcome.reply.as_deref());
+        for l in &lines {
+            job.line(l);
+        }
+        let Some(SuiteStep::RunTest(test)) = step else { continue };
+        let report = outcome.report.map(|mut report| {
+            // The test's own lines as the stock master prints them after its start line.
+            for l in &report.lines {
+                job.line(l);
+            }
+            let mut all = test.report().lines.clone();
+            all.append(&mut report.lines);
+            report.lines = all;
+            job.master_test(&report);
+            report
+        });
+        if report.is_none() {
+            // The data channel did not open (a TCP connect refused): the stock master's line.
+            let why = run.error.map_or_else(|| "no data channel".into(), |e| e.to_string());
+            job.line(&format!("Can't connect to slave: {why}"));
+        }
+        suite.test_done(report);
+    }
+    if stop.is_raised() && error.is_none() {
+        error = Some("interrupted".into());
+    }
+    if let Some(e) = job.failed {
         return Err(e);
     }
     let mut results: Vec<TestResult> =
-        run.reports.iter().map(|r| master_result(cfg, r, &run.started_at, None)).collect();
-    if let (Some(e), Some(last)) = (&run.error, results.last_mut()) {
+        suite.reports().iter().map(|r| master_result(cfg, r, &started_at, None)).collect();
+    if let (Some(e), Some(last)) = (&error, results.last_mut()) {
         // The reason the run stopped is the better account of its last test ("no slave
         // answered" rather than "the slave denied").
         last.error = Some(e.clone());
     }
-    Ok(MasterJob { results, error: run.error })
+    Ok(MasterJob { results, error })
+}
+
+/// The master's sequence a `--proto` runs: nc_test_master's for `nc-test`, nc6_test_master's
+/// for `nc6-test`; none for any other protocol (its tests run as netchar's own or the
+/// peer's sessions).
+pub fn master_sequence(protocol: crate::protocols::Protocol) -> Option<Sequence> {
+    match protocol.def().name {
+        "nc-test" => Some(Sequence::Nc),
+        "nc6-test" => Some(Sequence::Nc6 { tcp: true, udp: true, slave_loads: true, master_loads: true }),
+        _ => None,
+    }
+}
+
+/// The master job's sink, keeping its first write error.
+struct MasterLoop<'a> {
+    sink: &'a mut dyn EcosSink,
+    failed: Option<io::Error>,
+}
+
+impl MasterLoop<'_> {
+    fn keep(&mut self, r: io::Result<()>) {
+        if let Err(e) = r {
+            self.failed.get_or_insert(e);
+        }
+    }
+    fn line(&mut self, l: &str) {
+        if let Some(test) = l.strip_prefix("Start ") {
+            self.sink.running(test);
+        }
+        let r = self.sink.line(l);
+        self.keep(r);
+    }
+    fn master_test(&mut self, report: &MasterReport) {
+        let r = self.sink.master_test(report);
+        self.keep(r);
+    }
+}
+
+/// The client settings of one request's session: the slave's control address, the test as
+/// netchar names it (a control request's is a bare UDP test: nothing of it runs).
+fn session_config(cfg: &MasterConfig, req: &Request, pause: Pause) -> ClientConfig {
+    let spec = match req.kind().filter(|k| k.is_test()) {
+        Some(kind) => spec_for(kind, req.nbufs, req.buflen, pause),
+        None => TestSpec::udp_default(),
+    };
+    let protocol = crate::protocols::Protocol::find("nc-test").expect("nc_test's registry entry");
+    ClientConfig {
+        host: cfg.slave.ip().to_string(),
+        port: cfg.slave.port(),
+        family: Some(if cfg.slave.is_ipv6() { Family::V6 } else { Family::V4 }),
+        spec,
+        connect_timeout: Duration::from_secs(10),
+        busy_wait: Duration::ZERO,
+        client_cpu: None,
+        title: None,
+        timeouts: Default::default(),
+        companion: None,
+        cookie_tx: None,
+        auth: None,
+        protocol: crate::protocols::ProtoChoice::Only(protocol),
+        dial_back: None,
+        bind: None,
+        target_ns_per_instruction: None,
+        peer_block_bytes: None,
+    }
+}
+
+fn sleep_unless_stopped(d: Duration, stop: &StopFlag) {
+    let end = Instant::now() + d;
+    while !stop.is_raised() {
+        let Some(left) = end.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) else { return };
+        std::thread::sleep(left.min(Duration::from_millis(200)));
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,15 @@
 //! eCos nc_test over real sockets, both roles: netchar as the master of an unmodified
-//! `nc_test_slave` / `nc6_test_slave` ([`run_master`]), and as a slave answering an unmodified
-//! `nc_test_master` / `nc6_test_master` ([`NcTestListener`]). The protocol itself, and every
-//! decision in it, is the sans-IO `netchar_wire::nc_test`; this module only moves its bytes.
+//! `nc_test_slave` / `nc6_test_slave`, each request a client session ([`NcTestControl`]) that
+//! the job of the sequence (crate::jobs::ecos::run_master) runs through the client driver, and
+//! as a slave answering an unmodified `nc_test_master` / `nc6_test_master`
+//! ([`NcTestListener`]). The protocol itself, and every decision in it, is the sans-IO
+//! `netchar_wire::nc_test`; this module only moves its bytes.
 //!
-//! Why a dedicated runner rather than the client control seam ([`crate::control`]) and the
-//! data plane's streaming workers: nc_test's control is UDP (request/reply datagrams on 7777),
+//! The master's session rides the seam's datagram pieces: a UDP control connection, a UDP
+//! data port bound before the request that names it, and the data plane's lock-step worker
+//! (crate::dataplane::LockStep) running the wire's `MasterTest` on the data stream.
+//!
+//! Why the slave's runner is its own rather than the data plane's streaming workers: nc_test's control is UDP (request/reply datagrams on 7777),
 //! not a TCP control connection, and its data is lock-step (one buffer, then one answer, with
 //! per-buffer timeouts and the master's pauses), so every buffer is a transaction whose
 //! outcome the state machine must see before the next one goes out; only the pacing of a UDP
@@ -15,25 +20,37 @@
 //!
 //! Deviations from the stock programs, all compatible with them: the master binds its UDP data
 //! port before it sends a UDP request (the stock master binds after the ACK, so a stock slave's
-//! first datagrams of a "UDP send" can be lost); the slave binds its data sockets once at start
+//! first datagrams of a "UDP send" can be lost); each request goes out from a UDP control
+//! socket of its own session (the stock master keeps one; slaves answer each request's
+//! source); a TCP test's data connection is tried once, 3 s after the ACK (the stock master
+//! retries a refusal 5 times); the slave binds its data sockets once at start
 //! and drains stale datagrams before each ACK; TCP reads time out (21 s) where the stock ones
 //! block forever; the slave accepts data only from its master's address (or
 //! `--allow-data-from`).
 
 use super::{PeerContext, PeerListener};
+use crate::admission::Refusal;
+use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, PeerInfo, Transport};
+use crate::dataplane::{DatagramFormatKind, LockStepSlot, StreamOptions};
+use crate::error::SessionError;
 use crate::load::{BackgroundLoad, IdleMark, IdleMeter};
+use crate::registry::SessionArgs;
+use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
+use crate::server_session::{DatagramLink, SessionDriver};
 use crate::server_shared::ServerLog;
 use crate::StopFlag;
+use netchar_model::{CpuUsage, StreamTotal};
 use netchar_model::{
     Direction, EndCondition, Endpoint, Flow, HostInfo, LatencyUs, Role, RrFigures, RrOptions, StreamRecord, TestInfo,
     TestResult, TestSpec, UdpOptions, UdpReceived, UdpSent,
 };
 use netchar_stats::distribution::Distribution;
-use netchar_wire::nc_test::{
-    self as wire, Kind, MasterReport, MasterSuite, Pause, Request, SlaveAction, SlaveTest, Step, SuiteStep,
-};
+use netchar_wire::nc_test::{self as wire, Kind, MasterReport, Pause, Request, SlaveAction, SlaveTest, Step};
+use netchar_wire::ProtocolError;
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often blocking waits look at the stop flag.
@@ -88,19 +105,6 @@ pub struct MasterConfig {
     pub plan: MasterPlan,
 }
 
-/// What the master did.
-#[derive(Debug, Default)]
-pub struct MasterRun {
-    /// One report per test (denied ones included).
-    pub reports: Vec<MasterReport>,
-    /// The IDLE lines of the master-load section.
-    pub idle_lines: Vec<String>,
-    /// Why the run stopped early, if it did.
-    pub error: Option<String>,
-    /// When it started (RFC 3339).
-    pub started_at: String,
-}
-
 fn unspecified(v6: bool, port: u16) -> SocketAddr {
     if v6 {
         SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)
@@ -127,44 +131,6 @@ fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-/// Waits up to `timeout` for a datagram from `from` (any port), looking at `stop` every
-/// [`POLL`]; datagrams from elsewhere are dropped. Returns the bytes (truncated to `len`).
-fn recv_from_ip(
-    sock: &UdpSocket,
-    from: IpAddr,
-    len: usize,
-    timeout: Duration,
-    stop: &StopFlag,
-    buf: &mut [u8],
-) -> io::Result<Option<Vec<u8>>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let now = Instant::now();
-        if now >= deadline || stop.is_raised() {
-            return Ok(None);
-        }
-        sock.set_read_timeout(Some((deadline - now).min(POLL)))?;
-        match sock.recv_from(buf) {
-            Ok((n, src)) if same_ip(src.ip(), from) => return Ok(Some(buf[..n.min(len)].to_vec())),
-            Ok(_) => continue,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-fn sleep_unless_stopped(d: Duration, stop: &StopFlag) {
-    let end = Instant::now() + d;
-    while !stop.is_raised() {
-        let now = Instant::now();
-        if now >= end {
-            return;
-        }
-        std::thread::sleep((end - now).min(POLL));
-    }
-}
-
 /// Reads exactly `len` bytes within `timeout`; `None` on timeout, EOF or error.
 fn read_buffer(s: &mut TcpStream, len: usize, timeout: Duration, stop: &StopFlag) -> Option<Vec<u8>> {
     let deadline = Instant::now() + timeout;
@@ -185,201 +151,6 @@ fn read_buffer(s: &mut TcpStream, len: usize, timeout: Duration, stop: &StopFlag
         }
     }
     Some(buf)
-}
-
-enum DataChannel {
-    Udp(UdpSocket, SocketAddr),
-    Tcp(TcpStream, bool),
-}
-
-/// Runs the master: `on_line` gets every line the stock master would print (and netchar's
-/// notes, starting with [`wire::NOTE_PREFIX`]) as it happens, `on_report` each test's report
-/// as it ends.
-pub fn run_master(
-    cfg: &MasterConfig,
-    stop: &StopFlag,
-    on_line: &mut dyn FnMut(&str),
-    on_report: &mut dyn FnMut(&MasterReport),
-) -> MasterRun {
-    let mut run = MasterRun { started_at: crate::measure::now_rfc3339(), ..Default::default() };
-    let v6 = cfg.slave.is_ipv6();
-    let ctrl = match UdpSocket::bind(unspecified(v6, 0)) {
-        Ok(s) => s,
-        Err(e) => {
-            run.error = Some(format!("cannot open a UDP socket for nc_test's control: {e}"));
-            return run;
-        }
-    };
-    let mut suite = match &cfg.plan {
-        MasterPlan::Suite(seq) => MasterSuite::new(*seq),
-        MasterPlan::QuickSuite(seq) => MasterSuite::quick(*seq),
-        MasterPlan::Single { kind, nbufs, buflen, pause } => MasterSuite::single(*kind, *nbufs, *buflen, *pause),
-    };
-    let mut buf = vec![0u8; 70_000];
-    let mut replied_once = false;
-    let mut udp_data: Option<UdpSocket> = None;
-    while !stop.is_raised() {
-        match suite.next_step() {
-            SuiteStep::Done => break,
-            SuiteStep::Print(l) => on_line(&l),
-            SuiteStep::Sleep(d) => sleep_unless_stopped(d, stop),
-            SuiteStep::RunTest(_) => {}
-            SuiteStep::Request(mut req) => {
-                if req.kind().is_some_and(Kind::is_test) {
-                    req.slave_port = u32::from(cfg.slave_data_port);
-                    req.master_port = u32::from(cfg.master_data_port);
-                }
-                // UDP data: bound before the request, so that none of the slave's first
-                // datagrams meets a closed port; on the stock 8771 unless that is taken (the
-                // request tells the slave which port).
-                if req.kind().is_some_and(Kind::is_udp) {
-                    let bound = bind_udp(unspecified(v6, cfg.master_data_port))
-                        .or_else(|_| bind_udp(unspecified(v6, 0)))
-                        .and_then(|s| s.local_addr().map(|a| (s, a.port())));
-                    udp_data = match bound {
-                        Ok((s, port)) => {
-                            req.master_port = u32::from(port);
-                            Some(s)
-                        }
-                        Err(e) => {
-                            run.error = Some(format!("cannot bind a UDP data port for nc_test: {e}"));
-                            break;
-                        }
-                    };
-                }
-                let reply = ctrl
-                    .send_to(&req.encode(), cfg.slave)
-                    .and_then(|_| recv_from_ip(&ctrl, cfg.slave.ip(), 64, wire::REPLY_TIMEOUT, stop, &mut buf));
-                let reply = match reply {
-                    Ok(r) => r,
-                    Err(e) => {
-                        run.error = Some(format!("nc_test control to {}: {e}", cfg.slave));
-                        break;
-                    }
-                };
-                if stop.is_raised() {
-                    break;
-                }
-                if reply.is_none() && !replied_once {
-                    // Nothing answers there: the rest of a sequence would wait 10 s per request.
-                    for l in suite.reply(None).0 {
-                        on_line(&l);
-                    }
-                    run.error = Some(format!(
-                        "no nc_test slave answered at {} within {} s: is nc_test_slave (or netchar server --nc-test) running there?",
-                        cfg.slave,
-                        wire::REPLY_TIMEOUT.as_secs()
-                    ));
-                    break;
-                }
-                replied_once |= reply.is_some();
-                let (lines, step) = suite.reply(reply.as_deref());
-                for l in &lines {
-                    on_line(l);
-                }
-                if let Some(SuiteStep::RunTest(test)) = step {
-                    let kind = test.report().kind;
-                    let channel = if kind.is_udp() {
-                        udp_data
-                            .take()
-                            .map(|s| DataChannel::Udp(s, SocketAddr::new(cfg.slave.ip(), cfg.slave_data_port)))
-                    } else {
-                        connect_tcp(SocketAddr::new(cfg.slave.ip(), cfg.slave_data_port), stop, on_line)
-                    };
-                    let report = channel.map(|ch| run_master_test(test, ch, cfg.slave.ip(), stop, on_line));
-                    if let Some(r) = &report {
-                        on_report(r);
-                    }
-                    suite.test_done(report);
-                }
-                udp_data = None;
-            }
-        }
-    }
-    if stop.is_raised() && run.error.is_none() {
-        run.error = Some("interrupted".into());
-    }
-    run.reports = suite.reports().to_vec();
-    run.idle_lines = suite.idle_lines().to_vec();
-    run
-}
-
-/// The stock master's connect: 3 s after the ACK, then up to 5 retries 1 s apart on refusal.
-fn connect_tcp(to: SocketAddr, stop: &StopFlag, on_line: &mut dyn FnMut(&str)) -> Option<DataChannel> {
-    sleep_unless_stopped(wire::TCP_CONNECT_DELAY, stop);
-    let mut failures = 0;
-    loop {
-        if stop.is_raised() {
-            return None;
-        }
-        match TcpStream::connect_timeout(&to, Duration::from_secs(5)) {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return Some(DataChannel::Tcp(s, false));
-            }
-            Err(e) => {
-                on_line(&format!("Can't connect to slave: {e}"));
-                failures += 1;
-                if failures > wire::MAX_ERRORS {
-                    on_line("Too many connection failures - giving up");
-                    return None;
-                }
-                if e.kind() != io::ErrorKind::ConnectionRefused {
-                    return None;
-                }
-                sleep_unless_stopped(Duration::from_secs(1), stop);
-            }
-        }
-    }
-}
-
-fn run_master_test(
-    mut test: Box<wire::MasterTest>,
-    mut ch: DataChannel,
-    slave_ip: IpAddr,
-    stop: &StopFlag,
-    on_line: &mut dyn FnMut(&str),
-) -> MasterReport {
-    let mut buf = vec![0u8; 70_000];
-    loop {
-        if stop.is_raised() {
-            break;
-        }
-        match test.next_step(Instant::now()) {
-            Step::Done => break,
-            Step::Print(l) => on_line(&l),
-            Step::Pause(d) => sleep_unless_stopped(d, stop),
-            Step::Send(bytes) => match &mut ch {
-                DataChannel::Udp(s, to) => {
-                    // ENOBUFS and the like: the buffer is lost, as for the stock master's
-                    // receiver; the loop goes on.
-                    let _ = s.send_to(&bytes, *to);
-                }
-                DataChannel::Tcp(s, dead) => {
-                    if !*dead && s.write_all(&bytes).is_err() {
-                        on_line("Slave connection broken");
-                        *dead = true;
-                    }
-                }
-            },
-            Step::Recv { len, timeout } => {
-                let got = match &mut ch {
-                    DataChannel::Udp(s, _) => recv_from_ip(s, slave_ip, len, timeout, stop, &mut buf).ok().flatten(),
-                    DataChannel::Tcp(s, dead) => {
-                        if *dead {
-                            None
-                        } else {
-                            let r = read_buffer(s, len, TCP_READ_TIMEOUT.max(timeout), stop);
-                            *dead = r.is_none();
-                            r
-                        }
-                    }
-                };
-                test.received(got.as_deref(), Instant::now());
-            }
-        }
-    }
-    (*test).into_report()
 }
 
 /// `--proto auto` where nothing takes a TCP connection: whether an eCos nc_test slave answers
@@ -577,6 +348,355 @@ pub fn master_result(cfg: &MasterConfig, r: &MasterReport, started_at: &str, err
 }
 
 // ------------------------------------------------------------------------------------------
+// The master's requests as sessions
+
+/// What one request of the master came to, read by the job that ran it (the session is the
+/// driver's until it is done).
+#[derive(Debug, Default)]
+pub struct RequestOutcome {
+    /// The slave's reply datagram, as it came (none within the reply timeout: `None`).
+    pub reply: Option<Vec<u8>>,
+    /// The UDP data port this end bound for the test and named in the request.
+    pub master_port: Option<u16>,
+    /// What the master measured, when the slave ACKed a test and its data ran.
+    pub report: Option<MasterReport>,
+}
+
+/// One request of nc_test's master behind the client seam ([`ClientControl`]): the request
+/// datagram on the UDP control connection ([`ControlConnection::Udp`]), the slave's reply, and
+/// for an ACKed test its data stream, run in lock-step by the data plane
+/// ([`crate::dataplane::LockStep`]) with the wire's [`wire::MasterTest`].
+///
+/// - A UDP test asks the driver for its data port first ([`ControlEvent::BindUdp`]): the
+///   request names it, and the slave may send as soon as it ACKed.
+/// - A TCP test connects to the slave's data port [`wire::TCP_CONNECT_DELAY`] after the ACK,
+///   as the stock master does (the slave listens after it answered).
+/// - A request that carries no test (SET_LOAD, START_IDLE, STOP_IDLE, DISCONNECT) and a
+///   denied test end at the reply, with no stream.
+/// - No reply within [`wire::REPLY_TIMEOUT`] fails the session with a line naming the slave;
+///   a reply that is not one fails it as malformed. Either way the [`RequestOutcome`] keeps
+///   what came, for the sequence to go on as the stock master's does.
+pub struct NcTestControl {
+    request: Request,
+    pause: Pause,
+    slave: SocketAddr,
+    outcome: Arc<Mutex<RequestOutcome>>,
+    phase: RequestPhase,
+    /// The request datagram, until the driver takes it.
+    out: Option<Vec<u8>>,
+    events: VecDeque<ControlEvent>,
+    /// The reply's deadline, then the TCP connect's moment.
+    deadline: Option<Instant>,
+    /// The test the data stream runs, shared with its lock-step worker.
+    test: Option<Arc<Mutex<wire::MasterTest>>>,
+    done: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RequestPhase {
+    /// Waiting for the driver's UDP data port.
+    Binding,
+    /// The request is out; waiting for the reply.
+    Asking,
+    /// A TCP test was ACKed: connecting after the master's delay.
+    Connecting,
+    /// The data stream runs.
+    Running,
+    /// The report is out.
+    Over,
+}
+
+impl NcTestControl {
+    /// A session sending `request` (a test's with its ports filled in, or a control request)
+    /// to the slave at `slave`, a test pausing as `pause` says; the job reads its outcome
+    /// from the handle returned beside it.
+    pub fn new(now: Instant, request: Request, pause: Pause, slave: SocketAddr) -> (Self, Arc<Mutex<RequestOutcome>>) {
+        let outcome = Arc::new(Mutex::new(RequestOutcome::default()));
+        let mut session = Self {
+            request,
+            pause,
+            slave,
+            outcome: outcome.clone(),
+            phase: RequestPhase::Binding,
+            out: None,
+            events: VecDeque::new(),
+            deadline: None,
+            test: None,
+            done: false,
+        };
+        if request.kind().is_some_and(Kind::is_udp) {
+            let port = u16::try_from(request.master_port).unwrap_or(wire::DATA_MASTER_PORT);
+            session.events.push_back(ControlEvent::BindUdp { port });
+        } else {
+            session.ask(now);
+        }
+        (session, outcome)
+    }
+
+    fn ask(&mut self, now: Instant) {
+        self.out = Some(self.request.encode().to_vec());
+        self.deadline = Some(now + wire::REPLY_TIMEOUT);
+        self.phase = RequestPhase::Asking;
+    }
+
+    fn kind(&self) -> Option<Kind> {
+        self.request.kind()
+    }
+
+    /// The request is over without a data stream (a control request, a denied test).
+    fn end_without_stream(&mut self) {
+        self.events.push_back(ControlEvent::Admitted { streams: Vec::new(), peer: PeerInfo::default(), cookie: None });
+        self.events.push_back(ControlEvent::Start);
+        self.events.push_back(ControlEvent::PeerReport { streams: Vec::new(), cpu: CpuUsage::default(), error: None });
+        self.phase = RequestPhase::Over;
+        self.deadline = None;
+    }
+
+    fn open_stream(&mut self, transport: Transport) {
+        let stream = OpenStream { id: 1, flow: Flow::Up, transport };
+        self.events.push_back(ControlEvent::Admitted {
+            streams: vec![stream],
+            peer: PeerInfo::default(),
+            cookie: None,
+        });
+        self.events.push_back(ControlEvent::Start);
+        self.phase = RequestPhase::Running;
+        self.deadline = None;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RequestOutcome> {
+        self.outcome.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// `--proto nc-test` as a session of the registry: the one test `spec` describes (as
+/// [`spec_for`] maps a test), with the stock master's ports and the sequence number of its
+/// first test. The suite runs its own requests ([`NcTestControl::new`]); this is a test asked
+/// for on its own.
+pub fn client_session(args: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
+    let (kind, nbufs, buflen, pause) = single_test_of(args.spec)?;
+    let mut request = Request::new(kind, 2, nbufs, buflen);
+    request.slave_port = u32::from(wire::DATA_SLAVE_PORT);
+    request.master_port = u32::from(wire::DATA_MASTER_PORT);
+    // The address as given names the slave in the session's lines (the driver resolves it).
+    let ip = args.cfg.host.trim_matches(['[', ']']).parse().unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let slave = SocketAddr::new(ip, args.cfg.port);
+    Ok(Box::new(NcTestControl::new(args.now, request, pause, slave).0))
+}
+
+/// The nc_test test a netchar spec is ([`spec_for`] the other way).
+pub(crate) fn single_test_of(spec: &TestSpec) -> Result<(Kind, u32, u32, Pause), SessionError> {
+    let unsupported = || {
+        SessionError::Unsupported(
+            "--proto nc-test runs a count of buffers: echo --pattern NxSIZE, tcp -n/-l, udp --pattern, or suite ecos"
+                .into(),
+        )
+    };
+    let EndCondition::Bytes(total) = spec.end else { return Err(unsupported()) };
+    let count = |n: u64| u32::try_from(n).map_err(|_| unsupported());
+    match (&spec.rr, spec.direction) {
+        (Some(rr), _) => {
+            let kind = if rr.udp { Kind::UdpEcho } else { Kind::TcpEcho };
+            let ticks = (rr.pause_seconds / wire::TICK.as_secs_f64()).round() as u32;
+            let pause = match rr.pause_every {
+                Some(every) => Pause { ticks, threshold: count(every)? },
+                None => Pause::default(),
+            };
+            Ok((kind, count(total)?, count(spec.block_bytes)?, pause))
+        }
+        (None, direction @ (Direction::Up | Direction::Down)) => {
+            let td = spec.block_bytes.max(wire::DATA_HEADER_LEN as u64 + 1);
+            let up = direction == Direction::Up;
+            let kind = match (spec.uses_udp(), up) {
+                (true, true) => Kind::UdpRecv,
+                (true, false) => Kind::UdpSend,
+                (false, true) => Kind::TcpRecv,
+                (false, false) => Kind::TcpSend,
+            };
+            Ok((kind, count(total / td)?, count(td - wire::DATA_HEADER_LEN as u64)?, Pause::default()))
+        }
+        _ => Err(unsupported()),
+    }
+}
+
+/// A session the driver let go of with its test's data still out (a failed stream, the
+/// driver's own limit after a stop) leaves what the test measured to the job all the same.
+impl Drop for NcTestControl {
+    fn drop(&mut self) {
+        if let Some(test) = self.test.take() {
+            let report = test.lock().unwrap_or_else(|p| p.into_inner()).report().clone();
+            self.lock().report.get_or_insert(report);
+        }
+    }
+}
+
+/// A test's data loop as the lock-step worker runs it.
+struct SharedMasterTest {
+    test: Arc<Mutex<wire::MasterTest>>,
+    tcp: bool,
+}
+
+impl crate::dataplane::LockStep for SharedMasterTest {
+    fn next(&mut self, now: Instant) -> crate::dataplane::LockStepAction {
+        use crate::dataplane::LockStepAction as A;
+        let mut test = self.test.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            return match test.next_step(now) {
+                // The lines are the report's; the job prints them once the test is over.
+                Step::Print(_) => continue,
+                Step::Send(bytes) => A::Send(bytes),
+                // TCP reads: the stock master blocks forever; this one waits the results' wait.
+                Step::Recv { len, timeout } => {
+                    A::Recv { len, timeout: if self.tcp { timeout.max(TCP_READ_TIMEOUT) } else { timeout } }
+                }
+                Step::Pause(d) => A::Pause(d),
+                Step::Done => A::Done,
+            };
+        }
+    }
+    fn received(&mut self, data: Option<&[u8]>, now: Instant) {
+        self.test.lock().unwrap_or_else(|p| p.into_inner()).received(data, now);
+    }
+}
+
+impl ClientControl for NcTestControl {
+    fn handle_input(&mut self, now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
+        if self.phase != RequestPhase::Asking {
+            // A repeated or late reply: the stock master reads one per request.
+            return Ok(());
+        }
+        self.lock().reply = Some(bytes.to_vec());
+        let reply = wire::Reply::decode(bytes).map_err(|e| {
+            self.phase = RequestPhase::Over;
+            self.done = true;
+            ProtocolError::Malformed(format!("the nc_test slave at {} answered with no reply: {e}", self.slave))
+        })?;
+        match self.kind() {
+            Some(kind) if kind.is_test() && reply.is_ack() => {
+                let test =
+                    wire::MasterTest::new(kind, self.request.seq, self.request.nbufs, self.request.buflen, self.pause);
+                self.test = Some(Arc::new(Mutex::new(test)));
+                let port = u16::try_from(self.request.slave_port).unwrap_or(wire::DATA_SLAVE_PORT);
+                if kind.is_udp() {
+                    self.open_stream(Transport::BoundUdp { port });
+                } else {
+                    self.phase = RequestPhase::Connecting;
+                    self.deadline = Some(now + wire::TCP_CONNECT_DELAY);
+                }
+            }
+            _ => self.end_without_stream(),
+        }
+        Ok(())
+    }
+    fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+    fn poll_output(&mut self, out: &mut Vec<u8>) {
+        if let Some(datagram) = self.out.take() {
+            out.extend_from_slice(&datagram);
+        }
+    }
+    fn poll_event(&mut self) -> Option<ControlEvent> {
+        let ev = self.events.pop_front();
+        if matches!(ev, Some(ControlEvent::PeerReport { .. })) {
+            self.done = true;
+        }
+        ev
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        if self.deadline.is_none_or(|d| now < d) {
+            return Ok(());
+        }
+        match self.phase {
+            RequestPhase::Asking => {
+                self.phase = RequestPhase::Over;
+                self.done = true;
+                Err(ProtocolError::Timeout(format!(
+                    "no nc_test slave answered at {} within {} s: is nc_test_slave (or netchar server --nc-test) \
+                     running there?",
+                    self.slave,
+                    wire::REPLY_TIMEOUT.as_secs()
+                )))
+            }
+            RequestPhase::Connecting => {
+                let port = u16::try_from(self.request.slave_port).unwrap_or(wire::DATA_SLAVE_PORT);
+                self.open_stream(Transport::TcpToPort { port });
+                Ok(())
+            }
+            _ => {
+                self.deadline = None;
+                Ok(())
+            }
+        }
+    }
+    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {
+        // The lock-step worker is done: its test's report is complete.
+        let Some(test) = self.test.take() else { return };
+        let report = test.lock().unwrap_or_else(|p| p.into_inner()).report().clone();
+        let mut slave = Vec::new();
+        let mut error = None;
+        match report.results {
+            Some(r) => {
+                let td = u64::from(report.buflen) + wire::DATA_HEADER_LEN as u64;
+                let secs = report.elapsed.as_secs_f64();
+                // The slave's own count: what it sent in "send", what it took in otherwise.
+                let (flow, role, buffers) = match report.kind {
+                    Kind::UdpSend | Kind::TcpSend => (Flow::Down, Role::Sender, r.nsent),
+                    _ => (Flow::Up, Role::Receiver, r.nrecvd),
+                };
+                slave.push(record(1, flow, role, Endpoint::Server, u64::from(buffers), td, secs));
+            }
+            None => error = Some("the nc_test slave sent no results record".to_string()),
+        }
+        self.lock().report = Some(report);
+        self.events.push_back(ControlEvent::PeerReport { streams: slave, cpu: CpuUsage::default(), error });
+        self.phase = RequestPhase::Over;
+    }
+    fn udp_bound(&mut self, now: Instant, port: u16) {
+        self.request.master_port = u32::from(port);
+        self.lock().master_port = Some(port);
+        self.ask(now);
+    }
+    fn stop(&mut self, _now: Instant, reason: &str) {
+        if self.phase == RequestPhase::Over {
+            return;
+        }
+        if let Some(test) = self.test.take() {
+            self.lock().report = Some(test.lock().unwrap_or_else(|p| p.into_inner()).report().clone());
+        }
+        self.events.push_back(ControlEvent::PeerReport {
+            streams: Vec::new(),
+            cpu: CpuUsage::default(),
+            error: Some(reason.to_string()),
+        });
+        self.phase = RequestPhase::Over;
+        self.deadline = None;
+    }
+    fn is_done(&self) -> bool {
+        self.done && self.events.is_empty()
+    }
+    fn datagrams(&self) -> DatagramFormatKind {
+        DatagramFormatKind::Native
+    }
+    fn stream_options(&self) -> StreamOptions {
+        let lock_step = self.test.as_ref().map(|test| {
+            let tcp = self.kind().is_some_and(Kind::is_tcp);
+            LockStepSlot::new(Box::new(SharedMasterTest { test: test.clone(), tcp }))
+        });
+        StreamOptions { lock_step, ..StreamOptions::default() }
+    }
+    fn connection(&self) -> ControlConnection {
+        ControlConnection::Udp
+    }
+    fn reports_peer_cpu(&self) -> bool {
+        false
+    }
+}
+
+// ------------------------------------------------------------------------------------------
 // Slave
 
 /// `netchar server --nc-test`: the UDP control socket (7777) and the data sockets (8770, TCP
@@ -588,14 +708,6 @@ pub struct NcTestListener {
     tcp: Arc<TcpListener>,
     data_port: u16,
 }
-
-use crate::admission::Refusal;
-use crate::dataplane::DatagramFormatKind;
-use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
-use crate::server_session::{DatagramLink, SessionDriver};
-use netchar_model::{CpuUsage, StreamTotal};
-use netchar_wire::ProtocolError;
-use std::sync::Arc;
 
 impl NcTestListener {
     /// Binds control on `control` and data on the same address with `data_port`.

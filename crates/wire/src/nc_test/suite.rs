@@ -286,6 +286,16 @@ impl MasterSuite {
         }
     }
 
+    /// The pause of the test whose request is outstanding (none for a control request): the
+    /// driver that runs each request on its own (netchar's client sessions) runs the test's
+    /// data loop with it.
+    pub fn pending_pause(&self) -> Pause {
+        match &self.waiting {
+            Some(Op::Test { pause, .. }) => *pause,
+            _ => Pause::default(),
+        }
+    }
+
     /// The reply to the last [`SuiteStep::Request`] (`None`: none within [`REPLY_TIMEOUT`](super::REPLY_TIMEOUT), or
     /// not a valid reply). Returns the lines to print now and, for an ACKed test, the step
     /// that runs it.
