@@ -119,6 +119,10 @@ const README: &[(&str, Do)] = &[
         Do::Not("reads the user's store; crates/cli/tests/store.rs runs history on a store of its own"),
     ),
     (
+        "netchar history --metric bps --format html -o trend.html",
+        Do::Not("reads the user's store; crates/cli/tests/report_html.rs opens a trend page of a store of its own in chromium"),
+    ),
+    (
         "netchar udp HOST -b 100M --store --label build=1.4.2-38-gdef --expect-no-regression",
         Do::Not("writes into the user's data directory; crates/cli/tests/store.rs runs the gate against stores of its own"),
     ),
