@@ -203,6 +203,12 @@ fn netchar_against_echo_discard_chargen_netio_and_nc_test_servers() {
         &["an echo server answered (it sent netperf's request back); add --proto echo"],
     );
     assert_one_line(chargen, &tcp("iperf3"), &["a chargen server answered", "add --proto chargen"]);
+    // UDP iperf2 at an echo port: the end datagram comes back as sent, not as a server report.
+    assert_one_line(
+        echo,
+        &["udp", "127.0.0.1", "-p", "{port}", "-t", "1", "-b", "1M", "--proto", "iperf2"],
+        &["not an iperf2 server: the end datagram came back exactly as sent", "add --proto echo"],
+    );
     assert_one_line(chargen, &tcp("netperf"), &["a chargen server answered", "add --proto chargen"]);
     assert_one_line(discard, &["tcp", "127.0.0.1", "-p", "{port}", "-t", "1"], &[SILENT]);
     assert_one_line(

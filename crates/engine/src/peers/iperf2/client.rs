@@ -108,6 +108,9 @@ pub struct Iperf2Control {
     listen_asked: bool,
     /// UDP: why the far end's figures are missing (its reports did not come back).
     reports_missing: Option<String>,
+    /// UDP: an end datagram came back exactly as this end sent it (an echo service's answer,
+    /// not an iperf2 server's report).
+    end_echoed: bool,
     /// How long the driver waits for a `-R` stream's first bytes (the client's hello timeout).
     opening_wait: Duration,
 }
@@ -147,6 +150,7 @@ impl Iperf2Control {
             dial_back: dial_back.map(|d| (d, None)),
             listen_asked: false,
             reports_missing: None,
+            end_echoed: false,
             opening_wait: netchar_wire::session::Timeouts::default().hello,
         })
     }
@@ -296,7 +300,15 @@ impl ClientControl for Iperf2Control {
         Ok(())
     }
     fn end_replies(&mut self, _now: Instant, replies: Vec<(u32, Vec<u8>)>) {
+        // An iperf2 server answers the end datagram with its header and then its report; an
+        // echo service returns it as sent, this end's settings after the header (which
+        // parse_reply would take for a report).
+        let settings = sender_settings(&self.spec, self.port);
         for (id, bytes) in replies {
+            if bytes.get(UDP_HEADER_LEN..UDP_HEADER_LEN + settings.len()) == Some(&settings[..]) {
+                self.end_echoed = true;
+                continue;
+            }
             if let Some((r, layout)) = ServerReport::parse_reply(&bytes) {
                 self.reports.push((id, r, layout));
             }
@@ -314,6 +326,11 @@ impl ClientControl for Iperf2Control {
         }
         let missing = self.spec.uses_udp() && self.reports.len() < totals.len();
         let error = missing.then(|| {
+            if self.end_echoed {
+                return "not an iperf2 server: the end datagram came back exactly as sent, as an echo \
+                        service does (--proto echo)"
+                    .to_string();
+            }
             format!(
                 "{} of {} iperf2 server reports did not come back within 2 s of the FIN (is the server \
                  running with -u? a firewall in the way?); the far end's figures are missing",
@@ -402,21 +419,34 @@ fn udp_worker(worker: UdpWorker<'_>) -> std::io::Result<()> {
     worker.run(&format)
 }
 
-/// The format of [`udp_worker`].
-fn udp_format(worker: &UdpWorker<'_>) -> UdpFormat {
-    const LAYOUT: Layout = Layout::V21;
-    let spec = worker.spec();
-    // The whole test's amount, as iperf2 clients send it on each stream.
+/// The layout of the client's UDP datagrams (iperf 2.1's), and the length of their header.
+const UDP_LAYOUT: Layout = Layout::V21;
+const UDP_HEADER_LEN: usize = 16;
+
+/// The whole test's amount (as iperf2 clients send it on each stream), the block and the rate
+/// in bit/s that a UDP sender's settings carry.
+fn udp_settings_of(spec: &TestSpec) -> (Amount, u32, u64) {
     let amount = match spec.end {
         EndCondition::Seconds(s) => Amount::Seconds(s),
         EndCondition::Bytes(b) => Amount::Bytes(b),
     };
-    let block = spec.block_bytes as u32;
     let rate = spec.udp_pps_per_stream().map_or(0, |pps| (pps * spec.block_bytes as f64 * 8.0) as u64);
+    (amount, spec.block_bytes as u32, rate)
+}
+
+/// The settings a UDP sender carries after each datagram's header, to a server on `port`.
+fn sender_settings(spec: &TestSpec, port: u16) -> Vec<u8> {
+    let (amount, block, rate) = udp_settings_of(spec);
+    ClientHeader::udp_settings(UDP_LAYOUT, amount, block, rate, port)
+}
+
+/// The format of [`udp_worker`].
+fn udp_format(worker: &UdpWorker<'_>) -> UdpFormat {
+    let spec = worker.spec();
+    let (amount, block, rate) = udp_settings_of(spec);
     let port = worker.socket().peer_addr().map_or(wire::DEFAULT_PORT, |a| a.port());
-    let settings =
-        if worker.is_sender() { ClientHeader::udp_settings(LAYOUT, amount, block, rate, port) } else { Vec::new() };
-    let format = UdpFormat::new(LAYOUT, worker.realtime_start_ns(), settings);
+    let settings = if worker.is_sender() { sender_settings(spec, port) } else { Vec::new() };
+    let format = UdpFormat::new(UDP_LAYOUT, worker.realtime_start_ns(), settings);
     if worker.is_sender() || spec.direction != Direction::Down {
         return format;
     }
