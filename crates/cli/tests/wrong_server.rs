@@ -344,6 +344,12 @@ fn udp_iperf2_echo_and_discard_clients_against_other_servers() {
     let s = Server::start(&[]);
     assert_one_line(s.port, &udp("echo"), &["not an echo server: none of the ", netchar_server]);
     assert_one_line(s.port, &udp("iperf2"), &["iperf2 server reports did not come back", netchar_server]);
+    // -R: an iperf2 server sends as soon as the request comes; not one datagram came back.
+    assert_one_line(
+        s.port,
+        &["udp", "127.0.0.1", "-p", "{port}", "-t", "1", "-R", "--proto", "iperf2"],
+        &["not an iperf2 server: not one datagram came back for the -R request", netchar_server],
+    );
     // netchar's server takes UDP at its port and drops what is not its own: as silent as a
     // discard service, and not called wrong.
     let port = s.port.to_string();

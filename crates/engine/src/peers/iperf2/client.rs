@@ -396,7 +396,19 @@ impl ClientControl for Iperf2Control {
     }
     fn udp_unanswered(&mut self, outcome: &UdpOutcome) -> Option<String> {
         if self.spec.direction == Direction::Down {
-            return None;
+            // `-R`: an iperf2 server starts sending as soon as its request arrives (it is
+            // re-sent until data comes); not one datagram back in the whole test is another
+            // kind of server, or none.
+            if outcome.received > 0 {
+                return None;
+            }
+            return Some(match outcome.refusal() {
+                Some(refusal) => format!("not an iperf2 server: {refusal}"),
+                None => format!(
+                    "not an iperf2 server: not one datagram came back for the -R request at UDP port {}",
+                    outcome.port
+                ),
+            });
         }
         match outcome.refusal() {
             Some(refusal) => Some(format!("not an iperf2 server: {refusal}")),
