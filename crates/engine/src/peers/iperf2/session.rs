@@ -168,7 +168,7 @@ impl TcpSession {
         started: Instant,
     ) -> (StreamRecord, Option<String>) {
         let at = started.elapsed().as_secs_f64();
-        let (mut r, e) = match TcpStream::connect_timeout(&to, HEADER_WAIT) {
+        let (mut r, e) = match connect_back(to) {
             Ok(s) => tcp_send(s, 2, spec, ctx, Instant::now()),
             Err(e) => (
                 StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0),
@@ -184,6 +184,24 @@ impl TcpSession {
         }
         r.started_seconds = Some(at.max(1e-9));
         (r, e)
+    }
+}
+
+/// Connects to the client's dial-back listener. For `-r` an iperf2 client opens it only once
+/// it has seen the server close the test's connection, which the server does just before
+/// this: a busy client can refuse the first tries. A refusal is retried every 20 ms until
+/// [`HEADER_WAIT`] has passed (at most 250 tries, to the address whose handshake proved it);
+/// any other error ends at once.
+fn connect_back(to: SocketAddr) -> std::io::Result<TcpStream> {
+    let deadline = Instant::now() + HEADER_WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(&to, left.max(Duration::from_millis(1))) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            outcome => return outcome,
+        }
     }
 }
 
