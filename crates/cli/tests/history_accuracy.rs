@@ -7,37 +7,11 @@
 //! The draws come from a seeded generator, so the figures are the same on every run; the
 //! permutation test of each series is seeded with the draw's number.
 
+#[path = "support/noise_draws.rs"]
+mod noise_draws;
+
 use netchar_stats::changepoint::{e_divisive, Options};
-
-fn measured_noise() -> Vec<f64> {
-    include_str!("history/noise-udp-paced.txt")
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| l.trim().parse().unwrap())
-        .collect()
-}
-
-/// A draw of 60 runs from `sample` (SplitMix64 of `seed`), with runs 40.. lowered by `step`.
-fn series(sample: &[f64], seed: u64, step: f64) -> Vec<f64> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5EED;
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    (0..60)
-        .map(|i| {
-            let v = sample[(next() % sample.len() as u64) as usize];
-            if i >= 40 {
-                v * (1.0 - step)
-            } else {
-                v
-            }
-        })
-        .collect()
-}
+use noise_draws::{measured_noise, series};
 
 #[test]
 fn a_two_percent_step_in_measured_noise_is_found_and_noise_alone_is_left_alone() {

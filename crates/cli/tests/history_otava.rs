@@ -12,45 +12,17 @@
 //! "Apache Otava"). `NETCHAR_OTAVA_DRAWS=100` runs the 100 draws the docs' figures come from;
 //! `NETCHAR_OTAVA=PATH` names the otava program (default: `otava` on the PATH).
 
+#[path = "support/noise_draws.rs"]
+mod noise_draws;
 #[path = "support/require.rs"]
 mod require;
 
 use assert_cmd::Command;
 use netchar_model::TestResult;
 use netchar_store::{Store, StoreUrl};
+use noise_draws::{measured_noise, series};
 use std::collections::BTreeMap;
 use std::path::Path;
-
-fn measured_noise() -> Vec<f64> {
-    include_str!("history/noise-udp-paced.txt")
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| l.trim().parse().unwrap())
-        .collect()
-}
-
-/// Draw `seed` of tests/history_accuracy.rs: 60 runs from `sample` (SplitMix64), runs 40..
-/// lowered by `step`.
-fn series(sample: &[f64], seed: u64, step: f64) -> Vec<f64> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5EED;
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    (0..60)
-        .map(|i| {
-            let v = sample[(next() % sample.len() as u64) as usize];
-            if i >= 40 {
-                v * (1.0 - step)
-            } else {
-                v
-            }
-        })
-        .collect()
-}
 
 /// The change points (run indices from 0) the CSV export marks, and its row count.
 fn netchar_changes(csv: &str) -> (Vec<usize>, usize) {
