@@ -1306,6 +1306,17 @@ impl WakeWhenDue {
     }
 }
 
+/// How far apart the clock readings around a read of the counters may be (s) before the read
+/// is taken again, and how many times it is.
+const COUNTER_READ_SPAN: f64 = 100e-6;
+const COUNTER_READ_TRIES: u32 = 8;
+
+/// The byte counts of every stream, read together, and when (s after the start).
+struct CounterReading {
+    at: f64,
+    bytes: Vec<u64>,
+}
+
 /// The collector's running view of one stream.
 struct Track {
     record: StreamRecord,
@@ -1361,14 +1372,19 @@ impl Collector {
             self.wake_responders_past_grace();
             self.wake_requesters_due();
             let now = self.elapsed();
-            if omit_pending && now >= omit {
+            let omit_due = omit_pending && now >= omit;
+            let tick_due = next_tick.filter(|&t| now >= t);
+            // One reading of the counters serves both the warm-up's end and the interval the
+            // tick closes, so the intervals after the warm-up add up to the summary's bytes.
+            let reading = (omit_due || tick_due.is_some()).then(|| self.read_counters());
+            if let (true, Some(r)) = (omit_due, &reading) {
                 for (t, i) in tracks.iter_mut().zip(0..) {
                     if !t.omit_taken {
-                        t.record.omitted_bytes = self.shared[i].bytes.load(Ordering::Acquire);
+                        t.record.omitted_bytes = r.bytes[i];
                         t.record.omitted_retransmits = self.tcp_info(i).map(|x| x.total_retransmits);
                         // When the count was really taken (the thread may wake late): the
                         // summary's time after the warm-up starts here, not at -O.
-                        t.record.omitted_seconds = Some(self.elapsed());
+                        t.record.omitted_seconds = Some(r.at);
                         t.omit_taken = true;
                     }
                 }
@@ -1379,14 +1395,13 @@ impl Collector {
                 let records = tracks.into_iter().map(|t| t.record).collect();
                 return Joined { records, latency, connect_latency, wakeups };
             }
-            if let Some(t) = next_tick.filter(|&t| now >= t) {
-                // The counters are read now, which is after the tick when this thread woke
-                // late (a busy machine): the interval ends when they were read, as iperf3's
-                // do, or the bytes of the delay would count at the nominal interval's rate.
-                // The next tick stays on the nominal schedule.
-                let at = self.elapsed();
-                self.close_interval(&mut tracks, last_tick_at, at, t, None);
-                last_tick_at = at;
+            if let (Some(t), Some(r)) = (tick_due, &reading) {
+                // The counters were read after the tick when this thread woke late (a busy
+                // machine): the interval ends when they were read, as iperf3's do, or the
+                // bytes of the delay would count at the nominal interval's rate. The next
+                // tick stays on the nominal schedule.
+                self.close_interval(&mut tracks, last_tick_at, r, t, None);
+                last_tick_at = r.at;
                 tick += 1;
             }
         }
@@ -1394,6 +1409,23 @@ impl Collector {
 
     fn elapsed(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
+    }
+
+    /// Every stream's byte count, with the time they were read. The loads are bracketed by
+    /// two clock readings and taken again when the thread was preempted between them: a
+    /// count read at one instant and timed at another (a busy machine once put 4 ms between
+    /// them) gives a rate, and a warm-up end, that no interval agrees with.
+    fn read_counters(&self) -> CounterReading {
+        let mut tries = 0;
+        loop {
+            let before = self.elapsed();
+            let bytes: Vec<u64> = self.shared.iter().map(|s| s.bytes.load(Ordering::Acquire)).collect();
+            let after = self.elapsed();
+            tries += 1;
+            if after - before <= COUNTER_READ_SPAN || tries == COUNTER_READ_TRIES {
+                return CounterReading { at: (before + after) / 2.0, bytes };
+            }
+        }
     }
 
     /// Shuts the read side of every UDP rr responder whose grace has passed (at most one wake-up
@@ -1427,11 +1459,19 @@ impl Collector {
         self.info_sockets[i].as_ref().and_then(|s| netchar_sys::tcp::tcp_info(s.as_fd()).ok())
     }
 
-    /// Records one interval [start, end] for every stream still running at `start` and sends
-    /// it live. With `final_ends`, each stream's interval ends at its own last byte instead.
-    /// `nominal_end` is the tick the interval closes for (`end` is when it was read): whether
+    /// Records one interval, from `start` to the reading's time, for every stream still running
+    /// at `start`, and sends it live. With `final_ends`, each stream's interval ends at its own
+    /// last byte instead. `nominal_end` is the tick the interval closes for: whether
     /// the interval lies inside the `--omit` warm-up is judged on the schedule.
-    fn close_interval(&self, tracks: &mut [Track], start: f64, end: f64, nominal_end: f64, final_ends: Option<&[f64]>) {
+    fn close_interval(
+        &self,
+        tracks: &mut [Track],
+        start: f64,
+        reading: &CounterReading,
+        nominal_end: f64,
+        final_ends: Option<&[f64]>,
+    ) {
+        let end = reading.at;
         let mut live = IntervalRecord { start, end, omitted: false, streams: Vec::new(), sum: Vec::new() };
         for (i, t) in tracks.iter_mut().enumerate() {
             if self.udp {
@@ -1450,7 +1490,7 @@ impl Collector {
                 continue;
             }
             let stream_end = final_ends.map_or(end, |e| e[i].max(start));
-            let bytes_now = self.shared[i].bytes.load(Ordering::Acquire);
+            let bytes_now = reading.bytes[i];
             let info = self.tcp_info(i);
             let bytes = bytes_now - t.last_bytes;
             let retransmits = info.map(|x| {
@@ -1540,7 +1580,9 @@ impl Collector {
         let ends: Vec<f64> = self.shared.iter().map(|s| s.end_ns.load(Ordering::Acquire) as f64 * 1e-9).collect();
         let latest = ends.iter().copied().fold(last_tick_at, f64::max);
         if interval > 0.0 {
-            self.close_interval(tracks, last_tick_at, latest, latest, Some(&ends));
+            // The workers are done: their counts are final, read at the last byte.
+            let last = CounterReading { at: latest, ..self.read_counters() };
+            self.close_interval(tracks, last_tick_at, &last, latest, Some(&ends));
         }
         for (i, t) in tracks.iter_mut().enumerate() {
             t.record.bytes = self.shared[i].bytes.load(Ordering::Acquire);
