@@ -201,9 +201,11 @@ netchar_version() { echo "netchar $("$NC" --version 2>/dev/null | awk '{print $2
 # ------------------------------------------------------------------ ports and servers
 # port_in_use tcp|udp PORT: something listens on / is bound to PORT (any address: a wildcard
 # socket would also take our 127.0.0.1 traffic).  Needs ss.
+# (In SERVER_NETNS, when a script runs its servers in a network namespace of their own.)
 port_in_use() {
-  if [ "$1" = udp ]; then [ -n "$(ss -Hlun "sport = :$2" 2>/dev/null)" ]
-  else [ -n "$(ss -Hltn "sport = :$2" 2>/dev/null)" ]; fi
+  local ns=(); [ -n "${SERVER_NETNS:-}" ] && ns=(ip netns exec "$SERVER_NETNS")
+  if [ "$1" = udp ]; then [ -n "$("${ns[@]}" ss -Hlun "sport = :$2" 2>/dev/null)" ]
+  else [ -n "$("${ns[@]}" ss -Hltn "sport = :$2" 2>/dev/null)" ]; fi
 }
 
 # Servers by name (a tool, or rr.sh's tool.placement names): TPID = the `timeout` watchdog
@@ -279,7 +281,7 @@ cleanup() {
 
 # stop_servers_on_exit: run cleanup however the script ends; Ctrl-C / SIGTERM exit with 130.
 stop_servers_on_exit() {
-  trap cleanup EXIT
+  trap 'cleanup; [ -n "${SERVER_NETNS:-}" ] && ip netns del "$SERVER_NETNS" 2>/dev/null' EXIT
   trap 'exit 130' INT TERM
 }
 

@@ -36,6 +36,10 @@
 #   CASES="tcp1 tcp4 udp64 udp1472 rr.tcp.same rr.udp.same rr.tcp.cross rr.udp.cross crr"
 #   PORT_BASE=15500       ports PORT_BASE..PORT_BASE+13 on 127.0.0.1
 #   PIN=1                 0: no taskset and no -A/-T pinning (the rr "same" cases need PIN=1)
+#   VETH=0                1: the servers run in a network namespace of their own, reached over a
+#                         veth pair (10.199.0.1 here, 10.199.0.2 there; needs root and `ip`), so
+#                         every byte crosses veth's transmit and receive paths, not loopback's;
+#                         udp_ref (loopback only) is left out
 #   CLIENT_CPU=0 SERVER_CPU=1
 #   NETCHAR=PATH          measure this binary (no build); NO_BUILD=1: the one in target/release
 #   NETCHAR_BEFORE=PATH   a second netchar (the build before a data-path change): it runs as the
@@ -62,8 +66,10 @@ NO_BUILD=${NO_BUILD:-0}
 BENCH_SAVE=${BENCH_SAVE:-0}
 CASES=${CASES:-"tcp1 tcp4 udp64 udp1472 rr.tcp.same rr.udp.same rr.tcp.cross rr.udp.cross crr"}
 NETCHAR_BEFORE=${NETCHAR_BEFORE:-}
+VETH=${VETH:-0}
 H=127.0.0.1
 need_posint DUR ROUNDS PORT_BASE
+need_uint VETH
 need_uint PIN CLIENT_CPU SERVER_CPU
 [ "$CLIENT_CPU" != "$SERVER_CPU" ] || { echo "newest.sh: CLIENT_CPU and SERVER_CPU must differ" >&2; exit 2; }
 for c in $CASES; do
@@ -73,6 +79,19 @@ done
 have python3 || { echo "newest.sh: python3 is required" >&2; exit 2; }
 [ "$PIN" = 0 ] || have taskset || { echo "newest.sh: PIN=1 needs taskset (util-linux)" >&2; exit 2; }
 
+SERVER_NETNS=""
+if [ "$VETH" = 1 ]; then
+  [ "$(id -u)" = 0 ] && have ip || { echo "newest.sh: VETH=1 needs root and ip (iproute2)" >&2; exit 2; }
+  SERVER_NETNS=ncbench-srv$$
+  ip netns add "$SERVER_NETNS" &&
+    ip link add ncb$$a type veth peer name ncb$$b &&
+    ip link set ncb$$b netns "$SERVER_NETNS" &&
+    ip addr add 10.199.0.1/24 dev ncb$$a && ip link set ncb$$a up &&
+    ip -n "$SERVER_NETNS" addr add 10.199.0.2/24 dev ncb$$b &&
+    ip -n "$SERVER_NETNS" link set ncb$$b up && ip -n "$SERVER_NETNS" link set lo up ||
+    { echo "newest.sh: VETH=1: could not make the namespace and veth pair" >&2; ip netns del "$SERVER_NETNS" 2>/dev/null; exit 2; }
+  H=10.199.0.2
+fi
 bench_init
 CLIENT_TO=$((DUR + 25))
 find_peers
@@ -86,7 +105,8 @@ UDP_REF=""
 if have gcc; then
   gcc -O2 -o "$WORK/udp_ref" "$BENCH_DIR/ref/udp_ref.c" 2> "$WORK/udp_ref.build.err" && UDP_REF=$WORK/udp_ref
 fi
-[ -n "$UDP_REF" ] || echo "udp_ref not built (needs gcc): the UDP cases have no reference"
+[ "$VETH" = 1 ] && UDP_REF=""
+[ -n "$UDP_REF" ] || echo "udp_ref not built (needs gcc) or VETH=1: the UDP cases have no reference"
 
 C=$CLIENT_CPU S=$SERVER_CPU
 pin() { # CPU -> the taskset prefix (none with PIN=0)
@@ -128,6 +148,7 @@ server_cmd() {
     spt.*) CMD=("$SOCKPERF" sr --tcp -i "$H" -p "$p") ;;
   esac
   CMD=($(pin "$cpu") "${CMD[@]}")
+  [ -n "$SERVER_NETNS" ] && CMD=(ip netns exec "$SERVER_NETNS" "${CMD[@]}")
 }
 server_who() { echo "server $1"; }
 stop_servers_on_exit
@@ -261,7 +282,7 @@ done
 note_dead_servers "${SERVERS[@]}"
 REPORT=$WORK/report.txt
 {
-  echo "bench/newest.sh: DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN (clients CPU $C, servers CPU $S; rr same core: both CPU $C), $(uname -r), $(nproc) CPUs"
+  echo "bench/newest.sh: DUR=$DUR ROUNDS=$ROUNDS PIN=$PIN VETH=$VETH (clients CPU $C, servers CPU $S; rr same core: both CPU $C), $(uname -r), $(nproc) CPUs"
   echo "versions: $VERS"
   echo "machine: $QUIET (load average $LOAD_START at the start, $(load_average) at the end; $(( $(date +%s) - T0 )) s)"
   bench_py newest_report "$RES" "$NOTES"
