@@ -11,6 +11,9 @@
 # on CLIENT_CPU; the placement is printed beside every latency figure):
 #   tcp1         TCP 1 stream up, Gbit/s at the receiver: netchar, iperf3, iperf2, netperf TCP_STREAM
 #   tcp4         TCP -P 4 up: netchar, iperf3 (multi-threaded from 3.16), iperf2
+#   skip1        TCP 1 stream up, the receiver reading with --skip-rx-copy (MSG_TRUNC, no copy to
+#                user space): netchar and iperf3 with its own --skip-rx-copy (3.19 and later; an
+#                older iperf3 is left out of this case)
 #                (both: also netchar -l 128Ki, iperf3's write length beside netchar's 512 KiB)
 #   udp64        UDP 64 B at full rate, datagrams/s received: netchar (GSO sender), iperf3,
 #                and bench/ref/udp_ref (sendmmsg with GSO into recvmmsg: this machine's limit),
@@ -33,7 +36,7 @@
 #
 # Knobs (environment):
 #   DUR=3 ROUNDS=5        seconds per run, rounds
-#   CASES="tcp1 tcp4 udp64 udp1472 rr.tcp.same rr.udp.same rr.tcp.cross rr.udp.cross crr"
+#   CASES="tcp1 tcp4 skip1 udp64 udp1472 rr.tcp.same rr.udp.same rr.tcp.cross rr.udp.cross crr"
 #   PORT_BASE=15500       ports PORT_BASE..PORT_BASE+13 on 127.0.0.1
 #   PIN=1                 0: no taskset and no -A/-T pinning (the rr "same" cases need PIN=1)
 #   VETH=0                1: the servers run in a network namespace of their own, reached over a
@@ -64,7 +67,7 @@ CLIENT_CPU=${CLIENT_CPU:-0}
 SERVER_CPU=${SERVER_CPU:-1}
 NO_BUILD=${NO_BUILD:-0}
 BENCH_SAVE=${BENCH_SAVE:-0}
-CASES=${CASES:-"tcp1 tcp4 udp64 udp1472 rr.tcp.same rr.udp.same rr.tcp.cross rr.udp.cross crr"}
+CASES=${CASES:-"tcp1 tcp4 skip1 udp64 udp1472 rr.tcp.same rr.udp.same rr.tcp.cross rr.udp.cross crr"}
 NETCHAR_BEFORE=${NETCHAR_BEFORE:-}
 VETH=${VETH:-0}
 H=127.0.0.1
@@ -73,7 +76,7 @@ need_uint VETH
 need_uint PIN CLIENT_CPU SERVER_CPU
 [ "$CLIENT_CPU" != "$SERVER_CPU" ] || { echo "newest.sh: CLIENT_CPU and SERVER_CPU must differ" >&2; exit 2; }
 for c in $CASES; do
-  case $c in tcp1|tcp4|udp64|udp1472|rr.tcp.same|rr.udp.same|rr.tcp.cross|rr.udp.cross|crr) ;;
+  case $c in tcp1|tcp4|skip1|udp64|udp1472|rr.tcp.same|rr.udp.same|rr.tcp.cross|rr.udp.cross|crr) ;;
     *) echo "newest.sh: unknown case '$c' in CASES" >&2; exit 2 ;; esac
 done
 have python3 || { echo "newest.sh: python3 is required" >&2; exit 2; }
@@ -95,6 +98,8 @@ fi
 bench_init
 CLIENT_TO=$((DUR + 25))
 find_peers
+IPERF3_SKIPS=0
+[ -n "$IPERF3" ] && "$IPERF3" --help 2>&1 | grep -q -- --skip-rx-copy && IPERF3_SKIPS=1
 build_netchar
 NCB=""
 if [ -n "$NETCHAR_BEFORE" ]; then
@@ -154,7 +159,7 @@ server_who() { echo "server $1"; }
 stop_servers_on_exit
 
 # ------------------------------------------------------------------ cases
-declare -A LABEL=([tcp1]="TCP 1 stream" [tcp4]="TCP -P 4" [udp64]="UDP 64 B" [udp1472]="UDP 1472 B"
+declare -A LABEL=([tcp1]="TCP 1 stream" [tcp4]="TCP -P 4" [skip1]="TCP 1 --skip-rx-copy" [udp64]="UDP 64 B" [udp1472]="UDP 1472 B"
   [rr.tcp.same]="TCP rr, same core" [rr.udp.same]="UDP rr, same core" [rr.tcp.cross]="TCP rr, cross core"
   [rr.udp.cross]="UDP rr, cross core" [crr]="TCP crr")
 tools_of() { # CASE -> TOOLS (those present)
@@ -163,6 +168,7 @@ tools_of() { # CASE -> TOOLS (those present)
   case $c in
     tcp1)    t+=(netchar-l128); [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2); [ -n "$NETPERF" ] && t+=(netperf) ;;
     tcp4)    t+=(netchar-l128); [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$IPERF2" ] && t+=(iperf2) ;;
+    skip1)   [ "$IPERF3_SKIPS" = 1 ] && t+=(iperf3) ;;
     udp*)    [ -n "$IPERF3" ] && t+=(iperf3); [ -n "$UDP_REF" ] && t+=(udp_ref udp_ref-s) ;;
     rr.*.cross) t+=(netchar-bp); [ -n "$NETPERF" ] && t+=(netperf netperf-j); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
     rr.*)    [ -n "$NETPERF" ] && t+=(netperf netperf-j); [ -n "$SOCKPERF" ] && t+=(sockperf) ;;
@@ -180,7 +186,7 @@ run_one() {
   [[ $c == rr.udp.* ]] && proto=udp
   [[ $c == *.same ]] && { pl=same; sc=$C; }
   local sfx=x; [ "$pl" = same ] && sfx=s
-  case $c in tcp*) kind=tcp ;; udp*) kind=udp ;; crr) kind=crr ;; *) kind=rr ;; esac
+  case $c in tcp*|skip1) kind=tcp ;; udp*) kind=udp ;; crr) kind=crr ;; *) kind=rr ;; esac
   local L=64; [ "$c" = udp1472 ] && L=1472
   local P=1; [ "$c" = tcp4 ] && P=4
   local A=(); [ "$PIN" = 1 ] && A=(-A "$C,$sc")
@@ -190,7 +196,7 @@ run_one() {
       srv=nc.$sfx; [ "$t" = netchar-before ] && srv=ncb.$sfx
       case $kind in
         tcp) args=("$bin" tcp "$H" -p "${SPORT[$srv]}" -t "$DUR" -P "$P" "${A[@]}" -i 0 --json)
-             [ "$t" = netchar-l128 ] && args+=(-l 128Ki) ;;
+             [ "$t" = netchar-l128 ] && args+=(-l 128Ki); [ "$c" = skip1 ] && args+=(--skip-rx-copy) ;;
         udp) args=("$bin" udp "$H" -p "${SPORT[$srv]}" -t "$DUR" -l "$L" -b 0 "${A[@]}" -i 0 --json) ;;
         rr)  args=("$bin" rr "$H" -p "${SPORT[$srv]}" -t "$DUR" "${A[@]}" -i 0 --json)
              [ "$proto" = udp ] && args+=(--udp); [ "$t" = netchar-bp ] && args+=(--busy-poll) ;;
@@ -198,7 +204,8 @@ run_one() {
       esac ;;
     iperf3) srv=i3
       args=("$IPERF3" -c "$H" -p "${SPORT[i3]}" -t "$DUR" -J)
-      if [ "$kind" = udp ]; then args+=(-u -l "$L" -b 0); else args+=(-P "$P"); fi ;;
+      if [ "$kind" = udp ]; then args+=(-u -l "$L" -b 0); else args+=(-P "$P"); fi
+      [ "$c" = skip1 ] && args+=(--skip-rx-copy) ;;
     iperf2) srv=i2; args=("$IPERF2" -c "$H" -p "${SPORT[i2]}" -t "$DUR" -P "$P" -y C) ;;
     netperf|netperf-j) srv=np.$sfx
       case $kind in

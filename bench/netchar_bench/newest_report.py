@@ -14,6 +14,7 @@ import sys
 CASES = [
     ("tcp1", "TCP 1 stream", "Gbit/s"),
     ("tcp4", "TCP -P 4", "Gbit/s"),
+    ("skip1", "TCP 1 --skip-rx-copy", "Gbit/s"),
     ("udp64", "UDP 64 B", "datagrams/s received"),
     ("udp1472", "UDP 1472 B", "datagrams/s received"),
     ("rr.tcp.same", "TCP rr, same core", "transactions/s"),
@@ -118,6 +119,8 @@ def targets(rows):
         for peer in ("iperf3", "iperf2"):
             if have(case, peer):
                 line("%s >= 1.00x %s (median of the rounds' ratios)" % (label, peer), paired(rows, case, "netchar", peer), False)
+    if have("skip1", "iperf3"):
+        line("TCP 1 --skip-rx-copy >= 1.30x iperf3's own --skip-rx-copy (median)", paired(rows, "skip1", "netchar", "iperf3"), False, 1.30)
     for case, label in (("tcp1", "TCP 1 stream"), ("tcp4", "TCP -P 4")):
         # Like for like: netchar writing iperf3's 128 KiB (netchar's own default writes 512 KiB).
         rs = paired(rows, case, "netchar-l128", "iperf3")

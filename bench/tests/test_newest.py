@@ -69,6 +69,17 @@ class NewestReport(unittest.TestCase):
         out = "\n".join(newest_report.targets(rows))
         self.assertIn("MISS TCP rr same core >= 1.00x netperf in every round: 1.000 (0.900-1.100, 1/2 rounds >= 1)", out)
 
+    def test_skip_rx_copy_is_read_against_iperf3s_own_at_1_30(self):
+        rows = [dict(round=r, case="skip1", tool=t, ok=True, value=v, p50=None, p99=None, placement="", notes="")
+                for r, t, v in ((1, "netchar", 40.0), (1, "iperf3", 31.0), (2, "netchar", 36.0), (2, "iperf3", 30.0),
+                                (3, "netchar", 30.0), (3, "iperf3", 25.0))]
+        out = "\n".join(newest_report.targets(rows))
+        self.assertIn("MISS TCP 1 --skip-rx-copy >= 1.30x iperf3's own --skip-rx-copy (median): 1.200 (1.200-1.290, 3/3 rounds >= 1)", out)
+        rows[0]["value"] = rows[2]["value"] = 42.0
+        rows[4]["value"] = 33.0
+        out = "\n".join(newest_report.targets(rows))
+        self.assertIn("PASS TCP 1 --skip-rx-copy >= 1.30x iperf3's own --skip-rx-copy (median): 1.355", out)
+
 
 if __name__ == "__main__":
     unittest.main()
