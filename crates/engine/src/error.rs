@@ -44,13 +44,6 @@ impl SessionError {
     }
 }
 
-impl From<String> for SessionError {
-    /// An adapter's one line about a test it cannot run.
-    fn from(message: String) -> Self {
-        Self::Unsupported(message)
-    }
-}
-
 /// What `--proto auto` adds to a silent peer's error when the port is a peer protocol's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortHint {
