@@ -14,7 +14,6 @@ use netchar_model::{
     PACED_TCP_BLOCK_BYTES, UDP_HEADER_BYTES,
 };
 use netchar_sys::console::ConsoleSource;
-use netchar_wire::session::Timeouts;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -488,23 +487,16 @@ impl TcpPlan {
         let family = family(a, &spec, &host, bind.as_ref())?;
         Ok(Self {
             client: ClientConfig {
-                host,
-                port,
                 family,
-                spec,
                 connect_timeout: Duration::from_secs_f64(connect_timeout),
                 busy_wait: Duration::from_secs_f64(busy_wait),
                 client_cpu,
                 title: a.title.clone(),
-                timeouts: Timeouts::default(),
-                companion: None,
-                cookie_tx: None,
                 auth: client_key(a)?,
-                protocol: a.proto,
                 dial_back: dial_back(a)?,
                 bind,
                 target_ns_per_instruction,
-                peer_block_bytes: None,
+                ..ClientConfig::new(host, port, spec, a.proto)
             },
             output: Output {
                 json: a.json,

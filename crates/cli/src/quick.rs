@@ -15,7 +15,6 @@ use netchar_model::units::RateFormat;
 use netchar_model::{Direction, EndCondition, TestSpec, UdpRate};
 use netchar_report::json::JobJsonReporter;
 use netchar_report::quick::QuickTableReporter;
-use netchar_wire::session::Timeouts;
 use std::time::Duration;
 
 fn tcp(direction: Direction) -> TestSpec {
@@ -75,23 +74,10 @@ pub(crate) fn run(time: &str, json: bool, figures: &FigureFiles, stop: &StopFlag
         progress.set_current(name);
         progress.suspend(|| eprintln!("  running {name} for {secs} s ..."));
         let cfg = ClientConfig {
-            host: addr.ip().to_string(),
-            port: addr.port(),
-            family: None,
-            spec,
             connect_timeout: Duration::from_secs(5),
             busy_wait: Duration::from_secs(5),
-            client_cpu: None,
             title: Some(name.to_string()),
-            timeouts: Timeouts::default(),
-            companion: None,
-            cookie_tx: None,
-            auth: None,
-            protocol: Default::default(),
-            dial_back: None,
-            bind: None,
-            target_ns_per_instruction: None,
-            peer_block_bytes: None,
+            ..ClientConfig::to_server(addr, spec, netchar_engine::protocols::ProtoChoice::Auto)
         };
         reporters.emit(&progress, |r| r.on_start(&crate::single_run::client_test_info(&cfg)))?;
         let run = client::run(&cfg, stop, &mut |_| {});

@@ -103,25 +103,7 @@ impl Drop for ServerSide {
 }
 
 fn client_config(spec: TestSpec, server: &ServerSide) -> ClientConfig {
-    ClientConfig {
-        host: server.data_addr.ip().to_string(),
-        port: server.data_addr.port(),
-        family: None,
-        spec,
-        connect_timeout: Duration::from_secs(10),
-        busy_wait: Duration::ZERO,
-        client_cpu: None,
-        title: None,
-        timeouts: Default::default(),
-        companion: None,
-        cookie_tx: None,
-        auth: None,
-        protocol: ProtoChoice::Only(Protocol::native()),
-        dial_back: None,
-        bind: None,
-        target_ns_per_instruction: None,
-        peer_block_bytes: None,
-    }
+    ClientConfig::to_server(server.data_addr, spec, ProtoChoice::Only(Protocol::native()))
 }
 
 /// The client driver against the server driver: the control exchange in memory.
@@ -351,25 +333,7 @@ mod netio {
         if let Some(u) = spec.udp.as_mut() {
             u.rate = netchar_model::UdpRate::Unlimited;
         }
-        ClientConfig {
-            host: peer.ip().to_string(),
-            port: peer.port(),
-            family: None,
-            spec,
-            connect_timeout: Duration::from_secs(10),
-            busy_wait: Duration::ZERO,
-            client_cpu: None,
-            title: None,
-            timeouts: Default::default(),
-            companion: None,
-            cookie_tx: None,
-            auth: None,
-            protocol: ProtoChoice::Only(Protocol::find("netio").expect("netio's entry")),
-            dial_back: None,
-            bind: None,
-            target_ns_per_instruction: None,
-            peer_block_bytes: None,
-        }
+        ClientConfig::to_server(peer, spec, ProtoChoice::Only(Protocol::find("netio").expect("netio's entry")))
     }
 
     /// The peer's end of the link, read a message or a block at a time.
@@ -627,25 +591,12 @@ mod nc_test {
     use std::net::{TcpListener, TcpStream, UdpSocket};
 
     fn config(kind: Kind, nbufs: u32, buflen: u32) -> ClientConfig {
-        ClientConfig {
-            host: "127.0.0.1".into(),
-            port: netchar_wire::nc_test::SLAVE_PORT,
-            family: None,
-            spec: spec_for(kind, nbufs, buflen, Pause::default()),
-            connect_timeout: Duration::from_secs(10),
-            busy_wait: Duration::ZERO,
-            client_cpu: None,
-            title: None,
-            timeouts: Default::default(),
-            companion: None,
-            cookie_tx: None,
-            auth: None,
-            protocol: ProtoChoice::Only(Protocol::find("nc-test").expect("nc_test's entry")),
-            dial_back: None,
-            bind: None,
-            target_ns_per_instruction: None,
-            peer_block_bytes: None,
-        }
+        ClientConfig::new(
+            "127.0.0.1",
+            netchar_wire::nc_test::SLAVE_PORT,
+            spec_for(kind, nbufs, buflen, Pause::default()),
+            ProtoChoice::Only(Protocol::find("nc-test").expect("nc_test's entry")),
+        )
     }
 
     /// The slave's data channel.

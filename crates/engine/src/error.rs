@@ -44,13 +44,6 @@ impl SessionError {
     }
 }
 
-impl From<String> for SessionError {
-    /// An adapter's one line about a test it cannot run.
-    fn from(message: String) -> Self {
-        Self::Unsupported(message)
-    }
-}
-
 /// What `--proto auto` adds to a silent peer's error when the port is a peer protocol's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortHint {
@@ -332,6 +325,53 @@ impl ServerSessionError {
         let context = context.into();
         move |source| Self::Io { context, source }
     }
+}
+
+/// Why a peer protocol's listener turned a connection away: the cap it hit. Both free up
+/// as connections close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionLimit {
+    /// The client's address has `--max-per-source` connections open.
+    #[error("too many connections from {ip} ({open} open, the server's --max-per-source); close some and retry")]
+    PerSource {
+        /// The client's address (IPv4 as IPv4, also when mapped).
+        ip: std::net::IpAddr,
+        /// Its connections open.
+        open: usize,
+    },
+    /// The server has `--max-connections` connections open.
+    #[error("the server has {open} connections open, its limit (--max-connections); retry later")]
+    Total {
+        /// Its connections open.
+        open: usize,
+    },
+}
+
+/// Why netchar's server refuses a peer client's request (an iperf3 or netperf client's): the
+/// line its log gives, and the client hears where its protocol carries words.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum PeerRequestError {
+    /// The request maps to a test outside netchar's ranges (200 streams, a 0-byte block).
+    #[error("{asker} asked for {source}")]
+    OutOfRange {
+        /// Who asked, as the line names it (`the iperf3 client`, `netperf's TCP_RR`).
+        asker: String,
+        /// The value, and the range it must be in.
+        source: netchar_model::SpecError,
+    },
+    /// netperf's `-l 0`: a test that never ends.
+    #[error("a test length of 0 (netperf -l 0) runs without end")]
+    Endless,
+    /// A request/response test whose sizes are negative.
+    #[error("{test} with a request of {request} and a response of {response} bytes")]
+    TransactionSizes {
+        /// The test's name (`TCP_RR`).
+        test: &'static str,
+        /// The request size asked for.
+        request: i32,
+        /// The response size asked for.
+        response: i32,
+    },
 }
 
 /// [`ClientError::Refused`]'s line: what to start there, for netchar's own server.

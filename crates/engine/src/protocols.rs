@@ -50,11 +50,6 @@ fn native_session(a: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, Session
     Ok(Box::new(NativeClient::new(a.now, a.spec.clone(), a.cfg.timeouts, a.cfg.companion, auth)))
 }
 
-/// netperf's adapter says why in a line of its own.
-fn netperf_session(a: &SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
-    Ok(crate::peers::netperf::client_session(a)?)
-}
-
 fn reports(_: &TestSpec) -> (FarEnd, Vec<Caveat>) {
     (FarEnd::Reports, Vec::new())
 }
@@ -206,7 +201,7 @@ pub static PROTOCOLS: &[ProtocolDef] = &[
                 with rr --udp, TCP_CRR)",
         default_port: crate::peers::netperf::DEFAULT_PORT,
         commands: &[Command::Tcp, Command::Udp, Command::Rr, Command::Crr],
-        client: ClientRole::Session(netperf_session),
+        client: ClientRole::Session(crate::peers::netperf::client_session),
         authenticates: false,
         dial_back: false,
         udp_payload: None,
@@ -315,13 +310,21 @@ impl Protocol {
     }
 }
 
+/// A `--proto` value that names no protocol: the line lists every name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--proto {given}: one of {}", ProtoChoice::all_names())]
+pub struct UnknownProtocol {
+    /// As given.
+    pub given: String,
+}
+
 impl ProtoChoice {
-    /// Parses `--proto`: `auto` or a protocol's name; the error lists every name.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// Parses `--proto`: `auto` or a protocol's name.
+    pub fn parse(s: &str) -> Result<Self, UnknownProtocol> {
         if s == "auto" {
             return Ok(Self::Auto);
         }
-        Protocol::find(s).map(Self::Only).ok_or_else(|| format!("--proto {s}: one of {}", Self::all_names()))
+        Protocol::find(s).map(Self::Only).ok_or_else(|| UnknownProtocol { given: s.to_string() })
     }
 
     /// `auto` and every protocol's name.
@@ -511,8 +514,11 @@ mod tests {
     #[test]
     fn proto_choice_errors_list_every_protocol() {
         let e = ProtoChoice::parse("sctp").unwrap_err();
+        assert_eq!(e, UnknownProtocol { given: "sctp".into() });
+        let line = e.to_string();
+        assert!(line.starts_with("--proto sctp: one of auto, netchar, "), "{line}");
         for p in PROTOCOLS {
-            assert!(e.contains(p.name), "{e}");
+            assert!(line.contains(p.name), "{line}");
         }
         assert_eq!(ProtoChoice::parse("auto"), Ok(ProtoChoice::Auto));
         assert_eq!(ProtoChoice::parse("iperf").unwrap().name(), "iperf2");

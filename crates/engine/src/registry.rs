@@ -369,3 +369,36 @@ pub struct ClientConfig {
     /// finding iperf3 runs the test `--proto iperf3` would. None keeps the spec's.
     pub peer_block_bytes: Option<u64>,
 }
+
+impl ClientConfig {
+    /// A test of `spec` against `host`:`port` over `protocol`, as a job or a test runs it
+    /// unless it says otherwise: either address family, 10 s for each connect (a loaded
+    /// machine's loopback or a slow board's stack is given time), no waiting for a busy server, no title, the control protocol's default
+    /// timeouts, no companion, authentication, dial-back or binding, netchar's own block size.
+    pub fn new(host: impl Into<String>, port: u16, spec: TestSpec, protocol: ProtoChoice) -> Self {
+        Self {
+            host: host.into(),
+            port,
+            family: None,
+            spec,
+            connect_timeout: Duration::from_secs(10),
+            busy_wait: Duration::ZERO,
+            client_cpu: None,
+            title: None,
+            timeouts: Timeouts::default(),
+            companion: None,
+            cookie_tx: None,
+            auth: None,
+            protocol,
+            dial_back: None,
+            bind: None,
+            target_ns_per_instruction: None,
+            peer_block_bytes: None,
+        }
+    }
+
+    /// [`Self::new`] against the server at `server` (its address as the host, its port).
+    pub fn to_server(server: std::net::SocketAddr, spec: TestSpec, protocol: ProtoChoice) -> Self {
+        Self::new(server.ip().to_string(), server.port(), spec, protocol)
+    }
+}

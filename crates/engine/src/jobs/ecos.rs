@@ -423,23 +423,8 @@ fn session_config(cfg: &MasterConfig, req: &Request, pause: Pause) -> ClientConf
     };
     let protocol = crate::protocols::Protocol::find("nc-test").expect("nc_test's registry entry");
     ClientConfig {
-        host: cfg.slave.ip().to_string(),
-        port: cfg.slave.port(),
         family: Some(if cfg.slave.is_ipv6() { Family::V6 } else { Family::V4 }),
-        spec,
-        connect_timeout: Duration::from_secs(10),
-        busy_wait: Duration::ZERO,
-        client_cpu: None,
-        title: None,
-        timeouts: Default::default(),
-        companion: None,
-        cookie_tx: None,
-        auth: None,
-        protocol: crate::protocols::ProtoChoice::Only(protocol),
-        dial_back: None,
-        bind: None,
-        target_ns_per_instruction: None,
-        peer_block_bytes: None,
+        ..ClientConfig::to_server(cfg.slave, spec, crate::protocols::ProtoChoice::Only(protocol))
     }
 }
 

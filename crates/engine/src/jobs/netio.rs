@@ -152,23 +152,9 @@ impl NetioServer {
         let port = if udp { self.addr.port().saturating_add(1) } else { self.addr.port() };
         let timeouts = netchar_wire::session::Timeouts { silence: self.rx_timeout, ..Default::default() };
         ClientConfig {
-            host: self.addr.ip().to_string(),
-            port,
-            family: None,
-            spec,
             connect_timeout: self.connect_timeout,
-            busy_wait: Duration::ZERO,
-            client_cpu: None,
-            title: None,
             timeouts,
-            companion: None,
-            cookie_tx: None,
-            auth: None,
-            protocol: ProtoChoice::Only(self.protocol),
-            dial_back: None,
-            bind: None,
-            target_ns_per_instruction: None,
-            peer_block_bytes: None,
+            ..ClientConfig::new(self.addr.ip().to_string(), port, spec, ProtoChoice::Only(self.protocol))
         }
     }
 }

@@ -46,14 +46,24 @@ pub fn size_lists(listed: Option<&[u64]>, mtu: Option<u32>, ipv6: bool) -> SizeL
     SizeLists { tcp: sizes, udp, udp_above_mtu }
 }
 
+/// A UDP transfer that cannot be cut into datagrams: what is left after its whole blocks is
+/// shorter than netchar's datagram header, so it cannot be sent as a datagram of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("-n leaves a last block of {rest} bytes, under netchar's {header}-byte datagram header")]
+pub struct ShortLastBlock {
+    /// The bytes left after the whole blocks.
+    pub rest: u64,
+    /// netchar's datagram header, the shortest datagram it sends.
+    pub header: u64,
+}
+
 /// The datagrams of a UDP transfer of `total` bytes in blocks of `size`: the whole blocks,
-/// then one datagram of what is left (stackthru's X-Block). A remainder under netchar's
-/// datagram header cannot be sent as a datagram of its own.
-pub fn transfer_datagrams(total: u64, size: u64) -> Result<Pattern, String> {
+/// then one datagram of what is left (stackthru's X-Block).
+pub fn transfer_datagrams(total: u64, size: u64) -> Result<Pattern, ShortLastBlock> {
     let (blocks, rest) = (total / size, total % size);
     let header = netchar_model::spec::UDP_HEADER_BYTES;
     if rest > 0 && rest < header {
-        return Err(format!("-n leaves a last block of {rest} bytes, under netchar's {header}-byte datagram header"));
+        return Err(ShortLastBlock { rest, header });
     }
     let sizes = [(blocks, size), (1, rest)].into_iter().filter(|&(n, s)| n > 0 && s > 0).collect();
     Ok(Pattern { sizes, ..Default::default() })
@@ -61,7 +71,7 @@ pub fn transfer_datagrams(total: u64, size: u64) -> Result<Pattern, String> {
 
 /// The test of one block size: `base` (TCP or UDP) sending up, unpaced, no interval reports;
 /// the reason instead for a UDP transfer that cannot be cut into datagrams.
-pub fn step_spec(base: &TestSpec, size: u64) -> Result<TestSpec, String> {
+pub fn step_spec(base: &TestSpec, size: u64) -> Result<TestSpec, ShortLastBlock> {
     let mut spec = base.clone();
     spec.interval_seconds = 0.0;
     spec.block_bytes = size;
@@ -146,7 +156,8 @@ mod tests {
         assert_eq!(transfer_datagrams(4096, 1024).unwrap().sizes, [(4, 1024)]);
         assert_eq!(transfer_datagrams(100, 1024).unwrap().sizes, [(1, 100)]);
         let short = transfer_datagrams(1034, 1024).unwrap_err();
-        assert!(short.contains("last block of 10 bytes"), "{short}");
+        assert_eq!(short, ShortLastBlock { rest: 10, header: netchar_model::spec::UDP_HEADER_BYTES });
+        assert_eq!(short.to_string(), "-n leaves a last block of 10 bytes, under netchar's 24-byte datagram header");
     }
 
     #[test]

@@ -65,21 +65,68 @@ pub const MAX_PROBES: usize = 4;
 /// forwarding, as flent's `rrul` test marks them.
 const RRUL_CLASSES: [u8; 4] = [0, 8, 40, 46];
 
+/// What is wrong with `--under-load`'s value, or one of its flows.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoadPlanError {
+    /// A flow that is none of the kinds.
+    #[error("expected tcp-up, tcp-down, tcp-bidir or udp-up:RATE, each with an optional :dscp=CLASS, or rrul")]
+    UnknownFlow,
+    /// A class where a single flow without one is asked for ([`Load::parse`]).
+    #[error("expected tcp-up, tcp-down, tcp-bidir or udp-up:RATE, without a class")]
+    ClassNotTaken,
+    /// `udp-up` without its rate.
+    #[error("udp-up needs a rate: udp-up:100M")]
+    NoRate,
+    /// A rate that does not parse.
+    #[error("{0}")]
+    Rate(#[from] netchar_model::units::UnitError),
+    /// A `dscp=` class that is no class.
+    #[error("dscp={class}: {why}, or be or bk")]
+    Class {
+        /// As given.
+        class: String,
+        /// Why `--dscp` would not take it.
+        why: String,
+    },
+    /// A `KEY=` other than `dscp=`.
+    #[error("{0}=: unknown; a flow takes dscp=CLASS")]
+    UnknownKey(String),
+    /// A part after the flow's kind that is neither a class nor udp-up's rate.
+    #[error("{0}: unexpected; a flow takes dscp=CLASS (and udp-up a rate)")]
+    Unexpected(String),
+    /// One flow of a list is wrong: which, and why.
+    #[error("{flow}: {why}")]
+    InFlow {
+        /// The flow, as given.
+        flow: String,
+        /// What is wrong with it.
+        why: Box<LoadPlanError>,
+    },
+    /// More flows than a test holds.
+    #[error("{0} flows; at most {MAX_LOAD_FLOWS}")]
+    TooManyFlows(usize),
+    /// More classes than there are latency probes.
+    #[error("{0} classes; at most {MAX_PROBES} (one latency probe each)")]
+    TooManyClasses(usize),
+}
+
 /// Parses a class as `dscp=` takes it: RRUL's `be` and `bk`, or what `--dscp` takes.
-fn parse_class(s: &str) -> Result<u8, String> {
+fn parse_class(s: &str) -> Result<u8, LoadPlanError> {
     match s.to_ascii_lowercase().as_str() {
         "be" => Ok(0),
         "bk" => Ok(8),
-        other => netchar_model::spec::parse_dscp(other).map_err(|e| format!("{e}, or be or bk")),
+        other => {
+            netchar_model::spec::parse_dscp(other).map_err(|why| LoadPlanError::Class { class: s.to_string(), why })
+        }
     }
 }
 
 impl Load {
     /// Parses `tcp-up`, `tcp-down`, `tcp-bidir`, `udp-up:RATE`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, LoadPlanError> {
         LoadFlowSpec::parse(s).and_then(|f| match f.dscp {
             None => Ok(f.load),
-            Some(_) => Err("expected tcp-up, tcp-down, tcp-bidir or udp-up:RATE, without a class".into()),
+            Some(_) => Err(LoadPlanError::ClassNotTaken),
         })
     }
 
@@ -111,33 +158,27 @@ impl Load {
 impl LoadFlowSpec {
     /// Parses one flow: `tcp-up`, `tcp-down`, `tcp-bidir` or `udp-up:RATE`, each optionally
     /// followed by `:dscp=CLASS` (`be`, `bk`, or a `--dscp` name or number).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, LoadPlanError> {
         let mut parts = s.split(':');
         let kind = parts.next().unwrap_or_default();
         let mut rate = None;
         let mut dscp = None;
         for part in parts {
             match part.split_once('=') {
-                Some(("dscp", c)) => dscp = Some(parse_class(c).map_err(|e| format!("dscp={c}: {e}"))?),
-                Some((k, _)) => return Err(format!("{k}=: unknown; a flow takes dscp=CLASS")),
-                None if kind == "udp-up" && rate.is_none() => {
-                    rate = Some(netchar_model::units::parse_bit_rate(part).map_err(|e| e.to_string())?)
-                }
-                None => return Err(format!("{part}: unexpected; a flow takes dscp=CLASS (and udp-up a rate)")),
+                Some(("dscp", c)) => dscp = Some(parse_class(c)?),
+                Some((k, _)) => return Err(LoadPlanError::UnknownKey(k.to_string())),
+                None if kind == "udp-up" && rate.is_none() => rate = Some(netchar_model::units::parse_bit_rate(part)?),
+                None => return Err(LoadPlanError::Unexpected(part.to_string())),
             }
         }
-        let load =
-            match (kind, rate) {
-                ("tcp-up", None) => Load::TcpUp,
-                ("tcp-down", None) => Load::TcpDown,
-                ("tcp-bidir", None) => Load::TcpBidir,
-                ("udp-up", Some(r)) => Load::UdpUp(r),
-                ("udp-up", None) => return Err("udp-up needs a rate: udp-up:100M".into()),
-                _ => return Err(
-                    "expected tcp-up, tcp-down, tcp-bidir or udp-up:RATE, each with an optional :dscp=CLASS, or rrul"
-                        .into(),
-                ),
-            };
+        let load = match (kind, rate) {
+            ("tcp-up", None) => Load::TcpUp,
+            ("tcp-down", None) => Load::TcpDown,
+            ("tcp-bidir", None) => Load::TcpBidir,
+            ("udp-up", Some(r)) => Load::UdpUp(r),
+            ("udp-up", None) => return Err(LoadPlanError::NoRate),
+            _ => return Err(LoadPlanError::UnknownFlow),
+        };
         Ok(Self { load, dscp })
     }
 }
@@ -145,7 +186,7 @@ impl LoadFlowSpec {
 impl LoadPlan {
     /// Parses `--under-load`: `rrul` (TCP up and down in each of BE, BK, CS5 and EF), or a
     /// comma-separated list of flows ([`LoadFlowSpec::parse`]).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, LoadPlanError> {
         let flows: Vec<LoadFlowSpec> = if s.eq_ignore_ascii_case("rrul") {
             RRUL_CLASSES
                 .iter()
@@ -154,15 +195,20 @@ impl LoadPlan {
         } else {
             let several = s.contains(',');
             s.split(',')
-                .map(|f| LoadFlowSpec::parse(f.trim()).map_err(|e| if several { format!("{f}: {e}") } else { e }))
+                .map(|f| {
+                    LoadFlowSpec::parse(f.trim()).map_err(|why| match several {
+                        true => LoadPlanError::InFlow { flow: f.to_string(), why: Box::new(why) },
+                        false => why,
+                    })
+                })
                 .collect::<Result<_, _>>()?
         };
         if flows.len() > MAX_LOAD_FLOWS {
-            return Err(format!("{} flows; at most {MAX_LOAD_FLOWS}", flows.len()));
+            return Err(LoadPlanError::TooManyFlows(flows.len()));
         }
         let plan = Self { text: s.to_string(), flows };
         if plan.classes().len() > MAX_PROBES {
-            return Err(format!("{} classes; at most {MAX_PROBES} (one latency probe each)", plan.classes().len()));
+            return Err(LoadPlanError::TooManyClasses(plan.classes().len()));
         }
         Ok(plan)
     }
@@ -490,12 +536,28 @@ mod tests {
     #[test]
     fn bad_flows_say_what_is_wrong() {
         let e = |s: &str| LoadPlan::parse(s).unwrap_err();
-        assert!(e("tcp-sideways").contains("expected tcp-up"), "{}", e("tcp-sideways"));
-        assert!(e("udp-up").contains("needs a rate"));
-        assert!(e("tcp-up:dscp=zz").contains("dscp=zz"));
-        assert!(e("tcp-up:prio=1").contains("prio=: unknown"));
-        assert!(e(&["tcp-up"; 9].join(",")).contains("at most 8"));
+        assert_eq!(e("tcp-sideways"), LoadPlanError::UnknownFlow);
+        assert!(e("tcp-sideways").to_string().starts_with("expected tcp-up, "), "{}", e("tcp-sideways"));
+        assert_eq!(e("udp-up"), LoadPlanError::NoRate);
+        assert_eq!(e("udp-up").to_string(), "udp-up needs a rate: udp-up:100M");
+        assert!(matches!(e("udp-up:fast"), LoadPlanError::Rate(_)), "{:?}", e("udp-up:fast"));
+        assert!(matches!(e("tcp-up:dscp=zz"), LoadPlanError::Class { class, .. } if class == "zz"));
+        assert!(e("tcp-up:dscp=zz").to_string().starts_with("dscp=zz: "), "{}", e("tcp-up:dscp=zz"));
+        assert_eq!(e("tcp-up:prio=1"), LoadPlanError::UnknownKey("prio".into()));
+        assert_eq!(e("tcp-up:prio=1").to_string(), "prio=: unknown; a flow takes dscp=CLASS");
+        assert_eq!(e("tcp-up:9"), LoadPlanError::Unexpected("9".into()));
+        // In a list, the flow at fault is named before what is wrong with it.
+        let listed = e("tcp-up,tcp-down:prio=1");
+        assert!(
+            matches!(&listed, LoadPlanError::InFlow { flow, why } if flow == "tcp-down:prio=1" && **why == LoadPlanError::UnknownKey("prio".into())),
+            "{listed:?}"
+        );
+        assert_eq!(listed.to_string(), "tcp-down:prio=1: prio=: unknown; a flow takes dscp=CLASS");
+        assert_eq!(e(&["tcp-up"; 9].join(",")), LoadPlanError::TooManyFlows(9));
+        assert_eq!(e(&["tcp-up"; 9].join(",")).to_string(), "9 flows; at most 8");
         let five = "tcp-up:dscp=be,tcp-up:dscp=bk,tcp-up:dscp=ef,tcp-up:dscp=cs5,tcp-up:dscp=af41";
-        assert!(e(five).contains("at most 4"));
+        assert_eq!(e(five), LoadPlanError::TooManyClasses(5));
+        assert!(e(five).to_string().contains("at most 4"));
+        assert_eq!(Load::parse("tcp-up:dscp=ef"), Err(LoadPlanError::ClassNotTaken));
     }
 }

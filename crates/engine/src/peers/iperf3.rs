@@ -22,6 +22,7 @@ use crate::admission::canonical;
 use crate::admission::{DataConn, Refusal, ServerLimit};
 use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport, UdpHandshake};
 use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
+use crate::error::PeerRequestError;
 use crate::registry::SessionError;
 use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
 use crate::server_shared::{bind_udp, ServerLog};
@@ -451,7 +452,7 @@ fn figures_of(r: &StreamRecord) -> StreamFigures {
 }
 
 /// The netchar test an iperf3 request asks for, or why it cannot run here.
-pub fn to_spec(p: &ClientParams, ipv4: bool) -> Result<TestSpec, String> {
+pub fn to_spec(p: &ClientParams, ipv4: bool) -> Result<TestSpec, PeerRequestError> {
     let mut spec = match p.transport {
         wire::Transport::Tcp => TestSpec::tcp_default(),
         wire::Transport::Udp => TestSpec::udp_default(),
@@ -500,7 +501,7 @@ pub fn to_spec(p: &ClientParams, ipv4: bool) -> Result<TestSpec, String> {
             spec.tcp.window_bytes = p.window;
         }
     }
-    spec.validate().map_err(|e| format!("the iperf3 client asked for {e}"))?;
+    spec.validate().map_err(|source| PeerRequestError::OutOfRange { asker: "the iperf3 client".into(), source })?;
     Ok(spec)
 }
 
@@ -893,6 +894,11 @@ mod tests {
         let spec = to_spec(&p, true).unwrap();
         assert_eq!((spec.direction, spec.end), (Direction::Bidir, EndCondition::Bytes(1_000_000)));
         let p = ClientParams::parse(br#"{"tcp":true,"time":1,"parallel":100000}"#).unwrap();
-        assert!(to_spec(&p, true).is_err());
+        let e = to_spec(&p, true).unwrap_err();
+        assert!(
+            matches!(&e, PeerRequestError::OutOfRange { source: netchar_model::SpecError::Streams(100_000), .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("the iperf3 client asked for -P 100000: "), "{e}");
     }
 }

@@ -16,6 +16,8 @@ pub mod sink;
 
 use crate::admission::{canonical, ConnRefusal, Limits, Refusal, Request, SourceCounts, SourceSlot};
 use crate::dataplane::{DataPlane, DataPlaneConfig, DataStream, DatagramFormatKind, StreamOptions};
+/// Why a connection was turned away (the error of [`PeerContext::connection`]).
+pub use crate::error::ConnectionLimit;
 use crate::reflection::RefusalKind;
 use crate::server_shared::{ServerLog, Shared, TestLog};
 use crate::StopFlag;
@@ -150,16 +152,11 @@ impl PeerContext {
     }
 
     /// Takes a connection slot for `ip`, or says which cap it hit.
-    pub fn connection(&self, ip: IpAddr) -> Result<ConnectionSlot, String> {
+    pub fn connection(&self, ip: IpAddr) -> Result<ConnectionSlot, ConnectionLimit> {
         let limits = &self.shared.cfg.limits;
         self.sources.take(ip, limits).map(ConnectionSlot).map_err(|why| match why {
-            ConnRefusal::PerSource(n) => format!(
-                "too many connections from {} ({n} open, the server's --max-per-source); close some and retry",
-                canonical(ip)
-            ),
-            ConnRefusal::Total(n) => {
-                format!("the server has {n} connections open, its limit (--max-connections); retry later")
-            }
+            ConnRefusal::PerSource(open) => ConnectionLimit::PerSource { ip: canonical(ip), open },
+            ConnRefusal::Total(open) => ConnectionLimit::Total { open },
         })
     }
 
@@ -342,8 +339,8 @@ where
         };
         let slot = match ctx.connection(peer.ip()) {
             Ok(slot) => slot,
-            Err(reason) => {
-                ctx.log(ServerLog::Rejected { peer, reason });
+            Err(limit) => {
+                ctx.log(ServerLog::Rejected { peer, reason: limit.to_string() });
                 continue;
             }
         };
@@ -431,5 +428,46 @@ impl Drop for Joined {
                 map.remove(&self.ip);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::Registry;
+    use crate::reflection::{PeerPolicy, ReflectionGuard};
+    use crate::server_shared::ServerConfig;
+
+    fn context(max_per_source: usize, max_connections: usize) -> PeerContext {
+        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.limits.max_per_source = max_per_source;
+        cfg.limits.max_connections = max_connections;
+        let shared = Arc::new(Shared {
+            registry: Registry::default(),
+            cfg,
+            log: Arc::new(|_| {}),
+            stop: StopFlag::new(),
+            guard: ReflectionGuard::new(PeerPolicy::default(), Vec::new()),
+        });
+        PeerContext { shared, sources: Arc::new(SourceCounts::default()) }
+    }
+
+    #[test]
+    fn a_connection_over_a_cap_names_the_cap_and_a_closed_one_frees_its_slot() {
+        let ctx = context(2, 3);
+        let (a, b): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        let first = ctx.connection(a).unwrap();
+        let _second = ctx.connection(a).unwrap();
+        // A v4-mapped address is the same source, named as IPv4.
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        assert_eq!(ctx.connection(mapped).err(), Some(ConnectionLimit::PerSource { ip: a, open: 2 }));
+        let _third = ctx.connection(b).unwrap();
+        assert_eq!(ctx.connection(b).err(), Some(ConnectionLimit::Total { open: 3 }));
+        drop(first);
+        assert!(ctx.connection(b).is_ok(), "the slot a closed connection held is free again");
+        assert_eq!(
+            ConnectionLimit::Total { open: 3 }.to_string(),
+            "the server has 3 connections open, its limit (--max-connections); retry later"
+        );
     }
 }

@@ -1166,8 +1166,8 @@ fn serve_test(udp: &UdpSocket, tcp: &TcpListener, req: Request, master: SocketAd
                         conn = Some((s, peer, slot));
                         break;
                     }
-                    Err(reason) => {
-                        ctx.log(ServerLog::Rejected { peer, reason });
+                    Err(limit) => {
+                        ctx.log(ServerLog::Rejected { peer, reason: limit.to_string() });
                         log.refused += 1;
                     }
                 },

@@ -34,6 +34,7 @@ use super::{PeerContext, PeerListener};
 use crate::admission::Refusal;
 use crate::control::{ClientControl, ControlEvent, OpenStream, PeerInfo, Transport};
 use crate::dataplane::DatagramFormatKind;
+use crate::error::{PeerRequestError, SessionError};
 use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
 use netchar_model::{
     Caveat, CpuUsage, Direction, EndCondition, Endpoint, FarEnd, Flow, Role, RrFigures, RrOptions, StreamRecord,
@@ -61,7 +62,7 @@ const DATAGRAMS: DatagramFormatKind = DatagramFormatKind::Unsequenced { end_mark
 // ---------------------------------------------------------------- client role
 
 /// The registry's client constructor (crate::protocols).
-pub(crate) fn client_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, String> {
+pub(crate) fn client_session(a: &crate::registry::SessionArgs<'_>) -> Result<Box<dyn ClientControl>, SessionError> {
     let v6 = a.cfg.family == Some(crate::registry::Family::V6)
         || a.cfg.host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().is_ok_and(|ip| ip.is_ipv6());
     Ok(Box::new(NetperfControl::new(a.now, a.spec, if v6 { Family::V6 } else { Family::V4 })?))
@@ -88,9 +89,19 @@ pub(crate) fn measurement(spec: &TestSpec) -> (FarEnd, Vec<Caveat>) {
     (FarEnd::Reports, caveats)
 }
 
+/// `--proto netperf`'s refusal of `flag`, as `why` says.
+fn refuse<T>(flag: &'static str, why: impl std::fmt::Display) -> Result<T, SessionError> {
+    Err(SessionError::option(flag, format!("--proto netperf: {why}")))
+}
+
+/// `--proto netperf`'s line about a test netperf cannot run.
+fn unsupported<T>(why: impl std::fmt::Display) -> Result<T, SessionError> {
+    Err(SessionError::Unsupported(format!("--proto netperf: {why}")))
+}
+
 /// The netperf test a netchar test is, or why netserver cannot run it (said before any
 /// traffic).
-fn test_of(spec: &TestSpec) -> Result<NetperfTest, String> {
+fn test_of(spec: &TestSpec) -> Result<NetperfTest, SessionError> {
     match (spec.kind, spec.direction, spec.rr.as_ref()) {
         (TestKind::Tcp, Direction::Up, _) => Ok(NetperfTest::TcpStream),
         (TestKind::Tcp, Direction::Down, _) => Ok(NetperfTest::TcpMaerts),
@@ -99,48 +110,57 @@ fn test_of(spec: &TestSpec) -> Result<NetperfTest, String> {
         (TestKind::Rr, _, Some(r)) if r.udp => Ok(NetperfTest::UdpRr),
         (TestKind::Rr, _, Some(_)) => Ok(NetperfTest::TcpRr),
         (TestKind::Tcp, _, _) => {
-            Err("--bidir: netperf's streams go one way (TCP_STREAM up, TCP_MAERTS with -R)".into())
+            refuse("--bidir", "--bidir: netperf's streams go one way (TCP_STREAM up, TCP_MAERTS with -R)")
         }
-        (TestKind::Udp, _, _) => Err("-R/--bidir over UDP: netperf's UDP_STREAM only sends to netserver".into()),
-        _ => Err("netperf runs tcp, udp, rr and crr tests".into()),
+        (TestKind::Udp, direction, _) => refuse(
+            if direction == Direction::Down { "-R" } else { "--bidir" },
+            "-R/--bidir over UDP: netperf's UDP_STREAM only sends to netserver",
+        ),
+        _ => unsupported("netperf runs tcp, udp, rr and crr tests"),
     }
 }
 
 /// netperf's request for stream `id` of `spec`, or the one line that says what netperf's
 /// request cannot carry.
-fn params_of(spec: &TestSpec, id: u32, family: Family) -> Result<TestParams, String> {
+fn params_of(spec: &TestSpec, id: u32, family: Family) -> Result<TestParams, SessionError> {
     let kind = test_of(spec)?;
     if spec.server_load.is_some() || spec.measure_idle {
-        return Err("--server-load and --idle are netchar server features a netserver does not have".into());
+        let flag = if spec.server_load.is_some() { "--server-load" } else { "--idle" };
+        return refuse(flag, "--server-load and --idle are netchar server features a netserver does not have");
     }
     if spec.omit_seconds > 0.0 {
-        return Err("-O: netserver counts the whole test, warm-up included; leave -O out".into());
+        return refuse("-O", "-O: netserver counts the whole test, warm-up included; leave -O out");
     }
     let end = match spec.end {
         EndCondition::Seconds(s) if s.fract() != 0.0 || s < 1.0 => {
-            return Err(format!("-t {s}: netperf runs whole seconds (its -l); use -t 1 or more, whole"))
+            return refuse("-t", format!("-t {s}: netperf runs whole seconds (its -l); use -t 1 or more, whole"))
         }
         EndCondition::Seconds(s) => TestEnd::Seconds(s as u32),
         EndCondition::Bytes(_) if kind.is_udp() => {
-            return Err("-n over UDP: netperf's UDP tests end by time only (a lost datagram is never counted)".into())
+            return refuse("-n", "-n over UDP: netperf's UDP tests end by time only (a lost datagram is never counted)")
         }
         EndCondition::Bytes(_) if kind == NetperfTest::TcpCrr => {
-            return Err("-n with crr: netchar runs netperf's TCP_CRR by time only; use -t".into())
+            return refuse("-n", "-n with crr: netchar runs netperf's TCP_CRR by time only; use -t")
         }
         EndCondition::Bytes(_) => {
             let n = spec.byte_budget(id).unwrap_or(0);
-            TestEnd::Units(u32::try_from(n).map_err(|_| format!("-n: {n} per stream exceeds netperf's count"))?)
+            match u32::try_from(n) {
+                Ok(units) => TestEnd::Units(units),
+                Err(_) => return refuse("-n", format!("-n: {n} per stream exceeds netperf's count")),
+            }
         }
     };
     let mut p = TestParams::new(kind, end);
     p.family = family;
     if let Some(r) = &spec.rr {
         if r.inflight > 1 {
-            return Err("--inflight: netperf's request/response tests keep one transaction in flight".into());
+            return refuse("--inflight", "--inflight: netperf's request/response tests keep one transaction in flight");
         }
-        p.request_size = u32::try_from(r.request_bytes).map_err(|_| "-l: too large for netperf".to_string())?;
-        p.response_size =
-            u32::try_from(r.response_bytes).map_err(|_| "--response: too large for netperf".to_string())?;
+        let Ok(request_size) = u32::try_from(r.request_bytes) else { return refuse("-l", "-l: too large for netperf") };
+        let Ok(response_size) = u32::try_from(r.response_bytes) else {
+            return refuse("--response", "--response: too large for netperf");
+        };
+        (p.request_size, p.response_size) = (request_size, response_size);
     }
     if kind == NetperfTest::TcpMaerts {
         // netserver writes what this end would: -l.
@@ -153,7 +173,9 @@ fn params_of(spec: &TestSpec, id: u32, family: Family) -> Result<TestParams, Str
     p.remote_tos = spec.ip.tos;
     p.remote_affinity = spec.server_cpu.and_then(|c| u32::try_from(c).ok());
     p.remote_cpu = true;
-    p.check()?;
+    if let Err(why) = p.check() {
+        return unsupported(why);
+    }
     Ok(p)
 }
 
@@ -174,14 +196,15 @@ pub struct NetperfControl {
 
 impl NetperfControl {
     /// The tests for `spec`, or why netperf cannot run it (said before any traffic).
-    pub fn new(now: Instant, spec: &TestSpec, family: Family) -> Result<Self, String> {
-        let kind = test_of(spec).map_err(|why| format!("--proto netperf: {why}"))?;
+    pub fn new(now: Instant, spec: &TestSpec, family: Family) -> Result<Self, SessionError> {
+        let kind = test_of(spec)?;
         let flow = if kind == NetperfTest::TcpMaerts { Flow::Down } else { Flow::Up };
         let tests = spec
             .stream_ids(flow)
             .map(|id| {
-                let params = params_of(spec, id, family).map_err(|why| format!("--proto netperf: {why}"))?;
-                Client::new(now, params).map_err(|e| e.to_string())
+                let params = params_of(spec, id, family)?;
+                // params_of checked what the request carries: a refusal here is netperf's own.
+                Client::new(now, params).map_err(|e| SessionError::Unsupported(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let n = tests.len();
@@ -578,7 +601,7 @@ impl ServerControl for NetperfServer {
 }
 
 /// The netchar test a netperf request asks for, or why it cannot run here.
-pub fn to_spec(req: &TestRequest) -> Result<TestSpec, String> {
+pub fn to_spec(req: &TestRequest) -> Result<TestSpec, PeerRequestError> {
     let r = &req.omni;
     let mut spec = match req.kind {
         NetperfTest::TcpStream | NetperfTest::TcpMaerts => TestSpec::tcp_default(),
@@ -586,7 +609,7 @@ pub fn to_spec(req: &TestRequest) -> Result<TestSpec, String> {
         NetperfTest::TcpRr | NetperfTest::UdpRr | NetperfTest::TcpCrr => TestSpec::rr_default(),
     };
     spec.end = match req.end() {
-        TestEnd::Seconds(0) => return Err("a test length of 0 (netperf -l 0) runs without end".into()),
+        TestEnd::Seconds(0) => return Err(PeerRequestError::Endless),
         TestEnd::Seconds(s) => EndCondition::Seconds(f64::from(s)),
         TestEnd::Units(n) => EndCondition::Bytes(u64::from(n)),
     };
@@ -612,12 +635,11 @@ pub fn to_spec(req: &TestRequest) -> Result<TestSpec, String> {
         }
         kind => {
             let (Ok(request), Ok(response)) = (u64::try_from(r.request_size), u64::try_from(r.response_size)) else {
-                return Err(format!(
-                    "{} with a request of {} and a response of {} bytes",
-                    kind.name(),
-                    r.request_size,
-                    r.response_size
-                ));
+                return Err(PeerRequestError::TransactionSizes {
+                    test: kind.name(),
+                    request: r.request_size,
+                    response: r.response_size,
+                });
             };
             spec.rr = Some(RrOptions {
                 udp: kind == NetperfTest::UdpRr,
@@ -632,7 +654,8 @@ pub fn to_spec(req: &TestRequest) -> Result<TestSpec, String> {
     spec.tcp.nodelay = req.nodelay();
     spec.tcp.congestion = req.congestion_control();
     spec.server_cpu = req.affinity().map(|c| c as usize);
-    spec.validate().map_err(|e| format!("netperf's {} asked for {e}", req.kind.name()))?;
+    spec.validate()
+        .map_err(|source| PeerRequestError::OutOfRange { asker: format!("netperf's {}", req.kind.name()), source })?;
     Ok(spec)
 }
 
@@ -669,24 +692,31 @@ mod tests {
         assert!(udp_rr.rr.unwrap().udp);
         let counted = to_spec(&request(NetperfTest::TcpRr, TestEnd::Units(50))).unwrap();
         assert_eq!(counted.end, EndCondition::Bytes(50), "-l -50: 50 transactions");
-        assert!(to_spec(&request(NetperfTest::TcpRr, TestEnd::Seconds(0))).is_err());
+        assert_eq!(to_spec(&request(NetperfTest::TcpRr, TestEnd::Seconds(0))), Err(PeerRequestError::Endless));
     }
 
     #[test]
     fn what_netperf_cannot_carry_is_refused_before_any_traffic() {
         let now = Instant::now();
-        let refused = |spec: TestSpec, what: &str| {
-            let e = NetperfControl::new(now, &spec, Family::V4).err().unwrap_or_default();
-            assert!(e.contains(what), "{e}");
+        // Each refusal names its flag, and its line says what to do.
+        let refused = |spec: TestSpec, flag: &str, what: &str| {
+            let e = NetperfControl::new(now, &spec, Family::V4).err().expect("refused");
+            assert!(matches!(&e, SessionError::OptionRefused { flag: f, .. } if *f == flag), "{e:?}");
+            assert!(e.to_string().starts_with("--proto netperf: ") && e.to_string().contains(what), "{e}");
         };
-        refused(TestSpec { direction: Direction::Bidir, ..TestSpec::tcp_default() }, "--bidir");
-        refused(TestSpec { direction: Direction::Down, ..TestSpec::udp_default() }, "UDP_STREAM only sends");
-        refused(TestSpec { end: EndCondition::Bytes(1000), ..TestSpec::udp_default() }, "by time only");
-        refused(TestSpec { end: EndCondition::Seconds(1.5), ..TestSpec::tcp_default() }, "whole seconds");
-        refused(TestSpec { omit_seconds: 1.0, ..TestSpec::tcp_default() }, "-O");
+        refused(TestSpec { direction: Direction::Bidir, ..TestSpec::tcp_default() }, "--bidir", "go one way");
+        refused(TestSpec { direction: Direction::Down, ..TestSpec::udp_default() }, "-R", "UDP_STREAM only sends");
+        refused(TestSpec { end: EndCondition::Bytes(1000), ..TestSpec::udp_default() }, "-n", "by time only");
+        refused(TestSpec { end: EndCondition::Seconds(1.5), ..TestSpec::tcp_default() }, "-t", "whole seconds");
+        refused(TestSpec { omit_seconds: 1.0, ..TestSpec::tcp_default() }, "-O", "leave -O out");
+        refused(TestSpec { measure_idle: true, ..TestSpec::tcp_default() }, "--idle", "netchar server features");
         let mut inflight = TestSpec::rr_default();
         inflight.rr.as_mut().unwrap().inflight = 4;
-        refused(inflight, "--inflight");
+        refused(inflight, "--inflight", "one transaction in flight");
+        // An rr kind without its options is no test netperf has.
+        let bare = TestSpec { kind: TestKind::Rr, rr: None, ..TestSpec::tcp_default() };
+        let e = NetperfControl::new(now, &bare, Family::V4).err().expect("refused");
+        assert_eq!(e, SessionError::Unsupported("--proto netperf: netperf runs tcp, udp, rr and crr tests".into()));
         let mut p4 = TestSpec::rr_default();
         p4.streams = 4;
         assert_eq!(NetperfControl::new(now, &p4, Family::V4).unwrap().control_connections(), 4);
