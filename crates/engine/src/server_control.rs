@@ -33,6 +33,7 @@ use crate::dataplane::DatagramFormatKind;
 use netchar_model::{CpuUsage, Evidence, HostIdentity, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use netchar_wire::session::{ServerEvent, ServerSession};
 use netchar_wire::ProtocolError;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{mpsc, Arc, Mutex};
@@ -130,8 +131,9 @@ pub trait ServerControl: Send {
     }
     /// The test's UDP datagram format.
     fn datagrams(&self) -> DatagramFormatKind;
-    /// This end's senders finished with these exact totals.
-    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>);
+    /// This end's senders finished with these exact totals (a session that measures itself,
+    /// or whose client never asks for them, has nothing to do with them).
+    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
     /// Whether the test ends when this end's workers all end (netchar's) rather than when
     /// the client says so ([`ServerControlEvent::Settle`], iperf3's).
     fn ends_with_workers(&self) -> bool {
@@ -145,17 +147,36 @@ pub trait ServerControl: Send {
     }
     /// This end's counters over the test and its settings, for the report that follows.
     fn evidence(&mut self, _evidence: Evidence, _identity: HostIdentity) {}
+    /// Where the session stands, for a session that keeps a [`SessionPhase`] (the peers'
+    /// sessions without a control connection of their own, which have no figures to send
+    /// anywhere): the provided [`Self::finish`], [`Self::fail`], [`Self::is_running`] and
+    /// [`Self::is_done`] read and end it. A session without one implements those four.
+    fn phase(&self) -> Option<&SessionPhase> {
+        None
+    }
     /// This end's figures: the session reports them (with the error, if the test failed).
-    fn finish(&mut self, now: Instant, records: &[StreamRecord], cpu: CpuUsage, error: Option<String>);
+    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
+        if let Some(phase) = self.phase() {
+            phase.set(Phase::Done);
+        }
+    }
     /// The server stops the test now (it is shutting down, or the test reached its limit);
     /// [`Self::finish`] or [`Self::fail`] follows with the reason.
     fn stopping(&mut self, _now: Instant) {}
     /// The session ends with this error, with no figures to report.
-    fn fail(&mut self, now: Instant, message: &str);
+    fn fail(&mut self, _now: Instant, _message: &str) {
+        if let Some(phase) = self.phase() {
+            phase.set(Phase::Done);
+        }
+    }
     /// True while the test runs (data flows).
-    fn is_running(&self) -> bool;
+    fn is_running(&self) -> bool {
+        self.phase().is_some_and(|p| p.get() == Phase::Running)
+    }
     /// True once the session is over.
-    fn is_done(&self) -> bool;
+    fn is_done(&self) -> bool {
+        self.phase().is_some_and(|p| p.get() == Phase::Done)
+    }
     /// Sessions of this protocol from one client address that are one test under admission
     /// (iperf2's `-P` connections and UDP sources, which no control connection groups): the
     /// driver admits the session into its address's running test, or admits one for it.
@@ -184,6 +205,44 @@ pub trait ServerControl: Send {
     /// addresses not the test's), for the log beside what the driver's routing refused.
     fn refused_data(&self) -> u64 {
         0
+    }
+}
+
+/// Where a session stands ([`SessionPhase`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phase {
+    /// Waiting for the request (iperf2's header or first datagram).
+    #[default]
+    Request,
+    /// Asked for admission.
+    Asked,
+    /// Admitted: the test runs.
+    Running,
+    /// Over: nothing more to do or say.
+    Done,
+}
+
+/// A session's [`Phase`], where the seam's provided methods read and end it
+/// ([`ServerControl::phase`]). A cell, so that the one accessor serves both the driver's
+/// questions (`&self`) and the ends it gives the session (`finish`, `fail`); a session moves it
+/// itself where its protocol decides (admitted, turned away, its own end).
+#[derive(Debug, Default)]
+pub struct SessionPhase(Cell<Phase>);
+
+impl SessionPhase {
+    /// A session at `phase`.
+    pub fn new(phase: Phase) -> Self {
+        Self(Cell::new(phase))
+    }
+
+    /// Where the session is.
+    pub fn get(&self) -> Phase {
+        self.0.get()
+    }
+
+    /// Moves the session to `phase`.
+    pub fn set(&self, phase: Phase) {
+        self.0.set(phase);
     }
 }
 

@@ -19,11 +19,9 @@ use crate::dataplane::{
     BytePacer, DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker,
 };
 use crate::peers::{PeerContext, PeerListener};
-use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
+use crate::server_control::{Admission, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase};
 use crate::server_session::SessionDriver;
-use netchar_model::{
-    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestSpec, UdpSent,
-};
+use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpSent};
 use netchar_wire::netio::{Server, ServerEvent, INTERVAL};
 use netchar_wire::ProtocolError;
 use std::collections::{HashMap, VecDeque};
@@ -176,14 +174,6 @@ struct Sending {
     buffer: (Vec<u8>, u64),
 }
 
-/// Where the session is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Asked,
-    Running,
-    Done,
-}
-
 /// One netio connection's test, server side: the TCP test on netio's port, or the UDP test's
 /// control connection on port+1 (with `udp`).
 pub(crate) struct NetioSession {
@@ -191,7 +181,7 @@ pub(crate) struct NetioSession {
     ctx: PeerContext,
     udp: Option<UdpSide>,
     wire: Server,
-    phase: Phase,
+    phase: SessionPhase,
     events: VecDeque<ServerControlEvent>,
     out: Vec<u8>,
     sending: Option<Sending>,
@@ -236,7 +226,7 @@ impl NetioSession {
             wire: Server::new(udp.is_some()),
             udp,
             ctx,
-            phase: Phase::Asked,
+            phase: SessionPhase::new(Phase::Asked),
             events,
             out: Vec::new(),
             sending: None,
@@ -300,7 +290,7 @@ impl NetioSession {
         }
         self.wire.poll_output(&mut self.out);
         if self.wire.is_closed() {
-            self.phase = Phase::Done;
+            self.phase.set(Phase::Done);
         }
         Ok(())
     }
@@ -353,7 +343,7 @@ impl ServerControl for NetioSession {
     fn handle_eof(&mut self, now: Instant) -> Result<(), ProtocolError> {
         let ended = self.wire.handle_eof().map_err(wire_error);
         self.drain(now)?;
-        self.phase = Phase::Done;
+        self.phase.set(Phase::Done);
         ended
     }
     fn poll_output(&mut self, out: &mut Vec<u8>) {
@@ -363,7 +353,7 @@ impl ServerControl for NetioSession {
         self.events.pop_front()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        if self.phase != Phase::Running {
+        if self.phase.get() != Phase::Running {
             return None;
         }
         let idle = self.last + self.limits().idle_timeout;
@@ -409,7 +399,7 @@ impl ServerControl for NetioSession {
         Ok(())
     }
     fn admitted(&mut self, _now: Instant, _admission: &Admission<'_>) {
-        self.phase = Phase::Running;
+        self.phase.set(Phase::Running);
         if let Some(side) = &self.udp {
             if let Ok(mut m) = side.counts.lock() {
                 m.insert(self.ip(), (0, 0));
@@ -418,24 +408,14 @@ impl ServerControl for NetioSession {
     }
     fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
         // netio has no way to say "busy": the connection is closed, and logged.
-        self.phase = Phase::Done;
+        self.phase.set(Phase::Done);
     }
     fn streams_connected(&mut self, _now: Instant) {}
     fn datagrams(&self) -> DatagramFormatKind {
         netio_datagrams()
     }
-    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
-    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
-        self.phase = Phase::Done;
-    }
-    fn fail(&mut self, _now: Instant, _message: &str) {
-        self.phase = Phase::Done;
-    }
-    fn is_running(&self) -> bool {
-        self.phase == Phase::Running
-    }
-    fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+    fn phase(&self) -> Option<&SessionPhase> {
+        Some(&self.phase)
     }
     fn measures_itself(&self) -> bool {
         true

@@ -22,10 +22,10 @@ use super::server::{reverse_datagrams, to_spec};
 use crate::admission::{Limits, Refusal};
 use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, StreamOptions};
 use crate::peers::PeerContext;
-use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest, TestsByAddress};
-use netchar_model::{
-    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestSpec, UdpRate, UdpReceived,
+use crate::server_control::{
+    Admission, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase, TestsByAddress,
 };
+use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpRate, UdpReceived};
 use netchar_wire::iperf2::{self as wire, ClientHeader, DialBack, Layout, ServerReport, UdpHeader};
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
@@ -42,18 +42,6 @@ pub(super) const UDP_IDLE: Duration = Duration::from_secs(5);
 /// 250 ms pass in silence).
 pub(super) const FIN_LINGER: Duration = Duration::from_millis(500);
 
-/// Where a session is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Waiting for the header (TCP) or the first datagram (UDP).
-    Request,
-    /// Asked for admission.
-    Asked,
-    /// Admitted: data flows.
-    Running,
-    Done,
-}
-
 /// The server's connection back to the client (`-d`/`-r`).
 struct DialBackPlan {
     kind: DialBack,
@@ -68,7 +56,7 @@ pub(crate) struct TcpSession {
     /// A handle on the connection, to close it before a `-r` dial-back (iperf2 clients wait
     /// for the server's close of their connection first).
     conn: Option<TcpStream>,
-    phase: Phase,
+    phase: SessionPhase,
     /// Every byte read before the workers took over: the header and any data after it.
     head: Vec<u8>,
     header: Option<ClientHeader>,
@@ -98,7 +86,7 @@ impl TcpSession {
             ctx,
             tests,
             conn,
-            phase: Phase::Request,
+            phase: SessionPhase::default(),
             head: Vec::with_capacity(wire::MAX_HEADER_LEN),
             header: None,
             spec: None,
@@ -149,7 +137,7 @@ impl TcpSession {
         };
         self.header = Some(header);
         self.spec = Some(spec.clone());
-        self.phase = Phase::Asked;
+        self.phase.set(Phase::Asked);
         self.events.push_back(ServerControlEvent::Requested(Box::new(ServerRequest {
             spec,
             run: Some(run),
@@ -212,7 +200,7 @@ impl ServerControl for TcpSession {
     fn handle_input(&mut self, _now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
         // Every byte before the workers take over is the client's, counted with theirs.
         self.head.extend_from_slice(bytes);
-        if self.phase != Phase::Request {
+        if self.phase.get() != Phase::Request {
             return Ok(());
         }
         if let Some((header, _)) = ClientHeader::decode(&self.head)? {
@@ -221,7 +209,7 @@ impl ServerControl for TcpSession {
         Ok(())
     }
     fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
-        match self.phase {
+        match self.phase.get() {
             Phase::Request => Err(ProtocolError::Peer("closed before its iperf2 header".into())),
             _ => Ok(()),
         }
@@ -234,21 +222,21 @@ impl ServerControl for TcpSession {
         self.events.pop_front()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        (self.phase == Phase::Request).then_some(self.header_deadline)
+        (self.phase.get() == Phase::Request).then_some(self.header_deadline)
     }
     fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
-        if self.phase == Phase::Request && now >= self.header_deadline {
+        if self.phase.get() == Phase::Request && now >= self.header_deadline {
             return Err(ProtocolError::Timeout(format!("no iperf2 header within {} s", HEADER_WAIT.as_secs())));
         }
         Ok(())
     }
     fn admitted(&mut self, _now: Instant, _admission: &Admission<'_>) {
-        self.phase = Phase::Running;
+        self.phase.set(Phase::Running);
         self.events.push_back(ServerControlEvent::ControlIsData);
     }
     fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
         // iperf2 has no word for a refusal: the connection closes (the log says why).
-        self.phase = Phase::Done;
+        self.phase.set(Phase::Done);
     }
     fn streams_connected(&mut self, now: Instant) {
         self.started = Some(now);
@@ -268,18 +256,8 @@ impl ServerControl for TcpSession {
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Native
     }
-    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
-    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
-        self.phase = Phase::Done;
-    }
-    fn fail(&mut self, _now: Instant, _message: &str) {
-        self.phase = Phase::Done;
-    }
-    fn is_running(&self) -> bool {
-        self.phase == Phase::Running
-    }
-    fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+    fn phase(&self) -> Option<&SessionPhase> {
+        Some(&self.phase)
     }
     fn tests_by_address(&self) -> Option<TestsByAddress> {
         Some(self.tests.clone())
@@ -459,7 +437,7 @@ pub(crate) struct UdpSession {
     arrived_ns: Arc<AtomicU64>,
     /// Set once admitted: the listener holds a refused source's datagrams back a while.
     admitted: Arc<AtomicBool>,
-    phase: Phase,
+    phase: SessionPhase,
     spec: Option<TestSpec>,
     /// 2.1 `-R`: the server sends; the workers run it.
     reverse: bool,
@@ -486,7 +464,7 @@ impl UdpSession {
             tests,
             arrived_ns,
             admitted,
-            phase: Phase::Request,
+            phase: SessionPhase::default(),
             spec: None,
             reverse: false,
             counts: None,
@@ -522,7 +500,7 @@ impl UdpSession {
             TestSpec { streams: 0, ..spec.clone() }
         };
         self.spec = Some(spec.clone());
-        self.phase = Phase::Asked;
+        self.phase.set(Phase::Asked);
         self.events.push_back(ServerControlEvent::Requested(Box::new(ServerRequest {
             spec,
             run: Some(run),
@@ -600,7 +578,7 @@ impl ServerControl for UdpSession {
         "iperf2"
     }
     fn handle_input(&mut self, now: Instant, d: &[u8]) -> Result<(), ProtocolError> {
-        match self.phase {
+        match self.phase.get() {
             Phase::Request => self.first(now, d),
             // 2.1 `-R`: the client re-sends its request until data comes: nothing to count.
             _ if self.reverse => Ok(()),
@@ -613,8 +591,8 @@ impl ServerControl for UdpSession {
     }
     fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
         // The listener let the source go: it is stopping.
-        if self.phase != Phase::Done && !self.reverse {
-            self.phase = Phase::Done;
+        if self.phase.get() != Phase::Done && !self.reverse {
+            self.phase.set(Phase::Done);
         }
         Ok(())
     }
@@ -628,7 +606,7 @@ impl ServerControl for UdpSession {
         self.events.pop_front()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        let s = self.counts.as_ref().filter(|_| self.phase == Phase::Running)?;
+        let s = self.counts.as_ref().filter(|_| self.phase.get() == Phase::Running)?;
         Some(match s.fin_at {
             Some(fin) => fin.max(s.last) + FIN_LINGER,
             None => s.last + UDP_IDLE,
@@ -637,12 +615,12 @@ impl ServerControl for UdpSession {
     fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
         if self.poll_timeout().is_some_and(|t| now >= t) {
             // Over: the driver reports what was counted (ServerControl::complete_records).
-            self.phase = Phase::Done;
+            self.phase.set(Phase::Done);
         }
         Ok(())
     }
     fn admitted(&mut self, _now: Instant, admission: &Admission<'_>) {
-        self.phase = Phase::Running;
+        self.phase.set(Phase::Running);
         self.admitted.store(true, Ordering::SeqCst);
         if self.reverse {
             // The workers' stream: a socket on the listener's port connected to the client
@@ -652,7 +630,7 @@ impl ServerControl for UdpSession {
     }
     fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
         // Nothing to answer: the log says why.
-        self.phase = Phase::Done;
+        self.phase.set(Phase::Done);
     }
     fn streams_connected(&mut self, _now: Instant) {
         if self.reverse {
@@ -662,18 +640,8 @@ impl ServerControl for UdpSession {
     fn datagrams(&self) -> DatagramFormatKind {
         reverse_datagrams()
     }
-    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
-    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
-        self.phase = Phase::Done;
-    }
-    fn fail(&mut self, _now: Instant, _message: &str) {
-        self.phase = Phase::Done;
-    }
-    fn is_running(&self) -> bool {
-        self.phase == Phase::Running
-    }
-    fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+    fn phase(&self) -> Option<&SessionPhase> {
+        Some(&self.phase)
     }
     fn tests_by_address(&self) -> Option<TestsByAddress> {
         Some(self.tests.clone())
