@@ -65,6 +65,40 @@ pub enum ServerControlEvent {
     /// driver hands it to the workers and reads it no more. Only for a session served over a
     /// TCP connection (crate::server_session::SessionDriver::serve_data_connection).
     ControlIsData,
+    /// Open a stream of this end's own and send on it, on a worker apart from the test's
+    /// (iperf2's `-d`/`-r` dial-back, netio's UDP S2C phase): the session's thread keeps
+    /// serving its peer meanwhile, and learns the stream's record at its end
+    /// ([`ServerControl::own_stream_done`]). One at a time.
+    OwnStream(Box<OwnStream>),
+}
+
+/// A sending stream a session opens itself ([`ServerControlEvent::OwnStream`]).
+pub struct OwnStream {
+    /// The stream's id in the test's records.
+    pub id: u32,
+    /// Where it goes.
+    pub target: OwnTarget,
+    /// What its sender runs (one stream, this end sending), under the server's limits.
+    pub run: TestSpec,
+    /// Its UDP datagrams' format.
+    pub datagrams: DatagramFormatKind,
+    /// What it is for, as its errors name it ("the -d/-r test").
+    pub purpose: &'static str,
+}
+
+/// Where an [`OwnStream`] goes.
+pub enum OwnTarget {
+    /// A TCP connection to `to`, made without blocking the session: a refusal (the client's
+    /// listener not up yet) is tried again every 20 ms until `until`; any other error, or
+    /// `until` passed, ends the stream with it.
+    Connect {
+        /// The client's listener.
+        to: SocketAddr,
+        /// The last moment to try.
+        until: Instant,
+    },
+    /// This UDP socket, connected to the peer.
+    Udp(std::net::UdpSocket),
 }
 
 /// A test a client asks for.
@@ -134,6 +168,14 @@ pub trait ServerControl: Send {
     /// This end's senders finished with these exact totals (a session that measures itself,
     /// or whose client never asks for them, has nothing to do with them).
     fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
+    /// This end's own stream ([`ServerControlEvent::OwnStream`]) is over: its record, timed
+    /// from its sender's start, and why it ended early or never ran. Comes before
+    /// [`Self::complete_records`] when the test ends while it runs.
+    fn own_stream_done(&mut self, _now: Instant, _record: StreamRecord, _error: Option<String>) {}
+    /// Every worker of the test is done (for a test that ends with its workers): a session
+    /// with a stream of its own to run after them (iperf2's `-r`) asks for it now, and the
+    /// test ends with that stream.
+    fn workers_done(&mut self, _now: Instant) {}
     /// Whether the test ends when this end's workers all end (netchar's) rather than when
     /// the client says so ([`ServerControlEvent::Settle`], iperf3's).
     fn ends_with_workers(&self) -> bool {

@@ -215,6 +215,99 @@ fn a_dial_back_to_a_service_port_is_refused_and_the_clients_direction_still_coun
     assert_eq!(t.data_paths.len(), 1, "nothing was sent to the client's port 19");
 }
 
+/// A loopback port nothing listens on (yet): one the kernel gave a listener just closed.
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Takes the one dial-back connection `listener` gets, unless the session ends first (a
+/// dial-back that never came).
+fn accept_dial_back(listener: &TcpListener, session: &JoinHandle<Option<ServerSessionError>>) -> Option<TcpStream> {
+    listener.set_nonblocking(true).unwrap();
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).unwrap();
+                return Some(stream);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && !session.is_finished() => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => panic!("no dial-back came: {e}"),
+        }
+    }
+}
+
+/// Every byte a stream carries until its end.
+fn read_all(stream: &mut TcpStream) -> u64 {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return total,
+            Ok(n) => total += n as u64,
+        }
+    }
+}
+
+#[test]
+fn a_refused_dial_back_is_tried_again_until_the_clients_listener_is_up() {
+    let bed = Bed::new(Limits::default());
+    let (mut client, server) = tcp_pair();
+    let session = bed.serve_tcp(server);
+    // -r: the server dials back once the client's direction is over and it closed the
+    // client's connection. The client's listener comes up only well after that close, so the
+    // server's first tries meet a closed port.
+    let port = closed_port();
+    let mut header = ClientHeader::new(Amount::Bytes(400_000), 128 * 1024, port);
+    header.flags = HEADER_VERSION1;
+    client.write_all(&[header.encode(Layout::V205), payload(400_000)].concat()).unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut client);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let mut back = accept_dial_back(&listener, &session).expect("the dial-back, once the listener is up");
+    let received = read_all(&mut back);
+    assert!(session.join().unwrap().is_none(), "the test ended well");
+    let t = &bed.tests_logged()[0];
+    assert!(t.error.is_none(), "{:?}", t.error);
+    let bytes = |id| t.streams.iter().find(|s| s.id == id).map(|s| s.bytes);
+    assert_eq!(bytes(1), Some(400_000), "the client's direction");
+    assert_eq!(bytes(2), Some(received), "the server's direction as the client read it");
+    assert!(received > 0);
+    assert_eq!(t.data_paths.iter().find(|p| p.0 == 2).map(|p| p.1.port()), Some(port));
+    assert_eq!(bed.running(), 0);
+}
+
+#[test]
+fn a_stop_during_a_dial_back_ends_the_test_with_what_the_client_read() {
+    let bed = Bed::new(Limits::default());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (mut client, server) = tcp_pair();
+    let session = bed.serve_tcp(server);
+    // -d for a minute: the server sends beside the client from the start.
+    let mut header = ClientHeader::new(Amount::Seconds(60.0), 128 * 1024, listener.local_addr().unwrap().port());
+    header.flags = HEADER_VERSION1 | netchar_wire::iperf2::RUN_NOW;
+    client.write_all(&[header.encode(Layout::V205), payload(100_000)].concat()).unwrap();
+    let mut back = accept_dial_back(&listener, &session).expect("the -d dial-back");
+    // Data flows: then the server stops.
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut received = 0u64;
+    while received < 1_000_000 {
+        received += back.read(&mut buf).unwrap() as u64;
+    }
+    bed.shared().stop.raise();
+    received += read_all(&mut back);
+    let error = session.join().unwrap();
+    assert!(matches!(error, Some(ServerSessionError::ShuttingDown)), "{error:?}");
+    let t = &bed.tests_logged()[0];
+    assert!(t.error.is_some(), "a test the server stopped says so");
+    let down = t.streams.iter().find(|s| s.id == 2).expect("the dial-back's record");
+    assert_eq!(down.bytes, received, "every byte the server sent, as the client read them");
+    assert_eq!(bed.running(), 0, "the slot is free again");
+    drop(client);
+}
+
 #[test]
 fn a_client_that_goes_silent_mid_test_is_ended_at_the_idle_limit_with_its_bytes_kept() {
     let bed = Bed::new(Limits { idle_timeout: std::time::Duration::from_secs(1), ..Limits::default() });

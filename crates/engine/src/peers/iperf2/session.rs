@@ -5,9 +5,9 @@
 //!   as the test's data stream (ServerControlEvent::ControlIsData), counting the bytes it read
 //!   itself as the client counts them. `-d`/`-r` make the server connect back to the client
 //!   and send: that connection is the server's own, not a stream the client brings, so the
-//!   session runs it on a data plane of its own under the same limits
-//!   (crate::peers::run_streams), beside the workers (`-d`) or after them (`-r`), and adds
-//!   its record;
+//!   session asks the driver for it (ServerControlEvent::OwnStream), which connects without
+//!   blocking and runs it on a sender of its own under the same limits, beside the workers
+//!   (`-d`) or after them (`-r`); the session places its record on the test's clock;
 //! - a UDP test ([`UdpSession`]) is a source address whose first datagram carries the header:
 //!   the listener hands that source's datagrams to the session (crate::server_session::
 //!   DatagramLink), which counts them as iperf2's server does (the highest sequence number,
@@ -20,10 +20,11 @@
 
 use super::server::{reverse_datagrams, to_spec};
 use crate::admission::{Limits, Refusal};
-use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, StreamOptions};
+use crate::dataplane::DatagramFormatKind;
 use crate::peers::PeerContext;
 use crate::server_control::{
-    Admission, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase, TestsByAddress,
+    Admission, OwnStream, OwnTarget, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase,
+    TestsByAddress,
 };
 use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpRate, UdpReceived};
 use netchar_wire::iperf2::{self as wire, ClientHeader, DialBack, Layout, ServerReport, UdpHeader};
@@ -62,8 +63,10 @@ pub(crate) struct TcpSession {
     header: Option<ClientHeader>,
     spec: Option<TestSpec>,
     dial_back: Option<DialBackPlan>,
-    /// The `-d` dial-back, running beside the workers.
-    dual: Option<std::thread::JoinHandle<(StreamRecord, Option<String>)>>,
+    /// When the dial-back was asked of the driver (ServerControlEvent::OwnStream).
+    dial_back_asked: Option<Instant>,
+    /// The dial-back's record, on the test's clock, and why it ended early.
+    dialed_back: Option<(StreamRecord, Option<String>)>,
     /// When the workers started: the dial-back's record is placed on this clock.
     started: Option<Instant>,
     /// What the client asked for that did not run, or why a dial-back could not.
@@ -91,7 +94,8 @@ impl TcpSession {
             header: None,
             spec: None,
             dial_back: None,
-            dual: None,
+            dial_back_asked: None,
+            dialed_back: None,
             started: None,
             caveat: None,
             events: VecDeque::new(),
@@ -148,48 +152,24 @@ impl TcpSession {
         })));
     }
 
-    /// The dial-back stream, run to its end: its record on the test's clock.
-    fn send_back(
-        ctx: &PeerContext,
-        to: SocketAddr,
-        spec: &TestSpec,
-        started: Instant,
-    ) -> (StreamRecord, Option<String>) {
-        let at = started.elapsed().as_secs_f64();
-        let (mut r, e) = match connect_back(to) {
-            Ok(s) => tcp_send(s, 2, spec, ctx, Instant::now()),
-            Err(e) => (
-                StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0),
-                Some(format!("cannot connect back to {to} for the -d/-r test: {e}")),
-            ),
-        };
-        if r.bytes > 0 {
-            r.seconds += at;
-            for iv in &mut r.intervals {
-                iv.start += at;
-                iv.end += at;
-            }
+    /// Asks the driver for the dial-back stream now: a connection to the client's listener,
+    /// tried without blocking the session until [`HEADER_WAIT`] has passed (an iperf2 client
+    /// opens it for `-r` only once it has seen the server close the test's connection, just
+    /// before this: a busy client can refuse the first tries), then the server's direction
+    /// for the test's time or bytes, under the server's limits.
+    fn dial_back(&mut self, now: Instant) {
+        let (Some(plan), Some(spec)) = (&self.dial_back, &self.spec) else { return };
+        if self.dial_back_asked.is_some() {
+            return;
         }
-        r.started_seconds = Some(at.max(1e-9));
-        (r, e)
-    }
-}
-
-/// Connects to the client's dial-back listener. For `-r` an iperf2 client opens it only once
-/// it has seen the server close the test's connection, which the server does just before
-/// this: a busy client can refuse the first tries. A refusal is retried every 20 ms until
-/// [`HEADER_WAIT`] has passed (at most 250 tries, to the address whose handshake proved it);
-/// any other error ends at once.
-fn connect_back(to: SocketAddr) -> std::io::Result<TcpStream> {
-    let deadline = Instant::now() + HEADER_WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match TcpStream::connect_timeout(&to, left.max(Duration::from_millis(1))) {
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            outcome => return outcome,
-        }
+        self.dial_back_asked = Some(now);
+        self.events.push_back(ServerControlEvent::OwnStream(Box::new(OwnStream {
+            id: 2,
+            target: OwnTarget::Connect { to: plan.to, until: now + HEADER_WAIT },
+            run: send_spec(spec, 2, self.ctx.limits()),
+            datagrams: DatagramFormatKind::Native,
+            purpose: "the -d/-r test",
+        })));
     }
 }
 
@@ -240,18 +220,35 @@ impl ServerControl for TcpSession {
     }
     fn streams_connected(&mut self, now: Instant) {
         self.started = Some(now);
-        if let (Some(DialBackPlan { kind: DialBack::Dual, to }), Some(spec)) = (&self.dial_back, &self.spec) {
+        self.events.push_back(ServerControlEvent::Start);
+        if self.dial_back.as_ref().is_some_and(|plan| plan.kind == DialBack::Dual) {
             // -d: the server's direction runs beside the client's.
-            let (ctx, to, spec) = (self.ctx.clone(), *to, spec.clone());
-            let spawned = std::thread::Builder::new()
-                .name("netchar-iperf2-back".into())
-                .spawn(move || Self::send_back(&ctx, to, &spec, now));
-            match spawned {
-                Ok(handle) => self.dual = Some(handle),
-                Err(e) => self.caveat = Some(format!("cannot start the -d dial-back: {e}")),
+            self.dial_back(now);
+        }
+    }
+    fn workers_done(&mut self, now: Instant) {
+        if self.dial_back.as_ref().is_some_and(|plan| plan.kind == DialBack::Tradeoff) {
+            // -r: the server's direction once the client's is over; iperf2 clients wait for
+            // the server's close of their connection first.
+            if let Some(conn) = self.conn.take() {
+                let _ = conn.shutdown(std::net::Shutdown::Both);
+            }
+            self.dial_back(now);
+        }
+    }
+    fn own_stream_done(&mut self, _now: Instant, mut record: StreamRecord, error: Option<String>) {
+        // On the test's clock: from the workers' start to when the dial-back was asked for.
+        let asked = self.dial_back_asked.unwrap_or_else(Instant::now);
+        let at = asked.saturating_duration_since(self.started.unwrap_or(asked)).as_secs_f64();
+        if record.bytes > 0 {
+            record.seconds += at;
+            for iv in &mut record.intervals {
+                iv.start += at;
+                iv.end += at;
             }
         }
-        self.events.push_back(ServerControlEvent::Start);
+        record.started_seconds = Some(at.max(1e-9));
+        self.dialed_back = Some((record, error));
     }
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Native
@@ -291,25 +288,7 @@ impl ServerControl for TcpSession {
             record.bytes = total;
             records.insert(0, record);
         }
-        let started = self.started.unwrap_or_else(Instant::now);
-        let back = match (&self.dial_back, self.dual.take()) {
-            (Some(_), Some(dual)) => Some(dual.join().unwrap_or_else(|_| {
-                (
-                    StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0),
-                    Some("the dial-back sender failed".into()),
-                )
-            })),
-            (Some(DialBackPlan { kind: DialBack::Tradeoff, to }), None) if self.started.is_some() => {
-                // -r: the server's direction once the client's is over; iperf2 clients wait
-                // for the server's close of their connection first.
-                if let Some(conn) = self.conn.take() {
-                    let _ = conn.shutdown(std::net::Shutdown::Both);
-                }
-                Some(Self::send_back(&self.ctx, *to, &spec, started))
-            }
-            _ => None,
-        };
-        if let Some((record, e)) = back {
+        if let Some((record, e)) = self.dialed_back.take() {
             records.push(record);
             error = error.or(e);
         }
@@ -332,32 +311,6 @@ fn send_spec(spec: &TestSpec, id: u32, limits: &Limits) -> TestSpec {
         run.direction = Direction::Bidir;
     }
     run
-}
-
-/// Sends on `stream` for the test's time or bytes (the dial-back), through the data plane
-/// under the server's limits: the stream's record and why it ended early.
-fn tcp_send(
-    stream: TcpStream,
-    id: u32,
-    spec: &TestSpec,
-    ctx: &PeerContext,
-    started: Instant,
-) -> (StreamRecord, Option<String>) {
-    let run = send_spec(spec, id, ctx.limits());
-    let stream = DataStream { id, flow: Flow::Down, role: Role::Sender, socket: DataSocket::Tcp(stream) };
-    let (records, error) = crate::peers::run_streams(
-        ctx,
-        run,
-        DatagramFormatKind::Native,
-        StreamOptions::default(),
-        vec![stream],
-        started,
-    );
-    let record = records
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| StreamRecord::bare(id, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0));
-    (record, error)
 }
 
 /// The UDP source's counts: iperf2's receive accounting.
