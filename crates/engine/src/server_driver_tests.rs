@@ -572,6 +572,107 @@ mod netio {
         assert_eq!(bed.running(), 0);
     }
 
+    /// A netio UDP test's sockets: the server's UDP port (on 127.0.0.1) and the client's
+    /// socket at the same port number on 127.0.0.2, where netio's server sends its S2C
+    /// datagrams (the client's address at the server's UDP port).
+    fn udp_sockets() -> (Arc<UdpSocket>, UdpSocket) {
+        // Bound as the listener binds it: each S2C phase's socket shares its port.
+        let server = Arc::new(crate::server_shared::bind_udp("127.0.0.1:0".parse().unwrap()).unwrap());
+        let port = server.local_addr().unwrap().port();
+        let client = UdpSocket::bind(("127.0.0.2", port)).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        (server, client)
+    }
+
+    /// Serves one netio UDP test's control connection from 127.0.0.2 over `link`.
+    fn serve_udp(bed: &Bed, link: MemoryLink, udp: Arc<UdpSocket>) -> JoinHandle<Option<ServerSessionError>> {
+        let ctx = bed.ctx.clone();
+        std::thread::spawn(move || {
+            let peer = "127.0.0.2:40001".parse().unwrap();
+            let side = crate::peers::netio_server::UdpSide::new(udp);
+            let session = NetioSession::new(Instant::now(), peer, ctx.clone(), Some(side));
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            SessionDriver::serve_over(Box::new(link), peer, Box::new(session), &ctx.shared, deadline)
+        })
+    }
+
+    /// The datagrams waiting on `socket` now.
+    fn drain_datagrams(socket: &UdpSocket) -> u64 {
+        socket.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut n = 0;
+        while socket.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    }
+
+    /// The server's sending is paced (its --max-rate) so that a loopback socket's buffer
+    /// holds what the test has not read yet.
+    fn paced() -> Limits {
+        Limits { max_rate: Some(4_000_000), ..Limits::default() }
+    }
+
+    #[test]
+    fn a_udp_s2c_phase_runs_beside_the_control_connection_and_ends_with_its_count() {
+        let bed = Bed::new(paced());
+        let (udp, client_udp) = udp_sockets();
+        let (mut client, server, _) = MemoryLink::pair("127.0.0.2:40001".parse().unwrap());
+        let session = serve_udp(&bed, server, udp);
+        client.send_all(&command(Cmd::S2C, 1000)).unwrap();
+        // RES with the count comes once the interval's datagrams are out.
+        let mut res = [0u8; 8];
+        let mut got = 0;
+        while got < res.len() {
+            let mut buf = [0u8; 8];
+            let n = client.read_within(&mut buf[..res.len() - got], Duration::from_secs(30)).expect("RES");
+            assert!(n > 0, "the connection closed before RES: {:?}", bed.rejections());
+            res[got..got + n].copy_from_slice(&buf[..n]);
+            got += n;
+        }
+        let (res, _) = Control::decode(&res);
+        assert_eq!(res.cmd, Cmd::Res as u32);
+        let received = drain_datagrams(&client_udp);
+        client.send_all(&command(Cmd::Quit, 0)).unwrap();
+        assert!(session.join().unwrap().is_none());
+        let t = &bed.tests_logged()[0];
+        assert!(t.error.is_none(), "{:?}", t.error);
+        let down = t.streams.iter().find(|s| s.id == 2).expect("the server's datagrams");
+        let sent = down.udp_sent.as_ref().expect("UDP figures").packets;
+        assert_eq!(u64::from(res.data), sent, "RES says what the server logged");
+        assert_eq!(down.bytes, sent * 1000);
+        assert!(received > 0 && received <= sent, "received {received} of {sent}");
+        assert_eq!(bed.running(), 0);
+    }
+
+    #[test]
+    fn a_client_that_dies_mid_s2c_ends_its_test_with_what_was_sent() {
+        let bed = Bed::new(paced());
+        let (udp, client_udp) = udp_sockets();
+        let (mut client, server, cut) = MemoryLink::pair("127.0.0.2:40001".parse().unwrap());
+        let session = serve_udp(&bed, server, udp);
+        client.send_all(&command(Cmd::S2C, 1000)).unwrap();
+        // Datagrams flow: then the client is gone.
+        let mut buf = [0u8; 2048];
+        let mut received = 0u64;
+        while received < 10 {
+            client_udp.recv(&mut buf).expect("the server's datagrams");
+            received += 1;
+        }
+        cut.cut();
+        let error = session.join().unwrap();
+        assert!(error.is_some(), "the test ended early");
+        // Once the session is over, no datagram more is sent: what came is all there is.
+        received += drain_datagrams(&client_udp);
+        let t = &bed.tests_logged()[0];
+        assert!(t.error.is_some(), "a test its client left says so");
+        let down = t.streams.iter().find(|s| s.id == 2).expect("the datagrams sent before the end");
+        let sent = down.udp_sent.as_ref().expect("UDP figures").packets;
+        assert!(sent >= received, "sent {sent}, received {received}");
+        assert_eq!(down.bytes, sent * 1000, "every datagram sent counted whole");
+        assert_eq!(bed.running(), 0, "the place is free again");
+    }
+
     #[test]
     fn a_client_that_dies_in_the_middle_of_a_block_ends_its_test_and_frees_the_place() {
         let bed = Bed::new(Limits::default());
