@@ -252,7 +252,8 @@ fn read_all(stream: &mut TcpStream) -> u64 {
 
 #[test]
 fn a_refused_dial_back_is_tried_again_until_the_clients_listener_is_up() {
-    let bed = Bed::new(Limits::default());
+    // The tries outlast the server's --idle-timeout: the client's data is all in by then.
+    let bed = Bed::new(Limits { idle_timeout: std::time::Duration::from_secs(1), ..Limits::default() });
     let (mut client, server) = tcp_pair();
     let session = bed.serve_tcp(server);
     // -r: the server dials back once the client's direction is over and it closed the
@@ -264,7 +265,7 @@ fn a_refused_dial_back_is_tried_again_until_the_clients_listener_is_up() {
     client.write_all(&[header.encode(Layout::V205), payload(400_000)].concat()).unwrap();
     client.shutdown(std::net::Shutdown::Write).unwrap();
     read_to_close(&mut client);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
     let mut back = accept_dial_back(&listener, &session).expect("the dial-back, once the listener is up");
     let received = read_all(&mut back);

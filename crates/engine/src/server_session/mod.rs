@@ -237,7 +237,8 @@ impl<'a> SessionDriver<'a> {
                 }
                 // No control connection tells of a client that went silent on its test's own
                 // connection: a stream that moves no byte for --idle-timeout ends the test.
-                if self.arrivals.control_is_data {
+                // (Once its data is all in, a stream of this end's own keeps its own limits.)
+                if self.arrivals.control_is_data && !plane.all_done() {
                     let own = self.workers.own_stream.as_ref().map_or(0, |o| o.bytes_moved());
                     let (moved, now) = (plane.bytes_moved() + own, Instant::now());
                     let last = self.workers.last_moved.get_or_insert((moved, now));
