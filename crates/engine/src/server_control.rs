@@ -22,7 +22,14 @@
 //!   ([`ServerControl::measures_itself`]) and adds its record
 //!   ([`ServerControl::complete_records`]);
 //! - sessions of one client address that are one test under admission (iperf2's `-P`
-//!   connections and UDP sources) share it through [`TestsByAddress`].
+//!   connections and UDP sources) share it through [`TestsByAddress`];
+//! - a session that sends on a stream it opens itself (iperf2's `-d`/`-r` dial-back, netio's
+//!   UDP S2C phase) asks the driver for it ([`ServerControlEvent::OwnStream`]): the driver
+//!   runs it on a sender apart from the session's thread and gives its record back
+//!   ([`ServerControl::own_stream_done`]).
+//!
+//! The peers' sessions keep where they stand in a [`SessionPhase`], which the seam's provided
+//! `finish`, `fail`, `is_running` and `is_done` read and end ([`ServerControl::phase`]).
 //!
 //! netio's sessions (crate::peers::netio_server) and nc_test's (crate::peers::nc_test) measure
 //! themselves as well: netio's commands and TCP data alternate on one connection, nc_test's

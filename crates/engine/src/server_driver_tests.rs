@@ -466,7 +466,7 @@ fn a_busy_server_turns_a_udp_source_away_and_says_why_in_its_log() {
 
 mod netio {
     use super::*;
-    use crate::control_link::{ControlLink, MemoryLink};
+    use crate::control_link::{ControlLink, LinkCut, MemoryLink};
     use crate::peers::netio_server::NetioSession;
     use netchar_wire::netio::{Cmd, Control};
     use std::time::Duration;
@@ -614,13 +614,20 @@ mod netio {
         Limits { max_rate: Some(4_000_000), ..Limits::default() }
     }
 
+    /// A netio UDP test's client that asked for S2C with 1000-byte datagrams: its control
+    /// connection, its UDP socket, the switch that kills it, and the server's session.
+    fn s2c_started(bed: &Bed) -> (MemoryLink, UdpSocket, LinkCut, JoinHandle<Option<ServerSessionError>>) {
+        let (udp, client_udp) = udp_sockets();
+        let (mut client, server, cut) = MemoryLink::pair("127.0.0.2:40001".parse().unwrap());
+        let session = serve_udp(bed, server, udp);
+        client.send_all(&command(Cmd::S2C, 1000)).unwrap();
+        (client, client_udp, cut, session)
+    }
+
     #[test]
     fn a_udp_s2c_phase_runs_beside_the_control_connection_and_ends_with_its_count() {
         let bed = Bed::new(paced());
-        let (udp, client_udp) = udp_sockets();
-        let (mut client, server, _) = MemoryLink::pair("127.0.0.2:40001".parse().unwrap());
-        let session = serve_udp(&bed, server, udp);
-        client.send_all(&command(Cmd::S2C, 1000)).unwrap();
+        let (mut client, client_udp, _, session) = s2c_started(&bed);
         // RES with the count comes once the interval's datagrams are out.
         let mut res = [0u8; 8];
         let mut got = 0;
@@ -649,10 +656,7 @@ mod netio {
     #[test]
     fn a_client_that_dies_mid_s2c_ends_its_test_with_what_was_sent() {
         let bed = Bed::new(paced());
-        let (udp, client_udp) = udp_sockets();
-        let (mut client, server, cut) = MemoryLink::pair("127.0.0.2:40001".parse().unwrap());
-        let session = serve_udp(&bed, server, udp);
-        client.send_all(&command(Cmd::S2C, 1000)).unwrap();
+        let (_client, client_udp, cut, session) = s2c_started(&bed);
         // Datagrams flow: then the client is gone.
         let mut buf = [0u8; 2048];
         let mut received = 0u64;
