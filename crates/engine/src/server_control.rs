@@ -22,7 +22,14 @@
 //!   ([`ServerControl::measures_itself`]) and adds its record
 //!   ([`ServerControl::complete_records`]);
 //! - sessions of one client address that are one test under admission (iperf2's `-P`
-//!   connections and UDP sources) share it through [`TestsByAddress`].
+//!   connections and UDP sources) share it through [`TestsByAddress`];
+//! - a session that sends on a stream it opens itself (iperf2's `-d`/`-r` dial-back, netio's
+//!   UDP S2C phase) asks the driver for it ([`ServerControlEvent::OwnStream`]): the driver
+//!   runs it on a sender apart from the session's thread and gives its record back
+//!   ([`ServerControl::own_stream_done`]).
+//!
+//! The peers' sessions keep where they stand in a [`SessionPhase`], which the seam's provided
+//! `finish`, `fail`, `is_running` and `is_done` read and end ([`ServerControl::phase`]).
 //!
 //! netio's sessions (crate::peers::netio_server) and nc_test's (crate::peers::nc_test) measure
 //! themselves as well: netio's commands and TCP data alternate on one connection, nc_test's
@@ -33,6 +40,7 @@ use crate::dataplane::DatagramFormatKind;
 use netchar_model::{CpuUsage, Evidence, HostIdentity, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use netchar_wire::session::{ServerEvent, ServerSession};
 use netchar_wire::ProtocolError;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{mpsc, Arc, Mutex};
@@ -64,6 +72,40 @@ pub enum ServerControlEvent {
     /// driver hands it to the workers and reads it no more. Only for a session served over a
     /// TCP connection (crate::server_session::SessionDriver::serve_data_connection).
     ControlIsData,
+    /// Open a stream of this end's own and send on it, on a worker apart from the test's
+    /// (iperf2's `-d`/`-r` dial-back, netio's UDP S2C phase): the session's thread keeps
+    /// serving its peer meanwhile, and learns the stream's record at its end
+    /// ([`ServerControl::own_stream_done`]). One at a time.
+    OwnStream(Box<OwnStream>),
+}
+
+/// A sending stream a session opens itself ([`ServerControlEvent::OwnStream`]).
+pub struct OwnStream {
+    /// The stream's id in the test's records.
+    pub id: u32,
+    /// Where it goes.
+    pub target: OwnTarget,
+    /// What its sender runs (one stream, this end sending), under the server's limits.
+    pub run: TestSpec,
+    /// Its UDP datagrams' format.
+    pub datagrams: DatagramFormatKind,
+    /// What it is for, as its errors name it ("the -d/-r test").
+    pub purpose: &'static str,
+}
+
+/// Where an [`OwnStream`] goes.
+pub enum OwnTarget {
+    /// A TCP connection to `to`, made without blocking the session: a refusal (the client's
+    /// listener not up yet) is tried again every 20 ms until `until`; any other error, or
+    /// `until` passed, ends the stream with it.
+    Connect {
+        /// The client's listener.
+        to: SocketAddr,
+        /// The last moment to try.
+        until: Instant,
+    },
+    /// This UDP socket, connected to the peer.
+    Udp(std::net::UdpSocket),
 }
 
 /// A test a client asks for.
@@ -130,8 +172,17 @@ pub trait ServerControl: Send {
     }
     /// The test's UDP datagram format.
     fn datagrams(&self) -> DatagramFormatKind;
-    /// This end's senders finished with these exact totals.
-    fn local_senders_done(&mut self, now: Instant, totals: Vec<StreamTotal>);
+    /// This end's senders finished with these exact totals (a session that measures itself,
+    /// or whose client never asks for them, has nothing to do with them).
+    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
+    /// This end's own stream ([`ServerControlEvent::OwnStream`]) is over: its record, timed
+    /// from its sender's start, and why it ended early or never ran. Comes before
+    /// [`Self::complete_records`] when the test ends while it runs.
+    fn own_stream_done(&mut self, _now: Instant, _record: StreamRecord, _error: Option<String>) {}
+    /// Every worker of the test is done (for a test that ends with its workers): a session
+    /// with a stream of its own to run after them (iperf2's `-r`) asks for it now, and the
+    /// test ends with that stream.
+    fn workers_done(&mut self, _now: Instant) {}
     /// Whether the test ends when this end's workers all end (netchar's) rather than when
     /// the client says so ([`ServerControlEvent::Settle`], iperf3's).
     fn ends_with_workers(&self) -> bool {
@@ -145,17 +196,36 @@ pub trait ServerControl: Send {
     }
     /// This end's counters over the test and its settings, for the report that follows.
     fn evidence(&mut self, _evidence: Evidence, _identity: HostIdentity) {}
+    /// Where the session stands, for a session that keeps a [`SessionPhase`] (the peers'
+    /// sessions without a control connection of their own, which have no figures to send
+    /// anywhere): the provided [`Self::finish`], [`Self::fail`], [`Self::is_running`] and
+    /// [`Self::is_done`] read and end it. A session without one implements those four.
+    fn phase(&self) -> Option<&SessionPhase> {
+        None
+    }
     /// This end's figures: the session reports them (with the error, if the test failed).
-    fn finish(&mut self, now: Instant, records: &[StreamRecord], cpu: CpuUsage, error: Option<String>);
+    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
+        if let Some(phase) = self.phase() {
+            phase.set(Phase::Done);
+        }
+    }
     /// The server stops the test now (it is shutting down, or the test reached its limit);
     /// [`Self::finish`] or [`Self::fail`] follows with the reason.
     fn stopping(&mut self, _now: Instant) {}
     /// The session ends with this error, with no figures to report.
-    fn fail(&mut self, now: Instant, message: &str);
+    fn fail(&mut self, _now: Instant, _message: &str) {
+        if let Some(phase) = self.phase() {
+            phase.set(Phase::Done);
+        }
+    }
     /// True while the test runs (data flows).
-    fn is_running(&self) -> bool;
+    fn is_running(&self) -> bool {
+        self.phase().is_some_and(|p| p.get() == Phase::Running)
+    }
     /// True once the session is over.
-    fn is_done(&self) -> bool;
+    fn is_done(&self) -> bool {
+        self.phase().is_some_and(|p| p.get() == Phase::Done)
+    }
     /// Sessions of this protocol from one client address that are one test under admission
     /// (iperf2's `-P` connections and UDP sources, which no control connection groups): the
     /// driver admits the session into its address's running test, or admits one for it.
@@ -184,6 +254,44 @@ pub trait ServerControl: Send {
     /// addresses not the test's), for the log beside what the driver's routing refused.
     fn refused_data(&self) -> u64 {
         0
+    }
+}
+
+/// Where a session stands ([`SessionPhase`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phase {
+    /// Waiting for the request (iperf2's header or first datagram).
+    #[default]
+    Request,
+    /// Asked for admission.
+    Asked,
+    /// Admitted: the test runs.
+    Running,
+    /// Over: nothing more to do or say.
+    Done,
+}
+
+/// A session's [`Phase`], where the seam's provided methods read and end it
+/// ([`ServerControl::phase`]). A cell, so that the one accessor serves both the driver's
+/// questions (`&self`) and the ends it gives the session (`finish`, `fail`); a session moves it
+/// itself where its protocol decides (admitted, turned away, its own end).
+#[derive(Debug, Default)]
+pub struct SessionPhase(Cell<Phase>);
+
+impl SessionPhase {
+    /// A session at `phase`.
+    pub fn new(phase: Phase) -> Self {
+        Self(Cell::new(phase))
+    }
+
+    /// Where the session is.
+    pub fn get(&self) -> Phase {
+        self.0.get()
+    }
+
+    /// Moves the session to `phase`.
+    pub fn set(&self, phase: Phase) {
+        self.0.set(phase);
     }
 }
 

@@ -215,6 +215,100 @@ fn a_dial_back_to_a_service_port_is_refused_and_the_clients_direction_still_coun
     assert_eq!(t.data_paths.len(), 1, "nothing was sent to the client's port 19");
 }
 
+/// A loopback port nothing listens on (yet): one the kernel gave a listener just closed.
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Takes the one dial-back connection `listener` gets, unless the session ends first (a
+/// dial-back that never came).
+fn accept_dial_back(listener: &TcpListener, session: &JoinHandle<Option<ServerSessionError>>) -> Option<TcpStream> {
+    listener.set_nonblocking(true).unwrap();
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).unwrap();
+                return Some(stream);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && !session.is_finished() => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => panic!("no dial-back came: {e}"),
+        }
+    }
+}
+
+/// Every byte a stream carries until its end.
+fn read_all(stream: &mut TcpStream) -> u64 {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return total,
+            Ok(n) => total += n as u64,
+        }
+    }
+}
+
+#[test]
+fn a_refused_dial_back_is_tried_again_until_the_clients_listener_is_up() {
+    // The tries outlast the server's --idle-timeout: the client's data is all in by then.
+    let bed = Bed::new(Limits { idle_timeout: std::time::Duration::from_secs(1), ..Limits::default() });
+    let (mut client, server) = tcp_pair();
+    let session = bed.serve_tcp(server);
+    // -r: the server dials back once the client's direction is over and it closed the
+    // client's connection. The client's listener comes up only well after that close, so the
+    // server's first tries meet a closed port.
+    let port = closed_port();
+    let mut header = ClientHeader::new(Amount::Bytes(400_000), 128 * 1024, port);
+    header.flags = HEADER_VERSION1;
+    client.write_all(&[header.encode(Layout::V205), payload(400_000)].concat()).unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut client);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let mut back = accept_dial_back(&listener, &session).expect("the dial-back, once the listener is up");
+    let received = read_all(&mut back);
+    assert!(session.join().unwrap().is_none(), "the test ended well");
+    let t = &bed.tests_logged()[0];
+    assert!(t.error.is_none(), "{:?}", t.error);
+    let bytes = |id| t.streams.iter().find(|s| s.id == id).map(|s| s.bytes);
+    assert_eq!(bytes(1), Some(400_000), "the client's direction");
+    assert_eq!(bytes(2), Some(received), "the server's direction as the client read it");
+    assert!(received > 0);
+    assert_eq!(t.data_paths.iter().find(|p| p.0 == 2).map(|p| p.1.port()), Some(port));
+    assert_eq!(bed.running(), 0);
+}
+
+#[test]
+fn a_stop_during_a_dial_back_ends_the_test_with_what_the_client_read() {
+    let bed = Bed::new(Limits::default());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (mut client, server) = tcp_pair();
+    let session = bed.serve_tcp(server);
+    // -d for a minute: the server sends beside the client from the start.
+    let mut header = ClientHeader::new(Amount::Seconds(60.0), 128 * 1024, listener.local_addr().unwrap().port());
+    header.flags = HEADER_VERSION1 | netchar_wire::iperf2::RUN_NOW;
+    client.write_all(&[header.encode(Layout::V205), payload(100_000)].concat()).unwrap();
+    let mut back = accept_dial_back(&listener, &session).expect("the -d dial-back");
+    // Data flows: then the server stops.
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut received = 0u64;
+    while received < 1_000_000 {
+        received += back.read(&mut buf).unwrap() as u64;
+    }
+    bed.shared().stop.raise();
+    received += read_all(&mut back);
+    let error = session.join().unwrap();
+    assert!(matches!(error, Some(ServerSessionError::ShuttingDown)), "{error:?}");
+    let t = &bed.tests_logged()[0];
+    assert!(t.error.is_some(), "a test the server stopped says so");
+    let down = t.streams.iter().find(|s| s.id == 2).expect("the dial-back's record");
+    assert_eq!(down.bytes, received, "every byte the server sent, as the client read them");
+    assert_eq!(bed.running(), 0, "the slot is free again");
+    drop(client);
+}
+
 #[test]
 fn a_client_that_goes_silent_mid_test_is_ended_at_the_idle_limit_with_its_bytes_kept() {
     let bed = Bed::new(Limits { idle_timeout: std::time::Duration::from_secs(1), ..Limits::default() });
@@ -372,7 +466,7 @@ fn a_busy_server_turns_a_udp_source_away_and_says_why_in_its_log() {
 
 mod netio {
     use super::*;
-    use crate::control_link::{ControlLink, MemoryLink};
+    use crate::control_link::{ControlLink, LinkCut, MemoryLink};
     use crate::peers::netio_server::NetioSession;
     use netchar_wire::netio::{Cmd, Control};
     use std::time::Duration;
@@ -477,6 +571,111 @@ mod netio {
         assert_eq!(t.error.as_deref(), Some("netio: unknown command 9 (the stock server closes the connection on it)"));
         assert_eq!(flows(t), (11 * 2048, 0), "the phase before it was counted");
         assert_eq!(bed.running(), 0);
+    }
+
+    /// A netio UDP test's sockets: the server's UDP port (on 127.0.0.1) and the client's
+    /// socket at the same port number on 127.0.0.2, where netio's server sends its S2C
+    /// datagrams (the client's address at the server's UDP port).
+    fn udp_sockets() -> (Arc<UdpSocket>, UdpSocket) {
+        // Bound as the listener binds it: each S2C phase's socket shares its port.
+        let server = Arc::new(crate::server_shared::bind_udp("127.0.0.1:0".parse().unwrap()).unwrap());
+        let port = server.local_addr().unwrap().port();
+        let client = UdpSocket::bind(("127.0.0.2", port)).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        (server, client)
+    }
+
+    /// Serves one netio UDP test's control connection from 127.0.0.2 over `link`.
+    fn serve_udp(bed: &Bed, link: MemoryLink, udp: Arc<UdpSocket>) -> JoinHandle<Option<ServerSessionError>> {
+        let ctx = bed.ctx.clone();
+        std::thread::spawn(move || {
+            let peer = "127.0.0.2:40001".parse().unwrap();
+            let side = crate::peers::netio_server::UdpSide::new(udp);
+            let session = NetioSession::new(Instant::now(), peer, ctx.clone(), Some(side));
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            SessionDriver::serve_over(Box::new(link), peer, Box::new(session), &ctx.shared, deadline)
+        })
+    }
+
+    /// The datagrams waiting on `socket` now.
+    fn drain_datagrams(socket: &UdpSocket) -> u64 {
+        socket.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut n = 0;
+        while socket.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    }
+
+    /// The server's sending is paced (its --max-rate) so that a loopback socket's buffer
+    /// holds what the test has not read yet.
+    fn paced() -> Limits {
+        Limits { max_rate: Some(4_000_000), ..Limits::default() }
+    }
+
+    /// A netio UDP test's client that asked for S2C with 1000-byte datagrams: its control
+    /// connection, its UDP socket, the switch that kills it, and the server's session.
+    fn s2c_started(bed: &Bed) -> (MemoryLink, UdpSocket, LinkCut, JoinHandle<Option<ServerSessionError>>) {
+        let (udp, client_udp) = udp_sockets();
+        let (mut client, server, cut) = MemoryLink::pair("127.0.0.2:40001".parse().unwrap());
+        let session = serve_udp(bed, server, udp);
+        client.send_all(&command(Cmd::S2C, 1000)).unwrap();
+        (client, client_udp, cut, session)
+    }
+
+    #[test]
+    fn a_udp_s2c_phase_runs_beside_the_control_connection_and_ends_with_its_count() {
+        let bed = Bed::new(paced());
+        let (mut client, client_udp, _, session) = s2c_started(&bed);
+        // RES with the count comes once the interval's datagrams are out.
+        let mut res = [0u8; 8];
+        let mut got = 0;
+        while got < res.len() {
+            let mut buf = [0u8; 8];
+            let n = client.read_within(&mut buf[..res.len() - got], Duration::from_secs(30)).expect("RES");
+            assert!(n > 0, "the connection closed before RES: {:?}", bed.rejections());
+            res[got..got + n].copy_from_slice(&buf[..n]);
+            got += n;
+        }
+        let (res, _) = Control::decode(&res);
+        assert_eq!(res.cmd, Cmd::Res as u32);
+        let received = drain_datagrams(&client_udp);
+        client.send_all(&command(Cmd::Quit, 0)).unwrap();
+        assert!(session.join().unwrap().is_none());
+        let t = &bed.tests_logged()[0];
+        assert!(t.error.is_none(), "{:?}", t.error);
+        let down = t.streams.iter().find(|s| s.id == 2).expect("the server's datagrams");
+        let sent = down.udp_sent.as_ref().expect("UDP figures").packets;
+        assert_eq!(u64::from(res.data), sent, "RES says what the server logged");
+        assert_eq!(down.bytes, sent * 1000);
+        assert!(received > 0 && received <= sent, "received {received} of {sent}");
+        assert_eq!(bed.running(), 0);
+    }
+
+    #[test]
+    fn a_client_that_dies_mid_s2c_ends_its_test_with_what_was_sent() {
+        let bed = Bed::new(paced());
+        let (_client, client_udp, cut, session) = s2c_started(&bed);
+        // Datagrams flow: then the client is gone.
+        let mut buf = [0u8; 2048];
+        let mut received = 0u64;
+        while received < 10 {
+            client_udp.recv(&mut buf).expect("the server's datagrams");
+            received += 1;
+        }
+        cut.cut();
+        let error = session.join().unwrap();
+        assert!(error.is_some(), "the test ended early");
+        // Once the session is over, no datagram more is sent: what came is all there is.
+        received += drain_datagrams(&client_udp);
+        let t = &bed.tests_logged()[0];
+        assert!(t.error.is_some(), "a test its client left says so");
+        let down = t.streams.iter().find(|s| s.id == 2).expect("the datagrams sent before the end");
+        let sent = down.udp_sent.as_ref().expect("UDP figures").packets;
+        assert!(sent >= received, "sent {sent}, received {received}");
+        assert_eq!(down.bytes, sent * 1000, "every datagram sent counted whole");
+        assert_eq!(bed.running(), 0, "the place is free again");
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::dataplane::{DatagramFormatKind, LockStepSlot, StreamOptions};
 use crate::error::SessionError;
 use crate::load::{BackgroundLoad, IdleMark, IdleMeter};
 use crate::registry::SessionArgs;
-use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
+use crate::server_control::{Admission, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase};
 use crate::server_session::{DatagramLink, SessionDriver};
 use crate::server_shared::ServerLog;
 use crate::StopFlag;
@@ -931,15 +931,6 @@ impl NcTestListener {
     }
 }
 
-/// Where a [`SlaveSession`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SlavePhase {
-    Asked,
-    /// Admitted and answered (at this time): the test runs at the driver's next turn.
-    Admitted(Instant),
-    Done,
-}
-
 /// One nc_test test, server side, behind the server seam (crate::server_control): opened by
 /// the master's request datagram (its link answers it, crate::server_session::DatagramLink),
 /// admitted by the driver, then run as nc_test runs it, in lock step, one buffer after the
@@ -953,7 +944,9 @@ pub(crate) struct SlaveSession {
     ctx: PeerContext,
     udp: Arc<UdpSocket>,
     tcp: Arc<TcpListener>,
-    phase: SlavePhase,
+    phase: SessionPhase,
+    /// Admitted and answered at this time: the test runs at the driver's next turn.
+    admitted_at: Option<Instant>,
     requested: bool,
     out: Vec<u8>,
     log: Option<SlaveLog>,
@@ -979,7 +972,8 @@ impl SlaveSession {
             ctx,
             udp,
             tcp,
-            phase: SlavePhase::Asked,
+            phase: SessionPhase::new(Phase::Asked),
+            admitted_at: None,
             requested: false,
             out: Vec::new(),
             log: None,
@@ -1017,43 +1011,31 @@ impl ServerControl for SlaveSession {
     }
     fn poll_timeout(&self) -> Option<Instant> {
         // Due at once, once the ACK is out.
-        match self.phase {
-            SlavePhase::Admitted(at) => Some(at),
-            _ => None,
-        }
+        self.admitted_at.filter(|_| self.phase.get() == Phase::Running)
     }
     fn handle_timeout(&mut self, _now: Instant) -> Result<(), ProtocolError> {
-        if let SlavePhase::Admitted(_) = self.phase {
+        if self.phase.get() == Phase::Running {
             self.log = Some(serve_test(&self.udp, &self.tcp, self.req, self.master, &self.ctx));
-            self.phase = SlavePhase::Done;
+            self.phase.set(Phase::Done);
         }
         Ok(())
     }
     fn admitted(&mut self, now: Instant, _admission: &Admission<'_>) {
         self.out = self.ack.encode().to_vec();
-        self.phase = SlavePhase::Admitted(now);
+        self.admitted_at = Some(now);
+        self.phase.set(Phase::Running);
     }
     fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
         // The stock master prints the NAK and goes on; the log says why.
         self.out = wire::Reply::nak(self.req.seq, wire::NAK_BAD_REQUEST).encode().to_vec();
-        self.phase = SlavePhase::Done;
+        self.phase.set(Phase::Done);
     }
     fn streams_connected(&mut self, _now: Instant) {}
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Native
     }
-    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
-    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
-        self.phase = SlavePhase::Done;
-    }
-    fn fail(&mut self, _now: Instant, _message: &str) {
-        self.phase = SlavePhase::Done;
-    }
-    fn is_running(&self) -> bool {
-        matches!(self.phase, SlavePhase::Admitted(_))
-    }
-    fn is_done(&self) -> bool {
-        self.phase == SlavePhase::Done
+    fn phase(&self) -> Option<&SessionPhase> {
+        Some(&self.phase)
     }
     fn measures_itself(&self) -> bool {
         true

@@ -12,18 +12,17 @@
 //! block. The UDP test's control is its connection on port+1; its datagrams come to one socket
 //! shared by every client, counted per source address by the listener for the session's RES,
 //! and go out only to the address of an established control connection (its TCP handshake
-//! proved it), from netio's UDP port, through the data plane's sender.
+//! proved it), from netio's UDP port, through the data plane's sender, which the driver runs
+//! for the session (ServerControlEvent::OwnStream) while it goes on reading the connection.
 
 use crate::admission::{Limits, Refusal};
-use crate::dataplane::{
-    BytePacer, DataSocket, DataStream, DatagramFormatKind, PeerDatagrams, StreamOptions, UdpWorker,
-};
+use crate::dataplane::{BytePacer, DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::peers::{PeerContext, PeerListener};
-use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest};
-use crate::server_session::SessionDriver;
-use netchar_model::{
-    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestSpec, UdpSent,
+use crate::server_control::{
+    Admission, OwnStream, OwnTarget, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase,
 };
+use crate::server_session::SessionDriver;
+use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpSent};
 use netchar_wire::netio::{Server, ServerEvent, INTERVAL};
 use netchar_wire::ProtocolError;
 use std::collections::{HashMap, VecDeque};
@@ -162,6 +161,14 @@ pub(crate) struct UdpSide {
     counts: UdpCounts,
 }
 
+impl UdpSide {
+    /// A side on `socket` with counts of its own (the engine's tests send from it).
+    #[cfg(test)]
+    pub(crate) fn new(socket: Arc<UdpSocket>) -> Self {
+        Self { socket, counts: UdpCounts::default() }
+    }
+}
+
 /// A TCP S2C phase under way: the server's blocks, written as the driver's turns come.
 struct Sending {
     size: u32,
@@ -176,14 +183,6 @@ struct Sending {
     buffer: (Vec<u8>, u64),
 }
 
-/// Where the session is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Asked,
-    Running,
-    Done,
-}
-
 /// One netio connection's test, server side: the TCP test on netio's port, or the UDP test's
 /// control connection on port+1 (with `udp`).
 pub(crate) struct NetioSession {
@@ -191,7 +190,7 @@ pub(crate) struct NetioSession {
     ctx: PeerContext,
     udp: Option<UdpSide>,
     wire: Server,
-    phase: Phase,
+    phase: SessionPhase,
     events: VecDeque<ServerControlEvent>,
     out: Vec<u8>,
     sending: Option<Sending>,
@@ -203,8 +202,11 @@ pub(crate) struct NetioSession {
     sent: u64,
     send_secs: f64,
     udp_sent: Option<UdpSent>,
-    /// Why a UDP S2C phase ended early.
-    udp_error: Option<String>,
+    /// A UDP S2C phase is under way on the driver's sender (ServerControlEvent::OwnStream).
+    udp_sending: bool,
+    /// Why the test must end, found outside a call that can say so (a UDP S2C phase that
+    /// failed): the session's next timeout returns it.
+    failed: Option<String>,
     /// The last time the connection moved: a read, or the end of a phase of sending.
     last: Instant,
 }
@@ -217,9 +219,12 @@ impl NetioSession {
         spec.direction = Direction::Bidir;
         spec.end = EndCondition::Seconds(INTERVAL.as_secs_f64());
         if let Some(r) = ctx.limits().max_rate {
-            spec.tcp.rate_bps_per_stream = Some(r);
+            // Admitted as the server's --max-rate in all (admission adds the two directions
+            // up): netio's directions take turns, each phase paced at that rate on its own.
+            let per_direction = (r / 2).max(1);
+            spec.tcp.rate_bps_per_stream = Some(per_direction);
             if let Some(u) = spec.udp.as_mut() {
-                u.rate = netchar_model::UdpRate::BitsPerSecond(r);
+                u.rate = netchar_model::UdpRate::BitsPerSecond(per_direction);
             }
         }
         let events = VecDeque::from([ServerControlEvent::Requested(Box::new(ServerRequest {
@@ -236,7 +241,7 @@ impl NetioSession {
             wire: Server::new(udp.is_some()),
             udp,
             ctx,
-            phase: Phase::Asked,
+            phase: SessionPhase::new(Phase::Asked),
             events,
             out: Vec::new(),
             sending: None,
@@ -246,7 +251,8 @@ impl NetioSession {
             sent: 0,
             send_secs: 0.0,
             udp_sent: None,
-            udp_error: None,
+            udp_sending: false,
+            failed: None,
             last: now,
         }
     }
@@ -282,7 +288,7 @@ impl NetioSession {
                     self.received += b;
                     self.wire.udp_count(n.min(u64::from(u32::MAX)) as u32).map_err(wire_error)?;
                 }
-                ServerEvent::Send { size } if self.udp.is_some() => self.send_datagrams(size)?,
+                ServerEvent::Send { size } if self.udp.is_some() => self.send_datagrams(size, now)?,
                 ServerEvent::Send { size } => {
                     let pacer = BytePacer::new(self.limits().max_rate, now);
                     self.sending = Some(Sending {
@@ -300,33 +306,29 @@ impl NetioSession {
         }
         self.wire.poll_output(&mut self.out);
         if self.wire.is_closed() {
-            self.phase = Phase::Done;
+            self.phase.set(Phase::Done);
         }
         Ok(())
     }
 
     /// One S2C phase of the UDP test: datagrams of `size` to the control connection's address
     /// at port+1, as netio's server sends them (the TCP handshake proved that address, so this
-    /// cannot be aimed elsewhere), for the interval, then RES with the count.
-    fn send_datagrams(&mut self, size: u32) -> Result<(), ProtocolError> {
+    /// cannot be aimed elsewhere), for the interval, sent by the driver's sender on a socket
+    /// of netio's UDP port connected there; RES with the count follows
+    /// ([`ServerControl::own_stream_done`]).
+    fn send_datagrams(&mut self, size: u32, now: Instant) -> Result<(), ProtocolError> {
         let Some(side) = &self.udp else { return Ok(()) };
         let to = SocketAddr::new(self.peer.ip(), side.socket.local_addr().map_or(0, |a| a.port()));
-        let (record, error) = send_datagrams(&side.socket, to, size, &self.ctx);
-        self.send_secs += record.seconds;
-        self.sent += record.bytes;
-        let n = record.udp_sent.as_ref().map_or(0, |u| u.packets);
-        if let Some(u) = record.udp_sent {
-            let total = self.udp_sent.get_or_insert_with(UdpSent::default);
-            total.packets += u.packets;
-            total.send_errors += u.send_errors;
-            total.sends += u.sends;
-        }
-        self.last = Instant::now();
-        self.wire.udp_sent(n.min(u64::from(u32::MAX)) as u32).map_err(wire_error)?;
-        if let Some(e) = error {
-            self.udp_error = Some(e.clone());
-            return Err(ProtocolError::Peer(e));
-        }
+        let socket = datagram_socket(&side.socket, to).map_err(ProtocolError::Peer)?;
+        self.udp_sending = true;
+        self.last = now;
+        self.events.push_back(ServerControlEvent::OwnStream(Box::new(OwnStream {
+            id: 2,
+            target: OwnTarget::Udp(socket),
+            run: datagrams_spec(size, self.limits()),
+            datagrams: netio_datagrams(),
+            purpose: "netio's UDP S2C",
+        })));
         Ok(())
     }
 
@@ -351,10 +353,17 @@ impl ServerControl for NetioSession {
         self.drain(now)
     }
     fn handle_eof(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        // A phase of this end's sending cut short by the close ends the test early too.
+        let sending = self.udp_sending || self.sending.is_some();
         let ended = self.wire.handle_eof().map_err(wire_error);
         self.drain(now)?;
-        self.phase = Phase::Done;
-        ended
+        self.phase.set(Phase::Done);
+        match ended {
+            Ok(()) if sending => Err(ProtocolError::Peer(
+                "the client closed the control connection in the middle of the server's sending".into(),
+            )),
+            ended => ended,
+        }
     }
     fn poll_output(&mut self, out: &mut Vec<u8>) {
         out.append(&mut self.out);
@@ -363,7 +372,14 @@ impl ServerControl for NetioSession {
         self.events.pop_front()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        if self.phase != Phase::Running {
+        if self.phase.get() != Phase::Running {
+            return None;
+        }
+        if self.failed.is_some() {
+            return Some(self.last);
+        }
+        if self.udp_sending {
+            // The sender keeps its own limits; the phase ends with it.
             return None;
         }
         let idle = self.last + self.limits().idle_timeout;
@@ -372,6 +388,9 @@ impl ServerControl for NetioSession {
         Some([Some(idle), phase, send].into_iter().flatten().min().unwrap_or(idle))
     }
     fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        if let Some(e) = self.failed.take() {
+            return Err(ProtocolError::Peer(e));
+        }
         if let Some(s) = self.sending.as_mut() {
             if now >= s.until {
                 // The phase is over: the marker block, then the next command.
@@ -409,7 +428,7 @@ impl ServerControl for NetioSession {
         Ok(())
     }
     fn admitted(&mut self, _now: Instant, _admission: &Admission<'_>) {
-        self.phase = Phase::Running;
+        self.phase.set(Phase::Running);
         if let Some(side) = &self.udp {
             if let Ok(mut m) = side.counts.lock() {
                 m.insert(self.ip(), (0, 0));
@@ -418,24 +437,38 @@ impl ServerControl for NetioSession {
     }
     fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
         // netio has no way to say "busy": the connection is closed, and logged.
-        self.phase = Phase::Done;
+        self.phase.set(Phase::Done);
     }
     fn streams_connected(&mut self, _now: Instant) {}
     fn datagrams(&self) -> DatagramFormatKind {
         netio_datagrams()
     }
-    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
-    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
-        self.phase = Phase::Done;
+    fn own_stream_done(&mut self, now: Instant, record: StreamRecord, error: Option<String>) {
+        self.udp_sending = false;
+        self.send_secs += record.seconds;
+        self.sent += record.bytes;
+        let n = record.udp_sent.as_ref().map_or(0, |u| u.packets);
+        if let Some(u) = record.udp_sent {
+            let total = self.udp_sent.get_or_insert_with(UdpSent::default);
+            total.packets += u.packets;
+            total.send_errors += u.send_errors;
+            total.sends += u.sends;
+        }
+        self.last = now;
+        if self.phase.get() != Phase::Running {
+            // The test ended while it sent: what it sent is counted, nothing more to say.
+            return;
+        }
+        let answered = self.wire.udp_sent(n.min(u64::from(u32::MAX)) as u32).map_err(wire_error);
+        if let Err(e) = answered.and_then(|()| self.drain(now)) {
+            self.failed = Some(e.to_string());
+        }
+        if let Some(e) = error {
+            self.failed = Some(e);
+        }
     }
-    fn fail(&mut self, _now: Instant, _message: &str) {
-        self.phase = Phase::Done;
-    }
-    fn is_running(&self) -> bool {
-        self.phase == Phase::Running
-    }
-    fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+    fn phase(&self) -> Option<&SessionPhase> {
+        Some(&self.phase)
     }
     fn measures_itself(&self) -> bool {
         true
@@ -492,11 +525,10 @@ fn netio_datagrams() -> DatagramFormatKind {
     DatagramFormatKind::Peer(PeerDatagrams { protocol: "netio", variant: 0, run: block_sender })
 }
 
-/// One S2C phase of the UDP test: datagrams of `size` to `to` for the interval, as fast as the
-/// socket takes them or at the server's `--max-rate`, through the data plane's sender on a
-/// socket of netio's UDP port connected to `to`; refused sends are counted (`send_errors`),
-/// never retried as data. Returns the sender's record and why it failed, if it did.
-fn send_datagrams(udp: &UdpSocket, to: SocketAddr, size: u32, ctx: &PeerContext) -> (StreamRecord, Option<String>) {
+/// What one S2C phase of the UDP test runs: datagrams of `size` for the interval, as fast as
+/// the socket takes them or at the server's `--max-rate`; refused sends are counted
+/// (`send_errors`), never retried as data.
+fn datagrams_spec(size: u32, limits: &Limits) -> TestSpec {
     let mut spec = TestSpec::udp_default();
     spec.direction = Direction::Down;
     spec.block_bytes = u64::from(size.max(1));
@@ -505,21 +537,17 @@ fn send_datagrams(udp: &UdpSocket, to: SocketAddr, size: u32, ctx: &PeerContext)
         u.rate = netchar_model::UdpRate::Unlimited;
         u.per_stream = true;
     }
-    let spec = crate::peers::capped(&spec, ctx.limits());
-    let empty = StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0);
-    let local = match udp.local_addr() {
-        Ok(a) => a,
-        Err(e) => return (empty, Some(format!("netio UDP: {e}"))),
-    };
-    let socket = match crate::server_shared::bind_udp(local).and_then(|s| s.connect(to).map(|_| s)) {
-        Ok(s) => s,
-        Err(e) => return (empty, Some(format!("netio UDP: cannot open a socket to {to}: {e}"))),
-    };
+    crate::peers::capped(&spec, limits)
+}
+
+/// A socket of netio's UDP port (`udp`'s) connected to `to`, for one S2C phase.
+fn datagram_socket(udp: &UdpSocket, to: SocketAddr) -> Result<UdpSocket, String> {
+    let local = udp.local_addr().map_err(|e| format!("netio UDP: {e}"))?;
+    let socket = crate::server_shared::bind_udp(local)
+        .and_then(|s| s.connect(to).map(|_| s))
+        .map_err(|e| format!("netio UDP: cannot open a socket to {to}: {e}"))?;
     let _ = socket2::SockRef::from(&socket).set_send_buffer_size(SOCKET_BUFFER);
-    let stream = DataStream { id: 2, flow: Flow::Down, role: Role::Sender, socket: DataSocket::Udp(socket) };
-    let (records, error) =
-        crate::peers::run_streams(ctx, spec, netio_datagrams(), StreamOptions::default(), vec![stream], Instant::now());
-    (records.into_iter().next().unwrap_or(empty), error)
+    Ok(socket)
 }
 
 /// One worker of netio's UDP datagrams ([`send_datagrams`]).

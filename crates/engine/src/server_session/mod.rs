@@ -19,6 +19,7 @@
 
 mod admit;
 mod datagram_link;
+mod own_stream;
 mod streams;
 mod workers;
 
@@ -73,6 +74,9 @@ impl Drop for SessionDriver<'_> {
     fn drop(&mut self) {
         if let Some(plane) = self.workers.plane.take() {
             plane.abort();
+        }
+        if let Some(own) = self.workers.own_stream.take() {
+            own.stop();
         }
         self.release();
     }
@@ -201,9 +205,21 @@ impl<'a> SessionDriver<'a> {
                 // -n tests have no duration to check at admission, and a client that ends
                 // the test itself may not: they stop at the limit. Timed tests end on their
                 // own well before it; the margin covers the UDP grace and a slow start.
-                if self.workers.plane.is_some() && at.elapsed() > max + self.udp_grace() + Duration::from_secs(2) {
+                // (A stream of this end's own keeps its own time: iperf2's -r runs after the
+                // client's.)
+                if self.workers.plane.is_some()
+                    && self.workers.own_stream.is_none()
+                    && at.elapsed() > max + self.udp_grace() + Duration::from_secs(2)
+                {
                     self.session.stopping(Instant::now());
                     return Err(ServerSessionError::MaxDuration { limit: max });
+                }
+            }
+            if let Some(own) = &mut self.workers.own_stream {
+                if let Some((record, error)) = own.poll(Instant::now(), &self.shared.cfg.limits) {
+                    self.workers.own_stream = None;
+                    self.session.own_stream_done(Instant::now(), record, error);
+                    continue;
                 }
             }
             if let Some(plane) = &self.workers.plane {
@@ -221,8 +237,10 @@ impl<'a> SessionDriver<'a> {
                 }
                 // No control connection tells of a client that went silent on its test's own
                 // connection: a stream that moves no byte for --idle-timeout ends the test.
-                if self.arrivals.control_is_data {
-                    let (moved, now) = (plane.bytes_moved(), Instant::now());
+                // (Once its data is all in, a stream of this end's own keeps its own limits.)
+                if self.arrivals.control_is_data && !plane.all_done() {
+                    let own = self.workers.own_stream.as_ref().map_or(0, |o| o.bytes_moved());
+                    let (moved, now) = (plane.bytes_moved() + own, Instant::now());
                     let last = self.workers.last_moved.get_or_insert((moved, now));
                     if last.0 != moved {
                         *last = (moved, now);
@@ -234,7 +252,16 @@ impl<'a> SessionDriver<'a> {
                     }
                 }
                 if plane.all_done() && self.session.ends_with_workers() {
-                    return Ok(());
+                    if !self.workers.done_told {
+                        // The session may have a stream of its own to run now (its request
+                        // is taken at the top of the loop).
+                        self.workers.done_told = true;
+                        self.session.workers_done(Instant::now());
+                        continue;
+                    }
+                    if self.workers.own_stream.is_none() {
+                        return Ok(());
+                    }
                 }
                 let phase = self.shared.cfg.timeouts.phase + self.udp_grace();
                 if self.workers.peer_totals.as_ref().is_some_and(|(t, _)| t.elapsed() > phase)
@@ -291,6 +318,9 @@ impl<'a> SessionDriver<'a> {
                 None => short,
             }
         };
+        // A stream of this end's own is looked at as often as a session's short turn: a
+        // dial-back's next try, its end.
+        let wait = if self.workers.own_stream.is_some() { wait.min(Duration::from_millis(20)) } else { wait };
         if wait.is_zero() && self.session.measures_itself() {
             return Ok(());
         }
@@ -349,6 +379,7 @@ impl<'a> SessionDriver<'a> {
             }
             ServerControlEvent::Ended(reason) => return Err(ServerSessionError::Ended(reason)),
             ServerControlEvent::ControlIsData => self.control_is_data()?,
+            ServerControlEvent::OwnStream(request) => self.start_own_stream(*request, now)?,
         }
         Ok(())
     }

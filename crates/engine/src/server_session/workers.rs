@@ -1,10 +1,12 @@
 //! The running phase: this end's workers on the test's streams, the CPU, idle and load
 //! figures around them, and the report of what they measured.
 
+use super::own_stream::OwnStreamRun;
 use super::SessionDriver;
 use crate::dataplane::{DataPlane, DataPlaneConfig};
 use crate::error::ServerSessionError;
 use crate::measure::CpuMeter;
+use crate::server_control::OwnStream;
 use netchar_model::{Endpoint, StreamRecord, StreamTotal};
 use std::time::{Duration, Instant};
 
@@ -33,6 +35,10 @@ pub(super) struct Workers {
     /// The bytes the workers had moved when last looked at, and since when (a test whose
     /// control connection is its data has only this to tell a silent client by).
     pub(super) last_moved: Option<(u64, Instant)>,
+    /// A stream of this end's own the session asked for, running apart from the workers.
+    pub(super) own_stream: Option<OwnStreamRun>,
+    /// The session was told the workers are all done (ServerControl::workers_done).
+    pub(super) done_told: bool,
 }
 
 impl SessionDriver<'_> {
@@ -73,6 +79,18 @@ impl SessionDriver<'_> {
         Ok(())
     }
 
+    /// Starts the stream of this end's own the session asks for (one at a time).
+    pub(super) fn start_own_stream(&mut self, request: OwnStream, now: Instant) -> Result<(), ServerSessionError> {
+        if self.workers.own_stream.is_some() {
+            return Err(ServerSessionError::Streams(format!(
+                "a stream of this end's own for {} while another runs",
+                request.purpose
+            )));
+        }
+        self.workers.own_stream = Some(OwnStreamRun::start(request, now));
+        Ok(())
+    }
+
     /// The client says the test is over (iperf3's results came): the receivers get until
     /// [`SETTLE_WAIT`] to read what the client says it sent, then the workers stop and the
     /// session reports this end's figures.
@@ -106,6 +124,11 @@ impl SessionDriver<'_> {
         if let Some(probe) = self.workers.evidence.take() {
             let (evidence, identity) = probe.finish(&records, Endpoint::Server);
             self.session.evidence(evidence, identity);
+        }
+        // A stream of this end's own still running ends with the test: what it sent counts.
+        if let Some(own) = self.workers.own_stream.take() {
+            let (record, error) = own.abort();
+            self.session.own_stream_done(Instant::now(), record, error);
         }
         // What the session measured itself, or ran beside the workers, joins the records.
         let mut paths = std::mem::take(&mut self.arrivals.data_paths);

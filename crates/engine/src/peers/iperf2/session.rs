@@ -5,9 +5,9 @@
 //!   as the test's data stream (ServerControlEvent::ControlIsData), counting the bytes it read
 //!   itself as the client counts them. `-d`/`-r` make the server connect back to the client
 //!   and send: that connection is the server's own, not a stream the client brings, so the
-//!   session runs it on a data plane of its own under the same limits
-//!   (crate::peers::run_streams), beside the workers (`-d`) or after them (`-r`), and adds
-//!   its record;
+//!   session asks the driver for it (ServerControlEvent::OwnStream), which connects without
+//!   blocking and runs it on a sender of its own under the same limits, beside the workers
+//!   (`-d`) or after them (`-r`); the session places its record on the test's clock;
 //! - a UDP test ([`UdpSession`]) is a source address whose first datagram carries the header:
 //!   the listener hands that source's datagrams to the session (crate::server_session::
 //!   DatagramLink), which counts them as iperf2's server does (the highest sequence number,
@@ -20,12 +20,13 @@
 
 use super::server::{reverse_datagrams, to_spec};
 use crate::admission::{Limits, Refusal};
-use crate::dataplane::{DataSocket, DataStream, DatagramFormatKind, StreamOptions};
+use crate::dataplane::DatagramFormatKind;
 use crate::peers::PeerContext;
-use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest, TestsByAddress};
-use netchar_model::{
-    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, StreamTotal, TestSpec, UdpRate, UdpReceived,
+use crate::server_control::{
+    Admission, OwnStream, OwnTarget, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase,
+    TestsByAddress,
 };
+use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpRate, UdpReceived};
 use netchar_wire::iperf2::{self as wire, ClientHeader, DialBack, Layout, ServerReport, UdpHeader};
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
@@ -42,18 +43,6 @@ pub(super) const UDP_IDLE: Duration = Duration::from_secs(5);
 /// 250 ms pass in silence).
 pub(super) const FIN_LINGER: Duration = Duration::from_millis(500);
 
-/// Where a session is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Waiting for the header (TCP) or the first datagram (UDP).
-    Request,
-    /// Asked for admission.
-    Asked,
-    /// Admitted: data flows.
-    Running,
-    Done,
-}
-
 /// The server's connection back to the client (`-d`/`-r`).
 struct DialBackPlan {
     kind: DialBack,
@@ -68,14 +57,16 @@ pub(crate) struct TcpSession {
     /// A handle on the connection, to close it before a `-r` dial-back (iperf2 clients wait
     /// for the server's close of their connection first).
     conn: Option<TcpStream>,
-    phase: Phase,
+    phase: SessionPhase,
     /// Every byte read before the workers took over: the header and any data after it.
     head: Vec<u8>,
     header: Option<ClientHeader>,
     spec: Option<TestSpec>,
     dial_back: Option<DialBackPlan>,
-    /// The `-d` dial-back, running beside the workers.
-    dual: Option<std::thread::JoinHandle<(StreamRecord, Option<String>)>>,
+    /// When the dial-back was asked of the driver (ServerControlEvent::OwnStream).
+    dial_back_asked: Option<Instant>,
+    /// The dial-back's record, on the test's clock, and why it ended early.
+    dialed_back: Option<(StreamRecord, Option<String>)>,
     /// When the workers started: the dial-back's record is placed on this clock.
     started: Option<Instant>,
     /// What the client asked for that did not run, or why a dial-back could not.
@@ -98,12 +89,13 @@ impl TcpSession {
             ctx,
             tests,
             conn,
-            phase: Phase::Request,
+            phase: SessionPhase::default(),
             head: Vec::with_capacity(wire::MAX_HEADER_LEN),
             header: None,
             spec: None,
             dial_back: None,
-            dual: None,
+            dial_back_asked: None,
+            dialed_back: None,
             started: None,
             caveat: None,
             events: VecDeque::new(),
@@ -149,7 +141,7 @@ impl TcpSession {
         };
         self.header = Some(header);
         self.spec = Some(spec.clone());
-        self.phase = Phase::Asked;
+        self.phase.set(Phase::Asked);
         self.events.push_back(ServerControlEvent::Requested(Box::new(ServerRequest {
             spec,
             run: Some(run),
@@ -160,48 +152,24 @@ impl TcpSession {
         })));
     }
 
-    /// The dial-back stream, run to its end: its record on the test's clock.
-    fn send_back(
-        ctx: &PeerContext,
-        to: SocketAddr,
-        spec: &TestSpec,
-        started: Instant,
-    ) -> (StreamRecord, Option<String>) {
-        let at = started.elapsed().as_secs_f64();
-        let (mut r, e) = match connect_back(to) {
-            Ok(s) => tcp_send(s, 2, spec, ctx, Instant::now()),
-            Err(e) => (
-                StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0),
-                Some(format!("cannot connect back to {to} for the -d/-r test: {e}")),
-            ),
-        };
-        if r.bytes > 0 {
-            r.seconds += at;
-            for iv in &mut r.intervals {
-                iv.start += at;
-                iv.end += at;
-            }
+    /// Asks the driver for the dial-back stream now: a connection to the client's listener,
+    /// tried without blocking the session until [`HEADER_WAIT`] has passed (an iperf2 client
+    /// opens it for `-r` only once it has seen the server close the test's connection, just
+    /// before this: a busy client can refuse the first tries), then the server's direction
+    /// for the test's time or bytes, under the server's limits.
+    fn dial_back(&mut self, now: Instant) {
+        let (Some(plan), Some(spec)) = (&self.dial_back, &self.spec) else { return };
+        if self.dial_back_asked.is_some() {
+            return;
         }
-        r.started_seconds = Some(at.max(1e-9));
-        (r, e)
-    }
-}
-
-/// Connects to the client's dial-back listener. For `-r` an iperf2 client opens it only once
-/// it has seen the server close the test's connection, which the server does just before
-/// this: a busy client can refuse the first tries. A refusal is retried every 20 ms until
-/// [`HEADER_WAIT`] has passed (at most 250 tries, to the address whose handshake proved it);
-/// any other error ends at once.
-fn connect_back(to: SocketAddr) -> std::io::Result<TcpStream> {
-    let deadline = Instant::now() + HEADER_WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match TcpStream::connect_timeout(&to, left.max(Duration::from_millis(1))) {
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            outcome => return outcome,
-        }
+        self.dial_back_asked = Some(now);
+        self.events.push_back(ServerControlEvent::OwnStream(Box::new(OwnStream {
+            id: 2,
+            target: OwnTarget::Connect { to: plan.to, until: now + HEADER_WAIT },
+            run: send_spec(spec, 2, self.ctx.limits()),
+            datagrams: DatagramFormatKind::Native,
+            purpose: "the -d/-r test",
+        })));
     }
 }
 
@@ -212,7 +180,7 @@ impl ServerControl for TcpSession {
     fn handle_input(&mut self, _now: Instant, bytes: &[u8]) -> Result<(), ProtocolError> {
         // Every byte before the workers take over is the client's, counted with theirs.
         self.head.extend_from_slice(bytes);
-        if self.phase != Phase::Request {
+        if self.phase.get() != Phase::Request {
             return Ok(());
         }
         if let Some((header, _)) = ClientHeader::decode(&self.head)? {
@@ -221,7 +189,7 @@ impl ServerControl for TcpSession {
         Ok(())
     }
     fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
-        match self.phase {
+        match self.phase.get() {
             Phase::Request => Err(ProtocolError::Peer("closed before its iperf2 header".into())),
             _ => Ok(()),
         }
@@ -234,52 +202,59 @@ impl ServerControl for TcpSession {
         self.events.pop_front()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        (self.phase == Phase::Request).then_some(self.header_deadline)
+        (self.phase.get() == Phase::Request).then_some(self.header_deadline)
     }
     fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
-        if self.phase == Phase::Request && now >= self.header_deadline {
+        if self.phase.get() == Phase::Request && now >= self.header_deadline {
             return Err(ProtocolError::Timeout(format!("no iperf2 header within {} s", HEADER_WAIT.as_secs())));
         }
         Ok(())
     }
     fn admitted(&mut self, _now: Instant, _admission: &Admission<'_>) {
-        self.phase = Phase::Running;
+        self.phase.set(Phase::Running);
         self.events.push_back(ServerControlEvent::ControlIsData);
     }
     fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
         // iperf2 has no word for a refusal: the connection closes (the log says why).
-        self.phase = Phase::Done;
+        self.phase.set(Phase::Done);
     }
     fn streams_connected(&mut self, now: Instant) {
         self.started = Some(now);
-        if let (Some(DialBackPlan { kind: DialBack::Dual, to }), Some(spec)) = (&self.dial_back, &self.spec) {
+        self.events.push_back(ServerControlEvent::Start);
+        if self.dial_back.as_ref().is_some_and(|plan| plan.kind == DialBack::Dual) {
             // -d: the server's direction runs beside the client's.
-            let (ctx, to, spec) = (self.ctx.clone(), *to, spec.clone());
-            let spawned = std::thread::Builder::new()
-                .name("netchar-iperf2-back".into())
-                .spawn(move || Self::send_back(&ctx, to, &spec, now));
-            match spawned {
-                Ok(handle) => self.dual = Some(handle),
-                Err(e) => self.caveat = Some(format!("cannot start the -d dial-back: {e}")),
+            self.dial_back(now);
+        }
+    }
+    fn workers_done(&mut self, now: Instant) {
+        if self.dial_back.as_ref().is_some_and(|plan| plan.kind == DialBack::Tradeoff) {
+            // -r: the server's direction once the client's is over; iperf2 clients wait for
+            // the server's close of their connection first.
+            if let Some(conn) = self.conn.take() {
+                let _ = conn.shutdown(std::net::Shutdown::Both);
+            }
+            self.dial_back(now);
+        }
+    }
+    fn own_stream_done(&mut self, _now: Instant, mut record: StreamRecord, error: Option<String>) {
+        // On the test's clock: from the workers' start to when the dial-back was asked for.
+        let asked = self.dial_back_asked.unwrap_or_else(Instant::now);
+        let at = asked.saturating_duration_since(self.started.unwrap_or(asked)).as_secs_f64();
+        if record.bytes > 0 {
+            record.seconds += at;
+            for iv in &mut record.intervals {
+                iv.start += at;
+                iv.end += at;
             }
         }
-        self.events.push_back(ServerControlEvent::Start);
+        record.started_seconds = Some(at.max(1e-9));
+        self.dialed_back = Some((record, error));
     }
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Native
     }
-    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
-    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
-        self.phase = Phase::Done;
-    }
-    fn fail(&mut self, _now: Instant, _message: &str) {
-        self.phase = Phase::Done;
-    }
-    fn is_running(&self) -> bool {
-        self.phase == Phase::Running
-    }
-    fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+    fn phase(&self) -> Option<&SessionPhase> {
+        Some(&self.phase)
     }
     fn tests_by_address(&self) -> Option<TestsByAddress> {
         Some(self.tests.clone())
@@ -313,25 +288,7 @@ impl ServerControl for TcpSession {
             record.bytes = total;
             records.insert(0, record);
         }
-        let started = self.started.unwrap_or_else(Instant::now);
-        let back = match (&self.dial_back, self.dual.take()) {
-            (Some(_), Some(dual)) => Some(dual.join().unwrap_or_else(|_| {
-                (
-                    StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0),
-                    Some("the dial-back sender failed".into()),
-                )
-            })),
-            (Some(DialBackPlan { kind: DialBack::Tradeoff, to }), None) if self.started.is_some() => {
-                // -r: the server's direction once the client's is over; iperf2 clients wait
-                // for the server's close of their connection first.
-                if let Some(conn) = self.conn.take() {
-                    let _ = conn.shutdown(std::net::Shutdown::Both);
-                }
-                Some(Self::send_back(&self.ctx, *to, &spec, started))
-            }
-            _ => None,
-        };
-        if let Some((record, e)) = back {
+        if let Some((record, e)) = self.dialed_back.take() {
             records.push(record);
             error = error.or(e);
         }
@@ -354,32 +311,6 @@ fn send_spec(spec: &TestSpec, id: u32, limits: &Limits) -> TestSpec {
         run.direction = Direction::Bidir;
     }
     run
-}
-
-/// Sends on `stream` for the test's time or bytes (the dial-back), through the data plane
-/// under the server's limits: the stream's record and why it ended early.
-fn tcp_send(
-    stream: TcpStream,
-    id: u32,
-    spec: &TestSpec,
-    ctx: &PeerContext,
-    started: Instant,
-) -> (StreamRecord, Option<String>) {
-    let run = send_spec(spec, id, ctx.limits());
-    let stream = DataStream { id, flow: Flow::Down, role: Role::Sender, socket: DataSocket::Tcp(stream) };
-    let (records, error) = crate::peers::run_streams(
-        ctx,
-        run,
-        DatagramFormatKind::Native,
-        StreamOptions::default(),
-        vec![stream],
-        started,
-    );
-    let record = records
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| StreamRecord::bare(id, Flow::Down, Role::Sender, Endpoint::Server, 0, 0.0));
-    (record, error)
 }
 
 /// The UDP source's counts: iperf2's receive accounting.
@@ -459,7 +390,7 @@ pub(crate) struct UdpSession {
     arrived_ns: Arc<AtomicU64>,
     /// Set once admitted: the listener holds a refused source's datagrams back a while.
     admitted: Arc<AtomicBool>,
-    phase: Phase,
+    phase: SessionPhase,
     spec: Option<TestSpec>,
     /// 2.1 `-R`: the server sends; the workers run it.
     reverse: bool,
@@ -486,7 +417,7 @@ impl UdpSession {
             tests,
             arrived_ns,
             admitted,
-            phase: Phase::Request,
+            phase: SessionPhase::default(),
             spec: None,
             reverse: false,
             counts: None,
@@ -522,7 +453,7 @@ impl UdpSession {
             TestSpec { streams: 0, ..spec.clone() }
         };
         self.spec = Some(spec.clone());
-        self.phase = Phase::Asked;
+        self.phase.set(Phase::Asked);
         self.events.push_back(ServerControlEvent::Requested(Box::new(ServerRequest {
             spec,
             run: Some(run),
@@ -600,7 +531,7 @@ impl ServerControl for UdpSession {
         "iperf2"
     }
     fn handle_input(&mut self, now: Instant, d: &[u8]) -> Result<(), ProtocolError> {
-        match self.phase {
+        match self.phase.get() {
             Phase::Request => self.first(now, d),
             // 2.1 `-R`: the client re-sends its request until data comes: nothing to count.
             _ if self.reverse => Ok(()),
@@ -613,8 +544,8 @@ impl ServerControl for UdpSession {
     }
     fn handle_eof(&mut self, _now: Instant) -> Result<(), ProtocolError> {
         // The listener let the source go: it is stopping.
-        if self.phase != Phase::Done && !self.reverse {
-            self.phase = Phase::Done;
+        if self.phase.get() != Phase::Done && !self.reverse {
+            self.phase.set(Phase::Done);
         }
         Ok(())
     }
@@ -628,7 +559,7 @@ impl ServerControl for UdpSession {
         self.events.pop_front()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        let s = self.counts.as_ref().filter(|_| self.phase == Phase::Running)?;
+        let s = self.counts.as_ref().filter(|_| self.phase.get() == Phase::Running)?;
         Some(match s.fin_at {
             Some(fin) => fin.max(s.last) + FIN_LINGER,
             None => s.last + UDP_IDLE,
@@ -637,12 +568,12 @@ impl ServerControl for UdpSession {
     fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
         if self.poll_timeout().is_some_and(|t| now >= t) {
             // Over: the driver reports what was counted (ServerControl::complete_records).
-            self.phase = Phase::Done;
+            self.phase.set(Phase::Done);
         }
         Ok(())
     }
     fn admitted(&mut self, _now: Instant, admission: &Admission<'_>) {
-        self.phase = Phase::Running;
+        self.phase.set(Phase::Running);
         self.admitted.store(true, Ordering::SeqCst);
         if self.reverse {
             // The workers' stream: a socket on the listener's port connected to the client
@@ -652,7 +583,7 @@ impl ServerControl for UdpSession {
     }
     fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
         // Nothing to answer: the log says why.
-        self.phase = Phase::Done;
+        self.phase.set(Phase::Done);
     }
     fn streams_connected(&mut self, _now: Instant) {
         if self.reverse {
@@ -662,18 +593,8 @@ impl ServerControl for UdpSession {
     fn datagrams(&self) -> DatagramFormatKind {
         reverse_datagrams()
     }
-    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
-    fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
-        self.phase = Phase::Done;
-    }
-    fn fail(&mut self, _now: Instant, _message: &str) {
-        self.phase = Phase::Done;
-    }
-    fn is_running(&self) -> bool {
-        self.phase == Phase::Running
-    }
-    fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+    fn phase(&self) -> Option<&SessionPhase> {
+        Some(&self.phase)
     }
     fn tests_by_address(&self) -> Option<TestsByAddress> {
         Some(self.tests.clone())
