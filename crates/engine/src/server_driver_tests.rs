@@ -911,4 +911,32 @@ mod irtt {
         let up = t.streams.iter().find(|s| s.flow == Flow::Up).unwrap();
         assert_eq!((up.bytes, up.rr.as_ref().unwrap().transactions), (2 * 76, 2));
     }
+
+    #[test]
+    fn a_connection_silent_past_the_idle_limit_ends_with_what_it_counted() {
+        let bed = Bed::new(Limits { idle_timeout: Duration::from_secs(1), ..Limits::default() });
+        let open = irtt::open_request(&asked(60), None);
+        let mut source = Source::start(&bed, open.len(), None);
+        source.hand(&open);
+        let (token, _) = open_reply(&source.answer(), None);
+        // Two requests, answered unless a stalled machine let the limit pass first: what was
+        // answered is counted here, as the client would.
+        let mut kept = Kept::default();
+        for seq in 0..2 {
+            let answered = request(&source.conn, token, seq, 60, Instant::now(), None, &mut kept);
+            assert_ne!(answered, Answered::Dropped);
+        }
+        // No close comes: the session ends the connection itself, keeping its counts.
+        assert_eq!(source.rest(), Vec::<Vec<u8>>::new());
+        assert!(source.session.join().unwrap().is_none());
+        assert_eq!(request(&source.conn, token, 2, 60, Instant::now(), None, &mut kept), Answered::NotOurs);
+        let t = &bed.tests_logged()[0];
+        assert_eq!(t.error.as_deref(), Some("no close from the client"));
+        let (up, down) = (&t.streams[0], &t.streams[1]);
+        assert_eq!((up.flow, down.flow), (Flow::Up, Flow::Down));
+        let answered = kept.0.len() as u64;
+        assert_eq!((up.bytes, up.rr.as_ref().unwrap().transactions), (answered * 60, answered));
+        assert_eq!((down.bytes, down.rr.as_ref().unwrap().transactions), (answered * 60, answered));
+        assert_eq!(bed.running(), 0);
+    }
 }
