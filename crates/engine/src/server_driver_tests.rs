@@ -846,3 +846,296 @@ mod nc_test {
         assert_eq!(bed.running(), 0);
     }
 }
+
+/// irtt's connections on the driver, with no socket: the test plays the listener. It hands
+/// the source's opens and closes to the session over an in-memory link (reading the open
+/// replies from it) and answers data requests through the connection state the session
+/// shares with the listener's loop, as the loop does, on a clock it controls.
+mod irtt {
+    use super::Bed;
+    use crate::admission::{Limits, Request};
+    use crate::control_link::{ControlLink, MemoryLink};
+    use crate::error::ServerSessionError;
+    use crate::peers::irtt::{Answered, Connection, IrttSession, ReplyPath};
+    use crate::server_session::SessionDriver;
+    use netchar_model::{Direction, Flow, TestSpec};
+    use netchar_wire::irtt::{self, Params, ReceivedStats, Reply, Stamp, StampAt};
+    use std::net::SocketAddr;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::thread::JoinHandle;
+    use std::time::{Duration, Instant};
+
+    /// How long a test waits for what must come (a bound on a failure, not a measurement).
+    const WAIT: Duration = Duration::from_secs(30);
+
+    fn from() -> SocketAddr {
+        "127.0.0.1:40000".parse().unwrap()
+    }
+
+    /// An irtt 0.9 client's open with `-d SECS -i 1s -l 60`: counts, window, both stamps.
+    fn asked(secs: i64) -> Params {
+        Params {
+            protocol_version: 1,
+            duration_ns: secs * 1_000_000_000,
+            interval_ns: 1_000_000_000,
+            length: 60,
+            stats: ReceivedStats { count: true, window: true },
+            stamp_at: StampAt::Both,
+            wall: true,
+            monotonic: true,
+            ..Params::default()
+        }
+    }
+
+    /// A source's session on the driver, as the listener starts it once `earlier` bytes of
+    /// its opens came: the listener's end of its link, and the connection state.
+    struct Source {
+        link: MemoryLink,
+        conn: Arc<Connection>,
+        session: JoinHandle<Option<ServerSessionError>>,
+    }
+
+    impl Source {
+        fn start(bed: &Bed, earlier: usize, key: Option<&[u8]>) -> Self {
+            let (link, server_end, _) = MemoryLink::pair("127.0.0.1:2112".parse().unwrap());
+            let conn = Arc::new(Connection::default());
+            let ctx = bed.ctx.clone();
+            let session = IrttSession::new(
+                from(),
+                earlier,
+                key.map(<[u8]>::to_vec),
+                ctx.limits().clone(),
+                bed.tests.clone(),
+                conn.clone(),
+            );
+            let session = std::thread::spawn(move || {
+                let deadline = Instant::now() + ctx.limits().idle_timeout;
+                SessionDriver::serve_over(Box::new(server_end), from(), Box::new(session), &ctx.shared, deadline)
+            });
+            Self { link, conn, session }
+        }
+
+        fn hand(&mut self, datagram: &[u8]) {
+            self.link.send_all(datagram).unwrap();
+        }
+
+        /// The next datagram the session sent back.
+        fn answer(&mut self) -> Vec<u8> {
+            let mut buf = vec![0u8; 2048];
+            let n = self.link.read_within(&mut buf, WAIT).expect("an answer");
+            assert!(n > 0, "the session ended without answering");
+            buf.truncate(n);
+            buf
+        }
+
+        /// Every datagram the session still sent, until its end closed the link.
+        fn rest(&mut self) -> Vec<Vec<u8>> {
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 2048];
+            loop {
+                match self.link.read_within(&mut buf, WAIT) {
+                    Ok(0) => return got,
+                    Ok(n) => got.push(buf[..n].to_vec()),
+                    Err(e) => panic!("the session did not end: {e}"),
+                }
+            }
+        }
+    }
+
+    /// The way out the listener's loop would send replies by: every reply kept, the guard
+    /// always allowing, the send stamp fixed.
+    #[derive(Default)]
+    struct Kept(Vec<Vec<u8>>);
+
+    impl ReplyPath for Kept {
+        fn may_answer(&mut self, _bytes: usize) -> bool {
+            true
+        }
+        fn stamp(&mut self) -> Stamp {
+            Stamp { wall: 2_000, mono: 2 }
+        }
+        fn send(&mut self, reply: &[u8]) -> bool {
+            self.0.push(reply.to_vec());
+            true
+        }
+    }
+
+    const RECEIVED: Stamp = Stamp { wall: 1_000, mono: 1 };
+
+    /// A data request of `len` bytes, answered as the listener's loop answers it at `now`.
+    fn request(
+        conn: &Connection,
+        token: [u8; 8],
+        seq: u32,
+        len: usize,
+        now: Instant,
+        key: Option<&[u8]>,
+        out: &mut Kept,
+    ) -> Answered {
+        let mut packet = irtt::data_request(token, seq, len, key.is_some());
+        packet.truncate(len);
+        if let Some(k) = key {
+            irtt::sign(&mut packet, k);
+        }
+        conn.answer(&mut packet, (token, seq), RECEIVED, now, key, out)
+    }
+
+    fn open_reply(bytes: &[u8], key: Option<&[u8]>) -> ([u8; 8], Params) {
+        match irtt::parse_reply(bytes, &Params::default(), key) {
+            Ok(Reply::Open(token, granted)) => (token, granted),
+            other => panic!("not an open reply: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_open_is_admitted_answered_and_its_requests_counted_exactly_to_its_close() {
+        let bed = Bed::new(Limits::default());
+        let open = irtt::open_request(&asked(10), None);
+        // The listener counted one open before the one it hands: two cover the reply.
+        let mut source = Source::start(&bed, open.len(), None);
+        source.hand(&open);
+        let reply = source.answer();
+        assert_eq!(reply.len(), open.len() + irtt::TOKEN_LEN, "the open plus its token");
+        let (token, granted) = open_reply(&reply, None);
+        assert_eq!(granted, asked(10), "nothing to restrict");
+        assert_eq!(bed.running(), 1, "admitted as a test");
+        // Four requests at one instant: the burst answers them; a short one (40 bytes, its
+        // reply needs 60) is dropped; the next finds the burst spent. Another token is nobody's.
+        let (now, mut kept) = (Instant::now(), Kept::default());
+        for seq in 0..4 {
+            assert_eq!(request(&source.conn, token, seq, 60, now, None, &mut kept), Answered::Sent);
+        }
+        assert_eq!(request(&source.conn, token, 4, 40, now, None, &mut kept), Answered::Dropped);
+        assert_eq!(request(&source.conn, token, 5, 60, now, None, &mut kept), Answered::Dropped);
+        assert_eq!(request(&source.conn, [9; 8], 6, 60, now, None, &mut kept), Answered::NotOurs);
+        assert!(kept.0.iter().all(|r| r.len() == 60), "a reply is its request's length");
+        let Ok(Reply::Data { sequence: 3, fields }) = irtt::parse_reply(&kept.0[3], &granted, None) else {
+            panic!("not the fourth request's reply")
+        };
+        assert_eq!((fields.received, fields.window), (4, 0b1111));
+        assert_eq!((fields.received_at, fields.sent_at), (RECEIVED, Stamp { wall: 2_000, mono: 2 }));
+        // A forged close ends nothing: the repeated open after it is answered (its bytes and
+        // the two before cover two replies), and the connection still counts.
+        source.hand(&irtt::close_request([9; 8], None));
+        source.hand(&open);
+        assert_eq!(open_reply(&source.answer(), None).0, token, "the same token again");
+        assert_eq!(request(&source.conn, token, 7, 60, now, None, &mut kept), Answered::Dropped);
+        // Opens are answered only while the replies stay within their bytes: 3 opens of 26
+        // bytes cover two replies of 34, 4 cover three, 5 do not cover four.
+        source.hand(&open);
+        assert_eq!(source.answer().len(), reply.len());
+        source.hand(&open);
+        source.hand(&irtt::close_request(token, None));
+        assert_eq!(source.rest(), Vec::<Vec<u8>>::new(), "the fifth open went unanswered");
+        assert!(source.session.join().unwrap().is_none(), "the close ended it well");
+        assert_eq!(request(&source.conn, token, 8, 60, now, None, &mut kept), Answered::NotOurs, "closed");
+        let tests = bed.tests_logged();
+        assert_eq!(tests.len(), 1, "{:?}", bed.rejections());
+        let t = &tests[0];
+        assert_eq!((t.protocol, t.spec.direction, t.concurrent_tests), ("irtt", Direction::Bidir, 1));
+        let flow = |f: Flow| t.streams.iter().find(|s| s.flow == f).unwrap();
+        let (up, down) = (flow(Flow::Up), flow(Flow::Down));
+        assert_eq!((up.bytes, up.rr.as_ref().unwrap().transactions), (4 * 60 + 40 + 60 + 60, 7));
+        let down_rr = down.rr.as_ref().unwrap();
+        assert_eq!((down.bytes, down_rr.transactions, down_rr.lost), (4 * 60, 4, 3));
+        assert!(t.error.as_deref().is_some_and(|e| e.starts_with("3 request(s) dropped")), "{:?}", t.error);
+        assert_eq!(t.data_paths, vec![(1, from())]);
+        assert_eq!(bed.running(), 0, "the place is free again");
+    }
+
+    #[test]
+    fn an_open_on_a_busy_server_is_turned_away_unanswered_and_logged() {
+        let bed = Bed::new(Limits { max_concurrent: 1, ..Limits::default() });
+        // The one place is held by another address's test.
+        let holder = TestSpec::tcp_default();
+        let (route, _routed) = std::sync::mpsc::sync_channel(1);
+        let other = Request {
+            spec: &holder,
+            companion: None,
+            client_ip: "192.0.2.9".parse().unwrap(),
+            session_key: None,
+            route,
+        };
+        bed.shared().registry.admit(other, &bed.shared().cfg.limits, Instant::now()).expect("the holder's place");
+        let open = irtt::open_request(&asked(10), None);
+        let mut source = Source::start(&bed, open.len(), None);
+        source.hand(&open);
+        assert_eq!(source.rest(), Vec::<Vec<u8>>::new(), "nothing answers a turned-away open");
+        assert!(source.session.join().unwrap().is_none(), "a refusal is the session's end");
+        assert!(!source.conn.was_opened());
+        let mut kept = Kept::default();
+        assert_eq!(request(&source.conn, [0; 8], 0, 60, Instant::now(), None, &mut kept), Answered::NotOurs);
+        assert!(bed.tests_logged().is_empty());
+        let rejections = bed.rejections();
+        assert_eq!(rejections.len(), 1, "{rejections:?}");
+        assert!(rejections[0].starts_with("irtt: turned away as busy:"), "{rejections:?}");
+        assert!(rejections[0].contains("--max-concurrent"), "{rejections:?}");
+        assert_eq!(bed.shared().registry.admitted_total.load(Ordering::SeqCst), 1, "the holder's alone");
+    }
+
+    #[test]
+    fn with_a_key_only_signed_packets_count_and_every_answer_is_signed() {
+        let bed = Bed::new(Limits { max_duration: Some(Duration::from_secs(5)), ..Limits::default() });
+        let key = irtt::hmac_key(b"sekrit").unwrap();
+        let signed_open = irtt::open_request(&asked(7), Some(&key));
+        let mut source = Source::start(&bed, signed_open.len(), Some(&key));
+        // Unsigned, signed under another key, not irtt's: none is an open.
+        source.hand(&irtt::open_request(&asked(3), None));
+        source.hand(&irtt::open_request(&asked(4), Some(&irtt::hmac_key(b"another").unwrap())));
+        source.hand(b"GET / HTTP/1.0\r\n\r\n");
+        source.hand(&signed_open);
+        let reply = source.answer();
+        assert!(irtt::verify(&reply, &key), "the open reply is signed");
+        let (token, granted) = open_reply(&reply, Some(&key));
+        assert_eq!(granted.duration_ns, 5_000_000_000, "the signed open's 7 s, within --max-duration");
+        // The listener reads requests under the key: an unsigned one is no request at all.
+        let unsigned = irtt::data_request(token, 0, 76, false);
+        assert!(irtt::parse_request_keyed(&unsigned, Some(&key)).is_err());
+        let mut kept = Kept::default();
+        assert_eq!(request(&source.conn, token, 0, 76, Instant::now(), Some(&key), &mut kept), Answered::Sent);
+        assert!(irtt::verify(&kept.0[0], &key), "the data reply is signed");
+        assert!(matches!(irtt::parse_reply(&kept.0[0], &granted, Some(&key)), Ok(Reply::Data { sequence: 0, .. })));
+        // An unsigned close ends nothing: the signed open after it is answered (three signed
+        // opens cover two replies) and the connection still answers; the signed close ends it.
+        source.hand(&irtt::close_request(token, None));
+        source.hand(&signed_open);
+        assert_eq!(open_reply(&source.answer(), Some(&key)).0, token);
+        assert_eq!(request(&source.conn, token, 1, 76, Instant::now(), Some(&key), &mut kept), Answered::Sent);
+        source.hand(&irtt::close_request(token, Some(&key)));
+        assert_eq!(source.rest(), Vec::<Vec<u8>>::new());
+        assert!(source.session.join().unwrap().is_none());
+        let t = &bed.tests_logged()[0];
+        assert!(t.error.is_none(), "{:?}", t.error);
+        let up = t.streams.iter().find(|s| s.flow == Flow::Up).unwrap();
+        assert_eq!((up.bytes, up.rr.as_ref().unwrap().transactions), (2 * 76, 2));
+    }
+
+    #[test]
+    fn a_connection_silent_past_the_idle_limit_ends_with_what_it_counted() {
+        let bed = Bed::new(Limits { idle_timeout: Duration::from_secs(1), ..Limits::default() });
+        let open = irtt::open_request(&asked(60), None);
+        let mut source = Source::start(&bed, open.len(), None);
+        source.hand(&open);
+        let (token, _) = open_reply(&source.answer(), None);
+        // Two requests, answered unless a stalled machine let the limit pass first: what was
+        // answered is counted here, as the client would.
+        let mut kept = Kept::default();
+        for seq in 0..2 {
+            let answered = request(&source.conn, token, seq, 60, Instant::now(), None, &mut kept);
+            assert_ne!(answered, Answered::Dropped);
+        }
+        // No close comes: the session ends the connection itself, keeping its counts.
+        assert_eq!(source.rest(), Vec::<Vec<u8>>::new());
+        assert!(source.session.join().unwrap().is_none());
+        assert_eq!(request(&source.conn, token, 2, 60, Instant::now(), None, &mut kept), Answered::NotOurs);
+        let t = &bed.tests_logged()[0];
+        assert_eq!(t.error.as_deref(), Some("no close from the client"));
+        let (up, down) = (&t.streams[0], &t.streams[1]);
+        assert_eq!((up.flow, down.flow), (Flow::Up, Flow::Down));
+        let answered = kept.0.len() as u64;
+        assert_eq!((up.bytes, up.rr.as_ref().unwrap().transactions), (answered * 60, answered));
+        assert_eq!((down.bytes, down.rr.as_ref().unwrap().transactions), (answered * 60, answered));
+        assert_eq!(bed.running(), 0);
+    }
+}

@@ -3,35 +3,55 @@
 //! netchar_wire::irtt.
 //!
 //! Server ([`IrttListener`]): one UDP socket. A client's open request names its test
-//! (duration, interval, length, the stats and timestamps each reply carries); the server
-//! admits it as a UDP rr test through the shared admission (so `--max-concurrent` and every
-//! limit hold across protocols), grants it within `--max-duration` and `--max-rate` (irtt's
-//! own way: the open reply carries the restricted parameters, and a stock client stops
-//! unless run with `--loose`), and answers with a fresh token. Each data request of that
-//! token from that address is answered in place, at exactly its length, with the count of
-//! requests received, the window of the last 64 and the server's receive and send stamps; a
-//! close (or `--idle-timeout` of silence, or the granted duration and 5 s more) ends the test
-//! and logs it, with the requests received and the replies sent.
+//! (duration, interval, length, the stats and timestamps each reply carries). Each connection,
+//! from its open to its end, is a session (session.rs, `IrttSession`) on the one server driver
+//! (crate::server_session), like every other protocol's test: the driver admits it as a UDP rr
+//! test (so `--max-concurrent` and every limit hold across protocols, and one address's
+//! connections are one test, as for iperf2's sources), and logs it; the session grants it
+//! within `--max-duration` and `--max-rate` (irtt's own way: the open reply carries the
+//! restricted parameters, and a stock client stops unless run with `--loose`) and answers with
+//! a fresh token. A close (or `--idle-timeout` of silence, or the granted duration and 5 s
+//! more, or the server stopping) ends the test, logged with the requests received and the
+//! replies sent.
+//!
+//! The shape: the session owns the open, the close and the limits; the listener's loop is the
+//! connection's data-plane worker. It hands a source's opens and closes to its session through
+//! the source's link (crate::server_session::DatagramLink, whose answers pass the reflection
+//! guard), and answers each data request of an admitted token itself, where it read it, through
+//! the connection state the two share (session.rs, `Connection`): at exactly the request's
+//! length, with the count of requests received, the window of the last 64 and the server's
+//! receive stamp (taken at the read) and send stamp (taken just before the send). irtt measures
+//! round trips: a data request never waits for another thread.
 //!
 //! What it never does: answer more bytes than the source sent. A data reply is the request's
 //! own length (a request too short for its reply is dropped, as irtt's server drops it). An
-//! open reply is 8 bytes longer than its request (the token), so an open is answered only
-//! once the opens of that source address add up to the reply (a stock client repeats its open
-//! after 1 s: its test starts 1 s later); every answer also passes the reflection guard
+//! open reply is 8 bytes longer than its request (the token), so a source's session starts
+//! only once its opens add up to the reply (a stock client repeats its open after 1 s: its
+//! test starts 1 s later), and the session answers a repeated open only while its open replies
+//! stay within the opens' bytes; every answer also passes the reflection guard
 //! (crate::reflection) and the requests beyond the granted interval (with irtt's burst of 5)
-//! are dropped unanswered.
+//! are dropped unanswered. At most `MAX_CONNECTIONS` connections are open at once, and
+//! `MAX_OPENING` sources' unanswered opens are remembered.
 //!
 //! HMAC: when the server's `--psk-file` has a line for the user `irtt`, its secret (`0x...`
 //! as hex, as irtt reads `--hmac`) is the key: only packets signed under it are answered, and
 //! every answer is signed, as `irtt server --hmac` does; otherwise signed packets are dropped.
 
-use crate::peers::{AddressTests, Joined, PeerContext, PeerListener};
-use crate::server_shared::ServerLog;
-use netchar_model::{EndCondition, Endpoint, Flow, Role, RrFigures, StreamRecord, TestSpec};
-use netchar_wire::irtt::{self, Params, ReplyFields, Request, Stamp};
+mod session;
+
+use session::grant;
+#[cfg(test)]
+pub(crate) use session::Answered;
+pub(crate) use session::{Connection, IrttSession, ReplyPath};
+
+use crate::peers::{PeerContext, PeerListener};
+use crate::server_control::TestsByAddress;
+use crate::server_session::{DatagramLink, DatagramSource, SessionDriver};
+use netchar_wire::irtt::{self, Request, Stamp};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// irtt's port.
@@ -91,274 +111,167 @@ impl PeerListener for IrttListener {
     }
     fn run(self: Box<Self>, ctx: PeerContext) {
         let key = ctx.shared.cfg.keys.as_ref().and_then(|k| k.key(NAME)).and_then(|k| irtt::hmac_key(k).ok());
-        Server {
+        Listener {
             socket: self.socket,
             key,
             ctx,
-            tests: AddressTests::default(),
-            conns: HashMap::new(),
+            tests: TestsByAddress::default(),
+            sources: HashMap::new(),
             opening: HashMap::new(),
+            zero: Instant::now(),
         }
         .run();
     }
 }
 
-/// One open connection: a test admitted for its client.
-struct Conn {
-    token: [u8; 8],
-    params: Params,
-    spec: TestSpec,
-    test: Joined,
-    started: Instant,
-    last: Instant,
-    /// Requests answered faster than the interval may use: irtt's burst.
-    credit: f64,
-    received: (u64, u64),
-    sent: (u64, u64),
-    dropped: u64,
-    highest: Option<u32>,
-    window: u64,
+/// A source with a connection: its session's thread and link, and the state the loop answers
+/// its data requests from.
+struct Source {
+    link: DatagramSource,
+    thread: std::thread::JoinHandle<()>,
+    conn: Arc<Connection>,
+    /// The bytes of its opens that started the session (given back to the source's count if
+    /// the session is turned away, so its next open asks again at once, as before).
+    opens: usize,
 }
 
-struct Server {
+/// The listener's loop: the demultiplexer of the one socket, and every connection's
+/// data-plane worker.
+struct Listener {
     socket: UdpSocket,
     /// The HMAC key every packet must be signed with (the `irtt` user's secret), if any.
     key: Option<Vec<u8>>,
     ctx: PeerContext,
-    tests: AddressTests,
-    conns: HashMap<SocketAddr, Conn>,
-    /// Bytes of unanswered opens per source, since when.
+    tests: TestsByAddress,
+    sources: HashMap<SocketAddr, Source>,
+    /// Bytes of unanswered opens per source without a session, since when.
     opening: HashMap<SocketAddr, (usize, Instant)>,
+    /// The monotonic stamps' zero.
+    zero: Instant,
 }
 
 fn wall_ns() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 
-impl Server {
+/// A reply's way out from the listener's socket.
+struct SocketReply<'a> {
+    socket: &'a UdpSocket,
+    ctx: &'a PeerContext,
+    to: SocketAddr,
+    zero: Instant,
+}
+
+impl ReplyPath for SocketReply<'_> {
+    fn may_answer(&mut self, bytes: usize) -> bool {
+        self.ctx.may_answer(NAME, self.to, bytes)
+    }
+    fn stamp(&mut self) -> Stamp {
+        Stamp { wall: wall_ns(), mono: self.zero.elapsed().as_nanos() as i64 }
+    }
+    fn send(&mut self, reply: &[u8]) -> bool {
+        self.socket.send_to(reply, self.to).is_ok()
+    }
+}
+
+impl Listener {
     fn run(mut self) {
         let _ = self.socket.set_read_timeout(Some(POLL));
-        let zero = Instant::now();
         let mut buf = vec![0u8; irtt::MAX_PACKET + 1];
-        loop {
+        while !self.ctx.stop().is_raised() {
             let now = Instant::now();
-            let stopping = self.ctx.stop().is_raised();
-            let idle = self.ctx.limits().idle_timeout;
-            let over: Vec<SocketAddr> = self
-                .conns
-                .iter()
-                .filter(|(_, c)| stopping || now - c.last >= idle || now - c.started >= c.granted() + AFTER_DURATION)
-                .map(|(a, _)| *a)
-                .collect();
-            for a in over {
-                let why = if stopping { "the server is stopping" } else { "no close from the client" };
-                self.finish(a, Some(why.to_string()));
-            }
-            if stopping {
-                return;
-            }
+            self.reap(now);
             self.opening.retain(|_, (_, at)| now - *at < OPENING_FOR);
             let (n, from) = match self.socket.recv_from(&mut buf) {
                 Ok(x) => x,
                 Err(_) => continue,
             };
-            let stamp = Stamp { wall: wall_ns(), mono: zero.elapsed().as_nanos() as i64 };
+            let stamp = Stamp { wall: wall_ns(), mono: self.zero.elapsed().as_nanos() as i64 };
             if !self.ctx.inbound(NAME, from, n) {
                 continue;
             }
-            match irtt::parse_request_keyed(&buf[..n], self.key.as_deref()) {
-                Ok(Request::Open(params)) => self.open(from, n, params),
-                Ok(Request::Data { token, sequence }) => self.data(from, &mut buf[..n], token, sequence, stamp, zero),
-                Ok(Request::Close { token }) => {
-                    if self.conns.get(&from).is_some_and(|c| c.token == token) {
-                        self.finish(from, None);
+            let packet = &mut buf[..n];
+            match irtt::parse_request_keyed(packet, self.key.as_deref()) {
+                Ok(Request::Data { token, sequence }) => {
+                    let Some(s) = self.sources.get(&from) else { continue };
+                    let mut path = SocketReply { socket: &self.socket, ctx: &self.ctx, to: from, zero: self.zero };
+                    s.conn.answer(packet, (token, sequence), stamp, Instant::now(), self.key.as_deref(), &mut path);
+                }
+                Ok(Request::Open(asked)) => self.open(from, packet, asked),
+                Ok(Request::Close { .. }) => {
+                    if let Some(s) = self.sources.get(&from) {
+                        let _ = s.link.hand(SystemTime::now(), packet);
                     }
                 }
                 // Not irtt's, signed, malformed: dropped unanswered.
                 Err(_) => {}
             }
         }
+        // Stopping: each session sees the flag, ends its connection and logs it.
+        for (_, s) in self.sources.drain() {
+            let _ = s.thread.join();
+        }
     }
 
-    /// An open request of `n` bytes: admitted and answered once the source's opens add up
-    /// to the reply.
-    fn open(&mut self, from: SocketAddr, n: usize, asked: Params) {
+    /// Joins the sessions that ended; a source turned away keeps the bytes of its opens.
+    fn reap(&mut self, now: Instant) {
+        let ended: Vec<SocketAddr> =
+            self.sources.iter().filter(|(_, s)| s.thread.is_finished()).map(|(a, _)| *a).collect();
+        for from in ended {
+            let Some(s) = self.sources.remove(&from) else { continue };
+            let _ = s.thread.join();
+            if !s.conn.was_opened() && self.opening.len() < MAX_OPENING {
+                self.opening.insert(from, (s.opens, now));
+            }
+        }
+    }
+
+    /// An open from `from`: its session's if it has one (a repeated open); otherwise counted
+    /// with the source's earlier opens, and a session started once they add up to the reply.
+    fn open(&mut self, from: SocketAddr, packet: &[u8], asked: irtt::Params) {
         if asked.protocol_version != irtt::PROTOCOL_VERSION {
             return;
         }
-        if let Some(c) = self.conns.get(&from) {
-            // A repeated open whose reply was lost: the same answer, within the same rule.
-            let reply = irtt::open_reply_keyed(c.token, &c.params, self.key.as_deref());
-            if reply.len() <= n && self.ctx.may_answer(NAME, from, reply.len()) {
-                let _ = self.socket.send_to(&reply, from);
-            }
+        if let Some(s) = self.sources.get(&from) {
+            let _ = s.link.hand(SystemTime::now(), packet);
             return;
         }
-        if self.conns.len() >= MAX_CONNECTIONS
+        if self.sources.len() >= MAX_CONNECTIONS
             || (self.opening.len() >= MAX_OPENING && !self.opening.contains_key(&from))
         {
             return;
         }
-        let granted = self.grant(&asked);
-        let mut token = [0u8; 8];
-        if getrandom::getrandom(&mut token).is_err() {
+        let (bytes, _) = self.opening.entry(from).or_insert((0, Instant::now()));
+        let earlier = *bytes;
+        *bytes += packet.len();
+        // The token's bytes do not change the reply's length.
+        let reply = irtt::open_reply_keyed([0; 8], &grant(&asked, self.ctx.limits()), self.key.as_deref());
+        if *bytes < reply.len() {
             return;
         }
-        let reply = irtt::open_reply_keyed(token, &granted, self.key.as_deref());
-        let now = Instant::now();
-        let (bytes, _) = self.opening.entry(from).or_insert((0, now));
-        *bytes += n;
-        if *bytes < reply.len() || !self.ctx.may_answer(NAME, from, reply.len()) {
-            return;
-        }
-        let spec = self.spec_of(&granted);
-        let test = match self.tests.join(&self.ctx, &spec, from) {
-            Ok(t) => t,
-            Err(r) => {
-                self.ctx.log(ServerLog::Rejected { peer: from, reason: format!("{NAME} (UDP): {}", r.reason) });
-                return;
-            }
-        };
+        let opens = *bytes;
         self.opening.remove(&from);
-        if self.socket.send_to(&reply, from).is_err() {
-            return;
-        }
-        self.conns.insert(
+        let Ok(answers) = self.socket.try_clone() else { return };
+        let answer_ctx = self.ctx.clone();
+        let (link, source) =
+            DatagramLink::new(answers, from, Box::new(move |bytes| answer_ctx.may_answer(NAME, from, bytes)));
+        let conn = Arc::new(Connection::default());
+        let session = IrttSession::new(
             from,
-            Conn {
-                token,
-                params: granted,
-                spec,
-                test,
-                started: now,
-                last: now,
-                credit: BURST,
-                received: (0, 0),
-                sent: (0, 0),
-                dropped: 0,
-                highest: None,
-                window: 0,
-            },
+            earlier,
+            self.key.clone(),
+            self.ctx.limits().clone(),
+            self.tests.clone(),
+            conn.clone(),
         );
-    }
-
-    /// The parameters granted: the asked ones within the server's limits.
-    fn grant(&self, asked: &Params) -> Params {
-        let limits = self.ctx.limits();
-        let mut p = asked.clone();
-        if let Some(max) = limits.max_duration {
-            let max = i64::try_from(max.as_nanos()).unwrap_or(i64::MAX);
-            if p.duration_ns == 0 || p.duration_ns > max {
-                p.duration_ns = max;
-            }
-        }
-        p.interval_ns = p.interval_ns.max(MIN_INTERVAL_NS);
-        if let Some(rate) = limits.max_rate.filter(|&r| r > 0) {
-            // Both ways carry the packet: its bits per interval within the rate.
-            let len = (p.length as u64).max(p.min_data_len(false) as u64);
-            let ns = (len * 8).saturating_mul(1_000_000_000) / rate;
-            p.interval_ns = p.interval_ns.max(i64::try_from(ns).unwrap_or(i64::MAX));
-        }
-        // The server sets no DSCP on its replies and pads with zeros.
-        p.dscp = 0;
-        p.server_fill = None;
-        p
-    }
-
-    /// The test admitted for a connection: a UDP rr test of the packet's length.
-    fn spec_of(&self, p: &Params) -> TestSpec {
-        let mut spec = TestSpec::rr_default();
-        let len = (p.length.max(0) as u64).max(p.min_data_len(false) as u64);
-        spec.block_bytes = len;
-        if let Some(rr) = spec.rr.as_mut() {
-            rr.udp = true;
-            rr.request_bytes = len;
-            rr.response_bytes = len;
-        }
-        spec.end = EndCondition::Seconds(if p.duration_ns > 0 {
-            p.duration_ns as f64 / 1e9
-        } else {
-            self.ctx.limits().max_duration.map_or(0.0, |d| d.as_secs_f64())
+        let _ = source.hand(SystemTime::now(), packet);
+        let ctx = self.ctx.clone();
+        let spawned = std::thread::Builder::new().name("netchar-irtt".into()).spawn(move || {
+            let deadline = Instant::now() + ctx.limits().idle_timeout;
+            SessionDriver::serve_over(Box::new(link), from, Box::new(session), &ctx.shared, deadline);
         });
-        spec
-    }
-
-    fn data(&mut self, from: SocketAddr, packet: &mut [u8], token: [u8; 8], sequence: u32, at: Stamp, zero: Instant) {
-        let Some(c) = self.conns.get_mut(&from) else { return };
-        if c.token != token {
-            return;
-        }
-        let now = Instant::now();
-        c.received.0 += 1;
-        c.received.1 += packet.len() as u64;
-        let interval = Duration::from_nanos(c.params.interval_ns as u64).as_secs_f64();
-        c.credit = (c.credit + (now - c.last).as_secs_f64() / interval).min(BURST);
-        c.last = now;
-        match c.highest {
-            Some(h) if sequence > h => {
-                let d = sequence - h;
-                c.window = if d >= 64 { 1 } else { (c.window << d) | 1 };
-                c.highest = Some(sequence);
-            }
-            Some(h) if h - sequence < 64 => c.window |= 1 << (h - sequence),
-            Some(_) => {}
-            None => (c.highest, c.window) = (Some(sequence), 1),
-        }
-        if c.credit < 1.0 || now - c.started > c.granted() + AFTER_DURATION {
-            c.dropped += 1;
-            return;
-        }
-        c.credit -= 1.0;
-        let fields = ReplyFields { received: c.received.0 as u32, window: c.window, received_at: at, sent_at: at };
-        if irtt::write_data_reply(packet, &c.params, &fields).is_none() {
-            c.dropped += 1;
-            return;
-        }
-        if !self.ctx.may_answer(NAME, from, packet.len()) {
-            c.dropped += 1;
-            return;
-        }
-        irtt::restamp_send(packet, &c.params, Stamp { wall: wall_ns(), mono: zero.elapsed().as_nanos() as i64 });
-        if let Some(k) = &self.key {
-            irtt::sign(packet, k);
-        }
-        if self.socket.send_to(packet, from).is_ok() {
-            c.sent.0 += 1;
-            c.sent.1 += packet.len() as u64;
-        }
-    }
-
-    /// Ends `from`'s connection and logs its test: the requests received (up) and the replies
-    /// sent (down), their counts as the rr figures' transactions.
-    fn finish(&mut self, from: SocketAddr, error: Option<String>) {
-        let Some(c) = self.conns.remove(&from) else { return };
-        let seconds = c.last.saturating_duration_since(c.started).as_secs_f64();
-        let mut up = StreamRecord::bare(1, Flow::Up, Role::Receiver, Endpoint::Server, c.received.1, seconds);
-        up.rr = Some(RrFigures { transactions: c.received.0, ..RrFigures::default() });
-        let mut down = StreamRecord::bare(2, Flow::Down, Role::Sender, Endpoint::Server, c.sent.1, seconds);
-        down.rr = Some(RrFigures { transactions: c.sent.0, lost: c.dropped, ..RrFigures::default() });
-        let error = match (error, c.dropped) {
-            (e, 0) => e,
-            (e, n) => Some(format!(
-                "{}{n} request(s) dropped unanswered (faster than the granted interval, too short for their \
-                 reply, or over the reflection guard's budget)",
-                e.map(|e| format!("{e}; ")).unwrap_or_default()
-            )),
-        };
-        // The log shows both what came and what went.
-        let mut spec = c.spec;
-        spec.direction = netchar_model::Direction::Bidir;
-        c.test.test.log(&self.ctx, NAME, from, spec, vec![up, down], error);
-    }
-}
-
-impl Conn {
-    /// The granted duration (a year for a client that named none, on a server without
-    /// `--max-duration`: its `--idle-timeout` still ends it).
-    fn granted(&self) -> Duration {
-        match self.params.duration_ns {
-            d if d > 0 => Duration::from_nanos(d as u64),
-            _ => Duration::from_secs(365 * 86_400),
+        if let Ok(thread) = spawned {
+            self.sources.insert(from, Source { link: source, thread, conn, opens });
         }
     }
 }
