@@ -8,10 +8,10 @@
 use super::{AFTER_DURATION, BURST, MIN_INTERVAL_NS, NAME};
 use crate::admission::{Limits, Refusal};
 use crate::dataplane::DatagramFormatKind;
-use crate::server_control::{Admission, ServerControl, ServerControlEvent, ServerRequest, TestsByAddress};
-use netchar_model::{
-    CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, RrFigures, StreamRecord, StreamTotal, TestSpec,
+use crate::server_control::{
+    Admission, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase, TestsByAddress,
 };
+use netchar_model::{CpuUsage, Direction, EndCondition, Endpoint, Flow, Role, RrFigures, StreamRecord, TestSpec};
 use netchar_wire::irtt::{self, Params, ReplyFields, Request, Stamp};
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
@@ -238,18 +238,6 @@ fn spec_of(p: &Params, limits: &Limits) -> TestSpec {
     spec
 }
 
-/// Where a session is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Waiting for the open the listener hands first.
-    Request,
-    /// Asked for admission.
-    Asked,
-    /// Admitted and answered: the listener answers its data requests.
-    Running,
-    Done,
-}
-
 /// One irtt connection, from its open to its end.
 pub(crate) struct IrttSession {
     from: SocketAddr,
@@ -258,7 +246,7 @@ pub(crate) struct IrttSession {
     limits: Limits,
     tests: TestsByAddress,
     conn: Arc<Connection>,
-    phase: Phase,
+    phase: SessionPhase,
     /// Bytes of the source's opens (those the listener counted before this session included)
     /// and of the open replies sent to it: a reply goes only while the second stays within
     /// the first.
@@ -292,7 +280,7 @@ impl IrttSession {
             limits,
             tests,
             conn,
-            phase: Phase::Request,
+            phase: SessionPhase::new(Phase::Request),
             opens_in: earlier_opens,
             replies_out: 0,
             token: [0; 8],
@@ -311,7 +299,7 @@ impl IrttSession {
             return Ok(());
         }
         self.opens_in += n;
-        match self.phase {
+        match self.phase.get() {
             Phase::Request => {
                 let granted = grant(&asked, &self.limits);
                 getrandom::getrandom(&mut self.token)
@@ -325,7 +313,7 @@ impl IrttSession {
                 // workers' streams.
                 let run = TestSpec { streams: 0, ..spec.clone() };
                 self.granted = Some(granted);
-                self.phase = Phase::Asked;
+                self.phase.set(Phase::Asked);
                 self.events.push_back(ServerControlEvent::Requested(Box::new(ServerRequest {
                     spec,
                     run: Some(run),
@@ -359,7 +347,7 @@ impl IrttSession {
                 self.ended = why;
             }
         }
-        self.phase = Phase::Done;
+        self.phase.set(Phase::Done);
     }
 }
 
@@ -371,7 +359,7 @@ impl ServerControl for IrttSession {
         match irtt::parse_request_keyed(bytes, self.key.as_deref()) {
             Ok(Request::Open(asked)) => self.on_open(bytes.len(), asked),
             Ok(Request::Close { token }) => {
-                if self.phase == Phase::Running && self.conn.is_token(token) {
+                if self.phase.get() == Phase::Running && self.conn.is_token(token) {
                     self.end(None);
                 }
                 Ok(())
@@ -396,7 +384,7 @@ impl ServerControl for IrttSession {
         self.events.pop_front()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        (self.phase == Phase::Running).then(|| self.conn.deadline(self.limits.idle_timeout)).flatten()
+        (self.phase.get() == Phase::Running).then(|| self.conn.deadline(self.limits.idle_timeout)).flatten()
     }
     fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
         if self.poll_timeout().is_some_and(|t| now >= t) {
@@ -407,18 +395,20 @@ impl ServerControl for IrttSession {
     fn admitted(&mut self, now: Instant, _admission: &Admission<'_>) {
         let Some(granted) = self.granted.clone() else { return };
         self.conn.open(self.token, granted, now);
-        self.phase = Phase::Running;
+        self.phase.set(Phase::Running);
         self.queue_reply();
     }
     fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
         // irtt has no word for a refusal: the client's opens go unanswered (the log says why).
-        self.phase = Phase::Done;
+        self.phase.set(Phase::Done);
     }
     fn streams_connected(&mut self, _now: Instant) {}
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Native
     }
-    fn local_senders_done(&mut self, _now: Instant, _totals: Vec<StreamTotal>) {}
+    fn phase(&self) -> Option<&SessionPhase> {
+        Some(&self.phase)
+    }
     fn finish(&mut self, _now: Instant, _records: &[StreamRecord], _cpu: CpuUsage, _error: Option<String>) {
         self.end(None);
     }
@@ -427,12 +417,6 @@ impl ServerControl for IrttSession {
     }
     fn fail(&mut self, _now: Instant, message: &str) {
         self.end(Some(message.to_string()));
-    }
-    fn is_running(&self) -> bool {
-        self.phase == Phase::Running
-    }
-    fn is_done(&self) -> bool {
-        self.phase == Phase::Done
     }
     fn tests_by_address(&self) -> Option<TestsByAddress> {
         Some(self.tests.clone())
