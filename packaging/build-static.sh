@@ -8,7 +8,7 @@
 # target only (CARGO_TARGET_<TRIPLE>_RUSTFLAGS with --target): build scripts and proc macros,
 # which run on the build machine, stay dynamic, as they must. The `dist` profile is
 # Cargo.toml's: release code (fat LTO, one code unit), no debug info, symbols stripped. Cargo's
-# CARGO_PROFILE_DIST_* variables override it: CI sets LTO=thin and CODEGEN_UNITS=16, since it
+# CARGO_PROFILE_DIST_* variables override it: CI sets LTO=off and CODEGEN_UNITS=16, since it
 # checks that the binary builds, runs and packages, not the release's optimisation (.ci/run).
 #
 # A cross TARGET needs the Rust standard library for it (`rustup target add TARGET`) and
