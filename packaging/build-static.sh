@@ -7,7 +7,9 @@
 # needs nothing from the system but the kernel (docs/install.md). The flag is given for the
 # target only (CARGO_TARGET_<TRIPLE>_RUSTFLAGS with --target): build scripts and proc macros,
 # which run on the build machine, stay dynamic, as they must. The `dist` profile is
-# Cargo.toml's: release code, no debug info, symbols stripped.
+# Cargo.toml's: release code (fat LTO, one code unit), no debug info, symbols stripped. Cargo's
+# CARGO_PROFILE_DIST_* variables override it: CI sets LTO=off and CODEGEN_UNITS=16, since it
+# checks that the binary builds, runs and packages, not the release's optimisation (.ci/run).
 #
 # A cross TARGET needs the Rust standard library for it (`rustup target add TARGET`) and
 # Debian's cross gcc as the linker (gcc-aarch64-linux-gnu, gcc-arm-linux-gnueabihf, with

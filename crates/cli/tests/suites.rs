@@ -76,15 +76,30 @@ fn netio_runs_tcp_and_udp_both_ways_for_each_block_size() {
     assert!(text.stdout.contains("| 32767 bytes |"), "{}", text.stdout);
 }
 
+/// Every size of the default list, over TCP and UDP, each a fixed transfer (`-n`): the sender
+/// wrote exactly those bytes, a TCP receiver got them all, and every UDP datagram arrived or was
+/// counted lost. The timed sweep's table is the text run's.
 #[test]
 fn sizes_sweeps_block_sizes_over_tcp_and_udp() {
     let s = Server::start(&[]);
-    let runs = suite_json(&s, "sizes");
+    let port = s.port.to_string();
+    let run = netchar(&["suite", "sizes", "127.0.0.1", "-p", &port, "-n", "100000", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let runs = doc.as_array().unwrap();
     let (tcp, udp) = expected_sizes(loopback_mtu());
     let sizes = |kind: &str| -> Vec<u64> {
         runs.iter().filter(|r| r["test"]["kind"] == kind).map(|r| u(&r["test"]["block_bytes"])).collect()
     };
     assert_eq!((sizes("tcp"), sizes("udp")), (tcp.clone(), udp), "the loopback MTU is {}", loopback_mtu());
+    for r in runs {
+        let up = &r["summary"]["up"];
+        assert!(r["error"].is_null(), "{}", r["error"]);
+        assert_eq!(u(&up["sender"]["total_bytes"]), 100_000, "{}", r["test"]);
+        if r["test"]["kind"] == "tcp" {
+            assert_eq!(u(&up["receiver"]["total_bytes"]), 100_000, "{}", r["test"]);
+        }
+    }
     assert!(runs[tcp.len()..].iter().all(|r| r["summary"]["up"]["packets_accounted"] == true));
     let port = s.port.to_string();
     let text = netchar(&["suite", "sizes", "127.0.0.1", "-p", &port, "--duration", "0.1"]);

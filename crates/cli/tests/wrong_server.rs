@@ -90,6 +90,22 @@ fn assert_one_line(port: u16, args: &[&str], expect: &[&str]) {
     }
 }
 
+/// Runs each case on a thread of its own and waits for all of them; a case's panic is the
+/// test's, with its own message. The cases that meet a silent peer wait out netchar's 5 s hello
+/// (or 10 s PARAM_EXCHANGE) timeout, and a process waiting costs the machine nothing: side by
+/// side, a test takes its slowest case's time instead of the sum. Each case starts its own
+/// server, so none sees another's connections.
+fn side_by_side<'a>(cases: Vec<Box<dyn FnOnce() + Send + 'a>>) {
+    std::thread::scope(|scope| {
+        let running: Vec<_> = cases.into_iter().map(|case| scope.spawn(case)).collect();
+        for case in running {
+            if let Err(panic) = case.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+}
+
 const SILENT: &str = "said nothing, as an iperf2 server (--proto iperf2), netperf's netserver (--proto netperf), \
                       a netio server (suite netio --proto netio) or a discard service (--proto discard) does";
 
@@ -127,17 +143,26 @@ fn netchar_against_an_iperf2_server() {
 
 #[test]
 fn netchar_against_netperfs_netserver() {
-    let Some(s) =
-        PeerServer::start("netserver", &["-D", "-L", "127.0.0.1", "-p", "{port}"], false, "apt-get install netperf")
-    else {
-        return;
-    };
-    assert_one_line(s.port, &["tcp", "127.0.0.1", "-p", "{port}", "-t", "1"], &["no netchar hello within 5 s", SILENT]);
-    assert_one_line(
-        s.port,
-        &["tcp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", "iperf3"],
-        &["waiting for the iperf3 server to ask for the test's parameters: the server", SILENT],
-    );
+    let netserver =
+        || PeerServer::start("netserver", &["-D", "-L", "127.0.0.1", "-p", "{port}"], false, "apt-get install netperf");
+    side_by_side(vec![
+        Box::new(|| {
+            let Some(s) = netserver() else { return };
+            assert_one_line(
+                s.port,
+                &["tcp", "127.0.0.1", "-p", "{port}", "-t", "1"],
+                &["no netchar hello within 5 s", SILENT],
+            );
+        }),
+        Box::new(|| {
+            let Some(s) = netserver() else { return };
+            assert_one_line(
+                s.port,
+                &["tcp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", "iperf3"],
+                &["waiting for the iperf3 server to ask for the test's parameters: the server", SILENT],
+            );
+        }),
+    ]);
 }
 
 #[test]
@@ -232,8 +257,14 @@ fn netchar_against_echo_discard_chargen_netio_and_nc_test_servers() {
 /// test; echo and chargen by the answer to netchar's hello, which an echo server returns and a
 /// chargen server throws away; iperf2's `-R` by the first bytes, its server's payload at once.
 /// A server that waits for more of its client's bytes leaves those to wait `silent_opening`
-/// (the 5 s hello timeout) and name the silent kinds.
-fn service_clients_against<S>(start: impl Fn() -> Option<(S, u16)>, answered: &[&str], silent_opening: bool) {
+/// (the 5 s hello timeout) and name the silent kinds. The cases run side by side, or one after
+/// another where two of `start`'s servers cannot listen at once (`Cases::OneAtATime`).
+fn service_clients_against<S>(
+    start: impl Fn() -> Option<(S, u16)> + Sync,
+    answered: &[&str],
+    silent_opening: bool,
+    cases_run: Cases,
+) {
     let opening_unanswered =
         ["nothing came back to netchar's opening bytes within 5 s", &SILENT["said nothing, ".len()..]];
     let reverse_unanswered =
@@ -247,20 +278,38 @@ fn service_clients_against<S>(start: impl Fn() -> Option<(S, u16)>, answered: &[
         ("an echo server", false, Some(&opening_unanswered)),
         ("a chargen server", false, Some(&opening_unanswered)),
     ];
-    for (expected, reverse, silent) in cases {
-        let Some((_server, port)) = start() else { return };
-        let proto = expected.rsplit(' ').nth(1).unwrap();
-        let mut args = vec!["tcp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", proto];
-        if reverse {
-            args.push("-R");
-        }
-        let not = format!("not {expected}: ");
-        let what = match silent {
-            Some(silent) if silent_opening => silent,
-            _ => answered,
-        };
-        assert_one_line(port, &args, &[[not.as_str()].as_slice(), what].concat());
+    let start = &start;
+    let cases: Vec<Box<dyn FnOnce() + Send + '_>> = cases
+        .into_iter()
+        .map(|(expected, reverse, silent)| -> Box<dyn FnOnce() + Send + '_> {
+            Box::new(move || {
+                let Some((_server, port)) = start() else { return };
+                let proto = expected.rsplit(' ').nth(1).unwrap();
+                let mut args = vec!["tcp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", proto];
+                if reverse {
+                    args.push("-R");
+                }
+                let not = format!("not {expected}: ");
+                let what = match silent {
+                    Some(silent) if silent_opening => silent,
+                    _ => answered,
+                };
+                assert_one_line(port, &args, &[[not.as_str()].as_slice(), what].concat());
+            })
+        })
+        .collect();
+    match cases_run {
+        Cases::SideBySide => side_by_side(cases),
+        Cases::OneAtATime => cases.into_iter().for_each(|case| case()),
     }
+}
+
+/// How `service_clients_against` runs its cases.
+enum Cases {
+    SideBySide,
+    /// A second `netchar server --netio --netio-port 0` on the host fails to listen ("Address
+    /// already in use") while the first runs; none of these cases waits on a silent peer.
+    OneAtATime,
 }
 
 #[test]
@@ -273,6 +322,7 @@ fn iperf2_and_service_clients_against_a_netchar_server() {
         },
         &["a netchar server answered (its hello): netchar's own protocol, which runs without --proto"],
         false,
+        Cases::SideBySide,
     );
 }
 
@@ -291,6 +341,7 @@ fn iperf2_and_service_clients_against_an_iperf3_server() {
         },
         &["an iperf3 server answered (PARAM_EXCHANGE); add --proto iperf3"],
         false,
+        Cases::SideBySide,
     );
 }
 
@@ -311,6 +362,7 @@ fn iperf2_and_service_clients_against_netperfs_netserver() {
         },
         &["netperf's netserver answered (its error response to a request it does not know); add --proto netperf"],
         true,
+        Cases::SideBySide,
     );
 }
 
@@ -330,6 +382,7 @@ fn iperf2_and_service_clients_against_a_netio_server() {
         },
         &["as a netio server does (suite netio --proto netio)"],
         false,
+        Cases::OneAtATime,
     );
 }
 
@@ -341,35 +394,53 @@ fn iperf2_and_service_clients_against_a_netio_server() {
 fn udp_iperf2_echo_and_discard_clients_against_other_servers() {
     let udp = |proto: &'static str| vec!["udp", "127.0.0.1", "-p", "{port}", "-t", "1", "--proto", proto];
     let netchar_server = "on TCP at the same port, a netchar server answered (its hello)";
-    let s = Server::start(&[]);
-    assert_one_line(s.port, &udp("echo"), &["not an echo server: none of the ", netchar_server]);
-    assert_one_line(s.port, &udp("iperf2"), &["iperf2 server reports did not come back", netchar_server]);
-    // -R: an iperf2 server sends as soon as the request comes; not one datagram came back.
-    assert_one_line(
-        s.port,
-        &["udp", "127.0.0.1", "-p", "{port}", "-t", "1", "-R", "--proto", "iperf2"],
-        &["not an iperf2 server: not one datagram came back for the -R request", netchar_server],
-    );
-    // netchar's server takes UDP at its port and drops what is not its own: as silent as a
-    // discard service, and not called wrong.
-    let port = s.port.to_string();
-    let run = netchar(&["udp", "127.0.0.1", "-p", &port, "-t", "1", "--proto", "discard"]);
-    assert_eq!(run.code, 0, "a silent UDP sink is what discard is: {}", run.stderr);
-    drop(s);
-
     let iperf3 = "on TCP at the same port, an iperf3 server answered (PARAM_EXCHANGE); add --proto iperf3";
+    let (udp, netchar_server, iperf3) = (&udp, netchar_server, iperf3);
+    let mut cases: Vec<Box<dyn FnOnce() + Send>> = vec![
+        Box::new(move || {
+            let s = Server::start(&[]);
+            assert_one_line(s.port, &udp("echo"), &["not an echo server: none of the ", netchar_server]);
+        }),
+        Box::new(move || {
+            let s = Server::start(&[]);
+            assert_one_line(s.port, &udp("iperf2"), &["iperf2 server reports did not come back", netchar_server]);
+        }),
+        Box::new(move || {
+            let s = Server::start(&[]);
+            // -R: an iperf2 server sends as soon as the request comes; not one datagram came back.
+            assert_one_line(
+                s.port,
+                &["udp", "127.0.0.1", "-p", "{port}", "-t", "1", "-R", "--proto", "iperf2"],
+                &["not an iperf2 server: not one datagram came back for the -R request", netchar_server],
+            );
+        }),
+        Box::new(|| {
+            // netchar's server takes UDP at its port and drops what is not its own: as silent as
+            // a discard service, and not called wrong.
+            let s = Server::start(&[]);
+            let port = s.port.to_string();
+            let run = netchar(&["udp", "127.0.0.1", "-p", &port, "-t", "1", "--proto", "discard"]);
+            assert_eq!(run.code, 0, "a silent UDP sink is what discard is: {}", run.stderr);
+        }),
+    ];
     for (proto, expected) in [
         ("iperf2", "not an iperf2 server: nothing takes UDP at port "),
         ("discard", "not a discard server: nothing takes UDP at port "),
         ("echo", "not an echo server: "),
     ] {
-        let Some(s) =
-            PeerServer::start("iperf3", &["-s", "-B", "127.0.0.1", "-p", "{port}"], false, "apt-get install iperf3")
-        else {
-            return;
-        };
-        assert_one_line(s.port, &udp(proto), &[expected, iperf3]);
+        cases.push(Box::new(move || {
+            let Some(s) = PeerServer::start(
+                "iperf3",
+                &["-s", "-B", "127.0.0.1", "-p", "{port}"],
+                false,
+                "apt-get install iperf3",
+            ) else {
+                return;
+            };
+            assert_one_line(s.port, &udp(proto), &[expected, iperf3]);
+        }));
     }
+    side_by_side(cases);
 }
 
 /// The server's `rejected` line about the client that just ran, within 10 s.
