@@ -47,8 +47,25 @@ pub struct NetioListener {
 }
 
 impl NetioListener {
-    /// Binds `ip`:`port` (TCP) and `ip`:`port+1` (TCP and UDP); a busy port fails here.
+    /// Binds `ip`:`port` (TCP) and `ip`:`port+1` (TCP and UDP); a busy port fails here. Port 0
+    /// takes a free port whose next one is free too (tried a few times: another program may
+    /// hold the next one).
     pub fn bind(ip: IpAddr, port: u16) -> io::Result<Self> {
+        if port != 0 {
+            return Self::bind_pair(ip, port);
+        }
+        let mut tries = 0;
+        loop {
+            let free = TcpListener::bind(SocketAddr::new(ip, 0))?.local_addr()?.port();
+            tries += 1;
+            match Self::bind_pair(ip, free) {
+                Err(e) if tries < PORT_PAIR_TRIES => drop(e),
+                outcome => return outcome,
+            }
+        }
+    }
+
+    fn bind_pair(ip: IpAddr, port: u16) -> io::Result<Self> {
         use socket2::{Domain, Socket, Type};
         let aux = port.checked_add(1).ok_or_else(|| io::Error::other("the netio port must be below 65535"))?;
         let listen = |p: u16| -> io::Result<TcpListener> {
@@ -77,6 +94,9 @@ impl NetioListener {
         self.tcp.local_addr().map_or(0, |a| a.port())
     }
 }
+
+/// How many free ports `--netio-port 0` tries before giving up on finding a free pair.
+const PORT_PAIR_TRIES: u32 = 20;
 
 /// Datagrams and bytes received per source address since each UDP test's C2S.
 type UdpCounts = Arc<Mutex<HashMap<IpAddr, (u64, u64)>>>;
@@ -553,4 +573,23 @@ fn datagram_socket(udp: &UdpSocket, to: SocketAddr) -> Result<UdpSocket, String>
 /// One worker of netio's UDP datagrams ([`send_datagrams`]).
 fn block_sender(worker: UdpWorker<'_>) -> io::Result<()> {
     worker.run(&netchar_wire::netio::BlockDatagrams::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_0_takes_a_free_pair_and_two_listeners_get_two() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let a = NetioListener::bind(ip, 0).expect("a free pair");
+        let b = NetioListener::bind(ip, 0).expect("a second free pair");
+        for l in [&a, &b] {
+            let p = l.port();
+            assert_ne!(p, 0);
+            assert_eq!(l.udp_control.local_addr().unwrap().port(), p + 1);
+            assert_eq!(l.udp.local_addr().unwrap().port(), p + 1);
+        }
+        assert_ne!(a.port(), b.port());
+    }
 }
