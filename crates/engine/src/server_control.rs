@@ -26,7 +26,7 @@
 //! - a session that sends on a stream it opens itself (iperf2's `-d`/`-r` dial-back, netio's
 //!   UDP S2C phase) asks the driver for it ([`ServerControlEvent::OwnStream`]): the driver
 //!   runs it on a sender apart from the session's thread and gives its record back
-//!   ([`ServerControl::own_stream_done`]).
+//!   ([`ServerControl::own_stream_done`]); nc_test's slave runs its lock-step exchange so.
 //!
 //! The peers' sessions keep where they stand in a [`SessionPhase`], which the seam's provided
 //! `finish`, `fail`, `is_running` and `is_done` read and end ([`ServerControl::phase`]).
@@ -36,7 +36,7 @@
 //! buffers go in lock step on its data port.
 
 use crate::admission::{Admitted, DataConn, Limits, Refusal, Registry, Request};
-use crate::dataplane::DatagramFormatKind;
+use crate::dataplane::{DatagramFormatKind, LockStepSlot};
 use netchar_model::{CpuUsage, Evidence, HostIdentity, HostInfo, StreamRecord, StreamTotal, TestSpec};
 use netchar_wire::session::{ServerEvent, ServerSession};
 use netchar_wire::ProtocolError;
@@ -91,6 +91,10 @@ pub struct OwnStream {
     pub datagrams: DatagramFormatKind,
     /// What it is for, as its errors name it ("the -d/-r test").
     pub purpose: &'static str,
+    /// A stream whose every buffer is a transaction of the protocol's machine (nc_test's
+    /// slave): the sender runs that machine (crate::dataplane::LockStep), which bounds each of
+    /// its waits itself, rather than `run`'s pace.
+    pub lock_step: Option<LockStepSlot>,
 }
 
 /// Where an [`OwnStream`] goes.
@@ -104,8 +108,12 @@ pub enum OwnTarget {
         /// The last moment to try.
         until: Instant,
     },
-    /// This UDP socket, connected to the peer.
+    /// This UDP socket, connected to the peer (or, for a lock-step stream whose machine names
+    /// its peer, the unconnected socket it shares).
     Udp(std::net::UdpSocket),
+    /// A connection the session already took (nc_test's master connects to the slave's data
+    /// port, which the session polls for it).
+    Tcp(std::net::TcpStream),
 }
 
 /// A test a client asks for.

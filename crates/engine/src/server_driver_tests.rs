@@ -756,24 +756,11 @@ mod nc_test {
         })
     }
 
-    fn answer(master: &Master) -> Reply {
-        let mut buf = [0u8; 64];
-        let n = master.ctrl.recv(&mut buf).expect("the slave's answer");
-        Reply::decode(&buf[..n]).expect("a reply")
-    }
-
-    #[test]
-    fn a_udp_echo_test_runs_in_lock_step_and_the_slaves_counts_are_logged() {
-        let bed = Bed::new(Limits::default());
-        let (slave, master) = sockets();
-        let (nbufs, buflen) = (40, 200);
-        let mut req = Request::new(Kind::UdpEcho, 1, nbufs, buflen);
-        req.master_port = u32::from(master.data.local_addr().unwrap().port());
-        let session = serve(&bed, &slave, &master, req);
-        assert!(answer(&master).is_ack());
-        // The stock master's loop (netchar_wire::nc_test::MasterTest) against the slave.
-        let to = slave.udp.local_addr().unwrap();
-        let mut test = MasterTest::new(Kind::UdpEcho, 1, nbufs, buflen, Pause::default());
+    /// The stock master's loop (netchar_wire::nc_test::MasterTest) for `req` against the slave's
+    /// data port `to`.
+    fn stock_master(master: &Master, to: SocketAddr, req: Request) -> wire::MasterReport {
+        let kind = req.kind().unwrap();
+        let mut test = MasterTest::new(kind, req.seq, req.nbufs, req.buflen, Pause::default());
         let mut buf = vec![0u8; 70_000];
         loop {
             match test.next_step(Instant::now()) {
@@ -789,8 +776,50 @@ mod nc_test {
                 Step::Done => break,
             }
         }
+        test.into_report()
+    }
+
+    #[test]
+    fn the_data_port_serves_test_after_test_with_every_buffer_counted() {
+        let bed = Bed::new(Limits::default());
+        let (slave, master) = sockets();
+        let (nbufs, buflen) = (30, 64);
+        // The exchange runs on a worker over the data port's one socket: what the worker did
+        // to it must not touch the next test's.
+        for seq in 1..=3 {
+            let mut req = Request::new(Kind::UdpEcho, seq, nbufs, buflen);
+            req.master_port = u32::from(master.data.local_addr().unwrap().port());
+            let session = serve(&bed, &slave, &master, req);
+            assert!(answer(&master).is_ack());
+            let report = stock_master(&master, slave.udp.local_addr().unwrap(), req);
+            assert!(session.join().unwrap().is_none());
+            assert_eq!((report.sent, report.received, report.lost), (nbufs, nbufs, 0), "test {seq}: {report:?}");
+        }
+        let per = u64::from(buflen) + wire::DATA_HEADER_LEN as u64;
+        for t in bed.tests_logged() {
+            let bytes: Vec<u64> = t.streams.iter().map(|s| s.bytes).collect();
+            assert_eq!(bytes, vec![u64::from(nbufs) * per; 2], "{:?}", t.error);
+        }
+        assert_eq!(bed.tests_logged().len(), 3);
+    }
+
+    fn answer(master: &Master) -> Reply {
+        let mut buf = [0u8; 64];
+        let n = master.ctrl.recv(&mut buf).expect("the slave's answer");
+        Reply::decode(&buf[..n]).expect("a reply")
+    }
+
+    #[test]
+    fn a_udp_echo_test_runs_in_lock_step_and_the_slaves_counts_are_logged() {
+        let bed = Bed::new(Limits::default());
+        let (slave, master) = sockets();
+        let (nbufs, buflen) = (40, 200);
+        let mut req = Request::new(Kind::UdpEcho, 1, nbufs, buflen);
+        req.master_port = u32::from(master.data.local_addr().unwrap().port());
+        let session = serve(&bed, &slave, &master, req);
+        assert!(answer(&master).is_ack());
+        let report = stock_master(&master, slave.udp.local_addr().unwrap(), req);
         assert!(session.join().unwrap().is_none());
-        let report = test.into_report();
         assert_eq!((report.sent, report.received, report.lost), (nbufs, nbufs, 0), "{report:?}");
         let t = &bed.tests_logged()[0];
         assert_eq!(t.protocol, "nc-test");
@@ -845,6 +874,78 @@ mod nc_test {
         assert_eq!(t.streams[0].bytes, 10 * per, "the ten buffers that came");
         let error = t.error.as_deref().unwrap_or_default();
         assert!(error.starts_with("gave up after"), "{error}");
+        assert_eq!(bed.running(), 0);
+    }
+
+    /// One echo round trip of the master's: `seq`'s buffer out, its echo back.
+    fn echo_once(master: &Master, to: SocketAddr, seq: u32, buflen: u32) {
+        master.data.send_to(&wire::data_buffer(seq, buflen), to).unwrap();
+        let mut buf = vec![0u8; 70_000];
+        let n = master.data.recv(&mut buf).expect("the slave's echo");
+        assert_eq!(buf[..n], wire::data_buffer(seq, buflen)[..], "the echo of buffer {seq}");
+    }
+
+    #[test]
+    fn a_stop_during_the_slaves_exchange_ends_it_with_what_was_counted() {
+        let bed = Bed::new(Limits::default());
+        let (slave, master) = sockets();
+        let (nbufs, buflen) = (40, 100);
+        let mut req = Request::new(Kind::UdpEcho, 4, nbufs, buflen);
+        req.master_port = u32::from(master.data.local_addr().unwrap().port());
+        let session = serve(&bed, &slave, &master, req);
+        assert!(answer(&master).is_ack());
+        // Five buffers echoed: the slave has counted each before its echo left. It then waits
+        // for the sixth, which never comes: the server stops instead.
+        let to = slave.udp.local_addr().unwrap();
+        for seq in 0..5 {
+            echo_once(&master, to, seq, buflen);
+        }
+        bed.shared().stop.raise();
+        assert!(matches!(session.join().unwrap(), Some(ServerSessionError::ShuttingDown)));
+        // The master gets the counts so far rather than waiting for a results record.
+        let mut buf = [0u8; 64];
+        let n = master.data.recv(&mut buf).expect("the results so far");
+        let results = wire::Results::decode(&buf[..n]).expect("a results record");
+        assert_eq!((results.seq, results.nsent, results.nrecvd), (4, 5, 5), "{results:?}");
+        let t = &bed.tests_logged()[0];
+        let per = u64::from(buflen) + wire::DATA_HEADER_LEN as u64;
+        let bytes: Vec<u64> = t.streams.iter().map(|s| s.bytes).collect();
+        assert_eq!(bytes, vec![5 * per; 2], "five buffers received and echoed");
+        assert_eq!(t.error.as_deref(), Some("the server is shutting down"));
+        assert_eq!(bed.running(), 0);
+    }
+
+    #[test]
+    fn a_master_silent_mid_exchange_ends_it_with_what_came_from_it_alone() {
+        let bed = Bed::new(Limits::default());
+        let (slave, master) = sockets();
+        let (nbufs, buflen) = (100, 300);
+        let mut req = Request::new(Kind::UdpRecv, 5, nbufs, buflen);
+        req.master_port = u32::from(master.data.local_addr().unwrap().port());
+        let session = serve(&bed, &slave, &master, req);
+        assert!(answer(&master).is_ack());
+        let to = slave.udp.local_addr().unwrap();
+        for seq in 0..10 {
+            master.data.send_to(&wire::data_buffer(seq, buflen), to).unwrap();
+        }
+        // The next buffer, from an address that is not the master's: not the test's.
+        let stranger = UdpSocket::bind("127.0.0.2:0").unwrap();
+        stranger.send_to(&wire::data_buffer(10, buflen), to).unwrap();
+        // The master is silent from here on (its socket stays open): the slave gives up after
+        // its receive timeouts and sends what it counted.
+        master.data.set_read_timeout(Some(wire::RESULTS_TIMEOUT * 2)).unwrap();
+        let mut buf = [0u8; 64];
+        let n = master.data.recv(&mut buf).expect("the results record");
+        let results = wire::Results::decode(&buf[..n]).expect("a results record");
+        assert_eq!((results.seq, results.nsent, results.nrecvd), (5, 0, 10), "{results:?}");
+        assert!(session.join().unwrap().is_none());
+        let t = &bed.tests_logged()[0];
+        let per = u64::from(buflen) + wire::DATA_HEADER_LEN as u64;
+        assert_eq!(t.streams.len(), 1, "{:?}", t.streams);
+        assert_eq!(t.streams[0].bytes, 10 * per, "the master's ten buffers, not the stranger's");
+        assert_eq!(t.refused_data, 1, "the stranger's datagram");
+        let error = t.error.as_deref().unwrap_or_default();
+        assert_eq!(error, format!("gave up after {} receive timeouts", wire::MAX_ERRORS + 1));
         assert_eq!(bed.running(), 0);
     }
 }

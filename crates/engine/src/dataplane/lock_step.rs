@@ -8,10 +8,16 @@
 //! stream's socket (TCP or connected UDP) and counts them, and looks at the plane's abort and
 //! stop between waits. What the machine measured is its own: the session reads it back once the
 //! worker is done (the stream's sender total tells it so).
+//!
+//! A machine may also run on an unconnected UDP socket that is not the test's alone (eCos
+//! nc_test's slave: one data port, bound once, that no second socket may share and whose
+//! connection std cannot undo): it names its peer ([`LockStep::peer`]), every buffer goes there,
+//! and each datagram that comes is the machine's to take or turn away ([`LockStep::accepts`]),
+//! so that nothing from another source counts as an answer.
 
 use super::{Controls, StreamShared, POLL};
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,6 +48,20 @@ pub trait LockStep: Send {
     /// The answer to the last [`LockStepAction::Recv`]: the bytes, or `None` (timeout, a TCP
     /// stream that closed or broke).
     fn received(&mut self, data: Option<&[u8]>, now: Instant);
+    /// How the last [`LockStepAction::Send`] went: the bytes written, or why not (a machine
+    /// that counts only what left this end minds it; the master's counts its answers instead).
+    fn sent(&mut self, _outcome: io::Result<usize>) {}
+    /// The peer of a UDP stream whose socket is not connected: buffers are sent there and
+    /// datagrams taken through [`Self::accepts`]. `None` (the default): the socket is
+    /// connected to the peer.
+    fn peer(&self) -> Option<SocketAddr> {
+        None
+    }
+    /// Whether a datagram of `len` bytes from `from` is an answer on an unconnected socket
+    /// ([`Self::peer`]); one turned away is not waited for, and the wait goes on.
+    fn accepts(&mut self, _from: SocketAddr, _len: usize) -> bool {
+        true
+    }
 }
 
 /// Where a session leaves its lock-step machine for the stream's worker to take.
@@ -70,7 +90,12 @@ impl std::fmt::Debug for LockStepSlot {
 /// writes nothing more: the machine sees timeouts and ends on its own terms.
 enum Channel<'a> {
     Udp(&'a UdpSocket),
-    Tcp { socket: &'a TcpStream, broken: bool },
+    /// An unconnected UDP socket and the peer the machine names.
+    UdpTo(&'a UdpSocket, SocketAddr),
+    Tcp {
+        socket: &'a TcpStream,
+        broken: bool,
+    },
 }
 
 /// Runs `machine` over `socket` until it is done or the plane aborts; counts the bytes sent
@@ -82,7 +107,10 @@ pub(super) fn run(
     mut machine: Box<dyn LockStep>,
 ) -> io::Result<()> {
     let mut channel = match socket {
-        super::DataSocket::Udp(s) => Channel::Udp(s),
+        super::DataSocket::Udp(s) => match machine.peer() {
+            Some(peer) => Channel::UdpTo(s, peer),
+            None => Channel::Udp(s),
+        },
         super::DataSocket::Tcp(s) => Channel::Tcp { socket: s, broken: false },
         _ => return Err(io::Error::other(format!("stream {}: a lock-step stream is TCP or UDP", shared.id))),
     };
@@ -99,24 +127,32 @@ pub(super) fn run(
             LockStepAction::Done => break,
             LockStepAction::Pause(d) => sleep_unless(d, &aborted),
             LockStepAction::Send(bytes) => {
-                let sent = match &mut channel {
+                let outcome = match &mut channel {
                     // ENOBUFS and the like: the buffer is lost, as on the wire; the exchange
                     // goes on and the machine counts it missing.
-                    Channel::Udp(s) => s.send(&bytes).is_ok(),
+                    Channel::Udp(s) => s.send(&bytes),
+                    Channel::UdpTo(s, peer) => s.send_to(&bytes, *peer),
+                    Channel::Tcp { broken: true, .. } => Err(io::ErrorKind::BrokenPipe.into()),
                     Channel::Tcp { socket, broken } => {
-                        *broken = *broken || write_all_within(socket, &bytes, &aborted).is_err();
-                        !*broken
+                        let written = write_all_within(socket, &bytes, &aborted).map(|()| bytes.len());
+                        *broken = written.is_err();
+                        written
                     }
                 };
-                if sent {
+                if outcome.is_ok() {
                     shared.bytes.fetch_add(bytes.len() as u64, Ordering::AcqRel);
                     shared.packets.fetch_add(1, Ordering::AcqRel);
                 }
+                machine.sent(outcome);
             }
             LockStepAction::Recv { len, timeout } => {
                 let len = len.min(buf.len());
                 let got = match &mut channel {
                     Channel::Udp(s) => recv_within(s, &mut buf[..len], timeout, &aborted),
+                    Channel::UdpTo(s, _) => {
+                        let accepts = &mut |from: SocketAddr, n: usize| machine.accepts(from, n);
+                        recv_from_within(s, &mut buf, timeout, &aborted, accepts).map(|n| n.min(len))
+                    }
                     Channel::Tcp { broken: true, .. } => None,
                     Channel::Tcp { socket, broken } => {
                         let got = read_exact_within(socket, &mut buf[..len], timeout, &aborted);
@@ -149,6 +185,29 @@ fn recv_within(s: &UdpSocket, buf: &mut [u8], timeout: Duration, aborted: &dyn F
         s.set_read_timeout(Some(left.min(POLL))).ok()?;
         match s.recv(buf) {
             Ok(n) => return Some(n),
+            Err(e) if crate::is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// One datagram the machine accepts (cut by the caller) within `timeout`, on an unconnected
+/// socket: whole, so that the machine judges it by its real size; others are waited past.
+fn recv_from_within(
+    s: &UdpSocket,
+    buf: &mut [u8],
+    timeout: Duration,
+    aborted: &dyn Fn() -> bool,
+    accepts: &mut dyn FnMut(SocketAddr, usize) -> bool,
+) -> Option<usize> {
+    let deadline = Instant::now() + timeout;
+    while !aborted() {
+        let left = deadline.checked_duration_since(Instant::now()).filter(|l| !l.is_zero())?;
+        s.set_read_timeout(Some(left.min(POLL))).ok()?;
+        match s.recv_from(buf) {
+            Ok((n, from)) if accepts(from, n) => return Some(n),
+            Ok(_) => {}
             Err(e) if crate::is_retry(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
             Err(_) => return None,
         }

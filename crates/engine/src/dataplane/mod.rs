@@ -539,7 +539,11 @@ impl DataPlane {
         let mut wake_on_abort = Vec::new();
         let mut wake_at_grace_end = Vec::new();
         let mut wake_when_due = Vec::new();
-        let rr = cfg.spec.kind == TestKind::Rr;
+        // A lock-step stream runs its machine (lock_step.rs), not an rr worker, whatever its
+        // spec: none of an rr worker's socket handling (its own descriptor table, the wake-ups,
+        // the read side shut at the end) is its, and its socket may be one it shares (nc_test's
+        // slave runs on the data port's only UDP socket).
+        let rr = cfg.spec.kind == TestKind::Rr && options.lock_step.is_none();
         // More plain TCP senders than CPUs to run them on, for a peer that reads them best
         // interleaved: one thread per CPU sends for several (send_group.rs). Zero-copy and
         // rate-capped senders keep a thread each.

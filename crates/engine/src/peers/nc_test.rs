@@ -9,14 +9,23 @@
 //! data port bound before the request that names it, and the data plane's lock-step worker
 //! (crate::dataplane::LockStep) running the wire's `MasterTest` on the data stream.
 //!
-//! Why the slave's runner is its own rather than the data plane's streaming workers: nc_test's control is UDP (request/reply datagrams on 7777),
-//! not a TCP control connection, and its data is lock-step (one buffer, then one answer, with
-//! per-buffer timeouts and the master's pauses), so every buffer is a transaction whose
-//! outcome the state machine must see before the next one goes out; only the pacing of a UDP
-//! send test and the count of refused sends are the data plane's (its `DatagramPacer`, the
-//! schedule and counters of its UDP senders, one datagram at a time). The figures are the state
-//! machine's exact buffer counts (what was sent, received, lost, out of sequence, and the
-//! slave's own results record), mapped into the one result model by [`master_result`].
+//! The slave's test is a session on the one server driver, and its exchange runs on the same
+//! lock-step worker as a stream of the session's own (crate::server_control::OwnStream), the
+//! wire's `SlaveTest` its machine: over the data port's one UDP socket, shared and unconnected
+//! (no second socket may bind the port), the machine names the master's data port as its peer
+//! and turns away datagrams from elsewhere; a TCP test's connection is looked for by the session
+//! without blocking, then handed to the worker. The session's thread meanwhile keeps the
+//! driver's turns (the server's stop, its --max-duration).
+//!
+//! Why lock step rather than the data plane's streaming workers: nc_test's control is UDP
+//! (request/reply datagrams on 7777), not a TCP control connection, and its data is lock-step
+//! (one buffer, then one answer, with per-buffer timeouts and the master's pauses), so every
+//! buffer is a transaction whose outcome the state machine must see before the next one goes
+//! out; only the pacing of a UDP send test and the count of refused sends are the data plane's
+//! streaming senders' (its `DatagramPacer`, their schedule and counters, one datagram at a
+//! time). The figures are the state machine's exact buffer counts (what was sent, received,
+//! lost, out of sequence, and the slave's own results record), mapped into the one result model
+//! by [`master_result`].
 //!
 //! Deviations from the stock programs, all compatible with them: the master binds its UDP data
 //! port before it sends a UDP request (the stock master binds after the ACK, so a stock slave's
@@ -28,17 +37,18 @@
 //! block forever; the slave accepts data only from its master's address (or
 //! `--allow-data-from`).
 
-use super::{PeerContext, PeerListener};
+use super::{ConnectionSlot, PeerContext, PeerListener};
 use crate::admission::Refusal;
 use crate::control::{ClientControl, ControlConnection, ControlEvent, OpenStream, PeerInfo, Transport};
 use crate::dataplane::{DatagramFormatKind, LockStepSlot, StreamOptions};
 use crate::error::SessionError;
 use crate::load::{BackgroundLoad, IdleMark, IdleMeter};
 use crate::registry::SessionArgs;
-use crate::server_control::{Admission, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase};
+use crate::server_control::{
+    Admission, OwnStream, OwnTarget, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase,
+};
 use crate::server_session::{DatagramLink, SessionDriver};
 use crate::server_shared::ServerLog;
-use crate::StopFlag;
 use netchar_model::{CpuUsage, StreamTotal};
 use netchar_model::{
     Direction, EndCondition, Endpoint, Flow, HostInfo, LatencyUs, Role, RrFigures, RrOptions, StreamRecord, TestInfo,
@@ -48,7 +58,7 @@ use netchar_stats::distribution::Distribution;
 use netchar_wire::nc_test::{self as wire, Kind, MasterReport, Pause, Request, SlaveAction, SlaveTest, Step};
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -60,6 +70,8 @@ const TCP_READ_TIMEOUT: Duration = wire::RESULTS_TIMEOUT;
 /// The slave waits this long for the master's TCP connection after an ACK (the stock master
 /// waits 3 s, then retries 5 times 1 s apart).
 const ACCEPT_WAIT: Duration = Duration::from_secs(15);
+/// How often a TCP test's session looks for its master's connection on the data port.
+const ACCEPT_POLL: Duration = Duration::from_millis(10);
 /// In a UDP_SEND test, the slave's first datagram waits this long after the ACK.
 const UDP_SEND_HEAD_START: Duration = Duration::from_millis(100);
 /// The slave's UDP_SEND datagrams a second (about the 100 Mbit/s wire of the boards a slave
@@ -129,28 +141,6 @@ fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     }
     s.bind(&addr.into())?;
     Ok(s.into())
-}
-
-/// Reads exactly `len` bytes within `timeout`; `None` on timeout, EOF or error.
-fn read_buffer(s: &mut TcpStream, len: usize, timeout: Duration, stop: &StopFlag) -> Option<Vec<u8>> {
-    let deadline = Instant::now() + timeout;
-    let mut buf = vec![0u8; len];
-    let mut got = 0;
-    while got < len {
-        let now = Instant::now();
-        if now >= deadline || stop.is_raised() {
-            return None;
-        }
-        s.set_read_timeout(Some((deadline - now).min(POLL))).ok()?;
-        match s.read(&mut buf[got..]) {
-            Ok(0) => return None,
-            Ok(n) => got += n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return None,
-        }
-    }
-    Some(buf)
 }
 
 /// `--proto auto` where nothing takes a TCP connection: whether an eCos nc_test slave answers
@@ -894,14 +884,6 @@ impl SlaveState {
     }
 }
 
-fn stopped(ctx: &PeerContext) -> String {
-    if ctx.stop().is_raised() {
-        "the server stopped".into()
-    } else {
-        "stopped at the server's --max-duration".into()
-    }
-}
-
 fn drain(udp: &UdpSocket) {
     let _ = udp.set_nonblocking(true);
     let mut b = [0u8; 2048];
@@ -909,10 +891,10 @@ fn drain(udp: &UdpSocket) {
     let _ = udp.set_nonblocking(false);
 }
 
+/// What one test of the slave came to, for the driver's report and log.
 struct SlaveLog {
     streams: Vec<StreamRecord>,
     data_path: Option<SocketAddr>,
-    refused: u64,
     error: Option<String>,
 }
 
@@ -934,7 +916,11 @@ impl NcTestListener {
 /// One nc_test test, server side, behind the server seam (crate::server_control): opened by
 /// the master's request datagram (its link answers it, crate::server_session::DatagramLink),
 /// admitted by the driver, then run as nc_test runs it, in lock step, one buffer after the
-/// other on the data port (the master's own pace), which the session counts itself.
+/// other on the data port (the master's own pace). The exchange is a stream of the session's
+/// own (ServerControlEvent::OwnStream) on the data plane's lock-step worker, the wire's
+/// `SlaveTest` its machine ([`SlaveMachine`]); the session's thread meanwhile keeps to the
+/// driver's turns (the server's stop, its limits) and counts the test from the machine once
+/// the worker is done.
 pub(crate) struct SlaveSession {
     req: Request,
     /// The answer to the request once admitted.
@@ -945,10 +931,23 @@ pub(crate) struct SlaveSession {
     udp: Arc<UdpSocket>,
     tcp: Arc<TcpListener>,
     phase: SessionPhase,
-    /// Admitted and answered at this time: the test runs at the driver's next turn.
-    admitted_at: Option<Instant>,
     requested: bool,
     out: Vec<u8>,
+    /// The exchange's stream, once there is one for the driver to run.
+    own_stream: Option<ServerControlEvent>,
+    /// A TCP test waits for the master's connection until then, looking again at `next_accept`.
+    accept_until: Option<Instant>,
+    next_accept: Instant,
+    /// The exchange's state, shared with its machine on the worker.
+    exchange: Option<Arc<Mutex<SlaveExchange>>>,
+    /// The TCP test's connection (the worker's is a copy) and its place under the caps, held
+    /// until the session ends.
+    connection: Option<(TcpStream, ConnectionSlot)>,
+    /// When the exchange began (the ACK's turn), for the records' time.
+    started: Instant,
+    data_path: Option<SocketAddr>,
+    /// Connections the session turned away while it waited for its master's.
+    refused: u64,
     log: Option<SlaveLog>,
 }
 
@@ -964,6 +963,7 @@ impl SlaveSession {
         udp: Arc<UdpSocket>,
         tcp: Arc<TcpListener>,
     ) -> Self {
+        let now = Instant::now();
         Self {
             req,
             ack,
@@ -973,10 +973,147 @@ impl SlaveSession {
             udp,
             tcp,
             phase: SessionPhase::new(Phase::Asked),
-            admitted_at: None,
             requested: false,
             out: Vec::new(),
+            own_stream: None,
+            accept_until: None,
+            next_accept: now,
+            exchange: None,
+            connection: None,
+            started: now,
+            data_path: None,
+            refused: 0,
             log: None,
+        }
+    }
+
+    fn kind(&self) -> Kind {
+        self.req.kind().unwrap_or(Kind::UdpEcho)
+    }
+
+    /// Whether data from `ip` belongs to this test: its master's address, or one
+    /// `--allow-data-from` pairs with it.
+    fn data_from(&self, ip: IpAddr) -> bool {
+        same_ip(ip, self.master.ip()) || self.ctx.data_allowed(self.master.ip(), ip)
+    }
+
+    /// Hands the exchange to a lock-step worker over `target` (the data port's UDP socket, or
+    /// the master's connection).
+    fn start_exchange(&mut self, target: OwnTarget, udp_to: Option<SocketAddr>) {
+        let Some(test) = SlaveTest::new(self.req) else {
+            self.end(SlaveLog { streams: Vec::new(), data_path: None, error: Some("not a test".into()) });
+            return;
+        };
+        let kind = self.kind();
+        // Every datagram the slave sends, counted as the data plane's senders count theirs
+        // (refused sends as send errors); only UDP_SEND's are paced.
+        let rate = (kind == Kind::UdpSend).then_some(UDP_SEND_RATE);
+        let pacer = kind.is_udp().then(|| crate::dataplane::DatagramPacer::new(rate, Instant::now()));
+        let exchange =
+            Arc::new(Mutex::new(SlaveExchange { test, pacer, data_send: false, finished: false, refused: 0 }));
+        self.exchange = Some(exchange.clone());
+        let machine = SlaveMachine {
+            exchange,
+            ctx: self.ctx.clone(),
+            master: self.master,
+            udp_to,
+            // The stock master binds its data port only once it has the ACK: datagrams sent at
+            // once meet a closed port (all of them, from a fast slave; the stock master then
+            // waits 3 s for each of the buffers it never gets).
+            head_start: (kind == Kind::UdpSend).then_some(UDP_SEND_HEAD_START),
+        };
+        self.own_stream = Some(ServerControlEvent::OwnStream(Box::new(OwnStream {
+            id: 1,
+            target,
+            run: self.spec.clone(),
+            datagrams: DatagramFormatKind::Native,
+            purpose: "nc_test's data exchange",
+            lock_step: Some(LockStepSlot::new(Box::new(machine))),
+        })));
+    }
+
+    /// One look for the master's TCP connection; the data port's listener does not block.
+    fn accept(&mut self, now: Instant) {
+        loop {
+            match self.tcp.accept() {
+                Ok((s, peer)) if self.data_from(peer.ip()) => match self.ctx.connection(peer.ip()) {
+                    Ok(slot) => {
+                        let worker = s.set_nonblocking(false).and_then(|()| s.try_clone());
+                        let Ok(worker) = worker else { continue };
+                        let _ = s.set_nodelay(true);
+                        self.data_path = Some(peer);
+                        self.connection = Some((s, slot));
+                        self.accept_until = None;
+                        self.start_exchange(OwnTarget::Tcp(worker), None);
+                        return;
+                    }
+                    Err(limit) => {
+                        self.ctx.log(ServerLog::Rejected { peer, reason: limit.to_string() });
+                        self.refused += 1;
+                    }
+                },
+                Ok(_) => self.refused += 1,
+                Err(_) => break,
+            }
+        }
+        if self.accept_until.is_some_and(|until| now >= until) {
+            self.accept_until = None;
+            let error = format!("the master did not connect to the data port within {} s", ACCEPT_WAIT.as_secs());
+            self.end(SlaveLog { streams: Vec::new(), data_path: None, error: Some(error) });
+        } else {
+            self.next_accept = now + ACCEPT_POLL;
+        }
+    }
+
+    fn end(&mut self, log: SlaveLog) {
+        self.log = Some(log);
+        self.phase.set(Phase::Done);
+    }
+
+    /// The slave's records from what its machine counted, and why the test ended early.
+    fn counted(&self, exchange: &SlaveExchange, error: Option<String>) -> SlaveLog {
+        let kind = self.kind();
+        let (test, r) = (&exchange.test, exchange.test.results());
+        let td = u64::from(self.req.buflen) + wire::DATA_HEADER_LEN as u64;
+        let secs = self.started.elapsed().as_secs_f64();
+        let mut streams = Vec::new();
+        if kind.slave_receives() {
+            let mut rec = record(1, Flow::Up, Role::Receiver, Endpoint::Server, u64::from(r.nrecvd), td, secs);
+            if kind.is_udp() {
+                rec.udp_received = Some(UdpReceived {
+                    packets: u64::from(r.nrecvd),
+                    out_of_order: u64::from(test.seq_errors()),
+                    ..Default::default()
+                });
+            }
+            streams.push(rec);
+        }
+        if kind.slave_sends() {
+            let mut rec = record(2, Flow::Down, Role::Sender, Endpoint::Server, u64::from(r.nsent), td, secs);
+            if let Some(figures) = exchange.pacer.as_ref().map(|p| p.figures()) {
+                rec.udp_sent = Some(UdpSent { packets: u64::from(r.nsent), ..figures });
+            }
+            streams.push(rec);
+        }
+        let error = error.or_else(|| {
+            (test.lost() > wire::MAX_ERRORS).then(|| format!("gave up after {} receive timeouts", test.lost()))
+        });
+        SlaveLog { streams, data_path: self.data_path, error }
+    }
+
+    /// An exchange cut short (the server's stop, its --max-duration): the master gets the
+    /// counts so far rather than a 21 s wait for nothing.
+    fn send_results_so_far(&mut self, results: &[u8]) {
+        match (&self.connection, self.data_path) {
+            (Some((conn, _)), _) => {
+                // The worker is done with the connection; a full one is not waited for.
+                let _ = conn.set_nonblocking(true);
+                let _ = (&*conn).write_all(results);
+            }
+            (None, Some(to)) => {
+                let _ = self.udp.send_to(results, to);
+            }
+            (None, None) => {}
         }
     }
 }
@@ -996,6 +1133,9 @@ impl ServerControl for SlaveSession {
         out.append(&mut self.out);
     }
     fn poll_event(&mut self) -> Option<ServerControlEvent> {
+        if let Some(own) = self.own_stream.take() {
+            return Some(own);
+        }
         if std::mem::replace(&mut self.requested, true) {
             return None;
         }
@@ -1010,20 +1150,35 @@ impl ServerControl for SlaveSession {
         })))
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        // Due at once, once the ACK is out.
-        self.admitted_at.filter(|_| self.phase.get() == Phase::Running)
+        self.accept_until.map(|_| self.next_accept)
     }
-    fn handle_timeout(&mut self, _now: Instant) -> Result<(), ProtocolError> {
-        if self.phase.get() == Phase::Running {
-            self.log = Some(serve_test(&self.udp, &self.tcp, self.req, self.master, &self.ctx));
-            self.phase.set(Phase::Done);
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        if self.accept_until.is_some() && now >= self.next_accept {
+            self.accept(now);
         }
         Ok(())
     }
     fn admitted(&mut self, now: Instant, _admission: &Admission<'_>) {
+        // The ACK goes out before the exchange's worker starts (at the driver's next turn).
         self.out = self.ack.encode().to_vec();
-        self.admitted_at = Some(now);
+        self.started = now;
         self.phase.set(Phase::Running);
+        if self.kind().is_udp() {
+            let to = SocketAddr::new(self.master.ip(), self.req.master_port as u16);
+            self.data_path = Some(to);
+            match self.udp.try_clone() {
+                Ok(socket) => self.start_exchange(OwnTarget::Udp(socket), Some(to)),
+                Err(e) => self.end(SlaveLog {
+                    streams: Vec::new(),
+                    data_path: None,
+                    error: Some(format!("the data port's socket: {e}")),
+                }),
+            }
+        } else {
+            // The master connects 3 s after the ACK.
+            self.accept_until = Some(now + ACCEPT_WAIT);
+            self.next_accept = now;
+        }
     }
     fn turned_away(&mut self, _now: Instant, _why: &Refusal) {
         // The stock master prints the NAK and goes on; the log says why.
@@ -1033,6 +1188,18 @@ impl ServerControl for SlaveSession {
     fn streams_connected(&mut self, _now: Instant) {}
     fn datagrams(&self) -> DatagramFormatKind {
         DatagramFormatKind::Native
+    }
+    fn own_stream_done(&mut self, _now: Instant, _record: StreamRecord, error: Option<String>) {
+        // The worker's record counts bytes; the test's figures are the machine's buffers.
+        let Some(exchange) = self.exchange.take() else { return };
+        let exchange = exchange.lock().unwrap_or_else(|p| p.into_inner());
+        if !exchange.finished {
+            self.send_results_so_far(&exchange.test.results().encode());
+        }
+        let log = self.counted(&exchange, error);
+        self.refused += exchange.refused;
+        drop(exchange);
+        self.end(log);
     }
     fn phase(&self) -> Option<&SessionPhase> {
         Some(&self.phase)
@@ -1052,166 +1219,108 @@ impl ServerControl for SlaveSession {
         log.error.clone()
     }
     fn refused_data(&self) -> u64 {
-        self.log.as_ref().map_or(0, |l| l.refused)
+        // (The exchange's own count joins the session's once its worker is done.)
+        let running = self.exchange.as_ref().map_or(0, |e| e.lock().unwrap_or_else(|p| p.into_inner()).refused);
+        self.refused + running
     }
 }
 
-/// One test's exchange on the data port, in lock step as nc_test runs it, to its end (or the
-/// server's stop, or its --max-duration): what the slave counted and why it ended early.
-fn serve_test(udp: &UdpSocket, tcp: &TcpListener, req: Request, master: SocketAddr, ctx: &PeerContext) -> SlaveLog {
-    let Some(mut test) = SlaveTest::new(req) else {
-        return SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: Some("not a test".into()) };
-    };
-    let kind = req.kind().unwrap_or(Kind::UdpEcho);
-    let td = u64::from(req.buflen) + wire::DATA_HEADER_LEN as u64;
-    let mut log = SlaveLog { streams: Vec::new(), data_path: None, refused: 0, error: None };
-    // UDP: what the pacer counted of the slave's sends (send errors, slots given up).
-    let mut sent_figures: Option<UdpSent> = None;
-    let start = Instant::now();
-    // The server's --max-duration holds for nc_test too (its requests count buffers).
-    let deadline = ctx.limits().max_duration.map(|d| start + d);
-    let over = || deadline.is_some_and(|d| Instant::now() >= d);
-    let recv_from_ok = |ip: IpAddr| same_ip(ip, master.ip()) || ctx.data_allowed(master.ip(), ip);
-    if kind.is_udp() {
-        let to = SocketAddr::new(master.ip(), req.master_port as u16);
-        log.data_path = Some(to);
-        let mut buf = vec![0u8; 70_000];
-        let _ = udp.set_read_timeout(Some(POLL));
-        if kind == Kind::UdpSend {
-            // The stock master binds its data port only once it has the ACK: datagrams
-            // sent at once meet a closed port (all of them, from a fast slave; the stock
-            // master then waits 3 s for each of the buffers it never gets).
-            std::thread::sleep(UDP_SEND_HEAD_START);
+/// One test's exchange as the slave's machine and its session share it.
+struct SlaveExchange {
+    test: SlaveTest,
+    /// UDP: the data plane's pacer of the slave's data sends (paced in UDP_SEND only), which
+    /// counts them as its UDP senders count theirs.
+    pacer: Option<crate::dataplane::DatagramPacer>,
+    /// The send under way is a data buffer (the pacer's), not the results record.
+    data_send: bool,
+    /// The machine reached its end (the results record is out).
+    finished: bool,
+    /// Datagrams that came to the data port from elsewhere during the test.
+    refused: u64,
+}
+
+/// The wire's `SlaveTest` as the lock-step worker runs it (crate::dataplane::LockStep): over
+/// the data port's shared UDP socket it names the master's data port as its peer and takes
+/// datagrams only from the master (the reflection guard's inbound budget first); its answers
+/// go out within the guard's budget for the master's address.
+struct SlaveMachine {
+    exchange: Arc<Mutex<SlaveExchange>>,
+    ctx: PeerContext,
+    /// The master's control address.
+    master: SocketAddr,
+    /// UDP: the master's data port.
+    udp_to: Option<SocketAddr>,
+    /// UDP_SEND: the wait before the first datagram.
+    head_start: Option<Duration>,
+}
+
+impl SlaveMachine {
+    fn exchange(&self) -> std::sync::MutexGuard<'_, SlaveExchange> {
+        self.exchange.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl crate::dataplane::LockStep for SlaveMachine {
+    fn next(&mut self, _now: Instant) -> crate::dataplane::LockStepAction {
+        use crate::dataplane::LockStepAction as A;
+        if let Some(wait) = self.head_start.take() {
+            return A::Pause(wait);
         }
-        // Every datagram the slave sends, counted as the data plane's senders count
-        // theirs (refused sends as send errors); only UDP_SEND's are paced.
-        let rate = (kind == Kind::UdpSend).then_some(UDP_SEND_RATE);
-        let mut pacer = crate::dataplane::DatagramPacer::new(rate, Instant::now());
+        let (to, ctx) = (self.udp_to, &self.ctx);
+        let mut exchange = self.exchange.lock().unwrap_or_else(|p| p.into_inner());
+        let udp_send = exchange.test.request().kind() == Some(Kind::UdpSend);
         loop {
-            if ctx.stop().is_raised() || over() {
-                log.error = Some(stopped(ctx));
-                // The master gets the counts so far rather than a 21 s wait for nothing.
-                let _ = udp.send_to(&test.results().encode(), to);
-                break;
-            }
-            match test.next_step() {
-                Step::Done => break,
-                Step::Print(_) | Step::Pause(_) => {}
-                // Echoes and the results record answer what the master sent: within
-                // the guard's budget for an address outside --allow-peers (UDP_SEND was
-                // admitted only inside it).
-                Step::Send(b) if kind != Kind::UdpSend && !ctx.may_answer("nc-test", to, b.len()) => {
-                    test.send_failed();
+            match exchange.test.next_step() {
+                Step::Done => {
+                    exchange.finished = true;
+                    return A::Done;
                 }
-                Step::Send(b) if b.len() == wire::RESULTS_LEN => {
-                    if udp.send_to(&b, to).is_err() {
-                        test.send_failed();
-                    }
+                Step::Print(_) | Step::Pause(_) => {}
+                Step::Recv { len, timeout } => return A::Recv { len, timeout },
+                // Echoes and the results record answer what the master sent: within the
+                // guard's budget for an address outside --allow-peers (UDP_SEND was admitted
+                // only inside it).
+                Step::Send(b) if to.is_some_and(|to| !udp_send && !ctx.may_answer("nc-test", to, b.len())) => {
+                    exchange.test.send_failed();
                 }
                 Step::Send(b) => {
-                    pacer.wait(|| ctx.stop().is_raised());
-                    let sent = udp.send_to(&b, to);
-                    if sent.is_err() {
-                        test.send_failed();
-                    }
-                    // (A send that every later one would fail as well is the state
-                    // machine's to count, as a lost buffer.)
-                    let _ = pacer.record(sent);
-                }
-                Step::Recv { len, timeout } => {
-                    let deadline = Instant::now() + timeout;
-                    let mut got = None;
-                    while Instant::now() < deadline && !ctx.stop().is_raised() {
-                        match udp.recv_from(&mut buf) {
-                            Ok((n, src)) if !ctx.inbound("nc-test", src, n) => log.refused += 1,
-                            Ok((n, src)) if recv_from_ok(src.ip()) => {
-                                got = Some(buf[..n.min(len)].to_vec());
-                                break;
-                            }
-                            Ok(_) => log.refused += 1,
-                            Err(_) => {}
+                    exchange.data_send = b.len() != wire::RESULTS_LEN;
+                    if exchange.data_send {
+                        if let Some(pacer) = exchange.pacer.as_mut() {
+                            pacer.wait(|| ctx.stop().is_raised());
                         }
                     }
-                    test.received(got.as_deref());
-                }
-            }
-        }
-        sent_figures = Some(pacer.figures());
-    } else {
-        // The master connects 3 s after the ACK.
-        let deadline = Instant::now() + ACCEPT_WAIT;
-        let mut conn = None;
-        while Instant::now() < deadline && !ctx.stop().is_raised() {
-            match tcp.accept() {
-                Ok((s, peer)) if recv_from_ok(peer.ip()) => match ctx.connection(peer.ip()) {
-                    Ok(slot) => {
-                        conn = Some((s, peer, slot));
-                        break;
-                    }
-                    Err(limit) => {
-                        ctx.log(ServerLog::Rejected { peer, reason: limit.to_string() });
-                        log.refused += 1;
-                    }
-                },
-                Ok(_) => log.refused += 1,
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        let Some((mut s, peer, _slot)) = conn else {
-            log.error = Some(format!("the master did not connect to the data port within {} s", ACCEPT_WAIT.as_secs()));
-            return log;
-        };
-        log.data_path = Some(peer);
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_nodelay(true);
-        let mut dead = false;
-        loop {
-            if ctx.stop().is_raised() || over() {
-                log.error = Some(stopped(ctx));
-                if !dead {
-                    let _ = s.write_all(&test.results().encode());
-                }
-                break;
-            }
-            match test.next_step() {
-                Step::Done => break,
-                Step::Print(_) | Step::Pause(_) => {}
-                Step::Send(b) => {
-                    if dead || s.write_all(&b).is_err() {
-                        dead = true;
-                        test.send_failed();
-                    }
-                }
-                Step::Recv { len, timeout } => {
-                    let got = if dead { None } else { read_buffer(&mut s, len, timeout, ctx.stop()) };
-                    dead |= got.is_none();
-                    test.received(got.as_deref());
+                    return A::Send(b);
                 }
             }
         }
     }
-    let r = test.results();
-    let secs = start.elapsed().as_secs_f64();
-    if kind.slave_receives() {
-        let mut rec = record(1, Flow::Up, Role::Receiver, Endpoint::Server, u64::from(r.nrecvd), td, secs);
-        if kind.is_udp() {
-            rec.udp_received = Some(UdpReceived {
-                packets: u64::from(r.nrecvd),
-                out_of_order: u64::from(test.seq_errors()),
-                ..Default::default()
-            });
+    fn received(&mut self, data: Option<&[u8]>, _now: Instant) {
+        self.exchange().test.received(data);
+    }
+    fn sent(&mut self, outcome: io::Result<usize>) {
+        let mut exchange = self.exchange();
+        if outcome.is_err() {
+            exchange.test.send_failed();
         }
-        log.streams.push(rec);
-    }
-    if kind.slave_sends() {
-        let mut rec = record(2, Flow::Down, Role::Sender, Endpoint::Server, u64::from(r.nsent), td, secs);
-        if let Some(figures) = sent_figures.filter(|_| kind.is_udp()) {
-            rec.udp_sent = Some(UdpSent { packets: u64::from(r.nsent), ..figures });
+        if std::mem::take(&mut exchange.data_send) {
+            // (A send that every later one would fail as well is the state machine's to
+            // count, as a lost buffer.)
+            if let Some(pacer) = exchange.pacer.as_mut() {
+                let _ = pacer.record(outcome);
+            }
         }
-        log.streams.push(rec);
     }
-    if test.lost() > wire::MAX_ERRORS && log.error.is_none() {
-        log.error = Some(format!("gave up after {} receive timeouts", test.lost()));
+    fn peer(&self) -> Option<SocketAddr> {
+        self.udp_to
     }
-    log
+    fn accepts(&mut self, from: SocketAddr, len: usize) -> bool {
+        let master = self.master.ip();
+        let ours = self.ctx.inbound("nc-test", from, len)
+            && (same_ip(from.ip(), master) || self.ctx.data_allowed(master, from.ip()));
+        if !ours {
+            self.exchange().refused += 1;
+        }
+        ours
+    }
 }

@@ -348,6 +348,7 @@ impl NetioSession {
             run: datagrams_spec(size, self.limits()),
             datagrams: netio_datagrams(),
             purpose: "netio's UDP S2C",
+            lock_step: None,
         })));
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! A stream this end opens and sends on itself, at its session's request
-//! (ServerControlEvent::OwnStream): iperf2's `-d`/`-r` dial-back, netio's UDP S2C phases. It
+//! (ServerControlEvent::OwnStream): iperf2's `-d`/`-r` dial-back, netio's UDP S2C phases,
+//! nc_test's slave's lock-step exchange (its machine on the data plane's lock-step worker). It
 //! runs on a data plane of its own, apart from the test's workers, and the driver looks at it
 //! each turn like them, so the session's thread keeps reading its peer, its timers and the
 //! server's stop while the data flows (and while a dial-back waits for the client's listener).
@@ -7,7 +8,9 @@
 //! (crate::server_control::ServerControl::own_stream_done).
 
 use crate::admission::Limits;
-use crate::dataplane::{DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, StreamOptions};
+use crate::dataplane::{
+    DataPlane, DataPlaneConfig, DataSocket, DataStream, DatagramFormatKind, LockStepSlot, StreamOptions,
+};
 use crate::server_control::{OwnStream, OwnTarget};
 use netchar_model::{Endpoint, Flow, Role, StreamRecord, TestSpec};
 use socket2::{Domain, Socket, Type};
@@ -28,6 +31,7 @@ pub(super) struct OwnStreamRun {
     run: TestSpec,
     datagrams: DatagramFormatKind,
     purpose: &'static str,
+    lock_step: Option<LockStepSlot>,
     state: State,
 }
 
@@ -45,12 +49,13 @@ enum State {
 impl OwnStreamRun {
     /// Starts `request` now: a connection begins, a UDP socket is ready for its sender.
     pub(super) fn start(request: OwnStream, now: Instant) -> Self {
-        let OwnStream { id, target, run, datagrams, purpose } = request;
+        let OwnStream { id, target, run, datagrams, purpose, lock_step } = request;
         let state = match target {
             OwnTarget::Connect { to, until } => State::Connecting { to, until, socket: None, retry_at: now },
             OwnTarget::Udp(socket) => State::Ready(DataSocket::Udp(socket)),
+            OwnTarget::Tcp(stream) => State::Ready(DataSocket::Tcp(stream)),
         };
-        Self { id, run, datagrams, purpose, state }
+        Self { id, run, datagrams, purpose, lock_step, state }
     }
 
     /// Bytes the sender has moved so far.
@@ -91,7 +96,8 @@ impl OwnStreamRun {
                     interleave_senders: false,
                 };
                 let stream = DataStream { id: self.id, flow: Flow::Down, role: Role::Sender, socket };
-                match DataPlane::start_with(cfg, vec![stream], None, now, StreamOptions::default()) {
+                let options = StreamOptions { lock_step: self.lock_step.clone(), ..StreamOptions::default() };
+                match DataPlane::start_with(cfg, vec![stream], None, now, options) {
                     Ok(plane) => {
                         self.state = State::Running { plane, started: now, moved: (0, now) };
                         None
@@ -108,7 +114,9 @@ impl OwnStreamRun {
                     plane.first_error()
                 } else if limits.max_duration.is_some_and(|d| now - *started > d + MAX_DURATION_MARGIN) {
                     Some("the server's --max-duration was reached".to_string())
-                } else if now - moved.1 >= limits.idle_timeout {
+                } else if self.lock_step.is_none() && now - moved.1 >= limits.idle_timeout {
+                    // (A lock-step machine bounds each of its waits itself, and a slave that
+                    // only receives moves no byte of its own until its results.)
                     Some(format!("idle for {:.0} s (the server's --idle-timeout)", limits.idle_timeout.as_secs_f64()))
                 } else {
                     return None;

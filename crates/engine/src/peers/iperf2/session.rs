@@ -169,6 +169,7 @@ impl TcpSession {
             run: send_spec(spec, 2, self.ctx.limits()),
             datagrams: DatagramFormatKind::Native,
             purpose: "the -d/-r test",
+            lock_step: None,
         })));
     }
 }
