@@ -756,6 +756,20 @@ mod nc_test {
         })
     }
 
+    /// Serves `req`, its data to go to the master's data socket, as the listener serves an
+    /// admitted request, and reads the slave's ACK.
+    fn start(
+        bed: &Bed,
+        slave: &Slave,
+        master: &Master,
+        mut req: Request,
+    ) -> (Request, JoinHandle<Option<ServerSessionError>>) {
+        req.master_port = u32::from(master.data.local_addr().unwrap().port());
+        let session = serve(bed, slave, master, req);
+        assert!(answer(master).is_ack());
+        (req, session)
+    }
+
     /// The stock master's loop (netchar_wire::nc_test::MasterTest) for `req` against the slave's
     /// data port `to`.
     fn stock_master(master: &Master, to: SocketAddr, req: Request) -> wire::MasterReport {
@@ -787,10 +801,7 @@ mod nc_test {
         // The exchange runs on a worker over the data port's one socket: what the worker did
         // to it must not touch the next test's.
         for seq in 1..=3 {
-            let mut req = Request::new(Kind::UdpEcho, seq, nbufs, buflen);
-            req.master_port = u32::from(master.data.local_addr().unwrap().port());
-            let session = serve(&bed, &slave, &master, req);
-            assert!(answer(&master).is_ack());
+            let (req, session) = start(&bed, &slave, &master, Request::new(Kind::UdpEcho, seq, nbufs, buflen));
             let report = stock_master(&master, slave.udp.local_addr().unwrap(), req);
             assert!(session.join().unwrap().is_none());
             assert_eq!((report.sent, report.received, report.lost), (nbufs, nbufs, 0), "test {seq}: {report:?}");
@@ -814,10 +825,7 @@ mod nc_test {
         let bed = Bed::new(Limits::default());
         let (slave, master) = sockets();
         let (nbufs, buflen) = (40, 200);
-        let mut req = Request::new(Kind::UdpEcho, 1, nbufs, buflen);
-        req.master_port = u32::from(master.data.local_addr().unwrap().port());
-        let session = serve(&bed, &slave, &master, req);
-        assert!(answer(&master).is_ack());
+        let (req, session) = start(&bed, &slave, &master, Request::new(Kind::UdpEcho, 1, nbufs, buflen));
         let report = stock_master(&master, slave.udp.local_addr().unwrap(), req);
         assert!(session.join().unwrap().is_none());
         assert_eq!((report.sent, report.received, report.lost), (nbufs, nbufs, 0), "{report:?}");
@@ -890,10 +898,7 @@ mod nc_test {
         let bed = Bed::new(Limits::default());
         let (slave, master) = sockets();
         let (nbufs, buflen) = (40, 100);
-        let mut req = Request::new(Kind::UdpEcho, 4, nbufs, buflen);
-        req.master_port = u32::from(master.data.local_addr().unwrap().port());
-        let session = serve(&bed, &slave, &master, req);
-        assert!(answer(&master).is_ack());
+        let (_, session) = start(&bed, &slave, &master, Request::new(Kind::UdpEcho, 4, nbufs, buflen));
         // Five buffers echoed: the slave has counted each before its echo left. It then waits
         // for the sixth, which never comes: the server stops instead.
         let to = slave.udp.local_addr().unwrap();
@@ -920,10 +925,7 @@ mod nc_test {
         let bed = Bed::new(Limits::default());
         let (slave, master) = sockets();
         let (nbufs, buflen) = (100, 300);
-        let mut req = Request::new(Kind::UdpRecv, 5, nbufs, buflen);
-        req.master_port = u32::from(master.data.local_addr().unwrap().port());
-        let session = serve(&bed, &slave, &master, req);
-        assert!(answer(&master).is_ack());
+        let (_, session) = start(&bed, &slave, &master, Request::new(Kind::UdpRecv, 5, nbufs, buflen));
         let to = slave.udp.local_addr().unwrap();
         for seq in 0..10 {
             master.data.send_to(&wire::data_buffer(seq, buflen), to).unwrap();
