@@ -26,9 +26,7 @@ fn iperf_installed() -> bool {
     require::tool("iperf2 interop test", "iperf", &["-v"], "apt-get install iperf")
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use netchar_testkit::ports::free_tcp_port as free_port;
 
 /// An `iperf -s [-u] -y C` on a free loopback port, its CSV lines in a file; killed on drop.
 struct IperfServer {

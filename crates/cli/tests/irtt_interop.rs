@@ -223,10 +223,7 @@ fn netchars_server_takes_the_irtt_line_of_its_psk_file_as_the_hmac_key() {
     }
 }
 
-/// A UDP port nothing is bound to on 127.0.0.1 now (the kernel's pick, released).
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use netchar_testkit::ports::free_udp_port;
 
 /// `irtt server -b ADDR EXTRA...` started by `cmd` (a namespace's, or the host's), running
 /// once its listener line is out; its output is kept (its [CloseConn] lines tell that a

@@ -20,7 +20,7 @@ mod common;
 mod require;
 
 use common::*;
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -472,10 +472,7 @@ impl Drop for Ctx {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound, then released for a peer to bind).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use netchar_testkit::ports::free_tcp_port as free_port;
 
 impl Ctx {
     fn new(doc: &'static str) -> Self {

@@ -18,10 +18,7 @@ use std::process::{Command, Stdio};
 /// Half a second: how long the reset command sleeps before it starts the new server.
 const RESTART_DELAY_S: f64 = 0.5;
 
-/// A port nothing listens on now (the kernel's pick, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use netchar_testkit::ports::free_tcp_port as free_port;
 
 /// The reset script: kill the server whose pid is in `dir`/pid, wait until it is gone (or a
 /// zombie: its sockets are closed), start a new one after [`RESTART_DELAY_S`] in the

@@ -92,16 +92,7 @@ fn flow_bytes(log: &Value, flow: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {flow} flow in the server's log line {log}"))
 }
 
-/// A free port for TCP and UDP both on 127.0.0.1 (checked, not reserved).
-fn free_port() -> u16 {
-    loop {
-        let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = t.local_addr().unwrap().port();
-        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
-}
+use netchar_testkit::ports::free_tcp_and_udp_port as free_port;
 
 /// Checks a UDP echo result: every datagram sent came back or is counted lost, and the bytes
 /// back are whole datagrams. Returns (sent, back, lost).

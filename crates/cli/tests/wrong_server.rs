@@ -22,20 +22,22 @@ use common::*;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use netchar_testkit::ports::free_tcp_port as free_port;
 
-/// Waits until something listens on `port` (TCP) or has bound it (UDP), as /proc says: a probe
-/// connection would be a client of its own to the server under test.
-fn wait_bound(port: u16, udp: bool) {
+/// Waits until something listens on `port` (TCP) or has bound it (UDP), as /proc says (a probe
+/// connection would be a client of its own to the server under test), while `child` runs. False
+/// when `child` exited first: it could not bind the port.
+fn wait_bound(child: &mut Child, port: u16, udp: bool) -> bool {
     let (table, state) = if udp { ("/proc/net/udp", "07") } else { ("/proc/net/tcp", "0A") };
     let hex = format!(":{port:04X} ");
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
         let text = std::fs::read_to_string(table).unwrap_or_default();
         if text.lines().any(|l| l.contains(&hex) && l.split_whitespace().nth(3) == Some(state)) {
-            return;
+            return true;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -55,17 +57,23 @@ impl PeerServer {
         if !require::tool(&format!("wrong-server cases against {program}"), program, &["-h"], install) {
             return None;
         }
-        let port = free_port();
-        let args: Vec<String> = args.iter().map(|a| a.replace("{port}", &port.to_string())).collect();
-        let child = Command::new(program)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{program} {args:?}: {e}"));
-        wait_bound(port, udp);
-        Some(Self { child, port })
+        // A port free when asked can be taken before the server binds it (another process's
+        // client, say); the server then exits, and the next port is tried.
+        for _ in 0..5 {
+            let port = free_port();
+            let args: Vec<String> = args.iter().map(|a| a.replace("{port}", &port.to_string())).collect();
+            let mut child = Command::new(program)
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{program} {args:?}: {e}"));
+            if wait_bound(&mut child, port, udp) {
+                return Some(Self { child, port });
+            }
+        }
+        panic!("{program} exited before listening, on 5 free ports in turn");
     }
 }
 

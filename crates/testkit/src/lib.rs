@@ -5,4 +5,5 @@
 #![forbid(unsafe_code)]
 
 pub mod netns;
+pub mod ports;
 pub mod require;
