@@ -55,7 +55,7 @@ const PACKAGING: &str = "packaging/check.sh (run by .ci/run after the tests) bui
 /// README.md: every command, in its order.
 const README: &[(&str, Do)] = &[
     ("cargo run --release", Do::Quick),
-    ("cargo test --workspace", Do::Not("the whole test suite, this test among it; .ci/run runs it")),
+    ("scripts/test", Do::Not("the whole test suite, this test among it; .ci/run runs it")),
     (
         "cargo install --locked --path crates/cli",
         Do::Not("a release build of several minutes installed into ~/.cargo/bin; the same release build is packaging/build-static.sh's, which packaging/check.sh runs"),
