@@ -178,6 +178,22 @@ fn flent_rrul_be_has_data_in_every_flow_and_ping() {
     flent_runs(&["rrul_be"], &want);
 }
 
+/// How many UDP sockets the server process has open (its fds among /proc/net/udp{,6}'s inodes).
+fn udp_sockets_of(s: &Server) -> usize {
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", s.child.id())).expect("the server's fds");
+    let inodes: std::collections::HashSet<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| Some(target.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.to_string()))
+        .collect();
+    ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .flat_map(|table| {
+            std::fs::read_to_string(table).unwrap_or_default().lines().skip(1).map(str::to_string).collect::<Vec<_>>()
+        })
+        .filter(|line| line.split_whitespace().nth(9).is_some_and(|inode| inodes.contains(inode)))
+        .count()
+}
+
 /// `netperf -H 127.0.0.1 -p PORT EXTRA`: its exit code and everything it printed.
 fn netperf(port: u16, extra: &[&str]) -> (i32, String) {
     let out = Command::new("netperf")
@@ -197,10 +213,16 @@ fn flent_rrul_has_data_in_every_flow_and_ping_while_a_second_client_is_turned_aw
     }
     let (s, port) = server();
     let dir = tempfile::tempdir().unwrap();
+    let before = udp_sockets_of(&s);
     let flent = flent_command(&["rrul"], port, dir.path()).spawn().expect("flent");
     // flent starts its three UDP_RR pings first (they run -l + 10 s), its 8 TCP flows 5 s
-    // later: by now its job holds the server.
-    std::thread::sleep(Duration::from_secs(4));
+    // later. Its job holds the server from the first ping's admission, which comes before the
+    // server opens that ping's UDP socket: the second clients go once that socket exists.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while udp_sockets_of(&s) <= before {
+        assert!(std::time::Instant::now() < deadline, "flent's first UDP_RR ping never reached the server in 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // A second client (another address) is turned away as busy: netserver's EBUSY.
     let (code, said) = netperf(port, &["-L", "127.0.0.2", "-l", "1"]);
     assert!(code != 0 && said.contains("remote error 16"), "a second client during flent's rrul: {code}: {said}");
