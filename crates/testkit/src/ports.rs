@@ -8,26 +8,31 @@
 //! ends. Remembering every port handed out closes that race inside the process; a server that
 //! still fails to bind (another process took the port) is the caller's to detect by its exit.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::net::{TcpListener, UdpSocket};
 use std::sync::Mutex;
 
-static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
-/// A loopback port free for TCP (and, with `udp_too`, for UDP) at the time of the call, not
-/// handed out before by this process.
-fn fresh(udp_too: bool, udp_only: bool) -> u16 {
+/// What a port must be free for.
+enum FreeFor {
+    Tcp,
+    Udp,
+    TcpAndUdp,
+}
+
+/// A loopback port free for `what` at the time of the call, not handed out before by this
+/// process.
+fn fresh(what: FreeFor) -> u16 {
     loop {
-        let port = if udp_only {
-            UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-        } else {
-            TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+        let port = match what {
+            FreeFor::Udp => UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(),
+            FreeFor::Tcp | FreeFor::TcpAndUdp => TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(),
         };
-        if udp_too && UdpSocket::bind(("127.0.0.1", port)).is_err() {
+        if matches!(what, FreeFor::TcpAndUdp) && UdpSocket::bind(("127.0.0.1", port)).is_err() {
             continue;
         }
-        let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-        if handed.get_or_insert_with(HashSet::new).insert(port) {
+        if HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
             return port;
         }
     }
@@ -35,17 +40,17 @@ fn fresh(udp_too: bool, udp_only: bool) -> u16 {
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_tcp_port() -> u16 {
-    fresh(false, false)
+    fresh(FreeFor::Tcp)
 }
 
 /// A free UDP port on 127.0.0.1.
 pub fn free_udp_port() -> u16 {
-    fresh(false, true)
+    fresh(FreeFor::Udp)
 }
 
 /// A port free for both TCP and UDP on 127.0.0.1.
 pub fn free_tcp_and_udp_port() -> u16 {
-    fresh(true, false)
+    fresh(FreeFor::TcpAndUdp)
 }
 
 #[cfg(test)]
@@ -59,7 +64,7 @@ mod tests {
                 (0..8).map(|_| s.spawn(|| (0..50).map(|_| free_tcp_port()).collect::<Vec<_>>())).collect();
             threads.into_iter().flat_map(|t| t.join().unwrap()).collect()
         });
-        let distinct: HashSet<u16> = ports.iter().copied().collect();
+        let distinct: BTreeSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), ports.len());
         assert!(ports.iter().all(|&p| p != 0));
     }
