@@ -97,8 +97,7 @@ impl WireBed {
         };
         let rules = [(&link.a, "irttreq", "dport", "0"), (&link.b, "irttreply", "sport", "2")].iter().try_for_each(
             |(ns, table, which, flags)| {
-                ns.nft(&["add", "table", "inet", table])?;
-                ns.nft(&["add", "chain", "inet", table, "input", "{ type filter hook input priority 0; }"])?;
+                ns.input_chain(table, "input")?;
                 let rule =
                     ["add", "rule", "inet", table, "input", "udp", which, WIRE_PORT, "@th,88,8", flags, "counter"];
                 ns.nft(&rule).map(|_| ())

@@ -190,12 +190,17 @@ impl Netns {
         run_checked(self.command("nft").args(args))
     }
 
+    /// A table `inet TABLE` with a filter chain `CHAIN` on the input hook, for a test's rules.
+    pub fn input_chain(&self, table: &str, chain: &str) -> Result<(), String> {
+        self.nft(&["add", "table", "inet", table])?;
+        self.nft(&["add", "chain", "inet", table, chain, "{ type filter hook input priority 0; }"]).map(|_| ())
+    }
+
     /// A table `inet TABLE` with an input chain `CHAIN` whose one rule drops 2% of the packets
     /// that `matcher` selects (nft words, e.g. `["udp", "dport", "5001"]`) at random and counts
     /// what it dropped: the ground truth of the loss tests.
     pub fn drop_at_random(&self, table: &str, chain: &str, matcher: &[&str]) -> Result<(), String> {
-        self.nft(&["add", "table", "inet", table])?;
-        self.nft(&["add", "chain", "inet", table, chain, "{ type filter hook input priority 0; }"])?;
+        self.input_chain(table, chain)?;
         let mut rule = vec!["add", "rule", "inet", table, chain];
         rule.extend_from_slice(matcher);
         rule.extend_from_slice(&["numgen", "random", "mod", "1000", "<", "20", "counter", "drop"]);
