@@ -7,6 +7,7 @@
 //! A format is chosen once per worker, and the worker's loop is monomorphised over it
 //! ([`UdpWorker::run`]): no `dyn` call per datagram.
 
+use super::integrity::UdpPayload;
 use super::{udp, Controls, StreamShared};
 use netchar_model::{Role, TestSpec};
 use netchar_wire::datagram::{DatagramFormat, NativeFormat, UnsequencedFormat};
@@ -90,7 +91,7 @@ pub struct UdpWorker<'a> {
     pub(super) variant: u32,
     /// What the sender writes behind each header and the receiver compares (`--payload`,
     /// `--verify`).
-    pub(super) payload: udp::UdpPayload,
+    pub(super) payload: UdpPayload,
 }
 
 impl UdpWorker<'_> {

@@ -1,6 +1,6 @@
-//! The test's payload generators, built once per test end and shared by its workers, and a
-//! receiver's tally of what it found when it compared the bytes it read with them
-//! (`--verify`).
+//! The test's payload generators, built once per test end and shared by its workers (a UDP
+//! worker holds its stream's share, [`UdpPayload`]), and a receiver's tally of what it found
+//! when it compared the bytes it read with them (`--verify`).
 //!
 //! The generators themselves are netchar_wire::payload's: what a worker writes and what it
 //! compares with are slices of a ring laid out here, at the start, never per byte.
@@ -174,6 +174,28 @@ impl DatagramCheck {
 
     pub(super) fn finish(self) -> Integrity {
         self.meter.finish()
+    }
+}
+
+/// What a UDP worker writes behind each datagram's header (`--payload`) and, with `--verify`,
+/// compares what it reads with.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UdpPayload {
+    /// The test's generator (None: netchar's constant pattern, built by the worker).
+    generator: Option<Arc<DatagramPayload>>,
+    pub(super) verify: bool,
+    /// The generator key of the stream's bytes: its own id, or the echoed sender's.
+    pub(super) key: u32,
+}
+
+impl UdpPayload {
+    /// The payload of a worker of the test whose bytes are stream `key`'s.
+    pub(super) fn of(payload: &TestPayload, key: u32) -> Self {
+        Self { generator: payload.datagrams.clone(), verify: payload.verify, key }
+    }
+
+    pub(super) fn generator(&self, largest: usize) -> Arc<DatagramPayload> {
+        self.generator.clone().unwrap_or_else(|| Arc::new(DatagramPayload::new(Default::default(), largest)))
     }
 }
 

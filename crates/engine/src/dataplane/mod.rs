@@ -13,8 +13,10 @@
 mod formats;
 mod integrity;
 mod lock_step;
+mod pacing;
 mod rr;
 mod send_group;
+mod sender_figures;
 mod udp;
 mod wake_batching;
 mod xdp;
@@ -860,7 +862,7 @@ impl Worker {
             (Role::Sender, DataSocket::Tcp(s)) => self.send(s),
             (Role::Receiver, DataSocket::Tcp(s)) => self.receive(s),
             (_, DataSocket::Udp(s)) => {
-                let payload = udp::UdpPayload::of(&self.payload, key);
+                let payload = integrity::UdpPayload::of(&self.payload, key);
                 UdpWorker { shared: sh, controls: ctl, spec, started: t0, socket: s, variant: 0, payload }
                     .run_kind(self.cfg.datagrams)
             }

@@ -5,7 +5,9 @@
 //! by its kernel receive timestamp, and loss per interval is settled at the end, when the
 //! sender's exact total is known. The collector only reads what they publish.
 
-use super::integrity::{DatagramCheck, TestPayload};
+use super::integrity::{DatagramCheck, UdpPayload};
+use super::pacing::{pause, Schedule};
+use super::sender_figures::{GapMeter, SenderIntervals};
 use super::{Controls, StreamShared, POLL};
 use netchar_model::{StreamInterval, TestSpec, UdpReceived, UdpSent};
 use netchar_stats::distribution::Distribution;
@@ -18,51 +20,13 @@ use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// A paced sender sleeps only for waits longer than this, and spins on the clock for shorter
-/// ones: with the sender's timer slack at 1 ns a sleep overshoots ~6 µs (p99 ~15 µs) on this
-/// class of VM; with the default 50 µs slack it overshot 50–130 µs (reference/perf.md,
-/// technique 11), which made every paced sender below ~5k datagrams/s spin a whole core.
-const SPIN_BELOW: Duration = Duration::from_micros(40);
-/// How early a sleeping sender wakes, spinning out the rest of the wait: covers the overshoot
-/// above up to its p99 (a machine whose wakeups are later sends those datagrams late).
-const WAKE_EARLY: Duration = Duration::from_micros(20);
-/// A paced sender that falls behind its schedule (a stall: the sender was not scheduled)
-/// catches up at no more than this multiple of the target rate, never as one back-to-back
-/// burst (iperf3's cumulative-average pacing does that, esnet/iperf#386). Every 1 s interval
-/// still ends on target unless the stall was long.
-const CATCH_UP_RATE: f64 = 2.0;
-/// Behind by more than this, the schedule starts afresh: the missed time is not made up.
-const MAX_BACKLOG: Duration = Duration::from_millis(500);
 /// Receivers wake at least this often to close intervals and check for the end.
 const RECV_POLL: Duration = Duration::from_millis(10);
 /// How often, and how many times, a receiver re-sends its start request (iperf2's UDP -R).
 const REQUEST_EVERY: Duration = Duration::from_millis(20);
 const REQUEST_TRIES: u32 = 99;
-
-/// What a UDP worker writes behind each datagram's header (`--payload`) and, with `--verify`,
-/// compares what it reads with.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct UdpPayload {
-    /// The test's generator (None: netchar's constant pattern, built by the worker).
-    generator: Option<Arc<DatagramPayload>>,
-    verify: bool,
-    /// The generator key of the stream's bytes: its own id, or the echoed sender's.
-    pub(super) key: u32,
-}
-
-impl UdpPayload {
-    /// The payload of a worker of the test whose bytes are stream `key`'s.
-    pub(super) fn of(payload: &TestPayload, key: u32) -> Self {
-        Self { generator: payload.datagrams.clone(), verify: payload.verify, key }
-    }
-
-    pub(super) fn generator(&self, largest: usize) -> Arc<DatagramPayload> {
-        self.generator.clone().unwrap_or_else(|| Arc::new(DatagramPayload::new(Default::default(), largest)))
-    }
-}
 
 /// A sender's buffer of back-to-back datagram slots, laid out for one datagram size: headers
 /// emitted and, for a constant payload, the payload written once; per datagram only the
@@ -118,145 +82,6 @@ impl Slots {
             }
             format.stamp(d, seq + i as u64, stamp);
         }
-    }
-}
-
-/// What a sender sends: the payload size of datagram `seq` and when it is due.
-pub(super) struct Schedule {
-    pub(super) pps: Option<f64>,
-    burst: Option<(u64, f64)>,
-    sizes: Vec<(u64, u64)>,
-    pub(super) default_size: usize,
-    anchor_seq: u64,
-    anchor: Instant,
-    /// The last send: (first sequence number after it, when).
-    pub(super) last: Option<(u64, Instant)>,
-}
-
-impl Schedule {
-    pub(super) fn new(spec: &TestSpec, started: Instant) -> Self {
-        let u = spec.udp.clone().unwrap_or_default();
-        let pattern = u.pattern.unwrap_or_default();
-        Self {
-            pps: spec.udp_pps_per_stream(),
-            burst: pattern.burst.map(|n| (n, pattern.gap_seconds)),
-            sizes: pattern.sizes,
-            default_size: spec.block_bytes as usize,
-            anchor_seq: 0,
-            anchor: started,
-            last: None,
-        }
-    }
-
-    /// Payload bytes of datagram `seq`; None once a fixed list is exhausted.
-    pub(super) fn size_of(&self, seq: u64) -> Option<usize> {
-        if self.sizes.is_empty() {
-            return Some(self.default_size);
-        }
-        let mut left = seq;
-        for &(count, size) in &self.sizes {
-            if left < count {
-                return Some(size as usize);
-            }
-            left -= count;
-        }
-        None
-    }
-
-    /// Datagram `seq`'s slot on the schedule: the rate's slot plus one gap per completed burst.
-    pub(super) fn slot(&self, seq: u64) -> Instant {
-        let n = (seq - self.anchor_seq) as f64;
-        let mut secs = self.pps.map_or(0.0, |p| n / p);
-        if let Some((burst, gap)) = self.burst {
-            secs += (seq / burst - self.anchor_seq / burst) as f64 * gap;
-        }
-        self.anchor + Duration::from_secs_f64(secs)
-    }
-
-    /// Datagrams from `seq` on whose slots fall before `until` (and that the size list still
-    /// has): what a sender now at `until` owes the schedule.
-    pub(super) fn slots_before(&self, seq: u64, until: Instant) -> u64 {
-        let left = if self.sizes.is_empty() {
-            u64::MAX - seq
-        } else {
-            self.sizes.iter().map(|&(count, _)| count).sum::<u64>().saturating_sub(seq)
-        };
-        // Slots are in time order: double to an upper bound, then bisect.
-        let before = |n: u64| n > 0 && self.slot(seq + n - 1) < until;
-        let mut hi = 1u64;
-        while hi < left && before(hi) {
-            hi = hi.saturating_mul(2).min(left);
-        }
-        let (mut lo, mut hi) = (0u64, hi.min(left));
-        if before(hi) {
-            return hi;
-        }
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if before(mid) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
-    }
-
-    /// When datagram `seq` is due: its slot, or later while catching up after a stall.
-    pub(super) fn due(&self, seq: u64) -> Instant {
-        let on_schedule = self.slot(seq);
-        // Catching up after a stall: no closer than 1/CATCH_UP_RATE of the nominal gap.
-        match (self.pps, self.last) {
-            (Some(pps), Some((next, at))) if seq >= next => {
-                let floor = at + Duration::from_secs_f64((seq - next) as f64 / (pps * CATCH_UP_RATE));
-                on_schedule.max(floor)
-            }
-            _ => on_schedule,
-        }
-    }
-
-    /// Starts the schedule afresh at `now` when datagram `seq`, due at `due`, is more than
-    /// [`MAX_BACKLOG`] late (a stall), rather than burst to catch up; returns the slots given up.
-    pub(super) fn restart_if_behind(&mut self, seq: u64, due: Instant, now: Instant) -> u64 {
-        if self.pps.is_none() || now.saturating_duration_since(due) <= MAX_BACKLOG {
-            return 0;
-        }
-        let missed = self.slots_before(seq, now);
-        self.anchor = now;
-        self.anchor_seq = seq;
-        missed
-    }
-
-    /// A refusal uses its slots: a lasting one (a firewall) is then tried at the schedule's
-    /// rate, not as fast as the kernel can say no.
-    fn refused(&mut self, datagrams: u64) {
-        if let Some(pps) = self.pps {
-            if let Ok(slots) = Duration::try_from_secs_f64(datagrams as f64 / pps) {
-                self.anchor += slots;
-            }
-        }
-    }
-
-    /// Datagrams due at `now` from `seq` on, at most `max`, all of one size and within one burst.
-    pub(super) fn due_count(&self, seq: u64, now: Instant, max: usize) -> usize {
-        if self.pps.is_none() && self.burst.is_none() && self.sizes.is_empty() {
-            // Unpaced, one size, no bursts: every datagram is due at the start. Asking each
-            // slot's time was 4% of an unpaced 64 B sender's CPU.
-            return max;
-        }
-        let Some(size) = self.size_of(seq) else { return 0 };
-        let mut n = 0;
-        while n < max {
-            let s = seq + n as u64;
-            if self.size_of(s) != Some(size) || self.due(s) > now {
-                break;
-            }
-            if n > 0 && self.burst.is_some_and(|(b, _)| s.is_multiple_of(b)) {
-                break;
-            }
-            n += 1;
-        }
-        n
     }
 }
 
@@ -436,16 +261,6 @@ fn segments_per_message(size: usize) -> usize {
     (65_000 / size.max(1)).clamp(1, MAX_GSO_SEGMENTS)
 }
 
-/// Waits `wait` the pacer's way: a sleep that wakes [`WAKE_EARLY`] and at most [`POLL`] later,
-/// or a spin for waits too short to sleep.
-pub(super) fn pause(wait: Duration) {
-    if wait > SPIN_BELOW {
-        std::thread::sleep((wait - WAKE_EARLY).min(POLL));
-    } else {
-        std::hint::spin_loop();
-    }
-}
-
 /// The UDP senders' pacer for a protocol that sends its datagrams one at a time from a loop
 /// of its own (a lock-step exchange, crate::peers::nc_test): the workers' schedule, catch-up
 /// and stall rules, and their count of refused sends and given-up slots, one datagram at a
@@ -582,94 +397,6 @@ fn end_exchange<F: DatagramFormat>(
         }
     }
     Some((counted.unwrap_or(0), None))
-}
-
-/// Gaps between consecutive send calls, spread over the datagrams each call sent.
-#[derive(Default)]
-pub(super) struct GapMeter {
-    first: Option<Instant>,
-    last: Option<Instant>,
-    gaps: Distribution,
-}
-
-impl GapMeter {
-    pub(super) fn record(&mut self, now: Instant, datagrams: usize) {
-        if let Some(last) = self.last {
-            self.gaps.record((now - last).as_nanos() as u64 / datagrams.max(1) as u64);
-        }
-        self.first.get_or_insert(now);
-        self.last = Some(now);
-    }
-
-    pub(super) fn mean_us(&self, packets: u64) -> Option<f64> {
-        let (f, l) = (self.first?, self.last?);
-        (packets > 1).then(|| (l - f).as_secs_f64() * 1e6 / (packets - 1) as f64)
-    }
-
-    pub(super) fn p99_us(&self) -> Option<f64> {
-        (self.gaps.count() > 0).then(|| self.gaps.quantile(0.99) as f64 / 1e3)
-    }
-}
-
-/// A sender's interval bookkeeping: counts at the start of the open interval.
-pub(super) struct SenderIntervals {
-    interval: f64,
-    omit: f64,
-    current: u64,
-    at_start: (u64, u64, u64),
-    closed: Vec<StreamInterval>,
-}
-
-impl SenderIntervals {
-    pub(super) fn new(spec: &TestSpec) -> Self {
-        Self {
-            interval: spec.interval_seconds,
-            omit: spec.omit_seconds,
-            current: 0,
-            at_start: (0, 0, 0),
-            closed: Vec::new(),
-        }
-    }
-
-    fn sample(&self, start: f64, end: f64, now: (u64, u64, u64)) -> StreamInterval {
-        let bytes = now.0 - self.at_start.0;
-        StreamInterval {
-            udp_sent: Some(UdpSent {
-                packets: now.1 - self.at_start.1,
-                send_errors: now.2 - self.at_start.2,
-                ..UdpSent::default()
-            }),
-            ..StreamInterval::bare(start, end, bytes, self.omit)
-        }
-    }
-
-    /// Closes every interval that ended by `elapsed` seconds; `now` = (bytes, packets, errors).
-    pub(super) fn close_due(&mut self, elapsed: f64, now: (u64, u64, u64), shared: Option<&StreamShared>) {
-        if self.interval <= 0.0 {
-            return;
-        }
-        while (self.current + 1) as f64 * self.interval <= elapsed {
-            let start = self.current as f64 * self.interval;
-            let iv = self.sample(start, start + self.interval, now);
-            if let Some(sh) = shared {
-                sh.push_interval(iv.clone());
-            }
-            self.closed.push(iv);
-            self.at_start = now;
-            self.current += 1;
-        }
-    }
-
-    pub(super) fn finish(mut self, end: f64, now: (u64, u64, u64), shared: &StreamShared) -> Vec<StreamInterval> {
-        if self.interval > 0.0 {
-            // Whole intervals with nothing sent (a long pattern gap) before the last one.
-            self.close_due(end, now, Some(shared));
-            let start = self.current as f64 * self.interval;
-            let last = self.sample(start, end.max(start), now);
-            super::close_last_interval(&mut self.closed, last, self.interval, shared);
-        }
-        self.closed
-    }
 }
 
 /// Realtime now in ns, the clock of SO_TIMESTAMPNS.
@@ -1212,65 +939,6 @@ mod tests {
         assert!(sent > 0 && refused > 0, "sent {sent}, refused {refused}");
         // Paced at 1000/s for 0.3 s: about 300 slots, each used by a send or a refusal.
         assert!(sent + refused <= 320, "sent {sent} + refused {refused}: refusals spun past the schedule");
-    }
-
-    fn paced_spec(pps: u64, pattern: Option<netchar_model::spec::Pattern>) -> TestSpec {
-        let mut spec = TestSpec::udp_default();
-        spec.block_bytes = 100;
-        let udp = spec.udp.as_mut().unwrap();
-        udp.rate = netchar_model::UdpRate::PacketsPerSecond(pps);
-        udp.pattern = pattern;
-        spec
-    }
-
-    #[test]
-    fn slots_before_counts_what_a_late_sender_owes_the_schedule() {
-        let t0 = Instant::now();
-        let ms = |n: u64| t0 + Duration::from_millis(n);
-        // 1000/s: slots at 0, 1, 2, ... ms.
-        let plain = Schedule::new(&paced_spec(1000, None), t0);
-        assert_eq!(plain.slots_before(0, t0), 0);
-        assert_eq!(plain.slots_before(0, ms(10)), 10);
-        assert_eq!(plain.slots_before(4, ms(10)), 6);
-        assert_eq!(plain.slots_before(12, ms(10)), 0);
-        assert_eq!(plain.slots_before(0, ms(1500)), 1500);
-        // A size list of 7 datagrams owes no more than 7.
-        let sizes = netchar_model::spec::Pattern { sizes: vec![(3, 100), (4, 200)], ..Default::default() };
-        assert_eq!(Schedule::new(&paced_spec(1000, Some(sizes)), t0).slots_before(2, ms(1500)), 5);
-        // Bursts of 10 then 5 ms: slots 0-9 at 0-9 ms, 10-19 at 15-24 ms.
-        let bursts = netchar_model::spec::Pattern { burst: Some(10), gap_seconds: 0.005, ..Default::default() };
-        let bursty = Schedule::new(&paced_spec(1000, Some(bursts)), t0);
-        assert_eq!(bursty.slots_before(0, ms(12)), 10);
-        assert_eq!(bursty.slots_before(0, ms(20)), 15);
-    }
-
-    /// A batch is every datagram due by the horizon, of one size and within one burst; an
-    /// unpaced plain sender's batch is always full.
-    #[test]
-    fn due_count_cuts_batches_at_the_schedule_sizes_and_bursts() {
-        let t0 = Instant::now();
-        let ms = |n: u64| t0 + Duration::from_millis(n);
-        let mut unpaced = TestSpec::udp_default();
-        unpaced.udp.as_mut().unwrap().rate = netchar_model::UdpRate::Unlimited;
-        let plain = Schedule::new(&unpaced, t0);
-        assert_eq!((plain.due_count(0, t0, 64), plain.due_count(1 << 40, t0, 7)), (64, 7));
-        // 1000/s: by 10 ms, slots 0..=10 are due.
-        let paced = Schedule::new(&paced_spec(1000, None), t0);
-        assert_eq!(paced.due_count(0, ms(10), 64), 11);
-        assert_eq!(paced.due_count(0, ms(10), 4), 4);
-        // Unpaced with a size list: cut where the size changes, none past the list.
-        let sizes = netchar_model::spec::Pattern { sizes: vec![(3, 100), (4, 200)], ..Default::default() };
-        unpaced.udp.as_mut().unwrap().pattern = Some(sizes);
-        let listed = Schedule::new(&unpaced, t0);
-        assert_eq!((listed.due_count(0, t0, 64), listed.due_count(3, t0, 64), listed.due_count(7, t0, 64)), (3, 4, 0));
-        // Unpaced bursts of 10 with a 5 ms gap: a batch never crosses a burst's end.
-        let bursts = netchar_model::spec::Pattern { burst: Some(10), gap_seconds: 0.005, ..Default::default() };
-        unpaced.udp.as_mut().unwrap().pattern = Some(bursts);
-        let bursty = Schedule::new(&unpaced, t0);
-        assert_eq!(
-            (bursty.due_count(0, t0, 64), bursty.due_count(10, t0, 64), bursty.due_count(10, ms(5), 64)),
-            (10, 0, 10)
-        );
     }
 
     /// A protocol's own loop paced by the workers' schedule: each datagram on its slot, a

@@ -15,7 +15,9 @@
 //! left the socket (a veth whose peer's backlog is full) counts as sent, and its receiver as
 //! lost, as on a wire.
 
-use super::udp::{pause, GapMeter, Schedule, SenderIntervals, UdpPayload};
+use super::integrity::UdpPayload;
+use super::pacing::{pause, Schedule};
+use super::sender_figures::{GapMeter, SenderIntervals};
 use super::{Controls, StreamShared};
 use netchar_model::{TestSpec, UdpSent, XdpSend};
 use netchar_sys::netlink::Rtnetlink;
