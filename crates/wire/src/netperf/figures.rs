@@ -121,10 +121,28 @@ pub fn cpu_method_letter(method: u32) -> char {
 
 #[cfg(test)]
 mod tests {
+    use super::super::omni::text_field;
+    use super::super::Message;
     use super::*;
 
     #[test]
     fn method_letters_are_netperfs() {
         assert_eq!((cpu_method_letter(0), cpu_method_letter(8), cpu_method_letter(99)), ('U', 'S', '?'));
+    }
+
+    #[test]
+    fn results_and_figures() {
+        let mut r = OmniResults::decode(&Message::new(98, 0));
+        r.bytes_received = (5 << 32) | 7;
+        r.transport_retrans = -1;
+        r.cpu_util = 12.5;
+        r.cong_control = text_field("cubic");
+        let back = OmniResults::decode(&r.encode());
+        assert_eq!(back, r);
+        let f = ServerFigures::from_results(&back, false);
+        assert_eq!((f.counts.bytes_received, f.counts.retransmits, f.counts.cpu), ((5 << 32) | 7, None, None));
+        assert_eq!(f.counts.congestion_control.as_deref(), Some("cubic"));
+        assert_eq!(ServerFigures::from_results(&back, true).counts.cpu.map(|c| c.util), Some(12.5));
+        assert_eq!(text_field::<4>("cubic"), *b"cub\0");
     }
 }

@@ -711,7 +711,6 @@ impl OmniResults {
 
 #[cfg(test)]
 mod tests {
-    use super::super::figures::ServerFigures;
     use super::*;
 
     /// A stock `netperf -t TCP_STREAM -l 1 -- -m 1024 -S 65536` request's words (2.7.1).
@@ -802,21 +801,5 @@ mod tests {
             let e = r.kind().unwrap_err();
             assert!(e.contains("does not run") && e.contains("TCP_CRR"), "{e}");
         }
-    }
-
-    #[test]
-    fn results_and_figures() {
-        let mut r = OmniResults::decode(&Message::new(98, 0));
-        r.bytes_received = (5 << 32) | 7;
-        r.transport_retrans = -1;
-        r.cpu_util = 12.5;
-        r.cong_control = text_field("cubic");
-        let back = OmniResults::decode(&r.encode());
-        assert_eq!(back, r);
-        let f = ServerFigures::from_results(&back, false);
-        assert_eq!((f.counts.bytes_received, f.counts.retransmits, f.counts.cpu), ((5 << 32) | 7, None, None));
-        assert_eq!(f.counts.congestion_control.as_deref(), Some("cubic"));
-        assert_eq!(ServerFigures::from_results(&back, true).counts.cpu.map(|c| c.util), Some(12.5));
-        assert_eq!(text_field::<4>("cubic"), *b"cub\0");
     }
 }
