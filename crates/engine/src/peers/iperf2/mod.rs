@@ -28,6 +28,7 @@ mod session;
 pub use client::{check_spec, Flavour, Iperf2Control};
 pub(crate) use client::{far_end_applies, iperf2_session, lwiperf_session, measurement, measurement_lwiperf};
 pub(crate) use server::bind_listener;
-pub use server::{to_spec, Iperf2Listener};
+pub use server::Iperf2Listener;
+pub use session::to_spec;
 #[cfg(test)]
 pub(crate) use session::{TcpSession, UdpSession};

@@ -3,13 +3,11 @@
 //! demultiplexes; each test is a session (session.rs) on the one driver (crate::server_session).
 
 use super::session::{TcpSession, UdpSession, FIN_LINGER};
-use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::peers::{PeerContext, PeerListener};
 use crate::server_control::TestsByAddress;
 use crate::server_session::{DatagramLink, DatagramSource, SessionDriver};
 use crate::server_shared::bind_udp;
-use netchar_model::{Direction, EndCondition, TestSpec, UdpOptions, UdpRate};
-use netchar_wire::iperf2::{Amount, ClientHeader, Layout, UdpFormat, UdpHeader};
+use netchar_wire::iperf2::{ClientHeader, UdpHeader};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
@@ -65,33 +63,6 @@ impl PeerListener for Iperf2Listener {
         serve_tcp(tcp, ctx, tests);
         let _ = udp_thread.join();
     }
-}
-
-/// The netchar test an iperf2 client header asks for.
-pub fn to_spec(h: &ClientHeader, udp: bool, ctx_limits: &crate::admission::Limits) -> TestSpec {
-    let mut spec = if udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
-    spec.direction = if h.reverse() { Direction::Down } else { Direction::Up };
-    spec.end = match h.amount() {
-        Amount::Seconds(s) if s > 0.0 => EndCondition::Seconds(s),
-        Amount::Bytes(b) if b > 0 => EndCondition::Bytes(b),
-        // A header of the flags word alone (2.0.5 without -d/-r) says nothing: as long as the
-        // client sends.
-        _ => EndCondition::Seconds(ctx_limits.max_duration.map_or(10.0, |d| d.as_secs_f64())),
-    };
-    if h.buf_len > 0 {
-        spec.block_bytes = h.buf_len as u64;
-    } else if udp {
-        spec.block_bytes = 1470;
-    }
-    if udp {
-        let rate = h.ext.map(|e| e.rate()).filter(|&r| r > 0).or((h.win_band > 0).then_some(h.win_band as u64));
-        spec.udp = Some(UdpOptions {
-            rate: rate.map_or(UdpRate::Unlimited, UdpRate::BitsPerSecond),
-            per_stream: true,
-            ..UdpOptions::default()
-        });
-    }
-    spec
 }
 
 fn serve_tcp(listener: TcpListener, ctx: PeerContext, tests: TestsByAddress) {
@@ -182,17 +153,4 @@ fn serve_udp(socket: UdpSocket, ctx: PeerContext, tests: TestsByAddress) {
     for (_, s) in sources {
         let _ = s.thread.join();
     }
-}
-
-/// iperf 2.1's datagrams as a server sends them for `-R` (netchar_wire::iperf2::UdpFormat):
-/// the 16-byte header alone, numbered from 1 with the wall clock stamp, then one FIN,
-/// −(last + 1), as Debian's 2.1.8 ends, with no report awaited.
-pub(super) fn reverse_datagrams() -> DatagramFormatKind {
-    DatagramFormatKind::Peer(PeerDatagrams { protocol: "iperf2", variant: 1, run: reverse_sender })
-}
-
-/// One worker of [`reverse_datagrams`].
-fn reverse_sender(worker: UdpWorker<'_>) -> io::Result<()> {
-    let format = UdpFormat::new(Layout::V21, worker.realtime_start_ns(), Vec::new()).with_fin_once();
-    worker.run(&format)
 }

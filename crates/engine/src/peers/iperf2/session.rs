@@ -18,18 +18,20 @@
 //! A client's `-P` connections and UDP sources are one test under admission (the sessions of
 //! one address share it: crate::server_control::TestsByAddress).
 
-use super::server::{reverse_datagrams, to_spec};
 use crate::admission::{Limits, Refusal};
-use crate::dataplane::DatagramFormatKind;
+use crate::dataplane::{DatagramFormatKind, PeerDatagrams, UdpWorker};
 use crate::peers::PeerContext;
 use crate::server_control::{
     Admission, OwnStream, OwnTarget, Phase, ServerControl, ServerControlEvent, ServerRequest, SessionPhase,
     TestsByAddress,
 };
-use netchar_model::{Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpRate, UdpReceived};
-use netchar_wire::iperf2::{self as wire, ClientHeader, DialBack, Layout, ServerReport, UdpHeader};
+use netchar_model::{
+    Direction, EndCondition, Endpoint, Flow, Role, StreamRecord, TestSpec, UdpOptions, UdpRate, UdpReceived,
+};
+use netchar_wire::iperf2::{self as wire, Amount, ClientHeader, DialBack, Layout, ServerReport, UdpFormat, UdpHeader};
 use netchar_wire::ProtocolError;
 use std::collections::VecDeque;
+use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -300,6 +302,33 @@ impl ServerControl for TcpSession {
     }
 }
 
+/// The netchar test an iperf2 client header asks for.
+pub fn to_spec(h: &ClientHeader, udp: bool, ctx_limits: &crate::admission::Limits) -> TestSpec {
+    let mut spec = if udp { TestSpec::udp_default() } else { TestSpec::tcp_default() };
+    spec.direction = if h.reverse() { Direction::Down } else { Direction::Up };
+    spec.end = match h.amount() {
+        Amount::Seconds(s) if s > 0.0 => EndCondition::Seconds(s),
+        Amount::Bytes(b) if b > 0 => EndCondition::Bytes(b),
+        // A header of the flags word alone (2.0.5 without -d/-r) says nothing: as long as the
+        // client sends.
+        _ => EndCondition::Seconds(ctx_limits.max_duration.map_or(10.0, |d| d.as_secs_f64())),
+    };
+    if h.buf_len > 0 {
+        spec.block_bytes = h.buf_len as u64;
+    } else if udp {
+        spec.block_bytes = 1470;
+    }
+    if udp {
+        let rate = h.ext.map(|e| e.rate()).filter(|&r| r > 0).or((h.win_band > 0).then_some(h.win_band as u64));
+        spec.udp = Some(UdpOptions {
+            rate: rate.map_or(UdpRate::Unlimited, UdpRate::BitsPerSecond),
+            per_stream: true,
+            ..UdpOptions::default()
+        });
+    }
+    spec
+}
+
 /// The test a sending stream of `spec` runs (2.1 `-R`, and `-d`/`-r`'s dial-back, stream
 /// `id`), under the server's limits.
 fn send_spec(spec: &TestSpec, id: u32, limits: &Limits) -> TestSpec {
@@ -525,6 +554,19 @@ fn reverse_spec(spec: &TestSpec, limits: &Limits) -> TestSpec {
         u.per_stream = true;
     }
     crate::peers::capped(&run, limits)
+}
+
+/// iperf 2.1's datagrams as a server sends them for `-R` (netchar_wire::iperf2::UdpFormat):
+/// the 16-byte header alone, numbered from 1 with the wall clock stamp, then one FIN,
+/// −(last + 1), as Debian's 2.1.8 ends, with no report awaited.
+fn reverse_datagrams() -> DatagramFormatKind {
+    DatagramFormatKind::Peer(PeerDatagrams { protocol: "iperf2", variant: 1, run: reverse_sender })
+}
+
+/// One worker of [`reverse_datagrams`].
+fn reverse_sender(worker: UdpWorker<'_>) -> io::Result<()> {
+    let format = UdpFormat::new(Layout::V21, worker.realtime_start_ns(), Vec::new()).with_fin_once();
+    worker.run(&format)
 }
 
 impl ServerControl for UdpSession {
