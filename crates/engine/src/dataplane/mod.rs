@@ -18,6 +18,8 @@ mod rr;
 mod send_group;
 mod sender_figures;
 mod udp;
+#[cfg(test)]
+mod verify_tests;
 mod wake_batching;
 mod xdp;
 
