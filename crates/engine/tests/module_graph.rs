@@ -4,13 +4,22 @@
 //! registry's types are the floor the adapters (`peers`) stand on, and the drivers (`client`,
 //! `server`) stand on both.
 //!
+//! The same holds inside every directory module: its children (`dataplane::udp`,
+//! `dataplane::xdp`; a subdirectory again counted as one) are the nodes of a graph of their
+//! own, which has no cycle either. Two sibling files that need each other's items stand on a
+//! third below both. The directory's own file (`mod.rs`) is the frame its children hang in,
+//! not one of them: its items (`super::StreamShared`) are no sibling, and what it imports from
+//! a child (`pub use udp::DatagramPacer;`) is that child's when a sibling names it through it.
+//! A glob of the directory (`use super::*;`) is not followed: what it brings is not read.
+//!
 //! The check reads the sources, not the compiler's view: a module A depends on B when code in
 //! A names `crate::B` (also `use crate::{B, ...}` and `$crate::B`), or climbs to the crate root
-//! with `super::` and names B there, or (in the crate root's file) names `B::` directly. The
-//! root file itself is the node `crate`: a path to one of its own items (`crate::StopFlag`) is an
-//! edge to it, its `mod b;` declarations are not edges. Comments, doc comments (their intra-doc
-//! links included) and string and character literals are blanked first, so a sentence that
-//! mentions `crate::peers` is not a dependency.
+//! with `super::` and names B there, or (in the crate root's file) names `B::` directly; a
+//! sibling B of A when code in A names it by a path through their directory
+//! (`super::B`, `crate::dir::B`). The root file itself is the node `crate`: a path to one of its
+//! own items (`crate::StopFlag`) is an edge to it, its `mod b;` declarations are not edges.
+//! Comments, doc comments (their intra-doc links included) and string and character literals
+//! are blanked first, so a sentence that mentions `crate::peers` is not a dependency.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -47,9 +56,13 @@ fn checked_crates_have_no_module_cycle() {
     assert_eq!(crates, CHECKED, "the workspace's crates and CHECKED differ");
     let mut failures = Vec::new();
     for name in CHECKED {
-        let graph = Graph::of_crate(&crates_dir().join(name));
-        for knot in graph.cycles() {
-            failures.push(format!("crates/{name}: {}", graph.describe(&knot)));
+        let dir = crates_dir().join(name);
+        // The top level, then the children of each directory module.
+        for module in directory_modules(&dir.join("src")) {
+            let graph = Graph::of_dir(&dir, &module);
+            for knot in graph.cycles() {
+                failures.push(format!("crates/{name}: {}", graph.describe(&knot)));
+            }
         }
     }
     assert!(failures.is_empty(), "module cycles:\n{}", failures.join("\n"));
@@ -84,8 +97,14 @@ fn f<'a>(x: &'a str) -> char {
 }
 "####;
     let modules = ["alpha", "beta", "gamma", "delta", "epsilon", "theta", "kappa", "mu", "real"];
-    let deps =
-        deps_of(&tokens(&blank(src)), &[], true, &modules.map(String::from).into_iter().collect(), &BTreeMap::new());
+    let deps = deps_of(
+        &tokens(&blank(src)),
+        &[],
+        true,
+        &[],
+        &modules.map(String::from).into_iter().collect(),
+        &BTreeMap::new(),
+    );
     assert_eq!(deps.into_iter().map(|(m, _)| m).collect::<Vec<_>>(), ["real"]);
 }
 
@@ -100,17 +119,56 @@ fn paths_that_name_a_module() {
                fn h() { crate::Root; $crate::i::j!(); let c = '{'; }";
     let modules: BTreeSet<String> =
         ["a", "b", "c", "d", "e", "f", "g", "i", "k", "m"].map(String::from).into_iter().collect();
-    let deps = deps_of(&tokens(&blank(src)), &["own".into(), "sub".into()], false, &modules, &BTreeMap::new());
+    let deps = deps_of(&tokens(&blank(src)), &["own".into(), "sub".into()], false, &[], &modules, &BTreeMap::new());
     let names: Vec<_> = deps.into_iter().map(|(m, _)| m).collect();
     assert_eq!(names, ["a", "b", "c", "f", "g", "m", "crate", "i"]);
+}
+
+#[test]
+fn paths_that_name_a_sibling() {
+    // As if in `src/dp/xdp.rs`, among the children of `dp`: `StreamShared` is an item of
+    // `dp`'s own file, `Pacer` one it imports from `udp`; `other` is outside `dp`; `Q`, inside
+    // `mod tests`, is xdp's own.
+    let src = "use super::udp::send;\n\
+               use super::{pacing::{self, pause}, StreamShared, Pacer};\n\
+               use crate::dp::figures::Gaps;\n\
+               use crate::other::Y;\n\
+               mod tests { use super::super::integrity::Z; use super::Q; }\n\
+               fn f() { self::g(); super::wake::<u8>::new(); }\n\
+               use crate::{dp::{rr, udp}, other::W};";
+    let dir = ["dp".to_string()];
+    let modules: BTreeSet<String> =
+        ["udp", "xdp", "pacing", "figures", "integrity", "wake", "rr"].map(String::from).into_iter().collect();
+    let facade = BTreeMap::from([("Pacer".to_string(), "udp".to_string())]);
+    let deps = deps_of(&tokens(&blank(src)), &["dp".into(), "xdp".into()], false, &dir, &modules, &facade);
+    let names: Vec<_> = deps.into_iter().map(|(m, _)| m).collect();
+    assert_eq!(names, ["udp", "pacing", "figures", "integrity", "wake", "rr"]);
+}
+
+#[test]
+fn a_directory_file_imports_for_its_children() {
+    // `dp/mod.rs`: what it imports from a child, publicly or not, is that child's.
+    let src = "mod udp; mod rr;\n\
+               pub use udp::DatagramPacer;\n\
+               pub(crate) use self::rr::{latency, Framing as RrFraming};\n\
+               use std::io;\n\
+               use netchar_model::TestSpec;\n\
+               mod tests { use udp::Hidden; }";
+    let modules: BTreeSet<String> = ["udp", "rr"].map(String::from).into_iter().collect();
+    let facade = reexports(&tokens(&blank(src)), Path::new("/nonexistent"), &["dp".into()], &modules);
+    let got: Vec<(&str, &str)> = facade.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(got, [("DatagramPacer", "udp"), ("Framing", "rr"), ("RrFraming", "rr"), ("latency", "rr")]);
 }
 
 fn crates_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("crates/").to_path_buf()
 }
 
-/// The top-level modules of a crate and who depends on whom, with where each edge was seen.
+/// The children of one module (the crate's top-level modules, or a directory module's) and
+/// who depends on whom, with where each edge was seen.
 struct Graph {
+    /// The module whose children the nodes are: [] for the crate's top level.
+    dir: Vec<String>,
     nodes: BTreeSet<String>,
     /// from -> to -> the first place seen (`file:line`).
     edges: BTreeMap<String, BTreeMap<String, String>>,
@@ -118,29 +176,57 @@ struct Graph {
 
 impl Graph {
     fn of_crate(dir: &Path) -> Self {
+        Self::of_dir(dir, &[])
+    }
+
+    /// The graph of the children of module `module` ([]: the crate's top-level modules and the
+    /// root file's node [`ROOT`]) of the crate in `dir`. Only code inside `module` is read.
+    fn of_dir(dir: &Path, module: &[String]) -> Self {
         let src = dir.join("src");
         let mut files = Vec::new();
         rust_files(&src, &mut files);
         files.sort();
         let root = ["lib.rs", "main.rs"].map(|f| src.join(f)).into_iter().find(|p| p.exists()).expect("a crate root");
-        let mut nodes: BTreeSet<String> = files.iter().filter(|f| **f != root).map(|f| top_module(&src, f)).collect();
-        nodes.insert(ROOT.into());
+        let top = module.is_empty();
+        // The module's own file: its children's frame, which holds their shared imports.
+        let frame =
+            if top { Some(root.clone()) } else { files.iter().find(|f| module_path(&src, f) == module).cloned() };
+        let children: Vec<(PathBuf, Vec<String>)> = files
+            .iter()
+            .filter(|f| **f != root)
+            .map(|f| (f.clone(), module_path(&src, f)))
+            .filter(|(_, path)| path.len() > module.len() && path.starts_with(module))
+            .collect();
+        let mut nodes: BTreeSet<String> = children.iter().map(|(_, path)| path[module.len()].clone()).collect();
+        if top {
+            nodes.insert(ROOT.into());
+        }
         let mut edges: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-        let root_toks = tokens(&blank(&fs::read_to_string(&root).unwrap_or_default()));
-        let facade = reexports(&root_toks, &src, &nodes);
-        for file in &files {
-            let text = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-            let is_root = *file == root;
-            let path = if is_root { Vec::new() } else { module_path(&src, file) };
-            let from = if is_root { ROOT.to_string() } else { path[0].clone() };
-            for (to, line) in deps_of(&tokens(&blank(&text)), &path, is_root, &nodes, &facade) {
+        let frame_toks = tokens(&blank(&frame.and_then(|f| fs::read_to_string(f).ok()).unwrap_or_default()));
+        let facade = reexports(&frame_toks, &src, module, &nodes);
+        // The root file's code is a node of the top level; a directory's own file is no node.
+        let readers = children.into_iter().chain(top.then(|| (root.clone(), Vec::new())));
+        for (file, path) in readers {
+            let text = fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let is_root = file == root;
+            let from = if is_root { ROOT.to_string() } else { path[module.len()].clone() };
+            for (to, line) in deps_of(&tokens(&blank(&text)), &path, is_root, module, &nodes, &facade) {
                 if to != from {
-                    let at = format!("{}:{line}", file.strip_prefix(dir).unwrap_or(file).display());
+                    let at = format!("{}:{line}", file.strip_prefix(dir).unwrap_or(&file).display());
                     edges.entry(from.clone()).or_default().entry(to).or_insert(at);
                 }
             }
         }
-        Self { nodes, edges }
+        Self { dir: module.to_vec(), nodes, edges }
+    }
+
+    /// A node as a reader finds it: `dataplane::udp` for the child `udp` of `dataplane`.
+    fn name(&self, node: &str) -> String {
+        if self.dir.is_empty() {
+            node.to_string()
+        } else {
+            format!("{}::{node}", self.dir.join("::"))
+        }
     }
 
     fn next(&self, n: &str) -> impl Iterator<Item = &String> {
@@ -209,21 +295,22 @@ impl Graph {
         path.push(path[0].clone());
         let mut s = self.describe_path(&path);
         if !knot.others.is_empty() {
-            s = format!("{s}\n  in the same knot: {}", knot.others.join(", "));
+            let others: Vec<String> = knot.others.iter().map(|n| self.name(n)).collect();
+            s = format!("{s}\n  in the same knot: {}", others.join(", "));
         }
         let members: BTreeSet<&String> = knot.cycle.iter().chain(&knot.others).collect();
         for from in &members {
             for (to, at) in self.edges.get(*from).into_iter().flatten().filter(|(to, _)| members.contains(to)) {
-                s = format!("{s}\n  {from} -> {to} ({at})");
+                s = format!("{s}\n  {} -> {} ({at})", self.name(from), self.name(to));
             }
         }
         s
     }
 
     fn describe_path(&self, path: &[String]) -> String {
-        let mut s = path[0].clone();
+        let mut s = self.name(&path[0]);
         for w in path.windows(2) {
-            s = format!("{s} -> {} ({})", w[1], self.edges[&w[0]][&w[1]]);
+            s = format!("{s} -> {} ({})", self.name(&w[1]), self.edges[&w[0]][&w[1]]);
         }
         s
     }
@@ -259,8 +346,19 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-fn top_module(src: &Path, file: &Path) -> String {
-    module_path(src, file).swap_remove(0)
+/// The modules whose children make a graph: the crate's top level ([]), then every directory
+/// under `src` that holds Rust files (`src/peers/iperf2` -> [peers, iperf2]).
+fn directory_modules(src: &Path) -> Vec<Vec<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut out: BTreeSet<Vec<String>> = BTreeSet::new();
+    for file in files {
+        let dir = file.parent().expect("a directory").strip_prefix(src).expect("under src/");
+        let dir: Vec<String> = dir.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        // A directory of directories only is a module too.
+        out.extend((0..=dir.len()).map(|n| dir[..n].to_vec()));
+    }
+    out.into_iter().collect()
 }
 
 /// The text with every comment and string or character literal replaced by spaces (line
@@ -418,41 +516,49 @@ fn reexport_end(toks: &[(Tok, usize)], i: usize) -> Option<usize> {
     Some(j + 1)
 }
 
-/// The names the crate root re-exports from its modules (`pub use result::*;`, `pub use
-/// method::{Method, METHOD_FIELDS};`), each with the module it comes from. A glob stands for
-/// the public items the module's file declares.
-fn reexports(root: &[(Tok, usize)], src: &Path, modules: &BTreeSet<String>) -> BTreeMap<String, String> {
+/// The names a module's own file imports from its children (`pub use result::*;`, `pub use
+/// method::{Method, METHOD_FIELDS};`, `use figures::Figures;`), each with the child it comes
+/// from: a path through the module to such a name (`crate::TestResult`, `super::Figures`) is a
+/// use of that child. A glob stands for the public items the child's file declares.
+fn reexports(
+    frame: &[(Tok, usize)],
+    src: &Path,
+    module: &[String],
+    children: &BTreeSet<String>,
+) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut depth = 0;
     let mut i = 0;
-    while i < root.len() {
-        match &root[i].0 {
+    while i < frame.len() {
+        match &frame[i].0 {
             Tok::Punct('{') => depth += 1,
             Tok::Punct('}') => depth -= 1,
-            Tok::Ident(k) if k == "pub" && depth == 0 => {
-                if let Some(end) = reexport_end(root, i) {
-                    let body = &root[i..end];
-                    let at = body.iter().position(|t| t.0 == Tok::Ident("use".into())).unwrap_or(0);
-                    if let Some((Tok::Ident(module), _)) = body.get(at + 1) {
-                        if modules.contains(module) {
-                            let mut names: Vec<String> = body[at + 2..]
-                                .iter()
-                                .filter_map(|t| match &t.0 {
-                                    Tok::Ident(n) if n != "self" && n != "as" => Some(n.clone()),
-                                    _ => None,
-                                })
-                                .collect();
-                            if body.iter().any(|t| t.0 == Tok::Punct('*')) {
-                                names.extend(public_items(src, module));
-                            }
-                            for n in names {
-                                out.entry(n).or_insert_with(|| module.clone());
-                            }
+            Tok::Ident(k) if k == "use" && depth == 0 => {
+                let end = (i..frame.len()).find(|&j| frame[j].0 == Tok::Punct(';')).map_or(frame.len(), |j| j + 1);
+                let mut at = i + 1;
+                // `use self::udp::X;` is `use udp::X;`.
+                if is_ident(frame.get(at), "self") && frame.get(at + 1).map(|t| &t.0) == Some(&Tok::PathSep) {
+                    at += 2;
+                }
+                if let Some((Tok::Ident(child), _)) = frame.get(at) {
+                    if children.contains(child) {
+                        let mut names: Vec<String> = frame[at + 1..end]
+                            .iter()
+                            .filter_map(|t| match &t.0 {
+                                Tok::Ident(n) if n != "self" && n != "as" => Some(n.clone()),
+                                _ => None,
+                            })
+                            .collect();
+                        if frame[at..end].iter().any(|t| t.0 == Tok::Punct('*')) {
+                            names.extend(public_items(src, module, child));
+                        }
+                        for n in names {
+                            out.entry(n).or_insert_with(|| child.clone());
                         }
                     }
-                    i = end;
-                    continue;
                 }
+                i = end;
+                continue;
             }
             _ => {}
         }
@@ -461,10 +567,11 @@ fn reexports(root: &[(Tok, usize)], src: &Path, modules: &BTreeSet<String>) -> B
     out
 }
 
-/// The names of the public items (`pub struct X`, `pub fn f`, ...) a module's file declares at
-/// its top level.
-fn public_items(src: &Path, module: &str) -> Vec<String> {
-    let file = [src.join(format!("{module}.rs")), src.join(module).join("mod.rs")].into_iter().find(|p| p.exists());
+/// The names of the public items (`pub struct X`, `pub fn f`, ...) the file of `module`'s
+/// child `child` declares at its top level.
+fn public_items(src: &Path, module: &[String], child: &str) -> Vec<String> {
+    let dir = module.iter().fold(src.to_path_buf(), |dir, m| dir.join(m));
+    let file = [dir.join(format!("{child}.rs")), dir.join(child).join("mod.rs")].into_iter().find(|p| p.exists());
     let Some(text) = file.and_then(|f| fs::read_to_string(f).ok()) else { return Vec::new() };
     let toks = tokens(&blank(&text));
     let kinds = ["struct", "enum", "fn", "const", "static", "type", "trait", "mod", "union"];
@@ -489,31 +596,56 @@ fn public_items(src: &Path, module: &str) -> Vec<String> {
     out
 }
 
-/// The top-level modules a file's code names, in order, with the line of each first mention.
-/// `path` is the file's module path ([] for the crate root); `modules` the crate's top-level
-/// modules. A name that is no module is an item of the crate root ([`ROOT`]).
+/// The nodes of one graph a file's code names, in order, with the line of each first mention.
+/// `path` is the file's module path ([] for the crate root); the nodes are the children
+/// (`modules`) of `module` ([] for the crate's top level), and `facade` the names `module`'s
+/// own file imports from them. A path into the file's own node is none of its dependencies; a
+/// name in `module` that is no child is an item of its own file: the crate root's node
+/// ([`ROOT`]) at the top level, no node inside a directory.
 fn deps_of(
     toks: &[(Tok, usize)],
     path: &[String],
     is_root: bool,
+    module: &[String],
     modules: &BTreeSet<String>,
     facade: &BTreeMap<String, String>,
 ) -> Vec<(String, usize)> {
+    let own = path.get(module.len());
     let mut out: Vec<(String, usize)> = Vec::new();
-    let mut add = |name: &str, line: usize| {
+    for (named, line) in named_paths(toks, path, is_root, modules) {
+        let Some(name) = named.strip_prefix(module).and_then(|rest| rest.first()) else { continue };
+        if Some(name) == own {
+            continue;
+        }
         let node = match (modules.contains(name), facade.get(name)) {
-            (true, _) => name.to_string(),
+            (true, _) => name.clone(),
             // `crate::TestResult`, re-exported by the root from `result`: a use of `result`.
-            (false, Some(module)) => module.clone(),
-            (false, None) => ROOT.to_string(),
+            (false, Some(child)) => child.clone(),
+            (false, None) if module.is_empty() => ROOT.to_string(),
+            (false, None) => continue,
         };
         if !out.iter().any(|(n, _)| *n == node) {
             out.push((node, line));
         }
-    };
-    // Inline modules (`mod tests { .. }`) open at these brace depths: each is one more level
+    }
+    out
+}
+
+/// Every path a file's code names from a known place (`crate::`, `$crate::`, `super::`,
+/// `self::`, and in the crate root's own code a top-level module's name), as the module path it
+/// reaches from the crate root, use trees expanded (`use super::{a::X, b};` in `src/m/f.rs`:
+/// [m, a, X] and [m, b]), each with its line. `path` is the file's module path ([] for the
+/// crate root), `modules` the crate's top-level modules.
+fn named_paths(
+    toks: &[(Tok, usize)],
+    path: &[String],
+    is_root: bool,
+    modules: &BTreeSet<String>,
+) -> Vec<(Vec<String>, usize)> {
+    let mut out = Vec::new();
+    // Inline modules (`mod tests { .. }`), each with the brace depth it opens at: one more level
     // for `super::` to climb.
-    let mut inline: Vec<usize> = Vec::new();
+    let mut inline: Vec<(usize, String)> = Vec::new();
     let mut depth = 0;
     let mut i = 0;
     while i < toks.len() {
@@ -530,54 +662,33 @@ fn deps_of(
             Tok::Punct('{') => depth += 1,
             Tok::Punct('}') => {
                 depth -= 1;
-                if inline.last() == Some(&depth) {
+                if inline.last().is_some_and(|(d, _)| *d == depth) {
                     inline.pop();
                 }
             }
-            Tok::Ident(k)
-                if k == "mod"
-                    && matches!(toks.get(i + 1), Some((Tok::Ident(_), _)))
-                    && matches!(toks.get(i + 2), Some((Tok::Punct('{'), _))) =>
-            {
-                inline.push(depth)
+            Tok::Ident(k) if k == "mod" && matches!(toks.get(i + 2), Some((Tok::Punct('{'), _))) => {
+                if let Some((Tok::Ident(name), _)) = toks.get(i + 1) {
+                    inline.push((depth, name.clone()));
+                }
             }
-            Tok::Ident(k) if (k == "crate" || k == "super" || (k == "self" && is_root)) && !after_sep => {
-                // How deep the path starts (0: the crate root); each further `super` climbs one.
-                let here = path.len() + inline.len();
-                let mut level = match k.as_str() {
-                    "crate" => Some(0),
+            Tok::Ident(k) if (k == "crate" || k == "super" || k == "self") && !after_sep => {
+                // Where the path starts; each further `super` climbs one.
+                let here: Vec<String> = path.iter().cloned().chain(inline.iter().map(|(_, n)| n.clone())).collect();
+                let up = |mut p: Vec<String>| p.pop().map(|_| p);
+                let mut start = match k.as_str() {
+                    "crate" => Some(Vec::new()),
                     "self" => Some(here),
-                    _ => here.checked_sub(1),
+                    _ => up(here),
                 };
                 let mut j = i + 1;
                 while toks.get(j).map(|t| &t.0) == Some(&Tok::PathSep) && is_ident(toks.get(j + 1), "super") {
-                    level = level.and_then(|l| l.checked_sub(1));
+                    start = start.and_then(up);
                     j += 2;
                 }
-                if level == Some(0) && toks.get(j).map(|t| &t.0) == Some(&Tok::PathSep) {
-                    let line = toks[i].1;
-                    match toks.get(j + 1) {
-                        Some((Tok::Ident(name), _)) => add(name, line),
-                        Some((Tok::Punct('{'), _)) => {
-                            // `use crate::{a, b::c, d::{e, f}}`: the first name of each item.
-                            let mut nest = 0;
-                            let mut first = true;
-                            for (t, _) in &toks[j + 2..] {
-                                match t {
-                                    Tok::Punct('{') => nest += 1,
-                                    Tok::Punct('}') if nest == 0 => break,
-                                    Tok::Punct('}') => nest -= 1,
-                                    Tok::Punct(',') if nest == 0 => first = true,
-                                    Tok::Ident(name) if first && nest == 0 => {
-                                        add(name, line);
-                                        first = false;
-                                    }
-                                    _ => {}
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
+                if let Some(start) = start.filter(|_| toks.get(j).map(|t| &t.0) == Some(&Tok::PathSep)) {
+                    let mut found = Vec::new();
+                    j = use_tree(toks, j + 1, start, &mut found);
+                    out.extend(found.into_iter().map(|p| (p, toks[i].1)));
                 }
                 i = j;
                 continue;
@@ -590,13 +701,58 @@ fn deps_of(
                     && modules.contains(name)
                     && toks.get(i + 1).map(|t| &t.0) == Some(&Tok::PathSep) =>
             {
-                add(name, toks[i].1)
+                let mut found = Vec::new();
+                let end = use_tree(toks, i, Vec::new(), &mut found);
+                out.extend(found.into_iter().map(|p| (p, toks[i].1)));
+                i = end;
+                continue;
             }
             _ => {}
         }
         i += 1;
     }
     out
+}
+
+/// Reads the path or use tree that starts at `toks[j]` (past a `::`): every path it names,
+/// `prefix` and then its segments, goes to `out`. Returns the index past it.
+fn use_tree(toks: &[(Tok, usize)], mut j: usize, mut prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    loop {
+        match toks.get(j).map(|t| &t.0) {
+            Some(Tok::Ident(name)) => {
+                // `{self, X}`: `self` is the path so far.
+                if name != "self" {
+                    prefix.push(name.clone());
+                }
+                j += 1;
+                if toks.get(j).map(|t| &t.0) != Some(&Tok::PathSep) {
+                    break;
+                }
+                j += 1;
+            }
+            Some(Tok::Punct('{')) => {
+                j += 1;
+                while let Some((t, _)) = toks.get(j) {
+                    match t {
+                        Tok::Punct('}') => return j + 1,
+                        Tok::Punct(',') => j += 1,
+                        _ => {
+                            j = use_tree(toks, j, prefix.clone(), out);
+                            // `as name`: no path.
+                            while toks.get(j).is_some_and(|(t, _)| !matches!(t, Tok::Punct(',' | '}'))) {
+                                j += 1;
+                            }
+                        }
+                    }
+                }
+                return j;
+            }
+            // `*`, `::<T>`: the path so far.
+            _ => break,
+        }
+    }
+    out.push(prefix);
+    j
 }
 
 /// The character at `i`, or NUL past the end.
