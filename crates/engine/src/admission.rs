@@ -405,70 +405,10 @@ impl Registry {
     ) -> Result<Admitted, Refusal> {
         let spec = req.spec;
         let streams = spec.total_streams();
-        if streams > limits.max_streams {
-            return Err(Refusal::Rejected(Rejection::over(
-                ServerLimit::Streams,
-                format!(
-                    "{streams} data streams exceed this server's limit of {} (--max-streams); use fewer -P",
-                    limits.max_streams
-                ),
-            )));
-        }
-        if let (Some(max), EndCondition::Seconds(s)) = (limits.max_duration, spec.end) {
-            let total = s + spec.omit_seconds;
-            if total > max.as_secs_f64() + 1e-9 {
-                let room = max.as_secs_f64() - spec.omit_seconds;
-                return Err(Refusal::Rejected(Rejection::over(
-                    ServerLimit::Duration,
-                    if room > 0.0 {
-                        format!(
-                        "{total} s of sending exceeds this server's limit of {} s (--max-duration); ask for -t {room} or less",
-                        max.as_secs_f64()
-                    )
-                    } else {
-                        format!(
-                            "-O {} alone reaches this server's limit of {} s (--max-duration); ask for a shorter -O",
-                            spec.omit_seconds,
-                            max.as_secs_f64()
-                        )
-                    },
-                )));
-            }
-        }
-        if req.companion.is_some() && (spec.server_load.is_some() || (spec.kind != TestKind::Rr && spec.streams != 1)) {
-            // Latency under load runs rr probes and single-stream load flows beside its first
-            // flow; nothing else needs a place beside --max-concurrent, and one stream each
-            // keeps the companions of a test within a few times one test's streams.
-            return Err(Refusal::Rejected(Rejection::other(
-                "a companion test must be an rr test or a one-stream load flow, without --server-load",
-            )));
-        }
+        refuse_what_never_fits(spec, req.companion.is_some(), limits)?;
         let rate = requested_rate(spec);
         let mut st = self.lock();
-        let companion_of = match req.companion {
-            None => None,
-            Some(c) => match st.tests.get(&c) {
-                Some(parent)
-                    if parent.companion_of.is_none() && canonical(parent.client_ip) == canonical(req.client_ip) =>
-                {
-                    if parent.companions >= MAX_COMPANIONS_PER_TEST {
-                        return Err(Refusal::Busy {
-                            running: st.running,
-                            max: limits.max_concurrent,
-                            reason: Some(format!(
-                                "the test this one accompanies already has {MAX_COMPANIONS_PER_TEST} companion(s), the limit"
-                            )),
-                        });
-                    }
-                    Some(c)
-                }
-                _ => {
-                    return Err(Refusal::Rejected(Rejection::other(
-                        "the companion cookie names no running test of this client's address",
-                    )))
-                }
-            },
-        };
+        let companion_of = st.accompanied_test(&req, limits)?;
         // A job of this client's that the test fits in (module docs, "Jobs").
         let planned_end = match spec.end {
             EndCondition::Seconds(s) => {
@@ -477,87 +417,19 @@ impl Registry {
             _ => None,
         };
         let group = group.filter(|_| companion_of.is_none());
-        let (mut joins, mut full) = (None, None);
-        if let Some(group) = group {
-            let source = source_key(req.client_ip);
-            let fitting = st.jobs.iter().filter(|(_, j)| {
-                j.group == group
-                    && j.source == source
-                    && matches!((planned_end, j.ends_by), (Some(end), Some(by)) if end <= by)
-            });
-            for (&id, j) in fitting {
-                if j.tests < MAX_TESTS_PER_JOB && j.streams + streams <= limits.max_streams {
-                    joins = Some(id);
-                    break;
-                }
-                full = Some(format!(
-                    "the {group} job of {} test(s) from {source} this test would join holds the most a job may: \
-                     {MAX_TESTS_PER_JOB} tests and {} streams (--max-streams) together",
-                    j.tests, limits.max_streams
-                ));
-            }
-        }
+        let (joins, full) = match group {
+            Some(group) => st.job_to_join(group, source_key(req.client_ip), planned_end, streams, limits),
+            None => (None, None),
+        };
         let ordinary = st.running.saturating_sub(st.companions).saturating_sub(st.joined);
         if companion_of.is_none() && joins.is_none() && ordinary >= limits.max_concurrent {
             return Err(Refusal::Busy { running: st.running, max: limits.max_concurrent, reason: full });
         }
         if let Some(max) = limits.max_rate {
-            let Some(rate) = rate else {
-                return Err(Refusal::Rejected(Rejection::over(ServerLimit::Rate, format!(
-                    "this server admits at most {} in total (--max-rate) and the test asks for no rate; give one with -b",
-                    netchar_model::units::format_si(max as f64, "bit/s")
-                ))));
-            };
-            if rate > max {
-                return Err(Refusal::Rejected(Rejection::over(
-                    ServerLimit::Rate,
-                    format!(
-                        "{} exceeds this server's limit of {} in total (--max-rate); ask for less with -b",
-                        netchar_model::units::format_si(rate as f64, "bit/s"),
-                        netchar_model::units::format_si(max as f64, "bit/s")
-                    ),
-                )));
-            }
-            if st.rate_in_use + rate > max {
-                return Err(Refusal::Busy {
-                    running: st.running,
-                    max: limits.max_concurrent,
-                    reason: Some(format!(
-                        "{} of the server's {} (--max-rate) are in use by running tests",
-                        netchar_model::units::format_si(st.rate_in_use as f64, "bit/s"),
-                        netchar_model::units::format_si(max as f64, "bit/s")
-                    )),
-                });
-            }
+            st.rate_fits(rate, max, limits)?;
         }
         if let Some(per_minute) = limits.max_starts_per_minute {
-            let ip = source_key(req.client_ip);
-            if st.starts.len() >= MAX_TRACKED_SOURCES && !st.starts.contains_key(&ip) {
-                st.starts.retain(|_, q| {
-                    q.back().is_some_and(|t| now.saturating_duration_since(*t) < Duration::from_secs(60))
-                });
-                if st.starts.len() >= MAX_TRACKED_SOURCES {
-                    // Every tracked source started a test within the minute: forget one.
-                    if let Some(k) = st.starts.keys().next().copied() {
-                        st.starts.remove(&k);
-                    }
-                }
-            }
-            let q = st.starts.entry(ip).or_default();
-            while q.front().is_some_and(|t| now.saturating_duration_since(*t) >= Duration::from_secs(60)) {
-                q.pop_front();
-            }
-            if q.len() >= per_minute as usize {
-                let wait = q.front().map_or(60.0, |t| 60.0 - now.saturating_duration_since(*t).as_secs_f64());
-                return Err(Refusal::Busy {
-                    running: st.running,
-                    max: limits.max_concurrent,
-                    reason: Some(format!(
-                        "{per_minute} test starts from {ip} in the last minute, the server's limit (--max-starts-per-minute); retry in {wait:.0} s"
-                    )),
-                });
-            }
-            q.push_back(now);
+            st.count_start(source_key(req.client_ip), per_minute, now, limits)?;
         }
         let mut cookie = [0u8; 16];
         if getrandom::getrandom(&mut cookie).is_err() || st.tests.contains_key(&cookie) {
@@ -648,6 +520,179 @@ impl Registry {
         }
         self.running.store(st.running as usize, Ordering::SeqCst);
         entry.refused_data
+    }
+}
+
+/// Refuses a test no state of the server could admit as asked: more data streams than
+/// `--max-streams`, more time than `--max-duration`, or (a `companion`) one that is neither an
+/// rr test nor a one-stream load flow.
+fn refuse_what_never_fits(spec: &TestSpec, companion: bool, limits: &Limits) -> Result<(), Refusal> {
+    let streams = spec.total_streams();
+    if streams > limits.max_streams {
+        return Err(Refusal::Rejected(Rejection::over(
+            ServerLimit::Streams,
+            format!(
+                "{streams} data streams exceed this server's limit of {} (--max-streams); use fewer -P",
+                limits.max_streams
+            ),
+        )));
+    }
+    if let (Some(max), EndCondition::Seconds(s)) = (limits.max_duration, spec.end) {
+        let total = s + spec.omit_seconds;
+        if total > max.as_secs_f64() + 1e-9 {
+            let room = max.as_secs_f64() - spec.omit_seconds;
+            return Err(Refusal::Rejected(Rejection::over(
+                ServerLimit::Duration,
+                if room > 0.0 {
+                    format!(
+                    "{total} s of sending exceeds this server's limit of {} s (--max-duration); ask for -t {room} or less",
+                    max.as_secs_f64()
+                )
+                } else {
+                    format!(
+                        "-O {} alone reaches this server's limit of {} s (--max-duration); ask for a shorter -O",
+                        spec.omit_seconds,
+                        max.as_secs_f64()
+                    )
+                },
+            )));
+        }
+    }
+    if companion && (spec.server_load.is_some() || (spec.kind != TestKind::Rr && spec.streams != 1)) {
+        // Latency under load runs rr probes and single-stream load flows beside its first
+        // flow; nothing else needs a place beside --max-concurrent, and one stream each
+        // keeps the companions of a test within a few times one test's streams.
+        return Err(Refusal::Rejected(Rejection::other(
+            "a companion test must be an rr test or a one-stream load flow, without --server-load",
+        )));
+    }
+    Ok(())
+}
+
+/// The steps of [`Registry::admit_in_job`] that read or count the running tests, under the lock.
+impl AdmissionState {
+    /// The running test that `req` accompanies, when it is a companion: one of its client's
+    /// address, itself no companion, with room for one more.
+    fn accompanied_test(&self, req: &Request<'_>, limits: &Limits) -> Result<Option<[u8; 16]>, Refusal> {
+        let Some(c) = req.companion else { return Ok(None) };
+        match self.tests.get(&c) {
+            Some(parent)
+                if parent.companion_of.is_none() && canonical(parent.client_ip) == canonical(req.client_ip) =>
+            {
+                if parent.companions >= MAX_COMPANIONS_PER_TEST {
+                    return Err(Refusal::Busy {
+                        running: self.running,
+                        max: limits.max_concurrent,
+                        reason: Some(format!(
+                            "the test this one accompanies already has {MAX_COMPANIONS_PER_TEST} companion(s), the limit"
+                        )),
+                    });
+                }
+                Ok(Some(c))
+            }
+            _ => Err(Refusal::Rejected(Rejection::other(
+                "the companion cookie names no running test of this client's address",
+            ))),
+        }
+    }
+
+    /// The running job of `group` from `source` that a test of `streams` streams planned to end
+    /// at `planned_end` joins, if one has room; and, when one it would fit in time is full,
+    /// why it cannot join, for the refusal when no place is free either.
+    fn job_to_join(
+        &self,
+        group: &'static str,
+        source: IpAddr,
+        planned_end: Option<Instant>,
+        streams: u32,
+        limits: &Limits,
+    ) -> (Option<u64>, Option<String>) {
+        let mut full = None;
+        let fitting = self.jobs.iter().filter(|(_, j)| {
+            j.group == group
+                && j.source == source
+                && matches!((planned_end, j.ends_by), (Some(end), Some(by)) if end <= by)
+        });
+        for (&id, j) in fitting {
+            if j.tests < MAX_TESTS_PER_JOB && j.streams + streams <= limits.max_streams {
+                return (Some(id), full);
+            }
+            full = Some(format!(
+                "the {group} job of {} test(s) from {source} this test would join holds the most a job may: \
+                 {MAX_TESTS_PER_JOB} tests and {} streams (--max-streams) together",
+                j.tests, limits.max_streams
+            ));
+        }
+        (None, full)
+    }
+
+    /// Under `--max-rate` (`max`): the test must ask for a rate, no more than `max`, and no
+    /// more than the running tests leave free.
+    fn rate_fits(&self, rate: Option<u64>, max: u64, limits: &Limits) -> Result<(), Refusal> {
+        let Some(rate) = rate else {
+            return Err(Refusal::Rejected(Rejection::over(
+                ServerLimit::Rate,
+                format!(
+                "this server admits at most {} in total (--max-rate) and the test asks for no rate; give one with -b",
+                netchar_model::units::format_si(max as f64, "bit/s")
+            ),
+            )));
+        };
+        if rate > max {
+            return Err(Refusal::Rejected(Rejection::over(
+                ServerLimit::Rate,
+                format!(
+                    "{} exceeds this server's limit of {} in total (--max-rate); ask for less with -b",
+                    netchar_model::units::format_si(rate as f64, "bit/s"),
+                    netchar_model::units::format_si(max as f64, "bit/s")
+                ),
+            )));
+        }
+        if self.rate_in_use + rate > max {
+            return Err(Refusal::Busy {
+                running: self.running,
+                max: limits.max_concurrent,
+                reason: Some(format!(
+                    "{} of the server's {} (--max-rate) are in use by running tests",
+                    netchar_model::units::format_si(self.rate_in_use as f64, "bit/s"),
+                    netchar_model::units::format_si(max as f64, "bit/s")
+                )),
+            });
+        }
+        Ok(())
+    }
+
+    /// Counts a test start from `ip` at `now`, or refuses it when `ip` already started
+    /// `per_minute` in the last minute (`--max-starts-per-minute`). At most
+    /// [`MAX_TRACKED_SOURCES`] sources are tracked.
+    fn count_start(&mut self, ip: IpAddr, per_minute: u32, now: Instant, limits: &Limits) -> Result<(), Refusal> {
+        if self.starts.len() >= MAX_TRACKED_SOURCES && !self.starts.contains_key(&ip) {
+            self.starts
+                .retain(|_, q| q.back().is_some_and(|t| now.saturating_duration_since(*t) < Duration::from_secs(60)));
+            if self.starts.len() >= MAX_TRACKED_SOURCES {
+                // Every tracked source started a test within the minute: forget one.
+                if let Some(k) = self.starts.keys().next().copied() {
+                    self.starts.remove(&k);
+                }
+            }
+        }
+        let running = self.running;
+        let q = self.starts.entry(ip).or_default();
+        while q.front().is_some_and(|t| now.saturating_duration_since(*t) >= Duration::from_secs(60)) {
+            q.pop_front();
+        }
+        if q.len() >= per_minute as usize {
+            let wait = q.front().map_or(60.0, |t| 60.0 - now.saturating_duration_since(*t).as_secs_f64());
+            return Err(Refusal::Busy {
+                running,
+                max: limits.max_concurrent,
+                reason: Some(format!(
+                    "{per_minute} test starts from {ip} in the last minute, the server's limit (--max-starts-per-minute); retry in {wait:.0} s"
+                )),
+            });
+        }
+        q.push_back(now);
+        Ok(())
     }
 }
 
