@@ -20,6 +20,7 @@ use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Receivers wake at least this often to close intervals and check for the end.
@@ -98,161 +99,250 @@ pub(super) fn send<F: DatagramFormat>(
         return super::xdp::send(format, shared, controls, spec, started, socket, payload, xdp);
     }
     socket.set_write_timeout(Some(POLL))?;
-    let opts = spec.udp.clone().unwrap_or_default();
-    let mut schedule = Schedule::new(spec, started);
-    let quantum = Duration::from_secs_f64(
-        opts.pacing_quantum_seconds.clamp(0.0, netchar_model::spec::MAX_PACING_QUANTUM_SECONDS),
-    );
-    if schedule.pps.is_some() || schedule.burst.is_some() {
-        // Best effort: without it sleeps overshoot more and the sender spins more.
-        let _ = netchar_sys::cpu::set_current_thread_timer_slack(1);
+    let mut sender = KernelSender::new(format, shared, spec, started, socket, payload);
+    let outcome = sender.run(controls);
+    sender.finish(controls, outcome)
+}
+
+/// [`send`] over the kernel's socket: the stream's schedule and datagram buffers, and what it
+/// has sent, been refused and owed so far.
+struct KernelSender<'a, F> {
+    format: &'a F,
+    shared: &'a StreamShared,
+    socket: &'a UdpSocket,
+    payload: &'a UdpPayload,
+    started: Instant,
+    schedule: Schedule,
+    /// `--pacing-quantum`: what falls due within it goes out now, as one batch.
+    quantum: Duration,
+    /// GSO super-datagrams a send call hands the kernel.
+    messages: usize,
+    generator: Arc<DatagramPayload>,
+    slots: Slots,
+    deadline: Option<Instant>,
+    budget: Option<u64>,
+    /// GSO asked for, supported, and not yet found unusable for these datagrams.
+    gso_ok: bool,
+    seq: u64,
+    bytes: u64,
+    errors: u64,
+    /// Refused sends by errno, for the result: which cause (a full queue, a firewall, an
+    /// unreachable destination) is worth a send error apart. Counted by number here, named once
+    /// at the end: a sender refused at full rate allocates nothing per refusal.
+    errnos: std::collections::BTreeMap<i32, u64>,
+    sends: u64,
+    gaps: GapMeter,
+    intervals: SenderIntervals,
+    end: Instant,
+    /// Paced: slots the sender never filled because it ran behind (given up after a long stall,
+    /// or still owed at the deadline).
+    behind: u64,
+    /// Paced: the longest a datagram went out after its slot (a stall, then catch-up).
+    late_max: Duration,
+}
+
+impl<'a, F: DatagramFormat> KernelSender<'a, F> {
+    fn new(
+        format: &'a F,
+        shared: &'a StreamShared,
+        spec: &TestSpec,
+        started: Instant,
+        socket: &'a UdpSocket,
+        payload: &'a UdpPayload,
+    ) -> Self {
+        let opts = spec.udp.clone().unwrap_or_default();
+        let schedule = Schedule::new(spec, started);
+        let quantum = Duration::from_secs_f64(
+            opts.pacing_quantum_seconds.clamp(0.0, netchar_model::spec::MAX_PACING_QUANTUM_SECONDS),
+        );
+        if schedule.pps.is_some() || schedule.burst.is_some() {
+            // Best effort: without it sleeps overshoot more and the sender spins more.
+            let _ = netchar_sys::cpu::set_current_thread_timer_slack(1);
+        }
+        let max_size =
+            schedule.sizes.iter().map(|&(_, s)| s as usize).max().unwrap_or(0).max(spec.block_bytes as usize);
+        let gso = opts.gso && udp::gso_supported(socket.as_fd());
+        // With GSO, an unpaced sender hands the kernel up to GSO_MESSAGES super-datagrams a call;
+        // a paced one a single super-datagram, the bound its catch-up after a stall keeps.
+        let messages = if schedule.pps.is_none() { GSO_MESSAGES } else { 1 };
+        let slots = if gso { segments_per_message(max_size) * messages } else { BATCH };
+        let generator = payload.generator(max_size);
+        let slots = Slots::new(max_size, slots);
+        let deadline = super::send_deadline(spec, started);
+        let budget = spec.byte_budget(shared.id);
+        Self {
+            format,
+            shared,
+            socket,
+            payload,
+            started,
+            schedule,
+            quantum,
+            messages,
+            generator,
+            slots,
+            deadline,
+            budget,
+            gso_ok: gso,
+            seq: 0,
+            bytes: 0,
+            errors: 0,
+            errnos: std::collections::BTreeMap::new(),
+            sends: 0,
+            gaps: GapMeter::default(),
+            intervals: SenderIntervals::new(spec),
+            end: Instant::now(),
+            behind: 0,
+            late_max: Duration::ZERO,
+        }
     }
-    let max_size = schedule.sizes.iter().map(|&(_, s)| s as usize).max().unwrap_or(0).max(spec.block_bytes as usize);
-    let gso = opts.gso && udp::gso_supported(socket.as_fd());
-    // With GSO, an unpaced sender hands the kernel up to GSO_MESSAGES super-datagrams a call;
-    // a paced one a single super-datagram, the bound its catch-up after a stall keeps.
-    let messages = if schedule.pps.is_none() { GSO_MESSAGES } else { 1 };
-    let slots = if gso { segments_per_message(max_size) * messages } else { BATCH };
-    let generator = payload.generator(max_size);
-    let mut slots = Slots::new(max_size, slots);
-    let deadline = super::send_deadline(spec, started);
-    let budget = spec.byte_budget(shared.id);
-    let mut gso_ok = gso;
-    let mut seq: u64 = 0;
-    let mut bytes: u64 = 0;
-    let mut errors: u64 = 0;
-    // Refused sends by errno, for the result: which cause (a full queue, a firewall, an
-    // unreachable destination) is worth a send error apart. Counted by number here, named once
-    // at the end: a sender refused at full rate allocates nothing per refusal.
-    let mut errnos: std::collections::BTreeMap<i32, u64> = std::collections::BTreeMap::new();
-    let mut sends: u64 = 0;
-    let mut gaps = GapMeter::default();
-    let mut intervals = SenderIntervals::new(spec);
-    let mut end = Instant::now();
-    // Paced: slots the sender never filled because it ran behind (given up after a long stall,
-    // or still owed at the deadline).
-    let mut behind: u64 = 0;
-    // Paced: the longest a datagram went out after its slot (a stall, then catch-up).
-    let mut late_max = Duration::ZERO;
-    let outcome = loop {
-        if controls.stop_senders.load(Ordering::Relaxed) {
-            break Ok(());
-        }
-        let now = Instant::now();
-        if let Some(d) = deadline.filter(|&d| now >= d) {
-            // A paced sender's datagrams are the slots due in [0, deadline): its time is the
-            // whole window, not up to its last send, or the rate would read one slot high.
-            if schedule.pps.is_some() {
-                end = end.max(d);
-                behind += schedule.slots_before(seq, d);
+
+    /// Sends on the schedule until the senders are stopped, the deadline or the byte budget is
+    /// reached or the size list is done; an error is one no later send would escape.
+    fn run(&mut self, controls: &Controls) -> io::Result<()> {
+        loop {
+            if controls.stop_senders.load(Ordering::Relaxed) {
+                return Ok(());
             }
-            break Ok(());
+            let now = Instant::now();
+            if let Some(d) = self.deadline.filter(|&d| now >= d) {
+                // A paced sender's datagrams are the slots due in [0, deadline): its time is the
+                // whole window, not up to its last send, or the rate would read one slot high.
+                if self.schedule.pps.is_some() {
+                    self.end = self.end.max(d);
+                    self.behind += self.schedule.slots_before(self.seq, d);
+                }
+                return Ok(());
+            }
+            if self.budget.is_some_and(|b| self.bytes >= b) {
+                return Ok(());
+            }
+            let Some(size) = self.schedule.size_of(self.seq) else { return Ok(()) };
+            let due = self.schedule.due(self.seq);
+            if due > now {
+                let wait = due - now;
+                pause(self.deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now))));
+                continue;
+            }
+            if self.schedule.pps.is_some() {
+                self.late_max = self.late_max.max(now.saturating_duration_since(self.schedule.slot(self.seq)));
+            }
+            self.behind += self.schedule.restart_if_behind(self.seq, due, now);
+            let room = if self.gso_ok {
+                (segments_per_message(size) * self.messages).min(self.slots.buf.len() / size)
+            } else {
+                BATCH
+            };
+            // With a pacing quantum, what falls due within it goes out now, as one batch (never a
+            // datagram due at or after the deadline: a paced test's rate counts the slots before it).
+            let horizon = match self.deadline {
+                Some(d) if !self.quantum.is_zero() => (now + self.quantum).min(d - Duration::from_nanos(1)).max(now),
+                _ => now + self.quantum,
+            };
+            let mut n = self.schedule.due_count(self.seq, horizon, room);
+            if let Some(b) = self.budget {
+                n = n.min(((b - self.bytes).div_ceil(size as u64)) as usize).max(1);
+            }
+            self.send_batch(now, size, n)?;
         }
-        if budget.is_some_and(|b| bytes >= b) {
-            break Ok(());
-        }
-        let Some(size) = schedule.size_of(seq) else { break Ok(()) };
-        let due = schedule.due(seq);
-        if due > now {
-            let wait = due - now;
-            pause(deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now))));
-            continue;
-        }
-        if schedule.pps.is_some() {
-            late_max = late_max.max(now.saturating_duration_since(schedule.slot(seq)));
-        }
-        behind += schedule.restart_if_behind(seq, due, now);
-        let room = if gso_ok { (segments_per_message(size) * messages).min(slots.buf.len() / size) } else { BATCH };
-        // With a pacing quantum, what falls due within it goes out now, as one batch (never a
-        // datagram due at or after the deadline: a paced test's rate counts the slots before it).
-        let horizon = match deadline {
-            Some(d) if !quantum.is_zero() => (now + quantum).min(d - Duration::from_nanos(1)).max(now),
-            _ => now + quantum,
-        };
-        let mut n = schedule.due_count(seq, horizon, room);
-        if let Some(b) = budget {
-            n = n.min(((b - bytes).div_ceil(size as u64)) as usize).max(1);
-        }
+    }
+
+    /// Sends datagrams `seq..seq + n` of `size` bytes, due by `now`, in one call, and counts
+    /// what the kernel took or refused; an error is one no later send would escape.
+    fn send_batch(&mut self, now: Instant, size: usize, n: usize) -> io::Result<()> {
+        let (seq, shared) = (self.seq, self.shared);
         // Close intervals that ended before this send, so it counts in the interval it is in.
-        intervals.close_due(now.saturating_duration_since(started).as_secs_f64(), (bytes, seq, errors), Some(shared));
-        let stamp = now.saturating_duration_since(started).as_nanos() as u64;
-        slots.lay_out(format, shared.id, size, payload, &generator);
-        slots.stamp(format, seq, n, stamp, payload, &generator);
-        let buf = &slots.buf;
-        let segmented = gso_ok && n > 1;
+        let elapsed = now.saturating_duration_since(self.started);
+        self.intervals.close_due(elapsed.as_secs_f64(), (self.bytes, seq, self.errors), Some(shared));
+        let stamp = elapsed.as_nanos() as u64;
+        self.slots.lay_out(self.format, shared.id, size, self.payload, &self.generator);
+        self.slots.stamp(self.format, seq, n, stamp, self.payload, &self.generator);
+        let buf = &self.slots.buf;
+        let fd = self.socket.as_fd();
+        let segmented = self.gso_ok && n > 1;
         let result = if segmented {
-            udp::send_segmented_batch(socket.as_fd(), &buf[..n * size], size as u16, segments_per_message(size))
+            udp::send_segmented_batch(fd, &buf[..n * size], size as u16, segments_per_message(size))
                 .map(|bytes| bytes / size)
         } else {
-            udp::send_many(socket.as_fd(), &buf[..n * size], size, n)
+            udp::send_many(fd, &buf[..n * size], size, n)
         };
         match result {
             Ok(sent) => {
-                seq += sent as u64;
-                sends += 1;
-                schedule.last = Some((seq, now));
-                bytes += (sent * size) as u64;
-                shared.bytes.store(bytes, Ordering::Release);
-                shared.packets.store(seq, Ordering::Release);
+                self.seq += sent as u64;
+                self.sends += 1;
+                self.schedule.last = Some((self.seq, now));
+                self.bytes += (sent * size) as u64;
+                shared.bytes.store(self.bytes, Ordering::Release);
+                shared.packets.store(self.seq, Ordering::Release);
                 let sent_at = Instant::now();
-                gaps.record(sent_at, sent);
-                end = sent_at;
-                if schedule.pps.is_some() {
+                self.gaps.record(sent_at, sent);
+                self.end = sent_at;
+                if self.schedule.pps.is_some() {
                     // A batch sent ahead of time (--pacing-quantum) ends at its last datagram's
                     // slot, not when the syscall returned: the rate counts the schedule's time.
-                    end = end.max(schedule.due(seq - 1));
+                    self.end = self.end.max(self.schedule.due(self.seq - 1));
                 }
             }
             Err(e) => match udp::classify_send_error(&e, segmented) {
-                SendFailure::Unsegmentable => gso_ok = false,
+                SendFailure::Unsegmentable => self.gso_ok = false,
                 SendFailure::Refused => {
                     // sendmmsg fails on its first datagram or its first GSO message (the rest
                     // were not tried), and a GSO message fails whole. Those are counted,
                     // never sent, and keep their sequence numbers for the next try.
                     let refused = if segmented { n.min(segments_per_message(size)) } else { 1 };
-                    errors += refused as u64;
-                    *errnos.entry(udp::send_error_code(&e)).or_default() += refused as u64;
-                    shared.send_errors.store(errors, Ordering::Release);
-                    schedule.refused(refused as u64);
+                    self.errors += refused as u64;
+                    *self.errnos.entry(udp::send_error_code(&e)).or_default() += refused as u64;
+                    shared.send_errors.store(self.errors, Ordering::Release);
+                    self.schedule.refused(refused as u64);
                 }
-                SendFailure::Fatal => break Err(e),
+                SendFailure::Fatal => return Err(e),
             },
         }
-    };
-    if outcome.is_ok() {
-        // Formats with an end exchange (iperf2's FIN and server report): the first end
-        // datagram carries data as the peer counts it, so it counts as sent here too.
-        let size = schedule.default_size.min(slots.buf.len());
-        if let Some((fin_bytes, reply)) = end_exchange(format, controls, socket, &mut slots.buf[..size], seq, started) {
-            seq += 1;
-            bytes += fin_bytes;
-            shared.bytes.store(bytes, Ordering::Release);
-            shared.packets.store(seq, Ordering::Release);
-            if let Ok(mut slot) = shared.end_reply.lock() {
-                *slot = reply;
+        Ok(())
+    }
+
+    /// After the loop's `outcome`: the format's end (an end exchange, end marks) when the
+    /// sender ended well, then the stream's final figures and intervals.
+    fn finish(mut self, controls: &Controls, outcome: io::Result<()>) -> io::Result<()> {
+        let (format, shared, socket, started) = (self.format, self.shared, self.socket, self.started);
+        if outcome.is_ok() {
+            // Formats with an end exchange (iperf2's FIN and server report): the first end
+            // datagram carries data as the peer counts it, so it counts as sent here too.
+            let size = self.schedule.default_size.min(self.slots.buf.len());
+            let buf = &mut self.slots.buf[..size];
+            if let Some((fin_bytes, reply)) = end_exchange(format, controls, socket, buf, self.seq, started) {
+                self.seq += 1;
+                self.bytes += fin_bytes;
+                shared.bytes.store(self.bytes, Ordering::Release);
+                shared.packets.store(self.seq, Ordering::Release);
+                if let Ok(mut slot) = shared.end_reply.lock() {
+                    *slot = reply;
+                }
+            }
+            // Formats whose streams end with empty datagrams nobody answers: not data, not counted.
+            for _ in 0..format.end_marks() {
+                let _ = socket.send(&[]);
             }
         }
-        // Formats whose streams end with empty datagrams nobody answers: not data, not counted.
-        for _ in 0..format.end_marks() {
-            let _ = socket.send(&[]);
-        }
+        let end_s = self.end.saturating_duration_since(started);
+        shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
+        let paced = self.schedule.pps.is_some();
+        let (seq, bytes, errors) = (self.seq, self.bytes, self.errors);
+        let total = UdpSent {
+            packets: seq,
+            send_errors: errors,
+            send_errors_by_errno: self.errnos.into_iter().map(|(code, n)| (udp::errno_name(code), n)).collect(),
+            gap_mean_us: self.gaps.mean_us(seq),
+            gap_p99_us: self.gaps.p99_us(),
+            gso: self.gso_ok,
+            sends: self.sends,
+            behind_schedule: paced.then_some(self.behind),
+            late_max_ms: paced.then_some(self.late_max.as_secs_f64() * 1e3),
+        };
+        let intervals = self.intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors), shared);
+        shared.set_udp_final(Some(total), None, Some(intervals));
+        outcome
     }
-    let end_s = end.saturating_duration_since(started);
-    shared.end_ns.store(end_s.as_nanos() as u64, Ordering::Release);
-    let total = UdpSent {
-        packets: seq,
-        send_errors: errors,
-        send_errors_by_errno: errnos.into_iter().map(|(code, n)| (udp::errno_name(code), n)).collect(),
-        gap_mean_us: gaps.mean_us(seq),
-        gap_p99_us: gaps.p99_us(),
-        gso: gso_ok,
-        sends,
-        behind_schedule: schedule.pps.is_some().then_some(behind),
-        late_max_ms: schedule.pps.is_some().then_some(late_max.as_secs_f64() * 1e3),
-    };
-    let intervals = intervals.finish(end_s.as_secs_f64(), (bytes, seq, errors), shared);
-    shared.set_udp_final(Some(total), None, Some(intervals));
-    outcome
 }
 
 /// Datagrams of `size` bytes in one GSO super-datagram: as many as fit in 65,000 bytes, at
