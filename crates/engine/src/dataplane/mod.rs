@@ -537,12 +537,6 @@ impl DataPlane {
         let sends = streams.iter().any(|s| s.role == Role::Sender);
         let payload = Arc::new(integrity::TestPayload::for_spec(&cfg.spec, sends));
         let controls = Arc::new(Controls::default());
-        let mut shared = Vec::new();
-        let mut workers = Vec::new();
-        let mut info_sockets = Vec::new();
-        let mut wake_on_abort = Vec::new();
-        let mut wake_at_grace_end = Vec::new();
-        let mut wake_when_due = Vec::new();
         // A lock-step stream runs its machine (lock_step.rs), not an rr worker, whatever its
         // spec: none of an rr worker's socket handling (its own descriptor table, the wake-ups,
         // the read side shut at the end) is its, and its socket may be one it shares (nc_test's
@@ -578,108 +572,19 @@ impl DataPlane {
         let tcp_streams = streams.iter().filter(|s| matches!(s.socket, DataSocket::Tcp(_))).count();
         let own_cpu = tcp_streams == 1 && netchar_sys::cpu::online_cpus() > 1;
         let batch_wakeups = !rr && (tcp_streams < allowed_cpus || own_cpu);
+        let mut launch = Launch::new(&cfg, options.clone(), payload, controls, started, rr, batch_wakeups);
         for s in streams {
             if grouped && groupable(&s) {
-                let DataSocket::Tcp(socket) = s.socket else { unreachable!("groupable streams are TCP") };
-                let sh = Arc::new(StreamShared::new(s.id, s.flow, s.role, started));
-                info_sockets.push(socket.try_clone().ok());
-                groups[next_group % cpus].push(send_group::Member { shared: sh.clone(), socket });
+                groups[next_group % cpus].push(launch.group_member(s));
                 next_group += 1;
-                shared.push(sh);
                 continue;
             }
-            // An rr worker, TCP or UDP, moves its socket into a descriptor table of its own (a
-            // socket call in a process whose threads share one table pays for a file
-            // reference, fdget's atomic and fput's, which a single-threaded peer does not) and
-            // hands back the copy this table keeps.
-            let mut moved_copy = None;
-            if let (true, DataSocket::Tcp(t)) = (rr, &s.socket) {
-                wake_on_abort.push(t.try_clone()?.into());
-                moved_copy = Some(mpsc::channel());
-            }
-            if let (true, DataSocket::Udp(_)) = (rr, &s.socket) {
-                moved_copy = Some(mpsc::channel());
-            }
-            // A UDP rr responder blocks in its receives with no timeout (rr::udp_responder): the
-            // abort and the end of its grace after the requester's last request wake it.
-            if let (true, Role::Receiver, DataSocket::Udp(u)) = (rr, s.role, &s.socket) {
-                wake_on_abort.push(u.try_clone()?.into());
-                wake_at_grace_end.push((shared.len(), u.try_clone()?.into()));
-            }
-            // So does a UDP rr requester (rr::udp_requester): the collector wakes it when a
-            // request's --timeout or an interval's end passes while it waits.
-            if let (true, Role::Sender, DataSocket::Udp(u)) = (rr, s.role, &s.socket) {
-                wake_on_abort.push(u.try_clone()?.into());
-                wake_when_due.push(WakeWhenDue { stream: shared.len(), woken: None });
-            }
-            let sh = Arc::new(StreamShared::new(s.id, s.flow, s.role, started));
-            // The collector reads TCP_INFO through its own descriptor of the sender's socket.
-            info_sockets.push(match (&s.socket, s.role) {
-                (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),
-                _ => None,
-            });
-            let (copy_tx, copy_rx) = moved_copy.unzip();
-            let worker = Worker {
-                shared: sh.clone(),
-                controls: controls.clone(),
-                cfg: cfg.clone(),
-                started,
-                copy_tx,
-                batch_wakeups,
-                options: options.clone(),
-                payload: payload.clone(),
-            };
-            let name = format!("netchar-{}-{}", role_name(s.role), s.id);
-            workers.push(std::thread::Builder::new().name(name).spawn(move || worker.run(s.socket))?);
-            if let Some(Ok(Some(copy))) = copy_rx.map(|rx| rx.recv()) {
-                copy.close();
-            }
-            shared.push(sh);
+            launch.spawn_worker(s)?;
         }
         for (g, members) in groups.into_iter().enumerate() {
-            let (controls, spec, cpu) = (controls.clone(), cfg.spec.clone(), cfg.cpu);
-            let source = payload.stream.clone().unwrap_or_else(|| {
-                Arc::new(netchar_wire::payload::StreamPayload::new(Default::default(), spec.block_bytes as usize, 1))
-            });
-            let name = format!("netchar-senders-{}", g + 1);
-            workers.push(std::thread::Builder::new().name(name).spawn(move || {
-                if let Some(c) = cpu {
-                    let _ = netchar_sys::cpu::pin_current_thread(c);
-                }
-                leave_rseq();
-                let outcomes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    send_group::send(&members, &controls, &spec, &source, started)
-                }))
-                .unwrap_or_else(|_| {
-                    (0..members.len()).map(|_| Err(io::Error::other("a sender group failed: internal error"))).collect()
-                });
-                let cpu_now = netchar_sys::cpu::current_cpu();
-                for (m, outcome) in members.iter().zip(outcomes) {
-                    m.shared.worker_done(outcome, cpu_now);
-                }
-            })?);
+            launch.spawn_sender_group(g, members)?;
         }
-        let collector = Collector {
-            shared: shared.clone(),
-            info_sockets,
-            spec: cfg.spec.clone(),
-            endpoint: cfg.endpoint,
-            started,
-            live,
-            udp: cfg.spec.kind != TestKind::Tcp,
-            wake_at_grace_end,
-            wake_when_due,
-        };
-        let cpu = cfg.cpu;
-        let collector = std::thread::Builder::new().name("netchar-collector".into()).spawn(move || {
-            if let Some(c) = cpu {
-                let _ = netchar_sys::cpu::pin_current_thread(c);
-            }
-            collector.run()
-        })?;
-        let planned_end = send_deadline(&cfg.spec, started);
-        let senders_deadline = planned_end.filter(|_| shared.iter().any(|s| s.role == Role::Sender));
-        Ok(Self { shared, controls, workers, collector, started, wake_on_abort, senders_deadline, planned_end })
+        launch.start_collector(live)
     }
 
     /// When this end's clock started.
@@ -788,6 +693,181 @@ impl DataPlane {
             let _ = w.join();
         }
         self.collector.join().unwrap_or_default()
+    }
+}
+
+/// A data plane as [`DataPlane::start_with`] starts it, stream by stream: each stream's shared
+/// figures, the threads started so far, and the sockets the collector and an abort need.
+struct Launch<'a> {
+    cfg: &'a DataPlaneConfig,
+    options: Arc<StreamOptions>,
+    payload: Arc<integrity::TestPayload>,
+    controls: Arc<Controls>,
+    started: Instant,
+    /// The streams are rr workers' (lock-step ones are not).
+    rr: bool,
+    /// TCP readers batch their wake-ups (wake_batching.rs).
+    batch_wakeups: bool,
+    shared: Vec<Arc<StreamShared>>,
+    workers: Vec<JoinHandle<()>>,
+    info_sockets: Vec<Option<TcpStream>>,
+    wake_on_abort: Vec<socket2::Socket>,
+    wake_at_grace_end: Vec<(usize, socket2::Socket)>,
+    wake_when_due: Vec<WakeWhenDue>,
+}
+
+impl<'a> Launch<'a> {
+    fn new(
+        cfg: &'a DataPlaneConfig,
+        options: Arc<StreamOptions>,
+        payload: Arc<integrity::TestPayload>,
+        controls: Arc<Controls>,
+        started: Instant,
+        rr: bool,
+        batch_wakeups: bool,
+    ) -> Self {
+        Self {
+            cfg,
+            options,
+            payload,
+            controls,
+            started,
+            rr,
+            batch_wakeups,
+            shared: Vec::new(),
+            workers: Vec::new(),
+            info_sockets: Vec::new(),
+            wake_on_abort: Vec::new(),
+            wake_at_grace_end: Vec::new(),
+            wake_when_due: Vec::new(),
+        }
+    }
+
+    /// A TCP sender that a sender group's thread runs (send_group.rs): its shared figures,
+    /// and the collector's copy of its socket.
+    fn group_member(&mut self, s: DataStream) -> send_group::Member {
+        let DataSocket::Tcp(socket) = s.socket else { unreachable!("groupable streams are TCP") };
+        let sh = Arc::new(StreamShared::new(s.id, s.flow, s.role, self.started));
+        self.info_sockets.push(socket.try_clone().ok());
+        self.shared.push(sh.clone());
+        send_group::Member { shared: sh, socket }
+    }
+
+    /// Starts the worker thread of stream `s`, with the copies of its socket that wake it.
+    fn spawn_worker(&mut self, s: DataStream) -> io::Result<()> {
+        let rr = self.rr;
+        // An rr worker, TCP or UDP, moves its socket into a descriptor table of its own (a
+        // socket call in a process whose threads share one table pays for a file
+        // reference, fdget's atomic and fput's, which a single-threaded peer does not) and
+        // hands back the copy this table keeps.
+        let mut moved_copy = None;
+        if let (true, DataSocket::Tcp(t)) = (rr, &s.socket) {
+            self.wake_on_abort.push(t.try_clone()?.into());
+            moved_copy = Some(mpsc::channel());
+        }
+        if let (true, DataSocket::Udp(_)) = (rr, &s.socket) {
+            moved_copy = Some(mpsc::channel());
+        }
+        // A UDP rr responder blocks in its receives with no timeout (rr::udp_responder): the
+        // abort and the end of its grace after the requester's last request wake it.
+        if let (true, Role::Receiver, DataSocket::Udp(u)) = (rr, s.role, &s.socket) {
+            self.wake_on_abort.push(u.try_clone()?.into());
+            self.wake_at_grace_end.push((self.shared.len(), u.try_clone()?.into()));
+        }
+        // So does a UDP rr requester (rr::udp_requester): the collector wakes it when a
+        // request's --timeout or an interval's end passes while it waits.
+        if let (true, Role::Sender, DataSocket::Udp(u)) = (rr, s.role, &s.socket) {
+            self.wake_on_abort.push(u.try_clone()?.into());
+            self.wake_when_due.push(WakeWhenDue { stream: self.shared.len(), woken: None });
+        }
+        let sh = Arc::new(StreamShared::new(s.id, s.flow, s.role, self.started));
+        // The collector reads TCP_INFO through its own descriptor of the sender's socket.
+        self.info_sockets.push(match (&s.socket, s.role) {
+            (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),
+            _ => None,
+        });
+        let (copy_tx, copy_rx) = moved_copy.unzip();
+        let worker = Worker {
+            shared: sh.clone(),
+            controls: self.controls.clone(),
+            cfg: self.cfg.clone(),
+            started: self.started,
+            copy_tx,
+            batch_wakeups: self.batch_wakeups,
+            options: self.options.clone(),
+            payload: self.payload.clone(),
+        };
+        let name = format!("netchar-{}-{}", role_name(s.role), s.id);
+        self.workers.push(std::thread::Builder::new().name(name).spawn(move || worker.run(s.socket))?);
+        if let Some(Ok(Some(copy))) = copy_rx.map(|rx| rx.recv()) {
+            copy.close();
+        }
+        self.shared.push(sh);
+        Ok(())
+    }
+
+    /// Starts the thread of sender group `g` (send_group.rs), which sends for `members`.
+    fn spawn_sender_group(&mut self, g: usize, members: Vec<send_group::Member>) -> io::Result<()> {
+        let (controls, spec, cpu) = (self.controls.clone(), self.cfg.spec.clone(), self.cfg.cpu);
+        let started = self.started;
+        let source = self.payload.stream.clone().unwrap_or_else(|| {
+            Arc::new(netchar_wire::payload::StreamPayload::new(Default::default(), spec.block_bytes as usize, 1))
+        });
+        let name = format!("netchar-senders-{}", g + 1);
+        self.workers.push(std::thread::Builder::new().name(name).spawn(move || {
+            if let Some(c) = cpu {
+                let _ = netchar_sys::cpu::pin_current_thread(c);
+            }
+            leave_rseq();
+            let outcomes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                send_group::send(&members, &controls, &spec, &source, started)
+            }))
+            .unwrap_or_else(|_| {
+                (0..members.len()).map(|_| Err(io::Error::other("a sender group failed: internal error"))).collect()
+            });
+            let cpu_now = netchar_sys::cpu::current_cpu();
+            for (m, outcome) in members.iter().zip(outcomes) {
+                m.shared.worker_done(outcome, cpu_now);
+            }
+        })?);
+        Ok(())
+    }
+
+    /// Starts the collector over every stream started, sending interval records to `live`:
+    /// the running data plane.
+    fn start_collector(self, live: Option<mpsc::Sender<IntervalRecord>>) -> io::Result<DataPlane> {
+        let (cfg, started) = (self.cfg, self.started);
+        let collector = Collector {
+            shared: self.shared.clone(),
+            info_sockets: self.info_sockets,
+            spec: cfg.spec.clone(),
+            endpoint: cfg.endpoint,
+            started,
+            live,
+            udp: cfg.spec.kind != TestKind::Tcp,
+            wake_at_grace_end: self.wake_at_grace_end,
+            wake_when_due: self.wake_when_due,
+        };
+        let cpu = cfg.cpu;
+        let collector = std::thread::Builder::new().name("netchar-collector".into()).spawn(move || {
+            if let Some(c) = cpu {
+                let _ = netchar_sys::cpu::pin_current_thread(c);
+            }
+            collector.run()
+        })?;
+        let planned_end = send_deadline(&cfg.spec, started);
+        let shared = self.shared;
+        let senders_deadline = planned_end.filter(|_| shared.iter().any(|s| s.role == Role::Sender));
+        Ok(DataPlane {
+            shared,
+            controls: self.controls,
+            workers: self.workers,
+            collector,
+            started,
+            wake_on_abort: self.wake_on_abort,
+            senders_deadline,
+            planned_end,
+        })
     }
 }
 
