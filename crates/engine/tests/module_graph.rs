@@ -20,6 +20,8 @@
 //! own items (`crate::StopFlag`) is an edge to it, its `mod b;` declarations are not edges.
 //! Comments, doc comments (their intra-doc links included) and string and character literals
 //! are blanked first, so a sentence that mentions `crate::peers` is not a dependency.
+//!
+//! The same reading of the sources checks that no function runs longer than [`MAX_FN_LINES`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -158,6 +160,87 @@ fn a_directory_file_imports_for_its_children() {
     let facade = reexports(&tokens(&blank(src)), Path::new("/nonexistent"), &["dp".into()], &modules);
     let got: Vec<(&str, &str)> = facade.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(got, [("DatagramPacer", "udp"), ("Framing", "rr"), ("RrFraming", "rr"), ("latency", "rr")]);
+}
+
+/// The longest a function in any crate's `src/` may run, from its `fn` line to its closing
+/// brace: a longer one is split by phase into named helpers, so each reads as one piece.
+const MAX_FN_LINES: usize = 150;
+
+#[test]
+fn no_function_runs_longer_than_max_fn_lines() {
+    let mut failures = Vec::new();
+    for name in CHECKED {
+        let dir = crates_dir().join(name);
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        files.sort();
+        for file in files {
+            let text = fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            for (function, first, last) in function_spans(&tokens(&blank(&text))) {
+                let lines = last - first + 1;
+                if lines > MAX_FN_LINES {
+                    let at = file.strip_prefix(&dir).unwrap_or(&file).display();
+                    failures.push(format!("crates/{name}/{at}:{first}: fn {function}, {lines} lines"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "functions longer than {MAX_FN_LINES} lines:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn function_spans_run_from_fn_to_its_closing_brace() {
+    let src = "trait T { fn declared(&self) -> [u8; 2]; }\n\
+               struct S { run: fn(u8) -> u8 }\n\
+               fn outer(cb: fn(u8) -> u8) -> [u8; 2] {\n\
+                   fn inner() { let _ = '}'; }\n\
+                   let _ = \"}\";\n\
+               }\n\
+               macro_rules! m { ($f:ident) => { fn $f() {} }; }";
+    let spans = function_spans(&tokens(&blank(src)));
+    assert_eq!(spans, [("outer".to_string(), 3, 6), ("inner".to_string(), 4, 4)]);
+}
+
+/// Each function with a body: its name, and the lines of its `fn` and of its closing brace.
+/// The body is the first `{` outside the signature's brackets; a `;` there first (a trait's
+/// declaration) means none.
+fn function_spans(toks: &[(Tok, usize)]) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    for (i, (t, line)) in toks.iter().enumerate() {
+        let (Tok::Ident(k), Some((Tok::Ident(name), _))) = (t, toks.get(i + 1)) else { continue };
+        if k != "fn" {
+            continue;
+        }
+        let mut brackets = 0i32;
+        let mut j = i + 2;
+        let body = loop {
+            match toks.get(j).map(|t| &t.0) {
+                None => break None,
+                Some(Tok::Punct('(' | '[')) => brackets += 1,
+                Some(Tok::Punct(')' | ']')) => brackets -= 1,
+                Some(Tok::Punct('{')) if brackets == 0 => break Some(j),
+                Some(Tok::Punct(';')) if brackets == 0 => break None,
+                _ => {}
+            }
+            j += 1;
+        };
+        let Some(open) = body else { continue };
+        let mut depth = 0;
+        for (t, end) in &toks[open..] {
+            match t {
+                Tok::Punct('{') => depth += 1,
+                Tok::Punct('}') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push((name.clone(), *line, *end));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 fn crates_dir() -> PathBuf {
