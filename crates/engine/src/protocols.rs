@@ -6,7 +6,8 @@
 //! end reports and the caveats of its figures (recorded on every result, so that no reporter
 //! matches a protocol by name), and what `--proto auto` says when a silent server sits on its
 //! port. The servers netchar runs for other tools' clients are the [`LISTENERS`] table: the
-//! flags that turn each on, its ports, and how it binds.
+//! flags that turn each on, its ports, how it binds, and its [`ListenerKind`] (its tests
+//! sessions on the one server driver, or answered in its own loops).
 //!
 //! The table lists the adapters (crate::peers), so it stands above them; what an entry is
 //! ([`ProtocolDef`], [`ClientRole`], [`SessionArgs`], ...) is crate::registry's, below them,
@@ -368,10 +369,31 @@ pub struct PortDef {
 /// Binds a listener on an address with its ports (in [`ListenerDef::ports`]' order).
 pub type BindListener = fn(IpAddr, &[u16]) -> std::io::Result<Box<dyn PeerListener>>;
 
+/// How a listener serves its clients: through the one server driver or in loops of its own.
+///
+/// Every listener's tests are admitted under the server's one admission registry and limits
+/// (crate::peers::PeerContext); the kind says who does the rest: the driver, which admits a
+/// session from its request, runs its streams, reports, logs it and frees its slot whatever
+/// ends it, or the listener's own loops, which must do each of those themselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerKind {
+    /// Each test (a connection, a request datagram, a source's opens) is a session on the one
+    /// server driver (crate::server_session's `SessionDriver`); the listener only accepts and
+    /// demultiplexes.
+    Sessions,
+    /// Answered in place by the listener's own serve loops, with no session: there is no
+    /// request to map and no report to give, the connection or UDP source is the test. Each is
+    /// still admitted as a test of the listener's making, under the same limits, and a UDP
+    /// answer still passes the reflection guard.
+    StatelessService,
+}
+
 /// A server netchar runs beside its own, for another tool's clients.
 pub struct ListenerDef {
     /// The `netchar server` flag (`--iperf3`) and `--config` key that turn it on.
     pub flag: &'static str,
+    /// Whether its tests are sessions on the one server driver or answered in its own loops.
+    pub kind: ListenerKind,
     /// What it answers, for the flag's help.
     pub about: &'static str,
     /// Its ports; giving one turns the listener on.
@@ -390,12 +412,11 @@ impl std::fmt::Debug for ListenerDef {
 
 /// Every peer-protocol server, in the order `netchar server` starts them.
 pub static LISTENERS: &[ListenerDef] = &[
-    // A kind of its own, not the one session driver: echo, discard and chargen are stateless
-    // (no request, no report, nothing to settle: a connection or UDP source is the test), so a
-    // session would only wrap a copy loop; each is still admitted under the same limits and
-    // answers only within the reflection guard.
+    // Stateless: no request, no report, nothing to settle (a connection or UDP source is the
+    // test), so a session would only wrap a copy loop.
     ListenerDef {
         flag: "services",
+        kind: ListenerKind::StatelessService,
         about: "also offer echo, discard and chargen (RFC 862/863/864) over TCP and UDP, each connection or UDP \
                 source admitted as a test under the same limits",
         ports: &[
@@ -412,6 +433,7 @@ pub static LISTENERS: &[ListenerDef] = &[
     // the UDP test's datagrams come to one socket shared by every client, counted per source.
     ListenerDef {
         flag: "netio",
+        kind: ListenerKind::Sessions,
         about: "also answer netio clients (`netio -t|-u HOST`): TCP on --netio-port, the UDP test on the port \
                 after it (TCP control and UDP data)",
         ports: &[PortDef {
@@ -424,6 +446,7 @@ pub static LISTENERS: &[ListenerDef] = &[
     },
     ListenerDef {
         flag: "iperf3",
+        kind: ListenerKind::Sessions,
         about: "also answer iperf3 clients (TCP and UDP, -R, --bidir, -P) on --iperf3-port",
         ports: &[PortDef {
             flag: "iperf3-port",
@@ -438,6 +461,7 @@ pub static LISTENERS: &[ListenerDef] = &[
     // session.rs), a client's sessions one test by its address.
     ListenerDef {
         flag: "iperf2",
+        kind: ListenerKind::Sessions,
         about: "also answer iperf2 clients (`iperf -c`, TCP and UDP, -P, -R of 2.1+) on --iperf2-port",
         ports: &[PortDef {
             flag: "iperf2-port",
@@ -449,6 +473,7 @@ pub static LISTENERS: &[ListenerDef] = &[
     },
     ListenerDef {
         flag: "irtt",
+        kind: ListenerKind::Sessions,
         about: "also answer irtt clients (`irtt client HOST`: round trips, one-way delays, loss; --psk-file's \
                 `irtt` line is the --hmac key) on --irtt-port, each client's test granted within --max-duration and \
                 --max-rate",
@@ -458,6 +483,7 @@ pub static LISTENERS: &[ListenerDef] = &[
     },
     ListenerDef {
         flag: "netperf",
+        kind: ListenerKind::Sessions,
         about: "also answer netperf clients (TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, UDP_RR, TCP_CRR) on \
                 --netperf-port, each test's data on a port of its own",
         ports: &[PortDef {
@@ -473,6 +499,7 @@ pub static LISTENERS: &[ListenerDef] = &[
     // `SlaveSession`), opened by the request datagram and run in lock step on the data port.
     ListenerDef {
         flag: "nc-test",
+        kind: ListenerKind::Sessions,
         about: "also answer eCos nc_test_master / nc6_test_master (UDP control on --nc-test-port, data on \
                 --nc-test-data-port), including SET_LOAD and START_IDLE/STOP_IDLE",
         ports: &[
@@ -573,6 +600,15 @@ mod tests {
         let e = payload_options(iperf3, &spec).unwrap_err();
         assert!(matches!(e, SessionError::OptionRefused { flag: "--verify", .. }), "{e:?}");
         assert!(payload_options(Protocol::find("echo").unwrap().def(), &spec).is_ok());
+    }
+
+    #[test]
+    fn the_services_are_the_only_listener_without_sessions() {
+        // A listener outside the driver must itself admit, log and free what the driver does
+        // for every session: a new one should be a session unless it is as stateless as these.
+        let stateless: Vec<&str> =
+            LISTENERS.iter().filter(|l| l.kind == ListenerKind::StatelessService).map(|l| l.flag).collect();
+        assert_eq!(stateless, ["services"]);
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! The fuzz targets' bodies (`fuzz/src/bodies/`) over random and mutated inputs on stable Rust:
-//! what CI runs of the fuzzing, in a few seconds (bench/fuzz.sh runs libFuzzer on the same
-//! bodies for as long as it is given).
+//! The fuzz targets' bodies (netchar_testkit::fuzz_bodies) over random and mutated inputs on
+//! stable Rust: what CI runs of the fuzzing, in a few seconds (bench/fuzz.sh runs libFuzzer on
+//! the same bodies for as long as it is given).
 //!
 //! Byte decoders get random bytes and mutated seeds (valid inputs with bytes replaced, inserted
 //! or removed); the frame decoder gets random chunks and a valid stream cut anywhere; the
@@ -8,11 +8,9 @@
 //! replaced or inserted. The RNG seed is fixed so that a failure in CI reproduces anywhere;
 //! `PROPTEST_RNG_SEED=N` explores other inputs.
 
-#[path = "../../../fuzz/src/bodies/mod.rs"]
-mod bodies;
-
 use bodies::script::*;
 use netchar_model::{Pattern, RrOptions, TestSpec, UdpOptions};
+use netchar_testkit::fuzz_bodies as bodies;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;

@@ -1,14 +1,10 @@
 //! netperf's control messages: round trips of every layout for any field values, and the fuzz
-//! target's body (`fuzz/src/bodies/netperf.rs`: the codec and both roles' sessions fed
+//! target's body (netchar_testkit::fuzz_bodies::netperf: the codec and both roles' sessions fed
 //! anything, with their invariants) over random bytes and mutated seeds, on stable Rust. The
 //! RNG seed is fixed so that a failure in CI reproduces anywhere; `PROPTEST_RNG_SEED=N`
 //! explores other inputs.
 
-// Only the netperf body and the seeds are used here.
-#[allow(unused_imports)]
-#[path = "../../../fuzz/src/bodies/mod.rs"]
-mod bodies;
-
+use netchar_testkit::fuzz_bodies as bodies;
 use netchar_wire::netperf::omni::{OmniRequest, OmniResponse, OmniResults};
 use netchar_wire::netperf::{Message, MESSAGE_LEN};
 use proptest::collection::vec;

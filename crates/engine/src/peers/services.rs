@@ -15,7 +15,8 @@
 //! TCP connection and each UDP source admitted as a test through the shared admission (so the
 //! one-test-at-a-time rule and the connection caps hold across protocols), idle TCP
 //! connections closed, and no UDP answer longer than its request
-//! (netchar_wire::services::udp_reply_len).
+//! (netchar_wire::services::udp_reply_len). Its own serve loops answer them, with no session
+//! on the server driver: the registry's one `ListenerKind::StatelessService` (crate::protocols).
 
 use crate::control::{
     AnswerEnd, ClientControl, ControlConnection, ControlEvent, NoUdpSetup, OpenStream, Opening, PeerAnswer, PeerInfo,

@@ -22,7 +22,7 @@ pub(super) const STEP_OUTPUT: usize = 4096;
 pub(super) const OUTPUT_PER_INPUT_BYTE: usize = 8;
 
 /// How the test's bytes reach the session.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub enum Delivery {
     /// In one read.
@@ -39,7 +39,7 @@ pub enum Delivery {
 }
 
 /// A request's authentication, as the client presents it.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub enum ProofPick {
     /// No proof.
@@ -62,7 +62,7 @@ pub enum ProofPick {
 }
 
 /// The spec of a request.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub enum SpecPick {
     /// `netchar tcp` defaults.
@@ -78,7 +78,7 @@ pub enum SpecPick {
 }
 
 /// A message from the client, built well-formed so scripts reach the later states.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub enum ClientPick {
     /// `request`.
@@ -103,7 +103,7 @@ pub enum ClientPick {
 }
 
 /// What the server accepts with, as the client sees it.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub enum ServerProofPick {
     /// No server proof.
@@ -115,7 +115,7 @@ pub enum ServerProofPick {
 }
 
 /// A message from the server (or its hello), built well-formed.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub enum ServerPick {
     /// The server's hello with the script's nonce.
@@ -166,7 +166,7 @@ pub enum ServerPick {
 }
 
 /// The hello a server session starts from.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub enum HelloPick {
     /// A control hello of our version.
@@ -178,7 +178,7 @@ pub enum HelloPick {
 }
 
 /// One step of a server session's script.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub enum ServerStep {
     /// Raw bytes from the client.
@@ -210,7 +210,7 @@ pub enum ServerStep {
 }
 
 /// A server session's run: its configuration and its script.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub struct ServerInput {
     /// The server requires authentication (one user, the script's).
@@ -224,7 +224,7 @@ pub struct ServerInput {
 }
 
 /// One step of a client session's script.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub enum ClientStep {
     /// Raw bytes from the server.
@@ -246,7 +246,7 @@ pub enum ClientStep {
 }
 
 /// A client session's run: its configuration and its script.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub struct ClientInput {
     /// The client authenticates (with the script's user and key).

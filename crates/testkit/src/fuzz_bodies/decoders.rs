@@ -39,7 +39,7 @@ pub fn hello(data: &[u8]) {
 }
 
 /// Chunks of a control connection's byte stream, and the decoder's cap.
-#[cfg_attr(not(test), derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone)]
 pub struct FrameInput {
     /// The decoder's cap in bytes.

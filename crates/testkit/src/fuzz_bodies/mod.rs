@@ -1,8 +1,8 @@
 //! The bodies of netchar's fuzz targets: one function per decoder or state machine of
 //! `netchar-wire`, plus the test request's `TestSpec`. Each asserts invariants, not only "no
-//! panic". Shared by the cargo-fuzz targets (`fuzz/fuzz_targets/`) and by the test CI runs on
-//! stable Rust (`crates/wire/tests/arbitrary_bytes.rs` includes this module by path), so both
-//! check the same things.
+//! panic". Shared by the cargo-fuzz targets (`fuzz/fuzz_targets/`, through the fuzz crate's
+//! `bodies`) and by the tests CI runs on stable Rust (`crates/wire/tests/arbitrary_bytes.rs`
+//! and `netperf_props.rs`), both by dependency on this crate, so both check the same things.
 //!
 //! - [`decoders`]: byte-input bodies (hello, frames, control messages, datagrams, key files,
 //!   iperf3's client session, iperf2's headers and report, netio's server and client machines,
@@ -15,10 +15,9 @@
 //!   calls), and a whole test as a script;
 //! - [`session`]: the server and client session bodies and the invariants every step keeps.
 //!
-//! Structured inputs (frame chunks, session scripts) derive `arbitrary::Arbitrary` in the fuzz
-//! crate only: the wire crate's test has no `arbitrary` dependency, compiles these files with
-//! `cfg(test)` set, and builds the same types with proptest strategies instead.
-#![allow(dead_code, unreachable_pub)]
+//! Structured inputs (frame chunks, session scripts) derive `arbitrary::Arbitrary` under this
+//! crate's `arbitrary` feature, which the fuzz crate turns on: the wire crate's tests take the
+//! `fuzz-bodies` feature alone and build the same types with proptest strategies instead.
 
 pub mod decoders;
 pub mod netperf;
