@@ -47,8 +47,6 @@ cargo fuzz build -O --target-dir "$TARGET_DIR" >"$build_log" 2>&1 || { cat "$bui
 cargo run -q --release --example seeds --target-dir "$TARGET_DIR/seeds" -- corpus >"$build_log" 2>&1 ||
     { cat "$build_log" >&2; exit 2; }
 rm -f "$build_log"
-mkdir -p corpus/plan_file
-cp "$ROOT"/plans/*.toml corpus/plan_file/
 
 REPORT=$(mktemp)
 trap 'rm -f "$REPORT"' EXIT

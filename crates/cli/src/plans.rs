@@ -706,4 +706,94 @@ flowlabel = 7
         let TestArgs::Rr(rr) = &tests[0].args else { panic!("an rr test") };
         assert_eq!((rr.common.host.as_str(), rr.udp, rr.length.as_str()), ("-x", true, "64"));
     }
+
+    /// What the fuzz target on plan files checked, as a property over generated plans: the
+    /// cli is a binary with no library target, so the planner, which fills the commands'
+    /// clap flags, cannot be compiled into cargo-fuzz's crate, and is checked here, where CI
+    /// runs it. Plans are made of the real keys (and a stranger) with values of every TOML
+    /// type, lists among them (loops), so that most pass the parser and reach the expansion.
+    mod generated_plans {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn value() -> impl Strategy<Value = String> {
+            let scalar = prop_oneof![
+                Just("\"tcp\"".to_owned()),
+                Just("\"udp\"".to_owned()),
+                Just("\"rr\"".to_owned()),
+                Just("\"up\"".to_owned()),
+                Just("\"10M\"".to_owned()),
+                Just("\"1s\"".to_owned()),
+                Just("\"\"".to_owned()),
+                Just("true".to_owned()),
+                Just("-1".to_owned()),
+                Just("0".to_owned()),
+                Just("1e308".to_owned()),
+                Just("nan".to_owned()),
+                Just("inf".to_owned()),
+                Just("{ a = 1 }".to_owned()),
+                any::<i64>().prop_map(|n| n.to_string()),
+                (0.0f64..1e6).prop_map(|x| format!("{x:?}")),
+                "[a-z0-9 ,.@x-]{0,12}".prop_map(|t| format!("{t:?}")),
+            ];
+            prop_oneof![
+                3 => scalar.clone(),
+                1 => proptest::collection::vec(scalar, 0..4).prop_map(|v| format!("[{}]", v.join(", "))),
+            ]
+        }
+
+        fn field() -> impl Strategy<Value = String> {
+            let key = prop_oneof![8 => proptest::sample::select(KEYS.to_vec()).prop_map(str::to_owned), 1 => Just("stranger".to_owned())];
+            (key, value()).prop_map(|(k, v)| format!("{k} = {v}"))
+        }
+
+        fn plan() -> impl Strategy<Value = String> {
+            // Most entries name a kind, as a plan's do; the rest test the error without one.
+            let kind = prop_oneof![
+                6 => proptest::sample::select(vec!["tcp", "udp", "rr", "crr", "echo"]).prop_map(|k| format!("kind = \"{k}\"\n")),
+                1 => Just(String::new()),
+            ];
+            let entry = (kind, proptest::collection::vec(field(), 0..4))
+                .prop_map(|(k, f)| format!("[[test]]\n{k}{}\n", f.join("\n")));
+            (proptest::option::of(proptest::collection::vec(field(), 0..3)), proptest::collection::vec(entry, 0..4))
+                .prop_map(|(defaults, entries)| {
+                    let defaults = defaults.map(|f| format!("[defaults]\n{}\n", f.join("\n"))).unwrap_or_default();
+                    format!("{defaults}{}", entries.concat())
+                })
+        }
+
+        fn check(text: &str) -> Result<(), TestCaseError> {
+            match expand(text, "plan.toml", Some("host")) {
+                Err(e) => {
+                    prop_assert!(e.to_string().starts_with("plan.toml"), "an error that does not name the file: {e}");
+                }
+                Ok(tests) => {
+                    for t in &tests {
+                        let d = Duration::try_from_secs_f64(t.pause_seconds);
+                        prop_assert!(d.is_ok(), "test {:?} pauses {} s, not a Duration", t.name, t.pause_seconds);
+                        prop_assert!(t.pause_seconds <= MAX_PAUSE_SECONDS);
+                        prop_assert!(
+                            t.line >= 1 && t.line <= text.lines().count().max(1),
+                            "line {} of {text:?}",
+                            t.line
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+            #[test]
+            fn a_generated_plan_expands_or_names_its_file(text in plan()) {
+                check(&text)?;
+            }
+
+            #[test]
+            fn any_text_expands_or_names_its_file(text in ".{0,200}") {
+                check(&text)?;
+            }
+        }
+    }
 }
