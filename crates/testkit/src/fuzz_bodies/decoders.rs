@@ -423,84 +423,10 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 DatagramHeader::challenge(1, &[8; 16]).to_vec(),
             ]
         }
-        "iperf3_server" => {
-            // A whole UDP test as an iperf3 3.12 client sends it: a step byte n takes n % 23
-            // bytes of input when n % 7 is 4..6 (4: four bytes, 12: twelve), 0 admits, 1 says
-            // the streams are in.
-            let params = br#"{"udp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"len":1400,"bandwidth":1048576,"pacing_timer":1000,"client_version":"3.12"}"#;
-            let results = br#"{"cpu_util_total":1,"cpu_util_user":0,"cpu_util_system":1,"sender_has_retransmits":0,"streams":[{"id":1,"bytes":1400,"retransmits":0,"jitter":0,"errors":0,"packets":1}]}"#;
-            let mut script = vec![4u8];
-            script.extend_from_slice(&(params.len() as u32).to_be_bytes());
-            for piece in params.chunks(22) {
-                // n = 22 + 7k with n % 23 = len: choose n with n % 7 >= 4 and n % 23 == len.
-                let n = (0u8..=255).find(|n| n % 7 >= 4 && usize::from(n % 23) == piece.len()).unwrap_or(4);
-                script.push(n);
-                script.extend_from_slice(piece);
-            }
-            script.extend([0, 1, 5, 4]);
-            script.extend_from_slice(&(results.len() as u32).to_be_bytes());
-            for piece in results.chunks(22) {
-                let n = (0u8..=255).find(|n| n % 7 >= 4 && usize::from(n % 23) == piece.len()).unwrap_or(4);
-                script.push(n);
-                script.extend_from_slice(piece);
-            }
-            script.extend([5, 16]);
-            vec![script]
-        }
-        "iperf3_client" => {
-            // A whole upload as a scripted iperf3 server answers it: a step byte n takes
-            // n % 17 bytes of input when n % 5 is 2..4 (52: one byte, 67: sixteen, 2: two), and
-            // n % 5 == 0 reports this end's senders done.
-            let json = br#"{"streams":[]}"#;
-            let mut results = (json.len() as u32).to_be_bytes().to_vec();
-            results.extend_from_slice(json);
-            let mut script = vec![0u8, 52, 9, 52, 10, 52, 1, 52, 2, 0, 52, 13, 67];
-            script.extend_from_slice(&results[..16]);
-            script.push(2);
-            script.extend_from_slice(&results[16..]);
-            script.extend_from_slice(&[52, 14]);
-            vec![script]
-        }
-        "netio_server" => {
-            // A TCP connection as the stock client drives it, with 16-byte blocks: a step byte
-            // n takes n % 23 bytes when n % 5 is 2..4 (8: eight, 39: sixteen), 0 ends sending.
-            let ctl = |cmd: u32, data: u32| {
-                let mut v = cmd.to_be_bytes().to_vec();
-                v.extend(data.to_be_bytes());
-                v
-            };
-            let mut script = vec![0u8, 8];
-            script.extend(ctl(1, 16));
-            for first in [0u8, 0, 1] {
-                script.push(39);
-                script.push(first);
-                script.extend([0x5a; 15]);
-            }
-            script.push(8);
-            script.extend(ctl(2, 16));
-            script.extend([0, 8]);
-            script.extend(ctl(0, 0));
-            vec![script]
-        }
-        "nc_test" => {
-            // Each test kind as the stock master asks for it (4 buffers of 100 bytes), then
-            // the slave's buffers in 7-byte chunks as the body cuts them, and the other records.
-            use netchar_wire::nc_test::{data_buffer, Kind, Reply, Request, Results};
-            let mut out: Vec<Vec<u8>> = [Kind::UdpEcho, Kind::UdpSend, Kind::UdpRecv, Kind::TcpEcho, Kind::TcpRecv]
-                .iter()
-                .map(|&k| {
-                    let mut v = Request::new(k, 3, 4, 100).encode().to_vec();
-                    (0..4).for_each(|i| v.extend(data_buffer(i, 100)));
-                    v
-                })
-                .collect();
-            out.extend([
-                Request::new(Kind::SetLoad, 4, 50, 0).encode().to_vec(),
-                Reply::ack(3).encode().to_vec(),
-                Results { seq: 3, nsent: 4, nrecvd: 4 }.encode().to_vec(),
-            ]);
-            out
-        }
+        "iperf3_server" => iperf3_server_seeds(),
+        "iperf3_client" => iperf3_client_seeds(),
+        "netio_server" => netio_server_seeds(),
+        "nc_test" => nc_test_seeds(),
         "netio_client" => {
             // A TCP run's first size: the Tx phase ends (4), the server's two blocks and marker
             // come (103 takes sixteen bytes when n % 4 is 3).
@@ -519,21 +445,110 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             b"# lab keys\nlab:0123456789abcdef\n\nci@build-1:e3b0c44298fc1c149afbf4c8996fb924\n".to_vec(),
             b"lab:short\n".to_vec(),
         ],
-        "iperf2" => {
-            use netchar_wire::iperf2::{Amount, ClientHeader, Layout, ServerReport};
-            let mut report = ServerReport { bytes: 131_800, datagrams: 659, lost: 3, ..ServerReport::default() };
-            let mut out = vec![
-                ClientHeader::new(Amount::Bytes(1_000_000), 0, 5001).encode(Layout::V21),
-                ClientHeader::new(Amount::Seconds(10.0), 0, 5001).encode(Layout::V22),
-                ClientHeader::udp_settings(Layout::V21, Amount::Seconds(1.0), 1470, 1 << 20, 5001),
-                report.reply(Layout::V21, &[]),
-            ];
-            report.out_of_order = 1;
-            out.push(report.reply(Layout::V205, &[0xFF; 12]));
-            out
-        }
+        "iperf2" => iperf2_seeds(),
         _ => Vec::new(),
     }
+}
+
+/// The `iperf3_server` body's seed: a whole UDP test as an iperf3 3.12 client sends it.
+fn iperf3_server_seeds() -> Vec<Vec<u8>> {
+    // A whole UDP test as an iperf3 3.12 client sends it: a step byte n takes n % 23
+    // bytes of input when n % 7 is 4..6 (4: four bytes, 12: twelve), 0 admits, 1 says
+    // the streams are in.
+    let params = br#"{"udp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"len":1400,"bandwidth":1048576,"pacing_timer":1000,"client_version":"3.12"}"#;
+    let results = br#"{"cpu_util_total":1,"cpu_util_user":0,"cpu_util_system":1,"sender_has_retransmits":0,"streams":[{"id":1,"bytes":1400,"retransmits":0,"jitter":0,"errors":0,"packets":1}]}"#;
+    let mut script = vec![4u8];
+    script.extend_from_slice(&(params.len() as u32).to_be_bytes());
+    for piece in params.chunks(22) {
+        // n = 22 + 7k with n % 23 = len: choose n with n % 7 >= 4 and n % 23 == len.
+        let n = (0u8..=255).find(|n| n % 7 >= 4 && usize::from(n % 23) == piece.len()).unwrap_or(4);
+        script.push(n);
+        script.extend_from_slice(piece);
+    }
+    script.extend([0, 1, 5, 4]);
+    script.extend_from_slice(&(results.len() as u32).to_be_bytes());
+    for piece in results.chunks(22) {
+        let n = (0u8..=255).find(|n| n % 7 >= 4 && usize::from(n % 23) == piece.len()).unwrap_or(4);
+        script.push(n);
+        script.extend_from_slice(piece);
+    }
+    script.extend([5, 16]);
+    vec![script]
+}
+
+/// The `iperf3_client` body's seed: a whole upload as a scripted iperf3 server answers it.
+fn iperf3_client_seeds() -> Vec<Vec<u8>> {
+    // A whole upload as a scripted iperf3 server answers it: a step byte n takes
+    // n % 17 bytes of input when n % 5 is 2..4 (52: one byte, 67: sixteen, 2: two), and
+    // n % 5 == 0 reports this end's senders done.
+    let json = br#"{"streams":[]}"#;
+    let mut results = (json.len() as u32).to_be_bytes().to_vec();
+    results.extend_from_slice(json);
+    let mut script = vec![0u8, 52, 9, 52, 10, 52, 1, 52, 2, 0, 52, 13, 67];
+    script.extend_from_slice(&results[..16]);
+    script.push(2);
+    script.extend_from_slice(&results[16..]);
+    script.extend_from_slice(&[52, 14]);
+    vec![script]
+}
+
+/// The `netio_server` body's seed: a TCP connection as the stock client drives it.
+fn netio_server_seeds() -> Vec<Vec<u8>> {
+    // A TCP connection as the stock client drives it, with 16-byte blocks: a step byte
+    // n takes n % 23 bytes when n % 5 is 2..4 (8: eight, 39: sixteen), 0 ends sending.
+    let ctl = |cmd: u32, data: u32| {
+        let mut v = cmd.to_be_bytes().to_vec();
+        v.extend(data.to_be_bytes());
+        v
+    };
+    let mut script = vec![0u8, 8];
+    script.extend(ctl(1, 16));
+    for first in [0u8, 0, 1] {
+        script.push(39);
+        script.push(first);
+        script.extend([0x5a; 15]);
+    }
+    script.push(8);
+    script.extend(ctl(2, 16));
+    script.extend([0, 8]);
+    script.extend(ctl(0, 0));
+    vec![script]
+}
+
+/// The `nc_test` body's seeds: each test kind as the stock master asks for it, and the other records.
+fn nc_test_seeds() -> Vec<Vec<u8>> {
+    // Each test kind as the stock master asks for it (4 buffers of 100 bytes), then
+    // the slave's buffers in 7-byte chunks as the body cuts them, and the other records.
+    use netchar_wire::nc_test::{data_buffer, Kind, Reply, Request, Results};
+    let mut out: Vec<Vec<u8>> = [Kind::UdpEcho, Kind::UdpSend, Kind::UdpRecv, Kind::TcpEcho, Kind::TcpRecv]
+        .iter()
+        .map(|&k| {
+            let mut v = Request::new(k, 3, 4, 100).encode().to_vec();
+            (0..4).for_each(|i| v.extend(data_buffer(i, 100)));
+            v
+        })
+        .collect();
+    out.extend([
+        Request::new(Kind::SetLoad, 4, 50, 0).encode().to_vec(),
+        Reply::ack(3).encode().to_vec(),
+        Results { seq: 3, nsent: 4, nrecvd: 4 }.encode().to_vec(),
+    ]);
+    out
+}
+
+/// The `iperf2` body's seeds: client headers of each layout and server reports.
+fn iperf2_seeds() -> Vec<Vec<u8>> {
+    use netchar_wire::iperf2::{Amount, ClientHeader, Layout, ServerReport};
+    let mut report = ServerReport { bytes: 131_800, datagrams: 659, lost: 3, ..ServerReport::default() };
+    let mut out = vec![
+        ClientHeader::new(Amount::Bytes(1_000_000), 0, 5001).encode(Layout::V21),
+        ClientHeader::new(Amount::Seconds(10.0), 0, 5001).encode(Layout::V22),
+        ClientHeader::udp_settings(Layout::V21, Amount::Seconds(1.0), 1470, 1 << 20, 5001),
+        report.reply(Layout::V21, &[]),
+    ];
+    report.out_of_order = 1;
+    out.push(report.reply(Layout::V205, &[0xFF; 12]));
+    out
 }
 
 /// iperf2's decoders (netchar_wire::iperf2): a decoded client header takes no more than it was
