@@ -8,8 +8,15 @@
 # target only (CARGO_TARGET_<TRIPLE>_RUSTFLAGS with --target): build scripts and proc macros,
 # which run on the build machine, stay dynamic, as they must. The `dist` profile is
 # Cargo.toml's: release code (fat LTO, one code unit), no debug info, symbols stripped. Cargo's
-# CARGO_PROFILE_DIST_* variables override it: CI sets LTO=off and CODEGEN_UNITS=16, since it
-# checks that the binary builds, runs and packages, not the release's optimisation (.ci/run).
+# CARGO_PROFILE_DIST_* variables override it.
+#
+# FROM_TEST_BUILD=1 (CI, host target only): instead of a release build, the binary of the test
+# build (`cargo test --no-run`, the dev profile, with the same RUSTFLAGS and workspace wrapper
+# as that build) linked static: `cargo rustc` compiles the netchar binary crate alone again,
+# with crt-static and its symbols stripped, and takes every library and dependency from the
+# test build, so CI compiles the code once instead of once per profile. CI checks that the
+# static binary builds, runs and packages, not the release's optimisation (.ci/run); the binary
+# is target/debug/netchar (where the tests' own binary was: run it after them).
 #
 # A cross TARGET needs the Rust standard library for it (`rustup target add TARGET`) and
 # Debian's cross gcc as the linker (gcc-aarch64-linux-gnu, gcc-arm-linux-gnueabihf, with
@@ -41,15 +48,23 @@ if [ -n "$linker" ] && ! command -v "$linker" >/dev/null; then
     exit 2
 fi
 
-triple=$(echo "$target" | tr 'a-z-' 'A-Z_')
-export "CARGO_TARGET_${triple}_RUSTFLAGS=-C target-feature=+crt-static"
-if [ -n "$linker" ]; then
-    export "CARGO_TARGET_${triple}_LINKER=$linker"
-fi
-cargo build --locked --profile dist --target "$target" -p netchar >&2
-
 target_dir=$(cargo metadata --format-version 1 --no-deps --locked | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-bin=${target_dir:-target}/$target/dist/netchar
+if [ "${FROM_TEST_BUILD:-0}" = 1 ]; then
+    if [ "$target" != x86_64-unknown-linux-gnu ]; then
+        echo "build-static.sh: FROM_TEST_BUILD=1 links the host's test build; $target needs a build of its own" >&2
+        exit 2
+    fi
+    cargo rustc --locked --profile dev -p netchar --bin netchar -- -C target-feature=+crt-static -C strip=symbols >&2
+    bin=${target_dir:-target}/debug/netchar
+else
+    triple=$(echo "$target" | tr 'a-z-' 'A-Z_')
+    export "CARGO_TARGET_${triple}_RUSTFLAGS=-C target-feature=+crt-static"
+    if [ -n "$linker" ]; then
+        export "CARGO_TARGET_${triple}_LINKER=$linker"
+    fi
+    cargo build --locked --profile dist --target "$target" -p netchar >&2
+    bin=${target_dir:-target}/$target/dist/netchar
+fi
 
 # Static means no program interpreter and no shared library needed (readelf reads any
 # architecture's ELF, where ldd runs only the host's).

@@ -49,13 +49,12 @@ wait_for() {
     fail "no line '$2' in $1 after 10 s"
 }
 
-# The dist profile as Cargo.toml has it (the shipped build), or as .ci/run overrides it (no
-# cross-crate LTO, 16 code units: 29% less CPU to build): docs/install.md gives the
-# sizes of both, the second as "WHAT of CI's build N MB".
-case "${CARGO_PROFILE_DIST_LTO:-}/${CARGO_PROFILE_DIST_CODEGEN_UNITS:-}" in
-    /) build="" ;;
-    off/16) build=" of CI's build" ;;
-    *) fail "docs/install.md gives no sizes for the dist profile with LTO=${CARGO_PROFILE_DIST_LTO:-} CODEGEN_UNITS=${CARGO_PROFILE_DIST_CODEGEN_UNITS:-}" ;;
+# The dist profile as Cargo.toml has it (the shipped build), or CI's binary, the test build's
+# linked static (FROM_TEST_BUILD=1, build-static.sh): docs/install.md gives the sizes of both,
+# the second as "WHAT of CI's build N MB".
+case "${FROM_TEST_BUILD:-0}" in
+    1) build=" of CI's build" ;;
+    *) build="" ;;
 esac
 
 # check_size WHAT BYTES: docs/install.md gives WHAT's size (of this build) as "WHAT N MB" (10^6
@@ -114,6 +113,8 @@ for board in "aarch64-linux-gnu qemu-aarch64-static" "arm-linux-gnueabihf qemu-a
 done
 if [ "${NETCHAR_PACKAGING_CROSS:-0}" = 1 ]; then
     step "netchar for aarch64 and armv7 (NETCHAR_PACKAGING_CROSS=1)"
+    # Release builds for the targets (the test build is the host's): sizes without a suffix.
+    [ "${FROM_TEST_BUILD:-0}" != 1 ] || fail "NETCHAR_PACKAGING_CROSS=1 builds the ARM binaries as a release does: run it without FROM_TEST_BUILD=1"
     for cross in "aarch64-unknown-linux-gnu qemu-aarch64-static" "armv7-unknown-linux-gnueabihf qemu-arm-static"; do
         set -- $cross
         cross_bin=$(packaging/build-static.sh "$1" | tail -n 1)
