@@ -176,13 +176,20 @@ impl Method {
 
     /// Where `self` and `other` differ, field by field in [`METHOD_FIELDS`] order. A field one
     /// side did not report is no difference (an older result, a peer's report); the measured
-    /// `datagrams_per_send` differs when one side's is over twice the other's.
+    /// `datagrams_per_send` differs when one side's is over twice the other's, and only
+    /// between senders that ran flat out.
+    ///
+    /// A paced sender's batch is set by its schedule, not by how it sends: the datagrams due
+    /// in one pacing quantum (so it grows with the rate), and after a late wake-up the ones it
+    /// fell behind by. Two paced runs at different rates, or one on a busy machine, differ in
+    /// it while sending alike; what they share is `pacing_quantum_us`, compared as a field.
     pub fn differences(&self, other: &Self) -> Vec<MethodDifference> {
         let mut out = Vec::new();
+        let both_flat_out = self.paced == Some(false) && other.paced == Some(false);
         for &field in METHOD_FIELDS {
             let (Some(left), Some(right)) = (self.field(field), other.field(field)) else { continue };
             let differ = match (field, self.datagrams_per_send, other.datagrams_per_send) {
-                ("datagrams_per_send", Some(a), Some(b)) => a.max(b) > 2.0 * a.min(b),
+                ("datagrams_per_send", Some(a), Some(b)) => both_flat_out && a.max(b) > 2.0 * a.min(b),
                 _ => left != right,
             };
             if differ {
@@ -222,5 +229,27 @@ mod tests {
         assert_eq!(keys, names);
         assert!(METHOD_FIELDS.iter().all(|f| m.field(f).is_some()));
         assert_eq!(m.field("nonsense"), None);
+    }
+
+    /// Batches of 1.2 and 3.3 per send: a difference between two flat-out senders (one fell
+    /// back to smaller batches), none between two paced ones (a rate of 2000/s and one of
+    /// 3000/s with the same quantum, or a late wake-up's catch-up burst).
+    #[test]
+    fn the_batch_size_is_a_method_only_for_senders_that_ran_flat_out() {
+        let udp = |paced: bool, per_send: f64| Method {
+            gso: Some(true),
+            datagrams_per_send: Some(per_send),
+            paced: Some(paced),
+            pacing_quantum_us: paced.then_some(1000.0),
+            ..Method::default()
+        };
+        let fields = |a: &Method, b: &Method| a.differences(b).iter().map(|d| d.field).collect::<Vec<_>>();
+        assert_eq!(fields(&udp(false, 1.2), &udp(false, 3.3)), ["datagrams_per_send"]);
+        assert!(fields(&udp(false, 2.0), &udp(false, 3.3)).is_empty());
+        assert!(fields(&udp(true, 1.2), &udp(true, 3.3)).is_empty());
+        assert_eq!(fields(&udp(true, 1.2), &udp(false, 3.3)), ["paced"]);
+        let mut other_quantum = udp(true, 1.2);
+        other_quantum.pacing_quantum_us = Some(250.0);
+        assert_eq!(fields(&udp(true, 1.2), &other_quantum), ["pacing_quantum_us"]);
     }
 }
