@@ -57,12 +57,24 @@ impl ConsoleCapture {
     /// Reads on for [`LINGER`] (not after Ctrl-C), stops, and puts the lines in the run's
     /// result.
     pub(crate) fn finish_into(self, run: &mut ClientRun, stop: &StopFlag) {
-        if run.result.is_some() && !stop.is_raised() {
+        let zero = run.clock_zero;
+        self.finish_into_result(run.result.as_mut(), zero, stop);
+    }
+
+    /// [`Self::finish_into`] for a result a job made (nc_test's master): the lines on the
+    /// clock of `zero`, the test's start if known, else the moment the console was opened.
+    pub(crate) fn finish_into_result(
+        self,
+        result: Option<&mut netchar_model::TestResult>,
+        zero: Option<Instant>,
+        stop: &StopFlag,
+    ) {
+        if result.is_some() && !stop.is_raised() {
             std::thread::sleep(LINGER);
         }
         let capture = self.reader.finish();
-        if let Some(result) = run.result.as_mut() {
-            result.console = Some(on_test_clock(self.source, capture, run.clock_zero.unwrap_or(self.opened)));
+        if let Some(result) = result {
+            result.console = Some(on_test_clock(self.source, capture, zero.unwrap_or(self.opened)));
         }
     }
 }

@@ -12,14 +12,22 @@
 //! test (latency percentiles of the echoes, loss, out-of-sequence), through the reporters
 //! (crates/report/src/nc_test_lines.rs); `--json` gives the results as one document (an object,
 //! the suite an array), and the suite shows a progress line on a terminal.
+//!
+//! A single test is the master job of one test (`MasterPlan::Single`) run by the engine's
+//! repeat job, as every client test is: `--warmup`, `--repeat`, `--save`, `--reset-cmd`,
+//! `--console` around each run, then the statistics and the gates (`--expect`, `--baseline`)
+//! over the counted runs.
 
 use crate::args::{CommonArgs, EchoArgs, EcosSuiteArgs, TcpArgs, UdpArgs};
 use crate::figure_files::FigureFiles;
+use crate::plan::Output;
 use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{bail, Result};
 use netchar_engine::jobs::ecos::{master_sequence, run_master};
-use netchar_engine::peers::nc_test::{MasterConfig, MasterPlan};
+use netchar_engine::jobs::repeat::{self, Ended, Repeat, Run, RunOutcome};
+use netchar_engine::jobs::sink::JobEvent;
+use netchar_engine::peers::nc_test::{spec_for, MasterConfig, MasterPlan};
 use netchar_engine::protocols::ProtoChoice;
 use netchar_engine::StopFlag;
 use netchar_model::{Pattern, TestResult};
@@ -63,17 +71,8 @@ fn not_applicable(c: &CommonArgs) -> Result<()> {
     if c.payload.given() {
         bail!("--proto nc-test: the slave writes and reads its own buffers (--payload and --verify are netchar's own generator; use --proto echo or a netchar server)");
     }
-    if c.console_args.given() {
-        bail!("--proto nc-test: --console and --console-cmd are not supported with nc_test yet; read the console with the native protocol (--proto auto) or on its own");
-    }
-    if !c.expect.is_empty()
-        || c.baseline.is_some()
-        || c.save.is_some()
-        || c.repeat != "1"
-        || c.warmup != "0"
-        || c.reset_cmd.is_some()
-    {
-        bail!("--proto nc-test: --expect, --baseline, --save, --repeat, --warmup and --reset-cmd are not supported with nc_test yet; use --json and judge the result file");
+    if !c.nft_counter.is_empty() {
+        bail!("--proto nc-test: --nft-counter is not supported with nc_test yet; read the chain with the native protocol (--proto auto) or on its own");
     }
     Ok(())
 }
@@ -161,6 +160,14 @@ fn single(
     figures: &FigureFiles,
     stop: &StopFlag,
 ) -> Result<u8> {
+    let out = Output::from_args(c)?;
+    let console = crate::plan::console_source(&c.console_args)?;
+    // Every gate names a figure this test will have, or it fails now, not after the test.
+    let spec = spec_for(kind, nbufs, buflen, pause);
+    for e in &out.expect {
+        netchar_model::figures::check_path(&spec, &e.path)
+            .map_err(|why| crate::flags::UsageError(format!("--expect '{}': {why}", e.text)))?;
+    }
     let slave = resolve(&c.host, c.port, c.ipv4, c.ipv6)?;
     let cfg = MasterConfig {
         slave,
@@ -168,18 +175,83 @@ fn single(
         master_data_port: wire::DATA_MASTER_PORT,
         plan: MasterPlan::Single { kind, nbufs, buflen, pause },
     };
-    // One test of counted buffers: no progress line.
-    let progress = Progress::hidden();
-    let mut reporters = Reporters::of(if c.json { Box::new(JsonReporter) } else { Box::new(NcTestLinesReporter) })
-        .with_figures(figures);
-    let results = run(&cfg, &mut reporters, &progress, stop)?;
-    if let (Some(path), Some(r)) = (&c.json_out, results.first()) {
-        std::fs::write(path, netchar_report::json::to_json(r))?;
+    let repeat = Repeat { warmup: out.warmup, counted: out.repeat };
+    // Counted buffers, no end time: elapsed time and the run now going, when there are several.
+    let progress = if repeat.total() > 1 { Progress::start(out.json, true, None) } else { Progress::hidden() };
+    let mut reporters = Reporters::of(match (out.json, repeat.total()) {
+        (false, _) => Box::new(NcTestLinesReporter),
+        (true, 1) => Box::new(JsonReporter),
+        (true, _) => Box::new(JobJsonReporter),
+    })
+    .with_figures(figures);
+    if out.repeat > 1 && !out.json {
+        reporters.push(Box::new(crate::repeat::RepeatStatistics(out.format)));
     }
-    if let Some(r) = results.first() {
-        reporters.emit(&progress, |rep| rep.on_finish(r))?;
+    // The runs print through the reporters, and so do the job's headings: one at a time.
+    let reporters = std::cell::RefCell::new(reporters);
+    let run_one = |run: &Run| -> Result<RunOutcome> {
+        let reset =
+            out.reset.as_ref().map(|r| crate::repeat::reset_before(r, run.number, &c.host, slave.port(), &progress));
+        // The console from before the request to a second after the results record.
+        let capture = crate::console::start(console.as_ref())?;
+        let mut reporters = reporters.borrow_mut();
+        let job =
+            run_master(&cfg, stop, &mut crate::ecos::MasterLines { reporters: &mut reporters, progress: &progress })?;
+        let mut result = job.results.into_iter().next();
+        if let Some(capture) = capture {
+            capture.finish_into_result(result.as_mut(), None, stop);
+        }
+        if let (Some(r), Some(reset)) = (result.as_mut(), reset) {
+            r.reset = Some(reset);
+        }
+        match &result {
+            Some(r) => {
+                crate::save::save_json(&out, r)?;
+                reporters.emit(&progress, |rep| rep.on_finish(r))?;
+            }
+            // No test ran: the reporters say so (JSON stays one document), then the error.
+            None => reporters.emit(&progress, |rep| rep.on_no_result(job.error.as_deref()))?,
+        }
+        if let Some(e) = &job.error {
+            progress.suspend(|| eprintln!("netchar: error: {e}"));
+        }
+        let ended = match (&job.error, stop.is_raised()) {
+            (_, true) => Ended::Interrupted,
+            (Some(_), false) => Ended::Failed,
+            (None, false) => Ended::Completed,
+        };
+        Ok(RunOutcome { result, ended })
+    };
+    let mut saved = 0;
+    let mut on_event = |event: JobEvent<'_>| -> Result<()> {
+        match event {
+            JobEvent::Progress(what) => progress.set_current(what),
+            JobEvent::Section(title) => reporters.borrow_mut().emit(&progress, |r| r.on_section(title))?,
+            JobEvent::Result(r) => {
+                saved += 1;
+                if let Some(dir) = &out.save {
+                    crate::save::save_run(dir, r, saved)?;
+                }
+            }
+            JobEvent::TestStart(_) | JobEvent::Uncounted(_) | JobEvent::Skipped(_) => {}
+        }
+        Ok(())
+    };
+    let outcome = repeat::run(&repeat, stop, run_one, &mut on_event)?;
+    if repeat.total() > 1 {
+        reporters.borrow_mut().emit(&progress, |r| r.on_job_end(&outcome.counted))?;
     }
-    Ok(exit_code(&results, stop))
+    let code = match outcome.ended {
+        Ended::Completed => crate::exit::OK,
+        Ended::Failed => crate::exit::ERROR,
+        Ended::Interrupted => crate::exit::INTERRUPTED,
+    };
+    progress.suspend(|| {
+        if code == crate::exit::OK && !outcome.counted.is_empty() && !crate::gate::gates_hold(&out, &outcome.counted)? {
+            return Ok(crate::exit::GATE);
+        }
+        Ok(code)
+    })
 }
 
 fn exit_code(results: &[TestResult], stop: &StopFlag) -> u8 {

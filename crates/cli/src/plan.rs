@@ -94,6 +94,48 @@ pub(crate) struct Output {
     pub(crate) reset: Option<crate::hooks::ResetCommand>,
 }
 
+impl Output {
+    /// How a test given by `a` is shown, saved, repeated and judged; every flag checked.
+    pub(crate) fn from_args(a: &CommonArgs) -> Result<Self, UsageError> {
+        let format = match &a.format {
+            Some(f) => {
+                RateFormat::from_letter(f).ok_or_else(|| UsageError(format!("-f {f}: use one of k m g K M G")))?
+            }
+            None => RateFormat::AutoBits,
+        };
+        Ok(Self {
+            json: a.json,
+            json_out: a.json_out.clone(),
+            format,
+            repeat: match count("--repeat", &a.repeat)? {
+                0 => return usage("--repeat 0: run at least once".into()),
+                n => n,
+            },
+            warmup: count("--warmup", &a.warmup)?,
+            save: a.save.clone(),
+            expect: a
+                .expect
+                .iter()
+                .map(|e| Expectation::parse(e).map_err(|m| UsageError(format!("--expect {m}"))))
+                .collect::<Result<_, _>>()?,
+            baseline: match (&a.baseline, &a.max_regression) {
+                (Some(f), Some(r)) => {
+                    let pct = r.trim().trim_end_matches('%').parse::<f64>().ok().filter(|p| p.is_finite() && *p >= 0.0);
+                    Some((
+                        f.clone(),
+                        pct.ok_or_else(|| UsageError(format!("--max-regression {r}: expected a percentage like 5%")))?,
+                    ))
+                }
+                (Some(_), None) => return usage("--baseline: give --max-regression too (e.g. 5%)".into()),
+                (None, Some(r)) => return usage(format!("--max-regression {r}: give --baseline FILE too")),
+                (None, None) => None,
+            },
+            accept_difference: crate::same_method::accepted_fields(&a.accept_difference).map_err(UsageError)?,
+            reset: reset_command(a)?,
+        })
+    }
+}
+
 /// A test ready to run.
 #[derive(Debug, Clone)]
 pub(crate) struct TcpPlan {
@@ -463,12 +505,6 @@ impl TcpPlan {
             check.block_bytes = 1452;
         }
         check.validate().or_else(|e| usage(e.to_string()))?;
-        let format = match &a.format {
-            Some(f) => {
-                RateFormat::from_letter(f).ok_or_else(|| UsageError(format!("-f {f}: use one of k m g K M G")))?
-            }
-            None => RateFormat::AutoBits,
-        };
         let connect_timeout = seconds("--connect-timeout", &a.connect_timeout)?;
         if !(connect_timeout > 0.0 && connect_timeout <= 3600.0) {
             return usage(format!("--connect-timeout {connect_timeout}: must be more than 0 and at most 3600 seconds"));
@@ -498,39 +534,7 @@ impl TcpPlan {
                 target_ns_per_instruction,
                 ..ClientConfig::new(host, port, spec, a.proto)
             },
-            output: Output {
-                json: a.json,
-                json_out: a.json_out.clone(),
-                format,
-                repeat: match count("--repeat", &a.repeat)? {
-                    0 => return usage("--repeat 0: run at least once".into()),
-                    n => n,
-                },
-                warmup: count("--warmup", &a.warmup)?,
-                save: a.save.clone(),
-                expect: a
-                    .expect
-                    .iter()
-                    .map(|e| Expectation::parse(e).map_err(|m| UsageError(format!("--expect {m}"))))
-                    .collect::<Result<_, _>>()?,
-                baseline: match (&a.baseline, &a.max_regression) {
-                    (Some(f), Some(r)) => {
-                        let pct =
-                            r.trim().trim_end_matches('%').parse::<f64>().ok().filter(|p| p.is_finite() && *p >= 0.0);
-                        Some((
-                            f.clone(),
-                            pct.ok_or_else(|| {
-                                UsageError(format!("--max-regression {r}: expected a percentage like 5%"))
-                            })?,
-                        ))
-                    }
-                    (Some(_), None) => return usage("--baseline: give --max-regression too (e.g. 5%)".into()),
-                    (None, Some(r)) => return usage(format!("--max-regression {r}: give --baseline FILE too")),
-                    (None, None) => None,
-                },
-                accept_difference: crate::same_method::accepted_fields(&a.accept_difference).map_err(UsageError)?,
-                reset: reset_command(a)?,
-            },
+            output: Output::from_args(a)?,
             under_load: None,
             explicit_rate: false,
             console: console_source(&a.console_args)?,

@@ -69,7 +69,8 @@ pub(crate) fn run_collecting(
     // The runs print through the reporters, and so do the job's headings: one at a time.
     let reporters = std::cell::RefCell::new(reporters);
     let run_one = |run: &Run| -> Result<RunOutcome> {
-        let reset = out.reset.as_ref().map(|c| reset_before(c, run.number, plan, progress));
+        let reset =
+            out.reset.as_ref().map(|c| reset_before(c, run.number, &plan.client.host, plan.client.port, progress));
         let (result, code) = crate::single_run::run(plan, stop, &mut reporters.borrow_mut(), progress, reset)?;
         let ended = match code {
             crate::exit::OK => Ended::Completed,
@@ -116,15 +117,17 @@ pub(crate) fn run_collecting(
     })
 }
 
-/// `--reset-cmd` before run `number` (1-based, warm-up runs counted), for the run's result.
-fn reset_before(
+/// `--reset-cmd` before run `number` (1-based, warm-up runs counted) of a test of the server
+/// at `host`, `port`, for the run's result.
+pub(crate) fn reset_before(
     command: &crate::hooks::ResetCommand,
     number: u32,
-    plan: &crate::plan::TcpPlan,
+    host: &str,
+    port: u16,
     progress: &Progress,
 ) -> netchar_model::ResetRecord {
     progress.set_current(format!("--reset-cmd before run {number}"));
-    let r = command.run(number, &plan.client.host, plan.client.port);
+    let r = command.run(number, host, port);
     if r.time_to_ready_seconds.is_none() {
         // Said here too: a run that cannot connect has no result to carry the record.
         progress.suspend(|| {
@@ -140,7 +143,7 @@ fn reset_before(
 
 /// The text after `--repeat` runs: the mean and its 95% confidence interval of the headline
 /// figures over the counted runs, rates in the test's `-f`.
-struct RepeatStatistics(netchar_model::units::RateFormat);
+pub(crate) struct RepeatStatistics(pub(crate) netchar_model::units::RateFormat);
 
 impl netchar_report::Reporter for RepeatStatistics {
     fn on_finish(&mut self, _result: &netchar_model::TestResult) -> String {

@@ -201,7 +201,9 @@ fn flags_nc_test_cannot_honour_are_refused_before_any_traffic() {
         vec!["udp", "127.0.0.1", "--proto", "nc-test", "-b", "10M"],
         vec!["tcp", "127.0.0.1", "--proto", "nc-test", "-t", "5"],
         vec!["echo", "127.0.0.1", "--proto", "nc-test", "--pattern", "10x64,20x128"],
-        vec!["echo", "127.0.0.1", "--proto", "nc-test", "--expect", "rr.latency_us.p99 <= 5"],
+        vec!["echo", "127.0.0.1", "--proto", "nc-test", "--pattern", "10x64", "--nft-counter", "inet t c"],
+        // A gate on a figure the test will not have is refused before it runs.
+        vec!["echo", "127.0.0.1", "--proto", "nc-test", "--pattern", "10x64", "--expect", "up.receiver.bytes >= 1"],
         // bwsweep has no --proto at all: clap's one line.
         vec!["suite", "bwsweep", "127.0.0.1", "--proto", "nc-test"],
     ] {
@@ -210,6 +212,63 @@ fn flags_nc_test_cannot_honour_are_refused_before_any_traffic() {
         assert!(run.stderr.contains("nc") || run.stderr.contains("'--proto'"), "{args:?}: {}", run.stderr);
         assert_eq!(run.stderr.trim().lines().count(), 1, "{args:?}: one line: {}", run.stderr);
     }
+}
+
+/// A single test runs as any test does through the engine's repeat job: a warm-up run, then
+/// counted runs each headed and saved as it ends with the slave's exact counts, the target's
+/// console read around each, the statistics over the counted runs, and the gates judged on
+/// them (exit 1 on a miss).
+#[test]
+fn a_single_test_repeats_saves_reads_the_console_and_is_judged() {
+    let (server, ctrl, data) = slave("127.0.0.1");
+    let dir = std::env::temp_dir().join(format!("netchar-nc-test-repeat-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let save = dir.to_str().unwrap();
+    let console = "echo board up; sleep 30";
+    let args = ["echo", "--udp", "--pattern", "120x256", "--warmup", "1", "--repeat", "2", "--save", save];
+    let gates = ["--expect", "rr.transactions_per_second >= 1", "--console-cmd", console];
+    let run = master("127.0.0.1", ctrl, data, &[&args[..], &gates[..]].concat());
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    let headings: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("=== ")).collect();
+    assert_eq!(headings.len(), 4, "three runs and the statistics: {}", run.stdout);
+    assert!(headings[0].contains("warm-up"), "{headings:?}");
+    assert_eq!(run.stdout.matches("   slave sent 120, recvd 120").count(), 3, "{}", run.stdout);
+    assert!(run.stdout.contains("rr.transactions_per_second: "), "{}", run.stdout);
+    // Every run reached the slave, whose log counts each buffer both ways.
+    let mut logged = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while logged.len() < 3 && std::time::Instant::now() < deadline {
+        logged
+            .extend(server.log_lines(Duration::from_millis(200)).into_iter().filter(|l| l.starts_with("nc-test test")));
+    }
+    assert_eq!(logged.len(), 3, "{logged:?}");
+    assert!(logged.iter().all(|l| l.contains(&format!("received {} bytes", 120 * (256 + 16)))), "{logged:?}");
+    // The counted runs only, each with the slave's record and the console's line.
+    let mut saved: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    saved.sort();
+    assert_eq!(saved.len(), 2, "{saved:?}");
+    for path in &saved {
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(r["test"]["protocol"], "nc-test");
+        assert_eq!(u(&r["streams"][0]["rr"]["transactions"]), 120, "{}", path.display());
+        assert_eq!(u(&r["streams"][0]["bytes"]), 120 * 272);
+        let lines = r["console"]["lines"].as_array().expect("the console's lines");
+        assert!(lines.iter().any(|l| l["text"] == "board up"), "{}", r["console"]);
+    }
+    // A gate no loopback can meet: the runs are reported, then one line and exit 1.
+    let miss = master(
+        "127.0.0.1",
+        ctrl,
+        data,
+        &["echo", "--udp", "--pattern", "20x64", "--repeat", "2", "--json", "--expect", "rr.latency_us.p50 <= 0.001"],
+    );
+    assert_eq!(miss.code, 1, "{}", miss.stderr);
+    assert!(miss.stderr.contains("expectation not met: rr.latency_us.p50 <= 0.001 (measured "), "{}", miss.stderr);
+    let runs: Value = serde_json::from_str(&miss.stdout).unwrap_or_else(|e| panic!("{e}: {}", miss.stdout));
+    let runs = runs.as_array().expect("--repeat with --json: one array");
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| u(&r["streams"][0]["rr"]["transactions"]) == 20), "{runs:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// One test of the suite's text output: the stock master's lines from its `Start` line on.

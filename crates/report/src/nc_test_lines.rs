@@ -135,9 +135,18 @@ impl crate::Reporter for NcTestLinesReporter {
     fn on_line(&mut self, line: &str) -> String {
         format!("{line}\n")
     }
-    /// The user's commands around the test (`--step-cmd`), a line each.
+    /// A run of `--repeat` or `--warmup`, headed as the text reporter heads it.
+    fn on_section(&mut self, title: &str) -> String {
+        format!("=== {title}\n")
+    }
+    /// The user's commands around the test (`--step-cmd`), a line each, and the target's
+    /// console read around it (`--console`), as the text reporter shows it.
     fn on_finish(&mut self, result: &TestResult) -> String {
-        crate::hooks::hook_text(result)
+        let mut out = crate::hooks::hook_text(result);
+        if let Some(c) = &result.console {
+            out.push_str(&crate::console::console_lines(c));
+        }
+        out
     }
     /// Saved results keep no master lines: netchar's own line per test, as `netchar echo`
     /// prints them.
