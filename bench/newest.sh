@@ -177,6 +177,20 @@ tools_of() { # CASE -> TOOLS (those present)
   TOOLS=("${t[@]}")
 }
 
+# conntrack_room WHAT: a crr run makes a connection per transaction, and where the kernel tracks
+# connections (any nft/iptables NAT rule loads nf_conntrack; a container runtime's do), each stays
+# in the table for 120 s after it closed. crr runs back to back (CASES=crr) fill it, and a full
+# table drops new connections' SYNs: the next run fails to connect, whichever tool it is. So a
+# crr run waits (at most 130 s) until the table is at most half full, and the wait is noted.
+conntrack_room() {
+  local count=/proc/sys/net/netfilter/nf_conntrack_count max=/proc/sys/net/netfilter/nf_conntrack_max
+  [ -r "$count" ] && [ -r "$max" ] || return 0
+  local m waited=0; m=$(cat "$max")
+  while [ "$(cat "$count")" -gt $((m / 2)) ] && [ "$waited" -lt 130 ]; do sleep 1; waited=$((waited + 1)); done
+  [ "$waited" -gt 0 ] && note "$1: waited ${waited} s for the connection-tracking table to be at most half full ($(cat "$count") of $m entries)"
+  return 0
+}
+
 # run_one ROUND CASE TOOL: one client run; appends "round case tool status value p50 p99 placement
 # notes" to RES (value: Gbit/s, received datagrams/s or transactions/s).
 run_one() {
@@ -226,6 +240,7 @@ run_one() {
     printf '%s\t%s\t%s\tFAIL\t\t\t\t\tserver down\n' "$r" "$c" "$t" >> "$RES"; return
   fi
   [ "$PIN" = 1 ] && [[ $t != udp_ref* ]] && args=(taskset -c "$C" "${args[@]}")
+  [ "$kind" = crr ] && conntrack_room "round $r $c $t"
   echo "${args[*]}" > "$base.cmd"
   local n0=0; [ "$t" = iperf2 ] && n0=$(wc -l < "$WORK/srv.i2.out")
   timed "$base.out" "$base.err" "${args[@]}"

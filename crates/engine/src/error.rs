@@ -95,12 +95,14 @@ pub enum ClientError {
         peer: Option<&'static str>,
     },
     /// No answer to the connect.
-    #[error("could not reach {addr} within {secs:.0} s (host down, wrong address or filtered?); raise --connect-timeout if the path is slow")]
+    #[error("could not reach {addr} within {secs:.0} s (host down, wrong address or filtered?); raise --connect-timeout if the path is slow{hint}")]
     Unreachable {
         /// Where.
         addr: String,
         /// The limit.
         secs: f64,
+        /// What this host knows of why: its connection-tracking table full, or nothing.
+        hint: String,
     },
     /// Another connect failure.
     #[error("cannot connect to {addr}: {source}")]

@@ -236,9 +236,11 @@ fn resolve(cfg: &ClientConfig) -> Result<Vec<SocketAddr>, ClientError> {
 fn connect_error(addr: SocketAddr, e: io::Error, timeout: Duration) -> ClientError {
     match e.kind() {
         io::ErrorKind::ConnectionRefused => ClientError::Refused { addr: addr.to_string(), peer: None },
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
-            ClientError::Unreachable { addr: addr.to_string(), secs: timeout.as_secs_f64() }
-        }
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => ClientError::Unreachable {
+            addr: addr.to_string(),
+            secs: timeout.as_secs_f64(),
+            hint: netchar_sys::proc_net::conntrack_full_hint().unwrap_or_default(),
+        },
         _ => ClientError::Connect { addr: addr.to_string(), source: e },
     }
 }

@@ -1114,6 +1114,10 @@ pub(super) fn crr_requester(
                     ),
                 ))
             }
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                let hint = netchar_sys::proc_net::conntrack_full_hint().unwrap_or_default();
+                break Err(io::Error::new(e.kind(), format!("{e}{hint}")));
+            }
             Err(e) => break Err(e),
         };
         connects.record((Instant::now() - t0).as_nanos() as u64);
@@ -1235,7 +1239,10 @@ pub(super) fn crr_responder(
                 Err(_) => break,
             }
         }
-        let answer = |b: &[u8]| (&stream).write_all(b);
+        // The answer goes out with the close: sent with MSG_MORE it waits in the socket, and
+        // close() puts the FIN on its last segment (tcp_send_fin), so the client reads the
+        // answer and the end of the connection from one segment.
+        let answer = |b: &[u8]| send_all_more(&stream, b);
         if got as u64 == opts.request_bytes && response.write_with(opts.response_bytes as usize, answer).is_ok() {
             answered += 1;
             last_answer = Some(Instant::now());
@@ -1246,6 +1253,20 @@ pub(super) fn crr_responder(
         shared.packets.store(answered, Ordering::Release);
     }
     store_end(shared, last_answer);
+    Ok(())
+}
+
+/// All of `b` on `stream` with MSG_MORE: held until more data, or the FIN, fills the segment.
+fn send_all_more(stream: &TcpStream, mut b: &[u8]) -> io::Result<()> {
+    let socket = socket2::SockRef::from(stream);
+    while !b.is_empty() {
+        match socket.send_with_flags(b, libc::MSG_MORE) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => b = &b[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok(())
 }
 
