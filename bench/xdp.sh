@@ -2,7 +2,11 @@
 # bench/xdp.sh — 64-byte datagrams per second on one core: the AF_XDP sender (--xdp) against
 # netchar's kernel path (UDP GSO, and --no-gso), on a veth pair between two namespaces.
 #
-# Both send into a sink (--proto sink) whose far veth end runs `netchar xdp-count`: an XDP
+# Beside them, the ceiling: bench/ref/xdp_live.c (built with gcc) puts the same frame onto the
+# veth over and over through the kernel's XDP live-frames mode, a redirect with no socket and no
+# socket buffer per frame, the most one core can offer this veth.
+#
+# All send into a sink (--proto sink) whose far veth end runs `netchar xdp-count`: an XDP
 # program that counts and drops the datagrams in the driver, so the receiving side costs as
 # little as it can and the count is the receiving interface's own. The sending process is held
 # to one CPU (taskset), the counter to the other. Each run's figures:
@@ -19,6 +23,7 @@
 #   netchar udp 10.203.0.2 -p 9000 --proto sink -l 64 -b 0 -t D -i 0 --json                 (kernel, GSO)
 #   netchar udp 10.203.0.2 -p 9000 --proto sink -l 64 -b 0 -t D -i 0 --json --no-gso        (kernel, no GSO)
 #   netchar udp 10.203.0.2 -p 9000 --proto sink -l 64 -b 0 -t D -i 0 --json --xdp xdpb0     (AF_XDP)
+#   xdp_live xdpb0 MAC_B MAC_A 10.203.0.1 10.203.0.2 D                                      (ceiling)
 # and in namespace B, pinned to CPU $COUNT_CPU, around each run:
 #   netchar xdp-count xdpb1 -p 9000 --json      (ended by SIGINT after the sender exits)
 #
@@ -66,6 +71,14 @@ ip -n "$NSA" neigh replace 10.203.0.2 lladdr "$MAC_B" dev xdpb0 nud permanent
 
 CASES=(gso nogso xdp)
 declare -A FLAGS=([gso]="" [nogso]="--no-gso" [xdp]="--xdp xdpb0")
+# The ceiling: the kernel's XDP live-frames mode redirecting one frame to the veth over and over
+# (bench/ref/xdp_live.c), no socket buffer per frame. Left out, with a line, without gcc.
+if command -v gcc >/dev/null && gcc -O2 -o "$WORK/xdp_live" "$ROOT/bench/ref/xdp_live.c" 2> "$WORK/xdp_live.gcc"; then
+  CASES+=(live)
+  MAC_A=$(ip -n "$NSA" -br link show xdpb0 | awk '{print $3}')
+else
+  echo "xdp.sh: no gcc (or bench/ref/xdp_live.c did not build): the live-frames ceiling is left out" >&2
+fi
 FAILED=0
 : > "$WORK/runs.tsv"
 
@@ -75,16 +88,22 @@ run_case() {
   ip netns exec "$NSB" taskset -c "$COUNT_CPU" "$BIN" xdp-count xdpb1 -p 9000 --json > "$out.count" 2> "$out.count.err" &
   local counter=$!
   for _ in $(seq 100); do grep -q "counting and dropping" "$out.count.err" 2>/dev/null && break; sleep 0.05; done
-  # shellcheck disable=SC2086
-  ip netns exec "$NSA" taskset -c "$SEND_CPU" "$BIN" udp 10.203.0.2 -p 9000 --proto sink -l 64 -b 0 \
-    -t "$DUR" -i 0 --json ${FLAGS[$name]} > "$out.json" 2> "$out.err"
+  if [ "$name" = live ]; then
+    ip netns exec "$NSA" taskset -c "$SEND_CPU" "$WORK/xdp_live" xdpb0 "$MAC_B" "$MAC_A" 10.203.0.1 10.203.0.2 \
+      "$DUR" > "$out.json" 2> "$out.err"
+  else
+    # shellcheck disable=SC2086
+    ip netns exec "$NSA" taskset -c "$SEND_CPU" "$BIN" udp 10.203.0.2 -p 9000 --proto sink -l 64 -b 0 \
+      -t "$DUR" -i 0 --json ${FLAGS[$name]} > "$out.json" 2> "$out.err"
+  fi
   local rc=$?
   kill -INT "$counter"; wait "$counter"
   if [ $rc != 0 ]; then echo "xdp.sh: $name round $round failed: $(tail -1 "$out.err")" >&2; FAILED=1; return; fi
   python3 - "$name" "$round" "$out.json" "$out.count" >> "$WORK/runs.tsv" <<'EOF' || FAILED=1
 import json, sys
 name, rnd, result, count = sys.argv[1:]
-s = json.load(open(result))["summary"]["up"]["sender"]
+r = json.load(open(result))
+s = r if name == "live" else r["summary"]["up"]["sender"]
 c = json.load(open(count))
 sent, counted, secs = s["packets"], c["packets"], s["seconds"]
 if counted > sent:
@@ -108,21 +127,22 @@ for name, rnd, sent, counted, lost in rows:
     rate.setdefault(name, {})[int(rnd)] = float(counted)
     sent_rate.setdefault(name, []).append(float(sent))
     dropped.setdefault(name, []).append(int(lost))
-label = {"gso": "kernel path, UDP GSO", "nogso": "kernel path, --no-gso", "xdp": "AF_XDP (--xdp, copy mode)"}
+label = {"gso": "kernel path, UDP GSO", "nogso": "kernel path, --no-gso", "xdp": "AF_XDP (--xdp, copy mode)",
+         "live": "ceiling: XDP live frames (bench/ref/xdp_live.c)"}
 print(f"64-byte datagrams/s sent on one core into an XDP sink on a veth pair, {sys.argv[2]} rounds x {sys.argv[3]} s")
 print("(counted by the sink's XDP program; 'sent' is the sender's own count)\n")
 print("| sender | counted M/s, median | range | sent M/s, median | sent but not counted, per run |")
 print("|---|---|---|---|---|")
-for name in ("gso", "nogso", "xdp"):
+for name in ("gso", "nogso", "xdp", "live"):
     v = list(rate.get(name, {}).values())
     if v:
         print(f"| {label[name]} | {statistics.median(v) / 1e6:.3f} | {min(v) / 1e6:.3f}–{max(v) / 1e6:.3f} "
               f"| {statistics.median(sent_rate[name]) / 1e6:.3f} | {', '.join(map(str, dropped[name]))} |")
 print()
-for base in ("gso", "nogso"):
-    ratios = [rate["xdp"][r] / rate[base][r] for r in rate.get("xdp", {}) if r in rate.get(base, {})]
+for top, base in (("xdp", "gso"), ("xdp", "nogso"), ("live", "gso"), ("live", "nogso"), ("live", "xdp")):
+    ratios = [rate[top][r] / rate[base][r] for r in rate.get(top, {}) if r in rate.get(base, {})]
     if ratios:
-        print(f"AF_XDP / {label[base]}: {statistics.median(ratios):.2f} "
+        print(f"{label[top]} / {label[base]}: {statistics.median(ratios):.2f} "
               f"({min(ratios):.2f}–{max(ratios):.2f}) over {len(ratios)} rounds")
 EOF
 exit $FAILED
