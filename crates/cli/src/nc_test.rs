@@ -25,8 +25,7 @@ use crate::progress::Progress;
 use crate::reporters::Reporters;
 use anyhow::{bail, Result};
 use netchar_engine::jobs::ecos::{master_sequence, run_master};
-use netchar_engine::jobs::repeat::{self, Ended, Repeat, Run, RunOutcome};
-use netchar_engine::jobs::sink::JobEvent;
+use netchar_engine::jobs::repeat::{Ended, Repeat, Run, RunOutcome};
 use netchar_engine::peers::nc_test::{spec_for, MasterConfig, MasterPlan};
 use netchar_engine::protocols::ProtoChoice;
 use netchar_engine::StopFlag;
@@ -222,32 +221,9 @@ fn single(
         };
         Ok(RunOutcome { result, ended })
     };
-    let mut saved = 0;
-    let mut on_event = |event: JobEvent<'_>| -> Result<()> {
-        match event {
-            JobEvent::Progress(what) => progress.set_current(what),
-            JobEvent::Section(title) => reporters.borrow_mut().emit(&progress, |r| r.on_section(title))?,
-            JobEvent::Result(r) => {
-                saved += 1;
-                if let Some(dir) = &out.save {
-                    crate::save::save_run(dir, r, saved)?;
-                }
-            }
-            JobEvent::TestStart(_) | JobEvent::Uncounted(_) | JobEvent::Skipped(_) => {}
-        }
-        Ok(())
-    };
-    let outcome = repeat::run(&repeat, stop, run_one, &mut on_event)?;
-    if repeat.total() > 1 {
-        reporters.borrow_mut().emit(&progress, |r| r.on_job_end(&outcome.counted))?;
-    }
-    let code = match outcome.ended {
-        Ended::Completed => crate::exit::OK,
-        Ended::Failed => crate::exit::ERROR,
-        Ended::Interrupted => crate::exit::INTERRUPTED,
-    };
+    let (counted, code) = crate::repeat::run_job(&out, &repeat, stop, &reporters, &progress, run_one)?;
     progress.suspend(|| {
-        if code == crate::exit::OK && !outcome.counted.is_empty() && !crate::gate::gates_hold(&out, &outcome.counted)? {
+        if code == crate::exit::OK && !counted.is_empty() && !crate::gate::gates_hold(&out, &counted)? {
             return Ok(crate::exit::GATE);
         }
         Ok(code)

@@ -79,6 +79,31 @@ pub(crate) fn run_collecting(
         };
         Ok(RunOutcome { result, ended })
     };
+    let (kept, mut code) = run_job(out, &repeat, stop, &reporters, progress, run_one)?;
+    // The tail prints under the progress line of this job (or of the plan around it).
+    progress.suspend(|| {
+        if let Some(collect) = collect {
+            collect.extend(kept.iter().cloned());
+        }
+        if code == crate::exit::OK && !kept.is_empty() && !crate::gate::gates_hold(out, &kept)? {
+            code = crate::exit::GATE;
+        }
+        Ok(code)
+    })
+}
+
+/// The engine's repeat job over `run_one`, as every single test runs (nc_test's too): each
+/// run's heading through the reporters, each counted result saved (`--save`) as its run ends,
+/// the job's end through the reporters. Returns the counted results and the exit status the
+/// runs earned; the gates over them are the caller's.
+pub(crate) fn run_job(
+    out: &crate::plan::Output,
+    repeat: &Repeat,
+    stop: &StopFlag,
+    reporters: &std::cell::RefCell<Reporters>,
+    progress: &Progress,
+    run_one: impl FnMut(&Run) -> Result<RunOutcome>,
+) -> Result<(Vec<netchar_model::TestResult>, u8)> {
     let mut saved = 0;
     let mut on_event = |event: JobEvent<'_>| -> Result<()> {
         match event {
@@ -95,26 +120,16 @@ pub(crate) fn run_collecting(
         }
         Ok(())
     };
-    let outcome = repeat::run(&repeat, stop, run_one, &mut on_event)?;
-    let kept = outcome.counted;
+    let outcome = repeat::run(repeat, stop, run_one, &mut on_event)?;
     if repeat.total() > 1 {
-        reporters.borrow_mut().emit(progress, |r| r.on_job_end(&kept))?;
+        reporters.borrow_mut().emit(progress, |r| r.on_job_end(&outcome.counted))?;
     }
-    let mut code = match outcome.ended {
+    let code = match outcome.ended {
         Ended::Completed => crate::exit::OK,
         Ended::Failed => crate::exit::ERROR,
         Ended::Interrupted => crate::exit::INTERRUPTED,
     };
-    // The tail prints under the progress line of this job (or of the plan around it).
-    progress.suspend(|| {
-        if let Some(collect) = collect {
-            collect.extend(kept.iter().cloned());
-        }
-        if code == crate::exit::OK && !kept.is_empty() && !crate::gate::gates_hold(out, &kept)? {
-            code = crate::exit::GATE;
-        }
-        Ok(code)
-    })
+    Ok((outcome.counted, code))
 }
 
 /// `--reset-cmd` before run `number` (1-based, warm-up runs counted) of a test of the server
