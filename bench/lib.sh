@@ -228,6 +228,9 @@ start_server() {
   SRV_OUT=${2:-$WORK/srv.$n.out}; SRV_ERR=${3:-$WORK/srv.$n.err}
   server_cmd "$n"
   n0=$(cat "$SRV_ERR" 2>/dev/null | wc -l)
+  # The log exists before the server does: the first readiness check may run before the
+  # background redirection below has created it.
+  : >> "$SRV_ERR"
   timeout -k 2 "${4:-$SERVER_TO}" "${CMD[@]}" >> "$SRV_OUT" 2>> "$SRV_ERR" &
   TPID[$n]=$!
   for ((i = 0; i < 100; i++)); do          # up to 5 s to come up
