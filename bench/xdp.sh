@@ -23,6 +23,7 @@
 #   netchar udp 10.203.0.2 -p 9000 --proto sink -l 64 -b 0 -t D -i 0 --json                 (kernel, GSO)
 #   netchar udp 10.203.0.2 -p 9000 --proto sink -l 64 -b 0 -t D -i 0 --json --no-gso        (kernel, no GSO)
 #   netchar udp 10.203.0.2 -p 9000 --proto sink -l 64 -b 0 -t D -i 0 --json --xdp xdpb0     (AF_XDP)
+#   netchar udp ... --xdp xdpb0 --xdp-live --no-udp-checksum                                (live frames)
 #   xdp_live xdpb0 MAC_B MAC_A 10.203.0.1 10.203.0.2 D                                      (ceiling)
 # and in namespace B, pinned to CPU $COUNT_CPU, around each run:
 #   netchar xdp-count xdpb1 -p 9000 --json      (ended by SIGINT after the sender exits)
@@ -69,8 +70,8 @@ ip -n "$NSB" link set xdpb1 up
 MAC_B=$(ip -n "$NSB" -br link show xdpb1 | awk '{print $3}')
 ip -n "$NSA" neigh replace 10.203.0.2 lladdr "$MAC_B" dev xdpb0 nud permanent
 
-CASES=(gso nogso xdp)
-declare -A FLAGS=([gso]="" [nogso]="--no-gso" [xdp]="--xdp xdpb0")
+CASES=(gso nogso xdp nclive)
+declare -A FLAGS=([gso]="" [nogso]="--no-gso" [xdp]="--xdp xdpb0" [nclive]="--xdp xdpb0 --xdp-live --no-udp-checksum")
 # The ceiling: the kernel's XDP live-frames mode redirecting one frame to the veth over and over
 # (bench/ref/xdp_live.c), no socket buffer per frame. Left out, with a line, without gcc.
 if command -v gcc >/dev/null && gcc -O2 -o "$WORK/xdp_live" "$ROOT/bench/ref/xdp_live.c" 2> "$WORK/xdp_live.gcc"; then
@@ -128,18 +129,19 @@ for name, rnd, sent, counted, lost in rows:
     sent_rate.setdefault(name, []).append(float(sent))
     dropped.setdefault(name, []).append(int(lost))
 label = {"gso": "kernel path, UDP GSO", "nogso": "kernel path, --no-gso", "xdp": "AF_XDP (--xdp, copy mode)",
-         "live": "ceiling: XDP live frames (bench/ref/xdp_live.c)"}
+         "nclive": "netchar --xdp-live (live frames, stamped)", "live": "ceiling: XDP live frames (bench/ref/xdp_live.c)"}
 print(f"64-byte datagrams/s sent on one core into an XDP sink on a veth pair, {sys.argv[2]} rounds x {sys.argv[3]} s")
 print("(counted by the sink's XDP program; 'sent' is the sender's own count)\n")
 print("| sender | counted M/s, median | range | sent M/s, median | sent but not counted, per run |")
 print("|---|---|---|---|---|")
-for name in ("gso", "nogso", "xdp", "live"):
+for name in ("gso", "nogso", "xdp", "nclive", "live"):
     v = list(rate.get(name, {}).values())
     if v:
         print(f"| {label[name]} | {statistics.median(v) / 1e6:.3f} | {min(v) / 1e6:.3f}–{max(v) / 1e6:.3f} "
               f"| {statistics.median(sent_rate[name]) / 1e6:.3f} | {', '.join(map(str, dropped[name]))} |")
 print()
-for top, base in (("xdp", "gso"), ("xdp", "nogso"), ("live", "gso"), ("live", "nogso"), ("live", "xdp")):
+for top, base in (("xdp", "gso"), ("xdp", "nogso"), ("nclive", "gso"), ("nclive", "nogso"), ("live", "gso"),
+                  ("live", "nclive")):
     ratios = [rate[top][r] / rate[base][r] for r in rate.get(top, {}) if r in rate.get(base, {})]
     if ratios:
         print(f"{label[top]} / {label[base]}: {statistics.median(ratios):.2f} "

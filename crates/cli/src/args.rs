@@ -439,6 +439,12 @@ pub(crate) struct UdpArgs {
     /// QUEUE+k-1. Client to server only.
     #[arg(long, value_name = "IFACE[:QUEUE]")]
     pub(crate) xdp: Option<String>,
+    /// With --xdp: send through the kernel's XDP live-frames mode instead of an AF_XDP socket:
+    /// an XDP program writes each frame's sequence number and send time and redirects it to
+    /// the interface, with no socket buffer per frame. IPv4 with --no-udp-checksum, one
+    /// datagram length, netchar's constant payload.
+    #[arg(long = "xdp-live", requires = "xdp")]
+    pub(crate) xdp_live: bool,
 }
 
 /// `netchar rr`.

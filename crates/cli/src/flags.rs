@@ -41,7 +41,7 @@ pub(crate) fn xdp_send(value: &str) -> Result<netchar_model::XdpSend, UsageError
         return usage(format!("--xdp {value:?}: no interface; expected IFACE or IFACE:QUEUE, e.g. --xdp eth0"));
     }
     netchar_sys::xdp::XdpTx::check(interface).map_err(|e| UsageError(e.to_string()))?;
-    Ok(netchar_model::XdpSend { interface: interface.to_string(), queue })
+    Ok(netchar_model::XdpSend { interface: interface.to_string(), queue, live: false })
 }
 
 /// `--xdp` sends from this client's own sender, through netchar's datagram format: not from a

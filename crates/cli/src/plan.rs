@@ -305,6 +305,24 @@ impl TcpPlan {
         u.gro = a.gro;
         u.no_checksum = a.no_udp_checksum;
         u.xdp = a.xdp.as_deref().map(crate::flags::xdp_send).transpose()?;
+        if let Some(x) = u.xdp.as_mut().filter(|_| a.xdp_live) {
+            // The program stamps two header fields and leaves the rest of the frame as built.
+            if !a.no_udp_checksum {
+                return usage(
+                    "--xdp-live: the XDP program does not recompute the UDP checksum; add --no-udp-checksum (IPv4)"
+                        .into(),
+                );
+            }
+            if a.pattern.is_some() || a.common.payload.given() {
+                return usage("--xdp-live: every frame is one template of one length and netchar's constant payload; not with --pattern, --payload or --verify".into());
+            }
+            // Each call into the kernel's live-frames mode sets up and tears down a page pool
+            // (milliseconds): it sends in large calls and cannot keep a schedule.
+            if !matches!(u.rate, UdpRate::Unlimited) {
+                return usage("--xdp-live: sends flat out in large calls into the kernel; give -b 0".into());
+            }
+            x.live = true;
+        }
         let mut plan = Self::with_common(spec, &a.common, Command::Udp)?;
         if a.xdp.is_some() {
             crate::flags::xdp_fits(plan.client.spec.direction, a.common.proto.protocol().name())?;

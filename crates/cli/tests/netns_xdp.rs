@@ -103,7 +103,11 @@ fn to_server(link: &Link, port: u16, dest: &str, args: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("netchar server did not start in {}: {e}", link.b.name()));
     let mut cmd = link.a.command(bin);
     let payload = PAYLOAD.to_string();
-    cmd.args(["udp", dest, "-p", &port_s, "--xdp", DEV_A, "-l", &payload, "-t", "1", "-i", "0", "--json"]);
+    cmd.args(["udp", dest, "-p", &port_s, "--xdp", DEV_A, "-l", &payload, "-i", "0", "--json"]);
+    // One second, unless the test gives a count (-n).
+    if !args.contains(&"-n") {
+        cmd.args(["-t", "1"]);
+    }
     cmd.args(args);
     let shown = format!("{cmd:?}");
     let run = netns::run_with_timeout(cmd, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
@@ -166,6 +170,73 @@ fn xdp_loss_is_exactly_what_a_random_drop_rule_dropped() {
     assert_eq!(sent, received + lost, "{up}");
 }
 
+/// `netchar xdp-count DEV_B -p PORT --json` in namespace b: stdout (the totals) goes to the
+/// file returned, Server::spawn reading stderr's ready line; the shell execs the counter, so
+/// the pid [`stop_sink`] signals is the counter's.
+fn start_sink(link: &Link, port: &str, what: &str) -> (Server, std::path::PathBuf) {
+    let bin = env!("CARGO_BIN_EXE_netchar");
+    let out_path = std::env::temp_dir().join(format!("netchar-xdp-count-{}-{what}", std::process::id()));
+    let mut counter = link.b.command("sh");
+    let script = format!("exec \"$0\" xdp-count {DEV_B} -p {port} --json > \"$1\"");
+    counter.args(["-c", &script, bin, out_path.to_str().unwrap()]);
+    let sink = Server::spawn(counter, "counting and dropping", Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("xdp-count did not start: {e}"));
+    (sink, out_path)
+}
+
+/// Ends the count with Ctrl-C, as a user ends it; its totals.
+fn stop_sink(mut sink: Server, out_path: &std::path::Path, what: &str) -> Value {
+    let pid = sink.child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let status = sink.child.wait_timeout(Duration::from_secs(10));
+    assert!(status.is_some_and(|s| s.success()), "{what}: xdp-count after Ctrl-C: {status:?}\n{}", sink.stderr());
+    let counted: Value = serde_json::from_str(&std::fs::read_to_string(out_path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(out_path);
+    counted
+}
+
+/// `--xdp-live`: the kernel's XDP live-frames mode sends, the XDP program writing each frame's
+/// sequence number and send time. Flat out into the sink, `xdp-count` and the far end's rx
+/// counter count exactly what the program sent; a counted run to a netchar server (the sink's
+/// program, still attached, passes other ports on: veth takes redirected frames only for a peer
+/// with XDP) arrives whole, in order, every datagram also counted at the ingress hook.
+#[test]
+fn the_live_frames_sender_is_counted_exactly_by_the_sink_and_the_receiver() {
+    let Some(link) = quiet_link() else { return };
+    let bin = env!("CARGO_BIN_EXE_netchar");
+    let b4 = link.b_ip.to_string();
+    let (sink, out_path) = start_sink(&link, "9000", "live");
+    let rx_before = link_stat(&link.b, DEV_B, "rx_packets");
+    let mut cmd = link.a.command(bin);
+    cmd.args(["udp", &b4, "-p", "9000", "--proto", "sink", "--xdp", DEV_A, "--xdp-live", "--no-udp-checksum"]);
+    cmd.args(["-b", "0", "-l", &PAYLOAD.to_string(), "-t", "1", "-i", "0", "--json"]);
+    let shown = format!("{cmd:?}");
+    let run = netns::run_with_timeout(cmd, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(run.status.is_some_and(|s| s.success()), "{shown}: {:?}\n{}", run.status, run.stderr);
+    let r: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    let rx = link_stat(&link.b, DEV_B, "rx_packets") - rx_before;
+    let sent = u(&r["summary"]["up"]["sender"]["packets"]);
+    assert!(sent > 10_000, "{}", r["summary"]);
+    assert_eq!(r["method"]["send"], "xdp_live", "{}", r["method"]);
+    assert_eq!(rx, sent, "{DEV_B}'s rx_packets vs sent");
+
+    let port = 5412;
+    count_data_at_ingress(&link.b, port).unwrap_or_else(|e| panic!("{e}"));
+    let before = ingress_packets(&link.b);
+    let bytes = (1000 * PAYLOAD).to_string();
+    let r = to_server(&link, port, &b4, &["--xdp-live", "--no-udp-checksum", "-b", "0", "-n", &bytes]);
+    let counted_in = ingress_packets(&link.b) - before;
+    let counted = stop_sink(sink, &out_path, "live");
+    assert_eq!(u(&counted["packets"]), sent, "xdp-count vs sent into the sink: {counted}");
+    let up = &r["summary"]["up"];
+    assert_eq!(u(&up["sender"]["packets"]), 1000, "{up}");
+    assert_eq!(u(&up["receiver"]["packets"]), 1000, "{up}");
+    assert_eq!(u(&up["receiver"]["lost"]), 0, "{up}");
+    assert_eq!(u(&up["receiver"]["out_of_order"]), 0, "sequence numbers as the program wrote them: {up}");
+    assert_eq!(counted_in, 1000, "{DEV_B}'s ingress count of data datagrams");
+    assert_eq!(r["method"]["udp_checksum"], false);
+}
+
 #[test]
 fn the_xdp_sink_counts_every_datagram_the_xdp_sender_sent() {
     let Some(link) = quiet_link() else { return };
@@ -173,14 +244,7 @@ fn the_xdp_sink_counts_every_datagram_the_xdp_sender_sent() {
     let port = "9000";
     let b4 = link.b_ip.to_string();
     for (what, dest) in [("IPv4", b4.as_str()), ("IPv6", B6)] {
-        // stdout (the totals) goes to a file, Server::spawn reading stderr's ready line; the
-        // shell execs the counter, so the pid signalled below is the counter's.
-        let out_path = std::env::temp_dir().join(format!("netchar-xdp-count-{}-{what}", std::process::id()));
-        let mut counter = link.b.command("sh");
-        let script = format!("exec \"$0\" xdp-count {DEV_B} -p {port} --json > \"$1\"");
-        counter.args(["-c", &script, bin, out_path.to_str().unwrap()]);
-        let mut sink = Server::spawn(counter, "counting and dropping", Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("xdp-count did not start: {e}"));
+        let (sink, out_path) = start_sink(&link, port, what);
         let rx_before = link_stat(&link.b, DEV_B, "rx_packets");
         let mut cmd = link.a.command(bin);
         let payload = PAYLOAD.to_string();
@@ -191,13 +255,7 @@ fn the_xdp_sink_counts_every_datagram_the_xdp_sender_sent() {
         assert!(run.status.is_some_and(|s| s.success()), "{shown}: {:?}\n{}", run.status, run.stderr);
         let r: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
         let rx = link_stat(&link.b, DEV_B, "rx_packets") - rx_before;
-        // Ctrl-C ends the count, as a user ends it.
-        let pid = sink.child.id().to_string();
-        assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
-        let status = sink.child.wait_timeout(Duration::from_secs(10));
-        assert!(status.is_some_and(|s| s.success()), "{what}: xdp-count after Ctrl-C: {status:?}\n{}", sink.stderr());
-        let counted: Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&out_path);
+        let counted = stop_sink(sink, &out_path, what);
         let sent = u(&r["summary"]["up"]["sender"]["packets"]);
         assert!(sent > 1000, "{what}: {}", r["summary"]);
         assert_eq!(u(&counted["packets"]), sent, "{what}: xdp-count vs sent: {counted}");

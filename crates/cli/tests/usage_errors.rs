@@ -53,6 +53,28 @@ fn flag_errors_are_one_line_naming_the_flag_the_value_and_the_help_to_read() {
 }
 
 /// What a command cannot honour is refused in one line that names the command that can.
+/// `--xdp-live` says what it cannot do before any socket or program: the checksum it does not
+/// write, a schedule it cannot keep, frames that are not one template, and --xdp it needs.
+#[test]
+fn xdp_live_refuses_what_its_program_cannot_do_in_one_line() {
+    let base = ["udp", "127.0.0.1", "--xdp", "lo", "--xdp-live"];
+    one_line_error(
+        &[&base[..], &["-b", "0"]].concat(),
+        "--xdp-live: the XDP program does not recompute the UDP checksum; add --no-udp-checksum",
+    );
+    one_line_error(
+        &[&base[..], &["--no-udp-checksum", "-b", "10M"]].concat(),
+        "--xdp-live: sends flat out in large calls into the kernel; give -b 0",
+    );
+    one_line_error(
+        &[&base[..], &["--no-udp-checksum", "-b", "0", "--pattern", "10x64"]].concat(),
+        "not with --pattern, --payload or --verify",
+    );
+    let (code, _, stderr) = netchar(&["udp", "127.0.0.1", "--xdp-live", "-b", "0"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--xdp <IFACE[:QUEUE]>"), "names the flag it needs: {stderr}");
+}
+
 #[test]
 fn echo_refuses_a_time_and_names_the_command_that_takes_one() {
     one_line_error(

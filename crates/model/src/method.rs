@@ -64,8 +64,8 @@ pub struct Method {
     pub pacing_quantum_us: Option<f64>,
     /// TCP senders: how the data left the sender (`copy`, or `--zerocopy`'s method at the end:
     /// `zerocopy`, `splice` or `copy`); several joined with `+` when streams differed. UDP
-    /// senders: `socket` (the kernel's UDP send path) or `af_xdp` (`--xdp`, whole frames
-    /// through an AF_XDP socket).
+    /// senders: `socket` (the kernel's UDP send path), `af_xdp` (`--xdp`, whole frames
+    /// through an AF_XDP socket) or `xdp_live` (`--xdp-live`, the kernel's XDP live frames).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send: Option<String>,
     /// TCP receivers: how the payload left the socket (`read`, or `msg_trunc` with

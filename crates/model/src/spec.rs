@@ -195,6 +195,11 @@ pub struct XdpSend {
     pub interface: String,
     /// Its transmit queue (0 unless given).
     pub queue: u32,
+    /// `--xdp-live`: the frames go out through the kernel's XDP live-frames mode (an XDP
+    /// program redirecting each to the interface, no socket buffer per frame) instead of an
+    /// AF_XDP socket. Left out of the JSON when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live: bool,
 }
 
 impl Default for UdpOptions {

@@ -32,6 +32,7 @@ pub mod udp;
 pub mod wake;
 pub mod xdp;
 pub mod xdp_count;
+pub mod xdp_live;
 pub mod zerocopy;
 
 use std::io;

@@ -23,8 +23,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use thiserror::Error;
 
 // bpf() commands, map and program types, attach type (linux/bpf.h).
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+pub(crate) const BPF_MAP_CREATE: libc::c_long = 0;
+pub(crate) const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
@@ -33,10 +33,10 @@ const BPF_XDP: u32 = 37;
 /// Attach flags (linux/if_link.h): the driver's own XDP hook, or the generic one.
 const XDP_FLAGS_SKB_MODE: u32 = 2;
 const XDP_FLAGS_DRV_MODE: u32 = 4;
-const XDP_DROP: i32 = 1;
+pub(crate) const XDP_DROP: i32 = 1;
 const XDP_PASS: i32 = 2;
 /// `bpf_map_lookup_elem`, helper 1.
-const HELPER_MAP_LOOKUP: i32 = 1;
+pub(crate) const HELPER_MAP_LOOKUP: i32 = 1;
 
 /// Why the counter could not be attached: one line naming the reason.
 #[derive(Debug, Error)]
@@ -150,7 +150,7 @@ impl XdpCounter {
 }
 
 /// The `bpf()` system call with an attribute struct of any size.
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
+pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
     // SAFETY: `attr` is a live, writable, zero-padded attribute struct of the size passed;
     // every pointer inside it points at memory live for the call.
     let ret = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>() as u32) };
@@ -160,7 +160,7 @@ fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
     Ok(ret)
 }
 
-fn owned(fd: libc::c_long) -> OwnedFd {
+pub(crate) fn owned(fd: libc::c_long) -> OwnedFd {
     // SAFETY: `fd` is a descriptor bpf() just returned, owned by nothing else.
     unsafe { OwnedFd::from_raw_fd(fd as i32) }
 }
@@ -194,9 +194,15 @@ struct ProgLoad {
 }
 
 fn load_program(insns: &[u64]) -> io::Result<OwnedFd> {
+    load_named(insns, b"netchar_count")
+}
+
+/// Loads an XDP program named `label` (at most 15 bytes), with the verifier's last line in
+/// the error when it refuses.
+pub(crate) fn load_named(insns: &[u64], label: &[u8]) -> io::Result<OwnedFd> {
     let license = b"Dual MIT/GPL\0";
     let mut name = [0u8; 16];
-    name[..13].copy_from_slice(b"netchar_count");
+    name[..label.len().min(15)].copy_from_slice(&label[..label.len().min(15)]);
     let mut log = vec![0u8; 64 * 1024];
     let mut attr = ProgLoad {
         prog_type: BPF_PROG_TYPE_XDP,
@@ -260,7 +266,7 @@ fn possible_cpus() -> io::Result<usize> {
 }
 
 /// An eBPF instruction: opcode, registers, offset, immediate (linux/bpf.h `struct bpf_insn`).
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+pub(crate) fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
     let bytes = [
         [code, dst | (src << 4)],
         off.to_le_bytes(),
@@ -271,25 +277,25 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
 }
 
 // Opcodes (class | size/op | mode/source).
-const LDX_W: u8 = 0x61;
+pub(crate) const LDX_W: u8 = 0x61;
 const LDX_H: u8 = 0x69;
 const LDX_B: u8 = 0x71;
-const LDX_DW: u8 = 0x79;
-const STX_DW: u8 = 0x7b;
-const ST_W: u8 = 0x62;
-const MOV64_X: u8 = 0xbf;
-const MOV64_K: u8 = 0xb7;
-const ADD64_K: u8 = 0x07;
+pub(crate) const LDX_DW: u8 = 0x79;
+pub(crate) const STX_DW: u8 = 0x7b;
+pub(crate) const ST_W: u8 = 0x62;
+pub(crate) const MOV64_X: u8 = 0xbf;
+pub(crate) const MOV64_K: u8 = 0xb7;
+pub(crate) const ADD64_K: u8 = 0x07;
 const ADD64_X: u8 = 0x0f;
-const TO_BE: u8 = 0xdc;
-const JEQ_K: u8 = 0x15;
+pub(crate) const TO_BE: u8 = 0xdc;
+pub(crate) const JEQ_K: u8 = 0x15;
 const JNE_K: u8 = 0x55;
-const JGT_X: u8 = 0x2d;
+pub(crate) const JGT_X: u8 = 0x2d;
 const JA: u8 = 0x05;
-const CALL: u8 = 0x85;
-const EXIT: u8 = 0x95;
-const LD_IMM64: u8 = 0x18;
-const PSEUDO_MAP_FD: u8 = 1;
+pub(crate) const CALL: u8 = 0x85;
+pub(crate) const EXIT: u8 = 0x95;
+pub(crate) const LD_IMM64: u8 = 0x18;
+pub(crate) const PSEUDO_MAP_FD: u8 = 1;
 
 /// Jump targets of the program.
 #[derive(Clone, Copy, PartialEq, Eq)]
