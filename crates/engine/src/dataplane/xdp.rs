@@ -211,16 +211,7 @@ pub(super) fn send<F: DatagramFormat>(
     let a = addresses(xdp, socket)?;
     // One AF_XDP socket per queue: with -P N, stream k sends on queue QUEUE + k - 1.
     let queue = xdp.queue + shared.id.saturating_sub(1);
-    let mut tx = if xdp.live {
-        if !a.peer.is_ipv4() {
-            return Err(io::Error::other(
-                "--xdp-live: IPv4 only (IPv6 requires the UDP checksum the program does not write)",
-            ));
-        }
-        Transmitter::Live(None)
-    } else {
-        Transmitter::Socket(XdpTx::open(&xdp.interface, queue, false).map_err(|e| io::Error::other(e.to_string()))?)
-    };
+    let mut tx = Transmitter::open(xdp, &a, queue)?;
     let mut schedule = Schedule::new(spec, started);
     if schedule.pps.is_some() {
         // Best effort: without it sleeps overshoot more and the sender spins more.
@@ -316,15 +307,7 @@ pub(super) fn send<F: DatagramFormat>(
     };
     // Frames still queued when the driver stops taking them never left: the last sequence
     // numbers, taken back so the receiver does not count them lost.
-    let never_left = match &mut tx {
-        Transmitter::Socket(tx) => {
-            let _ = tx.drain(DRAIN_WAIT);
-            tx.in_flight() as u64 + tx.invalid_descriptors().unwrap_or(0)
-        }
-        // The program's own count of the frames it stamped and passed on is the truth.
-        Transmitter::Live(Some(live)) => seq.saturating_sub(live.sent()?),
-        Transmitter::Live(None) => 0,
-    };
+    let never_left = tx.never_left(seq)?;
     if never_left > 0 {
         let size = schedule.default_size as u64;
         seq = seq.saturating_sub(never_left);
@@ -380,6 +363,35 @@ fn live_batch(sent: u64, since_first: Option<Duration>, left: Option<Duration>, 
 enum Transmitter {
     Socket(XdpTx),
     Live(Option<XdpLive>),
+}
+
+impl Transmitter {
+    fn open(xdp: &XdpSend, a: &Addresses, queue: u32) -> io::Result<Self> {
+        if !xdp.live {
+            let tx = XdpTx::open(&xdp.interface, queue, false).map_err(|e| io::Error::other(e.to_string()))?;
+            return Ok(Self::Socket(tx));
+        }
+        if !a.peer.is_ipv4() {
+            return Err(io::Error::other(
+                "--xdp-live: IPv4 only (IPv6 requires the UDP checksum the program does not write)",
+            ));
+        }
+        Ok(Self::Live(None))
+    }
+
+    /// Of `sent` frames counted out, those that never left: still queued in the socket when
+    /// the driver stopped taking them, or not run by the live program (its own count is the
+    /// truth).
+    fn never_left(&mut self, sent: u64) -> io::Result<u64> {
+        Ok(match self {
+            Self::Socket(tx) => {
+                let _ = tx.drain(DRAIN_WAIT);
+                tx.in_flight() as u64 + tx.invalid_descriptors().unwrap_or(0)
+            }
+            Self::Live(Some(live)) => sent.saturating_sub(live.sent()?),
+            Self::Live(None) => 0,
+        })
+    }
 }
 
 /// The live-frames sender of `t`'s frames: the template with the format's sequence number and
