@@ -167,6 +167,10 @@ const USAGE: &[(&str, Do)] = &[
         Do::Not("needs root and the sink interface sink0 (a network namespace); crates/cli/tests/netns_xdp.rs sends through AF_XDP on a veth pair and checks the counts"),
     ),
     (
+        "netchar udp 198.18.0.2 -p 9000 --proto sink --xdp sink0 --xdp-live --no-udp-checksum -b 0 -l 64 -t 10",
+        Do::Not("needs root and the sink interface sink0 (a network namespace); crates/cli/tests/netns_xdp.rs sends through the live frames on a veth pair and checks the counts"),
+    ),
+    (
         "netchar udp server.example --xdp eth0:2 --pps 1M -l 64",
         Do::Not("needs root and an interface eth0 with a queue 2 on the route to a server; crates/cli/tests/netns_xdp.rs runs --xdp against a server on a veth pair"),
     ),
