@@ -3,6 +3,15 @@
 
 use anyhow::Result;
 
+/// The exit status of a job that ended with `code` once its gates judged `runs`: a job that
+/// ran well and missed a gate exits [`crate::exit::GATE`]; any other keeps its own.
+pub(crate) fn judged(out: &crate::plan::Output, runs: &[netchar_model::TestResult], code: u8) -> Result<u8> {
+    if code == crate::exit::OK && !runs.is_empty() && !gates_hold(out, runs)? {
+        return Ok(crate::exit::GATE);
+    }
+    Ok(code)
+}
+
 /// Checks `--expect` (on the mean of the counted runs) and `--baseline`; prints one line per
 /// miss with the measured value. Returns whether every gate held.
 pub(crate) fn gates_hold(out: &crate::plan::Output, runs: &[netchar_model::TestResult]) -> Result<bool> {

@@ -161,12 +161,7 @@ fn single(
 ) -> Result<u8> {
     let out = Output::from_args(c)?;
     let console = crate::plan::console_source(&c.console_args)?;
-    // Every gate names a figure this test will have, or it fails now, not after the test.
-    let spec = spec_for(kind, nbufs, buflen, pause);
-    for e in &out.expect {
-        netchar_model::figures::check_path(&spec, &e.path)
-            .map_err(|why| crate::flags::UsageError(format!("--expect '{}': {why}", e.text)))?;
-    }
+    out.check_expectations(&spec_for(kind, nbufs, buflen, pause))?;
     let slave = resolve(&c.host, c.port, c.ipv4, c.ipv6)?;
     let cfg = MasterConfig {
         slave,
@@ -183,9 +178,7 @@ fn single(
         (true, _) => Box::new(JobJsonReporter),
     })
     .with_figures(figures);
-    if out.repeat > 1 && !out.json {
-        reporters.push(Box::new(crate::repeat::RepeatStatistics(out.format)));
-    }
+    crate::repeat::add_statistics(&mut reporters, &out);
     // The runs print through the reporters, and so do the job's headings: one at a time.
     let reporters = std::cell::RefCell::new(reporters);
     let run_one = |run: &Run| -> Result<RunOutcome> {
@@ -222,12 +215,7 @@ fn single(
         Ok(RunOutcome { result, ended })
     };
     let (counted, code) = crate::repeat::run_job(&out, &repeat, stop, &reporters, &progress, run_one)?;
-    progress.suspend(|| {
-        if code == crate::exit::OK && !counted.is_empty() && !crate::gate::gates_hold(&out, &counted)? {
-            return Ok(crate::exit::GATE);
-        }
-        Ok(code)
-    })
+    progress.suspend(|| crate::gate::judged(&out, &counted, code))
 }
 
 fn exit_code(results: &[TestResult], stop: &StopFlag) -> u8 {

@@ -134,6 +134,16 @@ impl Output {
             reset: reset_command(a)?,
         })
     }
+
+    /// Every gate names a figure a test of `spec` will have, or it fails now, not after the
+    /// test.
+    pub(crate) fn check_expectations(&self, spec: &TestSpec) -> Result<(), UsageError> {
+        for e in &self.expect {
+            netchar_model::figures::check_path(spec, &e.path)
+                .map_err(|why| UsageError(format!("--expect '{}': {why}", e.text)))?;
+        }
+        Ok(())
+    }
 }
 
 /// A test ready to run.
@@ -477,11 +487,7 @@ impl TcpPlan {
             netchar_engine::client::session(p, std::time::Instant::now(), &shaped, &plan.client)
                 .map_err(|e| UsageError(e.to_string()))?;
         }
-        // Every gate names a figure this test will have, or it fails now, not after the test.
-        for e in &plan.output.expect {
-            netchar_model::figures::check_path(&shaped, &e.path)
-                .map_err(|why| UsageError(format!("--expect '{}': {why}", e.text)))?;
-        }
+        plan.output.check_expectations(&shaped)?;
         Ok(plan)
     }
 

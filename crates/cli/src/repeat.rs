@@ -63,9 +63,7 @@ pub(crate) fn run_collecting(
     };
     // The figure files keep the counted runs: the job's end settles them.
     let mut reporters = Reporters::from_output(out, shape).with_figures(figures);
-    if out.repeat > 1 && !out.json {
-        reporters.push(Box::new(RepeatStatistics(out.format)));
-    }
+    add_statistics(&mut reporters, out);
     // The runs print through the reporters, and so do the job's headings: one at a time.
     let reporters = std::cell::RefCell::new(reporters);
     let run_one = |run: &Run| -> Result<RunOutcome> {
@@ -79,17 +77,22 @@ pub(crate) fn run_collecting(
         };
         Ok(RunOutcome { result, ended })
     };
-    let (kept, mut code) = run_job(out, &repeat, stop, &reporters, progress, run_one)?;
+    let (kept, code) = run_job(out, &repeat, stop, &reporters, progress, run_one)?;
     // The tail prints under the progress line of this job (or of the plan around it).
     progress.suspend(|| {
         if let Some(collect) = collect {
             collect.extend(kept.iter().cloned());
         }
-        if code == crate::exit::OK && !kept.is_empty() && !crate::gate::gates_hold(out, &kept)? {
-            code = crate::exit::GATE;
-        }
-        Ok(code)
+        crate::gate::judged(out, &kept, code)
     })
+}
+
+/// With `--repeat` above 1 and text output: the statistics over the counted runs at the job's
+/// end.
+pub(crate) fn add_statistics(reporters: &mut Reporters, out: &crate::plan::Output) {
+    if out.repeat > 1 && !out.json {
+        reporters.push(Box::new(RepeatStatistics(out.format)));
+    }
 }
 
 /// The engine's repeat job over `run_one`, as every single test runs (nc_test's too): each
@@ -158,7 +161,7 @@ pub(crate) fn reset_before(
 
 /// The text after `--repeat` runs: the mean and its 95% confidence interval of the headline
 /// figures over the counted runs, rates in the test's `-f`.
-pub(crate) struct RepeatStatistics(pub(crate) netchar_model::units::RateFormat);
+struct RepeatStatistics(netchar_model::units::RateFormat);
 
 impl netchar_report::Reporter for RepeatStatistics {
     fn on_finish(&mut self, _result: &netchar_model::TestResult) -> String {
