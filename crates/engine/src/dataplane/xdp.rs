@@ -229,8 +229,6 @@ pub(super) fn send<F: DatagramFormat>(
     let mut behind: u64 = 0;
     let mut late_max = Duration::ZERO;
     let mut live_started: Option<Instant> = None;
-    let size_of_all = schedule.default_size as u64;
-    let budget_frames = |seq: u64| budget.map(|b| (b / size_of_all.max(1)).saturating_sub(seq));
     let outcome: io::Result<()> = loop {
         if controls.stop_senders.load(Ordering::Relaxed) {
             break Ok(());
@@ -261,9 +259,11 @@ pub(super) fn send<F: DatagramFormat>(
             Some(d) => now.min(d - Duration::from_nanos(1)).max(now),
             None => now,
         };
+        // The datagrams the byte budget (-n) has left, the last one whole.
+        let budget_left = budget.map(|b| (b - bytes).div_ceil(size as u64));
         let mut n = schedule.due_count(seq, horizon, BATCH);
-        if let Some(b) = budget {
-            n = n.min(((b - bytes).div_ceil(size as u64)) as usize).max(1);
+        if let Some(left) = budget_left {
+            n = n.min(left as usize).max(1);
         }
         intervals.close_due(now.saturating_duration_since(started).as_secs_f64(), (bytes, seq, 0), Some(shared));
         if template.as_ref().is_none_or(|(s, _)| *s != size) {
@@ -282,7 +282,7 @@ pub(super) fn send<F: DatagramFormat>(
                     *live = Some(live_sender(&xdp.interface, t, format, payload, &generator, started)?);
                     live_started = Some(now);
                 }
-                let n = live_batch(seq, live_started.map(|s| now - s), deadline.map(|d| d - now), budget_frames(seq));
+                let n = live_batch(seq, live_started.map(|s| now - s), deadline.map(|d| d - now), budget_left);
                 live.as_ref().expect("made above").send(n as u32)?;
                 n
             }

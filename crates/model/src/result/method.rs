@@ -247,22 +247,15 @@ mod tests {
         // matches, so no comparison takes it for the socket's.
         let mut xdp = r.test.spec.clone();
         xdp.udp.as_mut().unwrap().xdp = Some(crate::XdpSend { interface: "eth0".into(), queue: 0, live: false });
+        let mut live = xdp.clone();
         let x = result(xdp, vec![udp_sender(1, 51_200, 100, false), udp_sender(2, 6_400, 100, false)]).method();
         assert_eq!(x.send.as_deref(), Some("af_xdp"));
         let fields: Vec<String> = m.differences(&x).iter().map(|d| d.to_string()).collect();
         assert_eq!(fields, ["send: socket vs af_xdp"]);
         // The kernel's live frames (--xdp-live) are a third send path.
-        let mut live = x_spec_live(&r.test.spec);
         live.udp.as_mut().unwrap().xdp.as_mut().unwrap().live = true;
         let l = result(live, vec![udp_sender(1, 51_200, 100, false), udp_sender(2, 6_400, 100, false)]).method();
         assert_eq!(l.differences(&x).iter().map(|d| d.to_string()).collect::<Vec<_>>(), ["send: xdp_live vs af_xdp"]);
-    }
-
-    /// `spec` sent through `--xdp eth0`.
-    fn x_spec_live(spec: &crate::TestSpec) -> crate::TestSpec {
-        let mut s = spec.clone();
-        s.udp.as_mut().unwrap().xdp = Some(crate::XdpSend { interface: "eth0".into(), queue: 0, live: false });
-        s
     }
 
     #[test]
