@@ -72,7 +72,9 @@ run() {
   [ -s "$n.bytes" ] || { echo "stream_profile.sh: $tool's run gave no byte count (see $n.err, $n.srv)" >&2; exit 1; }
 }
 
-echo "# stream_profile: netchar $("$NC" --version 2>/dev/null | awk '{print $2}') beside $TOOLS; Linux $(uname -r); TCP -P $P, client CPU $C, server CPU $S; ${DUR} s x $ROUNDS per tool, alternated; load average $(load_average)"
+versions="netchar $("$NC" --version 2>/dev/null | awk '{print $2}')"
+for t in $TOOLS; do [ "$t" = netchar ] || versions+=", ${PEER_VER[$t]:-$t}"; done
+echo "# stream_profile: $versions; Linux $(uname -r); TCP -P $P, client CPU $C, server CPU $S; ${DUR} s x $ROUNDS per tool, alternated; load average $(load_average)"
 read -r -a tools <<< "$TOOLS"
 for ((r = 1; r <= ROUNDS; r++)); do
   order=("${tools[@]}")
