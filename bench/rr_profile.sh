@@ -9,7 +9,7 @@
 #
 #   NETPERF=PATH NETSERVER=PATH bash bench/rr_profile.sh            # TCP and UDP, 3 s each
 #   NC=path/to/netchar PROTOS=tcp ROUNDS=3 bash bench/rr_profile.sh  # another build, TCP only, 3 runs each
-#   SERVER_CPU=1 PROTOS=tcp bash bench/rr_profile.sh                  # cross core: each CPU's share idle too
+#   SERVER_CPU=1 PROTOS=tcp bash bench/rr_profile.sh                  # cross core: each CPU's idle time too
 # Knobs: NC (default target/release/netchar), DUR=3, ROUNDS=1 (runs per tool, alternated;
 # figures summed over them), PROTOS="tcp udp", CPU=0, SERVER_CPU=CPU, PORT_BASE=15360, FREQ=20000 (samples/s),
 # TOP=25 (rows).  Needs perf, taskset, python3 and netperf (lib.sh: find_peers).
@@ -57,23 +57,27 @@ for proto in $PROTOS; do
     if [ $((r % 2)) = 1 ]; then run netchar "$proto" "nc-$proto-$r"; run netperf "$proto" "np-$proto-$r"
     else run netperf "$proto" "np-$proto-$r"; run netchar "$proto" "nc-$proto-$r"; fi
   done
-  python3 - "$WORK" "$proto" "$ROUNDS" "$FREQ" "$TOP" "$(basename "$NC")" <<'PY'
+  python3 - "$WORK" "$proto" "$ROUNDS" "$FREQ" "$TOP" "$(basename "$NC")" "$DUR" <<'PY'
 import collections, subprocess, sys
-work, proto, rounds, hz, top, ncbin = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+work, proto, rounds, hz, top, ncbin, dur = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6], float(sys.argv[7])
 def tool(prefix, binaries):
     """Samples by symbol of the tool's own processes (those with samples in its binaries)."""
     n, d = 0.0, collections.Counter()
     for r in range(1, rounds + 1):
         base = "%s/%s-%s-%d" % (work, prefix, proto, r)
         n += float(open(base + ".n").read().strip() or 0)
-        # Each CPU's idle time (the swapper's samples): cross core, a transaction waits on a
-        # wake-up, and the time a CPU sleeps in it is part of the transaction's time.
-        idle = subprocess.run(["perf", "report", "-i", base + ".data", "--sort", "cpu,pid", "-n", "-q",
-                               "--percent-limit", "0", "-F", "sample,cpu,pid"], capture_output=True, text=True).stdout
-        for line in idle.splitlines():
+        # Each CPU's idle time: cross core, a transaction waits on a wake-up, and the time a CPU
+        # sleeps in it is part of the transaction's. A halted vCPU takes no cpu-clock samples,
+        # so idle is the run's duration less the CPU's samples of any process but the idle task.
+        per_cpu = subprocess.run(["perf", "report", "-i", base + ".data", "--sort", "cpu,pid", "-n", "-q",
+                                  "--percent-limit", "0", "-F", "sample,cpu,pid"], capture_output=True, text=True).stdout
+        busy_cpu = collections.Counter()
+        for line in per_cpu.splitlines():
             f = line.split(None, 2)
-            if len(f) == 3 and f[0].isdigit() and f[2].startswith("0:"):
-                d["idle on CPU %d" % int(f[1])] += int(f[0])
+            if len(f) == 3 and f[0].isdigit() and not f[2].startswith("0:"):
+                busy_cpu[int(f[1])] += int(f[0])
+        for c in busy_cpu:
+            d["idle on CPU %d" % c] += max(0.0, dur * hz - busy_cpu[c])
         out = subprocess.run(["perf", "report", "-i", base + ".data", "--sort", "pid,dso,sym", "-n", "-q",
                               "--percent-limit", "0", "-F", "sample,pid,dso,sym"], capture_output=True, text=True).stdout
         rows, pids = [], set()
