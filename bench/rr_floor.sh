@@ -52,9 +52,8 @@ run() {
 
 echo "# rr_floor: bench/ref/pingpong.c (the floor), netchar $("$NC" --version 2>/dev/null | awk '{print $2}')${NETPERF:+, ${PEER_VER[netperf]}}; TCP, 1 byte each way, blocking; client CPU $C, server CPU $S; $ROUNDS rounds of ${DUR} s, alternated; Linux $(uname -r), $(nproc) CPUs; load average $(load_average)"
 for ((r = 1; r <= ROUNDS; r++)); do
-  order=("${TOOLS[@]}")
-  for ((k = 0; k < (r - 1) % ${#TOOLS[@]}; k++)); do order=("${order[@]:1}" "${order[0]}"); done
-  for t in "${order[@]}"; do run "$t" "$r"; done
+  rotate "$r" "${TOOLS[@]}"    # the tool that goes first changes every round
+  for t in "${ORDER[@]}"; do run "$t" "$r"; done
 done
 python3 - "$WORK/results" <<'PY'
 import collections, statistics, sys

@@ -77,10 +77,8 @@ for t in $TOOLS; do [ "$t" = netchar ] || versions+=", ${PEER_VER[$t]:-$t}"; don
 echo "# stream_profile: $versions; Linux $(uname -r); TCP -P $P, client CPU $C, server CPU $S; ${DUR} s x $ROUNDS per tool, alternated; load average $(load_average)"
 read -r -a tools <<< "$TOOLS"
 for ((r = 1; r <= ROUNDS; r++)); do
-  order=("${tools[@]}")
-  # Each round starts with the next tool, so no tool always runs first.
-  for ((k = 0; k < (r - 1) % ${#tools[@]}; k++)); do order=("${order[@]:1}" "${order[0]}"); done
-  for t in "${order[@]}"; do run "$t" "$t-$r"; done
+  rotate "$r" "${tools[@]}"    # the tool that goes first changes every round
+  for t in "${ORDER[@]}"; do run "$t" "$t-$r"; done
 done
 python3 - "$WORK" "$ROUNDS" "$FREQ" "$TOP" "$DUR" "$C" "$S" "$(basename "$NC")" $TOOLS <<'PY'
 import collections, subprocess, sys
